@@ -1,0 +1,772 @@
+#include "server/placement/resolver.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/common/status_macros.h"
+#include "server/placement/backends.h"
+#include "server/placement/device_string.h"
+#include "server/placement/visibility.h"
+
+namespace devplace::placement {
+namespace {
+
+// Orders of SEMANTICS.md (by PyTorch device type; "cuda" is whichever GPU row is available).
+const std::vector<std::string> kDistOrder = {"tpu", "mlu", "musa", "npu", "hpu", "cuda", "xpu", "neuron"};
+const std::vector<std::string> kTaOrder = {"tpu", "mps", "xpu", "mlu", "musa", "npu", "hpu", "neuron", "cuda"};
+const std::vector<std::string> kAccOrder = {"tpu", "mps", "mlu", "musa", "npu", "hpu", "cuda", "xpu", "neuron"};
+const std::vector<std::string> kAutoOrder = {"npu", "mlu", "musa", "xpu", "hpu", "cuda"};
+const std::vector<std::string> kIntOrder = {"npu", "mlu", "musa", "hpu", "cuda", "xpu", "mps"};
+const std::vector<std::string> kPipelineOrder = {"mlu", "musa", "cuda", "npu", "hpu", "xpu", "mps"};
+
+const std::set<std::string> kKeywords = {"auto", "balanced", "balanced_low_0", "sequential"};
+const std::set<std::string> kRuntimeTokens = {"cpu", "cuda", "rocm", "hip", "xpu", "mps", "hpu",
+                                              "npu", "mlu", "musa", "neuron", "tpu", "xla"};
+
+std::string OrderText(const std::vector<std::string>& order) {
+  std::vector<std::string> up;
+  for (const std::string& t : order) up.push_back(t == "neuron" ? "Neuron" : absl::AsciiStrToUpper(t));
+  return absl::StrJoin(up, ", ");
+}
+
+// Python's int() on a string: optional surrounding whitespace, optional sign, digits.
+std::optional<int64_t> PyInt(absl::string_view s) {
+  s = absl::StripAsciiWhitespace(s);
+  absl::string_view digits = s;
+  if (!digits.empty() && (digits[0] == '+' || digits[0] == '-')) digits.remove_prefix(1);
+  if (digits.empty() || !std::all_of(digits.begin(), digits.end(),
+                                     [](char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)); })) {
+    return std::nullopt;
+  }
+  int64_t v = 0;
+  if (!absl::SimpleAtoi(s, &v)) return std::nullopt;
+  return v;
+}
+
+// Accelerate's str_to_bool: 1 for truthy, 0 for falsy, nullopt otherwise.
+std::optional<bool> TruthValue(absl::string_view s) {
+  const std::string v = absl::AsciiStrToLower(s);
+  for (const char* t : {"1", "y", "yes", "t", "true", "on"}) if (v == t) return true;
+  for (const char* f : {"0", "n", "no", "f", "false", "off"}) if (v == f) return false;
+  return std::nullopt;
+}
+
+// What the job must install for a row it cannot use.
+std::string InstallHint(const v1::Backend& b) {
+  switch (b.row()) {
+    case v1::ROW_CUDA_NVIDIA: return "install a CUDA build of torch";
+    case v1::ROW_CUDA_AMD: return "install a ROCm build of torch";
+    case v1::ROW_XPU: return "install an XPU build of torch (>= 2.7)";
+    case v1::ROW_MPS: return "install torch for macOS arm64";
+    default: return absl::StrCat("install ", b.package());
+  }
+}
+
+struct RowState {
+  const v1::Backend* backend = nullptr;
+  RowVisibility vis;
+  bool available = false;
+  std::string reason;   // why not available
+  bool hazard = false;  // counts under `strict` when the choice is automatic
+};
+
+class Resolution {
+ public:
+  Resolution(const v1::Inventory& inv, const v1::ResolveDeviceRequest& req) : inv_(inv), req_(req) {}
+
+  absl::StatusOr<v1::ResolveDeviceResponse> Run() {
+    if (inv_.backends_size() == 0) {
+      return absl::UnavailableError("no inventory yet: the first probe of this host has not completed");
+    }
+    RETURN_IF_ERROR(ValidateRequest());
+    RETURN_IF_ERROR(ComputeRows());
+    if (req_.workload() == v1::WORKLOAD_TRAINING) {
+      RETURN_IF_ERROR(Training());
+    } else if (convention_ == v1::CONVENTION_PIPELINE) {
+      RETURN_IF_ERROR(Pipeline());
+    } else {
+      RETURN_IF_ERROR(FromPretrained());
+    }
+    if (req_.strict() && !hazards_.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("strict: ", absl::StrJoin(hazards_, "; "), " (answer without strict: ", out_.device(), ")"));
+    }
+    out_.set_inventory_revision(inv_.revision());
+    return out_;
+  }
+
+ private:
+  // ---- request validation ------------------------------------------------------------------
+
+  const std::string* Env(const char* name) const {
+    auto it = req_.env().find(name);
+    return it == req_.env().end() ? nullptr : &it->second;
+  }
+
+  absl::Status ValidateRequest() {
+    const bool training = req_.workload() == v1::WORKLOAD_TRAINING;
+    if (req_.workload() == v1::WORKLOAD_UNSPECIFIED) {
+      return absl::InvalidArgumentError("workload: required; accepted: WORKLOAD_TRAINING, WORKLOAD_INFERENCE");
+    }
+    convention_ = req_.convention();
+    if (convention_ == v1::CONVENTION_UNSPECIFIED) {
+      convention_ = training ? v1::CONVENTION_TRAINING_ARGUMENTS : v1::CONVENTION_FROM_PRETRAINED;
+    }
+    const bool training_conv = convention_ == v1::CONVENTION_TRAINING_ARGUMENTS || convention_ == v1::CONVENTION_ACCELERATE;
+    if (training != training_conv) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "convention: ", v1::Convention_Name(convention_), " does not apply to ", v1::Workload_Name(req_.workload()),
+          "; accepted: TRAINING_ARGUMENTS or ACCELERATE for training, FROM_PRETRAINED or PIPELINE for inference"));
+    }
+    if (training && !req_.device_map().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "device_map: '", req_.device_map(), "' given for a training workload; TrainingArguments and Accelerator "
+          "choose the device themselves: leave device_map empty (use use_cpu or env ACCELERATE_TORCH_DEVICE to steer)"));
+    }
+    // local_rank / world_size: fields or env, which must agree (T8).
+    std::optional<int64_t> env_rank, env_world;
+    if (const std::string* v = Env("LOCAL_RANK")) {
+      env_rank = PyInt(*v);
+      if (!env_rank) {
+        return absl::InvalidArgumentError(absl::StrCat("env.LOCAL_RANK='", *v, "': not an integer (Accelerate does "
+                                                       "int(os.environ[\"LOCAL_RANK\"])); accepted: 0, 1, ..."));
+      }
+    }
+    if (const std::string* v = Env("WORLD_SIZE")) {
+      env_world = PyInt(*v);
+      if (!env_world) {
+        return absl::InvalidArgumentError(absl::StrCat("env.WORLD_SIZE='", *v, "': not an integer; accepted: 1, 2, ..."));
+      }
+    }
+    if (req_.has_local_rank() && env_rank && *env_rank != req_.local_rank()) {
+      return absl::InvalidArgumentError(absl::StrCat("local_rank: ", req_.local_rank(), " disagrees with env.LOCAL_RANK=",
+                                                     *env_rank, "; give one or make them equal"));
+    }
+    if (req_.has_world_size() && env_world && *env_world != req_.world_size()) {
+      return absl::InvalidArgumentError(absl::StrCat("world_size: ", req_.world_size(), " disagrees with env.WORLD_SIZE=",
+                                                     *env_world, "; give one or make them equal"));
+    }
+    if (req_.has_local_rank()) {
+      if (req_.local_rank() < 0) {
+        return absl::InvalidArgumentError(absl::StrCat("local_rank: ", req_.local_rank(), " is negative; accepted: 0, 1, ... "
+                                                       "(leave it unset for a single process)"));
+      }
+      local_rank_ = req_.local_rank();
+    } else if (env_rank && *env_rank != -1) {  // Accelerate's default -1 means "not distributed"
+      if (*env_rank < 0 || *env_rank > INT32_MAX) {
+        return absl::InvalidArgumentError(absl::StrCat("env.LOCAL_RANK=", *env_rank, " is out of range; accepted: 0, 1, ..."));
+      }
+      local_rank_ = static_cast<int>(*env_rank);
+    }
+    if (req_.has_world_size()) world_size_ = req_.world_size();
+    else if (env_world) world_size_ = *env_world;
+    if (world_size_ && *world_size_ < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("world_size: ", *world_size_, " is below 1; accepted: 1, 2, ..."));
+    }
+    if (world_size_ && local_rank_ && *local_rank_ >= *world_size_) {
+      return absl::InvalidArgumentError(absl::StrCat("local_rank: ", *local_rank_, " is not below world_size ", *world_size_,
+                                                     "; accepted: 0..", *world_size_ - 1));
+    }
+    // runtime_backends.
+    for (const std::string& r : req_.runtime_backends()) {
+      if (!kRuntimeTokens.count(r)) {
+        return absl::InvalidArgumentError(absl::StrCat("runtime_backends: unknown backend '", r,
+                                                       "'; accepted: ", absl::StrJoin(kRuntimeTokens, ", ")));
+      }
+      runtime_.insert(r == "hip" ? "rocm" : r);
+    }
+    if (runtime_.count("cuda") && runtime_.count("rocm")) {
+      return absl::InvalidArgumentError("runtime_backends: lists both cuda and rocm, but one PyTorch build is either a "
+                                        "CUDA or a ROCm build; name the one the job has");
+    }
+    if (training) {
+      if (const std::string* v = Env("ACCELERATE_USE_CPU")) {
+        std::optional<bool> b = TruthValue(*v);
+        if (!b) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "env.ACCELERATE_USE_CPU='", *v, "': invalid truth value (Accelerate and Transformers raise ValueError); "
+              "accepted, case-insensitive: 1 y yes t true on / 0 n no f false off"));
+        }
+        accelerate_use_cpu_ = *b;
+      }
+      if (const std::string* v = Env("USE_TORCH_XLA")) {
+        std::optional<bool> b = TruthValue(*v);
+        if (!b) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "env.USE_TORCH_XLA='", *v, "': invalid truth value (import accelerate raises ValueError); "
+              "accepted, case-insensitive: 1 y yes t true on / 0 n no f false off"));
+        }
+        use_torch_xla_ = *b;
+      }
+      if (const std::string* v = Env("ACCELERATE_TORCH_DEVICE")) {
+        ASSIGN_OR_RETURN(DeviceString d, ParseDeviceString(*v, "env.ACCELERATE_TORCH_DEVICE"));
+        torch_device_env_ = d;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // ---- availability (P4, P5) ---------------------------------------------------------------
+
+  bool RuntimeHas(const v1::Backend& b) const {
+    if (runtime_.empty()) return true;
+    const BackendSpec* spec = FindBackend(b.row());
+    if (spec != nullptr && runtime_.count(std::string(spec->runtime_backend))) return true;
+    // "cuda" (torch.cuda available) also drives AMD GPUs when there is no NVIDIA row to prefer.
+    return b.row() == v1::ROW_CUDA_AMD && runtime_.count("cuda") && !HasRow(v1::ROW_CUDA_NVIDIA);
+  }
+
+  bool HasRow(v1::Row row) const {
+    return std::any_of(inv_.backends().begin(), inv_.backends().end(),
+                       [&](const v1::Backend& b) { return b.row() == row; });
+  }
+
+  absl::Status ComputeRows() {
+    const v1::JobDevices* job = req_.has_job_devices() ? &req_.job_devices() : nullptr;
+    for (const v1::Backend& b : inv_.backends()) {
+      if (b.row() == v1::ROW_CPU) {
+        cpu_ = &b;
+        continue;
+      }
+      RowState r;
+      r.backend = &b;
+      ASSIGN_OR_RETURN(r.vis, ComputeVisibility(b, req_.env(), job));
+      for (const std::string& e : r.vis.explanation) out_.add_explanation(e);
+      for (const std::string& w : r.vis.warnings) out_.add_warnings(w);
+      if (r.vis.units.empty()) {
+        r.reason = r.vis.hidden_reason;
+        r.hazard = r.vis.hidden != Hidden::kMaskEmpty;
+      } else if (!RuntimeHas(b)) {
+        r.reason = absl::StrCat(b.hardware(), " present but the job's PyTorch has no ", b.device_type(),
+                                " backend (runtime_backends: ", absl::StrJoin(req_.runtime_backends(), ", "), "): ",
+                                InstallHint(b));
+        r.hazard = true;
+      } else {
+        r.available = true;
+      }
+      rows_.push_back(std::move(r));
+    }
+    // Both GPU rows map to `cuda`; one PyTorch build drives only one of them.
+    RowState* nv = FindRow(v1::ROW_CUDA_NVIDIA);
+    RowState* amd = FindRow(v1::ROW_CUDA_AMD);
+    if (nv && amd && nv->available && amd->available) {
+      amd->available = false;
+      amd->reason = "NVIDIA and AMD GPUs are both usable, but one PyTorch build drives only one of them as `cuda`: "
+                    "assuming a CUDA build (pass runtime_backends [\"rocm\"] for a ROCm build)";
+    }
+    std::vector<std::string> avail;
+    for (const RowState& r : rows_) {
+      if (r.available) avail.push_back(absl::StrCat(r.backend->name(), " (", r.vis.units.size(), " visible)"));
+    }
+    out_.add_explanation(absl::StrCat("P4 available to the job: ", avail.empty() ? "no accelerator row" : absl::StrJoin(avail, ", "),
+                                      "; cpu is always available"));
+    // P5: present-but-unusable rows are explained, never hidden.
+    for (const RowState& r : rows_) {
+      if (!r.available) out_.add_warnings(r.reason);
+    }
+    return absl::OkStatus();
+  }
+
+  RowState* FindRow(v1::Row row) {
+    for (RowState& r : rows_) if (r.backend->row() == row) return &r;
+    return nullptr;
+  }
+
+  const RowState* FirstAvailable(const std::vector<std::string>& order) const {
+    for (const std::string& type : order) {
+      for (const RowState& r : rows_) {
+        if (r.available && r.backend->device_type() == type) return &r;
+      }
+    }
+    return nullptr;
+  }
+
+  // Hazards from present rows the job cannot use, for an automatic choice under `strict`.
+  void AutomaticChoiceHazards() {
+    for (const RowState& r : rows_) {
+      if (!r.available && r.hazard) hazards_.push_back(r.reason);
+    }
+  }
+
+  // ---- answer building ---------------------------------------------------------------------
+
+  v1::PlacedDevice* Place(const RowState& r, int job_index) {
+    const VisibleUnit& u = r.vis.units[job_index];
+    v1::PlacedDevice* p = out_.add_placed();
+    const bool indexed = r.backend->row() != v1::ROW_MPS;
+    p->set_device(indexed ? absl::StrCat(r.backend->device_type(), ":", job_index) : r.backend->device_type());
+    p->set_job_index(indexed ? job_index : -1);
+    p->set_host_index(static_cast<int>(u.device->host_index()));
+    p->set_pci_bus_id(u.device->pci_bus_id());
+    p->set_uuid(u.device->uuid());
+    p->set_name(u.device->name());
+    p->set_sub_device(u.sub_device);
+    const uint64_t parts = u.sub_device >= 0 && u.device->sub_device_count() > 1 ? u.device->sub_device_count() : 1;
+    if (u.device->has_memory_total_bytes()) p->set_memory_total_bytes(u.device->memory_total_bytes() / parts);
+    if (u.device->has_memory_free_bytes()) p->set_memory_free_bytes(u.device->memory_free_bytes() / parts);
+    if (u.partition != nullptr) {
+      p->set_partition_uuid(u.partition->uuid());
+      if (u.partition->has_memory_total_bytes()) p->set_memory_total_bytes(u.partition->memory_total_bytes());
+      p->clear_memory_free_bytes();
+    }
+    return p;
+  }
+
+  void Answer(const RowState& r, const std::string& device) {
+    out_.set_device(device);
+    out_.set_backend(r.backend->row());
+    out_.set_package(r.backend->package());
+    out_.add_devices(device);
+  }
+
+  void AnswerCpu(const std::string& why) {
+    out_.set_device("cpu");
+    out_.set_backend(v1::ROW_CPU);
+    out_.set_package(cpu_ != nullptr ? cpu_->package() : "torch");
+    out_.add_devices("cpu");
+    out_.add_explanation(why);
+  }
+
+  std::string Visible(const RowState& r) const {
+    std::vector<std::string> v;
+    for (size_t i = 0; i < r.vis.units.size(); ++i) {
+      v.push_back(absl::StrCat(r.backend->device_type(), ":", i, " (", DescribeUnit(r.vis.units[i]), ")"));
+    }
+    return v.empty() ? "none" : absl::StrJoin(v, ", ");
+  }
+
+  // ---- training (SEMANTICS.md section 5) ---------------------------------------------------
+
+  absl::Status Training() {
+    const bool acc = convention_ == v1::CONVENTION_ACCELERATE;
+    const char* api = acc ? "Accelerator().device" : "TrainingArguments.device";
+    out_.add_explanation(absl::StrCat("convention ", v1::Convention_Name(convention_), ": emulating ", api,
+                                      local_rank_ ? absl::StrCat(", distributed (local_rank ", *local_rank_,
+                                                                 world_size_ ? absl::StrCat(", world_size ", *world_size_) : "", ")")
+                                                  : ", single process"));
+    // T-XLA
+    const RowState* tpu = nullptr;
+    for (const RowState& r : rows_) if (r.backend->row() == v1::ROW_TPU && !r.vis.units.empty()) tpu = &r;
+    if (runtime_.count("xla") && use_torch_xla_) {
+      if (tpu != nullptr) {
+        const int idx = tpu->vis.units.size() > 1 && local_rank_ ? *local_rank_ % static_cast<int>(tpu->vis.units.size()) : 0;
+        out_.set_device("xla:0");
+        out_.set_backend(v1::ROW_TPU);
+        out_.set_package("torch_xla");
+        out_.add_devices("xla:0");
+        Place(*tpu, idx)->set_device("xla:0");
+        out_.add_explanation("T-XLA torch_xla is importable (runtime_backends has xla, USE_TORCH_XLA not false) and a TPU "
+                             "is visible: Accelerate picks the XLA device before any other check; each process sees xla:0");
+        if (req_.use_cpu() || accelerate_use_cpu_) {
+          const std::string w = "XLA wins over use_cpu in Accelerate: the XLA check comes before the cpu flag, so the job "
+                                "runs on xla:0 (set USE_TORCH_XLA=0 to honour use_cpu)";
+          out_.add_warnings(w);
+          hazards_.push_back(w);
+        }
+        return absl::OkStatus();
+      }
+      out_.add_warnings("torch_xla is installed but no TPU is visible: devplace does not answer xla here; note that "
+                        "Accelerate versions that only test the import may still pick XLA");
+    }
+    // T-CPU
+    if (req_.use_cpu() || (acc && accelerate_use_cpu_)) {
+      AnswerCpu(absl::StrCat("T-CPU ", req_.use_cpu() ? "use_cpu=true" : "env ACCELERATE_USE_CPU is truthy", ": cpu"));
+      return absl::OkStatus();
+    }
+    if (!acc && accelerate_use_cpu_) {
+      const std::string w = "ACCELERATE_USE_CPU is truthy but TrainingArguments.device checks only use_cpu (quirk T13): "
+                            "TrainingArguments reports the accelerator below while Accelerate itself will use cpu; pass "
+                            "use_cpu=True instead";
+      out_.add_warnings(w);
+      hazards_.push_back(w);
+    }
+    // T-ENV
+    if (torch_device_env_ && (acc || local_rank_)) {
+      const std::string d = torch_device_env_->ToString();
+      out_.add_explanation(absl::StrCat("T-ENV ACCELERATE_TORCH_DEVICE=", d, ": ",
+                                        acc ? "Accelerate" : "distributed TrainingArguments (through PartialState)",
+                                        " uses it verbatim, without validation or rank offset"));
+      return AnswerVerbatim(*torch_device_env_);
+    }
+    if (local_rank_) return Distributed();
+    return SingleProcess(acc);
+  }
+
+  absl::Status AnswerVerbatim(const DeviceString& d) {
+    const std::string s = d.ToString();
+    if (d.type == "cpu") {
+      AnswerCpu(absl::StrCat("device ", s));
+      return absl::OkStatus();
+    }
+    for (const RowState& r : rows_) {
+      if (!r.available || r.backend->device_type() != d.type) continue;
+      Answer(r, s);
+      const int idx = d.has_index() ? d.index : 0;
+      if (idx < static_cast<int>(r.vis.units.size())) {
+        Place(r, idx);
+      } else {
+        out_.add_warnings(absl::StrCat("ACCELERATE_TORCH_DEVICE=", s, " is used verbatim, but the job sees only ", Visible(r)));
+      }
+      return absl::OkStatus();
+    }
+    out_.set_device(s);
+    out_.set_backend(v1::ROW_UNSPECIFIED);
+    out_.add_devices(s);
+    out_.add_warnings(absl::StrCat("ACCELERATE_TORCH_DEVICE=", s, " is used verbatim, but no ", d.type,
+                                   " device is available to this job"));
+    return absl::OkStatus();
+  }
+
+  absl::Status Distributed() {
+    const int rank = *local_rank_;
+    const RowState* r = FirstAvailable(kDistOrder);
+    if (r == nullptr) {
+      AutomaticChoiceHazards();
+      AnswerCpu(absl::StrCat("T-DIST distributed, but no row of ", OrderText(kDistOrder),
+                             " is available: cpu (Accelerate >= 1.13 treats the process as a single one)"));
+      return absl::OkStatus();
+    }
+    AutomaticChoiceHazards();
+    const int n = static_cast<int>(r->vis.units.size());
+    const int idx = rank % n;
+    const std::string type = r->backend->device_type();
+    const bool hpu = r->backend->row() == v1::ROW_HPU;
+    const std::string device = hpu ? "hpu:0" : absl::StrCat(type, ":", idx);
+    out_.add_explanation(absl::StrCat("T-DIST first available of ", OrderText(kDistOrder), " is ", r->backend->name(),
+                                      " with ", n, " visible device(s)"));
+    if (r->vis.masked && n == 1) {
+      out_.add_explanation(absl::StrCat("P3 the visibility mask leaves one device: the process is pinned to it as ",
+                                        type, ":0 whatever its local_rank"));
+    } else if (hpu) {
+      out_.add_explanation(absl::StrCat("E-HPU the process acquires the module at position local_rank % ", n, " = ", idx,
+                                        "; inside the process the device is hpu:0"));
+    } else {
+      out_.add_explanation(absl::StrCat("T-DIST device = ", type, ":(local_rank ", rank, " % ", n, ") = ", device));
+    }
+    if (rank >= n && !(r->vis.masked && n == 1)) {
+      std::vector<std::string> sharing;
+      for (int j = idx; j < rank; j += n) sharing.push_back(absl::StrCat(j));
+      const std::string w = absl::StrCat("local_rank ", rank, " wraps onto ", type, ":", idx, " (", n,
+                                         " visible device(s), Accelerate >= 0.33 uses local_rank % count): it shares the "
+                                         "device with local rank(s) ", absl::StrJoin(sharing, ", "));
+      out_.add_warnings(w);
+      hazards_.push_back(w);
+    }
+    Answer(*r, device);
+    Place(*r, idx)->set_device(device);
+    return absl::OkStatus();
+  }
+
+  absl::Status SingleProcess(bool acc) {
+    const std::vector<std::string>& order = acc ? kAccOrder : kTaOrder;
+    const RowState* r = FirstAvailable(order);
+    AutomaticChoiceHazards();
+    // The other convention's pick, when the two disagree (e.g. CUDA + XPU).
+    const RowState* other = FirstAvailable(acc ? kTaOrder : kAccOrder);
+    if (r != nullptr && other != nullptr && other != r) {
+      out_.add_explanation(absl::StrCat(
+          "note: the conventions disagree on this host: ", acc ? "TrainingArguments.device" : "Accelerator().device",
+          " would pick ", other->backend->name(), " (", acc ? OrderText(kTaOrder) : OrderText(kAccOrder), ")"));
+    }
+    const char* rule = acc ? "T-ACC" : "T-TA";
+    if (r == nullptr) {
+      if (!acc && torch_device_env_) {
+        out_.add_explanation(absl::StrCat("T-TA no row of ", OrderText(order),
+                                          " is available: TrainingArguments falls back to ACCELERATE_TORCH_DEVICE"));
+        return AnswerVerbatim(*torch_device_env_);
+      }
+      AnswerCpu(absl::StrCat(rule, " no row of ", OrderText(order), " is available: cpu"));
+      return absl::OkStatus();
+    }
+    const std::string type = r->backend->device_type();
+    const bool bare = acc || type == "tpu" || type == "mps";
+    const std::string device = bare ? type : absl::StrCat(type, ":0");
+    out_.add_explanation(absl::StrCat(rule, " single process: first available of ", OrderText(order), " is ",
+                                      r->backend->name(), " -> ", device));
+    if (!acc && torch_device_env_) {
+      out_.add_explanation(absl::StrCat("T-ENV ACCELERATE_TORCH_DEVICE=", torch_device_env_->ToString(),
+                                        " is ignored by single-process TrainingArguments while an accelerator is available"));
+    }
+    Answer(*r, device);
+    Place(*r, 0);
+    if (!acc && type == "cuda" && r->vis.units.size() > 1) {
+      for (size_t i = 1; i < r->vis.units.size(); ++i) {
+        out_.add_devices(absl::StrCat("cuda:", i));
+        Place(*r, static_cast<int>(i));
+      }
+      out_.add_explanation(absl::StrCat("T-TA ", r->vis.units.size(), " visible CUDA devices: TrainingArguments wraps the "
+                                        "model in DataParallel over all of them (n_gpu = ", r->vis.units.size(), ")"));
+    }
+    return absl::OkStatus();
+  }
+
+  // ---- inference (SEMANTICS.md section 6) --------------------------------------------------
+
+  absl::Status FromPretrained() {
+    const std::string& m = req_.device_map();
+    out_.add_explanation(absl::StrCat("convention CONVENTION_FROM_PRETRAINED: emulating from_pretrained(device_map=",
+                                      m.empty() ? "None" : absl::StrCat("\"", m, "\""), ")"));
+    if (m.empty()) {
+      AnswerCpu("I-NONE device_map is None: from_pretrained loads the weights on cpu");
+      if (const RowState* r = FirstAvailable(kAutoOrder)) {
+        out_.add_warnings(absl::StrCat("hint: pass device_map=\"auto\" to use ", r->backend->device_type(), ":0"));
+      }
+      return absl::OkStatus();
+    }
+    if (kKeywords.count(m)) return AutoMap(m);
+    if (std::optional<int64_t> n = PyInt(m)) {
+      if (*n < 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "device_map: ", m, ": You can't pass device_map as a negative int. If you want to put the model on the cpu, "
+            "pass device_map = 'cpu'"));
+      }
+      return IntDevice(*n, kIntOrder, "I-INT");
+    }
+    return ExplicitString(m);
+  }
+
+  absl::Status AutoMap(const std::string& keyword) {
+    const RowState* r = FirstAvailable(kAutoOrder);
+    const RowState* mps = FirstAvailable({"mps"});
+    AutomaticChoiceHazards();
+    for (const RowState& x : rows_) {
+      if (x.available && !FindBackend(x.backend->row())->auto_map) {
+        out_.add_warnings(absl::StrCat("device_map=\"", keyword, "\" never places on ", x.backend->name(),
+                                       " (Accelerate's get_max_memory does not probe it): pass device_map=\"",
+                                       x.backend->device_type(), "\" to use it"));
+      }
+    }
+    const uint64_t ram = inv_.host().memory_available_bytes() ? inv_.host().memory_available_bytes()
+                                                              : inv_.host().memory_total_bytes();
+    const std::string spill = mps != nullptr ? "mps" : "cpu";
+    if (r == nullptr) {
+      if (mps != nullptr) {
+        Answer(*mps, "mps");
+        Place(*mps, 0);
+        out_.add_explanation(absl::StrCat("I-AUTO no row of ", OrderText(kAutoOrder), " is available; MPS is: mps"));
+      } else {
+        AnswerCpu(absl::StrCat("I-AUTO no row of ", OrderText(kAutoOrder), " is available: everything on cpu"));
+      }
+      (*out_.mutable_max_memory())[spill] = ram;
+      out_.add_explanation(absl::StrCat("I-MEM max_memory {\"", spill, "\": ", ram, "} (available host RAM)"));
+      return absl::OkStatus();
+    }
+    const std::string type = r->backend->device_type();
+    const int n = static_cast<int>(r->vis.units.size());
+    Answer(*r, absl::StrCat(type, ":0"));
+    Place(*r, 0);
+    for (int i = 1; i < n; ++i) {
+      out_.add_devices(absl::StrCat(type, ":", i));
+      Place(*r, i);
+    }
+    out_.add_devices(spill);
+    out_.add_explanation(absl::StrCat("I-AUTO first available of ", OrderText(kAutoOrder), " is ", r->backend->name(),
+                                      ": devices ", type, ":0..", n - 1, ", then ", spill, " for what does not fit"));
+    // I-MEM
+    std::vector<uint64_t> free(n, 0);
+    std::vector<bool> known(n, false);
+    for (int i = 0; i < n; ++i) {
+      const v1::PlacedDevice& p = out_.placed(i);
+      if (p.has_memory_free_bytes()) {
+        free[i] = p.memory_free_bytes();
+        known[i] = true;
+      } else if (p.has_memory_total_bytes()) {
+        free[i] = p.memory_total_bytes();
+        known[i] = true;
+        out_.add_warnings(absl::StrCat("free memory of ", p.device(), " is unknown: its max_memory budget uses total memory"));
+      } else {
+        out_.add_warnings(absl::StrCat("memory of ", p.device(), " is unknown: no max_memory budget for it"));
+      }
+    }
+    std::vector<uint64_t> budget = free;
+    std::string how;
+    if (keyword == "sequential") {
+      how = "sequential: 100 % of each device's free memory";
+    } else if (n == 1) {
+      budget[0] = static_cast<uint64_t>(std::floor(static_cast<long double>(free[0]) * 0.9L));
+      how = "one accelerator: 90 % of its free memory (get_balanced_memory)";
+    } else if (req_.has_model_size_bytes()) {
+      const uint64_t share = (req_.model_size_bytes() + n - 1) / n;
+      for (int i = 0; i + 1 < n; ++i) budget[i] = std::min(free[i], share);
+      if (keyword == "balanced_low_0") {
+        uint64_t rest = 0;
+        for (int i = 1; i + 1 < n; ++i) rest += budget[i];
+        rest += budget[n - 1];
+        budget[0] = req_.model_size_bytes() > rest ? std::min(free[0], req_.model_size_bytes() - rest) : 0;
+      }
+      how = absl::StrCat(keyword == "balanced_low_0" ? "balanced_low_0" : "balanced",
+                         ": model_size / ", n, " per device except the last, which keeps its free memory",
+                         keyword == "balanced_low_0" ? "; device 0 gets only what the others cannot hold" : "",
+                         " (no per-layer block headroom: devplace does not know the layers)");
+    } else {
+      how = "several accelerators and no model_size_bytes: each device's free memory (pass model_size_bytes for "
+            "balanced budgets)";
+    }
+    for (int i = 0; i < n; ++i) {
+      if (known[i]) (*out_.mutable_max_memory())[absl::StrCat(i)] = budget[i];
+    }
+    (*out_.mutable_max_memory())[spill] = ram;
+    out_.add_explanation(absl::StrCat("I-MEM ", how, "; \"", spill, "\": available host RAM"));
+    return absl::OkStatus();
+  }
+
+  // An int device (I-INT, pipeline int): `<type>:<n>` on the first available row of `order`.
+  absl::Status IntDevice(int64_t n, const std::vector<std::string>& order, const char* rule) {
+    const RowState* r = FirstAvailable(order);
+    if (r == nullptr) {
+      if (convention_ == v1::CONVENTION_PIPELINE) {
+        AutomaticChoiceHazards();
+        AnswerCpu(absl::StrCat(rule, " device=", n, " with no row of ", OrderText(order), " available: cpu"));
+        return absl::OkStatus();
+      }
+      return absl::FailedPreconditionError(absl::StrCat(
+          "device_map: ", n, " means accelerator index ", n, ", but no row of ", OrderText(order),
+          " is available to this job (PyTorch: Cannot access accelerator device when none is available); pass "
+          "device_map=\"cpu\"", Unavailable()));
+    }
+    const std::string type = r->backend->device_type();
+    const int visible = static_cast<int>(r->vis.units.size());
+    if (n >= visible) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          convention_ == v1::CONVENTION_PIPELINE ? "device_map (pipeline device)" : "device_map", ": ", n,
+          " means ", type, ":", n, ", but the job sees ", visible, " ", type, " device(s): ", Visible(*r)));
+    }
+    std::string device = absl::StrCat(type, ":", n);
+    if (type == "mps" || (type == "hpu" && convention_ == v1::CONVENTION_FROM_PRETRAINED)) device = type;
+    out_.add_explanation(absl::StrCat(rule, " int ", n, ": first available of ", OrderText(order), " is ",
+                                      r->backend->name(), " -> ", device));
+    Answer(*r, device);
+    Place(*r, static_cast<int>(n));
+    return absl::OkStatus();
+  }
+
+  std::string Unavailable() const {
+    std::vector<std::string> why;
+    for (const RowState& r : rows_) if (!r.available) why.push_back(r.reason);
+    return why.empty() ? "" : absl::StrCat(" (", absl::StrJoin(why, "; "), ")");
+  }
+
+  // I-STR: an explicit device string.
+  absl::Status ExplicitString(const std::string& s) {
+    const bool pipeline = convention_ == v1::CONVENTION_PIPELINE;
+    const char* field = pipeline ? "device_map (pipeline device)" : "device_map";
+    if (s == "disk") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": 'disk' is only valid as a value inside a device_map dict, not as the whole device_map; accepted: a "
+          "device name (cpu, cuda:0, ...), an int, or auto, balanced, balanced_low_0, sequential"));
+    }
+    absl::StatusOr<DeviceString> parsed = ParseDeviceString(s, field);
+    if (!parsed.ok()) {
+      std::string hint;
+      const std::string lower = absl::AsciiStrToLower(s);
+      if (kKeywords.count(lower) && !pipeline) hint = absl::StrCat(" (keywords are case-sensitive: did you mean '", lower, "'?)");
+      if (kKeywords.count(s) && pipeline) hint = " (pipeline's device takes a device, not a device_map keyword)";
+      return absl::InvalidArgumentError(absl::StrCat(
+          parsed.status().message(),
+          pipeline ? "; or an int (-1 = the model's device, 0, 1, ...)"
+                   : "; or an int (0, 1, ...), or one of auto, balanced, balanced_low_0, sequential",
+          hint));
+    }
+    const DeviceString& d = *parsed;
+    const std::string canon = d.ToString();
+    out_.add_explanation(absl::StrCat("I-STR device string '", s, "' -> ", canon));
+    if (d.type == "cpu") {
+      AnswerCpu("I-STR cpu is always available");
+      return absl::OkStatus();
+    }
+    const std::string want = d.type == "xla" ? "tpu" : d.type;
+    const RowState* present = nullptr;
+    for (const RowState& r : rows_) {
+      if (r.backend->device_type() != want) continue;
+      if (r.available || (d.type == "xla" && !r.vis.units.empty() && (runtime_.empty() || runtime_.count("xla")))) {
+        const int idx = d.has_index() ? d.index : 0;
+        if (idx >= static_cast<int>(r.vis.units.size())) {
+          return absl::FailedPreconditionError(absl::StrCat(field, ": ", canon, " is not visible to this job: it sees ",
+                                                            Visible(r)));
+        }
+        Answer(r, canon);
+        if (d.type == "xla") out_.set_package("torch_xla");
+        Place(r, idx)->set_device(canon);
+        return absl::OkStatus();
+      }
+      present = &r;
+    }
+    if (present != nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(field, ": ", canon, " cannot be used by this job: ", present->reason));
+    }
+    return absl::FailedPreconditionError(absl::StrCat(field, ": ", canon, " names ", want,
+                                                      ", but this host has no such device; available: ", AvailableText()));
+  }
+
+  std::string AvailableText() const {
+    std::vector<std::string> v;
+    for (const RowState& r : rows_) if (r.available) v.push_back(Visible(r));
+    v.push_back("cpu");
+    return absl::StrJoin(v, ", ");
+  }
+
+  absl::Status Pipeline() {
+    const std::string& m = req_.device_map();
+    out_.add_explanation(absl::StrCat("convention CONVENTION_PIPELINE: emulating pipeline(device=",
+                                      m.empty() ? "None" : m, ")"));
+    if (m.empty()) {
+      const RowState* r = FirstAvailable(kPipelineOrder);
+      AutomaticChoiceHazards();
+      if (r == nullptr) {
+        AnswerCpu(absl::StrCat("I-PIPE device=None and no row of ", OrderText(kPipelineOrder), " is available: cpu"));
+        return absl::OkStatus();
+      }
+      const std::string type = r->backend->device_type();
+      const std::string device = type == "mps" ? "mps" : absl::StrCat(type, ":0");
+      out_.add_explanation(absl::StrCat("I-PIPE device=None: accelerator index 0 of the first available of ",
+                                        OrderText(kPipelineOrder), " (Transformers >= 4.42) -> ", device));
+      Answer(*r, device);
+      Place(*r, 0);
+      return absl::OkStatus();
+    }
+    if (std::optional<int64_t> n = PyInt(m)) {
+      if (*n == -1) {
+        AnswerCpu("I-PIPE device=-1: the model's own device, cpu for a freshly loaded model");
+        return absl::OkStatus();
+      }
+      if (*n < 0) {
+        AnswerCpu(absl::StrCat("I-PIPE device=", *n, ": a negative int other than -1 means cpu"));
+        return absl::OkStatus();
+      }
+      return IntDevice(*n, kPipelineOrder, "I-PIPE");
+    }
+    return ExplicitString(m);
+  }
+
+  const v1::Inventory& inv_;
+  const v1::ResolveDeviceRequest& req_;
+  v1::ResolveDeviceResponse out_;
+  v1::Convention convention_ = v1::CONVENTION_UNSPECIFIED;
+  std::optional<int> local_rank_;
+  std::optional<int64_t> world_size_;
+  std::set<std::string> runtime_;
+  bool accelerate_use_cpu_ = false;
+  bool use_torch_xla_ = true;
+  std::optional<DeviceString> torch_device_env_;
+  const v1::Backend* cpu_ = nullptr;
+  std::vector<RowState> rows_;
+  std::vector<std::string> hazards_;
+};
+
+}  // namespace
+
+absl::StatusOr<v1::ResolveDeviceResponse> Resolve(const v1::Inventory& inventory,
+                                                  const v1::ResolveDeviceRequest& request) {
+  return Resolution(inventory, request).Run();
+}
+
+}  // namespace devplace::placement

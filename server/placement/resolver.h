@@ -1,0 +1,38 @@
+// The resolver: SEMANTICS.md sections 4-8 as one pure function. Given the host inventory and a
+// job's request it returns the device string the job should hand to PyTorch, in the job's own
+// numbering, with the ordered explanation (rule ids T-*, I-*, E-*, P*), warnings and the host
+// identity of every device used. No I/O, no locks: callers pass an immutable snapshot.
+#ifndef DEVPLACE_SERVER_PLACEMENT_RESOLVER_H_
+#define DEVPLACE_SERVER_PLACEMENT_RESOLVER_H_
+
+#include "absl/status/statusor.h"
+#include "devplace/v1/devplace.pb.h"
+
+namespace devplace::placement {
+
+// Resolves `request` against `inventory`.
+//
+// Apple `mps` never appears in a Linux probe; the resolver takes it from the inventory like any
+// other row (a Backend with row ROW_MPS and one device), so macOS hosts and tests inject it there.
+//
+// Errors:
+//  - INVALID_ARGUMENT: workload unspecified; convention of the other workload; device_map given
+//    for training; malformed device_map (grammar G1-G6, unknown keyword, negative int for
+//    from_pretrained, `disk`); LOCAL_RANK / WORLD_SIZE not integers or disagreeing with the
+//    fields, local_rank < 0, world_size < 1, local_rank >= world_size; ACCELERATE_USE_CPU or
+//    USE_TORCH_XLA not a truth value; malformed ACCELERATE_TORCH_DEVICE; unknown
+//    runtime_backends entry, or both "cuda" and "rocm"; a visibility variable the runtime rejects.
+//    The message names the field (`device_map`, `env.CUDA_VISIBLE_DEVICES`, ...) and the
+//    accepted forms.
+//  - FAILED_PRECONDITION: an explicit device (string or int) naming a row that is not available
+//    to the job or an index it cannot see (the message lists what it sees); NEURON_RT_NUM_CORES
+//    beyond the visible cores; with `strict`, any hazard (rank wrap-around, ACCELERATE_USE_CPU
+//    ignored by TrainingArguments, XLA overriding use_cpu, a present row the job cannot use when
+//    the choice was automatic).
+//  - UNAVAILABLE: the inventory is empty (no probe has completed yet).
+absl::StatusOr<v1::ResolveDeviceResponse> Resolve(const v1::Inventory& inventory,
+                                                  const v1::ResolveDeviceRequest& request);
+
+}  // namespace devplace::placement
+
+#endif  // DEVPLACE_SERVER_PLACEMENT_RESOLVER_H_

@@ -1,0 +1,552 @@
+#include "server/placement/visibility.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <set>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "server/common/status_macros.h"
+#include "server/placement/backends.h"
+
+namespace devplace::placement {
+namespace {
+
+const std::string* Get(const Env& env, const std::string& name) {
+  auto it = env.find(name);
+  return it == env.end() ? nullptr : &it->second;
+}
+
+// PyTorch's `_strtoul`: the integer the (stripped) entry starts with, or -1. Leading +/- is
+// allowed, digits follow, anything after the digits is ignored ("1gpu2" -> 1).
+int64_t PyStrToUl(absl::string_view s) {
+  s = absl::StripAsciiWhitespace(s);
+  size_t n = 0;
+  while (n < s.size() && (absl::ascii_isdigit(static_cast<unsigned char>(s[n])) ||
+                          (n == 0 && (s[n] == '+' || s[n] == '-')))) {
+    ++n;
+  }
+  int64_t v = 0;
+  if (n == 0 || !absl::SimpleAtoi(s.substr(0, n), &v)) return -1;  // "", "abc", "+", overflow
+  return v;
+}
+
+std::string UnitList(const std::vector<VisibleUnit>& units, absl::string_view type) {
+  if (units.empty()) return "none";
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < units.size(); ++i) {
+    parts.push_back(absl::StrCat(type, ":", i, " = ", DescribeUnit(units[i])));
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
+absl::Status BadMask(absl::string_view var, absl::string_view value, absl::string_view what,
+                     absl::string_view accepted) {
+  return absl::InvalidArgumentError(absl::StrCat("env.", var, "='", value, "': ", what,
+                                                 "; accepted: ", accepted));
+}
+
+// Maps UUID (prefix) entries to positions in `units`, as PyTorch's `_transform_uuid_to_ordinals`:
+// an unknown or ambiguous entry ends the list, a repeat empties it.
+std::vector<int> UuidsToOrdinals(const std::vector<std::string>& candidates,
+                                 const std::vector<VisibleUnit>& units, std::string* truncated_at,
+                                 bool* repeated) {
+  std::vector<int> out;
+  for (const std::string& c : candidates) {
+    int best = -1;
+    bool ambiguous = false;
+    for (size_t i = 0; i < units.size(); ++i) {
+      if (!absl::StartsWith(units[i].device->uuid(), c)) continue;
+      if (best != -1) ambiguous = true;
+      best = static_cast<int>(i);
+    }
+    if (best < 0 || ambiguous) {
+      *truncated_at = ambiguous ? absl::StrCat(c, " (ambiguous prefix)") : absl::StrCat(c, " (no such UUID)");
+      break;
+    }
+    if (std::find(out.begin(), out.end(), best) != out.end()) {
+      *repeated = true;
+      return {};
+    }
+    out.push_back(best);
+  }
+  return out;
+}
+
+// Applies a CUDA-style list in variable `var` to `units`. When `outer_var` is set (HIP indexing
+// into what ROCR left), an ordinal past the end is an error naming both variables;
+// otherwise it ends the list as PyTorch's NVML-based count does.
+absl::Status ApplyCudaStyle(absl::string_view var, const std::string& value,
+                            std::vector<VisibleUnit>& units, RowVisibility& out,
+                            absl::string_view outer_var = "") {
+  CudaStyleList list = ParseCudaStyleList(value);
+  std::vector<int> ordinals;
+  if (list.is_uuid && absl::StartsWith(value, "MIG-")) {
+    // CUDA enumerates a single MIG instance: the first entry.
+    std::vector<VisibleUnit> picked;
+    if (!list.uuids.empty()) {
+      for (const VisibleUnit& u : units) {
+        for (const v1::Partition& p : u.device->partitions()) {
+          if (!p.uuid().empty() && absl::StartsWith(p.uuid(), list.uuids[0]) && picked.empty()) {
+            picked.push_back({u.device, -1, &p});
+          }
+        }
+      }
+    }
+    if (picked.empty()) {
+      out.warnings.push_back(absl::StrCat(
+          var, "=", value, " names a MIG instance this host's inventory does not list (MIG UUIDs "
+          "come from NVML); the job would see no GPU"));
+    } else if (list.uuids.size() > 1) {
+      out.warnings.push_back(absl::StrCat(var, " lists several MIG instances; CUDA enumerates only "
+                                          "the first (", list.uuids[0], ")"));
+    }
+    out.explanation.push_back(absl::StrCat("E-CUDA ", var, "=", value, ": MIG instance -> ",
+                                           UnitList(picked, "cuda")));
+    units = std::move(picked);
+    return absl::OkStatus();
+  }
+  if (list.is_uuid) {
+    ordinals = UuidsToOrdinals(list.uuids, units, &list.truncated_at, &list.repeated);
+  } else {
+    ordinals = list.ordinals;
+    for (size_t i = 0; i < ordinals.size(); ++i) {
+      if (ordinals[i] < static_cast<int>(units.size())) continue;
+      if (!outer_var.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "env.", var, "='", value, "': position ", ordinals[i], " is beyond the ", units.size(),
+            " device(s) ", outer_var, " leaves visible; ", var, " indexes into the devices ",
+            outer_var, " selects"));
+      }
+      list.truncated_at = absl::StrCat(ordinals[i], " (only ", units.size(), " device(s))");
+      ordinals.resize(i);
+      break;
+    }
+  }
+  if (list.repeated) {
+    out.warnings.push_back(absl::StrCat(var, "=", value, " repeats an entry: PyTorch then sees no "
+                                        "device at all (each device may be listed once)"));
+  } else if (!list.truncated_at.empty()) {
+    out.warnings.push_back(absl::StrCat(var, "=", value, ": entry ", list.truncated_at,
+                                        " ends the list, the job sees only the entries before it"));
+  }
+  std::vector<VisibleUnit> picked;
+  for (int o : ordinals) picked.push_back(units[o]);
+  units = std::move(picked);
+  return absl::OkStatus();
+}
+
+// Comma list of non-negative integers where every entry must parse (the strict masks).
+absl::StatusOr<std::vector<int>> StrictIntList(absl::string_view var, const std::string& value,
+                                               absl::string_view accepted) {
+  std::vector<int> out;
+  for (absl::string_view e : absl::StrSplit(value, ',')) {
+    int v = 0;
+    if (e.empty() || !std::all_of(e.begin(), e.end(), [](char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)); }) ||
+        !absl::SimpleAtoi(e, &v)) {
+      return BadMask(var, value, absl::StrCat("entry '", e, "' is not a non-negative integer"), accepted);
+    }
+    if (std::find(out.begin(), out.end(), v) != out.end()) {
+      return BadMask(var, value, absl::StrCat("entry ", v, " is listed twice"), accepted);
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+int SubDevices(const v1::Device& d) { return d.sub_device_count() > 1 ? static_cast<int>(d.sub_device_count()) : 1; }
+
+// --- per-row masks -------------------------------------------------------------------------
+
+absl::Status MaskNvidia(const Env& env, std::vector<VisibleUnit>& units, RowVisibility& out) {
+  // CUDA numbers devices FASTEST_FIRST unless CUDA_DEVICE_ORDER=PCI_BUS_ID; devplace uses bus order.
+  const std::string* order = Get(env, "CUDA_DEVICE_ORDER");
+  std::set<std::string> models;
+  for (const VisibleUnit& u : units) models.insert(u.device->device_id());
+  if (models.size() > 1 && (order == nullptr || *order != "PCI_BUS_ID")) {
+    out.warnings.push_back(
+        "visible NVIDIA GPUs differ in model and CUDA_DEVICE_ORDER is not PCI_BUS_ID: CUDA's default "
+        "FASTEST_FIRST order may number them differently from devplace's PCI bus order; set "
+        "CUDA_DEVICE_ORDER=PCI_BUS_ID");
+  }
+  const std::string* v = Get(env, "CUDA_VISIBLE_DEVICES");
+  if (v == nullptr) return absl::OkStatus();
+  out.masked = true;
+  const size_t before = units.size();
+  RETURN_IF_ERROR(ApplyCudaStyle("CUDA_VISIBLE_DEVICES", *v, units, out));
+  out.explanation.push_back(absl::StrCat("E-CUDA CUDA_VISIBLE_DEVICES=", *v, " (", before,
+                                         " GPU(s) before): ", UnitList(units, "cuda")));
+  return absl::OkStatus();
+}
+
+absl::Status MaskAmd(const Env& env, std::vector<VisibleUnit>& units, RowVisibility& out) {
+  const std::string* rocr = Get(env, "ROCR_VISIBLE_DEVICES");
+  const std::string* hip = Get(env, "HIP_VISIBLE_DEVICES");
+  const std::string* cvd = Get(env, "CUDA_VISIBLE_DEVICES");
+  if (rocr != nullptr) {
+    out.masked = true;
+    RETURN_IF_ERROR(ApplyCudaStyle("ROCR_VISIBLE_DEVICES", *rocr, units, out));
+    out.explanation.push_back(absl::StrCat("E-ROCm ROCR_VISIBLE_DEVICES=", *rocr,
+                                           " filters host GPUs first: ", UnitList(units, "cuda")));
+  }
+  const char* inner_name = hip != nullptr ? "HIP_VISIBLE_DEVICES" : "CUDA_VISIBLE_DEVICES";
+  const std::string* inner = hip != nullptr ? hip : cvd;
+  if (inner == nullptr) return absl::OkStatus();
+  out.masked = true;
+  if (rocr != nullptr && hip != nullptr) {
+    const size_t n_hip = std::count(hip->begin(), hip->end(), ',') + 1;
+    const size_t n_rocr = std::count(rocr->begin(), rocr->end(), ',') + 1;
+    if (n_hip > n_rocr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "env.HIP_VISIBLE_DEVICES='", *hip, "': HIP_VISIBLE_DEVICES contains more devices than "
+          "ROCR_VISIBLE_DEVICES ('", *rocr, "'): ", n_hip, " > ", n_rocr,
+          "; HIP_VISIBLE_DEVICES indexes into the GPUs ROCR_VISIBLE_DEVICES selects"));
+    }
+  }
+  RETURN_IF_ERROR(ApplyCudaStyle(inner_name, *inner, units, out,
+                                 rocr != nullptr ? "ROCR_VISIBLE_DEVICES" : ""));
+  out.explanation.push_back(absl::StrCat("E-ROCm ", inner_name, "=", *inner,
+                                         rocr != nullptr ? " indexes into what ROCR_VISIBLE_DEVICES left: "
+                                                         : ": ",
+                                         UnitList(units, "cuda")));
+  return absl::OkStatus();
+}
+
+absl::Status MaskCudaLike(const Env& env, absl::string_view rule, std::initializer_list<const char*> vars,
+                          absl::string_view type, std::vector<VisibleUnit>& units, RowVisibility& out) {
+  for (const char* var : vars) {  // the first variable set wins
+    const std::string* v = Get(env, var);
+    if (v == nullptr) continue;
+    out.masked = true;
+    RETURN_IF_ERROR(ApplyCudaStyle(var, *v, units, out));
+    out.explanation.push_back(absl::StrCat(rule, " ", var, "=", *v, ": ", UnitList(units, type)));
+    return absl::OkStatus();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MaskNpu(const Env& env, std::vector<VisibleUnit>& units, RowVisibility& out) {
+  const std::string* v = Get(env, "ASCEND_RT_VISIBLE_DEVICES");
+  if (v == nullptr) return absl::OkStatus();
+  out.masked = true;
+  constexpr absl::string_view kAccepted = "ascending comma list of NPU logical ids, e.g. 0,1,3";
+  std::vector<int> ids;
+  std::string stopped;
+  for (absl::string_view e : absl::StrSplit(*v, ',')) {
+    int id = 0;
+    if (e.empty() || !std::all_of(e.begin(), e.end(), [](char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)); }) ||
+        !absl::SimpleAtoi(e, &id)) {
+      stopped = std::string(e);  // CANN stops parsing at the first invalid entry
+      break;
+    }
+    if (!ids.empty() && id <= ids.back()) {
+      return BadMask("ASCEND_RT_VISIBLE_DEVICES", *v,
+                     absl::StrCat("ids must be in ascending order without repeats (", id, " after ", ids.back(), ")"),
+                     kAccepted);
+    }
+    if (id >= static_cast<int>(units.size())) {
+      return BadMask("ASCEND_RT_VISIBLE_DEVICES", *v,
+                     absl::StrCat("id ", id, " does not exist: the job's NPUs are 0..",
+                                  static_cast<int>(units.size()) - 1),
+                     kAccepted);
+    }
+    ids.push_back(id);
+  }
+  if (!stopped.empty() || (ids.empty() && !v->empty())) {
+    out.warnings.push_back(absl::StrCat("ASCEND_RT_VISIBLE_DEVICES=", *v, ": parsing stops at entry '",
+                                        stopped, "' (not an id; spaces are invalid), the job sees only the ids before it"));
+  }
+  std::vector<VisibleUnit> picked;
+  for (int id : ids) picked.push_back(units[id]);
+  units = std::move(picked);
+  out.explanation.push_back(absl::StrCat("E-NPU ASCEND_RT_VISIBLE_DEVICES=", *v, ": ", UnitList(units, "npu")));
+  return absl::OkStatus();
+}
+
+absl::Status MaskXpu(const Env& env, const std::vector<VisibleUnit>& cards, bool flat,
+                     std::vector<VisibleUnit>& units, RowVisibility& out) {
+  const std::string* v = Get(env, "ZE_AFFINITY_MASK");
+  if (v == nullptr) return absl::OkStatus();
+  if (v->empty()) {
+    out.explanation.push_back("E-XPU ZE_AFFINITY_MASK is empty: Level Zero applies no filter");
+    return absl::OkStatus();
+  }
+  out.masked = true;
+  const std::string accepted = flat
+      ? "comma list of root-device ordinals (in FLAT mode each tile is a root device), e.g. 0,2"
+      : "comma list of card ordinals N or tiles N.M (COMPOSITE mode), e.g. 0,1.1";
+  std::vector<VisibleUnit> picked;
+  for (absl::string_view e : absl::StrSplit(*v, ',')) {
+    std::vector<absl::string_view> parts = absl::StrSplit(e, '.');
+    int n = 0, m = -1;
+    bool ok = (parts.size() == 1 || (parts.size() == 2 && !flat)) && !parts[0].empty() &&
+              std::all_of(parts[0].begin(), parts[0].end(), [](char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)); }) &&
+              absl::SimpleAtoi(parts[0], &n);
+    if (ok && parts.size() == 2) {
+      ok = !parts[1].empty() &&
+           std::all_of(parts[1].begin(), parts[1].end(), [](char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)); }) &&
+           absl::SimpleAtoi(parts[1], &m);
+    }
+    if (!ok) return BadMask("ZE_AFFINITY_MASK", *v, absl::StrCat("entry '", e, "' is malformed"), accepted);
+    const std::vector<VisibleUnit>& pool = flat ? units : cards;
+    if (n >= static_cast<int>(pool.size())) {
+      return BadMask("ZE_AFFINITY_MASK", *v,
+                     absl::StrCat("device ", n, " does not exist: ", pool.size(), " root device(s) visible"), accepted);
+    }
+    VisibleUnit u = pool[n];
+    if (m >= 0) {
+      if (m >= SubDevices(*u.device)) {
+        return BadMask("ZE_AFFINITY_MASK", *v,
+                       absl::StrCat("card ", n, " has ", SubDevices(*u.device), " tile(s), no tile ", m), accepted);
+      }
+      u.sub_device = m;
+    }
+    for (const VisibleUnit& p : picked) {
+      if (p.device == u.device && p.sub_device == u.sub_device) {
+        return BadMask("ZE_AFFINITY_MASK", *v, absl::StrCat("entry '", e, "' is listed twice"), accepted);
+      }
+    }
+    picked.push_back(u);
+  }
+  units = std::move(picked);
+  out.explanation.push_back(absl::StrCat("E-XPU ZE_AFFINITY_MASK=", *v, ": ", UnitList(units, "xpu")));
+  return absl::OkStatus();
+}
+
+absl::Status MaskNeuron(const Env& env, std::vector<VisibleUnit>& units, RowVisibility& out) {
+  const std::string* cores = Get(env, "NEURON_RT_VISIBLE_CORES");
+  constexpr absl::string_view kAccepted = "core index N, inclusive range A-B, or a comma list of them, e.g. 0-1,4";
+  if (cores != nullptr) {
+    out.masked = true;
+    std::vector<VisibleUnit> picked;
+    std::set<int> seen;
+    for (absl::string_view e : absl::StrSplit(*cores, ',')) {
+      std::vector<absl::string_view> ab = absl::StrSplit(e, '-');
+      int a = 0, b = 0;
+      auto digits = [](absl::string_view s) {
+        return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)); });
+      };
+      bool ok = (ab.size() == 1 || ab.size() == 2) && digits(ab[0]) && absl::SimpleAtoi(ab[0], &a);
+      if (ok) ok = ab.size() == 1 ? (b = a, true) : (digits(ab[1]) && absl::SimpleAtoi(ab[1], &b) && a <= b);
+      if (!ok) return BadMask("NEURON_RT_VISIBLE_CORES", *cores, absl::StrCat("entry '", e, "' is malformed"), kAccepted);
+      for (int c = a; c <= b; ++c) {
+        if (c >= static_cast<int>(units.size())) {
+          return BadMask("NEURON_RT_VISIBLE_CORES", *cores,
+                         absl::StrCat("core ", c, " does not exist: this host has ", units.size(), " NeuronCore(s)"),
+                         kAccepted);
+        }
+        if (!seen.insert(c).second) {
+          return BadMask("NEURON_RT_VISIBLE_CORES", *cores, absl::StrCat("core ", c, " is listed twice"), kAccepted);
+        }
+        picked.push_back(units[c]);
+      }
+    }
+    units = std::move(picked);
+    out.explanation.push_back(absl::StrCat("E-Neuron NEURON_RT_VISIBLE_CORES=", *cores, ": ", UnitList(units, "neuron")));
+  }
+  const std::string* num = Get(env, "NEURON_RT_NUM_CORES");
+  if (num != nullptr) {
+    int k = 0;
+    if (!absl::SimpleAtoi(*num, &k) || k < 0) {
+      return BadMask("NEURON_RT_NUM_CORES", *num, "not a non-negative integer", "a core count, 0 = all");
+    }
+    if (k > static_cast<int>(units.size())) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "env.NEURON_RT_NUM_CORES=", k, " asks for more NeuronCores than the ", units.size(), " visible"));
+    }
+    if (k > 0) {
+      out.masked = true;
+      units.resize(k);
+      out.explanation.push_back(absl::StrCat("E-Neuron NEURON_RT_NUM_CORES=", k, ": the first ", k,
+                                             " core(s): ", UnitList(units, "neuron")));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// HABANA_VISIBLE_MODULES / TPU_VISIBLE_CHIPS: pick devices by an id, in list order.
+absl::Status MaskById(const Env& env, absl::string_view rule, const char* var, absl::string_view what,
+                      const std::function<int(const v1::Device&)>& id_of, absl::string_view type,
+                      std::vector<VisibleUnit>& units, RowVisibility& out) {
+  const std::string* v = Get(env, var);
+  if (v == nullptr) return absl::OkStatus();
+  out.masked = true;
+  const std::string accepted = absl::StrCat("comma list of ", what, ", e.g. 0,1");
+  absl::StatusOr<std::vector<int>> ids = StrictIntList(var, *v, accepted);
+  if (!ids.ok()) return ids.status();
+  std::vector<VisibleUnit> picked;
+  for (int id : *ids) {
+    auto it = std::find_if(units.begin(), units.end(), [&](const VisibleUnit& u) { return id_of(*u.device) == id; });
+    if (it == units.end()) {
+      return BadMask(var, *v, absl::StrCat(what, " ", id, " is not a usable device on this host"), accepted);
+    }
+    picked.push_back(*it);
+  }
+  units = std::move(picked);
+  out.explanation.push_back(absl::StrCat(rule, " ", var, "=", *v, ": ", UnitList(units, type)));
+  return absl::OkStatus();
+}
+
+int ModuleId(const v1::Device& d) {
+  auto it = d.attributes().find("module_id");
+  int id = 0;
+  if (it != d.attributes().end() && absl::SimpleAtoi(it->second, &id)) return id;
+  return static_cast<int>(d.host_index());
+}
+
+}  // namespace
+
+CudaStyleList ParseCudaStyleList(const std::string& value) {
+  CudaStyleList out;
+  for (const char* prefix : {"GPU-", "MIG-"}) {
+    if (!absl::StartsWith(value, prefix)) continue;
+    out.is_uuid = true;
+    for (absl::string_view e : absl::StrSplit(value, ',')) {
+      if (std::find(out.uuids.begin(), out.uuids.end(), e) != out.uuids.end()) {
+        out.repeated = true;
+        out.uuids.clear();
+        return out;
+      }
+      if (!absl::StartsWith(e, prefix)) {
+        out.truncated_at = std::string(e);
+        break;
+      }
+      out.uuids.emplace_back(e);
+    }
+    return out;
+  }
+  for (absl::string_view e : absl::StrSplit(value, ',')) {
+    const int64_t x = PyStrToUl(e);
+    if (x >= 0 && std::find(out.ordinals.begin(), out.ordinals.end(), x) != out.ordinals.end()) {
+      out.repeated = true;
+      out.ordinals.clear();
+      return out;
+    }
+    if (x < 0 || x > INT32_MAX) {
+      if (!(value.empty() && out.ordinals.empty())) out.truncated_at = std::string(e);
+      break;
+    }
+    out.ordinals.push_back(static_cast<int>(x));
+  }
+  return out;
+}
+
+std::string DescribeUnit(const VisibleUnit& unit) {
+  const v1::Device& d = *unit.device;
+  std::string s = absl::StrCat("host device ", d.host_index());
+  if (!d.pci_bus_id().empty()) absl::StrAppend(&s, " (", d.pci_bus_id(), ")");
+  if (unit.sub_device >= 0) s = absl::StrCat("sub-device ", unit.sub_device, " of ", s);
+  if (unit.partition != nullptr) absl::StrAppend(&s, " MIG ", unit.partition->uuid());
+  return s;
+}
+
+absl::StatusOr<RowVisibility> ComputeVisibility(const v1::Backend& backend, const Env& env,
+                                                const v1::JobDevices* job_devices) {
+  RowVisibility out;
+  out.backend = &backend;
+  const std::string& type = backend.device_type();
+
+  // P4 (host side): only usable devices are enumerated by the runtime.
+  std::vector<VisibleUnit> cards;
+  std::vector<std::string> unusable;
+  for (const v1::Device& d : backend.devices()) {
+    if (d.usable()) {
+      cards.push_back({&d, -1, nullptr});
+    } else {
+      unusable.push_back(absl::StrCat(DescribeUnit({&d, -1, nullptr}), ": ", d.unusable_reason()));
+    }
+  }
+  if (!unusable.empty()) {
+    out.explanation.push_back(absl::StrCat("P4 ", backend.name(), ": ", cards.size(), " of ",
+                                           backend.devices_size(), " device(s) usable on the host; not usable: ",
+                                           absl::StrJoin(unusable, "; ")));
+  }
+  if (cards.empty()) {
+    out.hidden = Hidden::kHost;
+    out.hidden_reason = absl::StrCat(backend.hardware(), " present but not usable: ",
+                                     !backend.state_reason().empty() ? backend.state_reason()
+                                     : unusable.empty() ? "no devices" : unusable.front());
+    return out;
+  }
+
+  // P1: the job's mount namespace.
+  if (job_devices != nullptr) {
+    const auto& nodes = job_devices->device_nodes();
+    std::vector<VisibleUnit> kept;
+    for (const VisibleUnit& u : cards) {
+      const bool listed = std::any_of(u.device->device_nodes().begin(), u.device->device_nodes().end(),
+                                      [&](const std::string& n) {
+                                        return std::find(nodes.begin(), nodes.end(), n) != nodes.end();
+                                      });
+      if (listed) kept.push_back(u);
+    }
+    out.explanation.push_back(absl::StrCat("P1 job_devices lists [", absl::StrJoin(nodes, ", "), "]: ",
+                                           kept.size(), " of ", cards.size(), " usable ", backend.name(),
+                                           " device(s) visible to the job"));
+    if (kept.empty()) {
+      std::vector<std::string> wanted;
+      for (const VisibleUnit& u : cards) {
+        for (const std::string& n : u.device->device_nodes()) wanted.push_back(n);
+      }
+      out.hidden = Hidden::kJobDevices;
+      out.hidden_reason = absl::StrCat(backend.hardware(), " present but not visible to the job: job_devices lists none of ",
+                                       absl::StrJoin(wanted, ", "),
+                                       " (start the job's container with access to those device nodes)");
+      return out;
+    }
+    cards = std::move(kept);
+  }
+
+  // Runtime numbering: NeuronCores and Intel tiles (FLAT hierarchy) are devices of their own.
+  const std::string* hierarchy = Get(env, "ZE_FLAT_DEVICE_HIERARCHY");
+  const bool xpu_flat = hierarchy == nullptr || *hierarchy != "COMPOSITE";
+  std::vector<VisibleUnit> units;
+  const bool expand = backend.row() == v1::ROW_NEURON || (backend.row() == v1::ROW_XPU && xpu_flat);
+  for (const VisibleUnit& c : cards) {
+    if (expand && SubDevices(*c.device) > 1) {
+      for (int k = 0; k < SubDevices(*c.device); ++k) units.push_back({c.device, k, nullptr});
+    } else {
+      units.push_back(c);
+    }
+  }
+
+  absl::Status s;
+  switch (backend.row()) {
+    case v1::ROW_CUDA_NVIDIA: s = MaskNvidia(env, units, out); break;
+    case v1::ROW_CUDA_AMD: s = MaskAmd(env, units, out); break;
+    case v1::ROW_XPU: s = MaskXpu(env, cards, xpu_flat, units, out); break;
+    case v1::ROW_NPU: s = MaskNpu(env, units, out); break;
+    case v1::ROW_MLU: s = MaskCudaLike(env, "E-MLU", {"CN_VISIBLE_DEVICES", "MLU_VISIBLE_DEVICES"}, type, units, out); break;
+    case v1::ROW_MUSA: s = MaskCudaLike(env, "E-MUSA", {"MUSA_VISIBLE_DEVICES"}, type, units, out); break;
+    case v1::ROW_NEURON: s = MaskNeuron(env, units, out); break;
+    case v1::ROW_HPU: s = MaskById(env, "E-HPU", "HABANA_VISIBLE_MODULES", "module id", ModuleId, type, units, out); break;
+    case v1::ROW_TPU:
+      s = MaskById(env, "E-TPU", "TPU_VISIBLE_CHIPS", "chip id",
+                   [](const v1::Device& d) { return static_cast<int>(d.host_index()); }, type, units, out);
+      break;
+    default: break;
+  }
+  if (!s.ok()) return s;
+  out.units = std::move(units);
+  if (out.units.empty()) {
+    bool deliberate = false;
+    if (const BackendSpec* spec = FindBackend(backend.row())) {
+      for (absl::string_view var : spec->mask_variables) {
+        const std::string* v = Get(env, std::string(var));
+        if (v != nullptr && v->empty()) deliberate = true;
+      }
+    }
+    out.hidden = deliberate ? Hidden::kMaskEmpty : Hidden::kMask;
+    out.hidden_reason = absl::StrCat(backend.hardware(), " present but the job's visibility variables leave it no device",
+                                     out.warnings.empty() ? "" : absl::StrCat(": ", out.warnings.back()));
+  }
+  return out;
+}
+
+}  // namespace devplace::placement

@@ -1,0 +1,72 @@
+// Visibility (SEMANTICS.md section 3, rules E-*, P1-P3): which of a row's host devices a job can
+// see, renumbered the way the job's runtime numbers them. Every index in an answer is a position
+// in a `RowVisibility::units` list, never a host ordinal.
+#ifndef DEVPLACE_SERVER_PLACEMENT_VISIBILITY_H_
+#define DEVPLACE_SERVER_PLACEMENT_VISIBILITY_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "devplace/v1/devplace.pb.h"
+#include "google/protobuf/map.h"
+
+namespace devplace::placement {
+
+using Env = google::protobuf::Map<std::string, std::string>;
+
+// One device as the job numbers it.
+struct VisibleUnit {
+  const v1::Device* device = nullptr;        // the host device it lives on
+  int sub_device = -1;                       // NeuronCore / Intel tile within `device`; -1 whole
+  const v1::Partition* partition = nullptr;  // MIG instance named in CUDA_VISIBLE_DEVICES
+};
+
+// Why a row with hardware shows the job no device.
+enum class Hidden {
+  kNo,            // units is not empty
+  kHost,          // no device of the row is usable on the host (driver, nodes, health, support)
+  kJobDevices,    // P1: job_devices lists none of the usable devices' nodes
+  kMaskEmpty,     // a mask variable was set to the empty string: deliberately none
+  kMask,          // a mask variable (or its parse: repeat, invalid entry) left none
+};
+
+struct RowVisibility {
+  const v1::Backend* backend = nullptr;
+  std::vector<VisibleUnit> units;  // units[i] is `<device_type>:i` in the job
+  bool masked = false;             // a visibility variable was applied
+  Hidden hidden = Hidden::kNo;
+  std::string hidden_reason;       // set when units is empty: why, in words, with the fix
+  std::vector<std::string> explanation;  // ordered steps, each starting with its rule id
+  std::vector<std::string> warnings;     // parse hazards (truncated lists, order caveats)
+};
+
+// Computes the job's view of one row. `job_devices` null means absent (all host nodes assumed
+// visible). Errors: INVALID_ARGUMENT naming the variable (`env.<NAME>`) and its accepted forms
+// for masks that the runtime rejects (HIP_VISIBLE_DEVICES longer than ROCR_VISIBLE_DEVICES or
+// pointing past it, ASCEND_RT_VISIBLE_DEVICES not ascending or naming a missing id, malformed
+// ZE_AFFINITY_MASK / NEURON_RT_VISIBLE_CORES / HABANA_VISIBLE_MODULES / TPU_VISIBLE_CHIPS);
+// FAILED_PRECONDITION when NEURON_RT_NUM_CORES asks for more cores than are visible.
+// CUDA-style lists (CUDA_/MLU_/CN_/MUSA_VISIBLE_DEVICES) follow PyTorch's
+// `_parse_visible_devices` and never fail: an invalid entry ends the list, a repeat empties it.
+absl::StatusOr<RowVisibility> ComputeVisibility(const v1::Backend& backend, const Env& env,
+                                                const v1::JobDevices* job_devices);
+
+// PyTorch's `_parse_visible_devices` for a CUDA-style list (exposed for tests): ordinals, or
+// `GPU-`/`MIG-` UUID (prefix) entries. `truncated_at` is the first entry that ended the list
+// (empty when none did); `repeated` is true when a repeated entry emptied the list.
+struct CudaStyleList {
+  std::vector<int> ordinals;
+  std::vector<std::string> uuids;  // when the value starts with GPU- or MIG-
+  bool is_uuid = false;
+  std::string truncated_at;
+  bool repeated = false;
+};
+CudaStyleList ParseCudaStyleList(const std::string& value);
+
+// Human label for a unit, e.g. "host GPU 3 (0000:9a:00.0)" or "core 1 of host device 0".
+std::string DescribeUnit(const VisibleUnit& unit);
+
+}  // namespace devplace::placement
+
+#endif  // DEVPLACE_SERVER_PLACEMENT_VISIBILITY_H_
