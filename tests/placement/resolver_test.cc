@@ -1,0 +1,209 @@
+// Resolver behaviour beyond the SEMANTICS.md section 9 table: request validation, the extra
+// HF-SEMANTICS cases, host-side hazards and max_memory budgets.
+#include "server/placement/resolver.h"
+
+#include "absl/strings/str_join.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/placement/inventory_builder.h"
+#include "tests/placement/request_builder.h"
+
+namespace devplace::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using placement::Resolve;
+
+std::string Msg(const absl::StatusOr<v1::ResolveDeviceResponse>& r) { return std::string(r.status().message()); }
+std::string Warnings(const v1::ResolveDeviceResponse& r) { return absl::StrJoin(r.warnings(), "\n"); }
+
+TEST(Resolver, EmptyInventoryIsUnavailable) {
+  EXPECT_EQ(Resolve(v1::Inventory(), Req::Train()).status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(Resolver, RequestValidationNamesTheField) {
+  InventoryBuilder b;
+  b.Add(v1::ROW_CUDA_NVIDIA, 2);
+  v1::ResolveDeviceRequest none;
+  auto r = Resolve(b, none);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Msg(r), HasSubstr("workload"));
+  r = Resolve(b, Req::Infer("auto", v1::CONVENTION_ACCELERATE));
+  EXPECT_THAT(Msg(r), HasSubstr("convention"));
+  r = Resolve(b, Req::Train().proto());
+  EXPECT_TRUE(r.ok());
+  v1::ResolveDeviceRequest with_map = Req::Train();
+  with_map.set_device_map("auto");
+  EXPECT_THAT(Msg(Resolve(b, with_map)), HasSubstr("device_map"));
+  EXPECT_THAT(Msg(Resolve(b, Req::Train().Rank(1, 2).Env("LOCAL_RANK", "0"))), HasSubstr("disagrees with env.LOCAL_RANK"));
+  EXPECT_THAT(Msg(Resolve(b, Req::Train().Rank(-1, 2))), HasSubstr("local_rank: -1 is negative"));
+  EXPECT_THAT(Msg(Resolve(b, Req::Train().Rank(0, 0))), HasSubstr("world_size: 0 is below 1"));
+  EXPECT_THAT(Msg(Resolve(b, Req::Train().Rank(2, 2))), HasSubstr("not below world_size"));
+  EXPECT_THAT(Msg(Resolve(b, Req::Train().Env("WORLD_SIZE", "two"))), HasSubstr("env.WORLD_SIZE"));
+  EXPECT_THAT(Msg(Resolve(b, Req::Train().Runtime({"gpu"}))), HasSubstr("runtime_backends: unknown backend 'gpu'"));
+  EXPECT_THAT(Msg(Resolve(b, Req::Train().Runtime({"cuda", "rocm"}))), HasSubstr("both cuda and rocm"));
+  EXPECT_THAT(Msg(Resolve(b, Req::Train().Env("USE_TORCH_XLA", "maybe"))), HasSubstr("env.USE_TORCH_XLA"));
+  EXPECT_THAT(Msg(Resolve(b, Req::Train(v1::CONVENTION_ACCELERATE).Env("ACCELERATE_TORCH_DEVICE", "gpu:0"))),
+              HasSubstr("env.ACCELERATE_TORCH_DEVICE"));
+}
+
+TEST(Resolver, LocalRankFromEnvironmentMakesTheJobDistributed) {
+  InventoryBuilder b;
+  b.Add(v1::ROW_CUDA_NVIDIA, 4);
+  auto r = Resolve(b, Req::Train().Env("LOCAL_RANK", "3").Env("WORLD_SIZE", "4"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->device(), "cuda:3");
+  r = Resolve(b, Req::Train().Env("LOCAL_RANK", "-1"));  // Accelerate's "not distributed"
+  EXPECT_EQ(r->device(), "cuda:0");
+}
+
+TEST(Resolver, AccelerateTorchDeviceDistributedIsVerbatimWithoutRankOffset) {  // HF C23
+  InventoryBuilder b;
+  b.Add(v1::ROW_CUDA_NVIDIA, 2);
+  auto r = Resolve(b, Req::Train().Rank(1, 2).Env("ACCELERATE_TORCH_DEVICE", "cuda:0"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->device(), "cuda:0");
+  r = Resolve(b, Req::Train(v1::CONVENTION_ACCELERATE).Env("ACCELERATE_TORCH_DEVICE", "cuda:64"));  // HF C21
+  EXPECT_EQ(r->device(), "cuda:64");
+  EXPECT_THAT(Warnings(*r), HasSubstr("the job sees only cuda:0"));
+  // Single-process TrainingArguments uses it only without an accelerator (HF C24-like).
+  InventoryBuilder cpu;
+  r = Resolve(cpu, Req::Train().Env("ACCELERATE_TORCH_DEVICE", "npu:0"));
+  EXPECT_EQ(r->device(), "npu:0");
+  EXPECT_THAT(Warnings(*r), HasSubstr("no npu device is available"));
+}
+
+TEST(Resolver, P3MaskPinningOneDeviceGivesIndexZeroWithoutWrapWarning) {
+  InventoryBuilder b;
+  b.Add(v1::ROW_CUDA_NVIDIA, 8);
+  auto r = Resolve(b, Req::Train().Rank(5, 8).Env("CUDA_VISIBLE_DEVICES", "5").Strict());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->device(), "cuda:0");
+  EXPECT_EQ(r->placed(0).host_index(), 5);
+  EXPECT_EQ(r->warnings_size(), 0);
+  EXPECT_THAT(absl::StrJoin(r->explanation(), "\n"), HasSubstr("P3"));
+}
+
+TEST(Resolver, HabanaProcessAcquiresModuleAtItsRankPosition) {  // HF C102
+  InventoryBuilder b;
+  b.Add(v1::ROW_HPU, 8);
+  for (int i = 0; i < 8; ++i) (*b.Device(v1::ROW_HPU, i).mutable_attributes())["module_id"] = std::to_string(i);
+  auto r = Resolve(b, Req::Train().Rank(1, 4).Env("HABANA_VISIBLE_MODULES", "4,5,6,7"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->device(), "hpu:0");
+  EXPECT_EQ(r->placed(0).host_index(), 5);
+}
+
+TEST(Resolver, NeuronCoresRenumberInsideTheProcess) {  // HF C101
+  InventoryBuilder b;
+  b.Add(v1::ROW_NEURON, 2);
+  b.Device(v1::ROW_NEURON, 0).set_sub_device_count(2);
+  b.Device(v1::ROW_NEURON, 1).set_sub_device_count(2);
+  auto r = Resolve(b, Req::Train(v1::CONVENTION_ACCELERATE).Rank(1, 2).Env("NEURON_RT_VISIBLE_CORES", "2-3"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->device(), "neuron:1");
+  EXPECT_EQ(r->placed(0).host_index(), 1);
+  EXPECT_EQ(r->placed(0).sub_device(), 1);
+}
+
+TEST(Resolver, NvidiaAndAmdBothUsableAssumesCudaBuildUnlessRocmNamed) {
+  InventoryBuilder b;
+  b.Add(v1::ROW_CUDA_NVIDIA, 1).Add(v1::ROW_CUDA_AMD, 1);
+  auto r = Resolve(b, Req::Train());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->backend(), v1::ROW_CUDA_NVIDIA);
+  EXPECT_THAT(Warnings(*r), HasSubstr("assuming a CUDA build"));
+  r = Resolve(b, Req::Train().Runtime({"rocm"}));
+  EXPECT_EQ(r->backend(), v1::ROW_CUDA_AMD);
+  EXPECT_EQ(r->device(), "cuda:0");
+  // "cuda" (torch.cuda available) drives AMD GPUs on a host without NVIDIA ones.
+  InventoryBuilder amd;
+  amd.Add(v1::ROW_CUDA_AMD, 2);
+  r = Resolve(amd, Req::Train().Runtime({"cuda"}));
+  EXPECT_EQ(r->backend(), v1::ROW_CUDA_AMD);
+}
+
+TEST(Resolver, HostSideUnusableRowIsWarnedAndStrictRefuses) {
+  InventoryBuilder b;
+  b.Add(v1::ROW_CUDA_NVIDIA, 1);
+  b.Backend(v1::ROW_CUDA_NVIDIA).set_state(v1::BACKEND_STATE_DRIVER_NOT_LOADED);
+  b.Backend(v1::ROW_CUDA_NVIDIA).set_state_reason("no GPU has the nvidia driver bound");
+  b.Device(v1::ROW_CUDA_NVIDIA, 0).set_usable(false);
+  auto r = Resolve(b, Req::Infer("auto"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->device(), "cpu");
+  EXPECT_THAT(Warnings(*r), HasSubstr("no GPU has the nvidia driver bound"));
+  EXPECT_EQ(Resolve(b, Req::Infer("auto").Strict()).status().code(), absl::StatusCode::kFailedPrecondition);
+  r = Resolve(b, Req::Infer("cuda:0"));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);  // P6: never a silent cpu
+  EXPECT_THAT(Msg(r), HasSubstr("no GPU has the nvidia driver bound"));
+}
+
+TEST(Resolver, BalancedBudgetsWithModelSize) {
+  InventoryBuilder b;
+  b.Add(v1::ROW_CUDA_NVIDIA, 3);
+  auto r = Resolve(b, Req::Infer("balanced").ModelSize(30 * kGiB));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->max_memory().at("0"), 10 * kGiB);
+  EXPECT_EQ(r->max_memory().at("1"), 10 * kGiB);
+  EXPECT_EQ(r->max_memory().at("2"), 80 * kGiB);
+  r = Resolve(b, Req::Infer("balanced_low_0").ModelSize(100 * kGiB));
+  EXPECT_EQ(r->max_memory().at("0"), 0u);  // devices 1 and 2 can hold the whole model
+  b.Device(v1::ROW_CUDA_NVIDIA, 2).clear_memory_free_bytes();
+  r = Resolve(b, Req::Infer("sequential"));
+  EXPECT_EQ(r->max_memory().at("2"), 80 * kGiB);
+  EXPECT_THAT(Warnings(*r), HasSubstr("free memory of cuda:2 is unknown"));
+}
+
+TEST(Resolver, IntDeviceMapRowsAndErrors) {
+  InventoryBuilder hpu;
+  hpu.Add(v1::ROW_HPU, 2);
+  auto r = Resolve(hpu, Req::Infer("1"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->device(), "hpu");  // set_module_tensor_to_device: hpu without index
+  InventoryBuilder cpu;
+  r = Resolve(cpu, Req::Infer("0"));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(Msg(r), HasSubstr("no row of"));
+  r = Resolve(cpu, Req::Pipe("0"));  // pipeline falls back to cpu (HF C64)
+  EXPECT_EQ(r->device(), "cpu");
+  r = Resolve(cpu, Req::Pipe("-2"));
+  EXPECT_EQ(r->device(), "cpu");
+  r = Resolve(cpu, Req::Pipe("auto"));
+  EXPECT_THAT(Msg(r), HasSubstr("not a device_map keyword"));
+}
+
+TEST(Resolver, XlaInstalledWithoutTpuIsNotTheAnswer) {
+  InventoryBuilder b;
+  b.Add(v1::ROW_CUDA_NVIDIA, 1);
+  auto r = Resolve(b, Req::Train().Runtime({"xla", "cuda"}));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->device(), "cuda:0");
+  EXPECT_THAT(Warnings(*r), HasSubstr("torch_xla is installed but no TPU is visible"));
+  InventoryBuilder tpu;
+  tpu.Add(v1::ROW_TPU, 4);
+  r = Resolve(tpu, Req::Train().Runtime({"xla"}).Env("USE_TORCH_XLA", "0"));  // HF C18
+  EXPECT_EQ(r->device(), "cpu");
+  r = Resolve(tpu, Req::Infer("xla:0").Runtime({"xla"}));
+  EXPECT_EQ(r->device(), "xla:0");
+  EXPECT_EQ(r->package(), "torch_xla");
+}
+
+TEST(Resolver, PlacedDevicesCarryHostIdentity) {
+  InventoryBuilder b;
+  b.Add(v1::ROW_CUDA_NVIDIA, 2);
+  auto r = Resolve(b, Req::Infer("cuda:1"));
+  ASSERT_TRUE(r.ok());
+  const v1::PlacedDevice& p = r->placed(0);
+  EXPECT_EQ(p.device(), "cuda:1");
+  EXPECT_EQ(p.job_index(), 1);
+  EXPECT_EQ(p.host_index(), 1);
+  EXPECT_EQ(p.pci_bus_id(), b.Device(v1::ROW_CUDA_NVIDIA, 1).pci_bus_id());
+  EXPECT_EQ(p.uuid(), TestUuid(v1::ROW_CUDA_NVIDIA, 1));
+  EXPECT_EQ(p.memory_total_bytes(), 80 * kGiB);
+  EXPECT_EQ(r->package(), "torch");
+  EXPECT_EQ(r->inventory_revision(), 7u);
+}
+
+}  // namespace
+}  // namespace devplace::testing
