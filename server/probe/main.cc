@@ -1,0 +1,132 @@
+// devplace-probe: probes this host's accelerators and CPU once and writes one devplace.v1
+// Inventory to stdout. devplaced runs it as a child process with a deadline, so probe code never
+// runs inside the daemon.
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/commandlineflag.h"
+#include "absl/flags/flag.h"
+#include "absl/flags/marshalling.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "server/inventory/json.h"
+#include "server/inventory/merge.h"
+#include "server/probe/host_root.h"
+
+ABSL_FLAG(std::string, host_root, "/",
+          "Directory holding the host's /sys, /proc and /dev (e.g. /host when the host's trees "
+          "are mounted there in a container, or a fixture tree in tests)");
+ABSL_FLAG(bool, json, false,
+          "Print the inventory as pretty JSON (the protobuf JSON mapping) for people, instead of "
+          "the serialized devplace.v1.Inventory bytes");
+
+namespace {
+
+constexpr char kUsage[] =
+    "Probes this host's accelerators, CPU and memory once and writes one devplace.v1.Inventory "
+    "to stdout.\n\n"
+    "Usage: devplace-probe [--host_root=DIR] [--json]\n\n"
+    "Output: the serialized protobuf message (binary; what devplaced reads) by default, or the "
+    "protobuf JSON mapping with --json.\n"
+    "Exit status: 0 when an inventory was written (probers that failed are reported in its "
+    "probe_reports), 2 on bad flags or an unreadable --host_root, 1 when writing failed.";
+
+int Fail(int code, const std::string& message) {
+  std::fprintf(stderr, "devplace-probe: %s\n", message.c_str());
+  return code;
+}
+
+// What is wrong with the command line, or "" when absl::ParseCommandLine will accept it (it
+// exits with status 1 on a bad flag; this binary documents 2).
+std::string CommandLineError(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") {
+      return i + 1 < argc ? absl::StrCat("unexpected argument \"", argv[i + 1], "\" (see --help)") : "";
+    }
+    if (!absl::ConsumePrefix(&arg, "-")) return absl::StrCat("unexpected argument \"", arg, "\" (see --help)");
+    absl::ConsumePrefix(&arg, "-");
+    const size_t eq = arg.find('=');
+    absl::string_view name = arg.substr(0, eq);
+    const bool has_value = eq != absl::string_view::npos;
+    // absl's usage flags are not in the flag registry; ParseCommandLine handles them.
+    for (absl::string_view usage : {"help", "helpfull", "helpshort", "helppackage", "helpon",
+                                    "helpmatch", "version", "only_check_args"}) {
+      if (name == usage) name = "";
+    }
+    if (name.empty()) continue;
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag == nullptr && absl::StartsWith(name, "no")) {  // --nojson
+      flag = absl::FindCommandLineFlag(name.substr(2));
+      if (flag != nullptr && (!flag->IsOfType<bool>() || has_value)) flag = nullptr;
+      if (flag != nullptr) continue;
+    }
+    if (flag == nullptr) return absl::StrCat("unknown flag --", name, " (see --help)");
+    if (flag->IsOfType<bool>()) {
+      bool value = false;
+      std::string error;
+      if (has_value && !absl::ParseFlag(arg.substr(eq + 1), &value, &error)) {
+        return absl::StrCat("--", name, ": bad value \"", arg.substr(eq + 1), "\" (want true or false)",
+                            error.empty() ? "" : ": ", error);
+      }
+    } else if (!has_value && ++i >= argc) {
+      return absl::StrCat("--", name, " needs a value");
+    }
+  }
+  return "";
+}
+
+bool WriteAll(const std::string& bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = write(STDOUT_FILENO, bytes.data() + done, bytes.size() - done);
+    if (n < 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(kUsage);
+  absl::FlagsUsageConfig config;
+  config.contains_help_flags = [](absl::string_view file) {
+    return absl::EndsWith(file, "server/probe/main.cc");
+  };
+  absl::SetFlagsUsageConfig(config);
+  if (const std::string error = CommandLineError(argc, argv); !error.empty()) return Fail(2, error);
+  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  if (positional.size() > 1) {
+    return Fail(2, absl::StrCat("unexpected argument \"", positional[1], "\" (see --help)"));
+  }
+
+  absl::StatusOr<devplace::probe::HostRoot> root = devplace::probe::HostRoot::Open(absl::GetFlag(FLAGS_host_root));
+  if (!root.ok()) return Fail(2, absl::StrCat("--host_root: ", root.status().message()));
+
+  devplace::v1::Inventory inventory = devplace::inventory::ProbeInventory(*root);
+  const int64_t now_ns = absl::ToUnixNanos(absl::Now());
+  inventory.mutable_probed_at()->set_seconds(now_ns / 1000000000);
+  inventory.mutable_probed_at()->set_nanos(static_cast<int32_t>(now_ns % 1000000000));
+
+  std::string out;
+  if (absl::GetFlag(FLAGS_json)) {
+    absl::StatusOr<std::string> json = devplace::inventory::ToJson(inventory);
+    if (!json.ok()) return Fail(1, std::string(json.status().message()));
+    out = *json + "\n";
+  } else if (!inventory.SerializeToString(&out)) {
+    return Fail(1, "cannot serialize the inventory");
+  }
+  if (!WriteAll(out)) return Fail(1, "cannot write to stdout");
+  return 0;
+}
