@@ -1,0 +1,71 @@
+#include "tests/probe/test_util.h"
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "gtest/gtest.h"
+#include "server/inventory/merge.h"
+#include "server/probe/host_root.h"
+
+namespace devplace::testing {
+
+namespace fs = std::filesystem;
+
+std::string HostDir(const std::string& name) { return std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/" + name; }
+
+v1::Inventory ProbeTree(const std::string& dir) {
+  v1::Inventory inventory = inventory::ProbeInventory(probe::HostRoot(dir));
+  inventory.clear_probed_at();
+  for (v1::ProbeReport& report : *inventory.mutable_probe_reports()) report.set_duration_ms(0);
+  return inventory;
+}
+
+v1::Inventory ProbeHost(const std::string& name) { return ProbeTree(HostDir(name)); }
+
+const v1::Backend* FindRow(const v1::Inventory& inventory, v1::Row row) {
+  for (const v1::Backend& b : inventory.backends()) {
+    if (b.row() == row) return &b;
+  }
+  return nullptr;
+}
+
+const v1::Device* FindDevice(const v1::Inventory& inventory, const std::string& bus_id) {
+  for (const v1::Backend& b : inventory.backends()) {
+    for (const v1::Device& d : b.devices()) {
+      if (d.pci_bus_id() == bus_id) return &d;
+    }
+  }
+  return nullptr;
+}
+
+const v1::ProbeReport* FindReport(const v1::Inventory& inventory, const std::string& name) {
+  for (const v1::ProbeReport& r : inventory.probe_reports()) {
+    if (r.name() == name) return &r;
+  }
+  return nullptr;
+}
+
+ScratchHost::ScratchHost(const std::string& fixture) {
+  std::string pattern = (fs::temp_directory_path() / "devplace-probe-test-XXXXXX").string();
+  if (mkdtemp(pattern.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed";
+  base_ = pattern;
+  dir_ = base_ + "/" + fixture;
+  fs::copy(HostDir(fixture), dir_, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+}
+
+ScratchHost::~ScratchHost() {
+  std::error_code ignored;
+  fs::remove_all(base_, ignored);
+}
+
+void ScratchHost::Write(const std::string& rel, const std::string& content) const {
+  const fs::path path = Path(rel);
+  fs::create_directories(path.parent_path());
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << content;
+}
+
+void ScratchHost::Remove(const std::string& rel) const { fs::remove_all(Path(rel)); }
+
+}  // namespace devplace::testing
