@@ -1,0 +1,144 @@
+// End to end without a daemon: probe a fixture host tree, then resolve against that inventory.
+// This pins the contract between the probers and the resolver (device nodes, usability, host
+// order, sub-devices) on realistic trees, including the tricky cases of DETECTION.md section 12.
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_join.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/placement/resolver.h"
+#include "tests/placement/request_builder.h"
+#include "tests/probe/test_util.h"
+
+namespace devplace::testing {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+absl::StatusOr<v1::ResolveDeviceResponse> On(const std::string& host, const v1::ResolveDeviceRequest& req) {
+  return placement::Resolve(ProbeHost(host), req);
+}
+
+std::vector<std::string> Buses(const v1::ResolveDeviceResponse& r) {
+  std::vector<std::string> out;
+  for (const v1::PlacedDevice& p : r.placed()) out.push_back(p.pci_bus_id());
+  return out;
+}
+
+std::string Warnings(const v1::ResolveDeviceResponse& r) { return absl::StrJoin(r.warnings(), "\n"); }
+
+TEST(FixtureResolve, NvidiaTrainingUsesEveryGpuInBusOrder) {
+  auto r = On("nvidia-2x-h100", Req::Train());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->device(), "cuda:0");
+  EXPECT_THAT(r->devices(), ElementsAre("cuda:0", "cuda:1"));
+  EXPECT_THAT(Buses(*r), ElementsAre("0000:18:00.0", "0000:9a:00.0"));
+  EXPECT_EQ(r->placed(0).name(), "NVIDIA H100 80GB HBM3");
+}
+
+TEST(FixtureResolve, ContainerNumbersOnlyTheGpusItCanOpen) {
+  auto r = On("nvidia-container", Req::Train().Rank(1, 2));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->device(), "cuda:1");
+  EXPECT_THAT(Buses(*r), ElementsAre("0000:ab:00.0"));
+  r = On("nvidia-container", Req::Train().JobNodes({"/dev/nvidiactl", "/dev/nvidia3"}));
+  EXPECT_EQ(r->device(), "cuda:0");
+  EXPECT_THAT(Buses(*r), ElementsAre("0000:ab:00.0"));
+}
+
+TEST(FixtureResolve, GpuThatFellOffTheBusIsSkippedAndExplained) {
+  auto r = On("nvidia-fell-off-bus", Req::Infer("auto"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->devices(), ElementsAre("cuda:0", "cpu"));
+  EXPECT_THAT(Buses(*r), ElementsAre("0000:18:00.0"));
+  EXPECT_THAT(absl::StrJoin(r->explanation(), "\n"), HasSubstr("fell off the bus"));
+  EXPECT_EQ(On("nvidia-fell-off-bus", Req::Infer("cuda:1")).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(FixtureResolve, DriverNotLoadedFallsBackToCpuWithTheFix) {
+  auto r = On("nvidia-driver-not-loaded", Req::Train());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->device(), "cpu");
+  EXPECT_THAT(Warnings(*r), HasSubstr("load the nvidia kernel module"));
+  auto strict = On("nvidia-driver-not-loaded", Req::Train().Strict());
+  EXPECT_EQ(strict.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(FixtureResolve, MixedHostPicksTheNvidiaDgpuOverTheAmdIgpu) {
+  auto r = On("mixed-nvidia-amd-igpu", Req::Train());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->backend(), v1::ROW_CUDA_NVIDIA);
+  EXPECT_THAT(Buses(*r), ElementsAre("0000:01:00.0"));
+  EXPECT_THAT(Warnings(*r), HasSubstr("assuming a CUDA build"));
+  r = On("mixed-nvidia-amd-igpu", Req::Train().Runtime({"rocm"}));
+  EXPECT_EQ(r->backend(), v1::ROW_CUDA_AMD);
+  EXPECT_THAT(Buses(*r), ElementsAre("0000:0e:00.0"));
+}
+
+TEST(FixtureResolve, IntelIgpuOutsideTorchXpuIsNotCounted) {
+  auto r = On("xpu-2x-arc", Req::Train());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->device(), "xpu:0");
+  EXPECT_THAT(Buses(*r), ElementsAre("0000:03:00.0"));
+}
+
+TEST(FixtureResolve, AmdRocrSelectsByOrdinalOrUuid) {
+  auto r = On("amd-2x-mi210", Req::Train().Env("ROCR_VISIBLE_DEVICES", "1"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->device(), "cuda:0");
+  EXPECT_THAT(Buses(*r), ElementsAre("0000:83:00.0"));
+  r = On("amd-2x-mi210", Req::Train().Env("ROCR_VISIBLE_DEVICES", "GPU-0de0b6b3a7640002"));
+  EXPECT_THAT(Buses(*r), ElementsAre("0000:83:00.0"));
+  r = On("amd-2x-mi210", Req::Infer("auto"));
+  EXPECT_EQ(r->max_memory().at("0"), 68691628032u);  // 2 GPUs, no model size: each one's free memory
+  EXPECT_EQ(r->max_memory().at("1"), 64407732224u);
+}
+
+TEST(FixtureResolve, NeuronCoresAreTheJobsDevices) {
+  auto r = On("neuron-2x-trn1", Req::Train(v1::CONVENTION_ACCELERATE).Rank(3, 4));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->device(), "neuron:3");
+  EXPECT_THAT(Buses(*r), ElementsAre("0000:00:1d.0"));
+  EXPECT_EQ(r->placed(0).sub_device(), 1);
+  r = On("neuron-2x-trn1", Req::Infer("auto"));
+  EXPECT_EQ(r->device(), "cpu");
+  EXPECT_THAT(Warnings(*r), HasSubstr("pass device_map=\"neuron\""));
+}
+
+TEST(FixtureResolve, TpuIsHonouredOnlyWhenNamed) {
+  auto r = On("tpu-2x-v5e", Req::Infer("tpu:1"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(Buses(*r), ElementsAre("0000:00:05.0"));
+  r = On("tpu-2x-v5e", Req::Infer("auto"));
+  EXPECT_EQ(r->device(), "cpu");
+}
+
+TEST(FixtureResolve, OtherRows) {
+  auto r = On("hpu-2x-gaudi2", Req::Train().Rank(0, 1).Env("HABANA_VISIBLE_MODULES", "1"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->device(), "hpu:0");
+  EXPECT_THAT(Buses(*r), ElementsAre("0000:9a:00.0"));
+  r = On("npu-2x-910b", Req::Infer("auto"));
+  EXPECT_THAT(r->devices(), ElementsAre("npu:0", "npu:1", "cpu"));
+  r = On("mlu-2x-mlu370", Req::Pipe("1"));
+  EXPECT_EQ(r->device(), "mlu:1");
+  EXPECT_THAT(Buses(*r), ElementsAre("0000:5e:00.0"));
+  r = On("musa-2x-s4000", Req::Train().JobNodes({"/dev/mtgpu.1"}));
+  EXPECT_EQ(r->device(), "musa:0");
+  EXPECT_THAT(Buses(*r), ElementsAre("0000:3a:00.0"));
+  r = On("cpu-only", Req::Infer("auto"));
+  EXPECT_EQ(r->device(), "cpu");
+  EXPECT_EQ(r->max_memory().at("cpu"), ProbeHost("cpu-only").host().memory_available_bytes());
+}
+
+TEST(FixtureResolve, MigInstanceWithoutNvmlUuidsIsExplained) {
+  auto r = On("nvidia-mig", Req::Train().Env("CUDA_VISIBLE_DEVICES", "MIG-00000000-0000-4000-8000-00000000aaaa"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->device(), "cpu");
+  EXPECT_THAT(Warnings(*r), HasSubstr("MIG UUIDs come from NVML"));
+}
+
+}  // namespace
+}  // namespace devplace::testing
