@@ -112,6 +112,19 @@ class Resolution {
     return it == req_.env().end() ? nullptr : &it->second;
   }
 
+  // Reads env `name` as Accelerate's str_to_bool into `flag` (left as is when unset).
+  absl::Status EnvFlag(const char* name, absl::string_view consequence, bool& flag) const {
+    const std::string* v = Env(name);
+    if (v == nullptr) return absl::OkStatus();
+    std::optional<bool> b = TruthValue(*v);
+    if (!b) {
+      return absl::InvalidArgumentError(absl::StrCat("env.", name, "='", *v, "': invalid truth value (", consequence,
+                                                     "); accepted, case-insensitive: 1 y yes t true on / 0 n no f false off"));
+    }
+    flag = *b;
+    return absl::OkStatus();
+  }
+
   absl::Status ValidateRequest() {
     const bool training = req_.workload() == v1::WORKLOAD_TRAINING;
     if (req_.workload() == v1::WORKLOAD_UNSPECIFIED) {
@@ -189,24 +202,8 @@ class Resolution {
                                         "CUDA or a ROCm build; name the one the job has");
     }
     if (training) {
-      if (const std::string* v = Env("ACCELERATE_USE_CPU")) {
-        std::optional<bool> b = TruthValue(*v);
-        if (!b) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "env.ACCELERATE_USE_CPU='", *v, "': invalid truth value (Accelerate and Transformers raise ValueError); "
-              "accepted, case-insensitive: 1 y yes t true on / 0 n no f false off"));
-        }
-        accelerate_use_cpu_ = *b;
-      }
-      if (const std::string* v = Env("USE_TORCH_XLA")) {
-        std::optional<bool> b = TruthValue(*v);
-        if (!b) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "env.USE_TORCH_XLA='", *v, "': invalid truth value (import accelerate raises ValueError); "
-              "accepted, case-insensitive: 1 y yes t true on / 0 n no f false off"));
-        }
-        use_torch_xla_ = *b;
-      }
+      RETURN_IF_ERROR(EnvFlag("ACCELERATE_USE_CPU", "Accelerate and Transformers raise ValueError", accelerate_use_cpu_));
+      RETURN_IF_ERROR(EnvFlag("USE_TORCH_XLA", "import accelerate raises ValueError", use_torch_xla_));
       if (const std::string* v = Env("ACCELERATE_TORCH_DEVICE")) {
         ASSIGN_OR_RETURN(DeviceString d, ParseDeviceString(*v, "env.ACCELERATE_TORCH_DEVICE"));
         torch_device_env_ = d;
