@@ -5,6 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/message.h"
 #include "server/placement/backends.h"
 
 namespace devplace::inventory {
@@ -100,6 +102,57 @@ v1::Backend& AddBackend(const BackendSpec& spec, v1::Inventory& inv) {
   return b;
 }
 
+// Host files may hold any bytes, but proto3 strings must be UTF-8 (an invalid one makes the whole
+// serialized Inventory unparseable): replaces each byte of an invalid sequence with '?'.
+std::string ValidUtf8(const std::string& in) {
+  std::string out;
+  out.reserve(in.size());
+  size_t i = 0;
+  while (i < in.size()) {
+    const auto c = static_cast<unsigned char>(in[i]);
+    const size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    bool ok = len > 0 && i + len <= in.size() && !(len == 2 && c < 0xc2);
+    for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(in[i + k]) & 0xc0) == 0x80;
+    if (ok && len == 3) {  // no overlongs, no surrogates
+      const auto c1 = static_cast<unsigned char>(in[i + 1]);
+      ok = !(c == 0xe0 && c1 < 0xa0) && !(c == 0xed && c1 >= 0xa0);
+    }
+    if (ok && len == 4) {
+      const auto c1 = static_cast<unsigned char>(in[i + 1]);
+      ok = c <= 0xf4 && !(c == 0xf0 && c1 < 0x90) && !(c == 0xf4 && c1 >= 0x90);
+    }
+    if (ok) {
+      out.append(in, i, len);
+      i += len;
+    } else {
+      out.push_back('?');
+      ++i;
+    }
+  }
+  return out;
+}
+
+void SanitizeUtf8(google::protobuf::Message& msg) {
+  const google::protobuf::Reflection* refl = msg.GetReflection();
+  std::vector<const google::protobuf::FieldDescriptor*> fields;
+  refl->ListFields(msg, &fields);
+  for (const google::protobuf::FieldDescriptor* f : fields) {
+    if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_STRING && f->type() == google::protobuf::FieldDescriptor::TYPE_STRING) {
+      if (f->is_repeated()) {
+        for (int i = 0; i < refl->FieldSize(msg, f); ++i) refl->SetRepeatedString(&msg, f, i, ValidUtf8(refl->GetRepeatedString(msg, f, i)));
+      } else {
+        refl->SetString(&msg, f, ValidUtf8(refl->GetString(msg, f)));
+      }
+    } else if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) {
+      if (f->is_repeated()) {  // includes map entries (key and value strings)
+        for (int i = 0; i < refl->FieldSize(msg, f); ++i) SanitizeUtf8(*refl->MutableRepeatedMessage(&msg, f, i));
+      } else {
+        SanitizeUtf8(*refl->MutableMessage(&msg, f));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 v1::Inventory BuildInventory(const probe::ProbeRun& run) {
@@ -126,6 +179,7 @@ v1::Inventory BuildInventory(const probe::ProbeRun& run) {
     DeriveState(spec, b);
   }
   for (const v1::ProbeReport& report : run.reports) *inv.add_probe_reports() = report;
+  SanitizeUtf8(inv);
   return inv;
 }
 

@@ -4,6 +4,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 
 namespace devplace::placement {
 namespace {
@@ -11,51 +13,51 @@ namespace {
 std::vector<BackendSpec> MakeTable() {
   using R = v1::Row;
   std::vector<BackendSpec> t;
-  t.push_back({R::ROW_CPU, "cpu", "CPU", "", "cpu", "torch", false, "cpu", {}, {}, {}, {}, {}, {}, {}});
-  t.push_back({R::ROW_CUDA_NVIDIA, "cuda/nvidia", "NVIDIA GPU", "NVIDIA", "cuda", "torch", true, "cuda",
+  t.push_back({R::ROW_CPU, "cpu", "CPU", "", "cpu", "torch", false, "cpu", "install torch", {}, {}, {}, {}, {}, {}, {}});
+  t.push_back({R::ROW_CUDA_NVIDIA, "cuda/nvidia", "NVIDIA GPU", "NVIDIA", "cuda", "torch", true, "cuda", "install a CUDA build of torch",
                {0x10de}, {}, {0x0300, 0x0302},  // VGA / 3D controller; not NVSwitch 0680, not audio 0403
                {"nvidia"}, {"nvidia", "nvidia_uvm"},
                {"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"},
                {"/dev/nvidia<minor>", "/dev/nvidiactl (control)", "/dev/nvidia-uvm (control)"}});
-  t.push_back({R::ROW_CUDA_AMD, "cuda/amd", "AMD GPU", "AMD", "cuda", "torch (ROCm build)", true, "rocm",
+  t.push_back({R::ROW_CUDA_AMD, "cuda/amd", "AMD GPU", "AMD", "cuda", "torch (ROCm build)", true, "rocm", "install a ROCm build of torch",
                {0x1002}, {}, {0x0300, 0x0380, 0x1200},  // Radeon / Instinct MI2xx / MI300X; not audio
                {"amdgpu"}, {"amdgpu"},
                {"ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"},
                {"/dev/dri/renderD<drm_render_minor>", "/dev/kfd (control)"}});
   t.push_back({R::ROW_NEURON, "neuron", "AWS Trainium / Inferentia", "AWS", "neuron", "torch-neuronx", false,
-               "neuron", {0x1d0f}, {0x7064, 0x7065, 0x7066, 0x7067, 0x7164, 0x7264, 0x7364, 0x7564, 0x7565}, {},
+               "neuron", "install torch-neuronx (AWS Neuron SDK)", {0x1d0f}, {0x7064, 0x7065, 0x7066, 0x7067, 0x7164, 0x7264, 0x7364, 0x7564, 0x7565}, {},
                {"neuron"}, {"neuron"},
                {"NEURON_RT_VISIBLE_CORES", "NEURON_RT_NUM_CORES"},
                {"/dev/neuron<index>"}});
-  t.push_back({R::ROW_TPU, "tpu", "Google TPU", "Google", "tpu", "torch-tpu", false, "tpu",
+  t.push_back({R::ROW_TPU, "tpu", "Google TPU", "Google", "tpu", "torch-tpu", false, "tpu", "install torch-tpu (or torch_xla and name xla)",
                {0x1ae0}, {0x0027, 0x0056, 0x005e, 0x0062, 0x0063, 0x006f, 0x0076}, {},
                {}, {},
                {"TPU_VISIBLE_CHIPS"},
                {"/dev/vfio/<iommu_group> (v5e and later)", "/dev/accel<index> (v4 and earlier)"}});
-  t.push_back({R::ROW_XPU, "xpu", "Intel GPU", "Intel", "xpu", "torch", true, "xpu",
+  t.push_back({R::ROW_XPU, "xpu", "Intel GPU", "Intel", "xpu", "torch", true, "xpu", "install an XPU build of torch (>= 2.7)",
                {0x8086}, {}, {0x0300, 0x0380},  // display classes only: Intel NPUs are 1200
                {"i915", "xe"}, {"i915", "xe"},
                {"ZE_AFFINITY_MASK", "ZE_FLAT_DEVICE_HIERARCHY"},
                {"/dev/dri/renderD<n>", "/dev/dri/card<n>"}});
-  t.push_back({R::ROW_MPS, "mps", "Apple Silicon GPU", "Apple", "mps", "torch", true, "mps",
+  t.push_back({R::ROW_MPS, "mps", "Apple Silicon GPU", "Apple", "mps", "torch", true, "mps", "install torch for macOS arm64",
                {}, {}, {}, {}, {}, {}, {}});
-  t.push_back({R::ROW_HPU, "hpu", "Intel Gaudi", "Intel Habana", "hpu", "habana-torch-plugin", true, "hpu",
+  t.push_back({R::ROW_HPU, "hpu", "Intel Gaudi", "Intel Habana", "hpu", "habana-torch-plugin", true, "hpu", "install the Intel Gaudi PyTorch plugin (habana-torch-plugin)",
                {0x1da3}, {0x1000, 0x1001, 0x1010, 0x1011, 0x1020, 0x1021, 0x1030, 0x1060, 0x1061, 0x1062, 0x1063},
                {}, {"habanalabs"}, {"habanalabs"},
                {"HABANA_VISIBLE_MODULES"},
                {"/dev/accel/accel<minor>", "/dev/accel/accel_controlD<minor> (control)"}});
-  t.push_back({R::ROW_NPU, "npu", "Huawei Ascend", "Huawei", "npu", "torch-npu", true, "npu",
+  t.push_back({R::ROW_NPU, "npu", "Huawei Ascend", "Huawei", "npu", "torch-npu", true, "npu", "install torch-npu (with the CANN toolkit)",
                {0x19e5}, {0xd100, 0xd500, 0xd801, 0xd802, 0xd803}, {},  // not HiSilicon ZIP/SEC a25x
                {}, {},
                {"ASCEND_RT_VISIBLE_DEVICES"},
                {"/dev/davinci<physical_id>", "/dev/davinci_manager (control)"}});
-  t.push_back({R::ROW_MLU, "mlu", "Cambricon MLU", "Cambricon", "mlu", "torch-mlu", true, "mlu",
+  t.push_back({R::ROW_MLU, "mlu", "Cambricon MLU", "Cambricon", "mlu", "torch-mlu", true, "mlu", "install torch-mlu (Cambricon Neuware)",
                {0xcabc}, {0x0100, 0x0220, 0x0270, 0x0290, 0x0365, 0x0370, 0x0371, 0x0560, 0x0570,
                           0x0580, 0x0585, 0x0590, 0x0591},
                {}, {"cambricon"}, {"cambricon_drv"},
                {"CN_VISIBLE_DEVICES", "MLU_VISIBLE_DEVICES"},
                {"/dev/cambricon_dev<minor>", "/dev/cambricon_ctl (control)"}});
-  t.push_back({R::ROW_MUSA, "musa", "Moore Threads GPU", "Moore Threads", "musa", "torch-musa", true, "musa",
+  t.push_back({R::ROW_MUSA, "musa", "Moore Threads GPU", "Moore Threads", "musa", "torch-musa", true, "musa", "install torch-musa (MUSA toolkit)",
                {0x1ed5}, {}, {0x0300, 0x0302, 0x0380},  // not the HDMI/DP audio functions (0403)
                {"mtgpu"}, {"mtgpu"},
                {"MUSA_VISIBLE_DEVICES"},
@@ -127,6 +129,36 @@ bool IsRowDriver(const BackendSpec& spec, absl::string_view driver) {
   if (spec.drivers.empty()) return true;
   for (absl::string_view d : spec.drivers) {
     if (absl::StartsWith(driver, d)) return true;
+  }
+  return false;
+}
+
+const std::string& PlacementDeviceTypeList() {
+  static const std::string* list = [] {
+    std::vector<std::string> types;
+    for (const BackendSpec& b : Backends()) {
+      if (std::find(types.begin(), types.end(), b.device_type) == types.end()) types.emplace_back(b.device_type);
+    }
+    types.emplace_back("xla");
+    return new std::string(absl::StrJoin(types, ", "));
+  }();
+  return *list;
+}
+
+const std::string& RuntimeBackendTokens() {
+  static const std::string* list = [] {
+    std::vector<std::string> tokens;
+    for (const BackendSpec& b : Backends()) tokens.emplace_back(b.runtime_backend);
+    tokens.emplace_back("hip");
+    tokens.emplace_back("xla");
+    return new std::string(absl::StrJoin(tokens, ", "));
+  }();
+  return *list;
+}
+
+bool IsRuntimeBackendToken(absl::string_view token) {
+  for (absl::string_view t : absl::StrSplit(RuntimeBackendTokens(), ", ")) {
+    if (t == token) return true;
   }
   return false;
 }

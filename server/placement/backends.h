@@ -24,6 +24,8 @@ struct BackendSpec {
   bool auto_map;                 // device_map="auto" can place on it (not neuron, not tpu)
   // Token naming this row in ResolveDeviceRequest.runtime_backends ("cuda", "rocm", "npu", ...).
   absl::string_view runtime_backend;
+  // What a job must install to use the row, as a warning's fix: "install a CUDA build of torch".
+  absl::string_view install_hint;
   // PCI matching: a function belongs to the row when its vendor is in `pci_vendor_ids`, and its
   // device id is in `pci_device_ids` (empty = any), and its base+subclass is in `pci_classes`
   // (empty = any). Class is only a secondary filter: rows with a device allow-list never
@@ -62,6 +64,16 @@ bool IsIntegrated(v1::Row row, uint16_t device_id, absl::string_view pci_bus_id)
 
 // Whether `driver` (basename of the sysfs driver link) is the row's own driver.
 bool IsRowDriver(const BackendSpec& spec, absl::string_view driver);
+
+// Device types the grammar accepts: every row's type in table order, then `xla`, comma-separated
+// ("cpu, cuda, neuron, tpu, xpu, mps, hpu, npu, mlu, musa, xla").
+const std::string& PlacementDeviceTypeList();
+
+// Whether `token` names a runtime backend in ResolveDeviceRequest.runtime_backends: a row's
+// runtime_backend, or the aliases "hip" (= rocm) and "xla" (torch_xla). Comma-separated list of
+// all of them in RuntimeBackendTokens().
+bool IsRuntimeBackendToken(absl::string_view token);
+const std::string& RuntimeBackendTokens();
 
 // The table as the ListBackends RPC returns it.
 v1::ListBackendsResponse ListBackendsResponse();

@@ -8,12 +8,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "server/placement/backends.h"
 
 namespace devplace::placement {
 namespace {
 
-constexpr absl::string_view kPlacementTypes =
-    "cpu, cuda, xpu, mps, hpu, npu, mlu, musa, neuron, tpu, xla";
 
 // PyTorch device types c10 parses that are not placement targets, with the reason.
 struct NonTarget {
@@ -40,14 +39,14 @@ constexpr NonTarget kNonTargets[] = {
 };
 
 bool IsPlacementType(absl::string_view t) {
-  for (absl::string_view p : absl::StrSplit(kPlacementTypes, ", ")) {
+  for (absl::string_view p : absl::StrSplit(PlacementDeviceTypeList(), ", ")) {
     if (p == t) return true;
   }
   return false;
 }
 
 std::string Accepted() {
-  return absl::StrCat("accepted forms: a device type (", kPlacementTypes,
+  return absl::StrCat("accepted forms: a device type (", PlacementDeviceTypeList(),
                       ") optionally followed by ':' and an index 0..", kMaxDeviceIndex,
                       " without sign or leading zero, e.g. cuda:0");
 }
@@ -58,7 +57,17 @@ absl::Status Invalid(absl::string_view field, absl::string_view what) {
 
 }  // namespace
 
-absl::string_view PlacementDeviceTypes() { return kPlacementTypes; }
+bool ParseDecimal(absl::string_view text, int* out) {
+  if (text.empty() || !std::all_of(text.begin(), text.end(), [](char c) {
+        return absl::ascii_isdigit(static_cast<unsigned char>(c));
+      })) {
+    return false;
+  }
+  int32_t v = 0;
+  if (!absl::SimpleAtoi(text, &v)) return false;
+  *out = v;
+  return true;
+}
 
 std::string DeviceString::ToString() const {
   if (index < 0 || (type == "cpu" && index == 0)) return type;
@@ -100,7 +109,7 @@ absl::StatusOr<DeviceString> ParseDeviceString(absl::string_view text, absl::str
     if (lower != type && IsPlacementType(lower)) {
       hint = absl::StrCat(" (device types are case-sensitive: did you mean '", lower, "'?)");
     }
-    return Invalid(field, absl::StrCat("Expected one of ", kPlacementTypes,
+    return Invalid(field, absl::StrCat("Expected one of ", PlacementDeviceTypeList(),
                                        " device type at start of device string: ", type, hint));
   }
 

@@ -26,9 +26,9 @@ struct DeviceString {
   bool has_index() const { return index >= 0; }
 };
 
-// Device types devplace places on: the table's rows plus `xla` (torch_xla's TPU spelling).
-// Comma-separated, for error messages: "cpu, cuda, xpu, mps, hpu, npu, mlu, musa, neuron, tpu, xla".
-absl::string_view PlacementDeviceTypes();
+// Parses a non-empty run of ASCII digits (no sign, no spaces) into `out`; false when `text` is
+// anything else or overflows int. The number syntax of device indices and of the vendor masks.
+bool ParseDecimal(absl::string_view text, int* out);
 
 // Parses `text` as a device string. `field` names where the text came from (e.g. "device_map",
 // "env.ACCELERATE_TORCH_DEVICE") and prefixes every error message.

@@ -29,13 +29,25 @@ const std::vector<std::string> kIntOrder = {"npu", "mlu", "musa", "hpu", "cuda",
 const std::vector<std::string> kPipelineOrder = {"mlu", "musa", "cuda", "npu", "hpu", "xpu", "mps"};
 
 const std::set<std::string> kKeywords = {"auto", "balanced", "balanced_low_0", "sequential"};
-const std::set<std::string> kRuntimeTokens = {"cpu", "cuda", "rocm", "hip", "xpu", "mps", "hpu",
-                                              "npu", "mlu", "musa", "neuron", "tpu", "xla"};
 
 std::string OrderText(const std::vector<std::string>& order) {
   std::vector<std::string> up;
   for (const std::string& t : order) up.push_back(t == "neuron" ? "Neuron" : absl::AsciiStrToUpper(t));
   return absl::StrJoin(up, ", ");
+}
+
+// A Python int written as digits in device_map: "0", "12", "-1"; no sign but '-', no spaces,
+// no leading zero (anything else is a string and goes through the device-string grammar).
+std::optional<int64_t> DeviceMapInt(absl::string_view s) {
+  absl::string_view digits = s;
+  if (!digits.empty() && digits[0] == '-') digits.remove_prefix(1);
+  if (digits.empty() || (digits.size() > 1 && digits[0] == '0') || (digits == "0" && s[0] == '-')) return std::nullopt;
+  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)); })) {
+    return std::nullopt;
+  }
+  int64_t v = 0;
+  if (!absl::SimpleAtoi(s, &v)) return std::nullopt;
+  return v;
 }
 
 // Python's int() on a string: optional surrounding whitespace, optional sign, digits.
@@ -58,17 +70,6 @@ std::optional<bool> TruthValue(absl::string_view s) {
   for (const char* t : {"1", "y", "yes", "t", "true", "on"}) if (v == t) return true;
   for (const char* f : {"0", "n", "no", "f", "false", "off"}) if (v == f) return false;
   return std::nullopt;
-}
-
-// What the job must install for a row it cannot use.
-std::string InstallHint(const v1::Backend& b) {
-  switch (b.row()) {
-    case v1::ROW_CUDA_NVIDIA: return "install a CUDA build of torch";
-    case v1::ROW_CUDA_AMD: return "install a ROCm build of torch";
-    case v1::ROW_XPU: return "install an XPU build of torch (>= 2.7)";
-    case v1::ROW_MPS: return "install torch for macOS arm64";
-    default: return absl::StrCat("install ", b.package());
-  }
 }
 
 struct RowState {
@@ -191,9 +192,9 @@ class Resolution {
     }
     // runtime_backends.
     for (const std::string& r : req_.runtime_backends()) {
-      if (!kRuntimeTokens.count(r)) {
+      if (!IsRuntimeBackendToken(r)) {
         return absl::InvalidArgumentError(absl::StrCat("runtime_backends: unknown backend '", r,
-                                                       "'; accepted: ", absl::StrJoin(kRuntimeTokens, ", ")));
+                                                       "'; accepted: ", RuntimeBackendTokens()));
       }
       runtime_.insert(r == "hip" ? "rocm" : r);
     }
@@ -201,9 +202,9 @@ class Resolution {
       return absl::InvalidArgumentError("runtime_backends: lists both cuda and rocm, but one PyTorch build is either a "
                                         "CUDA or a ROCm build; name the one the job has");
     }
+    RETURN_IF_ERROR(EnvFlag("USE_TORCH_XLA", "import accelerate raises ValueError", use_torch_xla_));
     if (training) {
       RETURN_IF_ERROR(EnvFlag("ACCELERATE_USE_CPU", "Accelerate and Transformers raise ValueError", accelerate_use_cpu_));
-      RETURN_IF_ERROR(EnvFlag("USE_TORCH_XLA", "import accelerate raises ValueError", use_torch_xla_));
       if (const std::string* v = Env("ACCELERATE_TORCH_DEVICE")) {
         ASSIGN_OR_RETURN(DeviceString d, ParseDeviceString(*v, "env.ACCELERATE_TORCH_DEVICE"));
         torch_device_env_ = d;
@@ -239,13 +240,22 @@ class Resolution {
       ASSIGN_OR_RETURN(r.vis, ComputeVisibility(b, req_.env(), job));
       for (const std::string& e : r.vis.explanation) out_.add_explanation(e);
       for (const std::string& w : r.vis.warnings) out_.add_warnings(w);
+      const auto supported = std::find_if(r.vis.units.begin(), r.vis.units.end(),
+                                          [](const VisibleUnit& u) { return u.device->supported(); });
       if (r.vis.units.empty()) {
         r.reason = r.vis.hidden_reason;
         r.hazard = r.vis.hidden != Hidden::kMaskEmpty;
+      } else if (supported == r.vis.units.end()) {
+        // Hardware the row's PyTorch backend does not support is not a job misconfiguration.
+        r.reason = absl::StrCat(b.hardware(), " present but no device the job sees is a PyTorch ", b.device_type(),
+                                " target: ", r.vis.units.front().device->unusable_reason());
+      } else if (!RuntimeHas(b) && b.row() == v1::ROW_TPU && runtime_.count("xla")) {
+        r.reason = "Google TPU is driven through torch_xla here (runtime_backends has xla, not tpu): the job uses it as "
+                   "xla / xla:0; the native tpu device needs torch-tpu";
       } else if (!RuntimeHas(b)) {
         r.reason = absl::StrCat(b.hardware(), " present but the job's PyTorch has no ", b.device_type(),
                                 " backend (runtime_backends: ", absl::StrJoin(req_.runtime_backends(), ", "), "): ",
-                                InstallHint(b));
+                                FindBackend(b.row())->install_hint);
         r.hazard = true;
       } else {
         r.available = true;
@@ -310,6 +320,15 @@ class Resolution {
     const uint64_t parts = u.sub_device >= 0 && u.device->sub_device_count() > 1 ? u.device->sub_device_count() : 1;
     if (u.device->has_memory_total_bytes()) p->set_memory_total_bytes(u.device->memory_total_bytes() / parts);
     if (u.device->has_memory_free_bytes()) p->set_memory_free_bytes(u.device->memory_free_bytes() / parts);
+    if (!u.device->supported()) {
+      const BackendSpec* spec = FindBackend(r.backend->row());
+      const std::string w = absl::StrCat(
+          p->device(), " is ", DescribeUnit(u), ", which the runtime enumerates but PyTorch does not support (",
+          u.device->unusable_reason(), "): hide it from the job",
+          spec->mask_variables.empty() ? "" : absl::StrCat(" with ", spec->mask_variables.front()));
+      out_.add_warnings(w);
+      hazards_.push_back(w);
+    }
     if (u.partition != nullptr) {
       p->set_partition_uuid(u.partition->uuid());
       if (u.partition->has_memory_total_bytes()) p->set_memory_total_bytes(u.partition->memory_total_bytes());
@@ -375,8 +394,12 @@ class Resolution {
                         "Accelerate versions that only test the import may still pick XLA");
     }
     // T-CPU
-    if (req_.use_cpu() || (acc && accelerate_use_cpu_)) {
-      AnswerCpu(absl::StrCat("T-CPU ", req_.use_cpu() ? "use_cpu=true" : "env ACCELERATE_USE_CPU is truthy", ": cpu"));
+    // TrainingArguments passes `use_cpu or ACCELERATE_USE_CPU` to PartialState, whose device a
+    // distributed run uses; only the single-process path re-checks use_cpu alone (quirk T13).
+    if (req_.use_cpu() || (accelerate_use_cpu_ && (acc || local_rank_))) {
+      AnswerCpu(absl::StrCat("T-CPU ", req_.use_cpu() ? "use_cpu=true" : "env ACCELERATE_USE_CPU is truthy", ": cpu",
+                             local_rank_ ? " (a distributed run is MULTI_CPU; Accelerate prints it as cpu:0, the same device)"
+                                         : ""));
       return absl::OkStatus();
     }
     if (!acc && accelerate_use_cpu_) {
@@ -520,7 +543,7 @@ class Resolution {
       return absl::OkStatus();
     }
     if (kKeywords.count(m)) return AutoMap(m);
-    if (std::optional<int64_t> n = PyInt(m)) {
+    if (std::optional<int64_t> n = DeviceMapInt(m)) {
       if (*n < 0) {
         return absl::InvalidArgumentError(absl::StrCat(
             "device_map: ", m, ": You can't pass device_map as a negative int. If you want to put the model on the cpu, "
@@ -570,21 +593,27 @@ class Resolution {
                                       ": devices ", type, ":0..", n - 1, ", then ", spill, " for what does not fit"));
     // I-MEM
     std::vector<uint64_t> free(n, 0);
-    std::vector<bool> known(n, false);
+    std::vector<std::string> unknown;
     for (int i = 0; i < n; ++i) {
       const v1::PlacedDevice& p = out_.placed(i);
       if (p.has_memory_free_bytes()) {
         free[i] = p.memory_free_bytes();
-        known[i] = true;
       } else if (p.has_memory_total_bytes()) {
         free[i] = p.memory_total_bytes();
-        known[i] = true;
         out_.add_warnings(absl::StrCat("free memory of ", p.device(), " is unknown: its max_memory budget uses total memory"));
       } else {
-        out_.add_warnings(absl::StrCat("memory of ", p.device(), " is unknown: no max_memory budget for it"));
+        unknown.push_back(p.device());
       }
     }
+    if (!unknown.empty()) {
+      out_.add_warnings(absl::StrCat("max_memory left empty: the memory of ", absl::StrJoin(unknown, ", "),
+                                     " is unknown to devplace, and a partial map would push the model to the spill-over "
+                                     "device; let Accelerate measure (pass no max_memory)"));
+      out_.add_explanation("I-MEM no budgets: device memory unknown");
+      return absl::OkStatus();
+    }
     std::vector<uint64_t> budget = free;
+    const bool low_zero = keyword == "balanced_low_0";
     std::string how;
     if (keyword == "sequential") {
       how = "sequential: 100 % of each device's free memory";
@@ -592,25 +621,24 @@ class Resolution {
       budget[0] = static_cast<uint64_t>(std::floor(static_cast<long double>(free[0]) * 0.9L));
       how = "one accelerator: 90 % of its free memory (get_balanced_memory)";
     } else if (req_.has_model_size_bytes()) {
-      const uint64_t share = (req_.model_size_bytes() + n - 1) / n;
+      // get_balanced_memory: model_size // N per device (// (N - 1) with low_zero), last keeps free.
+      const uint64_t share = req_.model_size_bytes() / static_cast<uint64_t>(low_zero ? n - 1 : n);
       for (int i = 0; i + 1 < n; ++i) budget[i] = std::min(free[i], share);
-      if (keyword == "balanced_low_0") {
+      if (low_zero) {
         uint64_t rest = 0;
         for (int i = 1; i + 1 < n; ++i) rest += budget[i];
         rest += budget[n - 1];
         budget[0] = req_.model_size_bytes() > rest ? std::min(free[0], req_.model_size_bytes() - rest) : 0;
       }
-      how = absl::StrCat(keyword == "balanced_low_0" ? "balanced_low_0" : "balanced",
-                         ": model_size / ", n, " per device except the last, which keeps its free memory",
-                         keyword == "balanced_low_0" ? "; device 0 gets only what the others cannot hold" : "",
+      how = absl::StrCat(low_zero ? "balanced_low_0" : "balanced", ": model_size / ", low_zero ? n - 1 : n,
+                         " per device except the last, which keeps its free memory",
+                         low_zero ? "; device 0 gets only what the others cannot hold" : "",
                          " (no per-layer block headroom: devplace does not know the layers)");
     } else {
       how = "several accelerators and no model_size_bytes: each device's free memory (pass model_size_bytes for "
             "balanced budgets)";
     }
-    for (int i = 0; i < n; ++i) {
-      if (known[i]) (*out_.mutable_max_memory())[absl::StrCat(i)] = budget[i];
-    }
+    for (int i = 0; i < n; ++i) (*out_.mutable_max_memory())[absl::StrCat(i)] = budget[i];
     (*out_.mutable_max_memory())[spill] = ram;
     out_.add_explanation(absl::StrCat("I-MEM ", how, "; \"", spill, "\": available host RAM"));
     return absl::OkStatus();
@@ -638,11 +666,15 @@ class Resolution {
           " means ", type, ":", n, ", but the job sees ", visible, " ", type, " device(s): ", Visible(*r)));
     }
     std::string device = absl::StrCat(type, ":", n);
-    if (type == "mps" || (type == "hpu" && convention_ == v1::CONVENTION_FROM_PRETRAINED)) device = type;
+    int job_index = static_cast<int>(n);
+    if (type == "mps" || (type == "hpu" && convention_ == v1::CONVENTION_FROM_PRETRAINED)) {
+      device = type;  // no index: the process's current device (set_module_tensor_to_device maps ints to "hpu")
+      job_index = 0;
+    }
     out_.add_explanation(absl::StrCat(rule, " int ", n, ": first available of ", OrderText(order), " is ",
                                       r->backend->name(), " -> ", device));
     Answer(*r, device);
-    Place(*r, static_cast<int>(n));
+    Place(*r, job_index)->set_device(device);
     return absl::OkStatus();
   }
 
@@ -730,7 +762,7 @@ class Resolution {
       Place(*r, 0);
       return absl::OkStatus();
     }
-    if (std::optional<int64_t> n = PyInt(m)) {
+    if (std::optional<int64_t> n = DeviceMapInt(m)) {
       if (*n == -1) {
         AnswerCpu("I-PIPE device=-1: the model's own device, cpu for a freshly loaded model");
         return absl::OkStatus();

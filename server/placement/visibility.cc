@@ -9,6 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "server/placement/device_string.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -148,8 +149,7 @@ absl::StatusOr<std::vector<int>> StrictIntList(absl::string_view var, const std:
   std::vector<int> out;
   for (absl::string_view e : absl::StrSplit(value, ',')) {
     int v = 0;
-    if (e.empty() || !std::all_of(e.begin(), e.end(), [](char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)); }) ||
-        !absl::SimpleAtoi(e, &v)) {
+    if (!ParseDecimal(e, &v)) {
       return BadMask(var, value, absl::StrCat("entry '", e, "' is not a non-negative integer"), accepted);
     }
     if (std::find(out.begin(), out.end(), v) != out.end()) {
@@ -158,6 +158,13 @@ absl::StatusOr<std::vector<int>> StrictIntList(absl::string_view var, const std:
     out.push_back(v);
   }
   return out;
+}
+
+// Records that list variable `var` (value `value`) narrowed the row.
+void MarkMasked(RowVisibility& out, absl::string_view var, const std::string& value) {
+  out.masked = true;
+  out.mask_variable = std::string(var);
+  out.mask_empty = value.empty();
 }
 
 int SubDevices(const v1::Device& d) { return d.sub_device_count() > 1 ? static_cast<int>(d.sub_device_count()) : 1; }
@@ -176,8 +183,17 @@ absl::Status MaskNvidia(const Env& env, std::vector<VisibleUnit>& units, RowVisi
         "CUDA_DEVICE_ORDER=PCI_BUS_ID");
   }
   const std::string* v = Get(env, "CUDA_VISIBLE_DEVICES");
+  if (v == nullptr || !absl::StartsWith(*v, "MIG-")) {
+    for (const VisibleUnit& u : units) {
+      if (u.device->partitions_size() == 0) continue;
+      out.warnings.push_back(absl::StrCat(
+          DescribeUnit(u), " has MIG enabled (", u.device->partitions_size(),
+          " instance(s)): a CUDA process cannot use the whole GPU and sees a single MIG instance; name the one the "
+          "job should use with CUDA_VISIBLE_DEVICES=MIG-<uuid>"));
+    }
+  }
   if (v == nullptr) return absl::OkStatus();
-  out.masked = true;
+  MarkMasked(out, "CUDA_VISIBLE_DEVICES", *v);
   const size_t before = units.size();
   RETURN_IF_ERROR(ApplyCudaStyle("CUDA_VISIBLE_DEVICES", *v, units, out));
   out.explanation.push_back(absl::StrCat("E-CUDA CUDA_VISIBLE_DEVICES=", *v, " (", before,
@@ -190,7 +206,7 @@ absl::Status MaskAmd(const Env& env, std::vector<VisibleUnit>& units, RowVisibil
   const std::string* hip = Get(env, "HIP_VISIBLE_DEVICES");
   const std::string* cvd = Get(env, "CUDA_VISIBLE_DEVICES");
   if (rocr != nullptr) {
-    out.masked = true;
+    MarkMasked(out, "ROCR_VISIBLE_DEVICES", *rocr);
     RETURN_IF_ERROR(ApplyCudaStyle("ROCR_VISIBLE_DEVICES", *rocr, units, out));
     out.explanation.push_back(absl::StrCat("E-ROCm ROCR_VISIBLE_DEVICES=", *rocr,
                                            " filters host GPUs first: ", UnitList(units, "cuda")));
@@ -198,7 +214,7 @@ absl::Status MaskAmd(const Env& env, std::vector<VisibleUnit>& units, RowVisibil
   const char* inner_name = hip != nullptr ? "HIP_VISIBLE_DEVICES" : "CUDA_VISIBLE_DEVICES";
   const std::string* inner = hip != nullptr ? hip : cvd;
   if (inner == nullptr) return absl::OkStatus();
-  out.masked = true;
+  MarkMasked(out, inner_name, *inner);
   if (rocr != nullptr && hip != nullptr) {
     const size_t n_hip = std::count(hip->begin(), hip->end(), ',') + 1;
     const size_t n_rocr = std::count(rocr->begin(), rocr->end(), ',') + 1;
@@ -223,7 +239,7 @@ absl::Status MaskCudaLike(const Env& env, absl::string_view rule, std::initializ
   for (const char* var : vars) {  // the first variable set wins
     const std::string* v = Get(env, var);
     if (v == nullptr) continue;
-    out.masked = true;
+    MarkMasked(out, var, *v);
     RETURN_IF_ERROR(ApplyCudaStyle(var, *v, units, out));
     out.explanation.push_back(absl::StrCat(rule, " ", var, "=", *v, ": ", UnitList(units, type)));
     return absl::OkStatus();
@@ -234,14 +250,13 @@ absl::Status MaskCudaLike(const Env& env, absl::string_view rule, std::initializ
 absl::Status MaskNpu(const Env& env, std::vector<VisibleUnit>& units, RowVisibility& out) {
   const std::string* v = Get(env, "ASCEND_RT_VISIBLE_DEVICES");
   if (v == nullptr) return absl::OkStatus();
-  out.masked = true;
+  MarkMasked(out, "ASCEND_RT_VISIBLE_DEVICES", *v);
   constexpr absl::string_view kAccepted = "ascending comma list of NPU logical ids, e.g. 0,1,3";
   std::vector<int> ids;
   std::string stopped;
   for (absl::string_view e : absl::StrSplit(*v, ',')) {
     int id = 0;
-    if (e.empty() || !std::all_of(e.begin(), e.end(), [](char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)); }) ||
-        !absl::SimpleAtoi(e, &id)) {
+    if (!ParseDecimal(e, &id)) {
       stopped = std::string(e);  // CANN stops parsing at the first invalid entry
       break;
     }
@@ -277,7 +292,7 @@ absl::Status MaskXpu(const Env& env, const std::vector<VisibleUnit>& cards, bool
     out.explanation.push_back("E-XPU ZE_AFFINITY_MASK is empty: Level Zero applies no filter");
     return absl::OkStatus();
   }
-  out.masked = true;
+  MarkMasked(out, "ZE_AFFINITY_MASK", *v);
   const std::string accepted = flat
       ? "comma list of root-device ordinals (in FLAT mode each tile is a root device), e.g. 0,2"
       : "comma list of card ordinals N or tiles N.M (COMPOSITE mode), e.g. 0,1.1";
@@ -285,14 +300,8 @@ absl::Status MaskXpu(const Env& env, const std::vector<VisibleUnit>& cards, bool
   for (absl::string_view e : absl::StrSplit(*v, ',')) {
     std::vector<absl::string_view> parts = absl::StrSplit(e, '.');
     int n = 0, m = -1;
-    bool ok = (parts.size() == 1 || (parts.size() == 2 && !flat)) && !parts[0].empty() &&
-              std::all_of(parts[0].begin(), parts[0].end(), [](char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)); }) &&
-              absl::SimpleAtoi(parts[0], &n);
-    if (ok && parts.size() == 2) {
-      ok = !parts[1].empty() &&
-           std::all_of(parts[1].begin(), parts[1].end(), [](char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)); }) &&
-           absl::SimpleAtoi(parts[1], &m);
-    }
+    bool ok = (parts.size() == 1 || (parts.size() == 2 && !flat)) && ParseDecimal(parts[0], &n);
+    if (ok && parts.size() == 2) ok = ParseDecimal(parts[1], &m);
     if (!ok) return BadMask("ZE_AFFINITY_MASK", *v, absl::StrCat("entry '", e, "' is malformed"), accepted);
     const std::vector<VisibleUnit>& pool = flat ? units : cards;
     if (n >= static_cast<int>(pool.size())) {
@@ -323,17 +332,14 @@ absl::Status MaskNeuron(const Env& env, std::vector<VisibleUnit>& units, RowVisi
   const std::string* cores = Get(env, "NEURON_RT_VISIBLE_CORES");
   constexpr absl::string_view kAccepted = "core index N, inclusive range A-B, or a comma list of them, e.g. 0-1,4";
   if (cores != nullptr) {
-    out.masked = true;
+    MarkMasked(out, "NEURON_RT_VISIBLE_CORES", *cores);
     std::vector<VisibleUnit> picked;
     std::set<int> seen;
     for (absl::string_view e : absl::StrSplit(*cores, ',')) {
       std::vector<absl::string_view> ab = absl::StrSplit(e, '-');
       int a = 0, b = 0;
-      auto digits = [](absl::string_view s) {
-        return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)); });
-      };
-      bool ok = (ab.size() == 1 || ab.size() == 2) && digits(ab[0]) && absl::SimpleAtoi(ab[0], &a);
-      if (ok) ok = ab.size() == 1 ? (b = a, true) : (digits(ab[1]) && absl::SimpleAtoi(ab[1], &b) && a <= b);
+      bool ok = (ab.size() == 1 || ab.size() == 2) && ParseDecimal(ab[0], &a);
+      if (ok) ok = ab.size() == 1 ? (b = a, true) : (ParseDecimal(ab[1], &b) && a <= b);
       if (!ok) return BadMask("NEURON_RT_VISIBLE_CORES", *cores, absl::StrCat("entry '", e, "' is malformed"), kAccepted);
       for (int c = a; c <= b; ++c) {
         if (c >= static_cast<int>(units.size())) {
@@ -361,7 +367,7 @@ absl::Status MaskNeuron(const Env& env, std::vector<VisibleUnit>& units, RowVisi
           "env.NEURON_RT_NUM_CORES=", k, " asks for more NeuronCores than the ", units.size(), " visible"));
     }
     if (k > 0) {
-      out.masked = true;
+      MarkMasked(out, "NEURON_RT_NUM_CORES", *num);
       units.resize(k);
       out.explanation.push_back(absl::StrCat("E-Neuron NEURON_RT_NUM_CORES=", k, ": the first ", k,
                                              " core(s): ", UnitList(units, "neuron")));
@@ -372,24 +378,30 @@ absl::Status MaskNeuron(const Env& env, std::vector<VisibleUnit>& units, RowVisi
 
 // HABANA_VISIBLE_MODULES / TPU_VISIBLE_CHIPS: pick devices by an id, in list order.
 absl::Status MaskById(const Env& env, absl::string_view rule, const char* var, absl::string_view what,
-                      const std::function<int(const v1::Device&)>& id_of, absl::string_view type,
+                      const std::function<int(const v1::Device&)>& id_of, const v1::Backend& backend,
                       std::vector<VisibleUnit>& units, RowVisibility& out) {
   const std::string* v = Get(env, var);
   if (v == nullptr) return absl::OkStatus();
-  out.masked = true;
-  const std::string accepted = absl::StrCat("comma list of ", what, ", e.g. 0,1");
+  MarkMasked(out, var, *v);
+  const std::string accepted = absl::StrCat("comma list of ", what, "s, e.g. 0,1");
   absl::StatusOr<std::vector<int>> ids = StrictIntList(var, *v, accepted);
   if (!ids.ok()) return ids.status();
   std::vector<VisibleUnit> picked;
   for (int id : *ids) {
     auto it = std::find_if(units.begin(), units.end(), [&](const VisibleUnit& u) { return id_of(*u.device) == id; });
-    if (it == units.end()) {
-      return BadMask(var, *v, absl::StrCat(what, " ", id, " is not a usable device on this host"), accepted);
+    if (it != units.end()) {
+      picked.push_back(*it);
+      continue;
     }
-    picked.push_back(*it);
+    const bool on_host = std::any_of(backend.devices().begin(), backend.devices().end(),
+                                     [&](const v1::Device& d) { return id_of(d) == id; });
+    if (!on_host) return BadMask(var, *v, absl::StrCat("no ", backend.hardware(), " has ", what, " ", id), accepted);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "env.", var, "='", *v, "': ", what, " ", id, " is on this host but not usable by or visible to this job; it sees ",
+        what, "s ", absl::StrJoin(units, ", ", [&](std::string* o, const VisibleUnit& u) { absl::StrAppend(o, id_of(*u.device)); })));
   }
   units = std::move(picked);
-  out.explanation.push_back(absl::StrCat(rule, " ", var, "=", *v, ": ", UnitList(units, type)));
+  out.explanation.push_back(absl::StrCat(rule, " ", var, "=", *v, ": ", UnitList(units, backend.device_type())));
   return absl::OkStatus();
 }
 
@@ -401,6 +413,11 @@ int ModuleId(const v1::Device& d) {
 }
 
 }  // namespace
+
+bool RuntimeEnumerates(const v1::Device& d) {
+  return d.usable() ||
+         (!d.supported() && d.driver_loaded() && d.device_nodes_present() && d.health() == v1::HEALTH_OK);
+}
 
 CudaStyleList ParseCudaStyleList(const std::string& value) {
   CudaStyleList out;
@@ -456,7 +473,7 @@ absl::StatusOr<RowVisibility> ComputeVisibility(const v1::Backend& backend, cons
   std::vector<VisibleUnit> cards;
   std::vector<std::string> unusable;
   for (const v1::Device& d : backend.devices()) {
-    if (d.usable()) {
+    if (RuntimeEnumerates(d)) {
       cards.push_back({&d, -1, nullptr});
     } else {
       unusable.push_back(absl::StrCat(DescribeUnit({&d, -1, nullptr}), ": ", d.unusable_reason()));
@@ -525,26 +542,20 @@ absl::StatusOr<RowVisibility> ComputeVisibility(const v1::Backend& backend, cons
     case v1::ROW_MLU: s = MaskCudaLike(env, "E-MLU", {"CN_VISIBLE_DEVICES", "MLU_VISIBLE_DEVICES"}, type, units, out); break;
     case v1::ROW_MUSA: s = MaskCudaLike(env, "E-MUSA", {"MUSA_VISIBLE_DEVICES"}, type, units, out); break;
     case v1::ROW_NEURON: s = MaskNeuron(env, units, out); break;
-    case v1::ROW_HPU: s = MaskById(env, "E-HPU", "HABANA_VISIBLE_MODULES", "module id", ModuleId, type, units, out); break;
+    case v1::ROW_HPU: s = MaskById(env, "E-HPU", "HABANA_VISIBLE_MODULES", "module id", ModuleId, backend, units, out); break;
     case v1::ROW_TPU:
       s = MaskById(env, "E-TPU", "TPU_VISIBLE_CHIPS", "chip id",
-                   [](const v1::Device& d) { return static_cast<int>(d.host_index()); }, type, units, out);
+                   [](const v1::Device& d) { return static_cast<int>(d.host_index()); }, backend, units, out);
       break;
     default: break;
   }
   if (!s.ok()) return s;
   out.units = std::move(units);
   if (out.units.empty()) {
-    bool deliberate = false;
-    if (const BackendSpec* spec = FindBackend(backend.row())) {
-      for (absl::string_view var : spec->mask_variables) {
-        const std::string* v = Get(env, std::string(var));
-        if (v != nullptr && v->empty()) deliberate = true;
-      }
-    }
-    out.hidden = deliberate ? Hidden::kMaskEmpty : Hidden::kMask;
-    out.hidden_reason = absl::StrCat(backend.hardware(), " present but the job's visibility variables leave it no device",
-                                     out.warnings.empty() ? "" : absl::StrCat(": ", out.warnings.back()));
+    out.hidden = out.mask_empty ? Hidden::kMaskEmpty : Hidden::kMask;
+    out.hidden_reason = absl::StrCat(backend.hardware(), " present but ", out.mask_variable,
+                                     out.mask_empty ? " is set to the empty string, which hides every device"
+                                                    : " leaves the job no device (see the warning above)");
   }
   return out;
 }

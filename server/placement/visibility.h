@@ -35,18 +35,26 @@ struct RowVisibility {
   const v1::Backend* backend = nullptr;
   std::vector<VisibleUnit> units;  // units[i] is `<device_type>:i` in the job
   bool masked = false;             // a visibility variable was applied
+  std::string mask_variable;       // the last list variable applied (e.g. "CUDA_VISIBLE_DEVICES")
+  bool mask_empty = false;         // ... and it was set to the empty string
   Hidden hidden = Hidden::kNo;
   std::string hidden_reason;       // set when units is empty: why, in words, with the fix
   std::vector<std::string> explanation;  // ordered steps, each starting with its rule id
   std::vector<std::string> warnings;     // parse hazards (truncated lists, order caveats)
 };
 
+// Whether the row's runtime numbers this device: usable ones, and also healthy, driven devices
+// that PyTorch's backend does not support (Level Zero still enumerates an Intel UHD 770 iGPU, so
+// it takes an xpu index; the resolver warns when an answer lands on one).
+bool RuntimeEnumerates(const v1::Device& device);
+
 // Computes the job's view of one row. `job_devices` null means absent (all host nodes assumed
 // visible). Errors: INVALID_ARGUMENT naming the variable (`env.<NAME>`) and its accepted forms
 // for masks that the runtime rejects (HIP_VISIBLE_DEVICES longer than ROCR_VISIBLE_DEVICES or
 // pointing past it, ASCEND_RT_VISIBLE_DEVICES not ascending or naming a missing id, malformed
 // ZE_AFFINITY_MASK / NEURON_RT_VISIBLE_CORES / HABANA_VISIBLE_MODULES / TPU_VISIBLE_CHIPS);
-// FAILED_PRECONDITION when NEURON_RT_NUM_CORES asks for more cores than are visible.
+// FAILED_PRECONDITION when NEURON_RT_NUM_CORES asks for more cores than are visible, or when
+// HABANA_VISIBLE_MODULES / TPU_VISIBLE_CHIPS names a device that exists but the job cannot use.
 // CUDA-style lists (CUDA_/MLU_/CN_/MUSA_VISIBLE_DEVICES) follow PyTorch's
 // `_parse_visible_devices` and never fail: an invalid entry ends the list, a repeat empties it.
 absl::StatusOr<RowVisibility> ComputeVisibility(const v1::Backend& backend, const Env& env,

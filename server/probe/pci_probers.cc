@@ -1,3 +1,4 @@
+#include <algorithm>
 // The PCI scan (DETECTION.md section 1), driver versions from /sys/module, and the device-node
 // check that runs after every prober has listed its nodes.
 #include <map>
@@ -50,7 +51,8 @@ absl::StatusOr<bool> ReadPciFunction(const HostRoot& root, absl::string_view nam
   d.set_device_id(HexId(device, 4));
   d.set_pci_class(HexId(pci_class, 6));
   d.set_minor(-1);
-  d.set_numa_node(static_cast<int32_t>(ReadOptionalDecimal(root, dir + "/numa_node").value_or(-1)));
+  // The kernel prints -1 for "unknown"; anything below that is garbage and means the same.
+  d.set_numa_node(static_cast<int32_t>(std::max<int64_t>(-1, ReadOptionalDecimal(root, dir + "/numa_node").value_or(-1))));
 
   absl::StatusOr<std::string> driver = root.ReadLinkBasename(dir + "/driver");
   if (driver.ok()) {

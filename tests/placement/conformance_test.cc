@@ -204,7 +204,7 @@ std::vector<Case> Cases() {
   c.push_back({.id = "S41_repeat", .host = h({{CUDA, 4}}), .request = Req::Train(TA).Env("CUDA_VISIBLE_DEVICES", "1,1"),
                .device = "cpu", .devices = {"cpu"}, .warnings = {"repeats an entry", "NVIDIA GPU present"}});
   c.push_back({.id = "S41_empty", .host = h({{CUDA, 4}}), .request = Req::Train(TA).Env("CUDA_VISIBLE_DEVICES", ""),
-               .device = "cpu", .devices = {"cpu"}, .warnings = {"NVIDIA GPU present but the job's visibility variables leave it no device"}});
+               .device = "cpu", .devices = {"cpu"}, .warnings = {"NVIDIA GPU present but CUDA_VISIBLE_DEVICES is set to the empty string"}});
   c.push_back({.id = "S42", .host = h({{CUDA, 4}}),
                .request = Req::Train(TA).Env("CUDA_VISIBLE_DEVICES", TestUuid(CUDA, 3).substr(0, 10)),
                .device = "cuda:0", .devices = {"cuda:0"}, .host_indices = {3}});

@@ -161,6 +161,8 @@ TEST(Resolver, IntDeviceMapRowsAndErrors) {
   auto r = Resolve(hpu, Req::Infer("1"));
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->device(), "hpu");  // set_module_tensor_to_device: hpu without index
+  EXPECT_EQ(r->placed(0).device(), "hpu");
+  EXPECT_EQ(r->placed(0).host_index(), 0);  // the process's current module
   InventoryBuilder cpu;
   r = Resolve(cpu, Req::Infer("0"));
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
@@ -187,6 +189,77 @@ TEST(Resolver, XlaInstalledWithoutTpuIsNotTheAnswer) {
   r = Resolve(tpu, Req::Infer("xla:0").Runtime({"xla"}));
   EXPECT_EQ(r->device(), "xla:0");
   EXPECT_EQ(r->package(), "torch_xla");
+}
+
+TEST(Resolver, DistributedTrainingArgumentsHonoursAccelerateUseCpu) {  // T10/T12: PartialState(cpu=...)
+  InventoryBuilder b;
+  b.Add(v1::ROW_CUDA_NVIDIA, 4);
+  auto r = Resolve(b, Req::Train().Rank(1, 2).Env("ACCELERATE_USE_CPU", "1"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->device(), "cpu");
+  EXPECT_EQ(r->warnings_size(), 0);
+}
+
+TEST(Resolver, DeviceMapIntsAreDigitsOnly) {
+  InventoryBuilder b;
+  b.Add(v1::ROW_CUDA_NVIDIA, 2);
+  for (const char* s : {" 1", "+1", "01", "-0", "1 "}) {
+    auto r = Resolve(b, Req::Infer(s));
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << "'" << s << "'";
+    EXPECT_THAT(Msg(r), HasSubstr("device_map")) << s;
+  }
+  EXPECT_EQ(Resolve(b, Req::Pipe(" 0")).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Resolve(b, Req::Infer("10")).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(Resolver, BalancedLowZeroSharesOverTheOtherDevices) {  // get_balanced_memory(low_zero=True)
+  InventoryBuilder b;
+  b.Add(v1::ROW_CUDA_NVIDIA, 4);
+  auto r = Resolve(b, Req::Infer("balanced_low_0").ModelSize(99 * kGiB));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->max_memory().at("1"), 33 * kGiB);
+  EXPECT_EQ(r->max_memory().at("2"), 33 * kGiB);
+  EXPECT_EQ(r->max_memory().at("3"), 80 * kGiB);
+  EXPECT_EQ(r->max_memory().at("0"), 0u);
+}
+
+TEST(Resolver, StrictCountsOnlyTheMaskThatHidTheRow) {
+  InventoryBuilder b;
+  b.Add(v1::ROW_CUDA_NVIDIA, 4);
+  // An empty CUDA_DEVICE_ORDER is not a deliberate "no GPU"; the repeated entry is the hazard.
+  auto r = Resolve(b, Req::Train().Env("CUDA_VISIBLE_DEVICES", "1,1").Env("CUDA_DEVICE_ORDER", "").Strict());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  r = Resolve(b, Req::Train().Env("CUDA_VISIBLE_DEVICES", "").Strict());
+  ASSERT_TRUE(r.ok()) << r.status();  // set-but-empty: deliberately none
+  EXPECT_EQ(r->device(), "cpu");
+}
+
+TEST(Resolver, UnsupportedOnlyRowIsExplainedButNotAHazard) {
+  InventoryBuilder b;
+  b.Add(v1::ROW_CUDA_NVIDIA, 1).Add(v1::ROW_XPU, 1);
+  v1::Device& igpu = b.Device(v1::ROW_XPU, 0);
+  igpu.set_supported(false);
+  igpu.set_usable(false);
+  igpu.set_unusable_reason("Intel GPU 8086:a780 is not supported by PyTorch's xpu backend");
+  auto r = Resolve(b, Req::Train().Strict());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->device(), "cuda:0");
+  EXPECT_THAT(Warnings(*r), HasSubstr("no device the job sees is a PyTorch xpu target"));
+}
+
+TEST(Resolver, HiddenGaudiModuleIsAPreconditionNotAMalformedMask) {
+  InventoryBuilder b;
+  b.Add(v1::ROW_HPU, 2);
+  auto r = Resolve(b, Req::Train().Env("HABANA_VISIBLE_MODULES", "1").JobNodes({"/dev/accel/accel0"}));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(Msg(r), HasSubstr("not usable by or visible to this job"));
+  r = Resolve(b, Req::Train().Env("HABANA_VISIBLE_MODULES", "5"));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(Resolver, UseTorchXlaIsValidatedForEveryWorkload) {  // HF C33: import accelerate fails
+  InventoryBuilder b;
+  EXPECT_THAT(Msg(Resolve(b, Req::Infer("auto").Env("USE_TORCH_XLA", "maybe"))), HasSubstr("env.USE_TORCH_XLA"));
 }
 
 TEST(Resolver, PlacedDevicesCarryHostIdentity) {

@@ -31,6 +31,24 @@ TEST(ErrorPathsTest, MalformedPciIdIsAnErrorButOtherDevicesRemain) {
   EXPECT_EQ(FindReport(inv, "nvidia_proc")->status(), v1::PROBE_STATUS_ERROR);
 }
 
+TEST(ErrorPathsTest, InvalidUtf8InHostFilesStillSerializes) {
+  ScratchHost host("nvidia-2x-h100");
+  host.Write("proc/sys/kernel/hostname", "h\xffst\n");
+  host.Write("proc/driver/nvidia/gpus/0000:18:00.0/information",
+             "Model: \t\t NVIDIA \xe2\x82 H100\nGPU UUID: \t GPU-00000000-0000-4000-8000-000000000001\n"
+             "Bus Location: \t 0000:18:00.0\nDevice Minor: \t 0\n");
+  host.Write("sys/bus/pci/devices/0000:9a:00.0/numa_node", "-5\n");
+  const v1::Inventory inv = ProbeTree(host.dir());
+  EXPECT_EQ(inv.host().hostname(), "h?st");
+  EXPECT_EQ(FindDevice(inv, "0000:18:00.0")->name(), "NVIDIA ?? H100");
+  EXPECT_EQ(FindDevice(inv, "0000:9a:00.0")->numa_node(), -1);
+  std::string bytes;
+  ASSERT_TRUE(inv.SerializeToString(&bytes));
+  v1::Inventory back;
+  EXPECT_TRUE(back.ParseFromString(bytes));
+  EXPECT_EQ(back.host().hostname(), "h?st");
+}
+
 TEST(ErrorPathsTest, MissingCpuinfoIsAnErrorButAcceleratorsRemain) {
   ScratchHost host("nvidia-2x-h100");
   host.Remove("proc/cpuinfo");

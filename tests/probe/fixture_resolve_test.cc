@@ -77,11 +77,33 @@ TEST(FixtureResolve, MixedHostPicksTheNvidiaDgpuOverTheAmdIgpu) {
   EXPECT_THAT(Buses(*r), ElementsAre("0000:0e:00.0"));
 }
 
-TEST(FixtureResolve, IntelIgpuOutsideTorchXpuIsNotCounted) {
+TEST(FixtureResolve, UnsupportedIntelIgpuKeepsItsIndexAndIsWarnedAbout) {
+  // Level Zero enumerates the UHD 770 too, so it is xpu:0 for the job (DETECTION.md 12.3).
   auto r = On("xpu-2x-arc", Req::Train());
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->device(), "xpu:0");
-  EXPECT_THAT(Buses(*r), ElementsAre("0000:03:00.0"));
+  EXPECT_THAT(Buses(*r), ElementsAre("0000:00:02.0"));
+  EXPECT_THAT(Warnings(*r), HasSubstr("PyTorch does not support"));
+  EXPECT_THAT(Warnings(*r), HasSubstr("ZE_AFFINITY_MASK"));
+  EXPECT_EQ(On("xpu-2x-arc", Req::Train().Strict()).status().code(), absl::StatusCode::kFailedPrecondition);
+  r = On("xpu-2x-arc", Req::Infer("auto").Env("ZE_AFFINITY_MASK", "1,2"));
+  EXPECT_THAT(r->devices(), ElementsAre("xpu:0", "xpu:1", "cpu"));
+  EXPECT_THAT(Buses(*r), ElementsAre("0000:03:00.0", "0000:07:00.0"));
+  EXPECT_EQ(r->max_memory().at("0"), 17095983104u);  // total: free memory is unknown for Intel GPUs
+}
+
+TEST(FixtureResolve, MemoryUnknownLeavesMaxMemoryEmpty) {
+  auto r = On("nvidia-2x-h100", Req::Infer("auto"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->device(), "cuda:0");
+  EXPECT_TRUE(r->max_memory().empty());
+  EXPECT_THAT(Warnings(*r), HasSubstr("max_memory left empty"));
+}
+
+TEST(FixtureResolve, MigEnabledGpuIsWarnedAbout) {
+  auto r = On("nvidia-mig", Req::Train());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(Warnings(*r), HasSubstr("has MIG enabled"));
 }
 
 TEST(FixtureResolve, AmdRocrSelectsByOrdinalOrUuid) {
