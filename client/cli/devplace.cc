@@ -1,0 +1,730 @@
+// devplace: the command-line client of devplaced.
+//
+//   devplace [global flags] <command> [command flags]
+//   commands: resolve, inventory, backends, watch, health, probe
+//
+// resolve, inventory, backends, watch and health call the daemon through libdevplace; `probe` and
+// `resolve --inventory=FILE` run the probers / the resolver in-process and need no daemon.
+// Flags are absl flags, defined once here; this file parses the command line itself (each
+// command accepts only the global flags and its own) so that usage errors exit with status 2.
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/commandlineflag.h"
+#include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "devplace/client.h"
+#include "google/protobuf/util/json_util.h"
+#include "server/inventory/json.h"
+#include "server/inventory/merge.h"
+#include "server/placement/backends.h"
+#include "server/placement/resolver.h"
+#include "server/probe/host_root.h"
+
+// ---- global flags ----
+ABSL_FLAG(std::string, address, "",
+          "The daemon's gRPC target: unix:/path/to.sock or host:port. Default: env DEVPLACE_ADDRESS, "
+          "else unix:/run/devplace/devplace.sock or unix:$XDG_RUNTIME_DIR/devplace.sock when the socket "
+          "exists, else 127.0.0.1:7465");
+ABSL_FLAG(absl::Duration, timeout, absl::Seconds(5),
+          "Deadline of each call to the daemon, e.g. 200ms, 5s (0 = none; watch never has one)");
+ABSL_FLAG(bool, json, false, "Print the protobuf JSON mapping (as grpcurl would) instead of tables");
+
+// ---- resolve ----
+ABSL_FLAG(std::string, workload, "", "Required: training or inference");
+ABSL_FLAG(std::string, convention, "",
+          "Library API to emulate: training_arguments, accelerate (training), from_pretrained, pipeline "
+          "(inference); default: training_arguments for training, from_pretrained for inference");
+ABSL_FLAG(std::string, device_map, "",
+          "from_pretrained's device_map (auto, balanced, balanced_low_0, sequential, a device string such "
+          "as cuda:1, or an int), or pipeline's device; empty = None");
+ABSL_FLAG(bool, use_cpu, false, "TrainingArguments(use_cpu=True) / Accelerator(cpu=True)");
+ABSL_FLAG(std::optional<int>, local_rank, std::nullopt, "The process's local rank (>= 0); marks a distributed job");
+ABSL_FLAG(std::optional<int>, world_size, std::nullopt, "Processes in the job (>= 1)");
+ABSL_FLAG(std::vector<std::string>, runtime_backends, {},
+          "Comma list of backends the job's PyTorch can use: cuda, rocm, xpu, mps, hpu, npu, mlu, musa, "
+          "neuron, tpu, xla, cpu; empty = assume every present row's package is installed");
+ABSL_FLAG(bool, strict, false, "Turn hazards into FAILED_PRECONDITION errors instead of warnings");
+ABSL_FLAG(std::optional<uint64_t>, model_size_bytes, std::nullopt,
+          "Model size in bytes, for balanced max_memory budgets over several devices");
+ABSL_FLAG(std::string, env, "",
+          "K=V placement variable for the job (e.g. CUDA_VISIBLE_DEVICES=1); repeatable, or a comma list "
+          "(a piece without '=' continues the previous value: --env=CUDA_VISIBLE_DEVICES=0,1). Overrides "
+          "the CLI's own environment");
+ABSL_FLAG(bool, no_environment, false,
+          "Do not read the CLI's own environment (placement variables, LOCAL_RANK, WORLD_SIZE) and /dev "
+          "nodes; send only what the flags say");
+ABSL_FLAG(std::string, job_device_nodes, "",
+          "Comma list of the job's accelerator /dev nodes (e.g. /dev/nvidia1), or `none` for a job that "
+          "sees none; default: scan this process's /dev (not done with --inventory or --no_environment)");
+ABSL_FLAG(bool, explain, false,
+          "Also print the explanation steps (rule ids), warnings, devices and max_memory, to stderr "
+          "(stdout keeps only the device string)");
+ABSL_FLAG(std::string, inventory, "",
+          "Resolve offline against a saved inventory (JSON from `devplace inventory --json` or "
+          "`devplace-probe --json`, or devplace-probe's binary output); no daemon is contacted");
+
+// ---- watch ----
+ABSL_FLAG(uint64_t, known_revision, 0,
+          "Skip the current snapshot when its revision equals this one (0 = print it)");
+
+// ---- probe ----
+ABSL_FLAG(std::string, host_root, "/",
+          "Directory holding the host's /sys, /proc and /dev (e.g. /host in a container, or a fixture tree)");
+
+namespace devplace::cli {
+namespace {
+
+constexpr int kExitError = 1;
+constexpr int kExitUsage = 2;
+
+// ---------------------------------------------------------------------------------------------
+// Commands and their flags
+// ---------------------------------------------------------------------------------------------
+
+struct Command {
+  const char* name;
+  const char* summary;
+  const char* usage;
+  const char* details;
+  std::vector<const char*> flags;  // besides the global ones
+  int (*run)();
+};
+
+const std::vector<const char*> kGlobalFlags = {"address", "timeout", "json"};
+
+int RunResolve();
+int RunInventory();
+int RunBackends();
+int RunWatch();
+int RunHealth();
+int RunProbe();
+
+const std::vector<Command>& Commands() {
+  static const std::vector<Command>* const kCommands = new std::vector<Command>{
+      {"resolve", "Which device should this job use? Prints only the device string (e.g. cuda:0).",
+       "devplace resolve --workload=training|inference [flags]",
+       "Asks the daemon (or, with --inventory=FILE, the resolver in-process against a saved inventory)\n"
+       "which device a PyTorch job should use, in the job's own numbering, following Transformers /\n"
+       "Accelerate rules. stdout holds only the device string, so this works:\n"
+       "  DEVICE=$(devplace resolve --workload=inference --device_map=auto)\n"
+       "By default the job's placement variables (CUDA_VISIBLE_DEVICES, LOCAL_RANK, ...) come from this\n"
+       "process's environment and its accelerator /dev nodes from this process's /dev; --env and the\n"
+       "other flags override them. --explain adds the reasoning on stderr; --json prints the whole\n"
+       "ResolveDeviceResponse on stdout instead.",
+       {"workload", "convention", "device_map", "use_cpu", "local_rank", "world_size", "runtime_backends",
+        "strict", "model_size_bytes", "env", "no_environment", "job_device_nodes", "explain", "inventory"},
+       &RunResolve},
+      {"inventory", "Show the host's accelerator inventory (the daemon's current snapshot).", "devplace inventory",
+       "Prints the host, the backends (rows) with their state, every device and the probers' reports.", {},
+       &RunInventory},
+      {"backends", "Show the hardware table: rows, device types, packages, mask variables.", "devplace backends",
+       "Prints the 11 rows devplace places on, as the daemon's ListBackends returns them.", {}, &RunBackends},
+      {"watch", "Print each inventory revision as it arrives, until interrupted.", "devplace watch",
+       "Prints one summary line per inventory revision (or one JSON object per revision with --json),\n"
+       "starting with the current one, until interrupted (Ctrl-C) or the daemon ends the stream.",
+       {"known_revision"}, &RunWatch},
+      {"health", "Print SERVING or NOT_SERVING; exit status 0 only when serving.", "devplace health",
+       "Calls grpc.health.v1.Health/Check for the whole server (service \"\").", {}, &RunHealth},
+      {"probe", "Probe this host in-process (no daemon) and print its inventory.",
+       "devplace probe [--host_root=DIR]",
+       "Runs devplace's probers in this process against --host_root and prints the inventory it builds\n"
+       "(the same content devplace-probe writes). Save it with --json for `resolve --inventory`.",
+       {"host_root"}, &RunProbe},
+  };
+  return *kCommands;
+}
+
+const Command* FindCommand(absl::string_view name) {
+  for (const Command& command : Commands()) {
+    if (name == command.name) return &command;
+  }
+  return nullptr;
+}
+
+// `text` filled into lines of at most 96 columns, each starting with `indent` spaces.
+std::string Wrap(const std::string& text, size_t indent) {
+  std::string out, line(indent, ' ');
+  for (absl::string_view word : absl::StrSplit(text, ' ', absl::SkipEmpty())) {
+    if (line.size() > indent && line.size() + 1 + word.size() > 96) {
+      absl::StrAppend(&out, line, "\n");
+      line.assign(indent, ' ');
+    }
+    absl::StrAppend(&line, line.size() > indent ? " " : "", word);
+  }
+  return absl::StrCat(out, line, "\n");
+}
+
+std::string FlagHelp(const char* name) {
+  const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+  if (flag == nullptr) return "";
+  const bool is_bool = flag->IsOfType<bool>();
+  std::string help = flag->Help();
+  const std::string def = flag->DefaultValue();
+  if (!is_bool && !def.empty()) absl::StrAppend(&help, " (default: ", def, ")");
+  return absl::StrCat("  --", name, is_bool ? "" : "=VALUE", "\n", Wrap(help, 6));
+}
+
+void PrintGeneralHelp(FILE* out) {
+  std::string text =
+      "devplace: which device should a PyTorch job use, and what accelerators does this host have?\n"
+      "The command-line client of devplaced, the per-host devplace daemon.\n\n"
+      "Usage: devplace [global flags] <command> [command flags]\n\nCommands:\n";
+  for (const Command& command : Commands()) absl::StrAppend(&text, absl::StrFormat("  %-10s %s\n", command.name, command.summary));
+  absl::StrAppend(&text, "\nGlobal flags (any command):\n");
+  for (const char* flag : kGlobalFlags) absl::StrAppend(&text, FlagHelp(flag));
+  absl::StrAppend(&text,
+                  "\nExit status: 0 success; 1 error from the daemon or the work itself, reported as one line\n"
+                  "on stderr `devplace: <command>: <gRPC code>: <message>`; 2 usage error.\n"
+                  "`devplace <command> --help` describes a command and its flags.\n");
+  std::fputs(text.c_str(), out);
+}
+
+void PrintCommandHelp(const Command& command) {
+  std::string text = absl::StrCat("Usage: ", command.usage, "\n\n", command.summary, "\n", command.details, "\n");
+  if (!command.flags.empty()) {
+    absl::StrAppend(&text, "\nFlags:\n");
+    for (const char* flag : command.flags) absl::StrAppend(&text, FlagHelp(flag));
+  }
+  absl::StrAppend(&text, "\nGlobal flags:\n");
+  for (const char* flag : kGlobalFlags) absl::StrAppend(&text, FlagHelp(flag));
+  std::fputs(text.c_str(), stdout);
+}
+
+int UsageError(absl::string_view command, absl::string_view message) {
+  if (command.empty()) {
+    std::fprintf(stderr, "devplace: %s (see devplace --help)\n", std::string(message).c_str());
+  } else {
+    std::fprintf(stderr, "devplace: %s: %s (see devplace %s --help)\n", std::string(command).c_str(),
+                 std::string(message).c_str(), std::string(command).c_str());
+  }
+  return kExitUsage;
+}
+
+// The command being run, for error lines.
+const char* g_command = "";
+
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "devplace: %s: %s: %s\n", g_command, absl::StatusCodeToString(status.code()).c_str(),
+               std::string(status.message()).c_str());
+  return kExitError;
+}
+
+// Every --env value in command-line order (absl keeps only the last value of a flag).
+std::vector<std::string> g_env_values;
+
+// Parses argv: sets the flags, returns the command, or the exit status to end with.
+struct ParsedCommandLine {
+  const Command* command = nullptr;
+  std::optional<int> exit_status;
+};
+
+ParsedCommandLine ParseCommandLine(int argc, char** argv) {
+  ParsedCommandLine result;
+  std::vector<std::string> positional;
+  std::vector<std::pair<std::string, std::string>> given;  // flag name, value
+  bool help = false;
+  std::string error;  // the first bad flag, reported once the command is known
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") {
+      for (++i; i < argc; ++i) positional.emplace_back(argv[i]);
+      break;
+    }
+    if (arg.size() < 2 || arg[0] != '-') {
+      positional.emplace_back(arg);
+      continue;
+    }
+    absl::ConsumePrefix(&arg, "-");
+    absl::ConsumePrefix(&arg, "-");
+    const size_t eq = arg.find('=');
+    std::string name(arg.substr(0, eq));
+    std::optional<std::string> value;
+    if (eq != absl::string_view::npos) value = std::string(arg.substr(eq + 1));
+    if (name == "help" || name == "h" || name == "helpfull" || name == "helpshort") {
+      help = true;
+      continue;
+    }
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag == nullptr && absl::StartsWith(name, "no")) {  // --nojson, --nostrict
+      const absl::CommandLineFlag* positive = absl::FindCommandLineFlag(name.substr(2));
+      if (positive != nullptr && positive->IsOfType<bool>() && !value) {
+        flag = positive;
+        name = name.substr(2);
+        value = "false";
+      }
+    }
+    if (flag == nullptr || name == "flagfile" || name == "fromenv" || name == "tryfromenv" || name == "undefok") {
+      if (error.empty()) error = absl::StrCat("unknown flag --", name);
+      continue;
+    }
+    if (!value) {
+      if (flag->IsOfType<bool>()) {
+        value = "true";
+      } else if (i + 1 < argc) {
+        value = argv[++i];
+      } else {
+        if (error.empty()) error = absl::StrCat("flag --", name, " needs a value");
+        continue;
+      }
+    }
+    given.emplace_back(name, *value);
+  }
+
+  if (positional.empty()) {
+    if (!error.empty()) {
+      result.exit_status = UsageError("", error);
+    } else if (help) {
+      PrintGeneralHelp(stdout);
+      result.exit_status = 0;
+    } else {
+      result.exit_status = UsageError("", "missing command (one of resolve, inventory, backends, watch, health, probe)");
+    }
+    return result;
+  }
+  if (positional[0] == "help") {  // devplace help [command]
+    help = true;
+    positional.erase(positional.begin());
+    if (positional.empty()) {
+      PrintGeneralHelp(stdout);
+      result.exit_status = 0;
+      return result;
+    }
+  }
+  const Command* command = FindCommand(positional[0]);
+  if (command == nullptr) {
+    result.exit_status = UsageError("", absl::StrCat("unknown command \"", positional[0], "\""));
+    return result;
+  }
+  g_command = command->name;
+  if (!error.empty()) {
+    result.exit_status = UsageError(command->name, error);
+    return result;
+  }
+  if (help) {
+    PrintCommandHelp(*command);
+    result.exit_status = 0;
+    return result;
+  }
+  if (positional.size() > 1) {
+    result.exit_status = UsageError(command->name, absl::StrCat("unexpected argument \"", positional[1], "\""));
+    return result;
+  }
+  for (const auto& [name, value] : given) {
+    const bool allowed = std::count(kGlobalFlags.begin(), kGlobalFlags.end(), name) > 0 ||
+                         std::count(command->flags.begin(), command->flags.end(), name) > 0;
+    if (!allowed) {
+      result.exit_status = UsageError(command->name, absl::StrCat("flag --", name, " does not apply to this command"));
+      return result;
+    }
+    std::string error;
+    if (!absl::FindCommandLineFlag(name)->ParseFrom(value, &error)) {
+      result.exit_status = UsageError(command->name, absl::StrCat("--", name, "=", value, ": ", error));
+      return result;
+    }
+    if (name == "env") g_env_values.push_back(value);
+  }
+  result.command = command;
+  return result;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output helpers
+// ---------------------------------------------------------------------------------------------
+
+// Prints `rows` (the first is the header) as columns separated by two spaces.
+void PrintTable(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths;
+  for (const auto& row : rows) {
+    if (widths.size() < row.size()) widths.resize(row.size(), 0);
+    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  }
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      if (i + 1 == row.size()) {
+        line += row[i];
+      } else {
+        line += row[i] + std::string(widths[i] - row[i].size() + 2, ' ');
+      }
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    std::printf("%s\n", line.c_str());
+  }
+}
+
+std::string Bytes(uint64_t bytes) {
+  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024 && unit < 5) {
+    value /= 1024;
+    ++unit;
+  }
+  return unit == 0 ? absl::StrCat(bytes, " B") : absl::StrFormat("%.1f %s", value, kUnits[unit]);
+}
+
+std::string Timestamp(const google::protobuf::Timestamp& ts) {
+  if (ts.seconds() == 0 && ts.nanos() == 0) return "-";
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixSeconds(ts.seconds()), absl::UTCTimeZone());
+}
+
+std::string Strip(absl::string_view prefix, const std::string& enum_name) {
+  absl::string_view s = enum_name;
+  absl::ConsumePrefix(&s, prefix);
+  return std::string(s);
+}
+
+std::string RowName(v1::Row row) {
+  const placement::BackendSpec* spec = placement::FindBackend(row);
+  return spec != nullptr ? std::string(spec->name) : v1::Row_Name(row);
+}
+
+int PrintJson(const google::protobuf::Message& message) {
+  absl::StatusOr<std::string> json = inventory::ToJson(message);
+  if (!json.ok()) return Fail(json.status());
+  std::printf("%s\n", json->c_str());
+  std::fflush(stdout);
+  return 0;
+}
+
+int PrintInventory(const v1::Inventory& inv) {
+  if (absl::GetFlag(FLAGS_json)) return PrintJson(inv);
+  const v1::Host& host = inv.host();
+  const v1::Cpu& cpu = host.cpu();
+  std::vector<std::vector<std::string>> head = {
+      {"Host", absl::StrCat(host.hostname().empty() ? "?" : host.hostname(), " (", host.os(), " ",
+                            host.kernel_release(), ")")},
+      {"CPU", absl::StrCat(cpu.architecture(), " ", cpu.model_name().empty() ? cpu.vendor() : cpu.model_name(), ", ",
+                           cpu.sockets(), " sockets / ", cpu.cores(), " cores / ", cpu.threads(), " threads, torch ",
+                           cpu.torch_cpu_capability())},
+      {"Memory", absl::StrCat(Bytes(host.memory_total_bytes()), " total, ", Bytes(host.memory_available_bytes()),
+                              " available, ", host.numa_nodes_size(), " NUMA nodes")},
+      {"Revision", absl::StrCat(inv.revision(), ", probed ", Timestamp(inv.probed_at()))},
+  };
+  if (inv.torch().probed()) {
+    head.push_back({"Torch", absl::StrCat(inv.torch().version(), " (", absl::StrJoin(inv.torch().compiled_backends(), ", "),
+                                          "), ", inv.torch().cuda_device_count(), " CUDA devices")});
+  }
+  PrintTable(head);
+
+  std::printf("\n");
+  std::vector<std::vector<std::string>> backends = {{"BACKEND", "TYPE", "STATE", "DEVICES", "DRIVER", "PACKAGE", "NOTE"}};
+  std::vector<std::vector<std::string>> devices = {
+      {"BACKEND", "#", "NAME", "PCI BUS ID", "MEMORY", "NUMA", "NODES", "USABLE"}};
+  for (const v1::Backend& b : inv.backends()) {
+    int usable = 0;
+    for (const v1::Device& d : b.devices()) {
+      usable += d.usable() ? 1 : 0;
+      devices.push_back({b.name(), absl::StrCat(d.host_index()), d.name().empty() ? "-" : d.name(),
+                         d.pci_bus_id().empty() ? "-" : d.pci_bus_id(),
+                         d.has_memory_total_bytes() ? Bytes(d.memory_total_bytes()) : "-",
+                         d.numa_node() < 0 ? "-" : absl::StrCat(d.numa_node()),
+                         d.device_nodes().empty() ? "-" : absl::StrJoin(d.device_nodes(), ","),
+                         d.usable() ? "yes" : absl::StrCat("no: ", d.unusable_reason())});
+    }
+    backends.push_back({b.name(), b.device_type(), Strip("BACKEND_STATE_", v1::BackendState_Name(b.state())),
+                        b.devices().empty() ? "-" : absl::StrCat(usable, "/", b.devices_size(), " usable"),
+                        b.driver_version().empty() ? "-" : b.driver_version(), b.package(), b.state_reason()});
+  }
+  PrintTable(backends);
+  if (devices.size() > 1) {
+    std::printf("\n");
+    PrintTable(devices);
+  }
+  if (!inv.probe_reports().empty()) {
+    std::printf("\n");
+    std::vector<std::vector<std::string>> reports = {{"PROBE", "STATUS", "MS", "MESSAGE"}};
+    for (const v1::ProbeReport& r : inv.probe_reports()) {
+      reports.push_back({r.name(), Strip("PROBE_STATUS_", v1::ProbeStatus_Name(r.status())),
+                         absl::StrCat(r.duration_ms()), r.message()});
+    }
+    PrintTable(reports);
+  }
+  return 0;
+}
+
+// One line per inventory for `watch`.
+std::string Summary(const v1::Inventory& inv) {
+  std::vector<std::string> rows;
+  for (const v1::Backend& b : inv.backends()) {
+    int usable = 0;
+    for (const v1::Device& d : b.devices()) usable += d.usable() ? 1 : 0;
+    std::string row = absl::StrCat(b.name(), " ", Strip("BACKEND_STATE_", v1::BackendState_Name(b.state())));
+    if (!b.devices().empty()) absl::StrAppend(&row, " ", usable, "/", b.devices_size());
+    rows.push_back(row);
+  }
+  return absl::StrCat("revision ", inv.revision(), "  probed ", Timestamp(inv.probed_at()), "  ",
+                      absl::StrJoin(rows, ", "));
+}
+
+// The --explain block (on stderr).
+void PrintExplanation(const v1::ResolveDeviceResponse& r) {
+  std::string out = absl::StrCat("device:     ", r.device(), "\n", "backend:    ", RowName(r.backend()), " (package ",
+                                 r.package(), ")\n");
+  if (!r.devices().empty()) absl::StrAppend(&out, "devices:    ", absl::StrJoin(r.devices(), ", "), "\n");
+  for (const v1::PlacedDevice& p : r.placed()) {
+    absl::StrAppend(&out, "placed:     ", p.device(), " = host #", p.host_index(),
+                    p.pci_bus_id().empty() ? "" : absl::StrCat(" ", p.pci_bus_id()),
+                    p.name().empty() ? "" : absl::StrCat(" ", p.name()),
+                    p.has_memory_total_bytes() ? absl::StrCat(" (", Bytes(p.memory_total_bytes()), ")") : "",
+                    p.sub_device() >= 0 ? absl::StrCat(" sub-device ", p.sub_device()) : "",
+                    p.partition_uuid().empty() ? "" : absl::StrCat(" partition ", p.partition_uuid()), "\n");
+  }
+  if (!r.max_memory().empty()) {
+    std::vector<std::pair<std::string, uint64_t>> budgets(r.max_memory().begin(), r.max_memory().end());
+    std::sort(budgets.begin(), budgets.end(), [](const auto& a, const auto& b) {
+      // "0" < "1" < ... < "10" < "cpu"/"mps": numbers by value, then names.
+      int x, y;
+      const bool nx = absl::SimpleAtoi(a.first, &x), ny = absl::SimpleAtoi(b.first, &y);
+      if (nx && ny) return x < y;
+      if (nx != ny) return nx;
+      return a.first < b.first;
+    });
+    std::vector<std::string> parts;
+    for (const auto& [key, bytes] : budgets) parts.push_back(absl::StrCat(key, "=", Bytes(bytes)));
+    absl::StrAppend(&out, "max_memory: ", absl::StrJoin(parts, ", "), "\n");
+  }
+  absl::StrAppend(&out, "inventory revision: ", r.inventory_revision(), "\n");
+  if (!r.explanation().empty()) absl::StrAppend(&out, "explanation:\n");
+  for (int i = 0; i < r.explanation_size(); ++i) absl::StrAppend(&out, "  ", i + 1, ". ", r.explanation(i), "\n");
+  if (!r.warnings().empty()) absl::StrAppend(&out, "warnings:\n");
+  for (const std::string& w : r.warnings()) absl::StrAppend(&out, "  - ", w, "\n");
+  std::fputs(out.c_str(), stderr);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Commands
+// ---------------------------------------------------------------------------------------------
+
+absl::StatusOr<Client> Connect() {
+  ConnectOptions options;
+  options.address = absl::GetFlag(FLAGS_address);
+  options.timeout = absl::GetFlag(FLAGS_timeout);
+  return Client::Connect(options);
+}
+
+// Runs `command` on a connected client, or returns the usage status for a bad --address.
+template <typename Fn>
+int WithClient(Fn command) {
+  absl::StatusOr<Client> client = Connect();
+  if (!client.ok()) return UsageError(g_command, absl::StrCat("--address: ", client.status().message()));
+  return command(*client);
+}
+
+int RunInventory() {
+  return WithClient([](Client& client) {
+    absl::StatusOr<v1::Inventory> inv = client.Inventory();
+    return inv.ok() ? PrintInventory(*inv) : Fail(inv.status());
+  });
+}
+
+int RunBackends() {
+  return WithClient([](Client& client) {
+    absl::StatusOr<v1::ListBackendsResponse> table = client.Backends();
+    if (!table.ok()) return Fail(table.status());
+    if (absl::GetFlag(FLAGS_json)) return PrintJson(*table);
+    std::vector<std::vector<std::string>> rows = {{"BACKEND", "TYPE", "PACKAGE", "AUTO", "HARDWARE", "MASK VARIABLES"}};
+    for (const v1::BackendInfo& b : table->backends()) {
+      rows.push_back({b.name(), b.device_type(), b.package(), b.auto_map() ? "yes" : "no", b.hardware(),
+                      b.mask_variables().empty() ? "-" : absl::StrJoin(b.mask_variables(), ",")});
+    }
+    PrintTable(rows);
+    return 0;
+  });
+}
+
+int RunWatch() {
+  return WithClient([](Client& client) {
+    const bool json = absl::GetFlag(FLAGS_json);
+    int print_status = 0;
+    const absl::Status status = client.Watch(absl::GetFlag(FLAGS_known_revision), [&](const v1::Inventory& inv) {
+      if (json) {
+        print_status = PrintJson(inv);
+        return print_status == 0;
+      }
+      std::printf("%s\n", Summary(inv).c_str());
+      std::fflush(stdout);
+      return true;
+    });
+    if (!status.ok()) return Fail(status);
+    return print_status;
+  });
+}
+
+int RunHealth() {
+  return WithClient([](Client& client) {
+    absl::StatusOr<bool> serving = client.Health();
+    if (!serving.ok()) return Fail(serving.status());
+    const char* word = *serving ? "SERVING" : "NOT_SERVING";
+    if (absl::GetFlag(FLAGS_json)) {
+      std::printf("{\n  \"status\": \"%s\"\n}\n", word);
+    } else {
+      std::printf("%s\n", word);
+    }
+    return *serving ? 0 : kExitError;
+  });
+}
+
+// Stamps probed_at with now.
+void StampNow(v1::Inventory& inv) {
+  const int64_t now_ns = absl::ToUnixNanos(absl::Now());
+  inv.mutable_probed_at()->set_seconds(now_ns / 1000000000);
+  inv.mutable_probed_at()->set_nanos(static_cast<int32_t>(now_ns % 1000000000));
+}
+
+int RunProbe() {
+  absl::StatusOr<probe::HostRoot> root = probe::HostRoot::Open(absl::GetFlag(FLAGS_host_root));
+  if (!root.ok()) return UsageError(g_command, absl::StrCat("--host_root: ", root.status().message()));
+  v1::Inventory inv = inventory::ProbeInventory(*root);
+  StampNow(inv);
+  return PrintInventory(inv);
+}
+
+// --env values as K=V entries; a comma piece without '=' continues the previous value.
+absl::StatusOr<std::map<std::string, std::string>> EnvFlag() {
+  std::map<std::string, std::string> env;
+  std::string* last = nullptr;
+  for (const std::string& flag_value : g_env_values) {
+    for (absl::string_view piece : absl::StrSplit(flag_value, ',')) {
+      const size_t eq = piece.find('=');
+      if (eq == absl::string_view::npos || eq == 0) {
+        if (last == nullptr || eq == 0) {
+          return absl::InvalidArgumentError(absl::StrCat("--env: \"", piece, "\" is not K=V"));
+        }
+        absl::StrAppend(last, ",", piece);
+        continue;
+      }
+      last = &env[std::string(piece.substr(0, eq))];
+      *last = std::string(piece.substr(eq + 1));
+    }
+    last = nullptr;
+  }
+  return env;
+}
+
+template <typename Enum>
+bool ParseEnumFlag(const std::string& value, const std::string& prefix, bool (*parse)(const std::string&, Enum*),
+                   Enum* out) {
+  std::string upper = absl::AsciiStrToUpper(value);
+  return !upper.empty() && upper != "UNSPECIFIED" && parse(prefix + upper, out);
+}
+
+// The options the flags (and, unless --no_environment, this process) describe; a usage error
+// message otherwise.
+absl::StatusOr<ResolveOptions> OptionsFromFlags(bool offline) {
+  const bool no_env = absl::GetFlag(FLAGS_no_environment);
+  ResolveOptions options = no_env ? ResolveOptions() : ResolveOptions::FromEnvironment();
+  // A saved inventory describes some host, not necessarily this one: this /dev says nothing.
+  if (offline) options.job_device_nodes.reset();
+
+  const std::string workload = absl::GetFlag(FLAGS_workload);
+  if (workload.empty()) return absl::InvalidArgumentError("--workload is required: training or inference");
+  if (!ParseEnumFlag(workload, "WORKLOAD_", &v1::Workload_Parse, &options.workload)) {
+    return absl::InvalidArgumentError(absl::StrCat("--workload=", workload, ": want training or inference"));
+  }
+  const std::string convention = absl::GetFlag(FLAGS_convention);
+  if (!convention.empty() && !ParseEnumFlag(convention, "CONVENTION_", &v1::Convention_Parse, &options.convention)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--convention=", convention, ": want training_arguments, accelerate, from_pretrained or pipeline"));
+  }
+  options.device_map = absl::GetFlag(FLAGS_device_map);
+  options.use_cpu = absl::GetFlag(FLAGS_use_cpu);
+  if (std::optional<int> rank = absl::GetFlag(FLAGS_local_rank)) {
+    options.local_rank = *rank;
+    options.env.erase("LOCAL_RANK");  // the flag replaces the environment's value
+  }
+  if (std::optional<int> world = absl::GetFlag(FLAGS_world_size)) {
+    options.world_size = *world;
+    options.env.erase("WORLD_SIZE");
+  }
+  options.runtime_backends = absl::GetFlag(FLAGS_runtime_backends);
+  options.strict = absl::GetFlag(FLAGS_strict);
+  options.model_size_bytes = absl::GetFlag(FLAGS_model_size_bytes);
+  absl::StatusOr<std::map<std::string, std::string>> env = EnvFlag();
+  if (!env.ok()) return env.status();
+  for (const auto& [key, value] : *env) {
+    options.env[key] = value;
+    if (key == "LOCAL_RANK" && !absl::GetFlag(FLAGS_local_rank)) options.local_rank.reset();
+    if (key == "WORLD_SIZE" && !absl::GetFlag(FLAGS_world_size)) options.world_size.reset();
+  }
+  const std::string nodes = absl::GetFlag(FLAGS_job_device_nodes);
+  if (nodes == "none") {
+    options.job_device_nodes = std::vector<std::string>();
+  } else if (!nodes.empty()) {
+    options.job_device_nodes = absl::StrSplit(nodes, ',', absl::SkipEmpty());
+  }
+  return options;
+}
+
+// Reads a saved inventory: protobuf JSON, or the serialized message devplace-probe writes.
+absl::StatusOr<v1::Inventory> ReadInventory(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("--inventory=", path, ": cannot open"));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const std::string content = buffer.str();
+  v1::Inventory inv;
+  google::protobuf::util::JsonParseOptions json_options;
+  json_options.ignore_unknown_fields = true;
+  const auto json_status = google::protobuf::util::JsonStringToMessage(content, &inv, json_options);
+  if (json_status.ok()) return inv;
+  inv.Clear();
+  if (!content.empty() && content.find_first_not_of(" \t\r\n") != std::string::npos && content[0] != '{' &&
+      inv.ParseFromString(content)) {
+    return inv;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("--inventory=", path, ": not an inventory (JSON: ",
+                                                 json_status.ToString(), ")"));
+}
+
+int PrintResolved(const absl::StatusOr<v1::ResolveDeviceResponse>& response) {
+  if (!response.ok()) return Fail(response.status());
+  if (absl::GetFlag(FLAGS_json)) return PrintJson(*response);
+  std::printf("%s\n", response->device().c_str());
+  std::fflush(stdout);
+  if (absl::GetFlag(FLAGS_explain)) PrintExplanation(*response);
+  return 0;
+}
+
+int RunResolve() {
+  const std::string inventory_path = absl::GetFlag(FLAGS_inventory);
+  absl::StatusOr<ResolveOptions> options = OptionsFromFlags(!inventory_path.empty());
+  if (!options.ok()) return UsageError(g_command, options.status().message());
+  if (inventory_path.empty()) {
+    return WithClient([&](Client& client) { return PrintResolved(client.Resolve(*options)); });
+  }
+  absl::StatusOr<v1::Inventory> inv = ReadInventory(inventory_path);
+  if (!inv.ok()) return Fail(inv.status());
+  return PrintResolved(placement::Resolve(*inv, options->ToRequest()));
+}
+
+}  // namespace
+}  // namespace devplace::cli
+
+int main(int argc, char** argv) {
+  const devplace::cli::ParsedCommandLine parsed = devplace::cli::ParseCommandLine(argc, argv);
+  if (parsed.exit_status) return *parsed.exit_status;
+  return parsed.command->run();
+}

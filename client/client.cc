@@ -1,0 +1,287 @@
+// libdevplace: the gRPC Connection, DefaultTarget, ResolveOptions and Client.
+#include "devplace/client.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+#include "devplace/v1/devplace.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+
+namespace devplace {
+namespace {
+
+namespace health = ::grpc::health::v1;
+
+constexpr char kSystemSocket[] = "/run/devplace/devplace.sock";
+constexpr char kDefaultTcpTarget[] = "127.0.0.1:7465";
+
+absl::Status FromGrpc(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  // grpc::StatusCode and absl::StatusCode share numbering and names (OK = 0 ... UNAUTHENTICATED = 16).
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+bool IsSocket(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+// Sets `context`'s deadline to now + `timeout` unless `timeout` means "none".
+void SetDeadline(grpc::ClientContext& context, absl::Duration timeout) {
+  if (timeout <= absl::ZeroDuration() || timeout == absl::InfiniteDuration()) return;
+  context.set_deadline(std::chrono::system_clock::now() + absl::ToChronoNanoseconds(timeout));
+}
+
+class GrpcConnection final : public Connection {
+ public:
+  GrpcConnection(std::shared_ptr<grpc::Channel> channel, const ConnectOptions& options)
+      : placement_(v1::DevicePlacement::NewStub(channel)),
+        health_(health::Health::NewStub(channel)),
+        timeout_(options.timeout),
+        watch_timeout_(options.watch_timeout) {}
+
+  absl::StatusOr<v1::ResolveDeviceResponse> ResolveDevice(const v1::ResolveDeviceRequest& request) override {
+    return Unary<v1::ResolveDeviceResponse>([&](grpc::ClientContext* c, v1::ResolveDeviceResponse* r) {
+      return placement_->ResolveDevice(c, request, r);
+    });
+  }
+
+  absl::StatusOr<v1::Inventory> GetInventory() override {
+    return Unary<v1::Inventory>([&](grpc::ClientContext* c, v1::Inventory* r) {
+      return placement_->GetInventory(c, v1::GetInventoryRequest(), r);
+    });
+  }
+
+  absl::StatusOr<v1::ListBackendsResponse> ListBackends() override {
+    return Unary<v1::ListBackendsResponse>([&](grpc::ClientContext* c, v1::ListBackendsResponse* r) {
+      return placement_->ListBackends(c, v1::ListBackendsRequest(), r);
+    });
+  }
+
+  absl::StatusOr<v1::Inventory> RefreshInventory() override {
+    return Unary<v1::Inventory>([&](grpc::ClientContext* c, v1::Inventory* r) {
+      return placement_->RefreshInventory(c, v1::RefreshInventoryRequest(), r);
+    });
+  }
+
+  absl::Status WatchInventory(uint64_t known_revision, InventoryCallback on_inventory) override {
+    grpc::ClientContext context;
+    SetDeadline(context, watch_timeout_);
+    v1::WatchInventoryRequest request;
+    request.set_known_revision(known_revision);
+    std::unique_ptr<grpc::ClientReader<v1::Inventory>> reader = placement_->WatchInventory(&context, request);
+    v1::Inventory inventory;
+    bool stopped = false;
+    while (reader->Read(&inventory)) {
+      if (!on_inventory(inventory)) {
+        stopped = true;
+        context.TryCancel();
+        break;
+      }
+    }
+    if (stopped) {
+      while (reader->Read(&inventory)) {}  // drain what was in flight; Finish wants Read == false
+    }
+    const grpc::Status status = reader->Finish();
+    if (stopped) return absl::OkStatus();
+    return FromGrpc(status);
+  }
+
+  absl::StatusOr<bool> Health() override {
+    health::HealthCheckRequest request;
+    request.set_service("");
+    absl::StatusOr<health::HealthCheckResponse> response =
+        Unary<health::HealthCheckResponse>([&](grpc::ClientContext* c, health::HealthCheckResponse* r) {
+          return health_->Check(c, request, r);
+        });
+    if (!response.ok()) return response.status();
+    return response->status() == health::HealthCheckResponse::SERVING;
+  }
+
+ private:
+  // Runs one unary call `call(context, response)` under the unary deadline.
+  template <typename Response, typename Call>
+  absl::StatusOr<Response> Unary(Call call) {
+    grpc::ClientContext context;
+    SetDeadline(context, timeout_);
+    Response response;
+    const grpc::Status status = call(&context, &response);
+    if (!status.ok()) return FromGrpc(status);
+    return response;
+  }
+
+  std::unique_ptr<v1::DevicePlacement::Stub> placement_;
+  std::unique_ptr<health::Health::Stub> health_;
+  absl::Duration timeout_;
+  absl::Duration watch_timeout_;
+};
+
+// Whether `name` is `prefix` followed by at least one character, the first matching `first`
+// (nullptr = any).
+bool MatchesPrefix(absl::string_view name, absl::string_view prefix, int (*first)(int) = nullptr) {
+  if (name.size() <= prefix.size() || !absl::StartsWith(name, prefix)) return false;
+  return first == nullptr || first(static_cast<unsigned char>(name[prefix.size()])) != 0;
+}
+
+// Appends "/dev/<sub>/<name>" for each non-directory entry of dev_dir/sub that `match` accepts.
+template <typename Match>
+void ScanDev(const std::string& dev_dir, const std::string& sub, Match match, std::vector<std::string>* out) {
+  const std::filesystem::path dir = sub.empty() ? std::filesystem::path(dev_dir) : std::filesystem::path(dev_dir) / sub;
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec);
+  if (ec) return;
+  for (; it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    if (ec) return;
+    const std::string name = it->path().filename().string();
+    std::error_code type_ec;
+    if (it->is_directory(type_ec) || !match(name)) continue;
+    out->push_back(sub.empty() ? absl::StrCat("/dev/", name) : absl::StrCat("/dev/", sub, "/", name));
+  }
+}
+
+// An integer as Python's int() reads it (surrounding whitespace, optional sign, digits), or nullopt.
+std::optional<int64_t> ParseInt(absl::string_view text) {
+  text = absl::StripAsciiWhitespace(text);
+  absl::string_view digits = text;
+  if (!digits.empty() && (digits[0] == '+' || digits[0] == '-')) digits.remove_prefix(1);
+  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), [](char c) { return absl::ascii_isdigit(c); })) {
+    return std::nullopt;
+  }
+  int64_t value = 0;
+  if (!absl::SimpleAtoi(text, &value)) return std::nullopt;
+  return value;
+}
+
+}  // namespace
+
+std::string DefaultTarget() {
+  if (const char* address = std::getenv("DEVPLACE_ADDRESS"); address != nullptr && *address != '\0') {
+    return address;
+  }
+  if (IsSocket(kSystemSocket)) return absl::StrCat("unix:", kSystemSocket);
+  if (const char* runtime = std::getenv("XDG_RUNTIME_DIR"); runtime != nullptr && *runtime != '\0') {
+    const std::string path = absl::StrCat(runtime, "/devplace.sock");
+    if (IsSocket(path)) return absl::StrCat("unix:", path);
+  }
+  return kDefaultTcpTarget;
+}
+
+std::shared_ptr<Connection> MakeGrpcConnection(const std::string& target, const ConnectOptions& options) {
+  return std::make_shared<GrpcConnection>(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()), options);
+}
+
+const std::vector<std::string>& PlacementEnvironmentVariables() {
+  static const std::vector<std::string>* const kVariables = new std::vector<std::string>{
+      "CUDA_VISIBLE_DEVICES",    "CUDA_DEVICE_ORDER",      "ROCR_VISIBLE_DEVICES",   "HIP_VISIBLE_DEVICES",
+      "ZE_AFFINITY_MASK",        "ZE_FLAT_DEVICE_HIERARCHY", "ASCEND_RT_VISIBLE_DEVICES", "MLU_VISIBLE_DEVICES",
+      "CN_VISIBLE_DEVICES",      "MUSA_VISIBLE_DEVICES",   "NEURON_RT_VISIBLE_CORES", "NEURON_RT_NUM_CORES",
+      "HABANA_VISIBLE_MODULES",  "TPU_VISIBLE_CHIPS",      "LOCAL_RANK",             "WORLD_SIZE",
+      "ACCELERATE_USE_CPU",      "ACCELERATE_TORCH_DEVICE", "USE_TORCH_XLA",
+  };
+  return *kVariables;
+}
+
+std::vector<std::string> JobDeviceNodes(const std::string& dev_dir) {
+  auto digit = [](int c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)) ? 1 : 0; };
+  std::vector<std::string> nodes;
+  ScanDev(dev_dir, "", [&](absl::string_view n) {
+    return MatchesPrefix(n, "nvidia", +digit) || absl::StartsWith(n, "neuron") || absl::StartsWith(n, "accel") ||
+           MatchesPrefix(n, "davinci", +digit) || absl::StartsWith(n, "cambricon_dev") || absl::StartsWith(n, "mtgpu.");
+  }, &nodes);
+  ScanDev(dev_dir, "dri", [](absl::string_view n) {
+    return absl::StartsWith(n, "renderD") || absl::StartsWith(n, "card");
+  }, &nodes);
+  ScanDev(dev_dir, "vfio", [&](absl::string_view n) { return digit(static_cast<unsigned char>(n[0])) != 0; }, &nodes);
+  ScanDev(dev_dir, "accel", [](absl::string_view n) { return absl::StartsWith(n, "accel"); }, &nodes);
+  std::sort(nodes.begin(), nodes.end());
+  return nodes;
+}
+
+v1::ResolveDeviceRequest ResolveOptions::ToRequest() const {
+  v1::ResolveDeviceRequest request;
+  request.set_workload(workload);
+  request.set_convention(convention);
+  request.set_device_map(device_map);
+  request.set_use_cpu(use_cpu);
+  if (local_rank) request.set_local_rank(*local_rank);
+  if (world_size) request.set_world_size(*world_size);
+  for (const auto& [key, value] : env) (*request.mutable_env())[key] = value;
+  for (const std::string& backend : runtime_backends) request.add_runtime_backends(backend);
+  if (job_device_nodes) {
+    v1::JobDevices* devices = request.mutable_job_devices();  // present even when the list is empty
+    for (const std::string& node : *job_device_nodes) devices->add_device_nodes(node);
+  }
+  request.set_strict(strict);
+  if (model_size_bytes) request.set_model_size_bytes(*model_size_bytes);
+  return request;
+}
+
+ResolveOptions ResolveOptions::FromEnvironment() { return FromEnvironment("/dev"); }
+
+ResolveOptions ResolveOptions::FromEnvironment(const std::string& dev_dir) {
+  ResolveOptions options;
+  for (const std::string& name : PlacementEnvironmentVariables()) {
+    const char* value = std::getenv(name.c_str());
+    if (value == nullptr) continue;
+    const std::optional<int64_t> number = ParseInt(value);
+    if (name == "LOCAL_RANK" && number && *number >= 0 && *number <= INT32_MAX) {
+      options.local_rank = static_cast<int32_t>(*number);
+    } else if (name == "WORLD_SIZE" && number && *number >= 1 && *number <= INT32_MAX) {
+      options.world_size = static_cast<int32_t>(*number);
+    } else {
+      options.env[name] = value;
+    }
+  }
+  options.job_device_nodes = JobDeviceNodes(dev_dir);
+  return options;
+}
+
+absl::StatusOr<Client> Client::Connect(ConnectOptions options) {
+  const std::string target = options.address.empty() ? DefaultTarget() : options.address;
+  if (absl::StartsWith(target, "unix:")) {
+    absl::string_view path = absl::string_view(target).substr(5);
+    if (absl::StartsWith(path, "//")) path.remove_prefix(2);  // unix:///abs/path
+    if (path.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("address '", target, "': a unix: target needs a socket path, "
+                                                     "e.g. unix:/run/devplace/devplace.sock"));
+    }
+  }
+  return Client(MakeGrpcConnection(target, options));
+}
+
+Client::Client(std::shared_ptr<Connection> connection) : connection_(std::move(connection)) {}
+
+absl::StatusOr<v1::ResolveDeviceResponse> Client::Resolve(const ResolveOptions& options) const {
+  return connection_->ResolveDevice(options.ToRequest());
+}
+
+absl::StatusOr<v1::Inventory> Client::Inventory() const { return connection_->GetInventory(); }
+
+absl::StatusOr<v1::ListBackendsResponse> Client::Backends() const { return connection_->ListBackends(); }
+
+absl::StatusOr<v1::Inventory> Client::Refresh() const { return connection_->RefreshInventory(); }
+
+absl::Status Client::Watch(uint64_t known_revision, InventoryCallback on_inventory) const {
+  return connection_->WatchInventory(known_revision, std::move(on_inventory));
+}
+
+absl::StatusOr<bool> Client::Health() const { return connection_->Health(); }
+
+}  // namespace devplace

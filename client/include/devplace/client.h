@@ -1,0 +1,185 @@
+// libdevplace: the C++ client of devplaced, the per-host daemon that tells PyTorch jobs which
+// device to use (Hugging Face Transformers / Accelerate rules) and serves the host's accelerator
+// inventory.
+//
+//   absl::StatusOr<devplace::Client> client = devplace::Client::Connect();
+//   devplace::ResolveOptions options = devplace::ResolveOptions::FromEnvironment();
+//   options.workload = devplace::v1::WORKLOAD_INFERENCE;
+//   options.device_map = "auto";
+//   absl::StatusOr<devplace::v1::ResolveDeviceResponse> answer = client->Resolve(options);
+//   if (answer.ok()) UseDevice(answer->device());   // e.g. "cuda:0", in the job's numbering
+//
+// Data model: the generated messages of devplace/v1/devplace.proto (package devplace.v1); their
+// field comments document every unit (`_bytes` are bytes, `_ms` milliseconds) and value.
+//
+// Errors: every call returns absl::Status / absl::StatusOr, never throws. A gRPC status maps 1:1
+// onto the absl code of the same number and name, with the server's message unchanged:
+// INVALID_ARGUMENT (malformed request; the message names the field), FAILED_PRECONDITION (this
+// host or the job's visibility cannot satisfy an explicit request), UNAVAILABLE (daemon not
+// reachable, or no inventory yet), DEADLINE_EXCEEDED (the per-call deadline passed), CANCELLED.
+//
+// Thread-safety: a Connection made by MakeGrpcConnection, and a Client over it, may be used from
+// any number of threads at once; copies of a Client share one Connection (one gRPC channel).
+// ResolveOptions is a plain value.
+#ifndef DEVPLACE_CLIENT_H_
+#define DEVPLACE_CLIENT_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "devplace/v1/devplace.pb.h"
+
+namespace devplace {
+
+// Called with each inventory a watch receives; return false to stop watching.
+using InventoryCallback = std::function<bool(const v1::Inventory&)>;
+
+// The transport under a Client: one virtual per RPC of devplace.v1.DevicePlacement plus the
+// standard health check. Implement it (or use MockConnection from devplace/mock_connection.h) to
+// test code that takes a Client without a daemon. Implementations must be thread-safe.
+class Connection {
+ public:
+  virtual ~Connection() = default;
+
+  // DevicePlacement.ResolveDevice.
+  virtual absl::StatusOr<v1::ResolveDeviceResponse> ResolveDevice(
+      const v1::ResolveDeviceRequest& request) = 0;
+  // DevicePlacement.GetInventory: the current snapshot.
+  virtual absl::StatusOr<v1::Inventory> GetInventory() = 0;
+  // DevicePlacement.ListBackends: the hardware table.
+  virtual absl::StatusOr<v1::ListBackendsResponse> ListBackends() = 0;
+  // DevicePlacement.RefreshInventory: re-probes now, returns the resulting snapshot.
+  virtual absl::StatusOr<v1::Inventory> RefreshInventory() = 0;
+  // DevicePlacement.WatchInventory. Blocks, calling `on_inventory` on this thread with the current
+  // snapshot (skipped when its revision equals `known_revision`; 0 = always send) and then each
+  // new revision. Returns OK when `on_inventory` returned false (the call is then cancelled) or
+  // the server ended the stream cleanly; otherwise the stream's error (UNAVAILABLE when the
+  // daemon went away, CANCELLED, DEADLINE_EXCEEDED when a watch deadline was set).
+  virtual absl::Status WatchInventory(uint64_t known_revision, InventoryCallback on_inventory) = 0;
+  // grpc.health.v1.Health/Check for service "" (the whole server): true when SERVING, false for
+  // any other serving status. Errors as for any call (UNAVAILABLE when unreachable).
+  virtual absl::StatusOr<bool> Health() = 0;
+};
+
+// How to reach the daemon.
+struct ConnectOptions {
+  // Used by Client::Connect only: "unix:/path/to.sock" or "host:port" (any gRPC target).
+  // Empty = DefaultTarget().
+  std::string address;
+  // Deadline of each unary call (ResolveDevice, GetInventory, ListBackends, RefreshInventory,
+  // Health), measured from the call's start. Zero, negative or absl::InfiniteDuration() = none.
+  absl::Duration timeout = absl::Seconds(5);
+  // Deadline of a whole WatchInventory call; default none (a watch runs until stopped).
+  absl::Duration watch_timeout = absl::InfiniteDuration();
+};
+
+// The daemon's address as a gRPC target, by the daemon's own defaults: env DEVPLACE_ADDRESS when
+// set and non-empty; else "unix:/run/devplace/devplace.sock" when that socket exists; else
+// "unix:$XDG_RUNTIME_DIR/devplace.sock" when that socket exists; else "127.0.0.1:7465".
+std::string DefaultTarget();
+
+// A Connection over an insecure gRPC channel to `target` ("unix:/path" or "host:port"), with the
+// deadlines of `options` (options.address is ignored). Never null and never blocks: the channel
+// connects on the first call, and an unreachable target makes calls fail with UNAVAILABLE
+// (calls fail fast; they do not wait for the daemon to come up).
+std::shared_ptr<Connection> MakeGrpcConnection(const std::string& target,
+                                               const ConnectOptions& options = {});
+
+// What a job passes to ResolveDevice; see ResolveDeviceRequest in devplace.proto for each field.
+struct ResolveOptions {
+  // Required: WORKLOAD_TRAINING or WORKLOAD_INFERENCE (UNSPECIFIED is INVALID_ARGUMENT).
+  v1::Workload workload = v1::WORKLOAD_UNSPECIFIED;
+  // The library API to emulate; UNSPECIFIED = the workload's default.
+  v1::Convention convention = v1::CONVENTION_UNSPECIFIED;
+  // from_pretrained's device_map / pipeline's device: "auto", "cuda:1", "1", "" (None), ...
+  std::string device_map;
+  // TrainingArguments(use_cpu=True) / Accelerator(cpu=True).
+  bool use_cpu = false;
+  // The process's local rank (>= 0) and the job's process count (>= 1); unset = not given.
+  std::optional<int32_t> local_rank;
+  std::optional<int32_t> world_size;
+  // The job's placement environment (visibility masks, ACCELERATE_*, ...). A key with an empty
+  // value is "set but empty", which the rules treat differently from absent.
+  std::map<std::string, std::string> env;
+  // Backends the job's PyTorch can use ("cuda", "rocm", "xpu", ...); empty = assume all.
+  std::vector<std::string> runtime_backends;
+  // Accelerator /dev nodes the job can open. nullopt = unknown (all host nodes assumed visible);
+  // an empty vector = the job sees no accelerator node (e.g. a container without GPU access).
+  std::optional<std::vector<std::string>> job_device_nodes;
+  // Turn hazards into FAILED_PRECONDITION instead of warnings.
+  bool strict = false;
+  // Model size in bytes, for `balanced` max_memory budgets.
+  std::optional<uint64_t> model_size_bytes;
+
+  // The request message carrying these options.
+  v1::ResolveDeviceRequest ToRequest() const;
+
+  // Options describing the calling process: every variable of PlacementEnvironmentVariables()
+  // that is set (empty values included) goes into `env`, except that LOCAL_RANK (an integer >= 0)
+  // and WORLD_SIZE (an integer >= 1) fill `local_rank` / `world_size` instead; other values of
+  // those two (malformed, out of range, Accelerate's "-1") stay in `env` verbatim so the daemon
+  // applies its rules and reports INVALID_ARGUMENT where they are wrong. `job_device_nodes` is
+  // JobDeviceNodes("/dev") (present even when empty: this process sees no accelerator). Other
+  // fields keep their defaults; set `workload` before resolving.
+  static ResolveOptions FromEnvironment();
+  // The same, scanning `dev_dir` (a fake /dev tree in tests) for device nodes; the nodes are still
+  // reported as "/dev/..." paths.
+  static ResolveOptions FromEnvironment(const std::string& dev_dir);
+};
+
+// The environment variables the daemon reads from ResolveDeviceRequest.env, in a fixed order:
+// CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES,
+// ZE_AFFINITY_MASK, ZE_FLAT_DEVICE_HIERARCHY, ASCEND_RT_VISIBLE_DEVICES, MLU_VISIBLE_DEVICES,
+// CN_VISIBLE_DEVICES, MUSA_VISIBLE_DEVICES, NEURON_RT_VISIBLE_CORES, NEURON_RT_NUM_CORES,
+// HABANA_VISIBLE_MODULES, TPU_VISIBLE_CHIPS, LOCAL_RANK, WORLD_SIZE, ACCELERATE_USE_CPU,
+// ACCELERATE_TORCH_DEVICE, USE_TORCH_XLA.
+const std::vector<std::string>& PlacementEnvironmentVariables();
+
+// The accelerator device nodes under `dev_dir` (default "/dev"), as sorted "/dev/..." paths:
+// nvidia[0-9]*, dri/renderD*, dri/card*, neuron*, vfio/[0-9]*, accel* and accel/accel*,
+// davinci[0-9]*, cambricon_dev*, mtgpu.*. Directories are skipped; a missing `dev_dir` or
+// subdirectory contributes nothing.
+std::vector<std::string> JobDeviceNodes(const std::string& dev_dir = "/dev");
+
+// The devplaced client: a cheap, copyable value over a shared Connection.
+class Client {
+ public:
+  // A client over MakeGrpcConnection(options.address, or DefaultTarget() when empty). Does not
+  // contact the daemon. INVALID_ARGUMENT for a malformed address (a "unix:" target without a
+  // path).
+  static absl::StatusOr<Client> Connect(ConnectOptions options = {});
+
+  // A client over `connection` (e.g. a MockConnection in tests). `connection` must not be null.
+  explicit Client(std::shared_ptr<Connection> connection);
+
+  // ResolveDevice(options.ToRequest()): the device string, devices, explanation and warnings.
+  absl::StatusOr<v1::ResolveDeviceResponse> Resolve(const ResolveOptions& options) const;
+  // The current inventory snapshot.
+  absl::StatusOr<v1::Inventory> Inventory() const;
+  // The hardware table.
+  absl::StatusOr<v1::ListBackendsResponse> Backends() const;
+  // Re-probes the host now; the resulting inventory.
+  absl::StatusOr<v1::Inventory> Refresh() const;
+  // Connection::WatchInventory: blocks until `on_inventory` returns false or the stream ends.
+  absl::Status Watch(uint64_t known_revision, InventoryCallback on_inventory) const;
+  // Whether the daemon reports SERVING.
+  absl::StatusOr<bool> Health() const;
+
+  // The underlying connection.
+  const std::shared_ptr<Connection>& connection() const { return connection_; }
+
+ private:
+  std::shared_ptr<Connection> connection_;
+};
+
+}  // namespace devplace
+
+#endif  // DEVPLACE_CLIENT_H_
