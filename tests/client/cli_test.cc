@@ -1,0 +1,315 @@
+// The real `devplace` binary: offline probe and resolve, output contracts, exit statuses and
+// messages, and the online commands against the in-process test server.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "devplace/client.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "tests/client/test_server.h"
+
+namespace devplace::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+struct Result {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  CliTest() {
+    // The offline answers below must not depend on the environment ctest runs in.
+    for (const std::string& name : PlacementEnvironmentVariables()) {
+      env_.push_back(std::make_unique<ScopedEnv>(name, nullptr));
+    }
+    env_.push_back(std::make_unique<ScopedEnv>("DEVPLACE_ADDRESS", nullptr));
+  }
+
+  // Runs `devplace <args>` (shell words), capturing stdout and stderr.
+  Result Run(const std::string& args) {
+    const std::string err_path = tmp_.path() + "/stderr";
+    const std::string command = std::string(DEVPLACE_CLI_BINARY) + " " + args + " 2>" + err_path;
+    Result result;
+    FILE* pipe = popen(command.c_str(), "r");
+    if (pipe == nullptr) return result;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) result.out.append(buf, n);
+    const int status = pclose(pipe);
+    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    result.err = ReadAll(err_path);
+    return result;
+  }
+
+  // Saves `devplace probe --json` of a fixture host; returns the file's path.
+  std::string SaveInventory(const std::string& host) {
+    const std::string path = tmp_.path() + "/" + host + ".json";
+    const Result r = Run("probe --json --host_root=" + FixtureHost(host) + " >" + path);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return path;
+  }
+
+  TempDir tmp_;
+
+ private:
+  std::vector<std::unique_ptr<ScopedEnv>> env_;
+};
+
+TEST_F(CliTest, ProbeJsonParsesAsAnInventory) {
+  const Result r = Run("probe --host_root=" + FixtureHost("nvidia-2x-h100") + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  v1::Inventory inv;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &inv).ok()) << r.out;
+  EXPECT_EQ(inv.host().hostname(), "nvidia-2x-h100");
+  ASSERT_EQ(inv.backends_size(), 2);
+  EXPECT_EQ(inv.backends(1).row(), v1::ROW_CUDA_NVIDIA);
+  EXPECT_EQ(inv.backends(1).devices_size(), 2);
+  EXPECT_GT(inv.probed_at().seconds(), 0);
+}
+
+TEST_F(CliTest, ProbeTableHasAlignedColumns) {
+  const Result r = Run("probe --host_root=" + FixtureHost("nvidia-2x-h100"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> lines;
+  std::stringstream in(r.out);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  // The device table: header, then one row per GPU, the bus id under its header.
+  size_t header = 0;
+  while (header < lines.size() && lines[header].find("PCI BUS ID") == std::string::npos) ++header;
+  ASSERT_LT(header + 2, lines.size()) << r.out;
+  const size_t column = lines[header].find("PCI BUS ID");
+  EXPECT_EQ(lines[header + 1].find("0000:18:00.0"), column) << r.out;
+  EXPECT_EQ(lines[header + 2].find("0000:9a:00.0"), column) << r.out;
+}
+
+TEST_F(CliTest, ProbeWithBadHostRootIsAUsageError) {
+  const Result r = Run("probe --host_root=/nonexistent/devplace");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, StartsWith("devplace: probe: --host_root"));
+}
+
+TEST_F(CliTest, OfflineResolvePrintsOnlyTheDevice) {
+  const std::string h100 = SaveInventory("nvidia-2x-h100");
+  Result r = Run("resolve --inventory=" + h100 + " --workload=inference --device_map=auto");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "cuda:0\n");
+  EXPECT_EQ(r.err, "");
+
+  r = Run("resolve --inventory=" + SaveInventory("cpu-only") + " --workload=inference --device_map=auto");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "cpu\n");
+
+  // Flags in any order, values as separate words.
+  r = Run("resolve --workload training --local_rank 1 --world_size=2 --inventory " + h100);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "cuda:1\n");
+}
+
+TEST_F(CliTest, ExplainGoesToStderrWithRuleIds) {
+  const Result r = Run("resolve --inventory=" + SaveInventory("nvidia-2x-h100") +
+                       " --workload=inference --device_map=auto --explain");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "cuda:0\n");
+  EXPECT_THAT(r.err, HasSubstr("I-AUTO"));
+  EXPECT_THAT(r.err, HasSubstr("devices:    cuda:0, cuda:1, cpu"));
+  EXPECT_THAT(r.err, HasSubstr("0000:9a:00.0"));
+}
+
+TEST_F(CliTest, EnvFlagsReachTheResolver) {
+  const std::string h100 = SaveInventory("nvidia-2x-h100");
+  Result r = Run("resolve --json --inventory=" + h100 +
+                 " --workload=inference --device_map=auto --env=CUDA_VISIBLE_DEVICES=1,0");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  v1::ResolveDeviceResponse response;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &response).ok()) << r.out;
+  EXPECT_EQ(response.device(), "cuda:0");
+  ASSERT_EQ(response.placed_size(), 2);
+  EXPECT_EQ(response.placed(0).host_index(), 1);  // the list kept its comma
+  EXPECT_EQ(response.placed(1).host_index(), 0);
+
+  // From the CLI's own environment; --no_environment ignores it.
+  ScopedEnv visible("CUDA_VISIBLE_DEVICES", "");
+  r = Run("resolve --inventory=" + h100 + " --workload=inference --device_map=auto");
+  EXPECT_EQ(r.out, "cpu\n") << r.err;
+  r = Run("resolve --no_environment --inventory=" + h100 + " --workload=inference --device_map=auto");
+  EXPECT_EQ(r.out, "cuda:0\n") << r.err;
+  r = Run("resolve --job_device_nodes=none --no_environment --inventory=" + h100 +
+          " --workload=inference --device_map=auto");
+  EXPECT_EQ(r.out, "cpu\n") << r.err;
+}
+
+TEST_F(CliTest, ResolveErrorsExitOneWithTheCode) {
+  const std::string h100 = SaveInventory("nvidia-2x-h100");
+  Result r = Run("resolve --inventory=" + h100 + " --workload=inference --device_map=cuda:5");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_THAT(r.err, StartsWith("devplace: resolve: FAILED_PRECONDITION: device_map: cuda:5"));
+
+  r = Run("resolve --inventory=" + h100 + " --workload=inference --device_map=cuda:-1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, StartsWith("devplace: resolve: INVALID_ARGUMENT: "));
+
+  r = Run("resolve --inventory=" + tmp_.path() + "/missing.json --workload=inference");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, StartsWith("devplace: resolve: NOT_FOUND: "));
+}
+
+TEST_F(CliTest, UsageErrorsExitTwo) {
+  struct Case {
+    std::string args;
+    std::string message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"resolve --device_map=auto", "devplace: resolve: --workload is required"},
+           {"resolve --workload=eval", "devplace: resolve: --workload=eval: want training or inference"},
+           {"resolve --workload=inference --convention=bogus", "devplace: resolve: --convention=bogus: want"},
+           {"resolve --workload=inference --local_rank=x", "devplace: resolve: --local_rank=x"},
+           {"resolve --workload=inference --env=1", "devplace: resolve: --env: \"1\" is not K=V"},
+           {"frobnicate", "devplace: unknown command \"frobnicate\""},
+           {"", "devplace: missing command"},
+           {"health --bogus", "devplace: health: unknown flag --bogus"},
+           {"inventory --workload=inference", "devplace: inventory: flag --workload does not apply to this command"},
+           {"health extra", "devplace: health: unexpected argument \"extra\""},
+           {"health --timeout=soon", "devplace: health: --timeout=soon"},
+           {"health --address=unix:", "devplace: health: --address"},
+       }) {
+    const Result r = Run(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << ": " << r.err;
+    EXPECT_THAT(r.err, StartsWith(c.message)) << c.args;
+    EXPECT_THAT(r.err, HasSubstr("--help")) << c.args;
+    EXPECT_EQ(r.out, "") << c.args;
+  }
+}
+
+TEST_F(CliTest, HelpExplainsCommandsAndFlags) {
+  Result r = Run("--help");
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* word : {"Usage: devplace", "resolve", "inventory", "backends", "watch", "health", "probe",
+                           "--address", "--timeout", "--json", "Exit status"}) {
+    EXPECT_THAT(r.out, HasSubstr(word));
+  }
+  r = Run("resolve --help");
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* word : {"Usage: devplace resolve", "DEVICE=$(devplace resolve", "--workload", "--device_map",
+                           "--explain", "--inventory", "--env", "--no_environment", "--address"}) {
+    EXPECT_THAT(r.out, HasSubstr(word));
+  }
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("--host_root")));
+  r = Run("help probe");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.out, HasSubstr("--host_root"));
+}
+
+TEST_F(CliTest, UnreachableDaemonExitsOneWithUnavailable) {
+  for (const char* command : {"health", "inventory", "backends", "watch", "resolve --workload=inference"}) {
+    const Result r = Run(std::string("--address=unix:") + tmp_.path() + "/nothing.sock " + command);
+    EXPECT_EQ(r.exit_code, 1) << command;
+    const std::string name = std::string(command).substr(0, std::string(command).find(' '));
+    EXPECT_THAT(r.err, StartsWith("devplace: " + name + ": UNAVAILABLE: ")) << r.err;
+  }
+}
+
+class CliOnlineTest : public CliTest {
+ protected:
+  std::string Address() const { return "--address=" + server_.target() + " "; }
+  TestServer server_;
+};
+
+TEST_F(CliOnlineTest, ResolveThroughTheDaemon) {
+  Result r = Run(Address() + "resolve --workload=inference --device_map=auto --no_environment");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "cuda:0\n");
+
+  ScopedEnv address("DEVPLACE_ADDRESS", server_.target().c_str());
+  r = Run("resolve --workload=training --no_environment --local_rank=1 --world_size=2 --explain");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "cuda:1\n");
+  EXPECT_THAT(r.err, HasSubstr("T-DIST"));
+  EXPECT_THAT(r.err, HasSubstr("inventory revision: 1"));
+
+  r = Run(Address() + "resolve --workload=inference --device_map=bogus --no_environment");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, StartsWith("devplace: resolve: INVALID_ARGUMENT: device_map"));
+}
+
+TEST_F(CliOnlineTest, InventoryAndBackends) {
+  Result r = Run(Address() + "inventory --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  v1::Inventory inv;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &inv).ok()) << r.out;
+  EXPECT_EQ(inv.revision(), 1u);
+
+  r = Run(Address() + "inventory");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("NVIDIA H100 80GB HBM3"));
+  EXPECT_THAT(r.out, HasSubstr("2/2 usable"));
+
+  r = Run(Address() + "backends");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("torch-npu"));
+  EXPECT_THAT(r.out, HasSubstr("CUDA_VISIBLE_DEVICES"));
+  r = Run(Address() + "backends --json");
+  v1::ListBackendsResponse table;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &table).ok()) << r.out;
+  EXPECT_EQ(table.backends_size(), 11);
+}
+
+TEST_F(CliOnlineTest, HealthExitStatusFollowsServing) {
+  Result r = Run(Address() + "health");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "SERVING\n");
+  server_.SetServing(false);
+  r = Run(Address() + "health");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.out, "NOT_SERVING\n");
+}
+
+TEST_F(CliOnlineTest, WatchPrintsEachRevision) {
+  server_.service().EndWatchesAfter(1, grpc::Status::OK);
+  Result r = Run(Address() + "watch");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, StartsWith("revision 1  probed "));
+  EXPECT_THAT(r.out, HasSubstr("cuda/nvidia READY 2/2"));
+
+  server_.service().EndWatchesAfter(2, grpc::Status(grpc::StatusCode::UNAVAILABLE, "going away"));
+  std::thread refresher([this] {
+    absl::SleepFor(absl::Milliseconds(300));
+    Client(MakeGrpcConnection(server_.target())).Refresh().IgnoreError();
+  });
+  r = Run(Address() + "watch --json");
+  refresher.join();
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "devplace: watch: UNAVAILABLE: going away\n");
+  // Two pretty JSON objects, revisions 1 and 2.
+  const size_t second = r.out.find("\n}\n{");
+  ASSERT_NE(second, std::string::npos) << r.out;
+  v1::Inventory first, next;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out.substr(0, second + 2), &first).ok());
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out.substr(second + 3), &next).ok());
+  EXPECT_EQ(first.revision(), 1u);
+  EXPECT_EQ(next.revision(), 2u);
+}
+
+}  // namespace
+}  // namespace devplace::testing

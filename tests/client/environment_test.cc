@@ -1,0 +1,169 @@
+// ResolveOptions: FromEnvironment over setenv and a fake /dev tree, ToRequest, and the request it
+// builds fed to the real resolver.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "devplace/client.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/placement/backends.h"
+#include "server/placement/resolver.h"
+#include "tests/client/test_server.h"
+
+namespace devplace::testing {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using ::testing::Pair;
+using ::testing::UnorderedElementsAre;
+
+// Clears every placement variable for the test, restoring them afterwards.
+class EnvironmentTest : public ::testing::Test {
+ protected:
+  EnvironmentTest() {
+    for (const std::string& name : PlacementEnvironmentVariables()) {
+      cleared_.push_back(std::make_unique<ScopedEnv>(name, nullptr));
+    }
+  }
+  void Set(const std::string& name, const char* value) {
+    cleared_.push_back(std::make_unique<ScopedEnv>(name, value));
+  }
+
+  TempDir dev_;
+
+ private:
+  std::vector<std::unique_ptr<ScopedEnv>> cleared_;
+};
+
+TEST_F(EnvironmentTest, ListsThePlacementVariablesTheServerReads) {
+  EXPECT_EQ(PlacementEnvironmentVariables().size(), 19u);
+  // Every mask variable of the hardware table is among them.
+  const v1::ListBackendsResponse table = placement::ListBackendsResponse();
+  for (const v1::BackendInfo& row : table.backends()) {
+    for (const std::string& mask : row.mask_variables()) {
+      EXPECT_THAT(PlacementEnvironmentVariables(), ::testing::Contains(mask)) << row.name();
+    }
+  }
+}
+
+TEST_F(EnvironmentTest, CopiesSetVariablesIncludingEmptyOnes) {
+  Set("CUDA_VISIBLE_DEVICES", "1,0");
+  Set("ZE_AFFINITY_MASK", "");  // set but empty: hides every Intel GPU
+  Set("ACCELERATE_USE_CPU", "false");
+  Set("DEVPLACE_UNRELATED", "x");
+  const ResolveOptions options = ResolveOptions::FromEnvironment(dev_.path());
+  EXPECT_THAT(options.env, UnorderedElementsAre(Pair("CUDA_VISIBLE_DEVICES", "1,0"), Pair("ZE_AFFINITY_MASK", ""),
+                                                Pair("ACCELERATE_USE_CPU", "false")));
+  EXPECT_EQ(options.workload, v1::WORKLOAD_UNSPECIFIED);
+  EXPECT_FALSE(options.local_rank.has_value());
+  EXPECT_FALSE(options.world_size.has_value());
+}
+
+TEST_F(EnvironmentTest, LocalRankAndWorldSizeBecomeFields) {
+  Set("LOCAL_RANK", "3");
+  Set("WORLD_SIZE", " 4 ");
+  const ResolveOptions options = ResolveOptions::FromEnvironment(dev_.path());
+  EXPECT_EQ(options.local_rank, 3);
+  EXPECT_EQ(options.world_size, 4);
+  EXPECT_THAT(options.env, IsEmpty());
+}
+
+TEST_F(EnvironmentTest, MalformedRankStaysInEnvForTheServerToReject) {
+  Set("LOCAL_RANK", "abc");
+  Set("WORLD_SIZE", "0");
+  ResolveOptions options = ResolveOptions::FromEnvironment(dev_.path());
+  EXPECT_FALSE(options.local_rank.has_value());
+  EXPECT_FALSE(options.world_size.has_value());
+  EXPECT_THAT(options.env, UnorderedElementsAre(Pair("LOCAL_RANK", "abc"), Pair("WORLD_SIZE", "0")));
+
+  options.workload = v1::WORKLOAD_TRAINING;
+  absl::StatusOr<v1::ResolveDeviceResponse> r =
+      placement::Resolve(FixtureInventory("nvidia-2x-h100"), options.ToRequest());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("env.LOCAL_RANK"));
+}
+
+TEST_F(EnvironmentTest, AccelerateMinusOneRankStaysInEnv) {
+  Set("LOCAL_RANK", "-1");  // Accelerate's "not distributed"
+  const ResolveOptions options = ResolveOptions::FromEnvironment(dev_.path());
+  EXPECT_FALSE(options.local_rank.has_value());
+  EXPECT_THAT(options.env, UnorderedElementsAre(Pair("LOCAL_RANK", "-1")));
+}
+
+TEST_F(EnvironmentTest, ScansAcceleratorDeviceNodes) {
+  for (const char* node : {"nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm", "nvidia-caps/nvidia-cap1",
+                           "dri/renderD128", "dri/card1", "dri/by-path/", "neuron0", "vfio/0", "vfio/vfio",
+                           "accel0", "accel/accel0", "davinci0", "davinci_manager", "cambricon_dev0",
+                           "cambricon_ctl", "mtgpu.0", "null", "sda", "tty0"}) {
+    dev_.Touch(node);
+  }
+  EXPECT_THAT(JobDeviceNodes(dev_.path()),
+              ElementsAre("/dev/accel/accel0", "/dev/accel0", "/dev/cambricon_dev0", "/dev/davinci0",
+                          "/dev/dri/card1", "/dev/dri/renderD128", "/dev/mtgpu.0", "/dev/neuron0", "/dev/nvidia0",
+                          "/dev/nvidia1", "/dev/vfio/0"));
+  const ResolveOptions options = ResolveOptions::FromEnvironment(dev_.path());
+  ASSERT_TRUE(options.job_device_nodes.has_value());
+  EXPECT_EQ(*options.job_device_nodes, JobDeviceNodes(dev_.path()));
+}
+
+TEST_F(EnvironmentTest, NoNodesIsAnEmptyListNotUnknown) {
+  const ResolveOptions options = ResolveOptions::FromEnvironment(dev_.path() + "/missing");
+  ASSERT_TRUE(options.job_device_nodes.has_value());
+  EXPECT_THAT(*options.job_device_nodes, IsEmpty());
+  const v1::ResolveDeviceRequest request = options.ToRequest();
+  EXPECT_TRUE(request.has_job_devices());
+  EXPECT_EQ(request.job_devices().device_nodes_size(), 0);
+}
+
+TEST(ResolveOptionsTest, ToRequestCarriesEveryField) {
+  ResolveOptions options;
+  v1::ResolveDeviceRequest request = options.ToRequest();
+  EXPECT_FALSE(request.has_local_rank());
+  EXPECT_FALSE(request.has_world_size());
+  EXPECT_FALSE(request.has_job_devices());
+  EXPECT_FALSE(request.has_model_size_bytes());
+
+  options.workload = v1::WORKLOAD_INFERENCE;
+  options.convention = v1::CONVENTION_PIPELINE;
+  options.device_map = "0";
+  options.use_cpu = true;
+  options.local_rank = 0;
+  options.world_size = 1;
+  options.env = {{"CUDA_VISIBLE_DEVICES", ""}};
+  options.runtime_backends = {"cuda", "xla"};
+  options.job_device_nodes = std::vector<std::string>{"/dev/nvidia1"};
+  options.strict = true;
+  options.model_size_bytes = 7ull << 30;
+  request = options.ToRequest();
+  EXPECT_EQ(request.workload(), v1::WORKLOAD_INFERENCE);
+  EXPECT_EQ(request.convention(), v1::CONVENTION_PIPELINE);
+  EXPECT_EQ(request.device_map(), "0");
+  EXPECT_TRUE(request.use_cpu());
+  EXPECT_TRUE(request.has_local_rank());
+  EXPECT_EQ(request.local_rank(), 0);
+  EXPECT_EQ(request.world_size(), 1);
+  EXPECT_THAT(request.env(), UnorderedElementsAre(Pair("CUDA_VISIBLE_DEVICES", "")));
+  EXPECT_THAT(request.runtime_backends(), ElementsAre("cuda", "xla"));
+  EXPECT_THAT(request.job_devices().device_nodes(), ElementsAre("/dev/nvidia1"));
+  EXPECT_TRUE(request.strict());
+  EXPECT_EQ(request.model_size_bytes(), 7ull << 30);
+}
+
+TEST_F(EnvironmentTest, ContainerSeeingOneGpuGetsItInItsOwnNumbering) {
+  dev_.Touch("nvidia1");
+  dev_.Touch("nvidiactl");
+  ResolveOptions options = ResolveOptions::FromEnvironment(dev_.path());
+  options.workload = v1::WORKLOAD_INFERENCE;
+  options.device_map = "auto";
+  absl::StatusOr<v1::ResolveDeviceResponse> r =
+      placement::Resolve(FixtureInventory("nvidia-2x-h100"), options.ToRequest());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->device(), "cuda:0");
+  ASSERT_GE(r->placed_size(), 1);
+  EXPECT_EQ(r->placed(0).host_index(), 1);
+}
+
+}  // namespace
+}  // namespace devplace::testing

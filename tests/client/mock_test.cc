@@ -1,0 +1,97 @@
+// How a user tests code that takes a devplace::Client: devplace::MockConnection, no daemon.
+#include <string>
+#include <vector>
+
+#include "devplace/client.h"
+#include "devplace/mock_connection.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+// ---- the user's code ----
+
+// The device a model server should load onto: the daemon's answer for device_map="auto", or cpu
+// when the daemon cannot be asked.
+std::string PickDevice(devplace::Client& client) {
+  devplace::ResolveOptions options;
+  options.workload = devplace::v1::WORKLOAD_INFERENCE;
+  options.device_map = "auto";
+  absl::StatusOr<devplace::v1::ResolveDeviceResponse> answer = client.Resolve(options);
+  if (!answer.ok()) return "cpu";
+  return answer->device();
+}
+
+// The number of usable accelerators, counted at each inventory revision until one has some.
+int WaitForAccelerators(devplace::Client& client) {
+  int usable = 0;
+  absl::Status status = client.Watch(0, [&](const devplace::v1::Inventory& inventory) {
+    usable = 0;
+    for (const devplace::v1::Backend& backend : inventory.backends()) {
+      for (const devplace::v1::Device& device : backend.devices()) usable += device.usable() ? 1 : 0;
+    }
+    return usable == 0;  // keep watching while there is none
+  });
+  return status.ok() ? usable : -1;
+}
+
+// ---- the user's tests ----
+
+namespace {
+
+using ::testing::_;
+using ::testing::AllOf;
+using ::testing::Property;
+using ::testing::Return;
+using ::testing::StrictMock;
+
+TEST(PickDeviceTest, UsesTheDaemonsAnswer) {
+  auto connection = std::make_shared<StrictMock<devplace::MockConnection>>();
+  devplace::v1::ResolveDeviceResponse answer;
+  answer.set_device("cuda:1");
+  EXPECT_CALL(*connection,
+              ResolveDevice(AllOf(Property(&devplace::v1::ResolveDeviceRequest::workload, devplace::v1::WORKLOAD_INFERENCE),
+                                  Property(&devplace::v1::ResolveDeviceRequest::device_map, "auto"))))
+      .WillOnce(Return(answer));
+  devplace::Client client(connection);
+  EXPECT_EQ(PickDevice(client), "cuda:1");
+}
+
+TEST(PickDeviceTest, FallsBackToCpuWhenTheDaemonIsDown) {
+  auto connection = std::make_shared<StrictMock<devplace::MockConnection>>();
+  EXPECT_CALL(*connection, ResolveDevice(_)).WillOnce(Return(absl::UnavailableError("connection refused")));
+  devplace::Client client(connection);
+  EXPECT_EQ(PickDevice(client), "cpu");
+}
+
+TEST(WaitForAcceleratorsTest, WatchesUntilADeviceIsUsable) {
+  auto connection = std::make_shared<StrictMock<devplace::MockConnection>>();
+  EXPECT_CALL(*connection, WatchInventory(0, _))
+      .WillOnce([](uint64_t, const devplace::InventoryCallback& on_inventory) {
+        devplace::v1::Inventory inventory;
+        inventory.set_revision(1);
+        devplace::v1::Device* gpu = inventory.add_backends()->add_devices();
+        if (!on_inventory(inventory)) return absl::OkStatus();  // driver not loaded yet: keep going
+        inventory.set_revision(2);
+        gpu->set_usable(true);
+        EXPECT_FALSE(on_inventory(inventory));
+        return absl::OkStatus();
+      });
+  devplace::Client client(connection);
+  EXPECT_EQ(WaitForAccelerators(client), 1);
+}
+
+TEST(MockConnectionTest, EveryMethodCanBeMocked) {
+  auto connection = std::make_shared<StrictMock<devplace::MockConnection>>();
+  devplace::v1::Inventory inventory;
+  inventory.set_revision(7);
+  EXPECT_CALL(*connection, GetInventory()).WillOnce(Return(inventory));
+  EXPECT_CALL(*connection, RefreshInventory()).WillOnce(Return(absl::InternalError("probe crashed")));
+  EXPECT_CALL(*connection, ListBackends()).WillOnce(Return(devplace::v1::ListBackendsResponse()));
+  EXPECT_CALL(*connection, Health()).WillOnce(Return(false));
+  const devplace::Client client(connection);
+  EXPECT_EQ(client.Inventory()->revision(), 7u);
+  EXPECT_EQ(client.Refresh().status().code(), absl::StatusCode::kInternal);
+  EXPECT_TRUE(client.Backends().ok());
+  EXPECT_FALSE(*client.Health());
+}
+
+}  // namespace
