@@ -1,0 +1,313 @@
+#include "server/inventory/probe_runner.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <optional>
+#include <thread>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+extern char** environ;
+
+namespace devplace::inventory {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How long Run() waits for a SIGKILLed child to be reapable before leaving it to a reaper thread.
+constexpr auto kKillGrace = std::chrono::seconds(1);
+constexpr size_t kReadChunk = 64 * 1024;
+// Stderr quoted in error messages: at most this many lines and characters.
+constexpr int kStderrQuoteLines = 3;
+constexpr size_t kStderrQuoteChars = 400;
+
+std::string ErrnoText(int err) {
+  char buf[256];
+  return strerror_r(err, buf, sizeof(buf));  // GNU variant: returns the message
+}
+
+// Owns one file descriptor.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  Fd& operator=(Fd&& other) noexcept {
+    Reset(std::exchange(other.fd_, -1));
+    return *this;
+  }
+  ~Fd() { Reset(); }
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  void Reset(int fd = -1) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = fd;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// A close-on-exec pipe whose ends are both >= 3, so dup2 onto 1 and 2 in the child can never
+// clobber the other pipe (a daemon may run with fds 0-2 closed).
+absl::Status MakePipe(Fd& read_end, Fd& write_end) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError(absl::StrCat("pipe2: ", ErrnoText(errno)));
+  Fd ends[2] = {Fd(fds[0]), Fd(fds[1])};
+  for (Fd& end : ends) {
+    if (end.get() >= 3) continue;
+    const int moved = fcntl(end.get(), F_DUPFD_CLOEXEC, 3);
+    if (moved < 0) return absl::InternalError(absl::StrCat("fcntl(F_DUPFD_CLOEXEC): ", ErrnoText(errno)));
+    end.Reset(moved);
+  }
+  if (fcntl(ends[0].get(), F_SETFL, O_NONBLOCK) != 0) {
+    return absl::InternalError(absl::StrCat("fcntl(O_NONBLOCK): ", ErrnoText(errno)));
+  }
+  read_end = std::move(ends[0]);
+  write_end = std::move(ends[1]);
+  return absl::OkStatus();
+}
+
+// Spawns argv with stdin=/dev/null, stdout/stderr onto the pipes' write ends, no other fds, default
+// signal dispositions, empty signal mask, in a new process group. Returns the pid.
+absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& argv, int stdout_fd, int stderr_fd) {
+  std::vector<char*> c_argv;
+  c_argv.reserve(argv.size() + 1);
+  for (const std::string& arg : argv) c_argv.push_back(const_cast<char*>(arg.c_str()));
+  c_argv.push_back(nullptr);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawnattr_t attr;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawnattr_init(&attr);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, stdout_fd, STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, stderr_fd, STDERR_FILENO);
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+  sigset_t empty, all;
+  sigemptyset(&empty);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &empty);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+
+  pid_t pid = -1;
+  const int err = posix_spawn(&pid, c_argv[0], &actions, &attr, c_argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (err != 0) {
+    return absl::FailedPreconditionError(absl::StrCat("cannot start probe ", argv[0], ": ", ErrnoText(err)));
+  }
+  return pid;
+}
+
+// Sleeps a little (backing off from 1 ms to 20 ms) but never past `until`.
+void Nap(std::chrono::milliseconds& backoff, Clock::time_point until) {
+  const auto now = Clock::now();
+  if (now >= until) return;
+  std::this_thread::sleep_for(std::min<Clock::duration>(backoff, until - now));
+  backoff = std::min(backoff * 2, std::chrono::milliseconds(20));
+}
+
+// Whether the child has exited (left unreaped: WNOWAIT keeps its pid, and so its process group
+// id, from being reused until we reap it). ECHILD (someone else reaped it, e.g. SIGCHLD ignored)
+// counts as exited.
+bool HasExited(pid_t pid) {
+  for (;;) {
+    siginfo_t info{};
+    if (waitid(P_PID, pid, &info, WEXITED | WNOHANG | WNOWAIT) == 0) return info.si_pid == pid;
+    if (errno == EINTR) continue;
+    return true;
+  }
+}
+
+// Kills the child's process group, then reaps the child. Returns its wait status, or nullopt when
+// it was reaped elsewhere or did not die within kKillGrace (then a detached thread reaps it when
+// it finally dies, so it never stays a zombie).
+std::optional<int> KillAndReap(pid_t pid) {
+  kill(-pid, SIGKILL);  // the group: the child and any grandchild still holding our pipes
+  const auto give_up = Clock::now() + kKillGrace;
+  auto backoff = std::chrono::milliseconds(1);
+  for (;;) {
+    int status = 0;
+    const pid_t rc = waitpid(pid, &status, WNOHANG);
+    if (rc == pid) return status;
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc < 0) return std::nullopt;  // ECHILD: not ours to reap any more
+    if (Clock::now() >= give_up) break;
+    Nap(backoff, give_up);
+  }
+  try {
+    std::thread([pid] {
+      while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+    }).detach();
+  } catch (...) {
+    // No thread to spare: the zombie stays until the process exits. Nothing better to do.
+  }
+  return std::nullopt;
+}
+
+// The first lines of the child's stderr, for an error message; empty when it wrote none.
+std::string StderrQuote(const std::string& text) {
+  std::vector<std::string> lines;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipWhitespace())) {
+    lines.emplace_back(absl::StripAsciiWhitespace(line));
+    if (static_cast<int>(lines.size()) == kStderrQuoteLines) break;
+  }
+  std::string quote = absl::StrJoin(lines, " | ");
+  if (quote.size() > kStderrQuoteChars) quote = absl::StrCat(quote.substr(0, kStderrQuoteChars), "...");
+  return quote.empty() ? "" : absl::StrCat("; stderr: ", quote);
+}
+
+// Why the wait status is a failure, or "" for a clean exit 0.
+std::string ExitProblem(int status) {
+  if (WIFEXITED(status)) {
+    return WEXITSTATUS(status) == 0 ? "" : absl::StrCat("probe exited with code ", WEXITSTATUS(status));
+  }
+  if (WIFSIGNALED(status)) {
+    const char* abbrev = sigabbrev_np(WTERMSIG(status));
+    return absl::StrCat("probe killed by signal ", WTERMSIG(status), abbrev ? absl::StrCat(" (SIG", abbrev, ")") : "");
+  }
+  return absl::StrCat("probe ended with wait status ", status);
+}
+
+absl::StatusOr<v1::Inventory> ParseInventory(const std::string& bytes) {
+  if (bytes.empty()) return absl::InternalError("probe wrote nothing to stdout (expected a serialized devplace.v1.Inventory)");
+  v1::Inventory inventory;
+  // Random bytes often parse as unknown fields; the probe is built from the same proto as the
+  // daemon, so an unknown top-level field means the output is not an Inventory.
+  if (!inventory.ParseFromString(bytes) || !inventory.GetReflection()->GetUnknownFields(inventory).empty()) {
+    return absl::InternalError(
+        absl::StrCat("probe output (", bytes.size(), " bytes) is not a serialized devplace.v1.Inventory"));
+  }
+  return inventory;
+}
+
+}  // namespace
+
+ProbeRunner::ProbeRunner(std::vector<std::string> argv, ProbeRunnerOptions options)
+    : argv_(std::move(argv)), options_(options) {}
+
+ProbeResult ProbeRunner::Run() const {
+  ProbeResult result;
+  const auto start = Clock::now();
+  const auto deadline = start + absl::ToChronoNanoseconds(options_.timeout);
+  auto finish = [&](absl::Status status) {
+    result.duration = absl::FromChrono(Clock::now() - start);
+    result.inventory = std::move(status);
+    return std::move(result);
+  };
+  if (argv_.empty() || argv_[0].empty()) return finish(absl::InvalidArgumentError("empty probe command"));
+
+  Fd out_read, out_write, err_read, err_write;
+  if (absl::Status s = MakePipe(out_read, out_write); !s.ok()) return finish(s);
+  if (absl::Status s = MakePipe(err_read, err_write); !s.ok()) return finish(s);
+  absl::StatusOr<pid_t> spawned = Spawn(argv_, out_write.get(), err_write.get());
+  if (!spawned.ok()) return finish(spawned.status());
+  const pid_t pid = *spawned;
+  out_write.Reset();
+  err_write.Reset();
+
+  // Drain both pipes until EOF on both, the deadline, or too much stdout.
+  std::string out;
+  std::string& err = result.stderr_text;
+  bool timed_out = false;
+  absl::Status failure;
+  std::vector<char> chunk(kReadChunk);
+  char* const buf = chunk.data();
+  while ((out_read.valid() || err_read.valid()) && failure.ok()) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd fds[2];
+    Fd* owners[2];
+    nfds_t n = 0;
+    for (Fd* fd : {&out_read, &err_read}) {
+      if (!fd->valid()) continue;
+      fds[n] = {fd->get(), POLLIN, 0};
+      owners[n++] = fd;
+    }
+    const int ready = poll(fds, n, static_cast<int>(std::min<long long>(left, 1 << 30)));
+    if (ready < 0 && errno != EINTR) failure = absl::InternalError(absl::StrCat("poll: ", ErrnoText(errno)));
+    if (ready <= 0) continue;
+    for (nfds_t i = 0; i < n && failure.ok(); ++i) {
+      if (fds[i].revents == 0) continue;
+      const bool is_stdout = owners[i] == &out_read;
+      for (;;) {
+        const ssize_t got = read(owners[i]->get(), buf, chunk.size());
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        if (got <= 0) {  // EOF, or a read error we treat as EOF
+          owners[i]->Reset();
+          break;
+        }
+        const size_t n_got = static_cast<size_t>(got);
+        if (!is_stdout) {
+          err.append(buf, std::min(n_got, options_.max_stderr_bytes - std::min(err.size(), options_.max_stderr_bytes)));
+        } else if (out.size() + n_got > options_.max_stdout_bytes) {
+          failure = absl::ResourceExhaustedError(
+              absl::StrCat("probe wrote more than ", options_.max_stdout_bytes, " bytes to stdout"));
+          break;
+        } else {
+          out.append(buf, n_got);
+        }
+      }
+    }
+  }
+  out_read.Reset();
+  err_read.Reset();
+
+  // Both pipes closed: wait (still under the deadline) for the child itself to exit.
+  if (!timed_out && failure.ok()) {
+    auto backoff = std::chrono::milliseconds(1);
+    while (!HasExited(pid)) {
+      if (Clock::now() >= deadline) {
+        timed_out = true;
+        break;
+      }
+      Nap(backoff, deadline);
+    }
+  }
+  const std::optional<int> status = KillAndReap(pid);
+
+  if (timed_out) {
+    return finish(absl::DeadlineExceededError(
+        absl::StrCat("probe timed out after ", absl::ToInt64Milliseconds(options_.timeout), " ms (", argv_[0],
+                     ", killed)", StderrQuote(err))));
+  }
+  if (!failure.ok()) return finish(failure);
+  if (status.has_value()) {
+    if (std::string problem = ExitProblem(*status); !problem.empty()) {
+      return finish(absl::InternalError(absl::StrCat(problem, " (", argv_[0], ")", StderrQuote(err))));
+    }
+  }
+  absl::StatusOr<v1::Inventory> parsed = ParseInventory(out);
+  result.duration = absl::FromChrono(Clock::now() - start);
+  if (!parsed.ok()) {
+    result.inventory = absl::Status(parsed.status().code(), absl::StrCat(parsed.status().message(), StderrQuote(err)));
+  } else {
+    result.inventory = std::move(parsed);
+  }
+  return result;
+}
+
+}  // namespace devplace::inventory
