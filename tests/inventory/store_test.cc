@@ -1,0 +1,410 @@
+// InventoryStore with real probe processes: revisions on fixture hosts, last-good snapshots across
+// every kind of probe failure, coalesced refreshes, subscribers, the augment hook and the timer.
+#include "server/inventory/store.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/inventory/child_util.h"
+#include "tests/probe/test_util.h"
+
+namespace devplace::testing {
+namespace {
+
+using inventory::InventoryStore;
+using inventory::StoreOptions;
+using inventory::ProbeOutcome;
+using inventory::SameContent;
+using inventory::Snapshot;
+using ::testing::HasSubstr;
+
+StoreOptions ProbeOf(const std::string& host_root) {
+  StoreOptions options;
+  options.probe_command = ProbeCommand(host_root);
+  return options;
+}
+
+// Collects what a subscriber was given.
+class Recorder {
+ public:
+  InventoryStore::Callback callback() {
+    return [this](const Snapshot& s) {
+      absl::MutexLock lock(&mu_);
+      seen_.push_back(s);
+    };
+  }
+  std::vector<Snapshot> seen() const {
+    absl::MutexLock lock(&mu_);
+    return seen_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::vector<Snapshot> seen_;
+};
+
+// Polls `done` every 5 ms for up to `within`.
+template <typename F>
+bool Eventually(F done, absl::Duration within = absl::Seconds(5)) {
+  const absl::Time give_up = absl::Now() + within;
+  while (!done()) {
+    if (absl::Now() > give_up) return false;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return true;
+}
+
+TEST(SameContentTest, IgnoresRevisionTimestampAndDurationsOnly) {
+  v1::Inventory a;
+  a.mutable_host()->set_hostname("h");
+  a.add_probe_reports()->set_name("pci");
+  v1::Inventory b = a;
+  b.set_revision(7);
+  b.mutable_probed_at()->set_seconds(123);
+  b.mutable_probe_reports(0)->set_duration_ms(42);
+  EXPECT_TRUE(SameContent(a, b));
+  b.mutable_host()->set_memory_available_bytes(1);
+  EXPECT_FALSE(SameContent(a, b));
+  b = a;
+  b.mutable_probe_reports(0)->set_message("found 1 device");
+  EXPECT_FALSE(SameContent(a, b));
+}
+
+TEST(InventoryStoreTest, NothingBeforeTheFirstProbe) {
+  InventoryStore store(ProbeOf(HostDir("cpu-only")));
+  EXPECT_EQ(store.Current(), nullptr);
+  EXPECT_EQ(store.LastOutcome().status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(store.LastOutcome().finished_at, absl::InfinitePast());
+  EXPECT_FALSE(store.LastError().has_value());
+}
+
+TEST(InventoryStoreTest, SameHostTwiceKeepsTheRevision) {
+  InventoryStore store(ProbeOf(HostDir("nvidia-2x-h100")));
+  Recorder recorder;
+  store.Subscribe(recorder.callback());
+  const absl::Time before = absl::Now();
+  absl::StatusOr<Snapshot> first = store.Refresh();
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ((*first)->revision(), 1u);
+  EXPECT_EQ(store.Current(), *first);
+  const absl::Time probed_at = absl::FromUnixSeconds((*first)->probed_at().seconds()) +
+                               absl::Nanoseconds((*first)->probed_at().nanos());
+  EXPECT_GE(probed_at, before - absl::Seconds(1));
+  EXPECT_LE(probed_at, absl::Now() + absl::Seconds(1));
+
+  absl::StatusOr<Snapshot> second = store.Refresh();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ((*second)->revision(), 1u);
+  EXPECT_TRUE(SameContent(**first, **second));
+  // Republished with a fresh timestamp, but subscribers hear only about the first revision.
+  EXPECT_EQ(store.Current(), *second);
+  EXPECT_GE((*second)->probed_at().seconds(), (*first)->probed_at().seconds());
+  ASSERT_EQ(recorder.seen().size(), 1u);
+  EXPECT_EQ(recorder.seen()[0], *first);
+
+  const ProbeOutcome outcome = store.LastOutcome();
+  EXPECT_TRUE(outcome.status.ok());
+  EXPECT_EQ(outcome.revision, 1u);
+  EXPECT_FALSE(outcome.changed);
+  EXPECT_GT(outcome.duration, absl::ZeroDuration());
+  EXPECT_GE(outcome.finished_at, before);
+}
+
+TEST(InventoryStoreTest, ChangedHostBumpsTheRevisionAndNotifiesOnce) {
+  ScratchHost host("nvidia-2x-h100");
+  InventoryStore store(ProbeOf(host.dir()));
+  ASSERT_TRUE(store.Refresh().ok());
+  const Snapshot first = store.Current();
+  Recorder recorder;
+  Snapshot at_subscription;
+  store.Subscribe(recorder.callback(), &at_subscription);
+  EXPECT_EQ(at_subscription, first);
+
+  host.Remove("dev/nvidia1");
+  absl::StatusOr<Snapshot> second = store.Refresh();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ((*second)->revision(), 2u);
+  EXPECT_TRUE(store.LastOutcome().changed);
+  const v1::Backend* cuda = FindRow(**second, v1::ROW_CUDA_NVIDIA);
+  ASSERT_NE(cuda, nullptr);
+  ASSERT_EQ(cuda->devices_size(), 2);
+  EXPECT_FALSE(cuda->devices(1).device_nodes_present());
+  // The first snapshot is immutable and still says what it said.
+  EXPECT_EQ(first->revision(), 1u);
+  EXPECT_TRUE(FindRow(*first, v1::ROW_CUDA_NVIDIA)->devices(1).device_nodes_present());
+
+  ASSERT_TRUE(store.Refresh().ok());  // unchanged again
+  ASSERT_EQ(recorder.seen().size(), 1u);
+  EXPECT_EQ(recorder.seen()[0], *second);
+  EXPECT_EQ(store.Current()->revision(), 2u);
+}
+
+// A probe whose behaviour a file selects, so one store can see a good probe, then a bad one.
+class SwitchableProbe {
+ public:
+  explicit SwitchableProbe(const std::string& host_root) {
+    const std::string probe = ShellQuote(ProbeBinary()) + " --host_root=" + ShellQuote(host_root);
+    mode_file_ = dir_.Write("mode", "ok");
+    grandchild_pid_file_ = dir_.File("grandchild.pid");
+    command_ = dir_.Script("probe.sh", absl::StrCat(  //
+        "case \"$(cat ", ShellQuote(mode_file_), ")\" in\n",
+        "  ok) exec ", probe, " ;;\n",
+        "  hang) echo 'nvmlInit hangs' >&2; sleep 1000 ;;\n",
+        "  crash) echo 'segfault in libnvidia-ml' >&2; kill -SEGV $$ ;;\n",
+        "  exit3) echo 'cannot read /sys/bus/pci' >&2; exit 3 ;;\n",
+        "  garbage) printf 'garbage\\n' ;;\n",
+        "  empty) exit 0 ;;\n",
+        "  grandchild) sleep 1000 & echo $! > ", ShellQuote(grandchild_pid_file_), "; exit 0 ;;\n",
+        "esac"));
+  }
+  void Set(const std::string& mode) const { dir_.Write("mode", mode); }
+  const std::vector<std::string>& command() const { return command_; }
+  std::string grandchild_pid_file() const { return grandchild_pid_file_; }
+
+ private:
+  TempDir dir_;
+  std::string mode_file_;
+  std::string grandchild_pid_file_;
+  std::vector<std::string> command_;
+};
+
+struct FailureCase {
+  std::string mode;
+  absl::StatusCode code;
+  std::string message;
+};
+
+void PrintTo(const FailureCase& c, std::ostream* os) { *os << c.mode; }
+
+class ProbeFailureTest : public ::testing::TestWithParam<FailureCase> {};
+
+TEST_P(ProbeFailureTest, KeepsTheLastGoodSnapshot) {
+  const FailureCase& c = GetParam();
+  SwitchableProbe probe(HostDir("amd-2x-mi210"));
+  StoreOptions options;
+  options.probe_command = probe.command();
+  // Long enough for the real probe (tens of ms) on a loaded machine, short for the hang cases.
+  options.probe_timeout = absl::Seconds(1);
+  InventoryStore store(options);
+  Recorder recorder;
+  store.Subscribe(recorder.callback());
+  absl::StatusOr<Snapshot> good = store.Refresh();
+  ASSERT_TRUE(good.ok()) << good.status();
+  ASSERT_EQ((*good)->revision(), 1u);
+
+  probe.Set(c.mode);
+  const absl::Time start = absl::Now();
+  absl::StatusOr<Snapshot> failed = store.Refresh();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), c.code) << failed.status();
+  EXPECT_THAT(failed.status().message(), HasSubstr(c.message));
+  EXPECT_EQ(store.Current(), *good);
+  EXPECT_EQ(store.Current()->revision(), 1u);
+  const ProbeOutcome outcome = store.LastOutcome();
+  EXPECT_EQ(outcome.status, failed.status());
+  EXPECT_EQ(outcome.revision, 1u);
+  EXPECT_FALSE(outcome.changed);
+  ASSERT_TRUE(store.LastError().has_value());
+  EXPECT_EQ(store.LastError()->status, failed.status());
+  EXPECT_TRUE(NoChildren());
+  if (c.mode == "grandchild") {
+    int pid = 0;
+    ASSERT_TRUE(absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFile(probe.grandchild_pid_file())), &pid));
+    EXPECT_TRUE(ProcessDead(pid, absl::Seconds(3)));
+  }
+
+  // Healthy again: same content, so the same revision, and the failure is still on record.
+  probe.Set("ok");
+  absl::StatusOr<Snapshot> again = store.Refresh();
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ((*again)->revision(), 1u);
+  EXPECT_TRUE(store.LastOutcome().status.ok());
+  EXPECT_EQ(store.LastError()->status, failed.status());
+  EXPECT_EQ(recorder.seen().size(), 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Modes, ProbeFailureTest,
+    ::testing::Values(FailureCase{"hang", absl::StatusCode::kDeadlineExceeded, "probe timed out after 1000 ms"},
+                      FailureCase{"crash", absl::StatusCode::kInternal, "segfault in libnvidia-ml"},
+                      FailureCase{"exit3", absl::StatusCode::kInternal, "exited with code 3"},
+                      FailureCase{"garbage", absl::StatusCode::kInternal, "not a serialized devplace.v1.Inventory"},
+                      FailureCase{"empty", absl::StatusCode::kInternal, "wrote nothing"},
+                      FailureCase{"grandchild", absl::StatusCode::kDeadlineExceeded, "timed out"}),
+    [](const ::testing::TestParamInfo<FailureCase>& info) { return info.param.mode; });
+
+TEST(InventoryStoreTest, OutputWithoutTheCpuRowIsRejected) {
+  TempDir dir;
+  v1::Inventory stranger;
+  stranger.mutable_host()->set_hostname("not-from-devplace-probe");
+  const std::string file = dir.Write("stranger.bin", stranger.SerializeAsString());
+  StoreOptions options;
+  options.probe_command = {"/bin/cat", file};
+  InventoryStore store(options);
+  absl::StatusOr<Snapshot> result = store.Refresh();
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(result.status().message(), HasSubstr("no cpu row"));
+  EXPECT_EQ(store.Current(), nullptr);
+}
+
+// Runs `n` Refresh() calls on a store whose probe script first appends a line to <dir>/runs and
+// then runs `rest`: one call first, the others once that probe has started (so they coalesce).
+// Returns every call's result and leaves the run count in `*runs`.
+std::vector<absl::StatusOr<Snapshot>> RefreshConcurrently(const std::string& rest, size_t n, int* runs) {
+  TempDir dir;
+  const std::string runs_file = dir.File("runs");
+  StoreOptions options;
+  options.probe_command = dir.Script("slow.sh", absl::StrCat("echo run >> ", ShellQuote(runs_file), "\n", rest));
+  InventoryStore store(options);
+  std::vector<absl::StatusOr<Snapshot>> results(n, absl::UnknownError("not run"));
+  std::thread first([&] { results[0] = store.Refresh(); });
+  EXPECT_TRUE(Eventually([&] { return !ReadFile(runs_file).empty(); }));
+  std::vector<std::thread> others;
+  for (size_t i = 1; i < n; ++i) others.emplace_back([&, i] { results[i] = store.Refresh(); });
+  first.join();
+  for (std::thread& t : others) t.join();
+  const std::vector<std::string> lines = absl::StrSplit(ReadFile(runs_file), '\n', absl::SkipEmpty());
+  *runs = static_cast<int>(lines.size());
+  return results;
+}
+
+TEST(InventoryStoreTest, ConcurrentRefreshesShareOneProbeRun) {
+  int runs = 0;
+  const std::vector<absl::StatusOr<Snapshot>> results = RefreshConcurrently(
+      absl::StrCat("sleep 0.5\nexec ", ShellQuote(ProbeBinary()), " --host_root=", ShellQuote(HostDir("cpu-only"))), 8,
+      &runs);
+  EXPECT_EQ(runs, 1);
+  for (const absl::StatusOr<Snapshot>& r : results) {
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(*r, *results[0]);  // the very same snapshot
+    EXPECT_EQ((*r)->revision(), 1u);
+  }
+}
+
+TEST(InventoryStoreTest, ConcurrentRefreshesShareOneFailure) {
+  int runs = 0;
+  const std::vector<absl::StatusOr<Snapshot>> results =
+      RefreshConcurrently("sleep 0.5\necho 'no luck' >&2\nexit 3", 4, &runs);
+  EXPECT_EQ(runs, 1);
+  for (const absl::StatusOr<Snapshot>& r : results) {
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal);
+    EXPECT_THAT(r.status().message(), HasSubstr("no luck"));
+  }
+}
+
+TEST(InventoryStoreTest, UnsubscribedCallbacksAreNotCalled) {
+  ScratchHost host("nvidia-2x-h100");
+  InventoryStore store(ProbeOf(host.dir()));
+  Recorder kept, dropped;
+  store.Subscribe(kept.callback());
+  const InventoryStore::SubscriptionId id = store.Subscribe(dropped.callback());
+  ASSERT_TRUE(store.Refresh().ok());
+  store.Unsubscribe(id);
+  store.Unsubscribe(id);      // unknown now: ignored
+  store.Unsubscribe(987654);  // never known: ignored
+  host.Remove("dev/nvidia0");
+  ASSERT_TRUE(store.Refresh().ok());
+  EXPECT_EQ(kept.seen().size(), 2u);
+  EXPECT_EQ(dropped.seen().size(), 1u);
+  EXPECT_EQ(kept.seen()[1]->revision(), 2u);
+}
+
+TEST(InventoryStoreTest, CallbackMayUnsubscribeButNotRefresh) {
+  InventoryStore store(ProbeOf(HostDir("cpu-only")));
+  absl::Status nested = absl::OkStatus();
+  std::atomic<int> calls{0};
+  InventoryStore::SubscriptionId id = 0;
+  id = store.Subscribe([&](const Snapshot&) {
+    ++calls;
+    nested = store.Refresh().status();
+    EXPECT_NE(store.Current(), nullptr);
+    store.Unsubscribe(id);
+  });
+  ASSERT_TRUE(store.Refresh().ok());
+  EXPECT_EQ(calls.load(), 1);
+  EXPECT_EQ(nested.code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(InventoryStoreTest, AugmentHookMergesBeforePublishing) {
+  StoreOptions options = ProbeOf(HostDir("cpu-only"));
+  std::atomic<bool> fail{false};
+  options.augment = [&](v1::Inventory& fresh) {
+    if (fail) return absl::UnavailableError("torch probe not ready");
+    fresh.mutable_torch()->set_probed(true);
+    fresh.mutable_torch()->set_version("1.13.0");
+    return absl::OkStatus();
+  };
+  InventoryStore store(options);
+  absl::StatusOr<Snapshot> snapshot = store.Refresh();
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  EXPECT_TRUE((*snapshot)->torch().probed());
+  EXPECT_EQ((*snapshot)->torch().version(), "1.13.0");
+  fail = true;
+  EXPECT_EQ(store.Refresh().status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(store.Current(), *snapshot);
+}
+
+TEST(InventoryStoreTest, TimerRefreshesAndStopsPromptlyDuringItsWait) {
+  InventoryStore store(ProbeOf(HostDir("cpu-only")));
+  store.Start(absl::Hours(1));
+  ASSERT_TRUE(Eventually([&] { return store.Current() != nullptr; }));
+  const absl::Time start = absl::Now();
+  store.Stop();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  store.Stop();  // idempotent
+  EXPECT_EQ(store.Current()->revision(), 1u);
+}
+
+TEST(InventoryStoreTest, TimerKeepsRefreshing) {
+  InventoryStore store(ProbeOf(HostDir("cpu-only")));
+  store.Start(absl::Milliseconds(20));
+  ASSERT_TRUE(Eventually([&] { return store.Current() != nullptr; }));
+  const absl::Time first = store.LastOutcome().finished_at;
+  ASSERT_TRUE(Eventually([&] { return store.LastOutcome().finished_at > first; }));
+  store.Stop();
+  EXPECT_EQ(store.Current()->revision(), 1u);
+}
+
+TEST(InventoryStoreTest, StopWhileAProbeHangsReturnsByItsDeadline) {
+  TempDir dir;
+  StoreOptions options;
+  options.probe_command = dir.Script("hang.sh", "touch " + ShellQuote(dir.File("started")) + "\nsleep 1000");
+  options.probe_timeout = absl::Milliseconds(300);
+  InventoryStore store(options);
+  store.Start(absl::Hours(1));
+  ASSERT_TRUE(Eventually([&] { return access(dir.File("started").c_str(), F_OK) == 0; }));
+  const absl::Time start = absl::Now();
+  store.Stop();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_EQ(store.Current(), nullptr);
+  EXPECT_EQ(store.LastOutcome().status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(NoChildren());
+}
+
+TEST(InventoryStoreTest, DestructorStopsTheTimer) {
+  auto store = std::make_unique<InventoryStore>(ProbeOf(HostDir("cpu-only")));
+  store->Start(absl::Hours(1));
+  ASSERT_TRUE(Eventually([&] { return store->Current() != nullptr; }));
+  const absl::Time start = absl::Now();
+  store.reset();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+}
+
+}  // namespace
+}  // namespace devplace::testing
