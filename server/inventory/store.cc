@@ -30,6 +30,9 @@ bool SameContent(const v1::Inventory& a, const v1::Inventory& b) {
   differencer.IgnoreField(inventory->FindFieldByNumber(v1::Inventory::kRevisionFieldNumber));
   differencer.IgnoreField(inventory->FindFieldByNumber(v1::Inventory::kProbedAtFieldNumber));
   differencer.IgnoreField(v1::ProbeReport::descriptor()->FindFieldByNumber(v1::ProbeReport::kDurationMsFieldNumber));
+  // Telemetry that moves on every probe: a new value is published, but it is not a new revision.
+  differencer.IgnoreField(v1::Host::descriptor()->FindFieldByNumber(v1::Host::kMemoryAvailableBytesFieldNumber));
+  differencer.IgnoreField(v1::Device::descriptor()->FindFieldByNumber(v1::Device::kMemoryFreeBytesFieldNumber));
   return differencer.Compare(a, b);
 }
 
@@ -123,6 +126,14 @@ absl::StatusOr<Snapshot> InventoryStore::Refresh() {
     last_result_ = result;
     runs_done_ = runs_started_;
     run_done_.SignalAll();
+  }
+  if (options_.on_probe) {
+    ProbeOutcome observed;
+    {
+      absl::ReaderMutexLock lock(&mu_);
+      observed = last_outcome_;
+    }
+    options_.on_probe(observed);
   }
   if (changed) Deliver(published);
   return result;

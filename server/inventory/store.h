@@ -29,20 +29,9 @@ namespace devplace::inventory {
 using Snapshot = std::shared_ptr<const v1::Inventory>;
 
 // Whether two inventories have the same content: equal in everything but `revision`,
-// `probed_at` and the probe reports' `duration_ms` (the contract of Inventory.revision).
+// `probed_at`, the probe reports' `duration_ms` and the telemetry that moves on every probe
+// (`Host.memory_available_bytes`, `Device.memory_free_bytes`): the contract of Inventory.revision.
 bool SameContent(const v1::Inventory& a, const v1::Inventory& b);
-
-struct StoreOptions {
-  // The probe program and its arguments, e.g. {"/usr/libexec/devplace-probe", "--host_root=/"}.
-  std::vector<std::string> probe_command;
-  // Deadline for one probe run (DESIGN.md's --probe_timeout); the probe is killed when it runs out.
-  absl::Duration probe_timeout = absl::Seconds(10);
-  // Optional hook run on each fresh, successfully parsed probe result before it is compared with
-  // the current snapshot and published; e.g. merges the last devplace-torch-probe view into
-  // `torch`. It runs on the refreshing thread, outside the store's lock, one call at a time.
-  // A non-OK status fails the refresh like a failed probe (the last good snapshot stays).
-  std::function<absl::Status(v1::Inventory& fresh)> augment;
-};
 
 // The outcome of one probe run (one Refresh, or one coalesced group of them).
 struct ProbeOutcome {
@@ -56,6 +45,21 @@ struct ProbeOutcome {
   uint64_t revision = 0;
   // Whether this run published a new revision.
   bool changed = false;
+};
+
+struct StoreOptions {
+  // The probe program and its arguments, e.g. {"/usr/libexec/devplace-probe", "--host_root=/"}.
+  std::vector<std::string> probe_command;
+  // Deadline for one probe run (DESIGN.md's --probe_timeout); the probe is killed when it runs out.
+  absl::Duration probe_timeout = absl::Seconds(10);
+  // Optional hook run on each fresh, successfully parsed probe result before it is compared with
+  // the current snapshot and published; e.g. merges the last devplace-torch-probe view into
+  // `torch`. It runs on the refreshing thread, outside the store's lock, one call at a time.
+  // A non-OK status fails the refresh like a failed probe (the last good snapshot stays).
+  std::function<absl::Status(v1::Inventory& fresh)> augment;
+  // Optional observer called after every probe run (success or failure) with its outcome, on the
+  // refreshing thread, outside the store's lock (devplaced logs each probe through it).
+  std::function<void(const ProbeOutcome&)> on_probe;
 };
 
 // Thread-safe: every method may be called from any thread. Readers (Current, LastOutcome) take a

@@ -66,8 +66,9 @@ absl::StatusOr<ProbeOutcome> ProbeMemory(const HostRoot& root, HostFacts& facts)
   facts.host.set_memory_total_bytes(total->second);
   const auto available = fields.find("MemAvailable");
   if (available != fields.end()) facts.host.set_memory_available_bytes(available->second);
-  return Found(absl::StrCat(total->second, " bytes total, ",
-                            facts.host.memory_available_bytes(), " available"));
+  // Only the stable figure: the message is inventory content, and MemAvailable changes constantly.
+  return Found(absl::StrCat(total->second, " bytes total",
+                            available != fields.end() ? ", MemAvailable read" : ", no MemAvailable line"));
 }
 
 absl::StatusOr<ProbeOutcome> ProbeCpu(const HostRoot& root, HostFacts& facts) {

@@ -68,7 +68,7 @@ bool Eventually(F done, absl::Duration within = absl::Seconds(5)) {
   return true;
 }
 
-TEST(SameContentTest, IgnoresRevisionTimestampAndDurationsOnly) {
+TEST(SameContentTest, IgnoresRevisionTimestampDurationsAndTelemetryOnly) {
   v1::Inventory a;
   a.mutable_host()->set_hostname("h");
   a.add_probe_reports()->set_name("pci");
@@ -77,7 +77,11 @@ TEST(SameContentTest, IgnoresRevisionTimestampAndDurationsOnly) {
   b.mutable_probed_at()->set_seconds(123);
   b.mutable_probe_reports(0)->set_duration_ms(42);
   EXPECT_TRUE(SameContent(a, b));
-  b.mutable_host()->set_memory_available_bytes(1);
+  b.mutable_host()->set_memory_available_bytes(1);  // telemetry: not a new revision
+  b.add_backends()->add_devices()->set_memory_free_bytes(5);
+  a.add_backends()->add_devices();
+  EXPECT_TRUE(SameContent(a, b));
+  b.mutable_host()->set_memory_total_bytes(1);
   EXPECT_FALSE(SameContent(a, b));
   b = a;
   b.mutable_probe_reports(0)->set_message("found 1 device");
