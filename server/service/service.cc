@@ -1,0 +1,225 @@
+#include "server/service/service.h"
+
+#include <deque>
+#include <thread>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "server/placement/backends.h"
+#include "server/placement/resolver.h"
+
+namespace devplace::service {
+namespace {
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+const grpc::Status kNoInventory(grpc::StatusCode::UNAVAILABLE,
+                                "no inventory yet: the first probe of this host has not completed");
+
+}  // namespace
+
+// One WatchInventory stream. Kept alive by shared pointers held by itself (until gRPC's OnDone),
+// by the store subscription and by the service's registry, so a store callback that races with
+// the end of the stream never touches freed memory. At most one gRPC operation is started at a
+// time (`writing_`), and StartWrite/Finish are called without holding `mu_`.
+class WatchReactor final : public grpc::ServerWriteReactor<v1::Inventory>,
+                           public std::enable_shared_from_this<WatchReactor> {
+ public:
+  WatchReactor(DevicePlacementService* service, uint64_t known_revision)
+      : service_(service), last_queued_(known_revision) {}
+
+  // Registers with the store and queues the current snapshot. Called once, right after creation.
+  void Start(inventory::InventoryStore& store) {
+    self_ = shared_from_this();
+    std::weak_ptr<WatchReactor> weak = self_;
+    inventory::Snapshot now;  // current at registration; the callback then gets exactly the newer ones
+    subscription_ = store.Subscribe(
+        [weak](const inventory::Snapshot& inv) {
+          if (std::shared_ptr<WatchReactor> w = weak.lock()) w->Push(inv);
+        },
+        &now);
+    store_ = &store;
+    if (now != nullptr) Push(std::move(now));
+  }
+
+  // Queues a snapshot newer than anything queued so far.
+  void Push(std::shared_ptr<const v1::Inventory> inv) {
+    std::shared_ptr<const v1::Inventory> write_now;
+    {
+      absl::MutexLock lock(&mu_);
+      if (finishing_ || inv->revision() <= last_queued_) return;
+      last_queued_ = inv->revision();
+      if (writing_) {
+        queue_.push_back(std::move(inv));
+        return;
+      }
+      writing_ = true;
+      in_flight_ = inv;
+      write_now = std::move(inv);
+    }
+    StartWrite(write_now.get());
+  }
+
+  // Ends the stream with OK (service shutdown).
+  void End() { FinishWith(grpc::Status::OK); }
+
+  void OnWriteDone(bool ok) override {
+    std::shared_ptr<const v1::Inventory> next;
+    bool finish = false;
+    {
+      absl::MutexLock lock(&mu_);
+      writing_ = false;
+      in_flight_.reset();
+      if (!ok) finishing_ = true;  // the client went away
+      if (finishing_) {
+        finish = !finish_called_;
+        finish_called_ = true;
+      } else if (!queue_.empty()) {
+        next = std::move(queue_.front());
+        queue_.pop_front();
+        writing_ = true;
+        in_flight_ = next;
+      }
+    }
+    if (finish) Finish(status_);
+    if (next) StartWrite(next.get());
+  }
+
+  void OnCancel() override { FinishWith(grpc::Status::CANCELLED); }
+
+  void OnDone() override {
+    if (store_ != nullptr) store_->Unsubscribe(subscription_);
+    service_->Forget(this);
+    std::shared_ptr<WatchReactor> last = std::move(self_);  // may destroy *this on scope exit
+  }
+
+ private:
+  void FinishWith(const grpc::Status& status) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (finishing_) return;
+      finishing_ = true;
+      status_ = status;
+      if (writing_ || finish_called_) return;  // OnWriteDone finishes
+      finish_called_ = true;
+    }
+    Finish(status);
+  }
+
+  DevicePlacementService* const service_;
+  inventory::InventoryStore* store_ = nullptr;
+  uint64_t subscription_ = 0;
+  std::shared_ptr<WatchReactor> self_;
+  absl::Mutex mu_;
+  uint64_t last_queued_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::shared_ptr<const v1::Inventory>> queue_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const v1::Inventory> in_flight_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finishing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finish_called_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status status_ ABSL_GUARDED_BY(mu_);
+};
+
+DevicePlacementService::DevicePlacementService(inventory::InventoryStore& store) : store_(store) {}
+
+DevicePlacementService::~DevicePlacementService() { Shutdown(absl::Seconds(0)); }
+
+grpc::ServerUnaryReactor* DevicePlacementService::ResolveDevice(grpc::CallbackServerContext* ctx,
+                                                                const v1::ResolveDeviceRequest* request,
+                                                                v1::ResolveDeviceResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  std::shared_ptr<const v1::Inventory> snapshot = store_.Current();
+  if (snapshot == nullptr) {
+    reactor->Finish(kNoInventory);
+    return reactor;
+  }
+  absl::StatusOr<v1::ResolveDeviceResponse> answer = placement::Resolve(*snapshot, *request);
+  if (answer.ok()) *response = std::move(*answer);
+  reactor->Finish(ToGrpc(answer.status()));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* DevicePlacementService::GetInventory(grpc::CallbackServerContext* ctx,
+                                                               const v1::GetInventoryRequest*,
+                                                               v1::Inventory* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  std::shared_ptr<const v1::Inventory> snapshot = store_.Current();
+  if (snapshot == nullptr) {
+    reactor->Finish(kNoInventory);
+    return reactor;
+  }
+  *response = *snapshot;
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* DevicePlacementService::ListBackends(grpc::CallbackServerContext* ctx,
+                                                               const v1::ListBackendsRequest*,
+                                                               v1::ListBackendsResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  *response = placement::ListBackendsResponse();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* DevicePlacementService::RefreshInventory(grpc::CallbackServerContext* ctx,
+                                                                   const v1::RefreshInventoryRequest*,
+                                                                   v1::Inventory* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) {
+      reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "devplaced is shutting down"));
+      return reactor;
+    }
+    ++refreshes_in_flight_;
+  }
+  // The probe takes up to --probe_timeout: wait for it off the gRPC threads.
+  std::thread([this, reactor, response] {
+    absl::StatusOr<std::shared_ptr<const v1::Inventory>> fresh = store_.Refresh();
+    if (fresh.ok()) *response = **fresh;
+    reactor->Finish(ToGrpc(fresh.status()));
+    absl::MutexLock lock(&mu_);
+    --refreshes_in_flight_;
+  }).detach();
+  return reactor;
+}
+
+grpc::ServerWriteReactor<v1::Inventory>* DevicePlacementService::WatchInventory(
+    grpc::CallbackServerContext*, const v1::WatchInventoryRequest* request) {
+  auto watch = std::make_shared<WatchReactor>(this, request->known_revision());
+  bool refuse;
+  {
+    absl::MutexLock lock(&mu_);
+    refuse = shutting_down_;
+    if (!refuse) watches_.insert(watch.get());
+  }
+  watch->Start(store_);
+  if (refuse) watch->End();
+  return watch.get();
+}
+
+void DevicePlacementService::Forget(WatchReactor* watch) {
+  absl::MutexLock lock(&mu_);
+  watches_.erase(watch);
+}
+
+void DevicePlacementService::Shutdown(absl::Duration grace) {
+  std::vector<std::shared_ptr<WatchReactor>> ending;
+  {
+    absl::MutexLock lock(&mu_);
+    shutting_down_ = true;
+    for (WatchReactor* w : watches_) {
+      if (std::shared_ptr<WatchReactor> alive = w->weak_from_this().lock()) ending.push_back(std::move(alive));
+    }
+  }
+  for (const std::shared_ptr<WatchReactor>& w : ending) w->End();
+  absl::MutexLock lock(&mu_);
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return refreshes_in_flight_ == 0; };
+  mu_.AwaitWithTimeout(absl::Condition(&idle), grace);
+}
+
+}  // namespace devplace::service

@@ -1,0 +1,112 @@
+#include "tests/integration/daemon_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <regex>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+extern char** environ;
+
+namespace devplace::testing {
+
+TempDir::TempDir() {
+  char tmpl[] = "/tmp/devplace-it-XXXXXX";
+  const char* made = mkdtemp(tmpl);
+  if (made == nullptr) abort();
+  path_ = made;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+DaemonProcess::DaemonProcess(const std::string& dir, const std::vector<std::string>& extra_flags) {
+  socket_path_ = dir + "/d.sock";
+  unix_target_ = "unix:" + socket_path_;
+  std::vector<std::string> args = {DEVPLACE_DAEMON_BINARY, absl::StrCat("--listen=", unix_target_, ",127.0.0.1:0")};
+  args.insert(args.end(), extra_flags.begin(), extra_flags.end());
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) != 0) abort();
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 2);
+  if (posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ) != 0) {
+    fprintf(stderr, "cannot start %s\n", argv[0]);
+    abort();
+  }
+  posix_spawn_file_actions_destroy(&actions);
+  close(out[1]);
+  reader_ = std::thread([this, fd = out[0]] { ReadLoop(fd); });
+
+  if (!WaitForLog("address=127.0.0.1:", absl::Seconds(20)) || !WaitForLog("address=unix:", absl::Seconds(5))) {
+    fprintf(stderr, "devplaced did not start listening; log:\n%s\n", Log().c_str());
+    abort();
+  }
+  std::smatch m;
+  const std::string log = Log();
+  if (!std::regex_search(log, m, std::regex("address=(127\\.0\\.0\\.1:[0-9]+)"))) abort();
+  tcp_target_ = m[1];
+}
+
+DaemonProcess::~DaemonProcess() {
+  if (!reaped_) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  if (reader_.joinable()) reader_.join();
+}
+
+void DaemonProcess::ReadLoop(int fd) {
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n <= 0) break;
+    absl::MutexLock lock(&mu_);
+    log_.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+}
+
+bool DaemonProcess::WaitForLog(const std::string& needle, absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto found = [this, &needle]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return log_.find(needle) != std::string::npos; };
+  return mu_.AwaitWithTimeout(absl::Condition(&found), timeout);
+}
+
+std::string DaemonProcess::Log() {
+  absl::MutexLock lock(&mu_);
+  return log_;
+}
+
+void DaemonProcess::Signal(int sig) { kill(pid_, sig); }
+
+int DaemonProcess::WaitExit(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    int status = 0;
+    const pid_t r = waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      reaped_ = true;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return -1;
+}
+
+}  // namespace devplace::testing

@@ -1,0 +1,247 @@
+// Integration tests: the real devplaced binary on a temporary unix socket and 127.0.0.1:0,
+// probing fixture host trees through the real devplace-probe child, called over gRPC.
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "devplace/v1/devplace.grpc.pb.h"
+#include "gmock/gmock.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "tests/integration/daemon_process.h"
+
+namespace devplace::testing {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+std::string Fixture(const std::string& name) { return std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/" + name; }
+
+// A copy of a fixture host the test may change.
+std::string CopyFixture(const std::string& name, const std::string& dir) {
+  const std::string dst = dir + "/host";
+  fs::copy(Fixture(name), dst, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+  return dst;
+}
+
+std::string WriteScript(const std::string& dir, const std::string& name, const std::string& body) {
+  const std::string path = dir + "/" + name;
+  std::ofstream(path) << "#!/bin/sh\n" << body << "\n";
+  fs::permissions(path, fs::perms::owner_all);
+  return path;
+}
+
+struct Stubs {
+  explicit Stubs(const std::string& target)
+      : channel(grpc::CreateChannel(target, grpc::InsecureChannelCredentials())),
+        placement(v1::DevicePlacement::NewStub(channel)),
+        health(grpc::health::v1::Health::NewStub(channel)) {}
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::DevicePlacement::Stub> placement;
+  std::unique_ptr<grpc::health::v1::Health::Stub> health;
+};
+
+std::unique_ptr<grpc::ClientContext> Ctx(absl::Duration timeout = absl::Seconds(10)) {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout));
+  return ctx;
+}
+
+bool Serving(Stubs& s) {
+  grpc::health::v1::HealthCheckRequest req;
+  grpc::health::v1::HealthCheckResponse resp;
+  return s.health->Check(Ctx(absl::Seconds(2)).get(), req, &resp).ok() &&
+         resp.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+}
+
+void WaitServing(Stubs& s) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (!Serving(s) && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
+  ASSERT_TRUE(Serving(s)) << "devplaced never became SERVING";
+}
+
+v1::ResolveDeviceRequest Inference(const std::string& device_map) {
+  v1::ResolveDeviceRequest r;
+  r.set_workload(v1::WORKLOAD_INFERENCE);
+  r.set_device_map(device_map);
+  return r;
+}
+
+TEST(Daemon, ServesEveryRpcOverUnixSocketAndTcp) {
+  TempDir dir;
+  DaemonProcess d(dir.path(), {"--host_root=" + Fixture("nvidia-2x-h100")});
+  struct stat st;
+  ASSERT_EQ(stat(d.socket_path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0660u);
+  for (const std::string& target : {d.unix_target(), d.tcp_target()}) {
+    SCOPED_TRACE(target);
+    Stubs s(target);
+    WaitServing(s);
+    v1::ListBackendsResponse backends;
+    ASSERT_TRUE(s.placement->ListBackends(Ctx().get(), {}, &backends).ok());
+    EXPECT_EQ(backends.backends_size(), 11);
+    v1::Inventory inv;
+    ASSERT_TRUE(s.placement->GetInventory(Ctx().get(), {}, &inv).ok());
+    EXPECT_EQ(inv.revision(), 1u);
+    EXPECT_TRUE(inv.has_probed_at());
+    ASSERT_EQ(inv.backends_size(), 2);
+    EXPECT_EQ(inv.backends(1).devices_size(), 2);
+    v1::ResolveDeviceResponse answer;
+    ASSERT_TRUE(s.placement->ResolveDevice(Ctx().get(), Inference("auto"), &answer).ok());
+    EXPECT_EQ(answer.device(), "cuda:0");
+    EXPECT_EQ(answer.devices_size(), 3);
+    EXPECT_EQ(answer.inventory_revision(), 1u);
+    grpc::Status bad = s.placement->ResolveDevice(Ctx().get(), Inference("cuda:01"), &answer);
+    EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(bad.error_message(), HasSubstr("device_map: Invalid device string: 'cuda:01'"));
+    grpc::Status missing = s.placement->ResolveDevice(Ctx().get(), Inference("cuda:5"), &answer);
+    EXPECT_EQ(missing.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_THAT(missing.error_message(), HasSubstr("cuda:0"));
+    v1::Inventory refreshed;
+    ASSERT_TRUE(s.placement->RefreshInventory(Ctx().get(), {}, &refreshed).ok());
+    EXPECT_EQ(refreshed.revision(), 1u);  // same tree, same content, same revision
+    // WatchInventory: the current snapshot first.
+    auto ctx = Ctx();
+    auto reader = s.placement->WatchInventory(ctx.get(), {});
+    v1::Inventory first;
+    ASSERT_TRUE(reader->Read(&first));
+    EXPECT_EQ(first.revision(), 1u);
+    ctx->TryCancel();
+    while (reader->Read(&first)) {
+    }
+  }
+  d.Signal(SIGTERM);
+  EXPECT_EQ(d.WaitExit(absl::Seconds(10)), 0);
+  EXPECT_THAT(d.Log(), HasSubstr("event=probe"));
+  EXPECT_THAT(d.Log(), HasSubstr("event=shutdown signal=SIGTERM"));
+}
+
+TEST(Daemon, WatchSeesNewRevisionAfterTheTreeChangesAndRefresh) {
+  TempDir dir;
+  const std::string host = CopyFixture("nvidia-2x-h100", dir.path());
+  DaemonProcess d(dir.path(), {"--host_root=" + host, "--refresh_interval=0s"});
+  Stubs s(d.unix_target());
+  WaitServing(s);
+  grpc::ClientContext watch_ctx;
+  v1::WatchInventoryRequest from_scratch;
+  auto reader = s.placement->WatchInventory(&watch_ctx, from_scratch);
+  v1::Inventory seen;
+  ASSERT_TRUE(reader->Read(&seen));
+  ASSERT_EQ(seen.revision(), 1u);
+  fs::remove(host + "/dev/nvidia1");  // GPU 1 loses its device node
+  v1::Inventory refreshed;
+  ASSERT_TRUE(s.placement->RefreshInventory(Ctx().get(), {}, &refreshed).ok());
+  EXPECT_EQ(refreshed.revision(), 2u);
+  ASSERT_TRUE(reader->Read(&seen));
+  EXPECT_EQ(seen.revision(), 2u);
+  EXPECT_FALSE(seen.backends(1).devices(1).usable());
+  EXPECT_THAT(seen.backends(1).devices(1).unusable_reason(), HasSubstr("/dev/nvidia1"));
+  // SIGHUP re-probes too.
+  std::ofstream(host + "/dev/nvidia1").close();
+  d.Signal(SIGHUP);
+  ASSERT_TRUE(reader->Read(&seen));
+  EXPECT_EQ(seen.revision(), 3u);
+  EXPECT_TRUE(seen.backends(1).devices(1).usable());
+  watch_ctx.TryCancel();
+  while (reader->Read(&seen)) {
+  }
+}
+
+TEST(Daemon, UnavailableUntilTheFirstProbeThenServing) {
+  TempDir dir;
+  const std::string slow = WriteScript(dir.path(), "slow-probe",
+                                       absl::StrCat("sleep 1.5\nexec ", DEVPLACE_PROBE_BINARY, " \"$@\""));
+  DaemonProcess d(dir.path(), {"--host_root=" + Fixture("cpu-only"), "--probe_command=" + slow});
+  Stubs s(d.tcp_target());
+  v1::ResolveDeviceResponse answer;
+  grpc::Status early = s.placement->ResolveDevice(Ctx().get(), Inference(""), &answer);
+  EXPECT_EQ(early.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(early.error_message(), HasSubstr("no inventory yet"));
+  EXPECT_FALSE(Serving(s));
+  WaitServing(s);
+  ASSERT_TRUE(s.placement->ResolveDevice(Ctx().get(), Inference(""), &answer).ok());
+  EXPECT_EQ(answer.device(), "cpu");
+}
+
+// A probe that works once, then misbehaves as `after` says.
+void ExpectLastGoodSnapshotSurvives(const std::string& after, grpc::StatusCode code, const std::string& words) {
+  TempDir dir;
+  const std::string probe = WriteScript(
+      dir.path(), "flaky-probe",
+      absl::StrCat("if [ -e ", dir.path(), "/ran ]; then\n", after, "\nfi\ntouch ", dir.path(), "/ran\nexec ",
+                   DEVPLACE_PROBE_BINARY, " \"$@\""));
+  DaemonProcess d(dir.path(), {"--host_root=" + Fixture("nvidia-2x-h100"), "--probe_command=" + probe,
+                               "--probe_timeout=500ms", "--refresh_interval=0s"});
+  Stubs s(d.tcp_target());
+  WaitServing(s);
+  const absl::Time start = absl::Now();
+  v1::Inventory inv;
+  grpc::Status refresh = s.placement->RefreshInventory(Ctx().get(), {}, &inv);
+  EXPECT_EQ(refresh.error_code(), code) << refresh.error_message();
+  EXPECT_THAT(refresh.error_message(), HasSubstr(words));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(8));
+  // The daemon keeps answering from the last good snapshot.
+  ASSERT_TRUE(s.placement->GetInventory(Ctx().get(), {}, &inv).ok());
+  EXPECT_EQ(inv.revision(), 1u);
+  EXPECT_EQ(inv.backends(1).devices_size(), 2);
+  v1::ResolveDeviceResponse answer;
+  ASSERT_TRUE(s.placement->ResolveDevice(Ctx().get(), Inference("cuda:1"), &answer).ok());
+  EXPECT_EQ(answer.device(), "cuda:1");
+  EXPECT_TRUE(Serving(s));
+  d.Signal(SIGTERM);
+  EXPECT_EQ(d.WaitExit(absl::Seconds(10)), 0);
+}
+
+TEST(Daemon, HangingProbeIsKilledAndTheLastGoodSnapshotStays) {
+  ExpectLastGoodSnapshotSurvives("sleep 1000", grpc::StatusCode::DEADLINE_EXCEEDED, "timed out");
+}
+
+TEST(Daemon, CrashingProbeIsReportedAndTheLastGoodSnapshotStays) {
+  ExpectLastGoodSnapshotSurvives("echo 'probe blew up' >&2; kill -SEGV $$", grpc::StatusCode::INTERNAL, "signal");
+}
+
+TEST(Daemon, GarbageFromTheProbeIsReportedAndTheLastGoodSnapshotStays) {
+  ExpectLastGoodSnapshotSurvives("echo 'this is not an inventory'; exit 0", grpc::StatusCode::INTERNAL, "Inventory");
+}
+
+TEST(Daemon, SigtermDuringCallsAndWatchesEndsCleanly) {
+  TempDir dir;
+  const std::string probe = WriteScript(
+      dir.path(), "slow-second-probe",
+      absl::StrCat("if [ -e ", dir.path(), "/ran ]; then sleep 1; fi\ntouch ", dir.path(), "/ran\nexec ",
+                   DEVPLACE_PROBE_BINARY, " \"$@\""));
+  DaemonProcess d(dir.path(), {"--host_root=" + Fixture("amd-2x-mi210"), "--probe_command=" + probe,
+                               "--refresh_interval=0s"});
+  Stubs s(d.unix_target());
+  WaitServing(s);
+  grpc::ClientContext watch_ctx;
+  auto reader = s.placement->WatchInventory(&watch_ctx, {});
+  v1::Inventory seen;
+  ASSERT_TRUE(reader->Read(&seen));
+  grpc::Status refresh_status;
+  std::thread refresh([&] {
+    v1::Inventory inv;
+    refresh_status = s.placement->RefreshInventory(Ctx().get(), {}, &inv);
+  });
+  absl::SleepFor(absl::Milliseconds(200));  // the refresh is waiting on the slow probe
+  d.Signal(SIGTERM);
+  while (reader->Read(&seen)) {
+  }
+  EXPECT_TRUE(reader->Finish().ok()) << "the watch ends cleanly, with OK";
+  refresh.join();
+  EXPECT_TRUE(refresh_status.ok()) << "the in-flight refresh finishes: " << refresh_status.error_message();
+  EXPECT_EQ(d.WaitExit(absl::Seconds(10)), 0);
+  EXPECT_THAT(d.Log(), HasSubstr("event=stopped"));
+}
+
+}  // namespace
+}  // namespace devplace::testing
