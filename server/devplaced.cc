@@ -170,6 +170,10 @@ int Run(int argc, char** argv) {
                   absl::StrJoin(listen, ","));
     return 1;
   }
+  // gRPC's default health service starts out SERVING; say NOT_SERVING until the first inventory.
+  // (A client racing the first microseconds after bind may still see SERVING once.)
+  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  health->SetServingStatus(false);
   for (const std::string& path : unix_paths) {
     if (chmod(path.c_str(), static_cast<mode_t>(socket_mode)) != 0) {
       spdlog::warn("event=chmod_failed path={} error=\"{}\"", path, strerror(errno));
@@ -182,8 +186,6 @@ int Run(int argc, char** argv) {
     }
     spdlog::info("event=listening address={}", bound);
   }
-  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
-  health->SetServingStatus(false);
 
   // Health turns SERVING with the first inventory; every new revision is logged.
   const inventory::InventoryStore::SubscriptionId subscription =
