@@ -55,7 +55,7 @@ namespace devplace {
 namespace {
 
 constexpr char kUsage[] =
-    "devplaced: the devplace daemon. Probes this host's accelerators and answers ResolveDevice, GetInventory,\n"
+    "the devplace daemon. Probes this host's accelerators and answers ResolveDevice, GetInventory,\n"
     "WatchInventory, ListBackends and RefreshInventory over gRPC (package devplace.v1, reflection on,\n"
     "grpc.health.v1 health service). Config file: --flagfile=/etc/devplace/devplaced.flags (one --flag=value\n"
     "per line). Signals: SIGHUP re-probes; SIGTERM/SIGINT stop accepting, finish calls, end watches, exit 0.\n\n"
