@@ -1,9 +1,5 @@
 // The real `devplace` binary: offline probe and resolve, output contracts, exit statuses and
 // messages, and the online commands against the in-process test server.
-#include <sys/wait.h>
-
-#include <cstdio>
-#include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -16,25 +12,14 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "tests/client/test_server.h"
+#include "tests/common/command.h"
+#include "tests/common/temp_dir.h"
 
 namespace devplace::testing {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
-
-struct Result {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
 
 class CliTest : public ::testing::Test {
  protected:
@@ -47,25 +32,12 @@ class CliTest : public ::testing::Test {
   }
 
   // Runs `devplace <args>` (shell words), capturing stdout and stderr.
-  Result Run(const std::string& args) {
-    const std::string err_path = tmp_.path() + "/stderr";
-    const std::string command = std::string(DEVPLACE_CLI_BINARY) + " " + args + " 2>" + err_path;
-    Result result;
-    FILE* pipe = popen(command.c_str(), "r");
-    if (pipe == nullptr) return result;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) result.out.append(buf, n);
-    const int status = pclose(pipe);
-    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    result.err = ReadAll(err_path);
-    return result;
-  }
+  CommandResult Run(const std::string& args) { return RunCommand(std::string(DEVPLACE_CLI_BINARY) + " " + args); }
 
   // Saves `devplace probe --json` of a fixture host; returns the file's path.
   std::string SaveInventory(const std::string& host) {
     const std::string path = tmp_.path() + "/" + host + ".json";
-    const Result r = Run("probe --json --host_root=" + FixtureHost(host) + " >" + path);
+    const CommandResult r = Run("probe --json --host_root=" + FixtureHost(host) + " >" + path);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return path;
   }
@@ -77,7 +49,7 @@ class CliTest : public ::testing::Test {
 };
 
 TEST_F(CliTest, ProbeJsonParsesAsAnInventory) {
-  const Result r = Run("probe --host_root=" + FixtureHost("nvidia-2x-h100") + " --json");
+  const CommandResult r = Run("probe --host_root=" + FixtureHost("nvidia-2x-h100") + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   v1::Inventory inv;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &inv).ok()) << r.out;
@@ -89,7 +61,7 @@ TEST_F(CliTest, ProbeJsonParsesAsAnInventory) {
 }
 
 TEST_F(CliTest, ProbeTableHasAlignedColumns) {
-  const Result r = Run("probe --host_root=" + FixtureHost("nvidia-2x-h100"));
+  const CommandResult r = Run("probe --host_root=" + FixtureHost("nvidia-2x-h100"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::vector<std::string> lines;
   std::stringstream in(r.out);
@@ -104,14 +76,14 @@ TEST_F(CliTest, ProbeTableHasAlignedColumns) {
 }
 
 TEST_F(CliTest, ProbeWithBadHostRootIsAUsageError) {
-  const Result r = Run("probe --host_root=/nonexistent/devplace");
+  const CommandResult r = Run("probe --host_root=/nonexistent/devplace");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, StartsWith("devplace: probe: --host_root"));
 }
 
 TEST_F(CliTest, OfflineResolvePrintsOnlyTheDevice) {
   const std::string h100 = SaveInventory("nvidia-2x-h100");
-  Result r = Run("resolve --inventory=" + h100 + " --workload=inference --device_map=auto");
+  CommandResult r = Run("resolve --inventory=" + h100 + " --workload=inference --device_map=auto");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "cuda:0\n");
   EXPECT_EQ(r.err, "");
@@ -127,7 +99,7 @@ TEST_F(CliTest, OfflineResolvePrintsOnlyTheDevice) {
 }
 
 TEST_F(CliTest, ExplainGoesToStderrWithRuleIds) {
-  const Result r = Run("resolve --inventory=" + SaveInventory("nvidia-2x-h100") +
+  const CommandResult r = Run("resolve --inventory=" + SaveInventory("nvidia-2x-h100") +
                        " --workload=inference --device_map=auto --explain");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "cuda:0\n");
@@ -138,7 +110,7 @@ TEST_F(CliTest, ExplainGoesToStderrWithRuleIds) {
 
 TEST_F(CliTest, EnvFlagsReachTheResolver) {
   const std::string h100 = SaveInventory("nvidia-2x-h100");
-  Result r = Run("resolve --json --inventory=" + h100 +
+  CommandResult r = Run("resolve --json --inventory=" + h100 +
                  " --workload=inference --device_map=auto --env=CUDA_VISIBLE_DEVICES=1,0");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   v1::ResolveDeviceResponse response;
@@ -161,7 +133,7 @@ TEST_F(CliTest, EnvFlagsReachTheResolver) {
 
 TEST_F(CliTest, ResolveErrorsExitOneWithTheCode) {
   const std::string h100 = SaveInventory("nvidia-2x-h100");
-  Result r = Run("resolve --inventory=" + h100 + " --workload=inference --device_map=cuda:5");
+  CommandResult r = Run("resolve --inventory=" + h100 + " --workload=inference --device_map=cuda:5");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.out, "");
   EXPECT_THAT(r.err, StartsWith("devplace: resolve: FAILED_PRECONDITION: device_map: cuda:5"));
@@ -194,7 +166,7 @@ TEST_F(CliTest, UsageErrorsExitTwo) {
            {"health --timeout=soon", "devplace: health: --timeout=soon"},
            {"health --address=unix:", "devplace: health: --address"},
        }) {
-    const Result r = Run(c.args);
+    const CommandResult r = Run(c.args);
     EXPECT_EQ(r.exit_code, 2) << c.args << ": " << r.err;
     EXPECT_THAT(r.err, StartsWith(c.message)) << c.args;
     EXPECT_THAT(r.err, HasSubstr("--help")) << c.args;
@@ -203,7 +175,7 @@ TEST_F(CliTest, UsageErrorsExitTwo) {
 }
 
 TEST_F(CliTest, HelpExplainsCommandsAndFlags) {
-  Result r = Run("--help");
+  CommandResult r = Run("--help");
   EXPECT_EQ(r.exit_code, 0);
   for (const char* word : {"Usage: devplace", "resolve", "inventory", "backends", "watch", "health", "probe",
                            "--address", "--timeout", "--json", "Exit status"}) {
@@ -223,7 +195,7 @@ TEST_F(CliTest, HelpExplainsCommandsAndFlags) {
 
 TEST_F(CliTest, UnreachableDaemonExitsOneWithUnavailable) {
   for (const char* command : {"health", "inventory", "backends", "watch", "resolve --workload=inference"}) {
-    const Result r = Run(std::string("--address=unix:") + tmp_.path() + "/nothing.sock " + command);
+    const CommandResult r = Run(std::string("--address=unix:") + tmp_.path() + "/nothing.sock " + command);
     EXPECT_EQ(r.exit_code, 1) << command;
     const std::string name = std::string(command).substr(0, std::string(command).find(' '));
     EXPECT_THAT(r.err, StartsWith("devplace: " + name + ": UNAVAILABLE: ")) << r.err;
@@ -237,7 +209,7 @@ class CliOnlineTest : public CliTest {
 };
 
 TEST_F(CliOnlineTest, ResolveThroughTheDaemon) {
-  Result r = Run(Address() + "resolve --workload=inference --device_map=auto --no_environment");
+  CommandResult r = Run(Address() + "resolve --workload=inference --device_map=auto --no_environment");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "cuda:0\n");
 
@@ -254,7 +226,7 @@ TEST_F(CliOnlineTest, ResolveThroughTheDaemon) {
 }
 
 TEST_F(CliOnlineTest, InventoryAndBackends) {
-  Result r = Run(Address() + "inventory --json");
+  CommandResult r = Run(Address() + "inventory --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   v1::Inventory inv;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &inv).ok()) << r.out;
@@ -276,7 +248,7 @@ TEST_F(CliOnlineTest, InventoryAndBackends) {
 }
 
 TEST_F(CliOnlineTest, HealthExitStatusFollowsServing) {
-  Result r = Run(Address() + "health");
+  CommandResult r = Run(Address() + "health");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "SERVING\n");
   server_.SetServing(false);
@@ -287,7 +259,7 @@ TEST_F(CliOnlineTest, HealthExitStatusFollowsServing) {
 
 TEST_F(CliOnlineTest, WatchPrintsEachRevision) {
   server_.service().EndWatchesAfter(1, grpc::Status::OK);
-  Result r = Run(Address() + "watch");
+  CommandResult r = Run(Address() + "watch");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, StartsWith("revision 1  probed "));
   EXPECT_THAT(r.out, HasSubstr("cuda/nvidia READY 2/2"));

@@ -4,8 +4,6 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 
 #include "gtest/gtest.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -101,12 +99,7 @@ grpc::Status TestPlacementService::WatchInventory(grpc::ServerContext* context,
   return grpc::Status::CANCELLED;
 }
 
-TestServer::TestServer(const std::string& fixture_host) {
-  char tmpl[] = "/tmp/devplace-client-test-XXXXXX";
-  const char* dir = mkdtemp(tmpl);
-  if (dir == nullptr) ADD_FAILURE() << "mkdtemp failed";
-  dir_ = dir == nullptr ? "/tmp" : dir;
-  target_ = "unix:" + dir_ + "/devplace.sock";
+TestServer::TestServer(const std::string& fixture_host) : target_("unix:" + dir_.File("devplace.sock")) {
   service_ = std::make_unique<TestPlacementService>(FixtureInventory(fixture_host));
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
@@ -119,33 +112,9 @@ TestServer::TestServer(const std::string& fixture_host) {
 TestServer::~TestServer() {
   if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
   server_.reset();
-  std::error_code ec;
-  std::filesystem::remove_all(dir_, ec);
 }
 
 void TestServer::SetServing(bool serving) { server_->GetHealthCheckService()->SetServingStatus(serving); }
-
-TempDir::TempDir() {
-  char tmpl[] = "/tmp/devplace-client-XXXXXX";
-  const char* dir = mkdtemp(tmpl);
-  if (dir == nullptr) ADD_FAILURE() << "mkdtemp failed";
-  path_ = dir == nullptr ? "/tmp/devplace-client-failed" : dir;
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
-}
-
-void TempDir::Touch(const std::string& rel) const {
-  const std::filesystem::path path = std::filesystem::path(path_) / rel;
-  if (!rel.empty() && rel.back() == '/') {
-    std::filesystem::create_directories(path);
-    return;
-  }
-  std::filesystem::create_directories(path.parent_path());
-  std::ofstream(path.string()).flush();
-}
 
 ScopedEnv::ScopedEnv(const std::string& name, const char* value) : name_(name) {
   if (const char* old = std::getenv(name.c_str())) {

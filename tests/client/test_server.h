@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "devplace/v1/devplace.grpc.pb.h"
 #include "grpcpp/server.h"
+#include "tests/common/temp_dir.h"
 
 namespace devplace::testing {
 
@@ -78,32 +79,16 @@ class TestServer {
   // "unix:<dir>/devplace.sock".
   const std::string& target() const { return target_; }
   // The temporary directory holding the socket.
-  const std::string& dir() const { return dir_; }
+  const std::string& dir() const { return dir_.path(); }
   TestPlacementService& service() { return *service_; }
   // Sets what the health service answers for "" (the whole server).
   void SetServing(bool serving);
 
  private:
-  std::string dir_;
+  TempDir dir_;  // destroyed last, after the server
   std::string target_;
   std::unique_ptr<TestPlacementService> service_;
   std::unique_ptr<grpc::Server> server_;
-};
-
-// A fresh temporary directory, removed with its contents on destruction.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  // Creates <path>/<rel> as an empty file (and its parent directories); a trailing '/' makes a
-  // directory instead.
-  void Touch(const std::string& rel) const;
-
- private:
-  std::string path_;
 };
 
 // Sets (value) or unsets (nullptr) an environment variable for the scope; restores it after.

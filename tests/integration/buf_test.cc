@@ -1,8 +1,6 @@
 // Reflection and health checked with a client nobody here wrote: `buf curl` (npm @bufbuild/buf,
 // installed by scripts/setup into .tools/) talks to the real devplaced through server reflection.
 #include <signal.h>
-#include <stdio.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <string>
@@ -14,6 +12,8 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "tests/common/command.h"
+#include "tests/common/temp_dir.h"
 #include "tests/integration/daemon_process.h"
 
 namespace devplace::testing {
@@ -21,23 +21,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-struct ShellResult {
-  int exit_code;
-  std::string out;
-};
-
-// Runs a shell command; returns its exit status and stdout+stderr.
-ShellResult Shell(const std::string& command) {
-  ShellResult r{-1, ""};
-  FILE* p = popen((command + " 2>&1").c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+// Runs a shell command; `out` is its stdout and stderr as one stream (2>&1).
+CommandResult Shell(const std::string& command) { return RunCommand(command + " 2>&1"); }
 
 class BufCurl : public ::testing::Test {
  protected:
@@ -53,13 +38,13 @@ TEST_F(BufCurl, ListsTheServiceMethodsAndCallsGetInventoryThroughReflection) {
   TempDir dir;
   DaemonProcess d(dir.path(), {"--host_root=" + std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/nvidia-2x-h100"});
   const std::string base = "http://" + d.tcp_target();
-  ShellResult methods = Shell(Curl(base, "--list-methods"));
+  CommandResult methods = Shell(Curl(base, "--list-methods"));
   ASSERT_EQ(methods.exit_code, 0) << methods.out;
   for (const char* m : {"ResolveDevice", "GetInventory", "WatchInventory", "ListBackends", "RefreshInventory"}) {
     EXPECT_THAT(methods.out, HasSubstr(absl::StrCat("devplace.v1.DevicePlacement/", m)));
   }
   // Health first: the inventory exists once it says SERVING.
-  ShellResult health;
+  CommandResult health;
   for (int i = 0; i < 100; ++i) {
     health = Shell(Curl(base + "/grpc.health.v1.Health/Check", ""));
     if (health.out.find("SERVING") != std::string::npos && health.out.find("NOT_SERVING") == std::string::npos) break;
@@ -69,7 +54,7 @@ TEST_F(BufCurl, ListsTheServiceMethodsAndCallsGetInventoryThroughReflection) {
   EXPECT_THAT(health.out, HasSubstr("\"status\": \"SERVING\""));
 
   // GetInventory through reflection alone returns the same inventory as the generated stub.
-  ShellResult json = Shell(Curl(base + "/devplace.v1.DevicePlacement/GetInventory", "-d '{}'"));
+  CommandResult json = Shell(Curl(base + "/devplace.v1.DevicePlacement/GetInventory", "-d '{}'"));
   ASSERT_EQ(json.exit_code, 0) << json.out;
   v1::Inventory via_buf;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json.out, &via_buf).ok()) << json.out;
@@ -82,7 +67,7 @@ TEST_F(BufCurl, ListsTheServiceMethodsAndCallsGetInventoryThroughReflection) {
   EXPECT_EQ(via_buf.backends(1).devices(1).pci_bus_id(), "0000:9a:00.0");
 
   // The unix socket too, and an error comes back as buf's exit status (code x 8).
-  ShellResult bad = Shell(absl::StrCat(DEVPLACE_BUF, " curl --protocol grpc --http2-prior-knowledge --unix-socket ",
+  CommandResult bad = Shell(absl::StrCat(DEVPLACE_BUF, " curl --protocol grpc --http2-prior-knowledge --unix-socket ",
                                d.socket_path(), " http://localhost/devplace.v1.DevicePlacement/ResolveDevice",
                                " -d '{\"workload\": \"WORKLOAD_INFERENCE\", \"device_map\": \"cuda:01\"}'"));
   EXPECT_EQ(bad.exit_code, 3 * 8) << bad.out;  // INVALID_ARGUMENT

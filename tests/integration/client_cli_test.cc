@@ -1,8 +1,6 @@
 // Every RPC of the real devplaced through libdevplace (devplace::Client) and through the
 // `devplace` CLI, over the unix socket and TCP.
 #include <signal.h>
-#include <stdio.h>
-#include <sys/wait.h>
 
 #include <string>
 
@@ -11,6 +9,8 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "tests/common/command.h"
+#include "tests/common/temp_dir.h"
 #include "tests/integration/daemon_process.h"
 
 namespace devplace::testing {
@@ -21,32 +21,10 @@ using ::testing::StartsWith;
 
 std::string Host(const std::string& name) { return std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/" + name; }
 
-struct Cli {
-  int exit_code = -1;
-  std::string out, err;
-};
-
 // Runs the devplace CLI with `args` (after `prefix`, e.g. "timeout 1"), capturing stdout and
 // stderr separately.
-Cli RunCli(const std::string& args, const std::string& prefix = "") {
-  TempDir dir;
-  const std::string command = absl::StrCat(prefix, " ", DEVPLACE_CLI_BINARY, " ", args, " >", dir.path(), "/out 2>", dir.path(), "/err");
-  Cli r;
-  const int status = system(command.c_str());
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  auto slurp = [](const std::string& path) {
-    std::string s;
-    if (FILE* f = fopen(path.c_str(), "r")) {
-      char buf[4096];
-      size_t n;
-      while ((n = fread(buf, 1, sizeof buf, f)) > 0) s.append(buf, n);
-      fclose(f);
-    }
-    return s;
-  };
-  r.out = slurp(dir.path() + "/out");
-  r.err = slurp(dir.path() + "/err");
-  return r;
+CommandResult RunCli(const std::string& args, const std::string& prefix = "") {
+  return RunCommand(absl::StrCat(prefix, " ", DEVPLACE_CLI_BINARY, " ", args));
 }
 
 void WaitServing(const Client& client) {
@@ -104,38 +82,39 @@ TEST(ClientAndCli, EveryCommandOfTheCli) {
   TempDir dir;
   DaemonProcess d(dir.path(), {"--host_root=" + Host("nvidia-2x-h100")});
   const std::string at = "--address=" + d.unix_target();
-  Cli health;
+  CommandResult health;
   for (int i = 0; i < 100 && health.out != "SERVING\n"; ++i) health = RunCli(at + " health");
   EXPECT_EQ(health.exit_code, 0) << health.err;
   EXPECT_EQ(health.out, "SERVING\n");
 
-  Cli resolve = RunCli(at + " resolve --workload=inference --device_map=auto --no_environment");
+  CommandResult resolve = RunCli(at + " resolve --workload=inference --device_map=auto --no_environment");
   EXPECT_EQ(resolve.exit_code, 0) << resolve.err;
   EXPECT_EQ(resolve.out, "cuda:0\n");
-  Cli explain = RunCli(at + " resolve --workload=inference --device_map=auto --no_environment --explain");
+  CommandResult explain = RunCli(at + " resolve --workload=inference --device_map=auto --no_environment --explain");
   EXPECT_EQ(explain.out, "cuda:0\n");
   EXPECT_THAT(explain.err, HasSubstr("I-AUTO"));
-  Cli json = RunCli("--json " + at + " resolve --workload=training --local_rank=1 --world_size=2 --no_environment");
+  CommandResult json =
+      RunCli("--json " + at + " resolve --workload=training --local_rank=1 --world_size=2 --no_environment");
   v1::ResolveDeviceResponse parsed;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json.out, &parsed).ok()) << json.out << json.err;
   EXPECT_EQ(parsed.device(), "cuda:1");
-  Cli missing = RunCli(at + " resolve --workload=inference --device_map=cuda:5 --no_environment");
+  CommandResult missing = RunCli(at + " resolve --workload=inference --device_map=cuda:5 --no_environment");
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_THAT(missing.err, StartsWith("devplace: resolve: FAILED_PRECONDITION: "));
   EXPECT_EQ(missing.out, "");
 
-  Cli inventory = RunCli(at + " inventory");
+  CommandResult inventory = RunCli(at + " inventory");
   EXPECT_EQ(inventory.exit_code, 0) << inventory.err;
   EXPECT_THAT(inventory.out, HasSubstr("0000:9a:00.0"));
   EXPECT_THAT(inventory.out, HasSubstr("NVIDIA H100 80GB HBM3"));
-  Cli inventory_json = RunCli("--json " + at + " inventory");
+  CommandResult inventory_json = RunCli("--json " + at + " inventory");
   v1::Inventory inv;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(inventory_json.out, &inv).ok());
   EXPECT_EQ(inv.backends(1).devices_size(), 2);
-  Cli backends = RunCli(at + " backends");
+  CommandResult backends = RunCli(at + " backends");
   EXPECT_THAT(backends.out, HasSubstr("cuda/nvidia"));
   EXPECT_THAT(backends.out, HasSubstr("torch-npu"));
-  Cli watch = RunCli("--json " + at + " watch", "timeout 1");  // the first revision, then stopped
+  CommandResult watch = RunCli("--json " + at + " watch", "timeout 1");  // the first revision, then stopped
   EXPECT_EQ(watch.exit_code, 124) << watch.err;                 // still watching when timeout stops it
   EXPECT_THAT(watch.out, HasSubstr("\"revision\": \"1\""));
   d.Signal(SIGTERM);
@@ -146,13 +125,13 @@ TEST(ClientAndCli, CpuOnlyHostExplainsThatNoAcceleratorRowIsPresent) {
   TempDir dir;
   DaemonProcess d(dir.path(), {"--host_root=" + Host("cpu-only")});
   const std::string at = "--address=" + d.tcp_target();
-  Cli health;
+  CommandResult health;
   for (int i = 0; i < 100 && health.out != "SERVING\n"; ++i) health = RunCli(at + " health");
-  Cli r = RunCli(at + " resolve --workload=inference --device_map=auto --explain");
+  CommandResult r = RunCli(at + " resolve --workload=inference --device_map=auto --explain");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "cpu\n");
   EXPECT_THAT(r.err, HasSubstr("no accelerator row"));
-  Cli unreachable = RunCli("--address=127.0.0.1:1 --timeout=2s health");
+  CommandResult unreachable = RunCli("--address=127.0.0.1:1 --timeout=2s health");
   EXPECT_EQ(unreachable.exit_code, 1);
   EXPECT_THAT(unreachable.err, HasSubstr("UNAVAILABLE"));
 }

@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <regex>
 
 #include "absl/strings/str_cat.h"
@@ -17,18 +16,6 @@
 extern char** environ;
 
 namespace devplace::testing {
-
-TempDir::TempDir() {
-  char tmpl[] = "/tmp/devplace-it-XXXXXX";
-  const char* made = mkdtemp(tmpl);
-  if (made == nullptr) abort();
-  path_ = made;
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
-}
 
 DaemonProcess::DaemonProcess(const std::string& dir, const std::vector<std::string>& extra_flags) {
   socket_path_ = dir + "/d.sock";

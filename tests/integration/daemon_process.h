@@ -1,5 +1,6 @@
-// Runs the real devplaced binary as a child process for integration tests: a temporary unix
-// socket plus 127.0.0.1:0, the bound TCP port read from its log, and SIGTERM/exit status checks.
+// Runs the real devplaced binary as a child process for integration tests: a unix socket in a
+// given (temporary, see tests/common/temp_dir.h) directory plus 127.0.0.1:0, the bound TCP port
+// read from its log, and SIGTERM/exit status checks.
 #ifndef DEVPLACE_TESTS_INTEGRATION_DAEMON_PROCESS_H_
 #define DEVPLACE_TESTS_INTEGRATION_DAEMON_PROCESS_H_
 
@@ -13,17 +14,6 @@
 #include "absl/time/time.h"
 
 namespace devplace::testing {
-
-// A temporary directory removed (recursively) on destruction.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 class DaemonProcess {
  public:

@@ -16,6 +16,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "tests/common/temp_dir.h"
 #include "tests/integration/daemon_process.h"
 
 namespace devplace::testing {
@@ -31,13 +32,6 @@ std::string CopyFixture(const std::string& name, const std::string& dir) {
   const std::string dst = dir + "/host";
   fs::copy(Fixture(name), dst, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
   return dst;
-}
-
-std::string WriteScript(const std::string& dir, const std::string& name, const std::string& body) {
-  const std::string path = dir + "/" + name;
-  std::ofstream(path) << "#!/bin/sh\n" << body << "\n";
-  fs::permissions(path, fs::perms::owner_all);
-  return path;
 }
 
 struct Stubs {
@@ -158,8 +152,8 @@ TEST(Daemon, WatchSeesNewRevisionAfterTheTreeChangesAndRefresh) {
 
 TEST(Daemon, UnavailableUntilTheFirstProbeThenServing) {
   TempDir dir;
-  const std::string slow = WriteScript(dir.path(), "slow-probe",
-                                       absl::StrCat("sleep 1.5\nexec ", DEVPLACE_PROBE_BINARY, " \"$@\""));
+  const std::string slow =
+      dir.Script("slow-probe", absl::StrCat("sleep 1.5\nexec ", DEVPLACE_PROBE_BINARY, " \"$@\"")).back();
   DaemonProcess d(dir.path(), {"--host_root=" + Fixture("cpu-only"), "--probe_command=" + slow});
   Stubs s(d.tcp_target());
   v1::ResolveDeviceResponse answer;
@@ -175,10 +169,10 @@ TEST(Daemon, UnavailableUntilTheFirstProbeThenServing) {
 // A probe that works once, then misbehaves as `after` says.
 void ExpectLastGoodSnapshotSurvives(const std::string& after, grpc::StatusCode code, const std::string& words) {
   TempDir dir;
-  const std::string probe = WriteScript(
-      dir.path(), "flaky-probe",
-      absl::StrCat("if [ -e ", dir.path(), "/ran ]; then\n", after, "\nfi\ntouch ", dir.path(), "/ran\nexec ",
-                   DEVPLACE_PROBE_BINARY, " \"$@\""));
+  const std::string probe =
+      dir.Script("flaky-probe", absl::StrCat("if [ -e ", dir.path(), "/ran ]; then\n", after, "\nfi\ntouch ",
+                                             dir.path(), "/ran\nexec ", DEVPLACE_PROBE_BINARY, " \"$@\""))
+          .back();
   DaemonProcess d(dir.path(), {"--host_root=" + Fixture("nvidia-2x-h100"), "--probe_command=" + probe,
                                "--probe_timeout=500ms", "--refresh_interval=0s"});
   Stubs s(d.tcp_target());
@@ -215,10 +209,10 @@ TEST(Daemon, GarbageFromTheProbeIsReportedAndTheLastGoodSnapshotStays) {
 
 TEST(Daemon, SigtermDuringCallsAndWatchesEndsCleanly) {
   TempDir dir;
-  const std::string probe = WriteScript(
-      dir.path(), "slow-second-probe",
-      absl::StrCat("if [ -e ", dir.path(), "/ran ]; then sleep 1; fi\ntouch ", dir.path(), "/ran\nexec ",
-                   DEVPLACE_PROBE_BINARY, " \"$@\""));
+  const std::string probe = dir.Script("slow-second-probe",
+                                       absl::StrCat("if [ -e ", dir.path(), "/ran ]; then sleep 1; fi\ntouch ",
+                                                    dir.path(), "/ran\nexec ", DEVPLACE_PROBE_BINARY, " \"$@\""))
+                                .back();
   DaemonProcess d(dir.path(), {"--host_root=" + Fixture("amd-2x-mi210"), "--probe_command=" + probe,
                                "--refresh_interval=0s"});
   Stubs s(d.unix_target());

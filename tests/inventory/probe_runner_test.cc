@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/common/temp_dir.h"
 #include "tests/inventory/child_util.h"
 #include "tests/probe/test_util.h"
 

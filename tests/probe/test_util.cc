@@ -1,11 +1,8 @@
 #include "tests/probe/test_util.h"
 
-#include <stdlib.h>
-
 #include <filesystem>
 #include <fstream>
 
-#include "gtest/gtest.h"
 #include "server/inventory/merge.h"
 #include "server/probe/host_root.h"
 
@@ -47,17 +44,8 @@ const v1::ProbeReport* FindReport(const v1::Inventory& inventory, const std::str
   return nullptr;
 }
 
-ScratchHost::ScratchHost(const std::string& fixture) {
-  std::string pattern = (fs::temp_directory_path() / "devplace-probe-test-XXXXXX").string();
-  if (mkdtemp(pattern.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed";
-  base_ = pattern;
-  dir_ = base_ + "/" + fixture;
+ScratchHost::ScratchHost(const std::string& fixture) : dir_(base_.File(fixture)) {
   fs::copy(HostDir(fixture), dir_, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
-}
-
-ScratchHost::~ScratchHost() {
-  std::error_code ignored;
-  fs::remove_all(base_, ignored);
 }
 
 void ScratchHost::Write(const std::string& rel, const std::string& content) const {

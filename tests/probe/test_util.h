@@ -6,6 +6,7 @@
 #include <string>
 
 #include "devplace/v1/devplace.pb.h"
+#include "tests/common/temp_dir.h"
 
 namespace devplace::testing {
 
@@ -29,7 +30,6 @@ const v1::ProbeReport* FindReport(const v1::Inventory& inventory, const std::str
 class ScratchHost {
  public:
   explicit ScratchHost(const std::string& fixture);
-  ~ScratchHost();
   ScratchHost(const ScratchHost&) = delete;
   ScratchHost& operator=(const ScratchHost&) = delete;
 
@@ -42,7 +42,7 @@ class ScratchHost {
   void Remove(const std::string& rel) const;
 
  private:
-  std::string base_;
+  TempDir base_;
   std::string dir_;
 };
 
