@@ -2,6 +2,7 @@
 #include "devplace/client.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -38,9 +39,11 @@ absl::Status FromGrpc(const grpc::Status& status) {
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
-bool IsSocket(const std::string& path) {
+// A socket this process may connect to (a root-owned 0660 socket is skipped by other users, who
+// then fall back to the TCP listener).
+bool IsUsableSocket(const std::string& path) {
   struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode);
+  return ::stat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) && ::access(path.c_str(), R_OK | W_OK) == 0;
 }
 
 // Sets `context`'s deadline to now + `timeout` unless `timeout` means "none".
@@ -175,11 +178,14 @@ std::string DefaultTarget() {
   if (const char* address = std::getenv("DEVPLACE_ADDRESS"); address != nullptr && *address != '\0') {
     return address;
   }
-  if (IsSocket(kSystemSocket)) return absl::StrCat("unix:", kSystemSocket);
+  if (IsUsableSocket(kSystemSocket)) return absl::StrCat("unix:", kSystemSocket);
   if (const char* runtime = std::getenv("XDG_RUNTIME_DIR"); runtime != nullptr && *runtime != '\0') {
     const std::string path = absl::StrCat(runtime, "/devplace.sock");
-    if (IsSocket(path)) return absl::StrCat("unix:", path);
+    if (IsUsableSocket(path)) return absl::StrCat("unix:", path);
   }
+  // Where a non-root devplaced without XDG_RUNTIME_DIR listens.
+  const std::string tmp = absl::StrCat("/tmp/devplace-", ::geteuid(), "/devplace.sock");
+  if (IsUsableSocket(tmp)) return absl::StrCat("unix:", tmp);
   return kDefaultTcpTarget;
 }
 

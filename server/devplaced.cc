@@ -1,11 +1,15 @@
 // devplaced: the per-host device placement daemon. Probes the host through the devplace-probe
 // child process, keeps the inventory snapshot, and serves the DevicePlacement gRPC service with
 // server reflection and the grpc.health.v1 health service. See README.md and DESIGN.md.
+#include <grp.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -30,6 +34,7 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/inventory/store.h"
+#include "server/inventory/torch_view.h"
 #include "server/service/service.h"
 #include "spdlog/spdlog.h"
 
@@ -42,11 +47,17 @@ ABSL_FLAG(std::string, host_root, "/",
 ABSL_FLAG(std::string, probe_command, "",
           "The probe executable, run as a child process with --host_root (default: devplace-probe next to this "
           "binary). Its stdout must be one serialized devplace.v1.Inventory");
+ABSL_FLAG(std::string, torch_probe_command, "",
+          "The libtorch probe (default: devplace-torch-probe next to this binary, when installed), run once after "
+          "start and on each full refresh (SIGHUP, RefreshInventory); its view is Inventory.torch. \"none\" disables it");
 ABSL_FLAG(absl::Duration, probe_timeout, absl::Seconds(10),
           "Deadline for one probe child; one that overruns is killed and the last good inventory stays");
 ABSL_FLAG(absl::Duration, refresh_interval, absl::Seconds(60),
           "How often to re-probe in the background (0 = only at start, on SIGHUP and on RefreshInventory)");
 ABSL_FLAG(std::string, socket_mode, "0660", "Permission bits of unix-socket listeners (octal)");
+ABSL_FLAG(std::string, socket_group, "",
+          "Group that owns unix-socket listeners (name or gid), so jobs in that group can connect; default: the "
+          "daemon's own group");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(2),
           "On SIGTERM/SIGINT: how long in-flight calls may take to finish before they are cancelled");
 ABSL_FLAG(int, max_receive_bytes, 1 << 20, "Largest request message accepted, in bytes");
@@ -57,9 +68,16 @@ namespace {
 constexpr char kUsage[] =
     "the devplace daemon. Probes this host's accelerators and answers ResolveDevice, GetInventory,\n"
     "WatchInventory, ListBackends and RefreshInventory over gRPC (package devplace.v1, reflection on,\n"
-    "grpc.health.v1 health service). Config file: --flagfile=/etc/devplace/devplaced.flags (one --flag=value\n"
-    "per line). Signals: SIGHUP re-probes; SIGTERM/SIGINT stop accepting, finish calls, end watches, exit 0.\n\n"
+    "grpc.health.v1 health service). A config file is read only when given: --flagfile=FILE (one\n"
+    "--flag=value per line, e.g. /etc/devplace/devplaced.flags). Signals: SIGHUP re-probes; SIGTERM/SIGINT\n"
+    "stop accepting, finish calls, end watches, exit 0. Exit status 2: bad flags or configuration;\n"
+    "1: could not listen.\n\n"
     "Usage: devplaced [--listen=unix:/path,127.0.0.1:7465] [--host_root=/] [--refresh_interval=60s] ...";
+
+int Usage(const std::string& message) {
+  fprintf(stderr, "devplaced: %s (see --help)\n", message.c_str());
+  return 2;
+}
 
 std::vector<std::string> DefaultListen() {
   std::string unix_path = "/run/devplace/devplace.sock";
@@ -71,49 +89,119 @@ std::vector<std::string> DefaultListen() {
   return {absl::StrCat("unix:", unix_path), "127.0.0.1:7465"};
 }
 
-std::string DefaultProbeCommand() {
-  std::error_code ec;
-  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) return "devplace-probe";
-  const std::filesystem::path sibling = self.parent_path() / "devplace-probe";
-  if (std::filesystem::exists(sibling)) return sibling.string();
-  const std::filesystem::path in_tree = self.parent_path() / "probe" / "devplace-probe";  // build tree
-  return std::filesystem::exists(in_tree) ? in_tree.string() : "devplace-probe";
+// `unix:/abs/or/relative/path` or `host:port` / `[v6]:port` with a port in 0..65535.
+bool ValidListenAddress(const std::string& address) {
+  if (absl::StartsWith(address, "unix:")) return address.size() > 5;
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  int port = -1;
+  return absl::SimpleAtoi(address.substr(colon + 1), &port) && port >= 0 && port <= 65535 &&
+         address.substr(colon + 1).find_first_not_of("0123456789") == std::string::npos;
 }
 
-// Prepares the directory of a unix socket and refuses a path held by something that is not a socket.
+// `name` next to this binary, or in the build tree's `subdir` beside it; empty when neither exists.
+std::string SiblingBinary(const std::string& name, const std::string& subdir) {
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  for (const std::filesystem::path& candidate : {self.parent_path() / name, self.parent_path() / subdir / name}) {
+    if (std::filesystem::exists(candidate)) return candidate.string();
+  }
+  return "";
+}
+
+// Whether `command` names an executable file (absolute/relative path, or found on PATH).
+bool Executable(const std::string& command) {
+  if (command.find('/') != std::string::npos) return access(command.c_str(), X_OK) == 0;
+  const char* path = getenv("PATH");
+  for (absl::string_view dir : absl::StrSplit(path != nullptr ? path : "", ':', absl::SkipEmpty())) {
+    if (access(absl::StrCat(dir, "/", command).c_str(), X_OK) == 0) return true;
+  }
+  return false;
+}
+
+// Prepares a unix socket path: creates its directory, refuses a path held by something that is
+// not a socket or by a socket another process still accepts on (a second daemon must not take
+// over the first one's socket), and removes a stale one.
 bool PrepareUnixSocket(const std::string& path) {
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
   struct stat st;
-  if (lstat(path.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode)) {
+  if (lstat(path.c_str(), &st) != 0) return true;
+  if (!S_ISSOCK(st.st_mode)) {
     spdlog::error("event=listen_failed address=unix:{} error=\"a non-socket file exists at this path\"", path);
     return false;
   }
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr.sun_path)) return true;  // gRPC reports the too-long path itself
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const bool live = fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  if (fd >= 0) close(fd);
+  if (live) {
+    spdlog::error("event=listen_failed address=unix:{} error=\"another process is serving on this socket (a "
+                  "devplaced already running?)\"",
+                  path);
+    return false;
+  }
+  unlink(path.c_str());
   return true;
 }
 
 int Run(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
   std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
-  if (rest.size() > 1) {
-    fprintf(stderr, "devplaced: unexpected argument '%s' (see --help)\n", rest[1]);
-    return 2;
-  }
+  if (rest.size() > 1) return Usage(absl::StrCat("unexpected argument '", rest[1], "'"));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %l %v");
 
+  // ---- flags, all checked before anything starts ----
   std::vector<std::string> listen = DefaultListen();
   if (!absl::GetFlag(FLAGS_listen).empty()) listen = absl::StrSplit(absl::GetFlag(FLAGS_listen), ',', absl::SkipEmpty());
+  if (listen.empty()) return Usage("--listen names no address; accepted: unix:/path/to.sock and/or host:port");
+  for (const std::string& address : listen) {
+    if (!ValidListenAddress(address)) {
+      return Usage(absl::StrCat("--listen: '", address, "' is not unix:/path or host:port with a port 0..65535"));
+    }
+  }
   int socket_mode = 0;
   if (!absl::numbers_internal::safe_strto32_base(absl::GetFlag(FLAGS_socket_mode), &socket_mode, 8) ||
       socket_mode < 0 || socket_mode > 0777) {
-    fprintf(stderr, "devplaced: --socket_mode='%s' is not an octal permission (e.g. 0660)\n",
-            absl::GetFlag(FLAGS_socket_mode).c_str());
-    return 2;
+    return Usage(absl::StrCat("--socket_mode='", absl::GetFlag(FLAGS_socket_mode),
+                              "' is not an octal permission (e.g. 0660)"));
   }
+  gid_t socket_gid = static_cast<gid_t>(-1);
+  if (const std::string group = absl::GetFlag(FLAGS_socket_group); !group.empty()) {
+    const struct group* g = getgrnam(group.c_str());
+    unsigned gid = 0;
+    if (g != nullptr) {
+      socket_gid = g->gr_gid;
+    } else if (absl::SimpleAtoi(group, &gid)) {
+      socket_gid = static_cast<gid_t>(gid);
+    } else {
+      return Usage(absl::StrCat("--socket_group='", group, "' is neither a group name nor a gid"));
+    }
+  }
+  const absl::Duration probe_timeout = absl::GetFlag(FLAGS_probe_timeout);
+  const absl::Duration interval = absl::GetFlag(FLAGS_refresh_interval);
+  const absl::Duration grace = absl::GetFlag(FLAGS_shutdown_grace);
+  if (probe_timeout <= absl::ZeroDuration()) return Usage("--probe_timeout must be positive, e.g. 10s");
+  if (interval < absl::ZeroDuration()) return Usage("--refresh_interval must be 0 (off) or positive, e.g. 60s");
+  if (grace < absl::ZeroDuration()) return Usage("--shutdown_grace must not be negative");
   const std::string host_root = absl::GetFlag(FLAGS_host_root);
-  const std::string probe = absl::GetFlag(FLAGS_probe_command).empty() ? DefaultProbeCommand()
-                                                                         : absl::GetFlag(FLAGS_probe_command);
+  if (!std::filesystem::is_directory(host_root)) {
+    return Usage(absl::StrCat("--host_root=", host_root, " is not a readable directory"));
+  }
+  std::string probe = absl::GetFlag(FLAGS_probe_command);
+  if (probe.empty()) probe = SiblingBinary("devplace-probe", "probe");
+  if (probe.empty()) probe = "devplace-probe";  // from PATH
+  if (!Executable(probe)) return Usage(absl::StrCat("--probe_command: '", probe, "' is not an executable"));
+  std::string torch_probe = absl::GetFlag(FLAGS_torch_probe_command);
+  if (torch_probe.empty()) torch_probe = SiblingBinary("devplace-torch-probe", "torch");
+  if (torch_probe == "none") torch_probe.clear();
+  if (!torch_probe.empty() && !Executable(torch_probe)) {
+    return Usage(absl::StrCat("--torch_probe_command: '", torch_probe, "' is not an executable (\"none\" disables it)"));
+  }
 
   // Signals are handled by sigwait in this thread; every thread started later inherits the mask.
   sigset_t signals;
@@ -124,13 +212,17 @@ int Run(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  spdlog::info("event=start pid={} host_root={} probe_command={} probe_timeout_ms={} refresh_interval_s={}",
-               getpid(), host_root, probe, absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_probe_timeout)),
-               absl::ToInt64Seconds(absl::GetFlag(FLAGS_refresh_interval)));
+  spdlog::info("event=start pid={} host_root={} probe_command={} torch_probe_command={} probe_timeout_ms={} "
+               "refresh_interval_s={}",
+               getpid(), host_root, probe, torch_probe.empty() ? "none" : torch_probe,
+               absl::ToInt64Milliseconds(probe_timeout), absl::ToInt64Seconds(interval));
 
+  // ---- the store, the libtorch view, the service ----
+  inventory::TorchView torch(torch_probe.empty() ? std::vector<std::string>{} : std::vector<std::string>{torch_probe},
+                             probe_timeout);
   inventory::StoreOptions options;
   options.probe_command = {probe, absl::StrCat("--host_root=", host_root)};
-  options.probe_timeout = absl::GetFlag(FLAGS_probe_timeout);
+  options.probe_timeout = probe_timeout;
   options.on_probe = [](const inventory::ProbeOutcome& o) {
     if (o.status.ok()) {
       spdlog::info("event=probe result=ok duration_ms={} revision={} changed={}",
@@ -141,9 +233,27 @@ int Run(int argc, char** argv) {
                    std::string(o.status.message()), o.revision);
     }
   };
+  options.augment = [&torch](v1::Inventory& fresh) {
+    *fresh.mutable_torch() = torch.Last();
+    return absl::OkStatus();
+  };
   inventory::InventoryStore store(options);
-  service::DevicePlacementService service(store);
+  // A full refresh (RefreshInventory, SIGHUP, start-up) re-runs the libtorch probe, then the host
+  // probe, which publishes the new view. The service runs them on its one refresh worker.
+  auto full_refresh = [&torch, &store, torch_enabled = !torch_probe.empty()]() {
+    spdlog::info("event=refresh kind=full");
+    if (torch_enabled) {
+      const absl::Time start = absl::Now();
+      const v1::TorchInfo view = torch.Run();
+      spdlog::info("event=torch_probe result={} duration_ms={} version={} backends={} error=\"{}\"",
+                   view.probed() ? "ok" : "error", absl::ToInt64Milliseconds(absl::Now() - start), view.version(),
+                   absl::StrJoin(view.compiled_backends(), ","), view.error());
+    }
+    return store.Refresh();
+  };
+  service::DevicePlacementService service(store, full_refresh);
 
+  // ---- listeners ----
   grpc::EnableDefaultHealthCheckService(true);
   (void)grpc::health::v1::HealthCheckRequest::descriptor();  // lets reflection describe grpc.health.v1
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -151,6 +261,7 @@ int Run(int argc, char** argv) {
   builder.SetMaxReceiveMessageSize(absl::GetFlag(FLAGS_max_receive_bytes));
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60 * 1000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20 * 1000);
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // a second daemon must fail, not share the port
   std::vector<std::unique_ptr<int>> ports;
   std::vector<std::string> unix_paths;
   for (const std::string& address : listen) {
@@ -165,8 +276,8 @@ int Run(int argc, char** argv) {
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr) {
-    spdlog::error("event=listen_failed addresses={} error=\"could not bind (address in use, bad address, or no "
-                  "permission for the socket directory)\"",
+    spdlog::error("event=listen_failed addresses={} error=\"could not bind (address in use, or no permission for the "
+                  "socket directory)\"",
                   absl::StrJoin(listen, ","));
     return 1;
   }
@@ -175,8 +286,9 @@ int Run(int argc, char** argv) {
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   health->SetServingStatus(false);
   for (const std::string& path : unix_paths) {
-    if (chmod(path.c_str(), static_cast<mode_t>(socket_mode)) != 0) {
-      spdlog::warn("event=chmod_failed path={} error=\"{}\"", path, strerror(errno));
+    if (chmod(path.c_str(), static_cast<mode_t>(socket_mode)) != 0 ||
+        (socket_gid != static_cast<gid_t>(-1) && chown(path.c_str(), static_cast<uid_t>(-1), socket_gid) != 0)) {
+      spdlog::warn("event=socket_permissions_failed path={} error=\"{}\"", path, strerror(errno));
     }
   }
   for (size_t i = 0; i < listen.size(); ++i) {  // logged once the sockets have their mode
@@ -187,40 +299,38 @@ int Run(int argc, char** argv) {
     spdlog::info("event=listening address={}", bound);
   }
 
-  // Health turns SERVING with the first inventory; every new revision is logged.
+  // Health turns SERVING with the first inventory (never again once stopping); each new revision
+  // is logged.
+  std::atomic<bool> stopping{false};
   const inventory::InventoryStore::SubscriptionId subscription =
-      store.Subscribe([health](const inventory::Snapshot& inv) {
+      store.Subscribe([health, &stopping](const inventory::Snapshot& inv) {
         spdlog::info("event=inventory revision={} backends={}", inv->revision(), inv->backends_size());
-        health->SetServingStatus(true);
+        if (!stopping.load()) health->SetServingStatus(true);
       });
   // The timer probes at once, then every --refresh_interval; serving never waits on a probe.
-  const absl::Duration interval = absl::GetFlag(FLAGS_refresh_interval);
-  if (interval > absl::ZeroDuration()) {
-    store.Start(interval);
-  } else {
-    store.Start(absl::InfiniteDuration());  // the first probe only; then SIGHUP and RefreshInventory
-  }
+  store.Start(interval > absl::ZeroDuration() ? interval : absl::InfiniteDuration());
+  service.RequestRefresh();  // the libtorch view, once serving
 
-  std::vector<std::thread> hup_refreshes;  // joined at shutdown (each is bounded by --probe_timeout)
   for (;;) {
     int sig = 0;
     if (sigwait(&signals, &sig) != 0) continue;
     if (sig == SIGHUP) {
-      spdlog::info("event=refresh trigger=SIGHUP");
-      hup_refreshes.emplace_back([&store] { (void)store.Refresh(); });
+      spdlog::info("event=refresh_requested trigger=SIGHUP");
+      service.RequestRefresh();
       continue;
     }
     spdlog::info("event=shutdown signal={}", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     break;
   }
+  // Stop accepting at once; calls in flight get --shutdown_grace (a RefreshInventory waiting on a
+  // probe finishes when that probe does, bounded by --probe_timeout); watches end with OK.
+  stopping = true;
   health->SetServingStatus(false);
-  store.Stop();
-  for (std::thread& t : hup_refreshes) t.join();
-  store.Unsubscribe(subscription);
-  service.Shutdown(absl::GetFlag(FLAGS_probe_timeout) + absl::Seconds(1));
-  server->Shutdown(std::chrono::system_clock::now() +
-                   absl::ToChronoMilliseconds(absl::GetFlag(FLAGS_shutdown_grace)));
+  service.Shutdown();
+  server->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(grace));
   server->Wait();
+  store.Stop();
+  store.Unsubscribe(subscription);
   spdlog::info("event=stopped");
   return 0;
 }

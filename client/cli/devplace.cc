@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -226,8 +227,15 @@ int UsageError(absl::string_view command, absl::string_view message) {
 const char* g_command = "";
 
 int Fail(const absl::Status& status) {
+  // One line, printable, bounded: messages may quote file contents or long inputs.
+  std::string message(status.message());
+  for (char& c : message) {
+    if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  }
+  if (message.size() > 1000) message = message.substr(0, 1000) + "... (truncated)";
   std::fprintf(stderr, "devplace: %s: %s: %s\n", g_command, absl::StatusCodeToString(status.code()).c_str(),
-               std::string(status.message()).c_str());
+               message.c_str());
   return kExitError;
 }
 
@@ -426,6 +434,8 @@ int PrintInventory(const v1::Inventory& inv) {
   if (inv.torch().probed()) {
     head.push_back({"Torch", absl::StrCat(inv.torch().version(), " (", absl::StrJoin(inv.torch().compiled_backends(), ", "),
                                           "), ", inv.torch().cuda_device_count(), " CUDA devices")});
+  } else if (!inv.torch().error().empty()) {
+    head.push_back({"Torch", absl::StrCat("not probed: ", inv.torch().error())});
   }
   PrintTable(head);
 
@@ -678,8 +688,24 @@ absl::StatusOr<ResolveOptions> OptionsFromFlags(bool offline) {
   return options;
 }
 
+absl::StatusOr<v1::Inventory> ParseInventoryFile(const std::string& path);
+
 // Reads a saved inventory: protobuf JSON, or the serialized message devplace-probe writes.
 absl::StatusOr<v1::Inventory> ReadInventory(const std::string& path) {
+  if (std::filesystem::is_directory(path)) {
+    return absl::InvalidArgumentError(absl::StrCat("--inventory=", path, ": is a directory, not an inventory file"));
+  }
+  absl::StatusOr<v1::Inventory> inv = ParseInventoryFile(path);
+  // Every probe reports the cpu row first; anything else parsed by accident ("{}", stray bytes).
+  if (inv.ok() && (inv->backends_size() == 0 || inv->backends(0).row() != v1::ROW_CPU)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--inventory=", path, ": not a devplace inventory (no cpu row); save one with `devplace inventory --json` "
+        "or `devplace-probe --json`"));
+  }
+  return inv;
+}
+
+absl::StatusOr<v1::Inventory> ParseInventoryFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("--inventory=", path, ": cannot open"));
   std::stringstream buffer;

@@ -111,9 +111,9 @@ absl::StatusOr<Snapshot> InventoryStore::Refresh() {
   }
 
   absl::StatusOr<Snapshot> result;
+  ProbeOutcome outcome;  // this run's, for on_probe (last_outcome_ may already be a later run's)
   {
     absl::MutexLock lock(&mu_);
-    ProbeOutcome outcome;
     outcome.status = fresh.status();
     outcome.finished_at = finished;
     outcome.duration = duration;
@@ -127,14 +127,7 @@ absl::StatusOr<Snapshot> InventoryStore::Refresh() {
     runs_done_ = runs_started_;
     run_done_.SignalAll();
   }
-  if (options_.on_probe) {
-    ProbeOutcome observed;
-    {
-      absl::ReaderMutexLock lock(&mu_);
-      observed = last_outcome_;
-    }
-    options_.on_probe(observed);
-  }
+  if (options_.on_probe) options_.on_probe(outcome);
   if (changed) Deliver(published);
   return result;
 }

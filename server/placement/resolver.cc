@@ -28,6 +28,11 @@ const std::vector<std::string> kAutoOrder = {"npu", "mlu", "musa", "xpu", "hpu",
 const std::vector<std::string> kIntOrder = {"npu", "mlu", "musa", "hpu", "cuda", "xpu", "mps"};
 const std::vector<std::string> kPipelineOrder = {"mlu", "musa", "cuda", "npu", "hpu", "xpu", "mps"};
 
+constexpr size_t kMaxDeviceMapBytes = 256;
+constexpr int kMaxEnvEntries = 256;
+constexpr size_t kMaxEnvEntryBytes = 4096;
+constexpr int kMaxListEntries = 1024;
+
 const std::set<std::string> kKeywords = {"auto", "balanced", "balanced_low_0", "sequential"};
 
 std::string OrderText(const std::vector<std::string>& order) {
@@ -140,6 +145,26 @@ class Resolution {
       return absl::InvalidArgumentError(absl::StrCat(
           "convention: ", v1::Convention_Name(convention_), " does not apply to ", v1::Workload_Name(req_.workload()),
           "; accepted: TRAINING_ARGUMENTS or ACCELERATE for training, FROM_PRETRAINED or PIPELINE for inference"));
+    }
+    // Bounds, so that no answer or error echoes megabytes back (values are quoted in messages).
+    if (req_.device_map().size() > kMaxDeviceMapBytes) {
+      return absl::InvalidArgumentError(absl::StrCat("device_map: ", req_.device_map().size(), " bytes; at most ",
+                                                     kMaxDeviceMapBytes, " (a device string, an int or a keyword)"));
+    }
+    if (req_.env_size() > kMaxEnvEntries) {
+      return absl::InvalidArgumentError(absl::StrCat("env: ", req_.env_size(), " entries; at most ", kMaxEnvEntries,
+                                                     " (only the placement variables matter)"));
+    }
+    for (const auto& [key, value] : req_.env()) {
+      if (key.size() + value.size() > kMaxEnvEntryBytes) {
+        return absl::InvalidArgumentError(absl::StrCat("env.", key.substr(0, 64), ": ", key.size() + value.size(),
+                                                       " bytes; at most ", kMaxEnvEntryBytes, " per variable"));
+      }
+    }
+    if (req_.runtime_backends_size() > kMaxListEntries ||
+        req_.job_devices().device_nodes_size() > kMaxListEntries) {
+      return absl::InvalidArgumentError(absl::StrCat("runtime_backends / job_devices.device_nodes: at most ",
+                                                     kMaxListEntries, " entries"));
     }
     if (training && !req_.device_map().empty()) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -21,7 +21,9 @@ namespace devplace::placement {
 //    from_pretrained, `disk`); LOCAL_RANK / WORLD_SIZE not integers or disagreeing with the
 //    fields, local_rank < 0, world_size < 1, local_rank >= world_size; ACCELERATE_USE_CPU or
 //    USE_TORCH_XLA not a truth value; malformed ACCELERATE_TORCH_DEVICE; unknown
-//    runtime_backends entry, or both "cuda" and "rocm"; a visibility variable the runtime rejects.
+//    runtime_backends entry, or both "cuda" and "rocm"; a visibility variable the runtime rejects;
+//    an oversized request (device_map over 256 bytes, more than 256 env entries or an env entry over
+//    4096 bytes, more than 1024 runtime_backends or job device nodes).
 //    The message names the field (`device_map`, `env.CUDA_VISIBLE_DEVICES`, ...) and the
 //    accepted forms.
 //  - FAILED_PRECONDITION: an explicit device (string or int) naming a row that is not available

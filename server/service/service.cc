@@ -11,9 +11,17 @@
 namespace devplace::service {
 namespace {
 
+// Status messages travel in a trailer, which clients cap (8 KiB by default): longer ones are cut.
+constexpr size_t kMaxStatusMessageBytes = 4096;
+
 grpc::Status ToGrpc(const absl::Status& s) {
   if (s.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+  std::string message(s.message());
+  if (message.size() > kMaxStatusMessageBytes) {
+    message.resize(kMaxStatusMessageBytes);
+    message += "... (truncated)";
+  }
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), message);
 }
 
 const grpc::Status kNoInventory(grpc::StatusCode::UNAVAILABLE,
@@ -123,9 +131,15 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Inventory>,
   grpc::Status status_ ABSL_GUARDED_BY(mu_);
 };
 
-DevicePlacementService::DevicePlacementService(inventory::InventoryStore& store) : store_(store) {}
+DevicePlacementService::DevicePlacementService(inventory::InventoryStore& store, RefreshFn refresh)
+    : store_(store),
+      refresh_(refresh ? std::move(refresh) : [&store] { return store.Refresh(); }),
+      worker_([this] { RefreshWorker(); }) {}
 
-DevicePlacementService::~DevicePlacementService() { Shutdown(absl::Seconds(0)); }
+DevicePlacementService::~DevicePlacementService() {
+  Shutdown();
+  worker_.join();
+}
 
 grpc::ServerUnaryReactor* DevicePlacementService::ResolveDevice(grpc::CallbackServerContext* ctx,
                                                                 const v1::ResolveDeviceRequest* request,
@@ -169,26 +183,39 @@ grpc::ServerUnaryReactor* DevicePlacementService::RefreshInventory(grpc::Callbac
                                                                    const v1::RefreshInventoryRequest*,
                                                                    v1::Inventory* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  {
-    absl::MutexLock lock(&mu_);
-    if (shutting_down_) {
-      reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "devplaced is shutting down"));
-      return reactor;
-    }
-    ++refreshes_in_flight_;
+  absl::MutexLock lock(&mu_);
+  if (shutting_down_) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "devplaced is shutting down"));
+    return reactor;
   }
-  // The probe takes up to --probe_timeout: wait for it off the gRPC threads.
-  std::thread([this, reactor, response] {
-    absl::StatusOr<std::shared_ptr<const v1::Inventory>> fresh = store_.Refresh();
-    if (fresh.ok()) *response = **fresh;
-    reactor->Finish(ToGrpc(fresh.status()));
-    absl::MutexLock lock(&mu_);
-    --refreshes_in_flight_;
-  }).detach();
+  pending_.push_back({reactor, response});  // the worker finishes it; the probe never blocks a gRPC thread
   return reactor;
 }
 
-grpc::ServerWriteReactor<v1::Inventory>* DevicePlacementService::WatchInventory(
+void DevicePlacementService::RequestRefresh() {
+  absl::MutexLock lock(&mu_);
+  if (!shutting_down_) pending_.push_back({nullptr, nullptr});
+}
+
+void DevicePlacementService::RefreshWorker() {
+  for (;;) {
+    std::vector<PendingRefresh> round;
+    {
+      absl::MutexLock lock(&mu_);
+      auto work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return shutting_down_ || !pending_.empty(); };
+      mu_.Await(absl::Condition(&work));
+      round.swap(pending_);
+      if (round.empty()) return;  // shutting down with nothing left
+    }
+    // Calls that queued up while the previous round ran share this one probe run.
+    const absl::StatusOr<inventory::Snapshot> fresh = refresh_();
+    for (const PendingRefresh& p : round) {
+      if (p.reactor == nullptr) continue;
+      if (fresh.ok()) *p.response = **fresh;
+      p.reactor->Finish(ToGrpc(fresh.status()));
+    }
+  }
+}grpc::ServerWriteReactor<v1::Inventory>* DevicePlacementService::WatchInventory(
     grpc::CallbackServerContext*, const v1::WatchInventoryRequest* request) {
   auto watch = std::make_shared<WatchReactor>(this, request->known_revision());
   bool refuse;
@@ -207,7 +234,7 @@ void DevicePlacementService::Forget(WatchReactor* watch) {
   watches_.erase(watch);
 }
 
-void DevicePlacementService::Shutdown(absl::Duration grace) {
+void DevicePlacementService::Shutdown() {
   std::vector<std::shared_ptr<WatchReactor>> ending;
   {
     absl::MutexLock lock(&mu_);
@@ -217,9 +244,6 @@ void DevicePlacementService::Shutdown(absl::Duration grace) {
     }
   }
   for (const std::shared_ptr<WatchReactor>& w : ending) w->End();
-  absl::MutexLock lock(&mu_);
-  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return refreshes_in_flight_ == 0; };
-  mu_.AwaitWithTimeout(absl::Condition(&idle), grace);
 }
 
 }  // namespace devplace::service

@@ -4,8 +4,11 @@
 #ifndef DEVPLACE_SERVER_SERVICE_SERVICE_H_
 #define DEVPLACE_SERVER_SERVICE_SERVICE_H_
 
+#include <functional>
 #include <memory>
 #include <set>
+#include <thread>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -20,8 +23,11 @@ class WatchReactor;
 // thread (RefreshInventory waits for the probe on a thread of its own).
 class DevicePlacementService final : public v1::DevicePlacement::CallbackService {
  public:
+  // What RefreshInventory runs: by default store.Refresh(); devplaced passes a "full" refresh
+  // that re-runs the libtorch probe first.
+  using RefreshFn = std::function<absl::StatusOr<inventory::Snapshot>()>;
   // `store` must outlive the service and the server it is registered with.
-  explicit DevicePlacementService(inventory::InventoryStore& store);
+  explicit DevicePlacementService(inventory::InventoryStore& store, RefreshFn refresh = nullptr);
   ~DevicePlacementService() override;
 
   // UNAVAILABLE until the store has an inventory; otherwise placement::Resolve's answer or error
@@ -34,9 +40,10 @@ class DevicePlacementService final : public v1::DevicePlacement::CallbackService
   // The hardware table; always answers.
   grpc::ServerUnaryReactor* ListBackends(grpc::CallbackServerContext* ctx, const v1::ListBackendsRequest* request,
                                          v1::ListBackendsResponse* response) override;
-  // Re-probes now (concurrent calls share one probe run) and returns the resulting snapshot; a
-  // failed probe returns its error (DEADLINE_EXCEEDED, INTERNAL, ...) and the last good snapshot
-  // stays. UNAVAILABLE once shutdown began.
+  // Re-probes now and returns the resulting snapshot; a failed probe returns its error
+  // (DEADLINE_EXCEEDED, INTERNAL, ...) and the last good snapshot stays. Calls that arrive while a
+  // refresh runs share the next one: one worker thread serves them all, whatever their number.
+  // UNAVAILABLE once shutdown began.
   grpc::ServerUnaryReactor* RefreshInventory(grpc::CallbackServerContext* ctx,
                                              const v1::RefreshInventoryRequest* request,
                                              v1::Inventory* response) override;
@@ -45,19 +52,31 @@ class DevicePlacementService final : public v1::DevicePlacement::CallbackService
   grpc::ServerWriteReactor<v1::Inventory>* WatchInventory(grpc::CallbackServerContext* ctx,
                                                           const v1::WatchInventoryRequest* request) override;
 
-  // Ends every watch cleanly and refuses new refreshes; waits up to `grace` for refreshes in
-  // flight. Call before grpc::Server::Shutdown.
-  void Shutdown(absl::Duration grace);
+  // Asks the refresh worker for a refresh without a caller waiting on it (SIGHUP, start-up); it
+  // shares a round with concurrent RefreshInventory calls. Ignored once shutdown began.
+  void RequestRefresh();
+
+  // Ends every watch cleanly (with OK) and refuses new refreshes and watches. Does not block: call
+  // it, then grpc::Server::Shutdown (which stops accepting and waits for calls in flight), then
+  // destroy the service (which joins the refresh worker once its current refresh returned).
+  void Shutdown();
 
  private:
   friend class WatchReactor;
+  struct PendingRefresh {
+    grpc::ServerUnaryReactor* reactor;  // null for RequestRefresh()
+    v1::Inventory* response;
+  };
   void Forget(WatchReactor* watch);
+  void RefreshWorker();
 
   inventory::InventoryStore& store_;
+  RefreshFn refresh_;
   absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
-  int refreshes_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<PendingRefresh> pending_ ABSL_GUARDED_BY(mu_);
   std::set<WatchReactor*> watches_ ABSL_GUARDED_BY(mu_);
+  std::thread worker_;
 };
 
 }  // namespace devplace::service

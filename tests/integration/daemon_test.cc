@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -235,6 +236,40 @@ TEST(Daemon, SigtermDuringCallsAndWatchesEndsCleanly) {
   EXPECT_TRUE(refresh_status.ok()) << "the in-flight refresh finishes: " << refresh_status.error_message();
   EXPECT_EQ(d.WaitExit(absl::Seconds(10)), 0);
   EXPECT_THAT(d.Log(), HasSubstr("event=stopped"));
+}
+
+TEST(Daemon, MergesTheLibtorchViewFromTheTorchProbe) {
+#ifndef DEVPLACE_TORCH_VERSION
+  GTEST_SKIP() << "built with DEVPLACE_WITH_TORCH=OFF: no devplace-torch-probe";
+#else
+  TempDir dir;
+  DaemonProcess d(dir.path(), {"--host_root=" + Fixture("cpu-only"), "--refresh_interval=0s",
+                               "--torch_probe_command=" DEVPLACE_TORCH_PROBE_BINARY});
+  Stubs s(d.unix_target());
+  WaitServing(s);
+  ASSERT_TRUE(d.WaitForLog("event=torch_probe result=ok", absl::Seconds(20))) << d.Log();
+  v1::Inventory inv;
+  for (int i = 0; i < 100 && !inv.torch().probed(); ++i) {
+    ASSERT_TRUE(s.placement->GetInventory(Ctx().get(), {}, &inv).ok());
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_TRUE(inv.torch().probed()) << inv.torch().error();
+  EXPECT_EQ(inv.torch().version(), DEVPLACE_TORCH_VERSION);
+  EXPECT_THAT(inv.torch().compiled_backends(), ::testing::Contains("cpu"));
+  EXPECT_EQ(inv.torch().cuda_device_count(), 0u);  // Debian's libtorch is CPU-only
+  // The daemon's own process never loads libtorch.
+  std::ifstream maps("/proc/" + std::to_string(d.pid()) + "/maps");
+  const std::string mapped((std::istreambuf_iterator<char>(maps)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(mapped.find("libtorch"), std::string::npos);
+  // --torch_probe_command=none disables it, and says so.
+  TempDir dir2;
+  DaemonProcess off(dir2.path(), {"--host_root=" + Fixture("cpu-only"), "--torch_probe_command=none"});
+  Stubs s2(off.unix_target());
+  WaitServing(s2);
+  ASSERT_TRUE(s2.placement->GetInventory(Ctx().get(), {}, &inv).ok());
+  EXPECT_FALSE(inv.torch().probed());
+  EXPECT_THAT(inv.torch().error(), HasSubstr("disabled"));
+#endif
 }
 
 }  // namespace

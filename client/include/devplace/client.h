@@ -82,8 +82,10 @@ struct ConnectOptions {
 };
 
 // The daemon's address as a gRPC target, by the daemon's own defaults: env DEVPLACE_ADDRESS when
-// set and non-empty; else "unix:/run/devplace/devplace.sock" when that socket exists; else
-// "unix:$XDG_RUNTIME_DIR/devplace.sock" when that socket exists; else "127.0.0.1:7465".
+// set and non-empty; else the first of "unix:/run/devplace/devplace.sock",
+// "unix:$XDG_RUNTIME_DIR/devplace.sock" and "unix:/tmp/devplace-<euid>/devplace.sock" that is a
+// socket this process may read and write; else "127.0.0.1:7465" (so a job outside the socket's
+// group still reaches a root daemon over loopback TCP).
 std::string DefaultTarget();
 
 // A Connection over an insecure gRPC channel to `target` ("unix:/path" or "host:port"), with the
