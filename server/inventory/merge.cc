@@ -40,6 +40,7 @@ std::string UnusableReason(const BackendSpec& spec, const probe::PciFunction& fn
     return absl::StrCat(spec.hardware, " ", d.vendor_id(), ":", d.device_id(), " is not supported by PyTorch's ",
                         spec.device_type, " backend (not a validated torch ", spec.device_type, " target)");
   }
+  if (!fn.inaccessible_reason.empty()) return absl::StrCat(fn.inaccessible_reason, " (", kNotVisible, ")");
   if (d.device_nodes().empty()) {
     return absl::StrCat("no device node known for ", d.pci_bus_id(),
                         " (the driver lists none for it; ", kNotVisible, "?)");
@@ -59,7 +60,8 @@ void DeriveDevice(const BackendSpec& spec, const probe::PciFunction& fn, uint32_
   d.set_supported(placement::IsTorchSupported(spec.row, fn.device_id));
   d.set_integrated(placement::IsIntegrated(spec.row, fn.device_id, d.pci_bus_id()));
   if (d.health() == v1::HEALTH_UNSPECIFIED) d.set_health(v1::HEALTH_OK);
-  d.set_usable(d.driver_loaded() && d.device_nodes_present() && d.health() == v1::HEALTH_OK && d.supported());
+  d.set_usable(d.driver_loaded() && d.device_nodes_present() && d.health() == v1::HEALTH_OK && d.supported() &&
+               fn.inaccessible_reason.empty());
   d.set_unusable_reason(UnusableReason(spec, fn, d));
 }
 
@@ -172,6 +174,10 @@ v1::Inventory BuildInventory(const probe::ProbeRun& run) {
     v1::Backend& b = AddBackend(spec, inv);
     const auto version = run.facts.driver_versions.find(spec.row);
     if (version != run.facts.driver_versions.end()) b.set_driver_version(version->second);
+    const auto attributes = run.facts.backend_attributes.find(spec.row);
+    if (attributes != run.facts.backend_attributes.end()) {
+      b.mutable_attributes()->insert(attributes->second.begin(), attributes->second.end());
+    }
     for (const probe::PciFunction* fn : functions) {
       const auto host_index = static_cast<uint32_t>(b.devices_size());
       DeriveDevice(spec, *fn, host_index, *b.add_devices());
@@ -184,5 +190,9 @@ v1::Inventory BuildInventory(const probe::ProbeRun& run) {
 }
 
 v1::Inventory ProbeInventory(const probe::HostRoot& root) { return BuildInventory(probe::RunProbers(root)); }
+
+v1::Inventory ProbeInventory(const probe::HostRoot& root, const probe::ProbeOptions& options) {
+  return BuildInventory(probe::RunProbers(root, options));
+}
 
 }  // namespace devplace::inventory

@@ -27,6 +27,9 @@ struct PciFunction {
   v1::Device device;
   // Nodes of device.device_nodes that do not exist under the host root (the dev_nodes prober).
   std::vector<std::string> missing_nodes;
+  // Why this process may not use the device although it is present (a vendor library refused
+  // it, e.g. NVML_ERROR_NO_PERMISSION in a container); empty when nothing refused it.
+  std::string inaccessible_reason;
 };
 
 // Everything the probers found on one host.
@@ -35,6 +38,8 @@ struct HostFacts {
   std::map<std::string, PciFunction> pci;
   // Kernel driver version per row (module version, /proc driver file, kernel release).
   std::map<v1::Row, std::string> driver_versions;
+  // Row-wide facts for Backend.attributes (e.g. "cuda_driver_version" from NVML).
+  std::map<v1::Row, std::map<std::string, std::string>> backend_attributes;
   // Host identity, CPU, NUMA and memory, filled by the host probers.
   v1::Host host;
 

@@ -22,10 +22,22 @@
 #include "server/inventory/json.h"
 #include "server/inventory/merge.h"
 #include "server/probe/host_root.h"
+#include "server/probe/nvml_prober.h"
+#include "server/probe/probers.h"
 
 ABSL_FLAG(std::string, host_root, "/",
           "Directory holding the host's /sys, /proc and /dev (e.g. /host when the host's trees "
           "are mounted there in a container, or a fixture tree in tests)");
+ABSL_FLAG(std::string, nvml_library, std::string(devplace::probe::kDefaultNvmlLibrary),
+          "NVML library to dlopen for GPU names, UUIDs, memory and MIG instances (a soname searched "
+          "as dlopen does, or a path); empty: do not use NVML. Not found: the nvml prober is "
+          "reported skipped");
+ABSL_FLAG(absl::Duration, probe_timeout, absl::Seconds(5),
+          "This probe's own deadline for each vendor-library prober (NVML), which runs on its own "
+          "thread: one that has not finished by then is reported PROBE_STATUS_TIMED_OUT, naming "
+          "the call that did not return, and the rest of the inventory is still written. Keep it "
+          "below devplaced's --probe_timeout (default 10s), which kills the whole probe and is only "
+          "the safety net");
 ABSL_FLAG(bool, json, false,
           "Print the inventory as pretty JSON (the protobuf JSON mapping) for people, instead of "
           "the serialized devplace.v1.Inventory bytes");
@@ -35,10 +47,10 @@ namespace {
 constexpr char kUsage[] =
     "Probes this host's accelerators, CPU and memory once and writes one devplace.v1.Inventory "
     "to stdout.\n\n"
-    "Usage: devplace-probe [--host_root=DIR] [--json]\n\n"
+    "Usage: devplace-probe [--host_root=DIR] [--nvml_library=PATH] [--probe_timeout=5s] [--json]\n\n"
     "Output: the serialized protobuf message (binary; what devplaced reads) by default, or the "
     "protobuf JSON mapping with --json.\n"
-    "Exit status: 0 when an inventory was written (probers that failed are reported in its "
+    "Exit status: 0 when an inventory was written (probers that failed or timed out are reported in its "
     "probe_reports), 2 on bad flags or an unreadable --host_root, 1 when writing failed.";
 
 int Fail(int code, const std::string& message) {
@@ -79,8 +91,15 @@ std::string CommandLineError(int argc, char** argv) {
         return absl::StrCat("--", name, ": bad value \"", arg.substr(eq + 1), "\" (want true or false)",
                             error.empty() ? "" : ": ", error);
       }
-    } else if (!has_value && ++i >= argc) {
-      return absl::StrCat("--", name, " needs a value");
+      continue;
+    }
+    if (!has_value && ++i >= argc) return absl::StrCat("--", name, " needs a value");
+    const absl::string_view value = has_value ? arg.substr(eq + 1) : absl::string_view(argv[i]);
+    absl::Duration duration;
+    std::string error;
+    if (flag->IsOfType<absl::Duration>() &&
+        (!absl::ParseFlag(value, &duration, &error) || duration <= absl::ZeroDuration())) {
+      return absl::StrCat("--", name, ": bad value \"", value, "\" (want a positive duration such as 5s or 500ms)");
     }
   }
   return "";
@@ -94,6 +113,24 @@ bool WriteAll(const std::string& bytes) {
     done += static_cast<size_t>(n);
   }
   return true;
+}
+
+// Stamps `inventory` with the time and writes it to stdout; the exit status.
+int Write(devplace::v1::Inventory inventory) {
+  const int64_t now_ns = absl::ToUnixNanos(absl::Now());
+  inventory.mutable_probed_at()->set_seconds(now_ns / 1000000000);
+  inventory.mutable_probed_at()->set_nanos(static_cast<int32_t>(now_ns % 1000000000));
+
+  std::string out;
+  if (absl::GetFlag(FLAGS_json)) {
+    absl::StatusOr<std::string> json = devplace::inventory::ToJson(inventory);
+    if (!json.ok()) return Fail(1, std::string(json.status().message()));
+    out = *json + "\n";
+  } else if (!inventory.SerializeToString(&out)) {
+    return Fail(1, "cannot serialize the inventory");
+  }
+  if (!WriteAll(out)) return Fail(1, "cannot write to stdout");
+  return 0;
 }
 
 }  // namespace
@@ -114,19 +151,16 @@ int main(int argc, char** argv) {
   absl::StatusOr<devplace::probe::HostRoot> root = devplace::probe::HostRoot::Open(absl::GetFlag(FLAGS_host_root));
   if (!root.ok()) return Fail(2, absl::StrCat("--host_root: ", root.status().message()));
 
-  devplace::v1::Inventory inventory = devplace::inventory::ProbeInventory(*root);
-  const int64_t now_ns = absl::ToUnixNanos(absl::Now());
-  inventory.mutable_probed_at()->set_seconds(now_ns / 1000000000);
-  inventory.mutable_probed_at()->set_nanos(static_cast<int32_t>(now_ns % 1000000000));
-
-  std::string out;
-  if (absl::GetFlag(FLAGS_json)) {
-    absl::StatusOr<std::string> json = devplace::inventory::ToJson(inventory);
-    if (!json.ok()) return Fail(1, std::string(json.status().message()));
-    out = *json + "\n";
-  } else if (!inventory.SerializeToString(&out)) {
-    return Fail(1, "cannot serialize the inventory");
+  devplace::probe::ProbeOptions options;
+  options.nvml_library = absl::GetFlag(FLAGS_nvml_library);
+  options.vendor_timeout = absl::ToChronoMilliseconds(absl::GetFlag(FLAGS_probe_timeout));
+  const devplace::probe::ProbeRun run = devplace::probe::RunProbers(*root, options);
+  const int status = Write(devplace::inventory::BuildInventory(run));
+  // A vendor prober that timed out left its thread blocked inside the library: end without
+  // running static destructors or unloading anything under it (stdout is written unbuffered).
+  if (run.abandoned_thread) {
+    std::fflush(nullptr);
+    _exit(status);
   }
-  if (!WriteAll(out)) return Fail(1, "cannot write to stdout");
-  return 0;
+  return status;
 }
