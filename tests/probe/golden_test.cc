@@ -3,11 +3,8 @@
 // tests/golden/probe/<name>.json. Regenerate after an intended change with
 //   DEVPLACE_UPDATE_GOLDENS=1 ctest --preset dev -R Golden
 // and review the diff line by line.
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -24,30 +21,12 @@ const std::string kHosts[] = {
     "nvidia-fell-off-bus",    "nvidia-mig",          "tpu-2x-v5e",       "xpu-2x-arc",
 };
 
-bool UpdateGoldens() {
-  const char* v = std::getenv("DEVPLACE_UPDATE_GOLDENS");
-  return v != nullptr && std::string(v) == "1";
-}
-
 class GoldenTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GoldenTest, MatchesGoldenJson) {
   const std::string host = GetParam();
-  const absl::StatusOr<std::string> json = inventory::ToJson(ProbeHost(host));
-  ASSERT_TRUE(json.ok()) << json.status();
-  const std::string golden = std::string(DEVPLACE_GOLDEN_DIR) + "/" + host + ".json";
-  if (UpdateGoldens()) {
-    std::filesystem::create_directories(DEVPLACE_GOLDEN_DIR);
-    std::ofstream(golden, std::ios::trunc) << *json << "\n";
-    GTEST_SKIP() << "wrote " << golden;
-  }
-  std::ifstream in(golden);
-  ASSERT_TRUE(in.good()) << "missing " << golden << "; run with DEVPLACE_UPDATE_GOLDENS=1 to create it";
-  std::stringstream expected;
-  expected << in.rdbuf();
-  EXPECT_EQ(*json + "\n", expected.str())
-      << "inventory of " << host << " differs from " << golden
-      << " (if intended: DEVPLACE_UPDATE_GOLDENS=1, then review the diff)";
+  ExpectMatchesGolden(ProbeHost(host), std::string(DEVPLACE_GOLDEN_DIR) + "/" + host + ".json",
+                      "inventory of " + host);
 }
 
 TEST_P(GoldenTest, IsDeterministic) {

@@ -1,8 +1,12 @@
 #include "tests/probe/test_util.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
+#include "gtest/gtest.h"
+#include "server/inventory/json.h"
 #include "server/inventory/merge.h"
 #include "server/probe/host_root.h"
 
@@ -42,6 +46,27 @@ const v1::ProbeReport* FindReport(const v1::Inventory& inventory, const std::str
     if (r.name() == name) return &r;
   }
   return nullptr;
+}
+
+bool UpdateGoldens() {
+  const char* v = std::getenv("DEVPLACE_UPDATE_GOLDENS");
+  return v != nullptr && std::string(v) == "1";
+}
+
+void ExpectMatchesGolden(const v1::Inventory& inventory, const std::string& golden, const std::string& what) {
+  const absl::StatusOr<std::string> json = inventory::ToJson(inventory);
+  ASSERT_TRUE(json.ok()) << json.status();
+  if (UpdateGoldens()) {
+    fs::create_directories(fs::path(golden).parent_path());
+    std::ofstream(golden, std::ios::trunc) << *json << "\n";
+    GTEST_SKIP() << "wrote " << golden;
+  }
+  std::ifstream in(golden);
+  ASSERT_TRUE(in.good()) << "missing " << golden << "; run with DEVPLACE_UPDATE_GOLDENS=1 to create it";
+  std::stringstream expected;
+  expected << in.rdbuf();
+  EXPECT_EQ(*json + "\n", expected.str())
+      << what << " differs from " << golden << " (if intended: DEVPLACE_UPDATE_GOLDENS=1, then review the diff)";
 }
 
 ScratchHost::ScratchHost(const std::string& fixture) : dir_(base_.File(fixture)) {

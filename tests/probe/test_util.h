@@ -25,6 +25,14 @@ const v1::Device* FindDevice(const v1::Inventory& inventory, const std::string& 
 // The report of the named prober, or null.
 const v1::ProbeReport* FindReport(const v1::Inventory& inventory, const std::string& name);
 
+// Whether DEVPLACE_UPDATE_GOLDENS=1 asks the golden tests to rewrite their files.
+bool UpdateGoldens();
+
+// Compares `inventory` as JSON (inventory::ToJson, plus a newline) with the file `golden`, a
+// failure naming `what` when they differ; with UpdateGoldens(), writes the file (creating its
+// directory) and skips the test instead.
+void ExpectMatchesGolden(const v1::Inventory& inventory, const std::string& golden, const std::string& what);
+
 // A fresh copy of a fixture host (symlinks copied as links) under a new temporary directory;
 // removed when the object goes out of scope.
 class ScratchHost {

@@ -1,0 +1,480 @@
+// fake_nvml: a stand-in for libnvidia-ml.so.1 in tests, in the spirit of DCGM's NVML injection.
+// It exports exactly the NVML functions devplace's prober looks up (server/probe/nvml_api.h,
+// same signatures) and answers them from a scripted fixture file, including errors, slow calls
+// and calls that never return. Built as libfake_nvml.so; libfake_nvml_nomig.so is the same
+// library without the MIG functions (a library too old for MIG).
+//
+// The script's path comes from the environment variable FAKE_NVML_CONFIG, read at each
+// nvmlInit_v2 (an unset variable or a malformed script makes nvmlInit_v2 fail with
+// NVML_ERROR_UNKNOWN and says why on stderr). When FAKE_NVML_LOG names a file, every call is
+// appended to it as "<function> <target>" (targets below), one per line.
+//
+// Script format: one directive per line; '#' starts a comment; blank lines are ignored. <i> is
+// an NVML device index (devices must be numbered 0..n-1: the count is n), <j> a MIG slot.
+//
+//   driver_version <text>                       nvmlSystemGetDriverVersion (default 550.54.15)
+//   cuda_driver_version <int>                   nvmlSystemGetCudaDriverVersion_v2 (default 12040)
+//   device <i> bus_id <id>                      nvmlDeviceGetPciInfo_v3 busId as written (NVML
+//                                               prints "00000000:9A:00.0"); also what
+//                                               nvmlDeviceGetHandleByPciBusId_v2 matches
+//   device <i> name <text to end of line>       nvmlDeviceGetName
+//   device <i> uuid <text>                      nvmlDeviceGetUUID ("GPU-...")
+//   device <i> memory <total> <free> <used>     nvmlDeviceGetMemoryInfo, bytes (absent:
+//                                               NVML_ERROR_NOT_SUPPORTED)
+//   device <i> mig_mode <current> <pending>     nvmlDeviceGetMigMode (default 0 0); with
+//                                               current 1, nvmlDeviceGetMaxMigDeviceCount is 7
+//   device <i> mig <j> uuid <text>              MIG device in slot j ("MIG-..."); empty slots
+//                                               answer NVML_ERROR_NOT_FOUND
+//   device <i> mig <j> name <text to end>       its nvmlDeviceGetName ("... MIG 3g.40gb")
+//   device <i> mig <j> instance <gi> <ci>       nvmlDeviceGetGpuInstanceId / ComputeInstanceId
+//   device <i> mig <j> memory <total> <free> <used>
+//
+//   fail <function> <target> <code>             the call returns <code>: a name without the
+//                                               NVML_ERROR_ prefix (GPU_IS_LOST, NOT_SUPPORTED,
+//                                               NO_PERMISSION, DRIVER_NOT_LOADED, NOT_FOUND,
+//                                               UNKNOWN, ...) or a number
+//   sleep <function> <target> <ms>              the call sleeps that long first
+//   hang <function> <target>                    the call never returns
+//
+// <function> is an NVML function name or '*' (every function). <target> is '-' for the calls
+// that name no device (nvmlInit_v2, nvmlSystem*, nvmlDeviceGetCount_v2), <i> for a GPU (its
+// handle lookups, by index or bus id, and every call on its handle), <i>/<j> for a MIG device,
+// or '*' for any GPU or MIG device. Directives apply in file order: sleeps accumulate, the
+// first matching fail or hang decides.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "server/probe/nvml_api.h"
+
+#define FAKE_NVML_EXPORT extern "C" __attribute__((visibility("default")))
+
+struct nvmlDevice_st {
+  struct Config* config;
+  int gpu;
+  int mig;  // -1: the GPU itself
+};
+
+namespace {
+
+struct Mig {
+  std::string uuid, name;
+  unsigned int gpu_instance = 0, compute_instance = 0;
+  nvmlMemory_t memory = {};
+};
+
+struct Gpu {
+  std::string bus_id, name, uuid;
+  bool has_memory = false;
+  nvmlMemory_t memory = {};
+  unsigned int mig_current = 0, mig_pending = 0;
+  std::map<unsigned int, Mig> migs;  // by slot
+};
+
+struct Rule {
+  std::string action;  // fail, sleep, hang
+  std::string function;
+  std::string target;
+  int value = 0;  // fail: the code; sleep: milliseconds
+};
+
+}  // namespace
+
+struct Config {
+  std::string driver_version = "550.54.15";
+  int cuda_driver_version = 12040;
+  std::vector<Gpu> gpus;
+  std::vector<Rule> rules;
+  std::deque<nvmlDevice_st> handles;  // stable addresses
+  std::map<std::pair<int, int>, nvmlDevice_st*> handle_of;
+};
+
+namespace {
+
+std::mutex g_mu;
+// Every script ever loaded stays alive (and reachable): a thread abandoned inside a call may
+// still use its handles after a later nvmlInit_v2 loads another script.
+std::vector<std::unique_ptr<Config>>* g_configs = new std::vector<std::unique_ptr<Config>>;
+std::atomic<Config*> g_current{nullptr};
+int g_init_count = 0;
+
+const std::map<std::string, int>& CodeNames() {
+  static const auto* names = new std::map<std::string, int>{
+      {"SUCCESS", NVML_SUCCESS},
+      {"UNINITIALIZED", NVML_ERROR_UNINITIALIZED},
+      {"INVALID_ARGUMENT", NVML_ERROR_INVALID_ARGUMENT},
+      {"NOT_SUPPORTED", NVML_ERROR_NOT_SUPPORTED},
+      {"NO_PERMISSION", NVML_ERROR_NO_PERMISSION},
+      {"NOT_FOUND", NVML_ERROR_NOT_FOUND},
+      {"INSUFFICIENT_SIZE", NVML_ERROR_INSUFFICIENT_SIZE},
+      {"DRIVER_NOT_LOADED", NVML_ERROR_DRIVER_NOT_LOADED},
+      {"TIMEOUT", NVML_ERROR_TIMEOUT},
+      {"LIBRARY_NOT_FOUND", NVML_ERROR_LIBRARY_NOT_FOUND},
+      {"GPU_IS_LOST", NVML_ERROR_GPU_IS_LOST},
+      {"RESET_REQUIRED", NVML_ERROR_RESET_REQUIRED},
+      {"UNKNOWN", NVML_ERROR_UNKNOWN},
+  };
+  return *names;
+}
+
+bool ParseInt(const std::string& text, long long& value) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  value = std::strtoll(text.c_str(), &end, 10);
+  return *end == '\0';
+}
+
+// Parses the script; on error returns false with `error` naming the line.
+bool Parse(const std::string& path, Config& config, std::string& error) {
+  std::ifstream in(path);
+  if (!in) {
+    error = "cannot read " + path;
+    return false;
+  }
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    const std::string where = path + ":" + std::to_string(number) + ": ";
+    line = line.substr(0, line.find('#'));
+    std::istringstream words(line);
+    std::vector<std::string> w;
+    for (std::string word; words >> word;) w.push_back(word);
+    if (w.empty()) continue;
+    // The rest of the line after the first `n` words, for names.
+    const auto rest = [&line](size_t n) {
+      size_t at = 0;
+      for (size_t k = 0; k < n; ++k) {
+        at = line.find_first_not_of(" \t", at);
+        at = line.find_first_of(" \t", at);
+      }
+      at = line.find_first_not_of(" \t", at);
+      std::string text = at == std::string::npos ? "" : line.substr(at);
+      return text.substr(0, text.find_last_not_of(" \t\r") + 1);
+    };
+    long long a = 0, b = 0, c = 0, d = 0;
+    const auto bad = [&](const char* why) {
+      error = where + why;
+      return false;
+    };
+    if (w[0] == "driver_version" && w.size() == 2) {
+      config.driver_version = w[1];
+    } else if (w[0] == "cuda_driver_version" && w.size() == 2 && ParseInt(w[1], a)) {
+      config.cuda_driver_version = static_cast<int>(a);
+    } else if (w[0] == "device" && w.size() >= 3 && ParseInt(w[1], a) && a >= 0 && a < 64) {
+      if (config.gpus.size() <= static_cast<size_t>(a)) config.gpus.resize(a + 1);
+      Gpu& gpu = config.gpus[a];
+      if (w[2] == "bus_id" && w.size() == 4) {
+        gpu.bus_id = w[3];
+      } else if (w[2] == "name" && w.size() >= 4) {
+        gpu.name = rest(3);
+      } else if (w[2] == "uuid" && w.size() == 4) {
+        gpu.uuid = w[3];
+      } else if (w[2] == "memory" && w.size() == 6 && ParseInt(w[3], b) && ParseInt(w[4], c) && ParseInt(w[5], d)) {
+        gpu.has_memory = true;
+        gpu.memory = {static_cast<unsigned long long>(b), static_cast<unsigned long long>(c),
+                      static_cast<unsigned long long>(d)};
+      } else if (w[2] == "mig_mode" && w.size() == 5 && ParseInt(w[3], b) && ParseInt(w[4], c)) {
+        gpu.mig_current = static_cast<unsigned int>(b);
+        gpu.mig_pending = static_cast<unsigned int>(c);
+      } else if (w[2] == "mig" && w.size() >= 6 && ParseInt(w[3], b) && b >= 0 && b < 7) {
+        Mig& mig = gpu.migs[static_cast<unsigned int>(b)];
+        if (w[4] == "uuid" && w.size() == 6) {
+          mig.uuid = w[5];
+        } else if (w[4] == "name") {
+          mig.name = rest(5);
+        } else if (w[4] == "instance" && w.size() == 7 && ParseInt(w[5], c) && ParseInt(w[6], d)) {
+          mig.gpu_instance = static_cast<unsigned int>(c);
+          mig.compute_instance = static_cast<unsigned int>(d);
+        } else if (w[4] == "memory" && w.size() == 8 && ParseInt(w[5], a) && ParseInt(w[6], c) && ParseInt(w[7], d)) {
+          mig.memory = {static_cast<unsigned long long>(a), static_cast<unsigned long long>(c),
+                        static_cast<unsigned long long>(d)};
+        } else {
+          return bad("bad mig directive");
+        }
+      } else {
+        return bad("bad device directive");
+      }
+    } else if ((w[0] == "fail" && w.size() == 4) || (w[0] == "sleep" && w.size() == 4) ||
+               (w[0] == "hang" && w.size() == 3)) {
+      Rule rule{w[0], w[1], w[2], 0};
+      if (w[0] == "fail") {
+        const auto named = CodeNames().find(w[3]);
+        if (named != CodeNames().end()) {
+          rule.value = named->second;
+        } else if (ParseInt(w[3], a)) {
+          rule.value = static_cast<int>(a);
+        } else {
+          return bad("unknown NVML error code");
+        }
+      } else if (w[0] == "sleep") {
+        if (!ParseInt(w[3], a) || a < 0) return bad("bad sleep milliseconds");
+        rule.value = static_cast<int>(a);
+      }
+      config.rules.push_back(rule);
+    } else {
+      return bad("unknown directive");
+    }
+  }
+  for (size_t i = 0; i < config.gpus.size(); ++i) {
+    const int gpu = static_cast<int>(i);
+    if (config.gpus[i].bus_id.empty()) {
+      error = path + ": device " + std::to_string(i) + " has no bus_id (devices must be numbered 0..n-1)";
+      return false;
+    }
+    config.handles.push_back({&config, gpu, -1});
+    config.handle_of[{gpu, -1}] = &config.handles.back();
+    for (const auto& [slot, mig] : config.gpus[i].migs) {
+      config.handles.push_back({&config, gpu, static_cast<int>(slot)});
+      config.handle_of[{gpu, static_cast<int>(slot)}] = &config.handles.back();
+    }
+  }
+  return true;
+}
+
+std::string TargetOf(const nvmlDevice_st* handle) {
+  if (handle == nullptr) return "-";
+  std::string target = std::to_string(handle->gpu);
+  if (handle->mig >= 0) target += "/" + std::to_string(handle->mig);
+  return target;
+}
+
+void Log(const char* function, const std::string& target) {
+  const char* path = std::getenv("FAKE_NVML_LOG");
+  if (path == nullptr || *path == '\0') return;
+  const std::lock_guard<std::mutex> lock(g_mu);
+  if (FILE* f = std::fopen(path, "a")) {
+    std::fprintf(f, "%s %s\n", function, target.c_str());
+    std::fclose(f);
+  }
+}
+
+// Logs the call and applies the script's directives for it: sleeps, then the scripted error
+// (NVML_SUCCESS when there is none), or never returns.
+nvmlReturn_t Script(const Config* config, const char* function, const std::string& target) {
+  Log(function, target);
+  if (config == nullptr) return NVML_SUCCESS;
+  for (const Rule& rule : config->rules) {
+    if (rule.function != "*" && rule.function != function) continue;
+    const bool device_target = target != "-";
+    if (!(rule.target == target || (rule.target == "*" && device_target))) continue;
+    if (rule.action == "sleep") {
+      std::this_thread::sleep_for(std::chrono::milliseconds(rule.value));
+    } else if (rule.action == "hang") {
+      for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+    } else {
+      return static_cast<nvmlReturn_t>(rule.value);
+    }
+  }
+  return NVML_SUCCESS;
+}
+
+// The current script for calls that name no device; null before nvmlInit_v2.
+Config* Current() { return g_current.load(); }
+
+nvmlReturn_t CopyString(const std::string& value, char* out, unsigned int length) {
+  if (out == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (value.size() + 1 > length) return NVML_ERROR_INSUFFICIENT_SIZE;
+  std::memcpy(out, value.c_str(), value.size() + 1);
+  return NVML_SUCCESS;
+}
+
+const Gpu& GpuOf(const nvmlDevice_st* handle) { return handle->config->gpus[handle->gpu]; }
+const Mig* MigOf(const nvmlDevice_st* handle) {
+  if (handle->mig < 0) return nullptr;
+  return &GpuOf(handle).migs.at(static_cast<unsigned int>(handle->mig));
+}
+
+// Parses "dddd:bb:dd.f" with any number of domain digits and any case.
+bool ParseBusId(const char* text, unsigned int& domain, unsigned int& bus, unsigned int& device) {
+  unsigned int function = 0;
+  return text != nullptr && std::sscanf(text, "%x:%x:%x.%x", &domain, &bus, &device, &function) == 4;
+}
+
+}  // namespace
+
+// The handle-taking calls start with this: log, script, then `body` when the script lets the
+// call through.
+#define FAKE_NVML_DEVICE_CALL(handle)                                                          \
+  if ((handle) == nullptr) return NVML_ERROR_INVALID_ARGUMENT;                                 \
+  if (const nvmlReturn_t scripted = Script((handle)->config, __func__, TargetOf(handle));     \
+      scripted != NVML_SUCCESS)                                                                \
+    return scripted;
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlInit_v2(void) {
+  const char* path = std::getenv("FAKE_NVML_CONFIG");
+  auto config = std::make_unique<Config>();
+  std::string error;
+  if (path == nullptr || *path == '\0') {
+    error = "FAKE_NVML_CONFIG is not set";
+  } else if (!Parse(path, *config, error)) {
+    // error says why
+  }
+  if (!error.empty()) {
+    Log(__func__, "-");
+    std::fprintf(stderr, "fake_nvml: %s\n", error.c_str());
+    return NVML_ERROR_UNKNOWN;
+  }
+  if (const nvmlReturn_t scripted = Script(config.get(), __func__, "-"); scripted != NVML_SUCCESS) return scripted;
+  const std::lock_guard<std::mutex> lock(g_mu);
+  g_current.store(config.get());
+  g_configs->push_back(std::move(config));
+  ++g_init_count;
+  return NVML_SUCCESS;
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlShutdown(void) {
+  Config* config = Current();
+  if (config == nullptr) return NVML_ERROR_UNINITIALIZED;
+  if (const nvmlReturn_t scripted = Script(config, __func__, "-"); scripted != NVML_SUCCESS) return scripted;
+  const std::lock_guard<std::mutex> lock(g_mu);
+  if (--g_init_count == 0) g_current.store(nullptr);
+  return NVML_SUCCESS;
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned int length) {
+  Config* config = Current();
+  if (config == nullptr) return NVML_ERROR_UNINITIALIZED;
+  if (const nvmlReturn_t scripted = Script(config, __func__, "-"); scripted != NVML_SUCCESS) return scripted;
+  return CopyString(config->driver_version, version, length);
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int* cudaDriverVersion) {
+  Config* config = Current();
+  if (config == nullptr) return NVML_ERROR_UNINITIALIZED;
+  if (const nvmlReturn_t scripted = Script(config, __func__, "-"); scripted != NVML_SUCCESS) return scripted;
+  if (cudaDriverVersion == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *cudaDriverVersion = config->cuda_driver_version;
+  return NVML_SUCCESS;
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* deviceCount) {
+  Config* config = Current();
+  if (config == nullptr) return NVML_ERROR_UNINITIALIZED;
+  if (const nvmlReturn_t scripted = Script(config, __func__, "-"); scripted != NVML_SUCCESS) return scripted;
+  if (deviceCount == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *deviceCount = static_cast<unsigned int>(config->gpus.size());
+  return NVML_SUCCESS;
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device) {
+  Config* config = Current();
+  if (config == nullptr) return NVML_ERROR_UNINITIALIZED;
+  if (device == nullptr || index >= config->gpus.size()) return NVML_ERROR_INVALID_ARGUMENT;
+  nvmlDevice_st* handle = config->handle_of.at({static_cast<int>(index), -1});
+  if (const nvmlReturn_t scripted = Script(config, __func__, TargetOf(handle)); scripted != NVML_SUCCESS) return scripted;
+  *device = handle;
+  return NVML_SUCCESS;
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char* pciBusId, nvmlDevice_t* device) {
+  Config* config = Current();
+  if (config == nullptr) return NVML_ERROR_UNINITIALIZED;
+  unsigned int domain = 0, bus = 0, dev = 0;
+  if (device == nullptr || !ParseBusId(pciBusId, domain, bus, dev)) return NVML_ERROR_INVALID_ARGUMENT;
+  for (size_t i = 0; i < config->gpus.size(); ++i) {
+    unsigned int d = 0, b = 0, v = 0;
+    if (!ParseBusId(config->gpus[i].bus_id.c_str(), d, b, v) || d != domain || b != bus || v != dev) continue;
+    nvmlDevice_st* handle = config->handle_of.at({static_cast<int>(i), -1});
+    if (const nvmlReturn_t scripted = Script(config, __func__, TargetOf(handle)); scripted != NVML_SUCCESS) {
+      return scripted;
+    }
+    *device = handle;
+    return NVML_SUCCESS;
+  }
+  Log(__func__, "-");
+  return NVML_ERROR_NOT_FOUND;
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t* pci) {
+  FAKE_NVML_DEVICE_CALL(device)
+  if (pci == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const Gpu& gpu = GpuOf(device);
+  *pci = nvmlPciInfo_t{};
+  ParseBusId(gpu.bus_id.c_str(), pci->domain, pci->bus, pci->device);
+  std::snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "%04X:%02X:%02X.0", pci->domain & 0xffff, pci->bus,
+                pci->device);
+  std::snprintf(pci->busId, sizeof pci->busId, "%s", gpu.bus_id.c_str());
+  pci->pciDeviceId = 0x10de;
+  return NVML_SUCCESS;
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int length) {
+  FAKE_NVML_DEVICE_CALL(device)
+  const Mig* mig = MigOf(device);
+  return CopyString(mig != nullptr ? mig->name : GpuOf(device).name, name, length);
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length) {
+  FAKE_NVML_DEVICE_CALL(device)
+  const Mig* mig = MigOf(device);
+  return CopyString(mig != nullptr ? mig->uuid : GpuOf(device).uuid, uuid, length);
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
+  FAKE_NVML_DEVICE_CALL(device)
+  if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (const Mig* mig = MigOf(device)) {
+    *memory = mig->memory;
+    return NVML_SUCCESS;
+  }
+  if (!GpuOf(device).has_memory) return NVML_ERROR_NOT_SUPPORTED;
+  *memory = GpuOf(device).memory;
+  return NVML_SUCCESS;
+}
+
+#ifndef FAKE_NVML_NO_MIG
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int* currentMode,
+                                                   unsigned int* pendingMode) {
+  FAKE_NVML_DEVICE_CALL(device)
+  if (currentMode == nullptr || pendingMode == nullptr || device->mig >= 0) return NVML_ERROR_INVALID_ARGUMENT;
+  *currentMode = GpuOf(device).mig_current;
+  *pendingMode = GpuOf(device).mig_pending;
+  return NVML_SUCCESS;
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int* count) {
+  FAKE_NVML_DEVICE_CALL(device)
+  if (count == nullptr || device->mig >= 0) return NVML_ERROR_INVALID_ARGUMENT;
+  *count = GpuOf(device).mig_current == NVML_DEVICE_MIG_ENABLE ? 7 : 0;
+  return NVML_SUCCESS;
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index,
+                                                                  nvmlDevice_t* migDevice) {
+  FAKE_NVML_DEVICE_CALL(device)
+  if (migDevice == nullptr || device->mig >= 0) return NVML_ERROR_INVALID_ARGUMENT;
+  const auto it = device->config->handle_of.find({device->gpu, static_cast<int>(index)});
+  if (it == device->config->handle_of.end()) return NVML_ERROR_NOT_FOUND;
+  *migDevice = it->second;
+  return NVML_SUCCESS;
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int* id) {
+  FAKE_NVML_DEVICE_CALL(device)
+  const Mig* mig = MigOf(device);
+  if (id == nullptr || mig == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *id = mig->gpu_instance;
+  return NVML_SUCCESS;
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int* id) {
+  FAKE_NVML_DEVICE_CALL(device)
+  const Mig* mig = MigOf(device);
+  if (id == nullptr || mig == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *id = mig->compute_instance;
+  return NVML_SUCCESS;
+}
+#endif  // FAKE_NVML_NO_MIG
