@@ -121,7 +121,8 @@ void RunVendorProber(const VendorProber& prober, std::chrono::milliseconds timeo
   const VendorMerge merge = std::move(shared->merge);
   lock.unlock();
   thread.join();  // it has finished: only its return is left
-  Report(run, prober.name, start, merge(run.facts));
+  Report(run, prober.name, start,
+         merge ? merge(run.facts) : absl::StatusOr<ProbeOutcome>(absl::InternalError("the prober returned no result")));
 }
 
 ProbeRun RunProbers(const HostRoot& root, const ProbeOptions& options) {
