@@ -9,6 +9,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -51,7 +52,11 @@ ABSL_FLAG(std::string, torch_probe_command, "",
           "The libtorch probe (default: devplace-torch-probe next to this binary, when installed), run once after "
           "start and on each full refresh (SIGHUP, RefreshInventory); its view is Inventory.torch. \"none\" disables it");
 ABSL_FLAG(absl::Duration, probe_timeout, absl::Seconds(10),
-          "Deadline for one probe child; one that overruns is killed and the last good inventory stays");
+          "Deadline for one probe child; one that overruns is killed and the last good inventory stays. The child "
+          "gets 60% of it as its own deadline for vendor-library probers (a hung NVML call is reported as timed "
+          "out and the rest of the inventory still arrives); this deadline is only the safety net");
+ABSL_FLAG(std::string, nvml_library, "libnvidia-ml.so.1",
+          "NVML library the probe child dlopens for GPU names, UUIDs, memory and MIG instances (empty: none)");
 ABSL_FLAG(absl::Duration, refresh_interval, absl::Seconds(60),
           "How often to re-probe in the background (0 = only at start, on SIGHUP and on RefreshInventory)");
 ABSL_FLAG(std::string, socket_mode, "0660", "Permission bits of unix-socket listeners (octal)");
@@ -221,7 +226,12 @@ int Run(int argc, char** argv) {
   inventory::TorchView torch(torch_probe.empty() ? std::vector<std::string>{} : std::vector<std::string>{torch_probe},
                              probe_timeout);
   inventory::StoreOptions options;
-  options.probe_command = {probe, absl::StrCat("--host_root=", host_root)};
+  // The child's own vendor deadline fires well before ours, so a hung library costs one prober,
+  // not the whole inventory.
+  const absl::Duration vendor_timeout = std::max(absl::Milliseconds(100), probe_timeout * 0.6);
+  options.probe_command = {probe, absl::StrCat("--host_root=", host_root),
+                           absl::StrCat("--nvml_library=", absl::GetFlag(FLAGS_nvml_library)),
+                           absl::StrCat("--probe_timeout=", absl::FormatDuration(vendor_timeout))};
   options.probe_timeout = probe_timeout;
   options.on_probe = [](const inventory::ProbeOutcome& o) {
     if (o.status.ok()) {

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -42,6 +43,7 @@
 #include "server/placement/backends.h"
 #include "server/placement/resolver.h"
 #include "server/probe/host_root.h"
+#include "server/probe/probers.h"
 
 // ---- global flags ----
 ABSL_FLAG(std::string, address, "",
@@ -93,6 +95,10 @@ ABSL_FLAG(uint64_t, known_revision, 0,
 // ---- probe ----
 ABSL_FLAG(std::string, host_root, "/",
           "Directory holding the host's /sys, /proc and /dev (e.g. /host in a container, or a fixture tree)");
+ABSL_FLAG(std::string, nvml_library, "libnvidia-ml.so.1",
+          "NVML library to dlopen for GPU names, UUIDs, memory and MIG instances (empty: do not read NVML)");
+ABSL_FLAG(absl::Duration, probe_timeout, absl::Seconds(5),
+          "Deadline of each vendor-library prober (NVML); one that overruns is reported as timed out");
 
 namespace devplace::cli {
 namespace {
@@ -150,9 +156,10 @@ const std::vector<Command>& Commands() {
        "Calls grpc.health.v1.Health/Check for the whole server (service \"\").", {}, &RunHealth},
       {"probe", "Probe this host in-process (no daemon) and print its inventory.",
        "devplace probe [--host_root=DIR]",
-       "Runs devplace's probers in this process against --host_root and prints the inventory it builds\n"
-       "(the same content devplace-probe writes). Save it with --json for `resolve --inventory`.",
-       {"host_root"}, &RunProbe},
+       "Runs devplace's probers in this process against --host_root (NVML through --nvml_library, under\n"
+       "--probe_timeout) and prints the inventory it builds (the same content devplace-probe writes).\n"
+       "Save it with --json for `resolve --inventory`.",
+       {"host_root", "nvml_library", "probe_timeout"}, &RunProbe},
   };
   return *kCommands;
 }
@@ -442,17 +449,25 @@ int PrintInventory(const v1::Inventory& inv) {
   std::printf("\n");
   std::vector<std::vector<std::string>> backends = {{"BACKEND", "TYPE", "STATE", "DEVICES", "DRIVER", "PACKAGE", "NOTE"}};
   std::vector<std::vector<std::string>> devices = {
-      {"BACKEND", "#", "NAME", "PCI BUS ID", "MEMORY", "NUMA", "NODES", "USABLE"}};
+      {"BACKEND", "#", "NAME", "PCI BUS ID", "UUID", "MEMORY", "FREE", "NUMA", "NODES", "USABLE"}};
+  std::vector<std::vector<std::string>> partitions = {{"BACKEND", "#", "PARTITION", "UUID", "GI", "CI", "MEMORY"}};
   for (const v1::Backend& b : inv.backends()) {
     int usable = 0;
     for (const v1::Device& d : b.devices()) {
       usable += d.usable() ? 1 : 0;
       devices.push_back({b.name(), absl::StrCat(d.host_index()), d.name().empty() ? "-" : d.name(),
-                         d.pci_bus_id().empty() ? "-" : d.pci_bus_id(),
+                         d.pci_bus_id().empty() ? "-" : d.pci_bus_id(), d.uuid().empty() ? "-" : d.uuid(),
                          d.has_memory_total_bytes() ? Bytes(d.memory_total_bytes()) : "-",
+                         d.has_memory_free_bytes() ? Bytes(d.memory_free_bytes()) : "-",
                          d.numa_node() < 0 ? "-" : absl::StrCat(d.numa_node()),
                          d.device_nodes().empty() ? "-" : absl::StrJoin(d.device_nodes(), ","),
                          d.usable() ? "yes" : absl::StrCat("no: ", d.unusable_reason())});
+      for (const v1::Partition& p : d.partitions()) {
+        partitions.push_back({b.name(), absl::StrCat(d.host_index()), p.profile().empty() ? "MIG" : p.profile(),
+                              p.uuid().empty() ? "-" : p.uuid(), absl::StrCat(p.gpu_instance_id()),
+                              absl::StrCat(p.compute_instance_id()),
+                              p.has_memory_total_bytes() ? Bytes(p.memory_total_bytes()) : "-"});
+      }
     }
     backends.push_back({b.name(), b.device_type(), Strip("BACKEND_STATE_", v1::BackendState_Name(b.state())),
                         b.devices().empty() ? "-" : absl::StrCat(usable, "/", b.devices_size(), " usable"),
@@ -462,6 +477,10 @@ int PrintInventory(const v1::Inventory& inv) {
   if (devices.size() > 1) {
     std::printf("\n");
     PrintTable(devices);
+  }
+  if (partitions.size() > 1) {
+    std::printf("\n");
+    PrintTable(partitions);
   }
   if (!inv.probe_reports().empty()) {
     std::printf("\n");
@@ -607,9 +626,22 @@ void StampNow(v1::Inventory& inv) {
 int RunProbe() {
   absl::StatusOr<probe::HostRoot> root = probe::HostRoot::Open(absl::GetFlag(FLAGS_host_root));
   if (!root.ok()) return UsageError(g_command, absl::StrCat("--host_root: ", root.status().message()));
-  v1::Inventory inv = inventory::ProbeInventory(*root);
+  if (absl::GetFlag(FLAGS_probe_timeout) <= absl::ZeroDuration()) {
+    return UsageError(g_command, "--probe_timeout must be positive, e.g. 5s");
+  }
+  probe::ProbeOptions options;
+  options.nvml_library = absl::GetFlag(FLAGS_nvml_library);
+  options.vendor_timeout = std::chrono::milliseconds(absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_probe_timeout)));
+  const probe::ProbeRun run = probe::RunProbers(*root, options);
+  v1::Inventory inv = inventory::BuildInventory(run);
   StampNow(inv);
-  return PrintInventory(inv);
+  const int status = PrintInventory(inv);
+  if (run.abandoned_thread) {  // a vendor call never returned: leave without joining or unloading it
+    std::fflush(stdout);
+    std::fflush(stderr);
+    _exit(status);
+  }
+  return status;
 }
 
 // --env values as K=V entries; a comma piece without '=' continues the previous value.

@@ -145,13 +145,30 @@ void SanitizeUtf8(google::protobuf::Message& msg) {
       } else {
         refl->SetString(&msg, f, ValidUtf8(refl->GetString(msg, f)));
       }
+    } else if (f->is_map()) {
+      continue;  // string maps are sanitized through their typed API below (see SanitizeMap)
     } else if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) {
-      if (f->is_repeated()) {  // includes map entries (key and value strings)
+      if (f->is_repeated()) {
         for (int i = 0; i < refl->FieldSize(msg, f); ++i) SanitizeUtf8(*refl->MutableRepeatedMessage(&msg, f, i));
       } else {
         SanitizeUtf8(*refl->MutableMessage(&msg, f));
       }
     }
+  }
+}
+
+// A map<string, string> with every key and value made valid UTF-8 (rebuilt: keys may change).
+void SanitizeMap(google::protobuf::Map<std::string, std::string>& map) {
+  google::protobuf::Map<std::string, std::string> clean;
+  for (const auto& [key, value] : map) clean[ValidUtf8(key)] = ValidUtf8(value);
+  map.swap(clean);
+}
+
+void SanitizeUtf8(v1::Inventory& inv) {
+  SanitizeUtf8(static_cast<google::protobuf::Message&>(inv));
+  for (v1::Backend& b : *inv.mutable_backends()) {
+    SanitizeMap(*b.mutable_attributes());
+    for (v1::Device& d : *b.mutable_devices()) SanitizeMap(*d.mutable_attributes());
   }
 }
 

@@ -1,0 +1,130 @@
+// devplaced with NVML: the fake NVML library (tests/fakes) loaded by the real devplace-probe
+// child. A never-returning NVML call costs the nvml prober only: the child gives up at its own
+// deadline, the rest of the inventory arrives, and the daemon answers throughout.
+#include <signal.h>
+#include <stdlib.h>
+
+#include <string>
+
+#include "absl/time/clock.h"
+#include "devplace/v1/devplace.grpc.pb.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "tests/common/command.h"
+#include "tests/common/temp_dir.h"
+#include "tests/integration/daemon_process.h"
+
+namespace devplace::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string Host(const std::string& name) { return std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/" + name; }
+std::string Script(const std::string& name) { return std::string(DEVPLACE_FIXTURES_DIR) + "/nvml/" + name; }
+
+// Sets FAKE_NVML_CONFIG for the daemon (and so its probe child) started in this scope.
+class FakeNvml {
+ public:
+  explicit FakeNvml(const std::string& script) { setenv("FAKE_NVML_CONFIG", script.c_str(), 1); }
+  ~FakeNvml() { unsetenv("FAKE_NVML_CONFIG"); }
+};
+
+std::unique_ptr<v1::DevicePlacement::Stub> Stub(const std::string& target) {
+  return v1::DevicePlacement::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+}
+
+const v1::ProbeReport* Report(const v1::Inventory& inv, const std::string& name) {
+  for (const v1::ProbeReport& r : inv.probe_reports()) {
+    if (r.name() == name) return &r;
+  }
+  return nullptr;
+}
+
+TEST(NvmlDaemon, FreeMemoryFromNvmlBecomesMaxMemory) {
+  TempDir dir;
+  FakeNvml nvml(Script("h100.txt"));
+  DaemonProcess d(dir.path(), {"--host_root=" + Host("nvidia-2x-h100"), "--nvml_library=" DEVPLACE_FAKE_NVML});
+  ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
+  auto stub = Stub(d.unix_target());
+  grpc::ClientContext ctx;
+  v1::Inventory inv;
+  ASSERT_TRUE(stub->GetInventory(&ctx, {}, &inv).ok());
+  ASSERT_NE(Report(inv, "nvml"), nullptr);
+  EXPECT_EQ(Report(inv, "nvml")->status(), v1::PROBE_STATUS_OK) << Report(inv, "nvml")->message();
+  const v1::Device& gpu1 = inv.backends(1).devices(1);
+  ASSERT_TRUE(gpu1.has_memory_free_bytes());
+  v1::ResolveDeviceRequest req;
+  req.set_workload(v1::WORKLOAD_INFERENCE);
+  req.set_device_map("auto");
+  grpc::ClientContext ctx2;
+  v1::ResolveDeviceResponse answer;
+  ASSERT_TRUE(stub->ResolveDevice(&ctx2, req, &answer).ok());
+  EXPECT_EQ(answer.device(), "cuda:0");
+  EXPECT_EQ(answer.max_memory().at("1"), gpu1.memory_free_bytes());  // two GPUs: each one's free memory
+  d.Signal(SIGTERM);
+  EXPECT_EQ(d.WaitExit(absl::Seconds(10)), 0);
+}
+
+TEST(NvmlDaemon, HungNvmlCallTimesOutInTheChildAndTheRestArrives) {
+  TempDir dir;
+  FakeNvml nvml(Script("hang.txt"));
+  // The child gets 60 % of 3 s as its own vendor deadline; the daemon's 3 s is the safety net.
+  DaemonProcess d(dir.path(), {"--host_root=" + Host("nvidia-2x-h100"), "--nvml_library=" DEVPLACE_FAKE_NVML,
+                               "--probe_timeout=3s", "--refresh_interval=0s"});
+  auto stub = Stub(d.tcp_target());
+  // The daemon answers while the first probe's NVML call hangs (UNAVAILABLE: no inventory yet).
+  grpc::ClientContext early;
+  v1::ListBackendsResponse backends;
+  EXPECT_TRUE(stub->ListBackends(&early, {}, &backends).ok());
+  ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
+  EXPECT_THAT(d.Log(), HasSubstr("event=probe result=ok"));  // the child finished, not killed by the daemon
+  grpc::ClientContext ctx;
+  v1::Inventory inv;
+  ASSERT_TRUE(stub->GetInventory(&ctx, {}, &inv).ok());
+  const v1::ProbeReport* report = Report(inv, "nvml");
+  ASSERT_NE(report, nullptr);
+  EXPECT_EQ(report->status(), v1::PROBE_STATUS_TIMED_OUT);
+  EXPECT_THAT(report->message(), HasSubstr("nvmlDeviceGetMemoryInfo"));
+  EXPECT_GE(report->duration_ms(), 1500u);
+  ASSERT_EQ(inv.backends_size(), 2);
+  EXPECT_EQ(inv.backends(0).row(), v1::ROW_CPU);
+  ASSERT_EQ(inv.backends(1).devices_size(), 2);  // the NVIDIA row from sysfs and /proc
+  EXPECT_FALSE(inv.backends(1).devices(0).has_memory_free_bytes());  // nothing of NVML merged
+  v1::ResolveDeviceRequest req;
+  req.set_workload(v1::WORKLOAD_TRAINING);
+  grpc::ClientContext ctx2;
+  v1::ResolveDeviceResponse answer;
+  ASSERT_TRUE(stub->ResolveDevice(&ctx2, req, &answer).ok());
+  EXPECT_EQ(answer.device(), "cuda:0");
+  // The next refresh is not blocked by the hung library of the previous child.
+  grpc::ClientContext ctx3;
+  ctx3.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::Inventory again;
+  EXPECT_TRUE(stub->RefreshInventory(&ctx3, {}, &again).ok());
+  d.Signal(SIGTERM);
+  EXPECT_EQ(d.WaitExit(absl::Seconds(10)), 0);
+}
+
+TEST(NvmlDaemon, CliProbeShowsNamesUuidsMemoryAndMigInstances) {
+  const CommandResult r = RunCommand(std::string("FAKE_NVML_CONFIG=") + Script("mig.txt") + " " + DEVPLACE_CLI_BINARY +
+                                     " probe --host_root=" + Host("nvidia-mig") + " --nvml_library=" DEVPLACE_FAKE_NVML);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("NVIDIA A100-SXM4-80GB"));
+  EXPECT_THAT(r.out, HasSubstr("GPU-00000000-0000-4000-8000-000000000001"));
+  EXPECT_THAT(r.out, HasSubstr("79.0 GiB"));  // free memory from NVML
+  EXPECT_THAT(r.out, HasSubstr("MIG-00000000-0000-4000-8000-0000000000a1"));
+  EXPECT_THAT(r.out, HasSubstr("3g.40gb"));
+  // A never-returning NVML call: the CLI reports it and exits promptly with the rest.
+  const absl::Time start = absl::Now();
+  const CommandResult hung =
+      RunCommand(std::string("FAKE_NVML_CONFIG=") + Script("hang.txt") + " timeout 10 " + DEVPLACE_CLI_BINARY +
+                 " probe --probe_timeout=300ms --host_root=" + Host("nvidia-2x-h100") + " --nvml_library=" DEVPLACE_FAKE_NVML);
+  EXPECT_EQ(hung.exit_code, 0) << hung.err;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_THAT(hung.out, HasSubstr("TIMED_OUT"));
+  EXPECT_THAT(hung.out, HasSubstr("0000:9a:00.0"));
+}
+
+}  // namespace
+}  // namespace devplace::testing
