@@ -42,7 +42,8 @@
 ABSL_FLAG(std::string, listen, "",
           "Comma-separated listen addresses: unix:/path/to.sock and/or host:port (port 0 picks a free port, "
           "logged at start). Default: unix:/run/devplace/devplace.sock (as root; otherwise "
-          "unix:$XDG_RUNTIME_DIR/devplace.sock) and 127.0.0.1:7465");
+          "unix:$XDG_RUNTIME_DIR/devplace.sock, or unix:/tmp/devplace-<uid>/devplace.sock without it) and "
+          "127.0.0.1:7465");
 ABSL_FLAG(std::string, host_root, "/",
           "Directory holding the host's /sys, /proc and /dev, passed to the probe (e.g. /host in a container)");
 ABSL_FLAG(std::string, probe_command, "",
