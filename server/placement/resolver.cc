@@ -498,8 +498,13 @@ class Resolution {
       out_.add_explanation(absl::StrCat("T-DIST device = ", type, ":(local_rank ", rank, " % ", n, ") = ", device));
     }
     if (rank >= n && !(r->vis.masked && n == 1)) {
+      // The lower ranks on the same device: idx, idx + n, ... (at most 8 named: local_rank is
+      // unbounded in a request and must not turn into an unbounded list).
+      constexpr int kNamed = 8;
+      const int64_t count = (static_cast<int64_t>(rank) - idx + n - 1) / n;
       std::vector<std::string> sharing;
-      for (int j = idx; j < rank; j += n) sharing.push_back(absl::StrCat(j));
+      for (int64_t k = 0; k < std::min<int64_t>(count, kNamed); ++k) sharing.push_back(absl::StrCat(idx + k * n));
+      if (count > kNamed) sharing.push_back(absl::StrCat("and ", count - kNamed, " more"));
       const std::string w = absl::StrCat("local_rank ", rank, " wraps onto ", type, ":", idx, " (", n,
                                          " visible device(s), Accelerate >= 0.33 uses local_rank % count): it shares the "
                                          "device with local rank(s) ", absl::StrJoin(sharing, ", "));

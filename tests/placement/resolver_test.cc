@@ -262,6 +262,18 @@ TEST(Resolver, UseTorchXlaIsValidatedForEveryWorkload) {  // HF C33: import acce
   EXPECT_THAT(Msg(Resolve(b, Req::Infer("auto").Env("USE_TORCH_XLA", "maybe"))), HasSubstr("env.USE_TORCH_XLA"));
 }
 
+TEST(Resolver, HugeLocalRankWrapsWithABoundedWarning) {  // found by tests/fuzz/resolve_fuzz (OOM)
+  InventoryBuilder b;
+  b.Add(v1::ROW_CUDA_NVIDIA, 1);
+  v1::ResolveDeviceRequest req = Req::Train();
+  req.set_local_rank(2000000000);
+  auto r = Resolve(b, req);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->device(), "cuda:0");
+  EXPECT_THAT(Warnings(*r), HasSubstr("local rank(s) 0, 1, 2, 3, 4, 5, 6, 7, and 1999999992 more"));
+  EXPECT_LT(Warnings(*r).size(), 400u);
+}
+
 TEST(Resolver, PlacedDevicesCarryHostIdentity) {
   InventoryBuilder b;
   b.Add(v1::ROW_CUDA_NVIDIA, 2);
