@@ -191,7 +191,9 @@ int Run(int argc, char** argv) {
   const absl::Duration probe_timeout = absl::GetFlag(FLAGS_probe_timeout);
   const absl::Duration interval = absl::GetFlag(FLAGS_refresh_interval);
   const absl::Duration grace = absl::GetFlag(FLAGS_shutdown_grace);
-  if (probe_timeout <= absl::ZeroDuration()) return Usage("--probe_timeout must be positive, e.g. 10s");
+  if (probe_timeout < absl::Milliseconds(200)) {
+    return Usage("--probe_timeout must be at least 200ms (e.g. 10s): the probe child gets 60% of it for vendor libraries");
+  }
   if (interval < absl::ZeroDuration()) return Usage("--refresh_interval must be 0 (off) or positive, e.g. 60s");
   if (grace < absl::ZeroDuration()) return Usage("--shutdown_grace must not be negative");
   const std::string host_root = absl::GetFlag(FLAGS_host_root);
@@ -229,7 +231,7 @@ int Run(int argc, char** argv) {
   inventory::StoreOptions options;
   // The child's own vendor deadline fires well before ours, so a hung library costs one prober,
   // not the whole inventory.
-  const absl::Duration vendor_timeout = std::max(absl::Milliseconds(100), probe_timeout * 0.6);
+  const absl::Duration vendor_timeout = probe_timeout * 0.6;
   options.probe_command = {probe, absl::StrCat("--host_root=", host_root),
                            absl::StrCat("--nvml_library=", absl::GetFlag(FLAGS_nvml_library)),
                            absl::StrCat("--probe_timeout=", absl::FormatDuration(vendor_timeout))};
@@ -249,9 +251,12 @@ int Run(int argc, char** argv) {
     return absl::OkStatus();
   };
   inventory::InventoryStore store(options);
+  std::atomic<bool> stopping{false};  // set on SIGTERM/SIGINT
   // A full refresh (RefreshInventory, SIGHUP, start-up) re-runs the libtorch probe, then the host
   // probe, which publishes the new view. The service runs them on its one refresh worker.
-  auto full_refresh = [&torch, &store, torch_enabled = !torch_probe.empty()]() {
+  auto full_refresh = [&torch, &store, &stopping, torch_enabled = !torch_probe.empty()]()
+      -> absl::StatusOr<inventory::Snapshot> {
+    if (stopping.load()) return absl::UnavailableError("devplaced is shutting down");
     spdlog::info("event=refresh kind=full");
     if (torch_enabled) {
       const absl::Time start = absl::Now();
@@ -260,6 +265,7 @@ int Run(int argc, char** argv) {
                    view.probed() ? "ok" : "error", absl::ToInt64Milliseconds(absl::Now() - start), view.version(),
                    absl::StrJoin(view.compiled_backends(), ","), view.error());
     }
+    if (stopping.load()) return absl::UnavailableError("devplaced is shutting down");
     return store.Refresh();
   };
   service::DevicePlacementService service(store, full_refresh);
@@ -312,7 +318,6 @@ int Run(int argc, char** argv) {
 
   // Health turns SERVING with the first inventory (never again once stopping); each new revision
   // is logged.
-  std::atomic<bool> stopping{false};
   const inventory::InventoryStore::SubscriptionId subscription =
       store.Subscribe([health, &stopping](const inventory::Snapshot& inv) {
         spdlog::info("event=inventory revision={} backends={}", inv->revision(), inv->backends_size());
@@ -336,6 +341,7 @@ int Run(int argc, char** argv) {
   // Stop accepting at once; calls in flight get --shutdown_grace (a RefreshInventory waiting on a
   // probe finishes when that probe does, bounded by --probe_timeout); watches end with OK.
   stopping = true;
+  torch.Cancel();  // a libtorch probe in flight is killed, not waited for
   health->SetServingStatus(false);
   service.Shutdown();
   server->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(grace));

@@ -230,12 +230,17 @@ ProbeResult ProbeRunner::Run() const {
   std::string& err = result.stderr_text;
   bool timed_out = false;
   absl::Status failure;
+  auto cancelled = [this] { return options_.cancel != nullptr && options_.cancel->load(); };
   std::vector<char> chunk(kReadChunk);
   char* const buf = chunk.data();
   while ((out_read.valid() || err_read.valid()) && failure.ok()) {
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) {
       timed_out = true;
+      break;
+    }
+    if (cancelled()) {
+      failure = absl::CancelledError(absl::StrCat("probe cancelled (", argv_[0], ", killed)"));
       break;
     }
     pollfd fds[2];
@@ -246,7 +251,9 @@ ProbeResult ProbeRunner::Run() const {
       fds[n] = {fd->get(), POLLIN, 0};
       owners[n++] = fd;
     }
-    const int ready = poll(fds, n, static_cast<int>(std::min<long long>(left, 1 << 30)));
+    // Short slices when cancellable, so a cancel is seen within ~100 ms.
+    const long long slice = options_.cancel != nullptr ? std::min<long long>(left, 100) : left;
+    const int ready = poll(fds, n, static_cast<int>(std::min<long long>(slice, 1 << 30)));
     if (ready < 0 && errno != EINTR) failure = absl::InternalError(absl::StrCat("poll: ", ErrnoText(errno)));
     if (ready <= 0) continue;
     for (nfds_t i = 0; i < n && failure.ok(); ++i) {
@@ -282,6 +289,10 @@ ProbeResult ProbeRunner::Run() const {
     while (!HasExited(pid)) {
       if (Clock::now() >= deadline) {
         timed_out = true;
+        break;
+      }
+      if (cancelled()) {
+        failure = absl::CancelledError(absl::StrCat("probe cancelled (", argv_[0], ", killed)"));
         break;
       }
       Nap(backoff, deadline);

@@ -6,6 +6,7 @@
 #define DEVPLACE_SERVER_INVENTORY_PROBE_RUNNER_H_
 
 #include <cstddef>
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,9 @@ struct ProbeRunnerOptions {
   size_t max_stdout_bytes = size_t{64} << 20;
   // Most stderr bytes kept (the rest is read and dropped so the child never blocks on it).
   size_t max_stderr_bytes = size_t{64} << 10;
+  // When non-null and set to true (from any thread) while the child runs, the child's group is
+  // killed within ~100 ms and Run() returns CANCELLED (used at daemon shutdown).
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 // Everything one run produced.

@@ -15,21 +15,26 @@ TorchView::TorchView(std::vector<std::string> command, absl::Duration timeout)
 
 v1::TorchInfo TorchView::Run() {
   absl::MutexLock serial(&run_mu_);
-  if (command_.empty()) return Last();
+  if (command_.empty() || cancelled_) return Last();
   ProbeRunnerOptions options;
   options.timeout = timeout_;
+  options.cancel = &cancelled_;
   const ProbeResult result = ProbeRunner(command_, options).Run();
-  v1::TorchInfo view;
-  if (result.inventory.ok() && result.inventory->has_torch()) {
-    view = result.inventory->torch();
-  } else {
-    view.set_probed(false);
-    view.set_error(result.inventory.ok() ? "devplace-torch-probe wrote an inventory without a torch view"
-                                         : std::string(result.inventory.status().message()));
-  }
   absl::MutexLock lock(&mu_);
-  last_ = view;
-  return view;
+  if (result.inventory.ok() && result.inventory->has_torch() && result.inventory->torch().probed()) {
+    last_ = result.inventory->torch();
+    return last_;
+  }
+  const std::string why = !result.inventory.ok() ? std::string(result.inventory.status().message())
+                          : result.inventory->has_torch() ? result.inventory->torch().error()
+                                                          : "devplace-torch-probe wrote an inventory without a torch view";
+  if (last_.probed()) {
+    last_.set_error(absl::StrCat("last run failed: ", why));
+  } else {
+    last_.Clear();
+    last_.set_error(why);
+  }
+  return last_;
 }
 
 v1::TorchInfo TorchView::Last() const {

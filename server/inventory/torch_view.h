@@ -4,6 +4,7 @@
 #ifndef DEVPLACE_SERVER_INVENTORY_TORCH_VIEW_H_
 #define DEVPLACE_SERVER_INVENTORY_TORCH_VIEW_H_
 
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -20,13 +21,18 @@ class TorchView {
   // disabled (Last() then says so). `timeout` bounds one run; an overrunning child is killed.
   TorchView(std::vector<std::string> command, absl::Duration timeout);
 
-  // Runs the probe now and keeps its view; a failed run keeps `probed` false and says why in
-  // `error`. Concurrent calls run one after the other. Returns the view kept.
+  // Runs the probe now. A good run replaces the view; a failed one keeps the last good view
+  // (if any) and puts the failure in `error` ("last run failed: ..."), so one bad run does not
+  // erase what libtorch was seen to support. Concurrent calls run one after the other. Returns
+  // the view kept.
   v1::TorchInfo Run();
-  // The view of the last run ("not probed yet" before the first).
+  // The view kept ("not probed yet" before the first run).
   v1::TorchInfo Last() const;
+  // Kills a run in progress and makes later runs return at once (daemon shutdown).
+  void Cancel() { cancelled_ = true; }
 
  private:
+  std::atomic<bool> cancelled_{false};
   std::vector<std::string> command_;
   absl::Duration timeout_;
   absl::Mutex run_mu_;

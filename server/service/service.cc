@@ -200,12 +200,21 @@ void DevicePlacementService::RequestRefresh() {
 void DevicePlacementService::RefreshWorker() {
   for (;;) {
     std::vector<PendingRefresh> round;
+    bool stopping = false;
     {
       absl::MutexLock lock(&mu_);
       auto work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return shutting_down_ || !pending_.empty(); };
       mu_.Await(absl::Condition(&work));
       round.swap(pending_);
-      if (round.empty()) return;  // shutting down with nothing left
+      stopping = shutting_down_;
+    }
+    if (stopping) {  // no new probes once stopping: queued callers get UNAVAILABLE at once
+      for (const PendingRefresh& p : round) {
+        if (p.reactor != nullptr) {
+          p.reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "devplaced is shutting down"));
+        }
+      }
+      return;
     }
     // Calls that queued up while the previous round ran share this one probe run.
     const absl::StatusOr<inventory::Snapshot> fresh = refresh_();
@@ -215,7 +224,9 @@ void DevicePlacementService::RefreshWorker() {
       p.reactor->Finish(ToGrpc(fresh.status()));
     }
   }
-}grpc::ServerWriteReactor<v1::Inventory>* DevicePlacementService::WatchInventory(
+}
+
+grpc::ServerWriteReactor<v1::Inventory>* DevicePlacementService::WatchInventory(
     grpc::CallbackServerContext*, const v1::WatchInventoryRequest* request) {
   auto watch = std::make_shared<WatchReactor>(this, request->known_revision());
   bool refuse;

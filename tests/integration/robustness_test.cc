@@ -45,7 +45,8 @@ TEST(Robustness, BadConfigurationIsAUsageErrorNamingTheFlag) {
       {"--listen=, --host_root=" + Host("cpu-only"), "--listen names no address"},
       {"--listen=127.0.0.1:99999 --host_root=" + Host("cpu-only"), "--listen: '127.0.0.1:99999'"},
       {"--listen=garbage --host_root=" + Host("cpu-only"), "--listen: 'garbage'"},
-      {ok_listen + " --probe_timeout=0s", "--probe_timeout must be positive"},
+      {ok_listen + " --probe_timeout=0s", "--probe_timeout must be at least 200ms"},
+      {ok_listen + " --probe_timeout=100ms", "--probe_timeout must be at least 200ms"},
       {ok_listen + " --refresh_interval=-5s", "--refresh_interval"},
       {ok_listen + " --socket_mode=999", "--socket_mode"},
       {ok_listen + " --socket_group=no-such-group-here", "--socket_group"},
@@ -141,6 +142,35 @@ TEST(Robustness, SigtermStopsAcceptingWhileAProbeIsStillRunning) {
   slow.join();
   EXPECT_TRUE(refresh.ok()) << "the call in flight finishes: " << refresh.error_message();
   EXPECT_EQ(d.WaitExit(absl::Seconds(10)), 0);
+}
+
+TEST(Robustness, AHungTorchProbeNeitherBlocksServingNorShutdown) {
+  TempDir dir;
+  const std::string hang = dir.Script("torch-hang", "sleep 1000").back();
+  DaemonProcess d(dir.path(), {"--host_root=" + Host("cpu-only"), "--torch_probe_command=" + hang,
+                               "--probe_timeout=30s", "--refresh_interval=0s"});
+  ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20)));
+  auto stub = v1::DevicePlacement::NewStub(grpc::CreateChannel(d.unix_target(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  v1::Inventory inv;
+  ASSERT_TRUE(stub->GetInventory(&ctx, {}, &inv).ok());  // serving while the libtorch probe hangs
+  EXPECT_FALSE(inv.torch().probed());
+  grpc::Status queued;
+  std::thread refresh([&] {  // queued behind the hung full refresh
+    grpc::ClientContext rctx;
+    v1::Inventory out;
+    queued = stub->RefreshInventory(&rctx, {}, &out);
+  });
+  absl::SleepFor(absl::Milliseconds(300));
+  const absl::Time start = absl::Now();
+  d.Signal(SIGTERM);
+  EXPECT_EQ(d.WaitExit(absl::Seconds(10)), 0);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << "the hung libtorch probe is killed, not waited for";
+  refresh.join();
+  EXPECT_EQ(queued.error_code(), grpc::StatusCode::UNAVAILABLE) << queued.error_message();
+  const std::string log = d.Log();
+  EXPECT_EQ(log.find("event=probe", log.find("event=stopped")), std::string::npos) << "no probe after stopping";
 }
 
 TEST(Robustness, ResolveAgainstAFileThatIsNotAnInventoryIsRefusedOnOneLine) {
