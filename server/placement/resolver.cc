@@ -354,9 +354,16 @@ class Resolution {
       out_.add_warnings(w);
       hazards_.push_back(w);
     }
-    if (u.partition != nullptr) {
+    if (u.partition != nullptr) {  // the job sees this MIG instance, not the GPU
       p->set_partition_uuid(u.partition->uuid());
+      p->clear_memory_total_bytes();
+      p->clear_memory_free_bytes();
       if (u.partition->has_memory_total_bytes()) p->set_memory_total_bytes(u.partition->memory_total_bytes());
+      if (u.partition->has_memory_free_bytes()) p->set_memory_free_bytes(u.partition->memory_free_bytes());
+    } else if (u.device->partitions_size() > 0) {
+      // MIG is on but no instance was named: CUDA gives the job one instance, whose memory is
+      // not the GPU's; no figure is better than a wrong one (max_memory is then left empty).
+      p->clear_memory_total_bytes();
       p->clear_memory_free_bytes();
     }
     return p;
@@ -623,14 +630,14 @@ class Resolution {
                                       ": devices ", type, ":0..", n - 1, ", then ", spill, " for what does not fit"));
     // I-MEM
     std::vector<uint64_t> free(n, 0);
-    std::vector<std::string> unknown;
+    std::vector<std::string> unknown, total_only;
     for (int i = 0; i < n; ++i) {
       const v1::PlacedDevice& p = out_.placed(i);
       if (p.has_memory_free_bytes()) {
         free[i] = p.memory_free_bytes();
       } else if (p.has_memory_total_bytes()) {
         free[i] = p.memory_total_bytes();
-        out_.add_warnings(absl::StrCat("free memory of ", p.device(), " is unknown: its max_memory budget uses total memory"));
+        total_only.push_back(p.device());
       } else {
         unknown.push_back(p.device());
       }
@@ -641,6 +648,9 @@ class Resolution {
                                      "device; let Accelerate measure (pass no max_memory)"));
       out_.add_explanation("I-MEM no budgets: device memory unknown");
       return absl::OkStatus();
+    }
+    for (const std::string& d : total_only) {
+      out_.add_warnings(absl::StrCat("free memory of ", d, " is unknown: its max_memory budget uses total memory"));
     }
     std::vector<uint64_t> budget = free;
     const bool low_zero = keyword == "balanced_low_0";

@@ -1,5 +1,6 @@
 #include "server/probe/nvml_prober.h"
 
+#include <algorithm>
 #include <dlfcn.h>
 
 #include <cstring>
@@ -230,7 +231,7 @@ class Reader {
     if (lib_.memory != nullptr &&
         Call(gpu, "nvmlDeviceGetMemoryInfo", [&] { return lib_.memory(handle, &memory); })) {
       gpu.memory_total_bytes = memory.total;
-      gpu.memory_free_bytes = memory.free;
+      gpu.memory_free_bytes = std::min(memory.free, memory.total);  // never more free than there is
     }
     unsigned int current = 0, pending = 0;
     if (lib_.mig_mode == nullptr ||
@@ -271,6 +272,7 @@ class Reader {
     if (lib_.memory != nullptr &&
         Call(gpu, "nvmlDeviceGetMemoryInfo", [&] { return lib_.memory(handle, &memory); })) {
       m.memory_total_bytes = memory.total;
+      m.memory_free_bytes = std::min(memory.free, memory.total);
     }
     if (gpu.lost.empty()) gpu.mig_devices.push_back(std::move(m));
   }
@@ -381,6 +383,7 @@ absl::StatusOr<ProbeOutcome> MergeNvml(const NvmlSnapshot& snapshot, HostFacts& 
       const std::string profile = MigProfile(m.name);
       if (!profile.empty()) p.set_profile(profile);
       if (m.memory_total_bytes) p.set_memory_total_bytes(*m.memory_total_bytes);
+      if (m.memory_free_bytes) p.set_memory_free_bytes(*m.memory_free_bytes);
       ++mig_devices;
     }
     if (!gpu.lost.empty()) {

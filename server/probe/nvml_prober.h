@@ -32,6 +32,7 @@ struct NvmlMigDevice {
   std::optional<uint32_t> gpu_instance_id;
   std::optional<uint32_t> compute_instance_id;
   std::optional<uint64_t> memory_total_bytes;
+  std::optional<uint64_t> memory_free_bytes;
 };
 
 // One GPU as NVML reports it. Optional fields stay empty when the call is missing from the

@@ -62,7 +62,14 @@ TEST(NvmlResolve, MigUuidInCudaVisibleDevicesResolvesToThePartition) {
   EXPECT_EQ(r->placed(0).partition_uuid(), mig);
   EXPECT_EQ(r->placed(0).pci_bus_id(), "0000:07:00.0");
   EXPECT_EQ(r->placed(0).memory_total_bytes(), 42144366592u);
-  EXPECT_EQ(r->max_memory().at("0"), NinetyPercent(42144366592u));
+  EXPECT_EQ(r->placed(0).memory_free_bytes(), 41070624768u);  // the instance's own free memory
+  EXPECT_EQ(r->max_memory().at("0"), NinetyPercent(41070624768u));
+  // MIG on, no instance named: CUDA gives the job an instance, not the GPU; no budget is better
+  // than the whole GPU's.
+  auto unnamed = placement::Resolve(inv, Req::Infer("auto"));
+  ASSERT_TRUE(unnamed.ok()) << unnamed.status();
+  EXPECT_TRUE(unnamed->max_memory().empty());
+  EXPECT_THAT(absl::StrJoin(unnamed->warnings(), "\n"), HasSubstr("has MIG enabled"));
   // Without NVML the MIG UUID is unknown to the inventory.
   auto blind = placement::Resolve(ProbeHost("nvidia-mig"), Req::Infer("auto").Env("CUDA_VISIBLE_DEVICES", mig));
   ASSERT_TRUE(blind.ok()) << blind.status();
