@@ -149,6 +149,11 @@ class Reader {
                                              Text(pci.busId, sizeof pci.busId), "\""));
         continue;
       }
+      if (std::any_of(out_.gpus.begin(), out_.gpus.end(), [&](const NvmlGpu& g) { return g.bus_id == *bus_id; })) {
+        // Two NVML devices on one bus id: a broken library or snapshot; keep the first, say so.
+        out_.problems.push_back(absl::StrCat("NVML device ", i, " repeats bus id ", *bus_id, "; ignored"));
+        continue;
+      }
       NvmlGpu& gpu = out_.gpus.emplace_back();
       gpu.index = index;
       gpu.bus_id = *bus_id;

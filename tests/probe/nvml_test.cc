@@ -291,6 +291,22 @@ TEST(NvmlTest, PciGpuMissingFromNvmlIsReported) {
                                          HasSubstr("0000:9a:00.0 is not listed by NVML")));
 }
 
+TEST(NvmlTest, TwoNvmlDevicesOnOneBusIdKeepTheFirstAndSaySo) {
+  TempDir tmp;
+  const std::string script = tmp.Write(
+      "dup.txt",
+      "device 0 bus_id 00000000:18:00.0\ndevice 0 uuid GPU-00000000-0000-4000-8000-000000000001\n"
+      "device 1 bus_id 0000:18:00.0\ndevice 1 uuid GPU-00000000-0000-4000-8000-0000000000ff\n"
+      "device 2 bus_id 00000000:9A:00.0\ndevice 2 uuid GPU-00000000-0000-4000-8000-000000000002\n");
+  setenv("FAKE_NVML_CONFIG", script.c_str(), 1);
+  probe::ProbeOptions options;
+  options.nvml_library = DEVPLACE_FAKE_NVML;
+  const v1::Inventory inv = inventory::ProbeInventory(probe::HostRoot(HostDir("nvidia-2x-h100")), options);
+  EXPECT_THAT(Nvml(inv).message(), HasSubstr("NVML device 1 repeats bus id 0000:18:00.0; ignored"));
+  EXPECT_EQ(FindDevice(inv, "0000:18:00.0")->uuid(), "GPU-00000000-0000-4000-8000-000000000001");
+  EXPECT_EQ(FindDevice(inv, "0000:9a:00.0")->uuid(), "GPU-00000000-0000-4000-8000-000000000002");
+}
+
 TEST(NvmlTest, SlowCallsWithinTheDeadlineAreOk) {
   const auto start = std::chrono::steady_clock::now();
   const v1::Inventory inv = ProbeHostWithNvml("nvidia-2x-h100", "slow");
