@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "absl/time/time.h"
 #include "devplace/v1/devplace.grpc.pb.h"
 #include "server/inventory/store.h"
 
