@@ -1,7 +1,7 @@
 // devplace: the command-line client of devplaced.
 //
 //   devplace [global flags] <command> [command flags]
-//   commands: resolve, inventory, backends, watch, health, probe
+//   commands: resolve, inventory, backends, watch, health, probe, fleet
 //
 // resolve, inventory, backends, watch and health call the daemon through libdevplace; `probe` and
 // `resolve --inventory=FILE` run the probers / the resolver in-process and need no daemon.
@@ -36,6 +36,8 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/cli/cli.h"
+#include "client/cli/fleet.h"
 #include "devplace/client.h"
 #include "google/protobuf/util/json_util.h"
 #include "server/inventory/json.h"
@@ -100,8 +102,8 @@ ABSL_FLAG(std::string, nvml_library, "libnvidia-ml.so.1",
 ABSL_FLAG(absl::Duration, probe_timeout, absl::Seconds(5),
           "Deadline of each vendor-library prober (NVML); one that overruns is reported as timed out");
 
+// Not in an anonymous namespace: cli.h shares some of these definitions with fleet.cc.
 namespace devplace::cli {
-namespace {
 
 constexpr int kExitError = 1;
 constexpr int kExitUsage = 2;
@@ -160,6 +162,7 @@ const std::vector<Command>& Commands() {
        "--probe_timeout) and prints the inventory it builds (the same content devplace-probe writes).\n"
        "Save it with --json for `resolve --inventory`.",
        {"host_root", "nvml_library", "probe_timeout"}, &RunProbe},
+      {"fleet", kFleetSummary, kFleetUsage, kFleetDetails, FleetFlags(), &RunFleet},
   };
   return *kCommands;
 }
@@ -314,7 +317,7 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
       PrintGeneralHelp(stdout);
       result.exit_status = 0;
     } else {
-      result.exit_status = UsageError("", "missing command (one of resolve, inventory, backends, watch, health, probe)");
+      result.exit_status = UsageError("", "missing command (one of resolve, inventory, backends, watch, health, probe, fleet)");
     }
     return result;
   }
@@ -547,12 +550,14 @@ void PrintExplanation(const v1::ResolveDeviceResponse& r) {
 // Commands
 // ---------------------------------------------------------------------------------------------
 
-absl::StatusOr<Client> Connect() {
+ConnectOptions ConnectOptionsFromFlags(const std::string& address) {
   ConnectOptions options;
-  options.address = absl::GetFlag(FLAGS_address);
+  options.address = address;
   options.timeout = absl::GetFlag(FLAGS_timeout);
-  return Client::Connect(options);
+  return options;
 }
+
+absl::StatusOr<Client> Connect() { return Client::Connect(ConnectOptionsFromFlags(absl::GetFlag(FLAGS_address))); }
 
 // Runs `command` on a connected client, or returns the usage status for a bad --address.
 template <typename Fn>
@@ -673,10 +678,10 @@ bool ParseEnumFlag(const std::string& value, const std::string& prefix, bool (*p
   return !upper.empty() && upper != "UNSPECIFIED" && parse(prefix + upper, out);
 }
 
-// The options the flags (and, unless --no_environment, this process) describe; a usage error
-// message otherwise.
-absl::StatusOr<ResolveOptions> OptionsFromFlags(bool offline) {
-  const bool no_env = absl::GetFlag(FLAGS_no_environment);
+// The options the flags (and, unless --no_environment or !use_environment, this process)
+// describe; a usage error message otherwise.
+absl::StatusOr<ResolveOptions> OptionsFromFlags(bool offline, bool use_environment) {
+  const bool no_env = !use_environment || absl::GetFlag(FLAGS_no_environment);
   ResolveOptions options = no_env ? ResolveOptions() : ResolveOptions::FromEnvironment();
   // A saved inventory describes some host, not necessarily this one: this /dev says nothing.
   if (offline) options.job_device_nodes.reset();
@@ -778,7 +783,6 @@ int RunResolve() {
   return PrintResolved(placement::Resolve(*inv, options->ToRequest()));
 }
 
-}  // namespace
 }  // namespace devplace::cli
 
 int main(int argc, char** argv) {

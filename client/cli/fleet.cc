@@ -1,0 +1,292 @@
+// `devplace fleet`: one libdevplace Client per target, called from a small pool of threads; the
+// results land in a vector indexed like the targets, so the output keeps the targets' order.
+#include "client/cli/fleet.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/commandlineflag.h"
+#include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+#include "cli/fleet.pb.h"
+#include "client/cli/cli.h"
+#include "devplace/client.h"
+
+ABSL_FLAG(std::string, targets, "",
+          "Required: the daemons to ask, as a comma list of host:port / [v6]:port / unix:/path targets, or "
+          "the path of a file with one target per line (`#` comments and blank lines allowed)");
+ABSL_FLAG(int, concurrency, 16, "How many targets are called at the same time, 1..1024");
+ABSL_FLAG(bool, resolve, false,
+          "Ask each node ResolveDevice for the job the request flags describe (--workload is then "
+          "required) instead of its inventory");
+
+namespace devplace::cli {
+namespace {
+
+constexpr int kExitSomeFailed = 1;
+constexpr int kExitUsage = 2;
+constexpr int kMaxConcurrency = 1024;
+// The flags of `devplace resolve` that describe the job (read by OptionsFromFlags); not
+// --no_environment (implied), --explain or --inventory.
+constexpr const char* kRequestFlags[] = {"workload",   "convention", "device_map",       "use_cpu",
+                                         "local_rank", "world_size", "runtime_backends", "strict",
+                                         "model_size_bytes", "env",  "job_device_nodes"};
+
+// Whether `target` is "unix:PATH" or "HOST:PORT" / "[V6]:PORT" with PORT 1..65535.
+bool ValidTarget(absl::string_view target) {
+  if (absl::ConsumePrefix(&target, "unix:")) return !target.empty();
+  const size_t colon = target.rfind(':');
+  if (colon == absl::string_view::npos || colon == 0) return false;
+  absl::string_view host = target.substr(0, colon), port = target.substr(colon + 1);
+  int number = 0;
+  if (port.empty() || port.find_first_not_of("0123456789") != absl::string_view::npos ||
+      !absl::SimpleAtoi(port, &number) || number < 1 || number > 65535) {
+    return false;
+  }
+  if (absl::StartsWith(host, "[")) return host.size() > 2 && absl::EndsWith(host, "]");
+  // An unbracketed IPv6 address is ambiguous with its port; anything with spaces is a typo.
+  return host.find_first_of(":[] \t") == absl::string_view::npos;
+}
+
+constexpr const char* kAccepted = "want host:port, [v6]:port (port 1..65535) or unix:/path";
+
+absl::StatusOr<std::vector<std::string>> ReadTargetsFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat("--targets=", path, ": cannot read the file"));
+  std::vector<std::string> targets;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    absl::string_view target = line;
+    const size_t hash = target.find('#');
+    if (hash != absl::string_view::npos) target = target.substr(0, hash);
+    target = absl::StripAsciiWhitespace(target);
+    if (target.empty()) continue;
+    if (!ValidTarget(target)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--targets=", path, ":", number, ": \"", target, "\" is not a target; ", kAccepted));
+    }
+    targets.emplace_back(target);
+  }
+  if (in.bad()) return absl::InvalidArgumentError(absl::StrCat("--targets=", path, ": cannot read the file"));
+  if (targets.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--targets=", path, ": the file names no target"));
+  }
+  return targets;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> ParseFleetTargets(const std::string& value) {
+  if (value.empty()) {
+    return absl::InvalidArgumentError("--targets is required: a file, or a comma list of host:port / unix:/path");
+  }
+  std::error_code ec;
+  if (std::filesystem::is_directory(value, ec)) {
+    return absl::InvalidArgumentError(absl::StrCat("--targets=", value, ": is a directory, not a targets file"));
+  }
+  if (std::filesystem::exists(value, ec)) return ReadTargetsFile(value);
+  if (value.find(':') == std::string::npos) {  // not a target list: a file that is not there
+    return absl::InvalidArgumentError(
+        absl::StrCat("--targets=", value, ": no such file (and not a target list; ", kAccepted, ")"));
+  }
+  std::vector<std::string> targets;
+  int position = 0;
+  for (absl::string_view piece : absl::StrSplit(value, ',')) {
+    ++position;
+    piece = absl::StripAsciiWhitespace(piece);
+    if (!ValidTarget(piece)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--targets: item ", position, " \"", piece, "\" is not a target; ", kAccepted));
+    }
+    targets.emplace_back(piece);
+  }
+  return targets;
+}
+
+std::vector<const char*> FleetFlags() {
+  std::vector<const char*> flags = {"targets", "concurrency", "resolve"};
+  flags.insert(flags.end(), std::begin(kRequestFlags), std::end(kRequestFlags));
+  return flags;
+}
+
+namespace {
+
+// The FleetRow of each backend of `inv` that has devices.
+void Summarize(const v1::Inventory& inv, FleetNode& node) {
+  node.set_hostname(inv.host().hostname());
+  for (const v1::Backend& b : inv.backends()) {
+    if (b.devices().empty()) continue;
+    FleetRow& row = *node.add_rows();
+    row.set_name(b.name());
+    row.set_state(Strip("BACKEND_STATE_", v1::BackendState_Name(b.state())));
+    row.set_total(b.devices_size());
+    for (const v1::Device& d : b.devices()) {
+      if (d.usable()) row.set_usable(row.usable() + 1);
+      if (std::find(row.models().begin(), row.models().end(), d.name()) == row.models().end()) row.add_models(d.name());
+      row.add_memory_total_bytes(d.has_memory_total_bytes() ? d.memory_total_bytes() : 0);
+    }
+  }
+}
+
+// Asks `node.target()` and fills `node`. `job` set: ResolveDevice; else GetInventory.
+void Query(const std::optional<ResolveOptions>& job, FleetNode& node) {
+  absl::Status status;
+  absl::StatusOr<Client> client = Client::Connect(ConnectOptionsFromFlags(node.target()));
+  if (!client.ok()) {
+    status = client.status();
+  } else if (job) {
+    absl::StatusOr<v1::ResolveDeviceResponse> answer = client->Resolve(*job);
+    if (answer.ok()) *node.mutable_resolved() = *std::move(answer);
+    status = answer.status();
+  } else {
+    absl::StatusOr<v1::Inventory> inv = client->Inventory();
+    if (inv.ok()) {
+      Summarize(*inv, node);
+      *node.mutable_inventory() = *std::move(inv);
+    }
+    status = inv.status();
+  }
+  node.set_code(absl::StatusCodeToString(status.code()));
+  node.set_error(std::string(status.message()));
+}
+
+// One line, printable, bounded: a node's message may quote anything.
+std::string Cell(std::string text) {
+  for (char& c : text) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  }
+  if (text.size() > 300) text = text.substr(0, 300) + "...";
+  return text.empty() ? "-" : text;
+}
+
+std::string ErrorCell(const FleetNode& node) {
+  return node.code() == "OK" ? "-" : Cell(absl::StrCat(node.code(), ": ", node.error()));
+}
+
+void PrintInventoryTable(const FleetReport& report) {
+  std::vector<std::vector<std::string>> rows = {
+      {"TARGET", "HOSTNAME", "ROWS", "STATE", "DEVICES", "MODELS", "MEMORY", "ERROR"}};
+  for (const FleetNode& node : report.nodes()) {
+    if (node.code() != "OK") {
+      rows.push_back({node.target(), "-", "-", "-", "-", "-", "-", ErrorCell(node)});
+      continue;
+    }
+    std::vector<std::string> names, states, devices, models, memory;
+    for (const FleetRow& row : node.rows()) {
+      names.push_back(row.name());
+      states.push_back(row.state());
+      devices.push_back(absl::StrCat(row.usable(), "/", row.total(), " usable"));
+      models.push_back(absl::StrJoin(row.models(), ", ", [](std::string* out, const std::string& m) {
+        absl::StrAppend(out, m.empty() ? "?" : m);
+      }));
+      std::vector<std::string> sizes;  // distinct, in host order
+      for (uint64_t bytes : row.memory_total_bytes()) {
+        const std::string size = bytes == 0 ? "?" : Bytes(bytes);
+        if (std::find(sizes.begin(), sizes.end(), size) == sizes.end()) sizes.push_back(size);
+      }
+      memory.push_back(absl::StrJoin(sizes, ", "));
+    }
+    if (names.empty()) {  // no accelerator: the cpu row only
+      rows.push_back({node.target(), Cell(node.hostname()), "cpu only", "-", "-", "-", "-", "-"});
+      continue;
+    }
+    rows.push_back({node.target(), Cell(node.hostname()), absl::StrJoin(names, "; "), absl::StrJoin(states, "; "),
+                    absl::StrJoin(devices, "; "), Cell(absl::StrJoin(models, "; ")), absl::StrJoin(memory, "; "),
+                    "-"});
+  }
+  PrintTable(rows);
+}
+
+void PrintResolveTable(const FleetReport& report) {
+  std::vector<std::vector<std::string>> rows = {{"TARGET", "DEVICE", "BACKEND", "DEVICES", "WARNINGS", "ERROR"}};
+  for (const FleetNode& node : report.nodes()) {
+    if (node.code() != "OK") {
+      rows.push_back({node.target(), "-", "-", "-", "-", ErrorCell(node)});
+      continue;
+    }
+    const v1::ResolveDeviceResponse& r = node.resolved();
+    rows.push_back({node.target(), r.device(), RowName(r.backend()),
+                    r.devices().empty() ? "-" : absl::StrJoin(r.devices(), ","),
+                    r.warnings().empty() ? "-" : Cell(absl::StrJoin(r.warnings(), " | ")), "-"});
+  }
+  PrintTable(rows);
+}
+
+}  // namespace
+
+int RunFleet() {
+  if (!absl::GetFlag(FLAGS_address).empty()) {
+    return UsageError(g_command, "--address does not apply to fleet; name the daemons with --targets");
+  }
+  absl::StatusOr<std::vector<std::string>> targets = ParseFleetTargets(absl::GetFlag(FLAGS_targets));
+  if (!targets.ok()) return UsageError(g_command, targets.status().message());
+  const int concurrency = absl::GetFlag(FLAGS_concurrency);
+  if (concurrency < 1 || concurrency > kMaxConcurrency) {
+    return UsageError(g_command, absl::StrCat("--concurrency=", concurrency, ": want 1..", kMaxConcurrency));
+  }
+  std::optional<ResolveOptions> job;
+  if (!absl::GetFlag(FLAGS_resolve)) {
+    for (const char* name : kRequestFlags) {
+      const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+      if (flag->CurrentValue() != flag->DefaultValue()) {
+        return UsageError(g_command, absl::StrCat("--", name, " describes a job: it applies only with --resolve"));
+      }
+    }
+  } else {
+    // The caller's own variables and /dev say nothing about a job on another node.
+    absl::StatusOr<ResolveOptions> options = OptionsFromFlags(/*offline=*/false, /*use_environment=*/false);
+    if (!options.ok()) return UsageError(g_command, options.status().message());
+    job = *std::move(options);
+  }
+
+  FleetReport report;
+  for (const std::string& target : *targets) report.add_nodes()->set_target(target);
+  // Each worker takes the next unasked target; every node is written by exactly one worker.
+  std::vector<FleetNode*> nodes;
+  for (FleetNode& node : *report.mutable_nodes()) nodes.push_back(&node);
+  const int count = static_cast<int>(nodes.size());
+  std::atomic<int> next{0};
+  std::vector<std::thread> workers;
+  for (int i = 0; i < std::min(concurrency, count); ++i) {
+    workers.emplace_back([&] {
+      for (int index = next++; index < count; index = next++) Query(job, *nodes[index]);
+    });
+  }
+  for (std::thread& worker : workers) worker.join();
+  for (const FleetNode& node : report.nodes()) {
+    if (node.code() == "OK") {
+      report.set_answered(report.answered() + 1);
+    } else {
+      report.set_failed(report.failed() + 1);
+    }
+  }
+
+  if (absl::GetFlag(FLAGS_json)) {
+    if (const int status = PrintJson(report); status != 0) return status;
+  } else if (job) {
+    PrintResolveTable(report);
+  } else {
+    PrintInventoryTable(report);
+  }
+  return report.failed() > 0 ? kExitSomeFailed : 0;
+}
+
+}  // namespace devplace::cli
