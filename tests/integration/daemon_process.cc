@@ -29,6 +29,11 @@ DaemonProcess::DaemonProcess(const std::string& dir, const std::vector<std::stri
                    [](const std::string& f) { return f.rfind("--torch_probe_command", 0) == 0; })) {
     args.push_back("--torch_probe_command=none");
   }
+  // Tests run daemons side by side: none takes the default metrics port unless a test asks.
+  if (std::none_of(extra_flags.begin(), extra_flags.end(),
+                   [](const std::string& f) { return f.rfind("--metrics_listen", 0) == 0; })) {
+    args.push_back("--metrics_listen=");
+  }
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

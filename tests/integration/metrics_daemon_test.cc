@@ -35,8 +35,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// A loopback TCP port that was free a moment ago (for Prometheus' own web listener).
-int FreePort() {
+// A TCP socket bound to a free loopback port (its number in `*port`); aborts on failure.
+int BoundLoopbackSocket(int* port) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -46,8 +46,15 @@ int FreePort() {
       getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
     abort();
   }
-  close(fd);
-  return ntohs(addr.sin_port);
+  *port = ntohs(addr.sin_port);
+  return fd;
+}
+
+// A loopback TCP port that was free a moment ago (for Prometheus' own web listener).
+int FreePort() {
+  int port = 0;
+  close(BoundLoopbackSocket(&port));
+  return port;
 }
 
 // The Prometheus server, in a process group of its own, its output in <dir>/prometheus.log.
@@ -228,6 +235,19 @@ TEST(MetricsDaemon, NonLoopbackMetricsAddressNeedsAnExplicitChoice) {
   EXPECT_THAT(level.err, HasSubstr("--log_level='loud' is not one of debug, info, warn, error"));
 }
 
+TEST(MetricsDaemon, AMetricsAddressThatCannotBeBoundIsFatal) {
+  int port = 0;
+  const int fd = BoundLoopbackSocket(&port);
+  ASSERT_EQ(listen(fd, 1), 0);
+  TempDir dir;
+  const std::string taken = absl::StrCat("127.0.0.1:", port);
+  const CommandResult r = RunCommand(absl::StrCat("timeout 20 ", DEVPLACE_DAEMON_BINARY, " --listen=unix:", dir.path(),
+                                                  "/d.sock --torch_probe_command=none --metrics_listen=", taken));
+  close(fd);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("event=listen_failed metrics_listen=" + taken));
+}
+
 // Sends `count` ResolveDevice requests whose device_map holds the bytes 0xff 0xfe (invalid
 // UTF-8), as raw bytes through a generic stub, all in flight at once; returns how many failed.
 int SendInvalidUtf8(const std::string& target, int count) {
@@ -291,6 +311,8 @@ TEST(LogFlood, InvalidUtf8RequestsLeaveASmallStructuredLog) {
       EXPECT_THAT(std::string(line), HasSubstr("invalid UTF-8"));
     }
   }
+  fprintf(stderr, "[figure] %d invalid-UTF-8 requests: %zu log bytes, %d library_log lines\n", kRequests + 1,
+          log.size() - before, library_lines);
   EXPECT_GE(library_lines, 2);
   EXPECT_LT(library_lines, kRequests / 10);
   d.Signal(SIGTERM);
