@@ -95,7 +95,8 @@ constexpr char kUsage[] =
     "grpc.health.v1 health service). A config file is read only when given: --flagfile=FILE (one\n"
     "--flag=value per line, e.g. /etc/devplace/devplaced.flags). Signals: SIGHUP re-probes; SIGTERM/SIGINT\n"
     "stop accepting, finish calls, end watches, exit 0. Exit status 2: bad flags or configuration;\n"
-    "1: could not listen.\n\n"
+    "1: could not listen. Prometheus metrics: http://127.0.0.1:9465/metrics (--metrics_listen); logs on\n"
+    "stderr (--log_level, --log_format=text|json).\n\n"
     "Usage: devplaced [--listen=unix:/path,127.0.0.1:7465] [--host_root=/] [--refresh_interval=60s] ...";
 
 int Usage(const std::string& message) {
