@@ -36,6 +36,11 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "server/inventory/store.h"
 #include "server/inventory/torch_view.h"
+#include "server/logging/logging.h"
+#include "server/metrics/exposer.h"
+#include "server/metrics/inventory_metrics.h"
+#include "server/service/grpc_log.h"
+#include "server/service/rpc_metrics.h"
 #include "server/service/service.h"
 #include "spdlog/spdlog.h"
 
@@ -67,6 +72,19 @@ ABSL_FLAG(std::string, socket_group, "",
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(2),
           "On SIGTERM/SIGINT: how long in-flight calls may take to finish before they are cancelled");
 ABSL_FLAG(int, max_receive_bytes, 1 << 20, "Largest request message accepted, in bytes");
+ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9465",
+          "Where to serve Prometheus metrics at /metrics over HTTP: IPV4:PORT or [IPV6]:PORT (port 0 picks a free "
+          "port, logged at start); empty disables. Loopback only unless --metrics_allow_remote. If the default "
+          "address 127.0.0.1:9465 is taken the daemon logs a warning and runs without metrics; any other address "
+          "that cannot be bound is fatal (exit 1)");
+ABSL_FLAG(bool, metrics_allow_remote, false,
+          "Allow a non-loopback --metrics_listen (e.g. 0.0.0.0:9465): /metrics names the host's devices and has "
+          "no authentication");
+ABSL_FLAG(std::string, log_level, "info", "Least severe log lines written: debug, info, warn or error");
+ABSL_FLAG(std::string, log_format, "text",
+          "Log line format on stderr: text (TIME LEVEL event=NAME key=value ...) or json (one object per line, "
+          "members time, level and the event's fields). gRPC's and libprotobuf's own lines come through the same "
+          "format as event=library_log, at most 10 a second per library");
 
 namespace devplace {
 namespace {
@@ -77,7 +95,8 @@ constexpr char kUsage[] =
     "grpc.health.v1 health service). A config file is read only when given: --flagfile=FILE (one\n"
     "--flag=value per line, e.g. /etc/devplace/devplaced.flags). Signals: SIGHUP re-probes; SIGTERM/SIGINT\n"
     "stop accepting, finish calls, end watches, exit 0. Exit status 2: bad flags or configuration;\n"
-    "1: could not listen.\n\n"
+    "1: could not listen. Prometheus metrics: http://127.0.0.1:9465/metrics (--metrics_listen); logs on\n"
+    "stderr (--log_level, --log_format=text|json).\n\n"
     "Usage: devplaced [--listen=unix:/path,127.0.0.1:7465] [--host_root=/] [--refresh_interval=60s] ...";
 
 int Usage(const std::string& message) {
@@ -159,7 +178,21 @@ int Run(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
   std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
   if (rest.size() > 1) return Usage(absl::StrCat("unexpected argument '", rest[1], "'"));
-  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %l %v");
+  // Library lines (gRPC core, libprotobuf) per second per library; the rest are counted and
+  // reported in one event=library_log_suppressed line (a flood of bad requests logs a line each).
+  constexpr int kLibraryLogsPerSecond = 10;
+  const absl::StatusOr<spdlog::level::level_enum> log_level = logging::ParseLevel(absl::GetFlag(FLAGS_log_level));
+  if (!log_level.ok()) return Usage(std::string(log_level.status().message()));
+  const absl::StatusOr<logging::Format> log_format = logging::ParseFormat(absl::GetFlag(FLAGS_log_format));
+  if (!log_format.ok()) return Usage(std::string(log_format.status().message()));
+  logging::Configure(*log_level, *log_format);
+  logging::RouteProtobufLogs(kLibraryLogsPerSecond);
+  service::RouteGrpcLogs(*log_level, kLibraryLogsPerSecond);
+  const std::string metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  if (absl::Status s = metrics::CheckMetricsAddress(metrics_listen, absl::GetFlag(FLAGS_metrics_allow_remote));
+      !s.ok()) {
+    return Usage(std::string(s.message()));
+  }
 
   // ---- flags, all checked before anything starts ----
   std::vector<std::string> listen = DefaultListen();
@@ -236,7 +269,11 @@ int Run(int argc, char** argv) {
                            absl::StrCat("--nvml_library=", absl::GetFlag(FLAGS_nvml_library)),
                            absl::StrCat("--probe_timeout=", absl::FormatDuration(vendor_timeout))};
   options.probe_timeout = probe_timeout;
-  options.on_probe = [](const inventory::ProbeOutcome& o) {
+  auto registry = std::make_shared<prometheus::Registry>();  // counters and histograms for /metrics
+  metrics::ProbeMetrics probe_metrics(*registry);
+  service::RpcMetrics rpc_metrics(*registry);
+  options.on_probe = [&probe_metrics](const inventory::ProbeOutcome& o) {
+    probe_metrics.ObserveRun(o.status.ok(), o.duration);
     if (o.status.ok()) {
       spdlog::info("event=probe result=ok duration_ms={} revision={} changed={}",
                    absl::ToInt64Milliseconds(o.duration), o.revision, o.changed);
@@ -246,7 +283,8 @@ int Run(int argc, char** argv) {
                    std::string(o.status.message()), o.revision);
     }
   };
-  options.augment = [&torch](v1::Inventory& fresh) {
+  options.augment = [&torch, &probe_metrics](v1::Inventory& fresh) {
+    probe_metrics.ObserveReports(fresh);
     *fresh.mutable_torch() = torch.Last();
     return absl::OkStatus();
   };
@@ -270,6 +308,26 @@ int Run(int argc, char** argv) {
   };
   service::DevicePlacementService service(store, full_refresh);
 
+  // ---- /metrics (before the gRPC listeners: a fatal bind error exits before serving) ----
+  metrics::MetricsEndpoint metrics_endpoint;
+  if (!metrics_listen.empty()) {
+    absl::StatusOr<metrics::MetricsEndpoint> started = metrics::StartMetricsEndpoint(
+        metrics_listen, {registry, std::make_shared<metrics::InventoryCollector>([&store] { return store.Current(); }),
+                         std::make_shared<metrics::ProcessCollector>()});
+    if (started.ok()) {
+      metrics_endpoint = std::move(*started);
+      spdlog::info("event=metrics_listening url=http://{}/metrics", metrics_endpoint.address);
+    } else if (metrics_listen != absl::GetFlagReflectionHandle(FLAGS_metrics_listen).DefaultValue()) {
+      spdlog::error("event=listen_failed metrics_listen={} error=\"{}\"", metrics_listen,
+                    std::string(started.status().message()));
+      return 1;
+    } else {
+      spdlog::warn("event=metrics_disabled metrics_listen={} error=\"{}\" hint=\"set --metrics_listen to another "
+                   "address, or empty\"",
+                   metrics_listen, std::string(started.status().message()));
+    }
+  }
+
   // ---- listeners ----
   grpc::EnableDefaultHealthCheckService(true);
   (void)grpc::health::v1::HealthCheckRequest::descriptor();  // lets reflection describe grpc.health.v1
@@ -291,6 +349,9 @@ int Run(int argc, char** argv) {
     builder.AddListeningPort(address, grpc::InsecureServerCredentials(), ports.back().get());
   }
   builder.RegisterService(&service);
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(rpc_metrics.NewInterceptorFactory());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr) {
     spdlog::error("event=listen_failed addresses={} error=\"could not bind (address in use, or no permission for the "

@@ -29,6 +29,11 @@ DaemonProcess::DaemonProcess(const std::string& dir, const std::vector<std::stri
                    [](const std::string& f) { return f.rfind("--torch_probe_command", 0) == 0; })) {
     args.push_back("--torch_probe_command=none");
   }
+  // Tests run daemons side by side: none takes the default metrics port unless a test asks.
+  if (std::none_of(extra_flags.begin(), extra_flags.end(),
+                   [](const std::string& f) { return f.rfind("--metrics_listen", 0) == 0; })) {
+    args.push_back("--metrics_listen=");
+  }
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -47,13 +52,19 @@ DaemonProcess::DaemonProcess(const std::string& dir, const std::vector<std::stri
   close(out[1]);
   reader_ = std::thread([this, fd = out[0]] { ReadLoop(fd); });
 
-  if (!WaitForLog("address=127.0.0.1:", absl::Seconds(20)) || !WaitForLog("address=unix:", absl::Seconds(5))) {
+  // The listening lines as --log_format=text or =json writes them.
+  const bool json = std::find(extra_flags.begin(), extra_flags.end(), "--log_format=json") != extra_flags.end();
+  const std::string key = json ? "\"address\":\"" : "address=";
+  if (!WaitForLog(key + "127.0.0.1:", absl::Seconds(20)) || !WaitForLog(key + "unix:", absl::Seconds(5))) {
     fprintf(stderr, "devplaced did not start listening; log:\n%s\n", Log().c_str());
     abort();
   }
   std::smatch m;
   const std::string log = Log();
-  if (!std::regex_search(log, m, std::regex("address=(127\\.0\\.0\\.1:[0-9]+)"))) abort();
+  if (!std::regex_search(log, m, std::regex(json ? "\"address\":\"(127\\.0\\.0\\.1:[0-9]+)"
+                                                 : "address=(127\\.0\\.0\\.1:[0-9]+)"))) {
+    abort();
+  }
   tcp_target_ = m[1];
 }
 

@@ -18,7 +18,7 @@ namespace devplace::testing {
 class DaemonProcess {
  public:
   // Starts devplaced with `--listen=unix:<dir>/d.sock,127.0.0.1:0` plus `extra_flags` (and
-  // `--torch_probe_command=none` unless they name one), and waits
+  // `--torch_probe_command=none` and `--metrics_listen=` unless they name them), and waits
   // (up to 20 s) until it logged both listen addresses. Aborts the test binary on failure.
   DaemonProcess(const std::string& dir, const std::vector<std::string>& extra_flags);
   // SIGKILLs the daemon if it still runs.

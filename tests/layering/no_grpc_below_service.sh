@@ -4,10 +4,10 @@
 set -euo pipefail
 root="$1"
 hits=$(grep -rnE '#\s*include\s*[<"](grpc|grpcpp)/|\.grpc\.pb\.h' \
-  "$root/server/placement" "$root/server/probe" "$root/server/inventory" || true)
+  "$root/server/placement" "$root/server/probe" "$root/server/inventory" "$root/server/metrics" "$root/server/logging" || true)
 if [ -n "$hits" ]; then
   echo "gRPC included below server/service:"
   echo "$hits"
   exit 1
 fi
-echo "no gRPC header under server/placement, server/probe, server/inventory"
+echo "no gRPC header under server/placement, server/probe, server/inventory, server/metrics, server/logging"

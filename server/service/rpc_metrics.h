@@ -1,0 +1,43 @@
+// Prometheus metrics for devplaced's gRPC edge, from a server interceptor (gRPC 1.51's
+// experimental ServerInterceptorFactoryInterface, which works with the callback API):
+//   devplace_rpc_handled_total{service,method,code}  calls finished, by gRPC code name (OK,
+//                                                     INVALID_ARGUMENT, ...; CANCELLED when the
+//                                                     call ended without a status being sent)
+//   devplace_rpc_duration_seconds{service,method}    histogram, call start to status sent
+//   devplace_rpc_in_flight{service,method}           calls started and not yet finished
+//   devplace_watch_streams_open                      WatchInventory streams open now
+// `service` is the full proto service name (devplace.v1.DevicePlacement, grpc.health.v1.Health,
+// ...), `method` the bare method name. Every registered service is counted.
+#ifndef DEVPLACE_SERVER_SERVICE_RPC_METRICS_H_
+#define DEVPLACE_SERVER_SERVICE_RPC_METRICS_H_
+
+#include <memory>
+
+#include "grpcpp/support/server_interceptor.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+
+namespace devplace::service {
+
+class RpcMetrics {
+ public:
+  // Registers the families in `registry`, which must outlive this object.
+  explicit RpcMetrics(prometheus::Registry& registry);
+  // A factory for grpc::ServerBuilder::experimental().SetInterceptorCreators; this object must
+  // outlive the server it is installed in.
+  std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> NewInterceptorFactory();
+
+ private:
+  friend class RpcMetricsInterceptor;
+  prometheus::Family<prometheus::Counter>& handled_;
+  prometheus::Family<prometheus::Histogram>& duration_;
+  prometheus::Family<prometheus::Gauge>& in_flight_;
+  prometheus::Gauge& watch_streams_;
+};
+
+}  // namespace devplace::service
+
+#endif  // DEVPLACE_SERVER_SERVICE_RPC_METRICS_H_
