@@ -34,6 +34,7 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "server/export/nfd_writer.h"
 #include "server/inventory/store.h"
 #include "server/inventory/torch_view.h"
 #include "server/logging/logging.h"
@@ -85,6 +86,14 @@ ABSL_FLAG(std::string, log_format, "text",
           "Log line format on stderr: text (TIME LEVEL event=NAME key=value ...) or json (one object per line, "
           "members time, level and the event's fields). gRPC's and libprotobuf's own lines come through the same "
           "format as event=library_log, at most 10 a second per library");
+ABSL_FLAG(std::string, nfd_features_file, "",
+          "Keep a Node Feature Discovery local feature file with this host's node labels (namespace "
+          "devplace.feature.node.kubernetes.io), e.g. /etc/kubernetes/node-feature-discovery/features.d/devplace; "
+          "its directory must exist. Rewritten atomically on each new inventory revision, and re-stamped when half "
+          "of --nfd_expiry has passed. Empty: none");
+ABSL_FLAG(absl::Duration, nfd_expiry, absl::Minutes(10),
+          "The feature file's NFD expiry window (# +expiry-time= now + this, at least 1m): the labels vanish "
+          "this long after devplaced stops rewriting the file");
 
 namespace devplace {
 namespace {
@@ -244,6 +253,21 @@ int Run(int argc, char** argv) {
     return Usage(absl::StrCat("--torch_probe_command: '", torch_probe, "' is not an executable (\"none\" disables it)"));
   }
 
+  const std::string nfd_file = absl::GetFlag(FLAGS_nfd_features_file);
+  const absl::Duration nfd_expiry = absl::GetFlag(FLAGS_nfd_expiry);
+  if (!nfd_file.empty()) {
+    const std::filesystem::path nfd_path(nfd_file);
+    const std::filesystem::path nfd_dir = nfd_path.has_parent_path() ? nfd_path.parent_path() : ".";
+    if (!nfd_path.has_filename() || !std::filesystem::is_directory(nfd_dir)) {
+      return Usage(absl::StrCat("--nfd_features_file=", nfd_file,
+                                ": needs a file name in an existing directory (e.g. NFD's features.d)"));
+    }
+    if (std::filesystem::is_directory(nfd_path)) {
+      return Usage(absl::StrCat("--nfd_features_file=", nfd_file, ": is a directory; name a file inside it"));
+    }
+  }
+  if (nfd_expiry < absl::Minutes(1)) return Usage("--nfd_expiry must be at least 1m (e.g. 10m)");
+
   // Signals are handled by sigwait in this thread; every thread started later inherits the mask.
   sigset_t signals;
   sigemptyset(&signals);
@@ -377,12 +401,23 @@ int Run(int argc, char** argv) {
     spdlog::info("event=listening address={}", bound);
   }
 
+  // --nfd_features_file: a writer thread keeps the NFD feature file current; errors never stop serving.
+  std::unique_ptr<labels::NfdPublisher> nfd;
+  if (!nfd_file.empty()) {
+    nfd = std::make_unique<labels::NfdPublisher>(
+        nfd_file, nfd_expiry,
+        [nfd_file](const absl::Status& error) {
+          spdlog::warn("event=nfd_write_failed path={} error=\"{}\"", nfd_file, std::string(error.message()));
+        },
+        [nfd_file](uint64_t revision) { spdlog::info("event=nfd_written path={} revision={}", nfd_file, revision); });
+  }
   // Health turns SERVING with the first inventory (never again once stopping); each new revision
   // is logged.
   const inventory::InventoryStore::SubscriptionId subscription =
-      store.Subscribe([health, &stopping](const inventory::Snapshot& inv) {
+      store.Subscribe([health, &stopping, nfd = nfd.get()](const inventory::Snapshot& inv) {
         spdlog::info("event=inventory revision={} backends={}", inv->revision(), inv->backends_size());
         if (!stopping.load()) health->SetServingStatus(true);
+        if (nfd != nullptr) nfd->Publish(inv);
       });
   // The timer probes at once, then every --refresh_interval; serving never waits on a probe.
   store.Start(interval > absl::ZeroDuration() ? interval : absl::InfiniteDuration());
@@ -409,6 +444,7 @@ int Run(int argc, char** argv) {
   server->Wait();
   store.Stop();
   store.Unsubscribe(subscription);
+  if (nfd != nullptr) nfd->Stop();  // the file stays; NFD drops its labels at the expiry time
   spdlog::info("event=stopped");
   return 0;
 }

@@ -1,10 +1,11 @@
 // devplace: the command-line client of devplaced.
 //
 //   devplace [global flags] <command> [command flags]
-//   commands: resolve, inventory, backends, watch, health, probe, fleet
+//   commands: resolve, inventory, labels, backends, watch, health, probe, fleet
 //
-// resolve, inventory, backends, watch and health call the daemon through libdevplace; `probe` and
-// `resolve --inventory=FILE` run the probers / the resolver in-process and need no daemon.
+// resolve, inventory, labels, backends, watch and health call the daemon through libdevplace;
+// `probe`, `resolve --inventory=FILE` and `labels --inventory=FILE` run the probers / the resolver /
+// the label mapping in-process and need no daemon.
 // Flags are absl flags, defined once here; this file parses the command line itself (each
 // command accepts only the global flags and its own) so that usage errors exit with status 2.
 #include <algorithm>
@@ -40,6 +41,7 @@
 #include "client/cli/fleet.h"
 #include "devplace/client.h"
 #include "google/protobuf/util/json_util.h"
+#include "server/export/labels.h"
 #include "server/inventory/json.h"
 #include "server/inventory/merge.h"
 #include "server/placement/backends.h"
@@ -87,7 +89,7 @@ ABSL_FLAG(bool, explain, false,
           "Also print the explanation steps (rule ids), warnings, devices and max_memory, to stderr "
           "(stdout keeps only the device string)");
 ABSL_FLAG(std::string, inventory, "",
-          "Resolve offline against a saved inventory (JSON from `devplace inventory --json` or "
+          "Work offline (resolve, labels) against a saved inventory (JSON from `devplace inventory --json` or "
           "`devplace-probe --json`, or devplace-probe's binary output); no daemon is contacted");
 
 // ---- watch ----
@@ -125,6 +127,7 @@ const std::vector<const char*> kGlobalFlags = {"address", "timeout", "json"};
 
 int RunResolve();
 int RunInventory();
+int RunLabels();
 int RunBackends();
 int RunWatch();
 int RunHealth();
@@ -148,6 +151,13 @@ const std::vector<Command>& Commands() {
       {"inventory", "Show the host's accelerator inventory (the daemon's current snapshot).", "devplace inventory",
        "Prints the host, the backends (rows) with their state, every device and the probers' reports.", {},
        &RunInventory},
+      {"labels", "Print the host's Kubernetes node labels (key=value lines, as NFD publishes them).",
+       "devplace labels [--inventory=FILE]",
+       "Prints the node labels devplaced writes to --nfd_features_file (namespace\n"
+       "devplace.feature.node.kubernetes.io), one key=value line each, sorted; --json prints one JSON\n"
+       "object instead. From the daemon's inventory, or offline from --inventory=FILE. README.md\n"
+       "(\"Node labels\") lists the keys and the rules for unknown and heterogeneous values.",
+       {"inventory"}, &RunLabels},
       {"backends", "Show the hardware table: rows, device types, packages, mask variables.", "devplace backends",
        "Prints the 11 rows devplace places on, as the daemon's ListBackends returns them.", {}, &RunBackends},
       {"watch", "Print each inventory revision as it arrives, until interrupted.", "devplace watch",
@@ -317,7 +327,7 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
       PrintGeneralHelp(stdout);
       result.exit_status = 0;
     } else {
-      result.exit_status = UsageError("", "missing command (one of resolve, inventory, backends, watch, health, probe, fleet)");
+      result.exit_status = UsageError("", "missing command (one of resolve, inventory, labels, backends, watch, health, probe, fleet)");
     }
     return result;
   }
@@ -781,6 +791,37 @@ int RunResolve() {
   absl::StatusOr<v1::Inventory> inv = ReadInventory(inventory_path);
   if (!inv.ok()) return Fail(inv.status());
   return PrintResolved(placement::Resolve(*inv, options->ToRequest()));
+}
+
+int PrintLabels(const v1::Inventory& inv) {
+  const std::vector<labels::Label> node_labels = labels::NodeLabels(inv);
+  std::string out;
+  if (absl::GetFlag(FLAGS_json)) {
+    // Keys and values hold only [A-Za-z0-9_./-]: nothing to escape.
+    out = "{";
+    for (size_t i = 0; i < node_labels.size(); ++i) {
+      absl::StrAppend(&out, i == 0 ? "\n" : ",\n", "  \"", node_labels[i].first, "\": \"", node_labels[i].second, "\"");
+    }
+    absl::StrAppend(&out, node_labels.empty() ? "}\n" : "\n}\n");
+  } else {
+    for (const auto& [key, value] : node_labels) absl::StrAppend(&out, key, "=", value, "\n");
+  }
+  std::fputs(out.c_str(), stdout);
+  std::fflush(stdout);
+  return 0;
+}
+
+int RunLabels() {
+  const std::string inventory_path = absl::GetFlag(FLAGS_inventory);
+  if (inventory_path.empty()) {
+    return WithClient([](Client& client) {
+      absl::StatusOr<v1::Inventory> inv = client.Inventory();
+      return inv.ok() ? PrintLabels(*inv) : Fail(inv.status());
+    });
+  }
+  absl::StatusOr<v1::Inventory> inv = ReadInventory(inventory_path);
+  if (!inv.ok()) return Fail(inv.status());
+  return PrintLabels(*inv);
 }
 
 }  // namespace devplace::cli

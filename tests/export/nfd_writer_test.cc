@@ -1,0 +1,173 @@
+// The NFD feature-file writer against real files: writes only on a new revision (and at the
+// re-stamp half-way through the expiry window), atomically (a reader thread never sees a partial
+// or empty file), reports errors and recovers, and the publisher thread keeps the file current.
+#include "server/export/nfd_writer.h"
+
+#include <sys/stat.h>
+
+#include <atomic>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "server/export/labels.h"
+#include "tests/common/temp_dir.h"
+
+namespace devplace::testing {
+namespace {
+
+v1::Inventory Inventory(uint64_t revision, int gpus) {
+  v1::Inventory inv;
+  inv.set_revision(revision);
+  inv.add_backends()->set_row(v1::ROW_CPU);
+  v1::Backend* b = inv.add_backends();
+  b->set_row(v1::ROW_CUDA_NVIDIA);
+  b->set_name("cuda/nvidia");
+  for (int i = 0; i < gpus; ++i) {
+    v1::Device* d = b->add_devices();
+    d->set_name("NVIDIA H100 80GB HBM3");
+    d->set_usable(true);
+  }
+  return inv;
+}
+
+ino_t Inode(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
+}
+
+const absl::Time kT0 = absl::FromUnixSeconds(1800000000);  // 2027-01-15T08:00:00Z
+
+TEST(NfdFileWriterTest, WritesOnNewRevisionOnly) {
+  TempDir dir;
+  const std::string path = dir.File("devplace");
+  labels::NfdFileWriter writer(path, absl::Minutes(10));
+  ASSERT_EQ(writer.Update(Inventory(1, 2), kT0).value(), true);
+  const std::string first = ReadFile(path);
+  EXPECT_EQ(first, labels::FeatureFileText(Inventory(1, 2), kT0 + absl::Minutes(10)));
+  const ino_t inode = Inode(path);
+  // Same revision, before half the window: nothing written (same inode, same bytes).
+  EXPECT_EQ(writer.Update(Inventory(1, 2), kT0 + absl::Minutes(4)).value(), false);
+  EXPECT_EQ(Inode(path), inode);
+  EXPECT_EQ(ReadFile(path), first);
+  // A new revision is written at once.
+  ASSERT_EQ(writer.Update(Inventory(2, 1), kT0 + absl::Minutes(4)).value(), true);
+  EXPECT_NE(Inode(path), inode);
+  EXPECT_TRUE(absl::StrContains(ReadFile(path), "cuda-nvidia.count=1\n"));
+  EXPECT_TRUE(absl::StrContains(ReadFile(path), "# +expiry-time=2027-01-15T08:14:00Z\n"));
+  // No temp file is left behind.
+  int entries = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir.path())) ++entries;
+  EXPECT_EQ(entries, 1);
+}
+
+TEST(NfdFileWriterTest, RestampsWhenHalfTheWindowHasPassed) {
+  TempDir dir;
+  const std::string path = dir.File("devplace");
+  labels::NfdFileWriter writer(path, absl::Minutes(10));
+  ASSERT_TRUE(writer.Update(Inventory(7, 2), kT0).value());
+  EXPECT_EQ(writer.NextRestamp(), kT0 + absl::Minutes(5));
+  EXPECT_FALSE(writer.Update(Inventory(7, 2), kT0 + absl::Minutes(5) - absl::Seconds(1)).value());
+  ASSERT_TRUE(writer.Update(Inventory(7, 2), kT0 + absl::Minutes(5)).value());
+  // Same labels, later expiry: the file never expires while the writer keeps running.
+  EXPECT_EQ(ReadFile(path), labels::FeatureFileText(Inventory(7, 2), kT0 + absl::Minutes(15)));
+  EXPECT_EQ(writer.NextRestamp(), kT0 + absl::Minutes(10));
+}
+
+TEST(NfdFileWriterTest, WriteErrorIsReportedAndRetried) {
+  TempDir dir;
+  const std::string path = dir.File("gone/devplace");
+  labels::NfdFileWriter writer(path, absl::Minutes(10));
+  absl::StatusOr<bool> wrote = writer.Update(Inventory(1, 1), kT0);
+  ASSERT_FALSE(wrote.ok());
+  EXPECT_TRUE(absl::StrContains(wrote.status().message(), dir.File("gone"))) << wrote.status();
+  EXPECT_EQ(writer.NextRestamp(), absl::InfiniteFuture());
+  dir.Touch("gone/");
+  EXPECT_TRUE(writer.Update(Inventory(1, 1), kT0).value()) << "the same revision is written once the error clears";
+}
+
+TEST(NfdFileWriterTest, ReaderNeverSeesAPartialFile) {
+  TempDir dir;
+  const std::string path = dir.File("devplace");
+  labels::NfdFileWriter writer(path, absl::Minutes(10));
+  // 200 revisions alternating between two label sets; every read must be exactly one of the
+  // written texts (never empty, never a prefix of one).
+  std::vector<std::string> texts;
+  std::vector<v1::Inventory> invs;
+  for (int r = 1; r <= 200; ++r) {
+    invs.push_back(Inventory(r, r % 2 == 0 ? 1 : 9));
+    texts.push_back(labels::FeatureFileText(invs.back(), kT0 + absl::Minutes(10)));
+  }
+  ASSERT_TRUE(writer.Update(invs[0], kT0).value());
+  std::atomic<bool> done{false};
+  std::atomic<int> reads{0}, bad{0};
+  std::string bad_example;
+  std::thread reader([&] {
+    while (!done.load()) {
+      const std::string got = ReadFile(path);
+      ++reads;
+      bool known = false;
+      for (const std::string& t : texts) known |= got == t;
+      if (!known && bad.fetch_add(1) == 0) bad_example = got;
+    }
+  });
+  for (size_t i = 1; i < invs.size(); ++i) ASSERT_TRUE(writer.Update(invs[i], kT0).value());
+  done = true;
+  reader.join();
+  EXPECT_EQ(bad.load(), 0) << "partial or unknown content: '" << bad_example << "'";
+  EXPECT_GT(reads.load(), 0);
+  EXPECT_EQ(ReadFile(path), texts.back());
+}
+
+TEST(NfdPublisherTest, WritesEachPublishedRevisionOnce) {
+  TempDir dir;
+  const std::string path = dir.File("devplace");
+  std::vector<uint64_t> written;
+  absl::Mutex mu;
+  labels::NfdPublisher publisher(
+      path, absl::Minutes(10), [](const absl::Status& s) { ADD_FAILURE() << s; },
+      [&](uint64_t revision) {
+        absl::MutexLock lock(&mu);
+        written.push_back(revision);
+      });
+  publisher.Publish(std::make_shared<v1::Inventory>(Inventory(3, 2)));
+  {
+    absl::MutexLock lock(&mu);
+    ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(+[](std::vector<uint64_t>* w) { return !w->empty(); }, &written),
+                                    absl::Seconds(20)));
+  }
+  publisher.Publish(std::make_shared<v1::Inventory>(Inventory(3, 2)));  // same revision: not written
+  publisher.Publish(std::make_shared<v1::Inventory>(Inventory(4, 1)));
+  {
+    absl::MutexLock lock(&mu);
+    ASSERT_TRUE(mu.AwaitWithTimeout(
+        absl::Condition(+[](std::vector<uint64_t>* w) { return !w->empty() && w->back() == 4; }, &written),
+        absl::Seconds(20)));
+  }
+  publisher.Stop();
+  EXPECT_EQ(written, (std::vector<uint64_t>{3, 4}));
+  EXPECT_TRUE(absl::StrContains(ReadFile(path), "cuda-nvidia.count=1\n"));
+}
+
+TEST(NfdPublisherTest, ErrorsGoToTheCallbackAndTheThreadKeepsRunning) {
+  TempDir dir;
+  std::atomic<int> errors{0};
+  absl::Notification first_error;
+  labels::NfdPublisher publisher(dir.File("missing/devplace"), absl::Minutes(10), [&](const absl::Status&) {
+    if (errors.fetch_add(1) == 0) first_error.Notify();
+  });
+  publisher.Publish(std::make_shared<v1::Inventory>(Inventory(1, 1)));
+  ASSERT_TRUE(first_error.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  publisher.Stop();  // returns although the writer keeps failing
+  EXPECT_GE(errors.load(), 1);
+}
+
+}  // namespace
+}  // namespace devplace::testing
