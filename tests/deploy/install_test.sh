@@ -29,6 +29,11 @@ cmp "$prefix/share/devplace/proto/devplace/v1/devplace.proto" "$here/../../proto
   fail "the installed proto differs from proto/devplace/v1/devplace.proto"
 # Every line of the default flag file is a comment or blank: defaults are documented, not set.
 if grep -Ev '^(#.*)?$' "$prefix/etc/devplace/devplaced.flags"; then fail "the flag file sets flags (above)"; fi
+# ... and every flag it documents is one the installed devplaced has.
+known=$( { "$prefix/sbin/devplaced" --helpfull 2>&1 || true; } | grep -oE '^ +--[a-z0-9_]+' | tr -d ' ' | sort -u)
+for flag in $(grep -oE '^#--[a-z0-9_]+' "$prefix/etc/devplace/devplaced.flags" | tr -d '#'); do
+  grep -qx -- "$flag" <<<"$known" || fail "the flag file documents $flag, which devplaced does not have"
+done
 
 # ---- the unit, with paths of this prefix ----
 unit="$prefix/lib/systemd/system/devplaced.service"
