@@ -54,9 +54,10 @@ ABSL_FLAG(std::string, host_root, "/",
           "Directory holding the host's /sys, /proc and /dev, passed to the probe (e.g. /host in a container)");
 ABSL_FLAG(std::string, probe_command, "",
           "The probe executable, run as a child process with --host_root (default: devplace-probe next to this "
-          "binary). Its stdout must be one serialized devplace.v1.Inventory");
+          "binary, or in ../lib/devplace/ when installed). Its stdout must be one serialized devplace.v1.Inventory");
 ABSL_FLAG(std::string, torch_probe_command, "",
-          "The libtorch probe (default: devplace-torch-probe next to this binary, when installed), run once after "
+          "The libtorch probe (default: devplace-torch-probe next to this binary or in ../lib/devplace/, when "
+          "installed), run once after "
           "start and on each full refresh (SIGHUP, RefreshInventory); its view is Inventory.torch. \"none\" disables it");
 ABSL_FLAG(absl::Duration, probe_timeout, absl::Seconds(10),
           "Deadline for one probe child; one that overruns is killed and the last good inventory stays. The child "
@@ -133,12 +134,15 @@ bool ValidListenAddress(const std::string& address) {
          address.substr(colon + 1).find_first_not_of("0123456789") == std::string::npos;
 }
 
-// `name` next to this binary, or in the build tree's `subdir` beside it; empty when neither exists.
+// `name` next to this binary, in the build tree's `subdir` beside it, or in the installed
+// `../lib/devplace/` (sbin/devplaced, lib/devplace/devplace-probe); empty when none exists.
 std::string SiblingBinary(const std::string& name, const std::string& subdir) {
   std::error_code ec;
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) return "";
-  for (const std::filesystem::path& candidate : {self.parent_path() / name, self.parent_path() / subdir / name}) {
+  const std::filesystem::path dir = self.parent_path();
+  for (const std::filesystem::path& candidate :
+       {dir / name, dir / subdir / name, dir.parent_path() / "lib" / "devplace" / name}) {
     if (std::filesystem::exists(candidate)) return candidate.string();
   }
   return "";

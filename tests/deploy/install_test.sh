@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# `cmake --install` of this build tree into a temporary prefix: checks the complete layout
+# (bin/devplace, sbin/devplaced, lib/devplace/ probes, the proto, the systemd unit rewritten to
+# the prefix, the flag file), verifies that unit with `systemd-analyze verify` (and that the check
+# catches a misspelled directive), then runs the installed devplaced, which must find its probe
+# in ../lib/devplace/, with the installed flag file, and calls it with the installed CLI.
+# Usage: install_test.sh <build dir> <cmake> <fixture host dir> <with torch: ON|OFF>
+set -euo pipefail
+build="$1" cmake="$2" fixture="$3" with_torch="$4"
+here="$(cd "$(dirname "$0")" && pwd)"
+. "$here/run_installed_daemon.sh"
+
+tmp=$(mktemp -d /tmp/devplace-install-XXXXXX)
+chmod 755 "$tmp"
+trap 'stop_daemon >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+prefix="$tmp/prefix"
+
+"$cmake" --install "$build" --prefix "$prefix" >"$tmp/install.log" || { cat "$tmp/install.log"; fail "cmake --install"; }
+(cd "$prefix" && find . -type f | sort)
+executables=(bin/devplace sbin/devplaced lib/devplace/devplace-probe)
+[ "$with_torch" = ON ] && executables+=(lib/devplace/devplace-torch-probe)
+for f in "${executables[@]}"; do [ -x "$prefix/$f" ] || fail "$f is not installed as an executable"; done
+for f in share/devplace/proto/devplace/v1/devplace.proto lib/systemd/system/devplaced.service \
+         etc/devplace/devplaced.flags share/doc/devplace/README.md include/devplace/client.h; do
+  [ -f "$prefix/$f" ] || fail "$f is not installed"
+done
+cmp "$prefix/share/devplace/proto/devplace/v1/devplace.proto" "$here/../../proto/devplace/v1/devplace.proto" ||
+  fail "the installed proto differs from proto/devplace/v1/devplace.proto"
+# Every line of the default flag file is a comment or blank: defaults are documented, not set.
+if grep -Ev '^(#.*)?$' "$prefix/etc/devplace/devplaced.flags"; then fail "the flag file sets flags (above)"; fi
+# ... and every flag it documents is one the installed devplaced has.
+known=$( { "$prefix/sbin/devplaced" --helpfull 2>&1 || true; } | grep -oE '^ +--[a-z0-9_]+' | tr -d ' ' | sort -u)
+for flag in $(grep -oE '^#--[a-z0-9_]+' "$prefix/etc/devplace/devplaced.flags" | tr -d '#'); do
+  grep -qx -- "$flag" <<<"$known" || fail "the flag file documents $flag, which devplaced does not have"
+done
+
+# ---- the unit, with paths of this prefix ----
+unit="$prefix/lib/systemd/system/devplaced.service"
+grep -q "^ExecStart=$prefix/sbin/devplaced .*--flagfile=$prefix/etc/devplace/devplaced.flags" "$unit" ||
+  { grep ExecStart "$unit"; fail "the installed unit's ExecStart does not point into $prefix"; }
+verify() {  # prints systemd-analyze's complaints; any output at all is a failure
+  systemd-analyze verify "$1" 2>&1 | grep -v -e '^$' || true
+}
+complaints=$(verify "$unit")
+[ -z "$complaints" ] || fail "systemd-analyze verify: $complaints"
+echo "ok: systemd-analyze verify accepts $unit"
+mkdir "$tmp/broken"
+sed 's/^ProtectSystem=strict/ProtectSystm=strict/' "$unit" >"$tmp/broken/devplaced.service"
+complaints=$(verify "$tmp/broken/devplaced.service")
+grep -q ProtectSystm <<<"$complaints" || fail "systemd-analyze verify did not notice a misspelled directive"
+echo "ok: and it names a misspelled directive: $complaints"
+for directive in RuntimeDirectory=devplace ProtectSystem=strict ProtectHome=yes NoNewPrivileges=yes PrivateTmp=yes \
+                 'RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6' Restart=on-failure 'ExecReload=/bin/kill -HUP $MAINPID'; do
+  grep -qxF "$directive" "$unit" || fail "the unit lacks $directive"
+done
+if grep -Eq '^(PrivateDevices=yes|DevicePolicy=|ProcSubset=pid)' "$unit"; then
+  fail "the unit hides /dev or /proc from the probe"
+fi
+
+# ---- the installed daemon finds lib/devplace/devplace-probe and reads the installed flag file ----
+start_daemon "$prefix/sbin/devplaced" "$prefix/bin/devplace" "$tmp" "$fixture" \
+  --flagfile="$prefix/etc/devplace/devplaced.flags" --torch_probe_command=none
+grep -q "probe_command=$prefix/lib/devplace/devplace-probe " "$tmp/daemon.log" ||
+  { cat "$tmp/daemon.log"; fail "the installed devplaced did not find $prefix/lib/devplace/devplace-probe"; }
+expect_nvidia_h100s "$prefix/bin/devplace"
+stop_daemon
+echo "ok: the installed devplaced ran from $prefix"
