@@ -104,7 +104,13 @@ TEST_F(GrpcConnectionTest, FailedPreconditionNamesWhatIsVisible) {
 TEST_F(GrpcConnectionTest, GetInventoryListBackendsRefresh) {
   absl::StatusOr<v1::Inventory> inv = client_.Inventory();
   ASSERT_TRUE(inv.ok()) << inv.status();
-  EXPECT_TRUE(Equal(*inv, FixtureInventory("nvidia-2x-h100")));
+  // Two probes of one fixture differ only in how long each prober took (more under load).
+  v1::Inventory expected = FixtureInventory("nvidia-2x-h100");
+  v1::Inventory got = *inv;
+  for (v1::Inventory* i : {&expected, &got}) {
+    for (v1::ProbeReport& report : *i->mutable_probe_reports()) report.clear_duration_ms();
+  }
+  EXPECT_TRUE(Equal(got, expected));
   ASSERT_EQ(inv->backends_size(), 2);
   EXPECT_EQ(inv->backends(1).devices_size(), 2);
 
