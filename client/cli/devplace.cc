@@ -36,6 +36,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/cli/connect_flags.h"
 #include "devplace/client.h"
 #include "google/protobuf/util/json_util.h"
 #include "server/inventory/json.h"
@@ -119,7 +120,11 @@ struct Command {
   int (*run)();
 };
 
-const std::vector<const char*> kGlobalFlags = {"address", "timeout", "json"};
+const std::vector<const char*> kGlobalFlags = [] {
+  std::vector<const char*> flags = ConnectFlagNames();  // --address, --timeout, --tls_*
+  flags.push_back("json");
+  return flags;
+}();
 
 int RunResolve();
 int RunInventory();
@@ -547,18 +552,11 @@ void PrintExplanation(const v1::ResolveDeviceResponse& r) {
 // Commands
 // ---------------------------------------------------------------------------------------------
 
-absl::StatusOr<Client> Connect() {
-  ConnectOptions options;
-  options.address = absl::GetFlag(FLAGS_address);
-  options.timeout = absl::GetFlag(FLAGS_timeout);
-  return Client::Connect(options);
-}
-
-// Runs `command` on a connected client, or returns the usage status for a bad --address.
+// Runs `command` on a connected client, or returns the usage status for a bad --address or TLS file.
 template <typename Fn>
 int WithClient(Fn command) {
-  absl::StatusOr<Client> client = Connect();
-  if (!client.ok()) return UsageError(g_command, absl::StrCat("--address: ", client.status().message()));
+  absl::StatusOr<Client> client = Client::Connect(ConnectOptionsFromFlags());
+  if (!client.ok()) return UsageError(g_command, ConnectFlagError(client.status()));
   return command(*client);
 }
 
