@@ -3,6 +3,8 @@
 // with the daemon's own credentials and called through libdevplace.
 #include "server/service/tls.h"
 
+#include <stdlib.h>
+
 #include <memory>
 #include <string>
 
@@ -158,6 +160,45 @@ TEST(TlsPeer, AHandlerTellsAVerifiedClientCertificateFromEveryOtherPeer) {
   ASSERT_TRUE(who.ok()) << who.status();
   EXPECT_EQ(*who, "-");
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+}
+
+TEST(TlsClientOptions, UnusableFilesAreInvalidArgumentNamingTheOptionOrVariable) {
+  for (const char* name : {"DEVPLACE_TLS_CA", "DEVPLACE_TLS_CERT", "DEVPLACE_TLS_KEY", "DEVPLACE_TLS_SERVER_NAME"}) {
+    unsetenv(name);
+  }
+  TempDir dir;
+  const CertFiles ca = MakeCa(dir.path(), "ca");
+  const std::string garbage = dir.Write("garbage.pem", "hello\n");
+  ConnectOptions options;
+  options.address = "127.0.0.1:1";
+  options.tls_ca = dir.File("missing.pem");
+  absl::StatusOr<Client> client = Client::Connect(options);
+  EXPECT_EQ(client.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(client.status().message()), StartsWith("tls_ca=" + dir.File("missing.pem") + ": cannot read"));
+  // MakeGrpcConnection never fails: its calls carry the error.
+  absl::StatusOr<v1::Inventory> inv = MakeGrpcConnection(options.address, options)->GetInventory();
+  EXPECT_EQ(inv.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(inv.status().message()), StartsWith("tls_ca="));
+  // unix: targets are plaintext; the TLS options are not used there.
+  options.address = "unix:" + dir.File("no.sock");
+  EXPECT_TRUE(Client::Connect(options).ok());
+
+  // A variable fills an empty option and is named in its error; an option wins over it.
+  ASSERT_EQ(setenv("DEVPLACE_TLS_CERT", garbage.c_str(), 1), 0);
+  options = ConnectOptions();
+  options.address = "127.0.0.1:1";
+  options.tls_ca = ca.cert;
+  options.tls_key = ca.key;
+  client = Client::Connect(options);
+  EXPECT_EQ(client.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(client.status().message()), StartsWith("DEVPLACE_TLS_CERT=" + garbage + ": holds no PEM"));
+  options.tls_cert = ca.cert;
+  EXPECT_TRUE(Client::Connect(options).ok());
+  options.tls_key.clear();  // DEVPLACE_TLS_KEY unset: a certificate without its key
+  client = Client::Connect(options);
+  EXPECT_EQ(client.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(client.status().message()), StartsWith("tls_cert is set without tls_key"));
+  unsetenv("DEVPLACE_TLS_CERT");
 }
 
 }  // namespace
