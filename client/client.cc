@@ -6,8 +6,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <optional>
 #include <system_error>
 #include <utility>
@@ -24,6 +28,7 @@
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
 
 namespace devplace {
 namespace {
@@ -136,6 +141,95 @@ class GrpcConnection final : public Connection {
   absl::Duration watch_timeout_;
 };
 
+// A Connection whose every call fails with `status` (MakeGrpcConnection with unusable TLS files).
+class FailedConnection final : public Connection {
+ public:
+  explicit FailedConnection(absl::Status status) : status_(std::move(status)) {}
+  absl::StatusOr<v1::ResolveDeviceResponse> ResolveDevice(const v1::ResolveDeviceRequest&) override { return status_; }
+  absl::StatusOr<v1::Inventory> GetInventory() override { return status_; }
+  absl::StatusOr<v1::ListBackendsResponse> ListBackends() override { return status_; }
+  absl::StatusOr<v1::Inventory> RefreshInventory() override { return status_; }
+  absl::Status WatchInventory(uint64_t, InventoryCallback) override { return status_; }
+  absl::StatusOr<bool> Health() override { return status_; }
+
+ private:
+  absl::Status status_;
+};
+
+// One TLS option: its ConnectOptions field and environment variable.
+struct TlsField {
+  const char* option;
+  const char* variable;
+  std::string ConnectOptions::*member;
+};
+
+constexpr TlsField kTlsFields[] = {
+    {"tls_ca", "DEVPLACE_TLS_CA", &ConnectOptions::tls_ca},
+    {"tls_cert", "DEVPLACE_TLS_CERT", &ConnectOptions::tls_cert},
+    {"tls_key", "DEVPLACE_TLS_KEY", &ConnectOptions::tls_key},
+    {"tls_server_name", "DEVPLACE_TLS_SERVER_NAME", &ConnectOptions::tls_server_name},
+};
+
+// A PEM file's text; `what` names the PEM block it must hold ("CERTIFICATE", "PRIVATE KEY").
+// Errors name `source` ("tls_ca" or "DEVPLACE_TLS_CA").
+absl::StatusOr<std::string> ReadPemFile(const std::string& source, const std::string& path, absl::string_view what) {
+  const std::string prefix = absl::StrCat(source, "=", path, ": ");
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return absl::InvalidArgumentError(prefix + "is a directory, not a PEM file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat(prefix, "cannot read: ", std::strerror(errno)));
+  std::stringstream content;
+  content << in.rdbuf();
+  const std::string pem = content.str();
+  const bool found = what == "PRIVATE KEY"
+                         ? pem.find("-----BEGIN ") != std::string::npos && pem.find("PRIVATE KEY-----") != std::string::npos
+                         : pem.find(absl::StrCat("-----BEGIN ", what, "-----")) != std::string::npos;
+  if (!found) return absl::InvalidArgumentError(absl::StrCat(prefix, "holds no PEM ", absl::AsciiStrToLower(what)));
+  return pem;
+}
+
+// The channel's credentials and arguments for `target` under `options` (+ environment).
+absl::Status ChannelSetup(const std::string& target, const ConnectOptions& given,
+                          std::shared_ptr<grpc::ChannelCredentials>* credentials, grpc::ChannelArguments* args) {
+  *credentials = grpc::InsecureChannelCredentials();
+  if (absl::StartsWith(target, "unix:") || absl::StartsWith(target, "unix-abstract:")) return absl::OkStatus();
+  ConnectOptions options = given;
+  std::map<std::string, std::string> source;  // option -> the name errors use
+  for (const TlsField& field : kTlsFields) {
+    std::string& value = options.*field.member;
+    source[field.option] = field.option;
+    if (!value.empty()) continue;
+    if (const char* env = std::getenv(field.variable); env != nullptr && *env != '\0') {
+      value = env;
+      source[field.option] = field.variable;
+    }
+  }
+  if (options.tls_ca.empty() && options.tls_cert.empty() && options.tls_key.empty()) return absl::OkStatus();
+  if (options.tls_cert.empty() != options.tls_key.empty()) {
+    const char* missing = options.tls_cert.empty() ? "tls_cert" : "tls_key";
+    const char* present = options.tls_cert.empty() ? "tls_key" : "tls_cert";
+    return absl::InvalidArgumentError(absl::StrCat(source[present], " is set without ", missing,
+                                                   ": a client certificate needs its private key and the other way round"));
+  }
+  grpc::SslCredentialsOptions ssl;
+  if (!options.tls_ca.empty()) {
+    absl::StatusOr<std::string> pem = ReadPemFile(source["tls_ca"], options.tls_ca, "CERTIFICATE");
+    if (!pem.ok()) return pem.status();
+    ssl.pem_root_certs = *std::move(pem);
+  }
+  if (!options.tls_cert.empty()) {
+    absl::StatusOr<std::string> cert = ReadPemFile(source["tls_cert"], options.tls_cert, "CERTIFICATE");
+    if (!cert.ok()) return cert.status();
+    absl::StatusOr<std::string> key = ReadPemFile(source["tls_key"], options.tls_key, "PRIVATE KEY");
+    if (!key.ok()) return key.status();
+    ssl.pem_cert_chain = *std::move(cert);
+    ssl.pem_private_key = *std::move(key);
+  }
+  *credentials = grpc::SslCredentials(ssl);
+  if (!options.tls_server_name.empty()) args->SetSslTargetNameOverride(options.tls_server_name);
+  return absl::OkStatus();
+}
+
 // Whether `name` is `prefix` followed by at least one character, the first matching `first`
 // (nullptr = any).
 bool MatchesPrefix(absl::string_view name, absl::string_view prefix, int (*first)(int) = nullptr) {
@@ -190,7 +284,12 @@ std::string DefaultTarget() {
 }
 
 std::shared_ptr<Connection> MakeGrpcConnection(const std::string& target, const ConnectOptions& options) {
-  return std::make_shared<GrpcConnection>(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()), options);
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  grpc::ChannelArguments args;
+  if (absl::Status status = ChannelSetup(target, options, &credentials, &args); !status.ok()) {
+    return std::make_shared<FailedConnection>(std::move(status));
+  }
+  return std::make_shared<GrpcConnection>(grpc::CreateCustomChannel(target, credentials, args), options);
 }
 
 const std::vector<std::string>& PlacementEnvironmentVariables() {
@@ -269,7 +368,10 @@ absl::StatusOr<Client> Client::Connect(ConnectOptions options) {
                                                      "e.g. unix:/run/devplace/devplace.sock"));
     }
   }
-  return Client(MakeGrpcConnection(target, options));
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  grpc::ChannelArguments args;
+  if (absl::Status status = ChannelSetup(target, options, &credentials, &args); !status.ok()) return status;
+  return Client(std::make_shared<GrpcConnection>(grpc::CreateCustomChannel(target, credentials, args), options));
 }
 
 Client::Client(std::shared_ptr<Connection> connection) : connection_(std::move(connection)) {}

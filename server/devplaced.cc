@@ -43,13 +43,28 @@
 #include "server/service/grpc_log.h"
 #include "server/service/rpc_metrics.h"
 #include "server/service/service.h"
+#include "server/service/tls.h"
 #include "spdlog/spdlog.h"
 
 ABSL_FLAG(std::string, listen, "",
-          "Comma-separated listen addresses: unix:/path/to.sock and/or host:port (port 0 picks a free port, "
-          "logged at start). Default: unix:/run/devplace/devplace.sock (as root; otherwise "
+          "Comma-separated listen addresses: unix:/path/to.sock, host:port (plaintext) and/or tls:host:port "
+          "(TLS, needs --tls_cert and --tls_key; mutual TLS with --tls_client_ca); port 0 picks a free port, "
+          "logged at start. A plaintext host:port must be loopback (127.0.0.0/8, [::1], localhost) unless "
+          "--allow_insecure_remote. Default: unix:/run/devplace/devplace.sock (as root; otherwise "
           "unix:$XDG_RUNTIME_DIR/devplace.sock, or unix:/tmp/devplace-<uid>/devplace.sock without it) and "
           "127.0.0.1:7465");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate chain of the tls: listeners (the daemon's certificate first; it should name the "
+          "host clients dial, e.g. SAN DNS:node1 or IP:10.0.0.5). Re-read on SIGHUP");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert (unencrypted). Re-read on SIGHUP");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM bundle of the CAs that sign client certificates: tls: listeners then require and verify a client "
+          "certificate (mutual TLS). Empty: server-only TLS (encrypted, but any client that reaches the port may "
+          "read). Re-read on SIGHUP");
+ABSL_FLAG(bool, allow_insecure_remote, false,
+          "Allow a plaintext host:port listener on a non-loopback address (0.0.0.0, [::], a LAN address or host "
+          "name): anyone who reaches it can call the daemon unauthenticated and unencrypted. Logged as "
+          "event=insecure_remote_listener");
 ABSL_FLAG(std::string, host_root, "/",
           "Directory holding the host's /sys, /proc and /dev, passed to the probe (e.g. /host in a container)");
 ABSL_FLAG(std::string, probe_command, "",
@@ -103,10 +118,16 @@ constexpr char kUsage[] =
     "the devplace daemon. Probes this host's accelerators and answers ResolveDevice, GetInventory,\n"
     "WatchInventory, ListBackends and RefreshInventory over gRPC (package devplace.v1, reflection on,\n"
     "grpc.health.v1 health service). A config file is read only when given: --flagfile=FILE (one\n"
-    "--flag=value per line, e.g. /etc/devplace/devplaced.flags). Signals: SIGHUP re-probes; SIGTERM/SIGINT\n"
-    "stop accepting, finish calls, end watches, exit 0. Exit status 2: bad flags or configuration;\n"
-    "1: could not listen. Prometheus metrics: http://127.0.0.1:9465/metrics (--metrics_listen); logs on\n"
-    "stderr (--log_level, --log_format=text|json).\n\n"
+    "--flag=value per line, e.g. /etc/devplace/devplaced.flags). Signals: SIGHUP re-probes (and re-reads\n"
+    "TLS certificates); SIGTERM/SIGINT stop accepting, finish calls, end watches, exit 0. Exit status 2:\n"
+    "bad flags or configuration; 1: could not listen. Prometheus metrics: http://127.0.0.1:9465/metrics\n"
+    "(--metrics_listen); logs on stderr (--log_level, --log_format=text|json).\n\n"
+    "Remote access: --listen=tls:0.0.0.0:7466 --tls_cert=FILE --tls_key=FILE --tls_client_ca=FILE serves\n"
+    "mutual TLS (clients need a certificate signed by --tls_client_ca); without --tls_client_ca it is\n"
+    "server-only TLS. The files are checked at start (exit 2 naming the flag) and re-read on SIGHUP: new\n"
+    "connections get the new certificate within a second, a broken renewal keeps the old one\n"
+    "(event=tls_reload result=error). A plaintext listener on a non-loopback address is refused unless\n"
+    "--allow_insecure_remote.\n\n"
     "Usage: devplaced [--listen=unix:/path,127.0.0.1:7465] [--host_root=/] [--refresh_interval=60s] ...";
 
 int Usage(const std::string& message) {
@@ -211,10 +232,34 @@ int Run(int argc, char** argv) {
   std::vector<std::string> listen = DefaultListen();
   if (!absl::GetFlag(FLAGS_listen).empty()) listen = absl::StrSplit(absl::GetFlag(FLAGS_listen), ',', absl::SkipEmpty());
   if (listen.empty()) return Usage("--listen names no address; accepted: unix:/path/to.sock and/or host:port");
+  bool any_tls = false;
+  std::vector<std::string> insecure_remote;
   for (const std::string& address : listen) {
-    if (!ValidListenAddress(address)) {
-      return Usage(absl::StrCat("--listen: '", address, "' is not unix:/path or host:port with a port 0..65535"));
+    const bool tls = absl::StartsWith(address, "tls:");
+    if (!ValidListenAddress(tls ? address.substr(4) : address) || (tls && absl::StartsWith(address, "tls:unix:"))) {
+      return Usage(absl::StrCat("--listen: '", address,
+                                "' is not unix:/path, host:port or tls:host:port with a port 0..65535"));
     }
+    any_tls |= tls;
+    if (!tls && !absl::StartsWith(address, "unix:") && !service::IsLoopbackListenAddress(address)) {
+      if (!absl::GetFlag(FLAGS_allow_insecure_remote)) {
+        return Usage(absl::StrCat("--listen: '", address, "' is plaintext and reachable from other hosts; use tls:",
+                                  address, " with --tls_cert, --tls_key and --tls_client_ca, a loopback address, "
+                                  "or --allow_insecure_remote"));
+      }
+      insecure_remote.push_back(address);
+    }
+  }
+  const service::TlsFiles tls_files{absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
+                                    absl::GetFlag(FLAGS_tls_client_ca)};
+  std::unique_ptr<service::ReloadableTlsCredentials> tls;
+  if (any_tls) {
+    absl::StatusOr<std::unique_ptr<service::ReloadableTlsCredentials>> created =
+        service::ReloadableTlsCredentials::Create(tls_files);
+    if (!created.ok()) return Usage(std::string(created.status().message()));
+    tls = *std::move(created);
+  } else if (!tls_files.cert.empty() || !tls_files.key.empty() || !tls_files.client_ca.empty()) {
+    return Usage("--tls_cert/--tls_key/--tls_client_ca are set but no --listen address is tls:host:port");
   }
   int socket_mode = 0;
   if (!absl::numbers_internal::safe_strto32_base(absl::GetFlag(FLAGS_socket_mode), &socket_mode, 8) ||
@@ -357,6 +402,16 @@ int Run(int argc, char** argv) {
   }
 
   // ---- listeners ----
+  if (tls != nullptr) {
+    const service::TlsMaterial m = tls->current();
+    spdlog::info("event=tls mode={} subject=\"{}\" not_after=\"{}\" client_cas={}",
+                 tls->mutual() ? "mutual" : "server_only", m.subject, m.not_after, m.client_ca_count);
+  }
+  for (const std::string& address : insecure_remote) {
+    spdlog::warn("event=insecure_remote_listener address={} error=\"plaintext and unauthenticated on a non-loopback "
+                 "address (--allow_insecure_remote)\"",
+                 address);
+  }
   grpc::EnableDefaultHealthCheckService(true);
   (void)grpc::health::v1::HealthCheckRequest::descriptor();  // lets reflection describe grpc.health.v1
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -374,7 +429,11 @@ int Run(int argc, char** argv) {
       unix_paths.push_back(path);
     }
     ports.push_back(std::make_unique<int>(0));
-    builder.AddListeningPort(address, grpc::InsecureServerCredentials(), ports.back().get());
+    if (absl::StartsWith(address, "tls:")) {
+      builder.AddListeningPort(address.substr(4), tls->credentials(), ports.back().get());
+    } else {
+      builder.AddListeningPort(address, grpc::InsecureServerCredentials(), ports.back().get());
+    }
   }
   builder.RegisterService(&service);
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
@@ -432,6 +491,16 @@ int Run(int argc, char** argv) {
     if (sigwait(&signals, &sig) != 0) continue;
     if (sig == SIGHUP) {
       spdlog::info("event=refresh_requested trigger=SIGHUP");
+      if (tls != nullptr) {  // new connections get the new certificates; a broken renewal keeps the old ones
+        absl::StatusOr<service::TlsMaterial> m = tls->Reload();
+        if (m.ok()) {
+          spdlog::info("event=tls_reload result=ok subject=\"{}\" not_after=\"{}\" client_cas={}", m->subject,
+                       m->not_after, m->client_ca_count);
+        } else {
+          spdlog::error("event=tls_reload result=error error=\"{}\" (the previous certificates stay in use)",
+                        std::string(m.status().message()));
+        }
+      }
       service.RequestRefresh();
       continue;
     }

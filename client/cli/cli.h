@@ -27,11 +27,6 @@ extern const char* g_command;
 // Prints `devplace: <command>: <message> (see devplace <command> --help)` on stderr; returns 2.
 int UsageError(absl::string_view command, absl::string_view message);
 
-// The connection options of every call to the daemon at `address` ("unix:/path" or "host:port";
-// empty = DefaultTarget()): the global --timeout as the per-call deadline. The one place that
-// turns CLI flags into ConnectOptions.
-ConnectOptions ConnectOptionsFromFlags(const std::string& address);
-
 // The ResolveOptions the request flags (--workload, --device_map, --env, ...) describe, on top of
 // this process's environment and /dev unless --no_environment or `use_environment` is false.
 // `offline`: the job runs against a saved inventory (this /dev is not scanned). INVALID_ARGUMENT

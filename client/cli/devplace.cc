@@ -39,6 +39,7 @@
 #include "absl/time/time.h"
 #include "client/cli/cli.h"
 #include "client/cli/fleet.h"
+#include "client/cli/connect_flags.h"
 #include "devplace/client.h"
 #include "google/protobuf/util/json_util.h"
 #include "server/export/labels.h"
@@ -123,7 +124,11 @@ struct Command {
   int (*run)();
 };
 
-const std::vector<const char*> kGlobalFlags = {"address", "timeout", "json"};
+const std::vector<const char*> kGlobalFlags = [] {
+  std::vector<const char*> flags = ConnectFlagNames();  // --address, --timeout, --tls_*
+  flags.push_back("json");
+  return flags;
+}();
 
 int RunResolve();
 int RunInventory();
@@ -560,20 +565,11 @@ void PrintExplanation(const v1::ResolveDeviceResponse& r) {
 // Commands
 // ---------------------------------------------------------------------------------------------
 
-ConnectOptions ConnectOptionsFromFlags(const std::string& address) {
-  ConnectOptions options;
-  options.address = address;
-  options.timeout = absl::GetFlag(FLAGS_timeout);
-  return options;
-}
-
-absl::StatusOr<Client> Connect() { return Client::Connect(ConnectOptionsFromFlags(absl::GetFlag(FLAGS_address))); }
-
-// Runs `command` on a connected client, or returns the usage status for a bad --address.
+// Runs `command` on a connected client, or returns the usage status for a bad --address or TLS file.
 template <typename Fn>
 int WithClient(Fn command) {
-  absl::StatusOr<Client> client = Connect();
-  if (!client.ok()) return UsageError(g_command, absl::StrCat("--address: ", client.status().message()));
+  absl::StatusOr<Client> client = Client::Connect(ConnectOptionsFromFlags());
+  if (!client.ok()) return UsageError(g_command, ConnectFlagError(client.status()));
   return command(*client);
 }
 

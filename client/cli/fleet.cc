@@ -2,6 +2,8 @@
 // results land in a vector indexed like the targets, so the output keeps the targets' order.
 #include "client/cli/fleet.h"
 
+#include "client/cli/connect_flags.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -149,7 +151,9 @@ void Summarize(const v1::Inventory& inv, FleetNode& node) {
 // Asks `node.target()` and fills `node`. `job` set: ResolveDevice; else GetInventory.
 void Query(const std::optional<ResolveOptions>& job, FleetNode& node) {
   absl::Status status;
-  absl::StatusOr<Client> client = Client::Connect(ConnectOptionsFromFlags(node.target()));
+  ConnectOptions options = ConnectOptionsFromFlags();  // --timeout and the --tls_* flags
+  options.address = node.target();
+  absl::StatusOr<Client> client = Client::Connect(options);
   if (!client.ok()) {
     status = client.status();
   } else if (job) {

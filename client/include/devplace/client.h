@@ -79,6 +79,22 @@ struct ConnectOptions {
   absl::Duration timeout = absl::Seconds(5);
   // Deadline of a whole WatchInventory call; default none (a watch runs until stopped).
   absl::Duration watch_timeout = absl::InfiniteDuration();
+
+  // TLS to a daemon's tls:host:port listener. Each empty field is filled from its environment
+  // variable (DEVPLACE_TLS_CA, DEVPLACE_TLS_CERT, DEVPLACE_TLS_KEY, DEVPLACE_TLS_SERVER_NAME) when
+  // that is set and non-empty: a field set here wins over the environment. The channel uses TLS
+  // when tls_ca or tls_cert (after that fill) is set, and only for host:port targets: unix:
+  // targets stay plaintext (the daemon's unix sockets are; file permissions protect them).
+  //
+  // PEM bundle of the CAs that sign the daemon's certificate; empty = gRPC's default roots.
+  std::string tls_ca;
+  // PEM client certificate chain and its unencrypted PEM private key, for mutual TLS; both or
+  // neither.
+  std::string tls_cert;
+  std::string tls_key;
+  // The name the daemon's certificate must carry (SAN), when it differs from the target's host
+  // (e.g. dialling 10.0.0.5:7466 for a certificate issued to node1); empty = the target's host.
+  std::string tls_server_name;
 };
 
 // The daemon's address as a gRPC target, by the daemon's own defaults: env DEVPLACE_ADDRESS when
@@ -88,10 +104,14 @@ struct ConnectOptions {
 // group still reaches a root daemon over loopback TCP).
 std::string DefaultTarget();
 
-// A Connection over an insecure gRPC channel to `target` ("unix:/path" or "host:port"), with the
-// deadlines of `options` (options.address is ignored). Never null and never blocks: the channel
-// connects on the first call, and an unreachable target makes calls fail with UNAVAILABLE
-// (calls fail fast; they do not wait for the daemon to come up).
+// A Connection over a gRPC channel to `target` ("unix:/path" or "host:port"), with the deadlines
+// and TLS settings of `options` (options.address is ignored; TLS as described at
+// ConnectOptions::tls_ca, environment included; plaintext otherwise). Never null and never
+// blocks: the channel connects on the first call, and an unreachable target makes calls fail with
+// UNAVAILABLE (calls fail fast; they do not wait for the daemon to come up). TLS files that cannot
+// be used (see Client::Connect) make every call fail with that INVALID_ARGUMENT instead; a daemon
+// that refuses the handshake (certificate not trusted, no or wrong client certificate, a plaintext
+// port) makes calls fail with UNAVAILABLE.
 std::shared_ptr<Connection> MakeGrpcConnection(const std::string& target,
                                                const ConnectOptions& options = {});
 
@@ -156,7 +176,10 @@ class Client {
  public:
   // A client over MakeGrpcConnection(options.address, or DefaultTarget() when empty). Does not
   // contact the daemon. INVALID_ARGUMENT for a malformed address (a "unix:" target without a
-  // path).
+  // path), and for TLS files that cannot be used (unreadable, empty, tls_ca or tls_cert without a
+  // "-----BEGIN CERTIFICATE-----" block, tls_key without a PEM private key, tls_cert without
+  // tls_key or the other way round); that message starts with the option's name ("tls_ca=PATH: ")
+  // or, when the value came from the environment, the variable's ("DEVPLACE_TLS_CA=PATH: ").
   static absl::StatusOr<Client> Connect(ConnectOptions options = {});
 
   // A client over `connection` (e.g. a MockConnection in tests). `connection` must not be null.

@@ -1,0 +1,51 @@
+#include "client/cli/connect_flags.h"
+
+#include "absl/flags/declare.h"
+#include "absl/flags/flag.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+
+// Defined in devplace.cc with the other global flags.
+ABSL_DECLARE_FLAG(std::string, address);
+ABSL_DECLARE_FLAG(absl::Duration, timeout);
+
+ABSL_FLAG(std::string, tls_ca, "",
+          "PEM CA bundle that signs the daemon's certificate: talk TLS to a tls: listener (host:port targets "
+          "only; unix sockets stay plaintext). Default: env DEVPLACE_TLS_CA; with only --tls_cert, gRPC's "
+          "default roots");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM client certificate for mutual TLS (with --tls_key). Default: env DEVPLACE_TLS_CERT");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert. Default: env DEVPLACE_TLS_KEY");
+ABSL_FLAG(std::string, tls_server_name, "",
+          "Name the daemon's certificate must carry when it differs from the --address host (e.g. node1 when "
+          "dialling 10.0.0.5:7466). Default: env DEVPLACE_TLS_SERVER_NAME, else the address's host");
+
+namespace devplace::cli {
+
+const std::vector<const char*>& ConnectFlagNames() {
+  static const std::vector<const char*>* const kNames =
+      new std::vector<const char*>{"address", "timeout", "tls_ca", "tls_cert", "tls_key", "tls_server_name"};
+  return *kNames;
+}
+
+ConnectOptions ConnectOptionsFromFlags() {
+  ConnectOptions options;
+  options.address = absl::GetFlag(FLAGS_address);
+  options.timeout = absl::GetFlag(FLAGS_timeout);
+  options.tls_ca = absl::GetFlag(FLAGS_tls_ca);
+  options.tls_cert = absl::GetFlag(FLAGS_tls_cert);
+  options.tls_key = absl::GetFlag(FLAGS_tls_key);
+  options.tls_server_name = absl::GetFlag(FLAGS_tls_server_name);
+  return options;
+}
+
+std::string ConnectFlagError(const absl::Status& connect_error) {
+  const std::string message(connect_error.message());
+  // libdevplace starts TLS errors with the option's name, which is the flag's name here.
+  if (absl::StartsWith(message, "tls_")) return absl::StrCat("--", message);
+  if (absl::StartsWith(message, "DEVPLACE_TLS_")) return message;
+  return absl::StrCat("--address: ", message);
+}
+
+}  // namespace devplace::cli

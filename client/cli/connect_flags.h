@@ -1,0 +1,30 @@
+// The devplace CLI's connection flags (--address, --timeout, --tls_ca, --tls_cert, --tls_key,
+// --tls_server_name) turned into libdevplace ConnectOptions, in one place for every command that
+// talks to daemons (the single-daemon commands in devplace.cc, and `fleet`).
+#ifndef DEVPLACE_CLIENT_CLI_CONNECT_FLAGS_H_
+#define DEVPLACE_CLIENT_CLI_CONNECT_FLAGS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "devplace/client.h"
+
+namespace devplace::cli {
+
+// The names of the connection flags, for help texts and the per-command allowed-flag check.
+const std::vector<const char*>& ConnectFlagNames();
+
+// ConnectOptions from the parsed flags: address (empty = DefaultTarget()), timeout, tls_ca,
+// tls_cert, tls_key, tls_server_name. Empty TLS flags are left for DEVPLACE_TLS_* to fill (see
+// ConnectOptions); nothing is read or checked here: Client::Connect checks the files.
+ConnectOptions ConnectOptionsFromFlags();
+
+// The usage-error text for a Client::Connect error caused by these options, naming the flag:
+// "--tls_ca=/x.pem: cannot read: No such file or directory", "DEVPLACE_TLS_KEY=/k.pem: ..." (a
+// value from the environment), or "--address: ..." for a malformed address.
+std::string ConnectFlagError(const absl::Status& connect_error);
+
+}  // namespace devplace::cli
+
+#endif  // DEVPLACE_CLIENT_CLI_CONNECT_FLAGS_H_
