@@ -151,7 +151,10 @@ TEST_F(GrpcConnectionTest, WatchSkipsTheKnownRevision) {
 TEST_F(GrpcConnectionTest, WatchReturnsWhenTheServerEndsTheStream) {
   server_.service().EndWatchesAfter(1, grpc::Status::OK);
   int calls = 0;
-  EXPECT_TRUE(client_.Watch(0, [&](const v1::Inventory&) { return ++calls < 100; }).ok());
+  // The server ending the stream is ABORTED, not OK: OK means the callback stopped the watch.
+  const absl::Status ended = client_.Watch(0, [&](const v1::Inventory&) { return ++calls < 100; });
+  EXPECT_EQ(ended.code(), absl::StatusCode::kAborted) << ended;
+  EXPECT_THAT(std::string(ended.message()), HasSubstr("the daemon ended the watch"));
   EXPECT_EQ(calls, 1);
 
   server_.service().EndWatchesAfter(1, grpc::Status(grpc::StatusCode::UNAVAILABLE, "daemon shutting down"));
