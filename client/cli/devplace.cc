@@ -132,6 +132,7 @@ int RunInventory();
 int RunBackends();
 int RunWatch();
 int RunHealth();
+int RunRefresh();
 int RunProbe();
 
 const std::vector<Command>& Commands() {
@@ -161,6 +162,11 @@ const std::vector<Command>& Commands() {
        {"known_revision"}, &RunWatch},
       {"health", "Print SERVING or NOT_SERVING; exit status 0 only when serving.", "devplace health",
        "Calls grpc.health.v1.Health/Check for the whole server (service \"\").", {}, &RunHealth},
+      {"refresh", "Make the daemon re-probe the host now; prints the resulting inventory.", "devplace refresh",
+       "Calls RefreshInventory. The daemon allows it only to root, its own user and members of its socket\n"
+       "group over the unix socket, and to mTLS-authenticated clients (PERMISSION_DENIED otherwise), and\n"
+       "starts at most one probe per --refresh_min_interval (RESOURCE_EXHAUSTED, with the time to wait).",
+       {}, &RunRefresh},
       {"probe", "Probe this host in-process (no daemon) and print its inventory.",
        "devplace probe [--host_root=DIR]",
        "Runs devplace's probers in this process against --host_root (NVML through --nvml_library, under\n"
@@ -316,7 +322,7 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
       PrintGeneralHelp(stdout);
       result.exit_status = 0;
     } else {
-      result.exit_status = UsageError("", "missing command (one of resolve, inventory, backends, watch, health, probe)");
+      result.exit_status = UsageError("", "missing command (one of resolve, inventory, backends, watch, health, refresh, probe)");
     }
     return result;
   }
@@ -639,6 +645,13 @@ int RunWatch() {
     if (status.code() == absl::StatusCode::kAborted) return print_status;
     if (!status.ok()) return Fail(status);
     return print_status;
+  });
+}
+
+int RunRefresh() {
+  return WithClient([](Client& client) {
+    absl::StatusOr<v1::Inventory> inv = client.Refresh();
+    return inv.ok() ? PrintInventory(*inv) : Fail(inv.status());
   });
 }
 

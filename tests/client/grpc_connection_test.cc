@@ -280,3 +280,33 @@ TEST(DefaultTargetTest, FallsBackToTheDaemonsListeners) {
 
 }  // namespace
 }  // namespace devplace::testing
+
+namespace devplace::testing {
+namespace {
+
+TEST_F(GrpcConnectionTest, WatchCancelledFromAnotherThreadReturnsCancelled) {
+  WatchCanceller canceller;
+  std::atomic<int> seen{0};
+  std::thread canceller_thread([&] {
+    while (seen.load() == 0) absl::SleepFor(absl::Milliseconds(5));  // the watch is running
+    canceller.Cancel();
+  });
+  // The server never ends this stream by itself: only the canceller can.
+  const absl::Status status = client_.Watch(0, [&](const v1::Inventory&) {
+    seen.fetch_add(1);
+    return true;
+  }, &canceller);
+  canceller_thread.join();
+  EXPECT_EQ(status.code(), absl::StatusCode::kCancelled) << status;
+  EXPECT_EQ(seen.load(), 1);
+  // Cancelled before it starts: returns at once, no callback.
+  const absl::Status again = client_.Watch(0, [&](const v1::Inventory&) {
+    seen.fetch_add(1);
+    return true;
+  }, &canceller);
+  EXPECT_EQ(again.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(seen.load(), 1);
+}
+
+}  // namespace
+}  // namespace devplace::testing
