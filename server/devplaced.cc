@@ -90,7 +90,11 @@ constexpr char kUsage[] =
     "grpc.health.v1 health service). A config file is read only when given: --flagfile=FILE (one\n"
     "--flag=value per line, e.g. /etc/devplace/devplaced.flags). Signals: SIGHUP re-probes; SIGTERM/SIGINT\n"
     "stop accepting, finish calls, end watches, exit 0. Exit status 2: bad flags or configuration;\n"
-    "1: could not listen.\n\n"
+    "1: could not listen.\n"
+    "Unix sockets: only the default runtime directory (/run/devplace, /tmp/devplace-<uid>) is created;\n"
+    "a socket directory must be owned by root or this user and not writable by others (unless sticky).\n"
+    "SIGHUP also re-creates a deleted socket. RefreshInventory: root, this user or --socket_group members\n"
+    "over the unix socket, or mTLS clients; rate-limited by --refresh_min_interval.\n\n"
     "Usage: devplaced [--listen=unix:/path,127.0.0.1:7465] [--host_root=/] [--refresh_interval=60s] ...";
 
 int Usage(const std::string& message) {
