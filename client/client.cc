@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cerrno>
+#include <cstring>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -20,6 +22,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "devplace/v1/devplace.grpc.pb.h"
@@ -38,17 +41,41 @@ namespace health = ::grpc::health::v1;
 constexpr char kSystemSocket[] = "/run/devplace/devplace.sock";
 constexpr char kDefaultTcpTarget[] = "127.0.0.1:7465";
 
-absl::Status FromGrpc(const grpc::Status& status) {
+// `note` (where the call went, what was passed over) is appended to UNAVAILABLE messages when the
+// daemon could not be reached (`channel` not READY), not when the daemon itself answered so.
+absl::Status FromGrpc(const grpc::Status& status, const std::string& note = "", grpc::Channel* channel = nullptr) {
   if (status.ok()) return absl::OkStatus();
   // grpc::StatusCode and absl::StatusCode share numbering and names (OK = 0 ... UNAUTHENTICATED = 16).
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+  std::string message = status.error_message();
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE && channel != nullptr &&
+      channel->GetState(false) != GRPC_CHANNEL_READY) {
+    message += note;
+  }
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), message);
 }
 
 // A socket this process may connect to (a root-owned 0660 socket is skipped by other users, who
-// then fall back to the TCP listener).
-bool IsUsableSocket(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) && ::access(path.c_str(), R_OK | W_OK) == 0;
+// then fall back to the TCP listener) and may trust; otherwise why not, in `why`.
+bool IsUsableSocket(const std::string& path, std::string* why) {
+  const absl::Status safe = CheckUnixSocket(path);
+  if (!safe.ok()) {
+    *why = std::string(safe.message());
+    return false;
+  }
+  if (::access(path.c_str(), R_OK | W_OK) != 0) {
+    *why = absl::StrCat("no permission to connect (", std::strerror(errno), ")");
+    return false;
+  }
+  return true;
+}
+
+// The note appended to UNAVAILABLE errors: the target, whether it came from DEVPLACE_ADDRESS,
+// and the default candidates passed over.
+std::string TargetNote(const std::string& target, const std::string& origin, const std::vector<std::string>& notes) {
+  std::string note = absl::StrCat(" [devplace target ", target, " (", origin, ")");
+  if (!notes.empty()) absl::StrAppend(&note, "; passed over: ", absl::StrJoin(notes, "; "));
+  absl::StrAppend(&note, "; set DEVPLACE_ADDRESS or --address to choose the daemon]");
+  return note;
 }
 
 // Sets `context`'s deadline to now + `timeout` unless `timeout` means "none".
@@ -59,11 +86,13 @@ void SetDeadline(grpc::ClientContext& context, absl::Duration timeout) {
 
 class GrpcConnection final : public Connection {
  public:
-  GrpcConnection(std::shared_ptr<grpc::Channel> channel, const ConnectOptions& options)
-      : placement_(v1::DevicePlacement::NewStub(channel)),
+  GrpcConnection(std::shared_ptr<grpc::Channel> channel, const ConnectOptions& options, std::string note)
+      : channel_(channel),
+        placement_(v1::DevicePlacement::NewStub(channel)),
         health_(health::Health::NewStub(channel)),
         timeout_(options.timeout),
-        watch_timeout_(options.watch_timeout) {}
+        watch_timeout_(options.watch_timeout),
+        note_(std::move(note)) {}
 
   absl::StatusOr<v1::ResolveDeviceResponse> ResolveDevice(const v1::ResolveDeviceRequest& request) override {
     return Unary<v1::ResolveDeviceResponse>([&](grpc::ClientContext* c, v1::ResolveDeviceResponse* r) {
@@ -90,8 +119,20 @@ class GrpcConnection final : public Connection {
   }
 
   absl::Status WatchInventory(uint64_t known_revision, InventoryCallback on_inventory) override {
+    return WatchInventory(known_revision, std::move(on_inventory), nullptr);
+  }
+
+  absl::Status WatchInventory(uint64_t known_revision, InventoryCallback on_inventory,
+                              WatchCanceller* canceller) override {
     grpc::ClientContext context;
     SetDeadline(context, watch_timeout_);
+    if (canceller != nullptr) canceller->SetHook([&context] { context.TryCancel(); });
+    struct ClearHook {
+      WatchCanceller* c;
+      ~ClearHook() {
+        if (c != nullptr) c->SetHook(nullptr);
+      }
+    } clear{canceller};
     v1::WatchInventoryRequest request;
     request.set_known_revision(known_revision);
     std::unique_ptr<grpc::ClientReader<v1::Inventory>> reader = placement_->WatchInventory(&context, request);
@@ -109,7 +150,11 @@ class GrpcConnection final : public Connection {
     }
     const grpc::Status status = reader->Finish();
     if (stopped) return absl::OkStatus();
-    return FromGrpc(status);
+    if (canceller != nullptr && canceller->cancelled()) return absl::CancelledError("watch cancelled by the caller");
+    if (status.ok()) {
+      return absl::AbortedError("the daemon ended the watch (it is shutting down); reconnect to keep watching");
+    }
+    return FromGrpc(status, note_, channel_.get());
   }
 
   absl::StatusOr<bool> Health() override {
@@ -131,14 +176,16 @@ class GrpcConnection final : public Connection {
     SetDeadline(context, timeout_);
     Response response;
     const grpc::Status status = call(&context, &response);
-    if (!status.ok()) return FromGrpc(status);
+    if (!status.ok()) return FromGrpc(status, note_, channel_.get());
     return response;
   }
 
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::DevicePlacement::Stub> placement_;
   std::unique_ptr<health::Health::Stub> health_;
   absl::Duration timeout_;
   absl::Duration watch_timeout_;
+  std::string note_;
 };
 
 // A Connection whose every call fails with `status` (MakeGrpcConnection with unusable TLS files).
@@ -268,18 +315,52 @@ std::optional<int64_t> ParseInt(absl::string_view text) {
 
 }  // namespace
 
-std::string DefaultTarget() {
+absl::Status CheckUnixSocket(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": no such socket"));
+    return absl::FailedPreconditionError(absl::StrCat(path, ": ", std::strerror(errno)));
+  }
+  const uid_t me = ::geteuid();
+  if (!S_ISSOCK(st.st_mode)) return absl::FailedPreconditionError(absl::StrCat(path, " is not a socket"));
+  if (st.st_uid != 0 && st.st_uid != me) {
+    return absl::FailedPreconditionError(absl::StrCat("socket ", path, " is owned by uid ", st.st_uid,
+                                                      ", not root or you (uid ", me, "): refused as possibly squatted"));
+  }
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  struct stat d;
+  if (::stat(dir.empty() ? "." : dir.c_str(), &d) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(dir, ": ", std::strerror(errno)));
+  }
+  if (d.st_uid != 0 && d.st_uid != me) {
+    return absl::FailedPreconditionError(absl::StrCat("socket directory ", dir, " is owned by uid ", d.st_uid,
+                                                      ", not root or you (uid ", me, "): refused as possibly squatted"));
+  }
+  if ((d.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (d.st_mode & S_ISVTX) == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "socket directory ", dir, " is writable by group or others without the sticky bit: refused, another "
+        "user could have replaced the socket"));
+  }
+  return absl::OkStatus();
+}
+
+std::string DefaultTarget() { return DefaultTarget(nullptr); }
+
+std::string DefaultTarget(std::vector<std::string>* notes) {
   if (const char* address = std::getenv("DEVPLACE_ADDRESS"); address != nullptr && *address != '\0') {
     return address;
   }
-  if (IsUsableSocket(kSystemSocket)) return absl::StrCat("unix:", kSystemSocket);
+  std::vector<std::string> candidates = {kSystemSocket};
   if (const char* runtime = std::getenv("XDG_RUNTIME_DIR"); runtime != nullptr && *runtime != '\0') {
-    const std::string path = absl::StrCat(runtime, "/devplace.sock");
-    if (IsUsableSocket(path)) return absl::StrCat("unix:", path);
+    candidates.push_back(absl::StrCat(runtime, "/devplace.sock"));
   }
   // Where a non-root devplaced without XDG_RUNTIME_DIR listens.
-  const std::string tmp = absl::StrCat("/tmp/devplace-", ::geteuid(), "/devplace.sock");
-  if (IsUsableSocket(tmp)) return absl::StrCat("unix:", tmp);
+  candidates.push_back(absl::StrCat("/tmp/devplace-", ::geteuid(), "/devplace.sock"));
+  for (const std::string& path : candidates) {
+    std::string why;
+    if (IsUsableSocket(path, &why)) return absl::StrCat("unix:", path);
+    if (notes != nullptr) notes->push_back(absl::StrCat("unix:", path, " (", why, ")"));
+  }
   return kDefaultTcpTarget;
 }
 
@@ -289,7 +370,35 @@ std::shared_ptr<Connection> MakeGrpcConnection(const std::string& target, const 
   if (absl::Status status = ChannelSetup(target, options, &credentials, &args); !status.ok()) {
     return std::make_shared<FailedConnection>(std::move(status));
   }
-  return std::make_shared<GrpcConnection>(grpc::CreateCustomChannel(target, credentials, args), options);
+  return std::make_shared<GrpcConnection>(grpc::CreateCustomChannel(target, credentials, args), options,
+                                          TargetNote(target, "given", {}));
+}
+
+void WatchCanceller::Cancel() {
+  std::function<void()> hook;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled_ = true;
+    hook = hook_;
+  }
+  if (hook) hook();
+}
+
+bool WatchCanceller::cancelled() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cancelled_;
+}
+
+void WatchCanceller::SetHook(std::function<void()> hook) {
+  std::lock_guard<std::mutex> lock(mu_);
+  hook_ = std::move(hook);
+  if (cancelled_ && hook_) hook_();
+}
+
+absl::Status Connection::WatchInventory(uint64_t known_revision, InventoryCallback on_inventory,
+                                        WatchCanceller* canceller) {
+  if (canceller != nullptr && canceller->cancelled()) return absl::CancelledError("watch cancelled by the caller");
+  return WatchInventory(known_revision, std::move(on_inventory));
 }
 
 const std::vector<std::string>& PlacementEnvironmentVariables() {
@@ -340,10 +449,14 @@ v1::ResolveDeviceRequest ResolveOptions::ToRequest() const {
 
 ResolveOptions ResolveOptions::FromEnvironment() { return FromEnvironment("/dev"); }
 
-ResolveOptions ResolveOptions::FromEnvironment(const std::string& dev_dir) {
+namespace {
+// The placement variables `lookup` finds (nullptr = unset) as options: LOCAL_RANK / WORLD_SIZE
+// fill local_rank / world_size when valid, everything else goes into env verbatim.
+template <typename Lookup>
+ResolveOptions PlacementOptions(Lookup lookup) {
   ResolveOptions options;
   for (const std::string& name : PlacementEnvironmentVariables()) {
-    const char* value = std::getenv(name.c_str());
+    const char* value = lookup(name);
     if (value == nullptr) continue;
     const std::optional<int64_t> number = ParseInt(value);
     if (name == "LOCAL_RANK" && number && *number >= 0 && *number <= INT32_MAX) {
@@ -354,12 +467,35 @@ ResolveOptions ResolveOptions::FromEnvironment(const std::string& dev_dir) {
       options.env[name] = value;
     }
   }
+  return options;
+}
+}  // namespace
+
+ResolveOptions ResolveOptions::FromEnvironment(const std::string& dev_dir) {
+  ResolveOptions options = PlacementOptions([](const std::string& name) { return std::getenv(name.c_str()); });
   options.job_device_nodes = JobDeviceNodes(dev_dir);
   return options;
 }
 
+ResolveOptions ResolveOptions::ForJob(v1::Workload workload, const std::map<std::string, std::string>& job_env,
+                                      std::optional<std::vector<std::string>> job_device_nodes) {
+  ResolveOptions options = PlacementOptions([&job_env](const std::string& name) -> const char* {
+    const auto it = job_env.find(name);
+    return it == job_env.end() ? nullptr : it->second.c_str();
+  });
+  options.workload = workload;
+  options.job_device_nodes = std::move(job_device_nodes);
+  return options;
+}
+
 absl::StatusOr<Client> Client::Connect(ConnectOptions options) {
-  const std::string target = options.address.empty() ? DefaultTarget() : options.address;
+  std::vector<std::string> notes;
+  const char* env = std::getenv("DEVPLACE_ADDRESS");
+  const bool from_env = options.address.empty() && env != nullptr && *env != '\0';
+  const std::string target = options.address.empty() ? DefaultTarget(&notes) : options.address;
+  const std::string origin = !options.address.empty() ? "from --address/ConnectOptions::address"
+                             : from_env              ? "from DEVPLACE_ADDRESS"
+                                                     : "default; DEVPLACE_ADDRESS is not set";
   if (absl::StartsWith(target, "unix:")) {
     absl::string_view path = absl::string_view(target).substr(5);
     if (absl::StartsWith(path, "//")) path.remove_prefix(2);  // unix:///abs/path
@@ -367,11 +503,16 @@ absl::StatusOr<Client> Client::Connect(ConnectOptions options) {
       return absl::InvalidArgumentError(absl::StrCat("address '", target, "': a unix: target needs a socket path, "
                                                      "e.g. unix:/run/devplace/devplace.sock"));
     }
+    if (const absl::Status safe = CheckUnixSocket(std::string(path));
+        !options.trust_any_socket && !safe.ok() && !absl::IsNotFound(safe)) {
+      return absl::FailedPreconditionError(absl::StrCat("refusing ", target, " (", origin, "): ", safe.message()));
+    }
   }
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   grpc::ChannelArguments args;
   if (absl::Status status = ChannelSetup(target, options, &credentials, &args); !status.ok()) return status;
-  return Client(std::make_shared<GrpcConnection>(grpc::CreateCustomChannel(target, credentials, args), options));
+  return Client(std::make_shared<GrpcConnection>(grpc::CreateCustomChannel(target, credentials, args), options,
+                                                 TargetNote(target, origin, notes)));
 }
 
 Client::Client(std::shared_ptr<Connection> connection) : connection_(std::move(connection)) {}
@@ -386,8 +527,9 @@ absl::StatusOr<v1::ListBackendsResponse> Client::Backends() const { return conne
 
 absl::StatusOr<v1::Inventory> Client::Refresh() const { return connection_->RefreshInventory(); }
 
-absl::Status Client::Watch(uint64_t known_revision, InventoryCallback on_inventory) const {
-  return connection_->WatchInventory(known_revision, std::move(on_inventory));
+absl::Status Client::Watch(uint64_t known_revision, InventoryCallback on_inventory, WatchCanceller* canceller) const {
+  if (canceller == nullptr) return connection_->WatchInventory(known_revision, std::move(on_inventory));
+  return connection_->WatchInventory(known_revision, std::move(on_inventory), canceller);
 }
 
 absl::StatusOr<bool> Client::Health() const { return connection_->Health(); }

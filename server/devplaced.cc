@@ -14,13 +14,18 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/flags/commandlineflag.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
@@ -28,6 +33,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "grpc/health/v1/health.pb.h"
@@ -35,6 +41,7 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/export/nfd_writer.h"
+#include "server/common/flag_errors.h"
 #include "server/inventory/store.h"
 #include "server/inventory/torch_view.h"
 #include "server/logging/logging.h"
@@ -44,6 +51,7 @@
 #include "server/service/rpc_metrics.h"
 #include "server/service/service.h"
 #include "server/service/tls.h"
+#include "server/service/unix_listener.h"
 #include "spdlog/spdlog.h"
 
 ABSL_FLAG(std::string, listen, "",
@@ -110,6 +118,11 @@ ABSL_FLAG(std::string, nfd_features_file, "",
 ABSL_FLAG(absl::Duration, nfd_expiry, absl::Minutes(10),
           "The feature file's NFD expiry window (# +expiry-time= now + this, at least 1m): the labels vanish "
           "this long after devplaced stops rewriting the file");
+ABSL_FLAG(absl::Duration, refresh_min_interval, absl::Seconds(1),
+          "RefreshInventory starts at most one probe per this interval (calls arriving while one is queued "
+          "share it); others get RESOURCE_EXHAUSTED with the time to wait. 0 = no limit. RefreshInventory is "
+          "allowed only to root, the daemon's user and --socket_group members over the unix socket, and to "
+          "mTLS-authenticated clients");
 
 namespace devplace {
 namespace {
@@ -127,7 +140,11 @@ constexpr char kUsage[] =
     "server-only TLS. The files are checked at start (exit 2 naming the flag) and re-read on SIGHUP: new\n"
     "connections get the new certificate within a second, a broken renewal keeps the old one\n"
     "(event=tls_reload result=error). A plaintext listener on a non-loopback address is refused unless\n"
-    "--allow_insecure_remote.\n\n"
+    "--allow_insecure_remote.\n"
+    "Unix sockets: only the default runtime directory (/run/devplace, /tmp/devplace-<uid>) is created;\n"
+    "a socket directory must be owned by root or this user and not writable by others (unless sticky).\n"
+    "SIGHUP also re-creates a deleted socket. RefreshInventory: root, this user or --socket_group members\n"
+    "over the unix socket, or mTLS clients; rate-limited by --refresh_min_interval.\n\n"
     "Usage: devplaced [--listen=unix:/path,127.0.0.1:7465] [--host_root=/] [--refresh_interval=60s] ...";
 
 int Usage(const std::string& message) {
@@ -145,14 +162,75 @@ std::vector<std::string> DefaultListen() {
   return {absl::StrCat("unix:", unix_path), "127.0.0.1:7465"};
 }
 
-// `unix:/abs/or/relative/path` or `host:port` / `[v6]:port` with a port in 0..65535.
+// `unix:/absolute/path` or `host:port` / `[v6]:port` with a port in 0..65535, where host is a
+// name or an IPv4 address (letters, digits, '.', '-', '_').
 bool ValidListenAddress(const std::string& address) {
-  if (absl::StartsWith(address, "unix:")) return address.size() > 5;
+  if (absl::StartsWith(address, "unix:")) {
+    const std::string path = address.substr(5);
+    return path.size() > 1 && path[0] == '/' && path[1] != '/';
+  }
   const size_t colon = address.rfind(':');
   if (colon == std::string::npos || colon == 0) return false;
+  const std::string host = address.substr(0, colon);
+  const bool v6 = host.size() > 2 && host.front() == '[' && host.back() == ']' &&
+                  host.find_first_not_of("[]0123456789abcdefABCDEF:.%") == std::string::npos;
+  const bool name = host.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") ==
+                    std::string::npos;
   int port = -1;
-  return absl::SimpleAtoi(address.substr(colon + 1), &port) && port >= 0 && port <= 65535 &&
+  return (v6 || name) && absl::SimpleAtoi(address.substr(colon + 1), &port) && port >= 0 && port <= 65535 &&
          address.substr(colon + 1).find_first_not_of("0123456789") == std::string::npos;
+}
+
+// Checks every flag on the command line and in --flagfile files before absl parses them (absl
+// would exit 1 on its own): an unknown flag, a value the flag cannot take or an unreadable flag
+// file is one line naming the flag and what it accepts. nullopt when all is well.
+std::optional<std::string> CheckFlags(const std::vector<std::string>& args, bool from_file, int depth = 0) {
+  static const std::set<std::string> kAbslOwn = {"help", "helpfull", "helpshort", "helppackage", "version",
+                                                  "only_check_args", "helpon", "helpmatch", "fromenv",
+                                                  "tryfromenv", "undefok"};
+  for (size_t i = 0; i < args.size(); ++i) {
+    absl::string_view arg = args[i];
+    if (arg == "--") break;
+    if (arg.size() < 2 || arg[0] != '-') continue;  // positional: reported after parsing
+    auto [name, value] = SplitFlagArgument(arg);
+    if (kAbslOwn.count(name) > 0) continue;
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag == nullptr && absl::StartsWith(name, "no") && !value) {  // --noflag for a bool
+      const absl::CommandLineFlag* positive = absl::FindCommandLineFlag(name.substr(2));
+      if (positive != nullptr && positive->IsOfType<bool>()) continue;
+    }
+    if (flag == nullptr) {
+      return absl::StrCat("unknown flag --", name, from_file ? " in a --flagfile" : "",
+                          " (devplaced --help lists the flags)");
+    }
+    if (!value) {
+      if (flag->IsOfType<bool>()) continue;
+      if (from_file || i + 1 >= args.size()) return absl::StrCat("flag --", name, " needs a value (--", name, "=VALUE)");
+      value = args[++i];
+    }
+    if (name == "flagfile") {
+      if (depth > 8) return "--flagfile: files include each other more than 8 deep";
+      for (absl::string_view file : absl::StrSplit(*value, ',', absl::SkipEmpty())) {
+        std::ifstream in{std::string(file)};
+        if (!in) {
+          return absl::StrCat("--flagfile=", file, ": cannot read it (", strerror(errno),
+                              "); a flag file holds one --flag=value per line");
+        }
+        std::vector<std::string> lines;
+        for (std::string line; std::getline(in, line);) {
+          absl::string_view l = absl::StripAsciiWhitespace(line);
+          if (!l.empty() && l[0] != '#') lines.emplace_back(l);
+        }
+        if (std::optional<std::string> error = CheckFlags(lines, true, depth + 1)) {
+          return absl::StrCat(*error, " (in --flagfile=", file, ")");
+        }
+      }
+      continue;
+    }
+    std::string error;
+    if (!flag->ParseFrom(*value, &error)) return BadFlagValue(*flag, *value, error);
+  }
+  return std::nullopt;
 }
 
 // `name` next to this binary, in the build tree's `subdir` beside it, or in the installed
@@ -179,37 +257,17 @@ bool Executable(const std::string& command) {
   return false;
 }
 
-// Prepares a unix socket path: creates its directory, refuses a path held by something that is
-// not a socket or by a socket another process still accepts on (a second daemon must not take
-// over the first one's socket), and removes a stale one.
-bool PrepareUnixSocket(const std::string& path) {
-  std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  struct stat st;
-  if (lstat(path.c_str(), &st) != 0) return true;
-  if (!S_ISSOCK(st.st_mode)) {
-    spdlog::error("event=listen_failed address=unix:{} error=\"a non-socket file exists at this path\"", path);
-    return false;
-  }
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof(addr.sun_path)) return true;  // gRPC reports the too-long path itself
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  const bool live = fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  if (fd >= 0) close(fd);
-  if (live) {
-    spdlog::error("event=listen_failed address=unix:{} error=\"another process is serving on this socket (a "
-                  "devplaced already running?)\"",
-                  path);
-    return false;
-  }
-  unlink(path.c_str());
-  return true;
-}
-
 int Run(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
+  absl::FlagsUsageConfig usage_config;
+  usage_config.normalize_filename = [](absl::string_view file) {  // "devplaced.cc", not the build path
+    const size_t slash = file.rfind('/');
+    return std::string(slash == absl::string_view::npos ? file : file.substr(slash + 1));
+  };
+  absl::SetFlagsUsageConfig(usage_config);
+  if (std::optional<std::string> error = CheckFlags(std::vector<std::string>(argv + 1, argv + argc), false)) {
+    return Usage(*error);
+  }
   std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
   if (rest.size() > 1) return Usage(absl::StrCat("unexpected argument '", rest[1], "'"));
   // Library lines (gRPC core, libprotobuf) per second per library; the rest are counted and
@@ -238,7 +296,8 @@ int Run(int argc, char** argv) {
     const bool tls = absl::StartsWith(address, "tls:");
     if (!ValidListenAddress(tls ? address.substr(4) : address) || (tls && absl::StartsWith(address, "tls:unix:"))) {
       return Usage(absl::StrCat("--listen: '", address,
-                                "' is not unix:/path, host:port or tls:host:port with a port 0..65535"));
+                                "' is not unix:/absolute/path.sock, host:port or tls:host:port (a name, IPv4 or [IPv6] "
+                                "address and a port 0..65535, no scheme)"));
     }
     any_tls |= tls;
     if (!tls && !absl::StartsWith(address, "unix:") && !service::IsLoopbackListenAddress(address)) {
@@ -287,6 +346,10 @@ int Run(int argc, char** argv) {
   }
   if (interval < absl::ZeroDuration()) return Usage("--refresh_interval must be 0 (off) or positive, e.g. 60s");
   if (grace < absl::ZeroDuration()) return Usage("--shutdown_grace must not be negative");
+  const absl::Duration refresh_min_interval = absl::GetFlag(FLAGS_refresh_min_interval);
+  if (refresh_min_interval < absl::ZeroDuration()) {
+    return Usage("--refresh_min_interval must be 0 (no limit) or positive, e.g. 1s");
+  }
   const std::string host_root = absl::GetFlag(FLAGS_host_root);
   if (!std::filesystem::is_directory(host_root)) {
     return Usage(absl::StrCat("--host_root=", host_root, " is not a readable directory"));
@@ -379,7 +442,14 @@ int Run(int argc, char** argv) {
     if (stopping.load()) return absl::UnavailableError("devplaced is shutting down");
     return store.Refresh();
   };
-  service::DevicePlacementService service(store, full_refresh);
+  service::PeerRegistry peers;
+  service::RefreshAccess access;
+  access.peers = &peers;
+  access.daemon_uid = geteuid();
+  access.socket_gid = socket_gid != static_cast<gid_t>(-1) ? socket_gid : getegid();
+  if (const struct group* g = getgrgid(access.socket_gid); g != nullptr) access.socket_group = g->gr_name;
+  access.min_interval = refresh_min_interval;
+  service::DevicePlacementService service(store, full_refresh, access);
 
   // ---- /metrics (before the gRPC listeners: a fatal bind error exits before serving) ----
   metrics::MetricsEndpoint metrics_endpoint;
@@ -421,14 +491,27 @@ int Run(int argc, char** argv) {
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20 * 1000);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // a second daemon must fail, not share the port
   std::vector<std::unique_ptr<int>> ports;
-  std::vector<std::string> unix_paths;
+  // Unix sockets are accepted by devplaced itself (peer credentials for RefreshInventory); only
+  // the default runtime directory is created.
+  std::vector<std::unique_ptr<service::UnixListener>> unix_listeners;
+  const std::string default_unix = DefaultListen().front().substr(5);
   for (const std::string& address : listen) {
-    if (absl::StartsWith(address, "unix:")) {
-      const std::string path = address.substr(5);
-      if (!PrepareUnixSocket(path)) return 1;
-      unix_paths.push_back(path);
-    }
     ports.push_back(std::make_unique<int>(0));
+    if (absl::StartsWith(address, "unix:")) {
+      service::UnixListener::Options o;
+      o.path = address.substr(5);
+      o.mode = static_cast<mode_t>(socket_mode);
+      o.gid = socket_gid;
+      o.create_directory = o.path == default_unix;
+      absl::StatusOr<std::unique_ptr<service::UnixListener>> l = service::UnixListener::Bind(o);
+      if (!l.ok()) {
+        spdlog::error("event=listen_failed address={} error=\"{}\"", address, std::string(l.status().message()));
+        fprintf(stderr, "devplaced: --listen=%s: %s\n", address.c_str(), std::string(l.status().message()).c_str());
+        return l.status().code() == absl::StatusCode::kFailedPrecondition ? 2 : 1;
+      }
+      unix_listeners.push_back(std::move(*l));
+      continue;
+    }
     if (absl::StartsWith(address, "tls:")) {
       builder.AddListeningPort(address.substr(4), tls->credentials(), ports.back().get());
     } else {
@@ -449,13 +532,10 @@ int Run(int argc, char** argv) {
   // gRPC's default health service starts out SERVING; say NOT_SERVING until the first inventory.
   // (A client racing the first microseconds after bind may still see SERVING once.)
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  // The placement service answers under its own name too (same status as "").
+  health->SetServingStatus(v1::DevicePlacement::service_full_name(), false);
   health->SetServingStatus(false);
-  for (const std::string& path : unix_paths) {
-    if (chmod(path.c_str(), static_cast<mode_t>(socket_mode)) != 0 ||
-        (socket_gid != static_cast<gid_t>(-1) && chown(path.c_str(), static_cast<uid_t>(-1), socket_gid) != 0)) {
-      spdlog::warn("event=socket_permissions_failed path={} error=\"{}\"", path, strerror(errno));
-    }
-  }
+  for (const auto& l : unix_listeners) l->Start(server.get(), &peers);
   for (size_t i = 0; i < listen.size(); ++i) {  // logged once the sockets have their mode
     std::string bound = listen[i];
     if (!absl::StartsWith(bound, "unix:")) {
@@ -486,9 +566,27 @@ int Run(int argc, char** argv) {
   store.Start(interval > absl::ZeroDuration() ? interval : absl::InfiniteDuration());
   service.RequestRefresh();  // the libtorch view, once serving
 
+  // A deleted socket file is re-created on SIGHUP and by a check every 10 s; a path another
+  // process now serves on is left to it (logged).
+  auto check_sockets = [&unix_listeners](const char* trigger) {
+    for (const auto& l : unix_listeners) {
+      if (l->PathIsOurs()) continue;
+      const absl::Status s = l->Recreate();
+      if (s.ok()) {
+        spdlog::warn("event=socket_recreated path={} trigger={}", l->path(), trigger);
+      } else {
+        spdlog::error("event=socket_lost path={} trigger={} error=\"{}\"", l->path(), trigger,
+                      std::string(s.message()));
+      }
+    }
+  };
   for (;;) {
-    int sig = 0;
-    if (sigwait(&signals, &sig) != 0) continue;
+    const timespec check_every{10, 0};
+    const int sig = sigtimedwait(&signals, nullptr, &check_every);
+    if (sig < 0) {
+      if (errno == EAGAIN) check_sockets("check");
+      continue;
+    }
     if (sig == SIGHUP) {
       spdlog::info("event=refresh_requested trigger=SIGHUP");
       if (tls != nullptr) {  // new connections get the new certificates; a broken renewal keeps the old ones
@@ -501,6 +599,7 @@ int Run(int argc, char** argv) {
                         std::string(m.status().message()));
         }
       }
+      check_sockets("SIGHUP");
       service.RequestRefresh();
       continue;
     }
@@ -512,6 +611,7 @@ int Run(int argc, char** argv) {
   stopping = true;
   torch.Cancel();  // a libtorch probe in flight is killed, not waited for
   health->SetServingStatus(false);
+  for (const auto& l : unix_listeners) l->Stop();  // no new unix connections; the file is removed
   service.Shutdown();
   server->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(grace));
   server->Wait();

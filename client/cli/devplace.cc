@@ -43,6 +43,7 @@
 #include "devplace/client.h"
 #include "google/protobuf/util/json_util.h"
 #include "server/export/labels.h"
+#include "server/common/flag_errors.h"
 #include "server/inventory/json.h"
 #include "server/inventory/merge.h"
 #include "server/placement/backends.h"
@@ -53,8 +54,10 @@
 // ---- global flags ----
 ABSL_FLAG(std::string, address, "",
           "The daemon's gRPC target: unix:/path/to.sock or host:port. Default: env DEVPLACE_ADDRESS, "
-          "else unix:/run/devplace/devplace.sock or unix:$XDG_RUNTIME_DIR/devplace.sock when the socket "
-          "exists, else 127.0.0.1:7465");
+          "else the first of unix:/run/devplace/devplace.sock, unix:$XDG_RUNTIME_DIR/devplace.sock and "
+          "unix:/tmp/devplace-<uid>/devplace.sock that exists and is safe, else 127.0.0.1:7465. A unix socket "
+          "is used only when its directory is owned by root or you and not writable by others (unless "
+          "sticky), and the socket is owned by root or you; DEVPLACE_ADDRESS and --address are checked too");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(5),
           "Deadline of each call to the daemon, e.g. 200ms, 5s (0 = none; watch never has one)");
 ABSL_FLAG(bool, json, false, "Print the protobuf JSON mapping (as grpcurl would) instead of tables");
@@ -89,6 +92,9 @@ ABSL_FLAG(std::string, job_device_nodes, "",
 ABSL_FLAG(bool, explain, false,
           "Also print the explanation steps (rule ids), warnings, devices and max_memory, to stderr "
           "(stdout keeps only the device string)");
+ABSL_FLAG(bool, quiet, false,
+          "Do not print the answer's warnings (by default each goes to stderr as `devplace: warning: ...`; "
+          "stdout keeps only the device string)");
 ABSL_FLAG(std::string, inventory, "",
           "Work offline (resolve, labels) against a saved inventory (JSON from `devplace inventory --json` or "
           "`devplace-probe --json`, or devplace-probe's binary output); no daemon is contacted");
@@ -136,6 +142,7 @@ int RunLabels();
 int RunBackends();
 int RunWatch();
 int RunHealth();
+int RunRefresh();
 int RunProbe();
 
 const std::vector<Command>& Commands() {
@@ -148,10 +155,11 @@ const std::vector<Command>& Commands() {
        "  DEVICE=$(devplace resolve --workload=inference --device_map=auto)\n"
        "By default the job's placement variables (CUDA_VISIBLE_DEVICES, LOCAL_RANK, ...) come from this\n"
        "process's environment and its accelerator /dev nodes from this process's /dev; --env and the\n"
-       "other flags override them. --explain adds the reasoning on stderr; --json prints the whole\n"
+       "other flags override them. Warnings (a present accelerator the job cannot use, ...) go to stderr\n"
+       "unless --quiet; --explain adds the reasoning on stderr; --json prints the whole\n"
        "ResolveDeviceResponse on stdout instead.",
        {"workload", "convention", "device_map", "use_cpu", "local_rank", "world_size", "runtime_backends",
-        "strict", "model_size_bytes", "env", "no_environment", "job_device_nodes", "explain", "inventory"},
+        "strict", "model_size_bytes", "env", "no_environment", "job_device_nodes", "explain", "quiet", "inventory"},
        &RunResolve},
       {"inventory", "Show the host's accelerator inventory (the daemon's current snapshot).", "devplace inventory",
        "Prints the host, the backends (rows) with their state, every device and the probers' reports.", {},
@@ -171,6 +179,11 @@ const std::vector<Command>& Commands() {
        {"known_revision"}, &RunWatch},
       {"health", "Print SERVING or NOT_SERVING; exit status 0 only when serving.", "devplace health",
        "Calls grpc.health.v1.Health/Check for the whole server (service \"\").", {}, &RunHealth},
+      {"refresh", "Make the daemon re-probe the host now; prints the resulting inventory.", "devplace refresh",
+       "Calls RefreshInventory. The daemon allows it only to root, its own user and members of its socket\n"
+       "group over the unix socket, and to mTLS-authenticated clients (PERMISSION_DENIED otherwise), and\n"
+       "starts at most one probe per --refresh_min_interval (RESOURCE_EXHAUSTED, with the time to wait).",
+       {}, &RunRefresh},
       {"probe", "Probe this host in-process (no daemon) and print its inventory.",
        "devplace probe [--host_root=DIR]",
        "Runs devplace's probers in this process against --host_root (NVML through --nvml_library, under\n"
@@ -289,12 +302,7 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
       positional.emplace_back(arg);
       continue;
     }
-    absl::ConsumePrefix(&arg, "-");
-    absl::ConsumePrefix(&arg, "-");
-    const size_t eq = arg.find('=');
-    std::string name(arg.substr(0, eq));
-    std::optional<std::string> value;
-    if (eq != absl::string_view::npos) value = std::string(arg.substr(eq + 1));
+    auto [name, value] = SplitFlagArgument(arg);
     if (name == "help" || name == "h" || name == "helpfull" || name == "helpshort") {
       help = true;
       continue;
@@ -332,7 +340,7 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
       PrintGeneralHelp(stdout);
       result.exit_status = 0;
     } else {
-      result.exit_status = UsageError("", "missing command (one of resolve, inventory, labels, backends, watch, health, probe, fleet)");
+      result.exit_status = UsageError("", "missing command (one of resolve, inventory, labels, backends, watch, health, refresh, probe, fleet)");
     }
     return result;
   }
@@ -372,8 +380,9 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
       return result;
     }
     std::string error;
-    if (!absl::FindCommandLineFlag(name)->ParseFrom(value, &error)) {
-      result.exit_status = UsageError(command->name, absl::StrCat("--", name, "=", value, ": ", error));
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (!flag->ParseFrom(value, &error)) {
+      result.exit_status = UsageError(command->name, BadFlagValue(*flag, value, error));
       return result;
     }
     if (name == "env") g_env_values.push_back(value);
@@ -434,12 +443,45 @@ std::string RowName(v1::Row row) {
   return spec != nullptr ? std::string(spec->name) : v1::Row_Name(row);
 }
 
+// protobuf's JSON printer indents by one space; every command's --json output uses two.
+std::string TwoSpaceIndent(const std::string& json) {
+  std::string out;
+  out.reserve(json.size() * 5 / 4);
+  for (absl::string_view line : absl::StrSplit(json, '\n')) {
+    const size_t depth = std::min(line.find_first_not_of(' '), line.size());  // strings never hold raw newlines
+    absl::StrAppend(&out, out.empty() ? "" : "\n", std::string(depth * 2, ' '), line.substr(depth));
+  }
+  return out;
+}
+
 int PrintJson(const google::protobuf::Message& message) {
   absl::StatusOr<std::string> json = inventory::ToJson(message);
   if (!json.ok()) return Fail(json.status());
-  std::printf("%s\n", json->c_str());
+  std::printf("%s\n", TwoSpaceIndent(*json).c_str());
   std::fflush(stdout);
   return 0;
+}
+
+// The daemon's own libtorch view, said as such; when it lacks the backend of a present
+// accelerator row, says that the jobs' PyTorch (which may well have it) was not what was probed.
+std::string TorchLine(const v1::Inventory& inv) {
+  const v1::TorchInfo& t = inv.torch();
+  std::string line = absl::StrCat("daemon's own libtorch ", t.version(), " (", absl::StrJoin(t.compiled_backends(), ", "),
+                                  "), ", t.cuda_device_count(), " CUDA devices");
+  std::vector<std::string> missing;
+  for (const v1::Backend& b : inv.backends()) {
+    if (b.row() == v1::ROW_CPU || b.devices().empty()) continue;
+    const bool has = std::any_of(t.compiled_backends().begin(), t.compiled_backends().end(), [&](const std::string& c) {
+      return c == b.device_type() || (b.row() == v1::ROW_CUDA_AMD && c == "hip") ||
+             (b.row() == v1::ROW_TPU && c == "xla");
+    });
+    if (!has && std::find(missing.begin(), missing.end(), b.name()) == missing.end()) missing.push_back(b.name());
+  }
+  if (!missing.empty()) {
+    absl::StrAppend(&line, "; it has no backend for ", absl::StrJoin(missing, ", "),
+                    " present here: the jobs' PyTorch was not probed and may differ");
+  }
+  return line;
 }
 
 int PrintInventory(const v1::Inventory& inv) {
@@ -457,10 +499,9 @@ int PrintInventory(const v1::Inventory& inv) {
       {"Revision", absl::StrCat(inv.revision(), ", probed ", Timestamp(inv.probed_at()))},
   };
   if (inv.torch().probed()) {
-    head.push_back({"Torch", absl::StrCat(inv.torch().version(), " (", absl::StrJoin(inv.torch().compiled_backends(), ", "),
-                                          "), ", inv.torch().cuda_device_count(), " CUDA devices")});
+    head.push_back({"Torch", TorchLine(inv)});
   } else if (!inv.torch().error().empty()) {
-    head.push_back({"Torch", absl::StrCat("not probed: ", inv.torch().error())});
+    head.push_back({"Torch", absl::StrCat("the daemon's own libtorch was not probed: ", inv.torch().error())});
   }
   PrintTable(head);
 
@@ -569,7 +610,10 @@ void PrintExplanation(const v1::ResolveDeviceResponse& r) {
 template <typename Fn>
 int WithClient(Fn command) {
   absl::StatusOr<Client> client = Client::Connect(ConnectOptionsFromFlags());
-  if (!client.ok()) return UsageError(g_command, ConnectFlagError(client.status()));
+  if (!client.ok() && client.status().code() == absl::StatusCode::kInvalidArgument) {
+    return UsageError(g_command, ConnectFlagError(client.status()));
+  }
+  if (!client.ok()) return Fail(client.status());  // e.g. an unsafe unix socket refused
   return command(*client);
 }
 
@@ -608,8 +652,17 @@ int RunWatch() {
       std::fflush(stdout);
       return true;
     });
+    // The daemon ending the stream (ABORTED: it shuts down) is the end of the watch, not a failure.
+    if (status.code() == absl::StatusCode::kAborted) return print_status;
     if (!status.ok()) return Fail(status);
     return print_status;
+  });
+}
+
+int RunRefresh() {
+  return WithClient([](Client& client) {
+    absl::StatusOr<v1::Inventory> inv = client.Refresh();
+    return inv.ok() ? PrintInventory(*inv) : Fail(inv.status());
   });
 }
 
@@ -773,7 +826,11 @@ int PrintResolved(const absl::StatusOr<v1::ResolveDeviceResponse>& response) {
   if (absl::GetFlag(FLAGS_json)) return PrintJson(*response);
   std::printf("%s\n", response->device().c_str());
   std::fflush(stdout);
-  if (absl::GetFlag(FLAGS_explain)) PrintExplanation(*response);
+  if (absl::GetFlag(FLAGS_explain)) {
+    PrintExplanation(*response);  // its own warnings: section
+  } else if (!absl::GetFlag(FLAGS_quiet)) {
+    for (const std::string& w : response->warnings()) std::fprintf(stderr, "devplace: warning: %s\n", w.c_str());
+  }
   return 0;
 }
 

@@ -555,7 +555,9 @@ absl::StatusOr<RowVisibility> ComputeVisibility(const v1::Backend& backend, cons
     out.hidden = out.mask_empty ? Hidden::kMaskEmpty : Hidden::kMask;
     out.hidden_reason = absl::StrCat(backend.hardware(), " present but ", out.mask_variable,
                                      out.mask_empty ? " is set to the empty string, which hides every device"
-                                                    : " leaves the job no device (see the warning above)");
+                                                    : absl::StrCat(" leaves the job no device",
+                                                                   out.warnings.empty() ? "" : ": ",
+                                                                   absl::StrJoin(out.warnings, "; ")));
   }
   return out;
 }

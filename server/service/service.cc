@@ -1,10 +1,15 @@
 #include "server/service/service.h"
 
+#include <algorithm>
 #include <deque>
 #include <thread>
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "grpcpp/security/auth_context.h"
 #include "server/placement/backends.h"
 #include "server/placement/resolver.h"
 
@@ -131,9 +136,11 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Inventory>,
   grpc::Status status_ ABSL_GUARDED_BY(mu_);
 };
 
-DevicePlacementService::DevicePlacementService(inventory::InventoryStore& store, RefreshFn refresh)
+DevicePlacementService::DevicePlacementService(inventory::InventoryStore& store, RefreshFn refresh,
+                                               RefreshAccess access)
     : store_(store),
       refresh_(refresh ? std::move(refresh) : [&store] { return store.Refresh(); }),
+      access_(std::move(access)),
       worker_([this] { RefreshWorker(); }) {}
 
 DevicePlacementService::~DevicePlacementService() {
@@ -183,13 +190,62 @@ grpc::ServerUnaryReactor* DevicePlacementService::RefreshInventory(grpc::Callbac
                                                                    const v1::RefreshInventoryRequest*,
                                                                    v1::Inventory* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (grpc::Status denied = Authorize(ctx); !denied.ok()) {
+    reactor->Finish(denied);
+    return reactor;
+  }
   absl::MutexLock lock(&mu_);
   if (shutting_down_) {
     reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "devplaced is shutting down"));
     return reactor;
   }
+  if (!caller_round_queued_ && pending_.empty()) {  // this call would start a round of its own
+    const absl::Time now = absl::Now();
+    const absl::Duration wait = last_caller_round_ + access_.min_interval - now;
+    if (access_.min_interval > absl::ZeroDuration() && wait > absl::ZeroDuration()) {
+      reactor->Finish(grpc::Status(
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          absl::StrCat("RefreshInventory starts at most one probe every ", absl::FormatDuration(access_.min_interval),
+                       " (--refresh_min_interval); retry in ", absl::ToInt64Milliseconds(wait) + 1, " ms")));
+      return reactor;
+    }
+    last_caller_round_ = now;
+    caller_round_queued_ = true;
+  }
   pending_.push_back({reactor, response});  // the worker finishes it; the probe never blocks a gRPC thread
   return reactor;
+}
+
+grpc::Status DevicePlacementService::Authorize(grpc::CallbackServerContext* ctx) const {
+  std::vector<std::string> who = {"root"};
+  if (access_.daemon_uid != 0 && access_.daemon_uid != static_cast<uid_t>(-1)) {
+    who.push_back(absl::StrCat("uid ", access_.daemon_uid, " (the daemon's user)"));
+  }
+  if (access_.socket_gid != static_cast<gid_t>(-1)) {
+    who.push_back(absl::StrCat("members of group ", access_.socket_group.empty() ? "" : access_.socket_group + " ",
+                               "(gid ", access_.socket_gid, ")"));
+  }
+  const std::string allowed = absl::StrCat(
+      "RefreshInventory re-probes the host and is allowed only to ", absl::StrJoin(who, ", "),
+      " over the unix socket, or to clients with a verified TLS client certificate (mTLS)");
+  const std::string peer = ctx->peer();
+  if (access_.peers != nullptr) {
+    if (std::optional<PeerCredentials> c = access_.peers->Find(peer)) {
+      bool ok = c->uid == 0 || c->uid == access_.daemon_uid;
+      if (access_.socket_gid != static_cast<gid_t>(-1)) {
+        ok = ok || c->gid == access_.socket_gid ||
+             std::find(c->groups.begin(), c->groups.end(), access_.socket_gid) != c->groups.end();
+      }
+      if (ok) return grpc::Status::OK;
+      return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                          absl::StrCat(allowed, "; this caller is uid ", c->uid, " gid ", c->gid, " (pid ", c->pid, ")"));
+    }
+  }
+  const std::shared_ptr<const grpc::AuthContext> auth = ctx->auth_context();
+  if (auth != nullptr && auth->IsPeerAuthenticated()) return grpc::Status::OK;
+  return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                      absl::StrCat(allowed, "; this call came over plaintext TCP or without a client certificate (",
+                                   peer, ")"));
 }
 
 void DevicePlacementService::RequestRefresh() {
@@ -206,6 +262,7 @@ void DevicePlacementService::RefreshWorker() {
       auto work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return shutting_down_ || !pending_.empty(); };
       mu_.Await(absl::Condition(&work));
       round.swap(pending_);
+      caller_round_queued_ = false;  // later callers queue the next round
       stopping = shutting_down_;
     }
     if (stopping) {  // no new probes once stopping: queued callers get UNAVAILABLE at once

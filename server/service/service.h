@@ -11,12 +11,30 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "devplace/v1/devplace.grpc.pb.h"
 #include "server/inventory/store.h"
+#include "server/service/unix_listener.h"
 
 namespace devplace::service {
 
 class WatchReactor;
+
+// Who may call RefreshInventory (a probe: a fork and vendor-library calls), on every transport:
+// unix-socket peers (credentials from `peers`) that are root, the daemon's own user or in
+// `socket_gid` (primary or supplementary group), and peers whose TLS client certificate was
+// verified (ServerContext::auth_context()->IsPeerAuthenticated(), mTLS). Everyone else, plain TCP
+// included, gets PERMISSION_DENIED naming who may call it. Read RPCs stay open to every caller.
+struct RefreshAccess {
+  const PeerRegistry* peers = nullptr;       // null: no unix-socket peer is known (all refused)
+  uid_t daemon_uid = static_cast<uid_t>(-1);
+  gid_t socket_gid = static_cast<gid_t>(-1);
+  std::string socket_group;                  // its name, for messages
+  // Calls that would start a new probe round less than this after the previous caller-started
+  // round began get RESOURCE_EXHAUSTED with the time to wait; a call that arrives while a round
+  // is already queued joins it. Zero = no limit. SIGHUP and the timer are not limited.
+  absl::Duration min_interval = absl::ZeroDuration();
+};
 
 // Serves one host's inventory store. Thread-safe; every handler returns without blocking a gRPC
 // thread (RefreshInventory waits for the probe on a thread of its own).
@@ -26,7 +44,8 @@ class DevicePlacementService final : public v1::DevicePlacement::CallbackService
   // that re-runs the libtorch probe first.
   using RefreshFn = std::function<absl::StatusOr<inventory::Snapshot>()>;
   // `store` must outlive the service and the server it is registered with.
-  explicit DevicePlacementService(inventory::InventoryStore& store, RefreshFn refresh = nullptr);
+  explicit DevicePlacementService(inventory::InventoryStore& store, RefreshFn refresh = nullptr,
+                                  RefreshAccess access = {});
   ~DevicePlacementService() override;
 
   // UNAVAILABLE until the store has an inventory; otherwise placement::Resolve's answer or error
@@ -42,7 +61,8 @@ class DevicePlacementService final : public v1::DevicePlacement::CallbackService
   // Re-probes now and returns the resulting snapshot; a failed probe returns its error
   // (DEADLINE_EXCEEDED, INTERNAL, ...) and the last good snapshot stays. Calls that arrive while a
   // refresh runs share the next one: one worker thread serves them all, whatever their number.
-  // UNAVAILABLE once shutdown began.
+  // UNAVAILABLE once shutdown began; PERMISSION_DENIED for callers RefreshAccess does not allow;
+  // RESOURCE_EXHAUSTED ("retry in N ms") past RefreshAccess::min_interval.
   grpc::ServerUnaryReactor* RefreshInventory(grpc::CallbackServerContext* ctx,
                                              const v1::RefreshInventoryRequest* request,
                                              v1::Inventory* response) override;
@@ -68,10 +88,15 @@ class DevicePlacementService final : public v1::DevicePlacement::CallbackService
   };
   void Forget(WatchReactor* watch);
   void RefreshWorker();
+  // OK when the caller may start a probe, else PERMISSION_DENIED saying who may.
+  grpc::Status Authorize(grpc::CallbackServerContext* ctx) const;
 
   inventory::InventoryStore& store_;
   RefreshFn refresh_;
+  RefreshAccess access_;
   absl::Mutex mu_;
+  absl::Time last_caller_round_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  bool caller_round_queued_ ABSL_GUARDED_BY(mu_) = false;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<PendingRefresh> pending_ ABSL_GUARDED_BY(mu_);
   std::set<WatchReactor*> watches_ ABSL_GUARDED_BY(mu_);

@@ -83,10 +83,10 @@ TEST_F(CliTest, ProbeWithBadHostRootIsAUsageError) {
 
 TEST_F(CliTest, OfflineResolvePrintsOnlyTheDevice) {
   const std::string h100 = SaveInventory("nvidia-2x-h100");
-  CommandResult r = Run("resolve --inventory=" + h100 + " --workload=inference --device_map=auto");
+  CommandResult r = Run("resolve --inventory=" + h100 + " --workload=inference --device_map=auto --quiet");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "cuda:0\n");
-  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(r.err, "");  // --quiet: no warnings
 
   r = Run("resolve --inventory=" + SaveInventory("cpu-only") + " --workload=inference --device_map=auto");
   EXPECT_EQ(r.exit_code, 0) << r.err;

@@ -168,3 +168,25 @@ TEST_F(EnvironmentTest, ContainerSeeingOneGpuGetsItInItsOwnNumbering) {
 
 }  // namespace
 }  // namespace devplace::testing
+
+namespace devplace::testing {
+namespace {
+
+TEST_F(EnvironmentTest, ForJobReadsNothingOfTheCallingProcess) {
+  Set("CUDA_VISIBLE_DEVICES", "3");  // the scheduler's own, not the job's
+  Set("LOCAL_RANK", "5");
+  const ResolveOptions job = ResolveOptions::ForJob(
+      v1::WORKLOAD_TRAINING, {{"CUDA_VISIBLE_DEVICES", "0,1"}, {"LOCAL_RANK", "1"}, {"WORLD_SIZE", "x"}, {"PATH", "/bin"}});
+  EXPECT_EQ(job.workload, v1::WORKLOAD_TRAINING);
+  EXPECT_EQ(job.local_rank, 1);
+  EXPECT_FALSE(job.world_size.has_value());
+  EXPECT_EQ(job.env, (std::map<std::string, std::string>{{"CUDA_VISIBLE_DEVICES", "0,1"}, {"WORLD_SIZE", "x"}}));
+  EXPECT_FALSE(job.job_device_nodes.has_value());  // unknown, not this process's /dev
+  const ResolveOptions none = ResolveOptions::ForJob(v1::WORKLOAD_INFERENCE, {}, std::vector<std::string>{});
+  EXPECT_TRUE(none.env.empty());
+  ASSERT_TRUE(none.job_device_nodes.has_value());
+  EXPECT_TRUE(none.job_device_nodes->empty());
+}
+
+}  // namespace
+}  // namespace devplace::testing

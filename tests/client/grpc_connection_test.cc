@@ -157,7 +157,10 @@ TEST_F(GrpcConnectionTest, WatchSkipsTheKnownRevision) {
 TEST_F(GrpcConnectionTest, WatchReturnsWhenTheServerEndsTheStream) {
   server_.service().EndWatchesAfter(1, grpc::Status::OK);
   int calls = 0;
-  EXPECT_TRUE(client_.Watch(0, [&](const v1::Inventory&) { return ++calls < 100; }).ok());
+  // The server ending the stream is ABORTED, not OK: OK means the callback stopped the watch.
+  const absl::Status ended = client_.Watch(0, [&](const v1::Inventory&) { return ++calls < 100; });
+  EXPECT_EQ(ended.code(), absl::StatusCode::kAborted) << ended;
+  EXPECT_THAT(std::string(ended.message()), HasSubstr("the daemon ended the watch"));
   EXPECT_EQ(calls, 1);
 
   server_.service().EndWatchesAfter(1, grpc::Status(grpc::StatusCode::UNAVAILABLE, "daemon shutting down"));
@@ -279,6 +282,36 @@ TEST(DefaultTargetTest, FallsBackToTheDaemonsListeners) {
   unlink((runtime.path() + "/devplace.sock").c_str());
   ListeningSocket socket(runtime.path() + "/devplace.sock");
   EXPECT_EQ(DefaultTarget(), "unix:" + runtime.path() + "/devplace.sock");
+}
+
+}  // namespace
+}  // namespace devplace::testing
+
+namespace devplace::testing {
+namespace {
+
+TEST_F(GrpcConnectionTest, WatchCancelledFromAnotherThreadReturnsCancelled) {
+  WatchCanceller canceller;
+  std::atomic<int> seen{0};
+  std::thread canceller_thread([&] {
+    while (seen.load() == 0) absl::SleepFor(absl::Milliseconds(5));  // the watch is running
+    canceller.Cancel();
+  });
+  // The server never ends this stream by itself: only the canceller can.
+  const absl::Status status = client_.Watch(0, [&](const v1::Inventory&) {
+    seen.fetch_add(1);
+    return true;
+  }, &canceller);
+  canceller_thread.join();
+  EXPECT_EQ(status.code(), absl::StatusCode::kCancelled) << status;
+  EXPECT_EQ(seen.load(), 1);
+  // Cancelled before it starts: returns at once, no callback.
+  const absl::Status again = client_.Watch(0, [&](const v1::Inventory&) {
+    seen.fetch_add(1);
+    return true;
+  }, &canceller);
+  EXPECT_EQ(again.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(seen.load(), 1);
 }
 
 }  // namespace

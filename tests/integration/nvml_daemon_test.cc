@@ -72,7 +72,7 @@ TEST(NvmlDaemon, HungNvmlCallTimesOutInTheChildAndTheRestArrives) {
   // The child gets 60 % of 3 s as its own vendor deadline; the daemon's 3 s is the safety net.
   DaemonProcess d(dir.path(), {"--host_root=" + Host("nvidia-2x-h100"), "--nvml_library=" DEVPLACE_FAKE_NVML,
                                "--probe_timeout=3s", "--refresh_interval=0s"});
-  auto stub = Stub(d.tcp_target());
+  auto stub = Stub(d.unix_target());  // RefreshInventory below: root over the unix socket
   // The daemon answers while the first probe's NVML call hangs (UNAVAILABLE: no inventory yet).
   grpc::ClientContext early;
   v1::ListBackendsResponse backends;

@@ -85,10 +85,11 @@ TEST(Robustness, ASecondDaemonCannotTakeOverTheAddresses) {
 TEST(Robustness, ARefreshStormIsServedByOneWorkerThread) {
   TempDir dir;
   const std::string slow = dir.Script("slow-probe", absl::StrCat("sleep 0.3\nexec ", DEVPLACE_PROBE_BINARY, " \"$@\"")).back();
-  DaemonProcess d(dir.path(), {"--host_root=" + Host("cpu-only"), "--probe_command=" + slow, "--refresh_interval=0s"});
+  DaemonProcess d(dir.path(), {"--host_root=" + Host("cpu-only"), "--probe_command=" + slow, "--refresh_interval=0s",
+                               "--refresh_min_interval=0"});
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20)));
   const int before = Threads(d.pid());
-  auto channel = grpc::CreateChannel(d.tcp_target(), grpc::InsecureChannelCredentials());
+  auto channel = grpc::CreateChannel(d.unix_target(), grpc::InsecureChannelCredentials());
   auto stub = v1::DevicePlacement::NewStub(channel);
   constexpr int kCalls = 60;
   std::vector<std::thread> callers;
@@ -121,7 +122,7 @@ TEST(Robustness, SigtermStopsAcceptingWhileAProbeIsStillRunning) {
   DaemonProcess d(dir.path(), {"--host_root=" + Host("cpu-only"), "--probe_command=" + probe,
                                "--refresh_interval=0s", "--shutdown_grace=5s"});
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20)));
-  auto stub = v1::DevicePlacement::NewStub(grpc::CreateChannel(d.tcp_target(), grpc::InsecureChannelCredentials()));
+  auto stub = v1::DevicePlacement::NewStub(grpc::CreateChannel(d.unix_target(), grpc::InsecureChannelCredentials()));
   grpc::Status refresh;
   std::thread slow([&] {
     grpc::ClientContext ctx;

@@ -28,6 +28,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,6 +42,25 @@ namespace devplace {
 
 // Called with each inventory a watch receives; return false to stop watching.
 using InventoryCallback = std::function<bool(const v1::Inventory&)>;
+
+// Ends a running watch from another thread: Client::Watch(known_revision, callback, &canceller)
+// returns CANCELLED soon after Cancel(), wherever it is blocked (waiting for the next revision or
+// connecting). Cancel() before the watch starts makes it return CANCELLED at once. Thread-safe;
+// one canceller serves one watch at a time and must outlive it.
+class WatchCanceller {
+ public:
+  // Idempotent.
+  void Cancel();
+  bool cancelled() const;
+  // For Connection implementations: `hook` is run by Cancel() (at once when already cancelled)
+  // until the watch clears it with an empty function.
+  void SetHook(std::function<void()> hook);
+
+ private:
+  mutable std::mutex mu_;
+  bool cancelled_ = false;
+  std::function<void()> hook_;
+};
 
 // The transport under a Client: one virtual per RPC of devplace.v1.DevicePlacement plus the
 // standard health check. Implement it (or use MockConnection from devplace/mock_connection.h) to
@@ -60,10 +80,18 @@ class Connection {
   virtual absl::StatusOr<v1::Inventory> RefreshInventory() = 0;
   // DevicePlacement.WatchInventory. Blocks, calling `on_inventory` on this thread with the current
   // snapshot (skipped when its revision equals `known_revision`; 0 = always send) and then each
-  // new revision. Returns OK when `on_inventory` returned false (the call is then cancelled) or
-  // the server ended the stream cleanly; otherwise the stream's error (UNAVAILABLE when the
-  // daemon went away, CANCELLED, DEADLINE_EXCEEDED when a watch deadline was set).
+  // new revision. Returns:
+  //   OK                 `on_inventory` returned false (the call is then cancelled);
+  //   ABORTED            the daemon ended the stream itself (it shuts down): reconnect to go on;
+  //   UNAVAILABLE        the daemon could not be reached or the connection broke;
+  //   CANCELLED          cancelled (a WatchCanceller, see the overload below);
+  //   DEADLINE_EXCEEDED  ConnectOptions::watch_timeout passed.
   virtual absl::Status WatchInventory(uint64_t known_revision, InventoryCallback on_inventory) = 0;
+  // The same, ended early by `canceller` (may be null). The default implementation returns
+  // CANCELLED when `canceller` is already cancelled, else calls the overload above (so a
+  // canceller only takes effect between watches); the gRPC connection cancels the call itself.
+  virtual absl::Status WatchInventory(uint64_t known_revision, InventoryCallback on_inventory,
+                                      WatchCanceller* canceller);
   // grpc.health.v1.Health/Check for service "" (the whole server): true when SERVING, false for
   // any other serving status. Errors as for any call (UNAVAILABLE when unreachable).
   virtual absl::StatusOr<bool> Health() = 0;
@@ -72,8 +100,11 @@ class Connection {
 // How to reach the daemon.
 struct ConnectOptions {
   // Used by Client::Connect only: "unix:/path/to.sock" or "host:port" (any gRPC target).
-  // Empty = DefaultTarget().
+  // Empty = DefaultTarget(). A unix socket given here (or in DEVPLACE_ADDRESS) must pass
+  // CheckUnixSocket() too, unless `trust_any_socket` is set.
   std::string address;
+  // Skip CheckUnixSocket() for an explicit address (a socket owned by a dedicated daemon user).
+  bool trust_any_socket = false;
   // Deadline of each unary call (ResolveDevice, GetInventory, ListBackends, RefreshInventory,
   // Health), measured from the call's start. Zero, negative or absl::InfiniteDuration() = none.
   absl::Duration timeout = absl::Seconds(5);
@@ -100,9 +131,18 @@ struct ConnectOptions {
 // The daemon's address as a gRPC target, by the daemon's own defaults: env DEVPLACE_ADDRESS when
 // set and non-empty; else the first of "unix:/run/devplace/devplace.sock",
 // "unix:$XDG_RUNTIME_DIR/devplace.sock" and "unix:/tmp/devplace-<euid>/devplace.sock" that is a
-// socket this process may read and write; else "127.0.0.1:7465" (so a job outside the socket's
-// group still reaches a root daemon over loopback TCP).
+// socket this process may read and write and that CheckUnixSocket() accepts; else
+// "127.0.0.1:7465" (so a job outside the socket's group still reaches a root daemon over
+// loopback TCP). `notes`, when not null, receives one line per candidate passed over and why
+// (e.g. "unix:/tmp/devplace-0/devplace.sock refused: directory ... is owned by uid 65534").
 std::string DefaultTarget();
+std::string DefaultTarget(std::vector<std::string>* notes);
+
+// Whether a unix socket may be trusted as the daemon (so nobody can squat a path and answer in
+// its place): the socket is owned by root or this process's effective uid, and its directory is
+// owned by root or that uid and not writable by group or others unless it has the sticky bit.
+// OK, NOT_FOUND when `path` does not exist, or FAILED_PRECONDITION saying what is wrong.
+absl::Status CheckUnixSocket(const std::string& path);
 
 // A Connection over a gRPC channel to `target` ("unix:/path" or "host:port"), with the deadlines
 // and TLS settings of `options` (options.address is ignored; TLS as described at
@@ -155,6 +195,13 @@ struct ResolveOptions {
   // The same, scanning `dev_dir` (a fake /dev tree in tests) for device nodes; the nodes are still
   // reported as "/dev/..." paths.
   static ResolveOptions FromEnvironment(const std::string& dev_dir);
+  // Options for a job described by its caller (a scheduler), reading nothing of the calling
+  // process: `workload`, the job's placement environment `job_env` (only the variables of
+  // PlacementEnvironmentVariables() are kept; LOCAL_RANK / WORLD_SIZE are read as in
+  // FromEnvironment()), and the job's accelerator /dev nodes (nullopt = unknown, every host node
+  // assumed visible; empty = none).
+  static ResolveOptions ForJob(v1::Workload workload, const std::map<std::string, std::string>& job_env,
+                               std::optional<std::vector<std::string>> job_device_nodes = std::nullopt);
 };
 
 // The environment variables the daemon reads from ResolveDeviceRequest.env, in a fixed order:
@@ -180,6 +227,9 @@ class Client {
   // "-----BEGIN CERTIFICATE-----" block, tls_key without a PEM private key, tls_cert without
   // tls_key or the other way round); that message starts with the option's name ("tls_ca=PATH: ")
   // or, when the value came from the environment, the variable's ("DEVPLACE_TLS_CA=PATH: ").
+  // FAILED_PRECONDITION for an explicit unix socket CheckUnixSocket() refuses. Its calls'
+  // UNAVAILABLE messages name the target, whether DEVPLACE_ADDRESS was set, and the default
+  // sockets passed over and why.
   static absl::StatusOr<Client> Connect(ConnectOptions options = {});
 
   // A client over `connection` (e.g. a MockConnection in tests). `connection` must not be null.
@@ -193,8 +243,10 @@ class Client {
   absl::StatusOr<v1::ListBackendsResponse> Backends() const;
   // Re-probes the host now; the resulting inventory.
   absl::StatusOr<v1::Inventory> Refresh() const;
-  // Connection::WatchInventory: blocks until `on_inventory` returns false or the stream ends.
-  absl::Status Watch(uint64_t known_revision, InventoryCallback on_inventory) const;
+  // Connection::WatchInventory: blocks until `on_inventory` returns false, the stream ends or
+  // `canceller` (optional) is cancelled from another thread; the statuses are listed there.
+  absl::Status Watch(uint64_t known_revision, InventoryCallback on_inventory,
+                     WatchCanceller* canceller = nullptr) const;
   // Whether the daemon reports SERVING.
   absl::StatusOr<bool> Health() const;
 

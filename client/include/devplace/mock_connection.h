@@ -22,6 +22,9 @@ namespace devplace {
 
 class MockConnection : public Connection {
  public:
+  // The WatchCanceller overload keeps Connection's default (CANCELLED when already cancelled, else
+  // the mocked two-argument WatchInventory).
+  using Connection::WatchInventory;
   MOCK_METHOD(absl::StatusOr<v1::ResolveDeviceResponse>, ResolveDevice, (const v1::ResolveDeviceRequest& request),
               (override));
   MOCK_METHOD(absl::StatusOr<v1::Inventory>, GetInventory, (), (override));

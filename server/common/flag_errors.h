@@ -1,0 +1,50 @@
+// Command-line flag helpers shared by devplaced and the devplace CLI, which check their flags
+// themselves so that every flag error exits 2 with one line: splitting `--name=value`, and one
+// wording for a bad value (the flag, the value, the accepted forms; a bare number given to a
+// duration flag gets "write 30s").
+#ifndef DEVPLACE_SERVER_COMMON_FLAG_ERRORS_H_
+#define DEVPLACE_SERVER_COMMON_FLAG_ERRORS_H_
+
+#include <optional>
+#include <string>
+
+#include "absl/flags/commandlineflag.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+#include "absl/time/time.h"
+
+namespace devplace {
+
+struct FlagArgument {
+  std::string name;                  // without dashes
+  std::optional<std::string> value;  // after '=', if any
+};
+
+// `-name`, `--name` or `--name=value` split; `arg` must start with '-'.
+inline FlagArgument SplitFlagArgument(absl::string_view arg) {
+  absl::ConsumePrefix(&arg, "-");
+  absl::ConsumePrefix(&arg, "-");
+  const size_t eq = arg.find('=');
+  FlagArgument out{std::string(arg.substr(0, eq)), std::nullopt};
+  if (eq != absl::string_view::npos) out.value = std::string(arg.substr(eq + 1));
+  return out;
+}
+
+// "--NAME=VALUE: <why>", where <why> is absl's parse error, or for a duration flag the accepted
+// forms (e.g. 500ms, 30s, 5m, 1h) and, for a plain number N, "write Ns".
+inline std::string BadFlagValue(const absl::CommandLineFlag& flag, const std::string& value,
+                                const std::string& absl_error) {
+  std::string why = absl_error;
+  if (flag.IsOfType<absl::Duration>()) {
+    const bool number = !value.empty() && value.find_first_not_of("0123456789.") == std::string::npos;
+    why = absl::StrCat("a duration needs a unit", number ? absl::StrCat(": write ", value, "s") : "",
+                       " (accepted: 500ms, 30s, 5m, 1h30m, 0)");
+  }
+  return absl::StrCat("--", flag.Name(), "=", value, ": ", why);
+}
+
+}  // namespace devplace
+
+#endif  // DEVPLACE_SERVER_COMMON_FLAG_ERRORS_H_

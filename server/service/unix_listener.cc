@@ -1,0 +1,263 @@
+#include "server/service/unix_listener.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_posix.h"
+
+#ifndef SO_PEERGROUPS
+#define SO_PEERGROUPS 59
+#endif
+
+namespace devplace::service {
+namespace {
+
+std::string Errno(int e) { return std::strerror(e); }
+
+bool FillAddress(const std::string& path, sockaddr_un* addr) {
+  *addr = {};
+  addr->sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr->sun_path)) return false;
+  std::memcpy(addr->sun_path, path.c_str(), path.size() + 1);
+  return true;
+}
+
+// Whether some process accepts connections on the socket at `path`.
+bool Live(const std::string& path) {
+  sockaddr_un addr;
+  if (!FillAddress(path, &addr)) return false;
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const bool live = fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  if (fd >= 0) close(fd);
+  return live;
+}
+
+PeerCredentials ReadCredentials(int fd) {
+  PeerCredentials c;
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+    c.pid = cred.pid;
+    c.uid = cred.uid;
+    c.gid = cred.gid;
+  } else {  // unknown: nobody's credentials, which the policy refuses
+    c.uid = c.gid = static_cast<uid_t>(-1);
+  }
+  std::vector<gid_t> groups(64);
+  socklen_t glen = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &glen) != 0 && errno == ERANGE) {
+    groups.resize(glen / sizeof(gid_t) + 1);
+    glen = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &glen) != 0) glen = 0;
+  }
+  groups.resize(glen / sizeof(gid_t));
+  c.groups = std::move(groups);
+  return c;
+}
+
+}  // namespace
+
+void PeerRegistry::Set(const std::string& peer, PeerCredentials credentials) {
+  absl::MutexLock lock(&mu_);
+  peers_[peer] = std::move(credentials);
+}
+
+std::optional<PeerCredentials> PeerRegistry::Find(const std::string& peer) const {
+  absl::MutexLock lock(&mu_);
+  const auto it = peers_.find(peer);
+  if (it == peers_.end()) return std::nullopt;
+  return it->second;
+}
+
+absl::Status CheckSocketDirectory(const std::string& dir, uid_t owner_ok) {
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat("socket directory ", dir, ": ", Errno(errno)));
+  }
+  if (!S_ISDIR(st.st_mode)) return absl::FailedPreconditionError(absl::StrCat(dir, " is not a directory"));
+  if (st.st_uid != 0 && st.st_uid != owner_ok) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "socket directory ", dir, " is owned by uid ", st.st_uid, ", not by root or uid ", owner_ok,
+        ": another user could have put a socket there"));
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "socket directory ", dir, " is writable by group or others without the sticky bit (mode ",
+        absl::StrFormat("%04o", st.st_mode & 07777), "): another user could replace the socket"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<UnixListener>> UnixListener::Bind(const Options& options) {
+  const std::string& path = options.path;
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0 && errno == ENOENT && options.create_directory) {
+    // Only the runtime directory itself: its parent must exist (no mkdir -p).
+    if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+      return absl::FailedPreconditionError(absl::StrCat("cannot create socket directory ", dir.string(), ": ",
+                                                        Errno(errno)));
+    }
+    chmod(dir.c_str(), 0755);  // whatever the umask
+  }
+  if (stat(dir.c_str(), &st) != 0 && errno == ENOENT) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "socket directory ", dir.string(), " does not exist (devplaced creates only its default runtime "
+        "directory; create this one, e.g. with systemd's RuntimeDirectory=, or choose another path)"));
+  }
+  if (absl::Status s = CheckSocketDirectory(dir.string(), geteuid()); !s.ok()) return s;
+  sockaddr_un addr;
+  if (!FillAddress(path, &addr)) {
+    return absl::InvalidArgumentError(absl::StrCat("socket path ", path, " is longer than ",
+                                                   sizeof(addr.sun_path) - 1, " bytes"));
+  }
+  if (lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      return absl::FailedPreconditionError(absl::StrCat(path, ": a non-socket file exists at this path"));
+    }
+    if (Live(path)) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          path, ": another process is serving on this socket (a devplaced already running?)"));
+    }
+    unlink(path.c_str());  // stale
+  }
+  std::unique_ptr<UnixListener> listener(new UnixListener(options));
+  if (pipe2(listener->wake_, O_CLOEXEC | O_NONBLOCK) != 0) return absl::InternalError(Errno(errno));
+  if (absl::Status s = listener->BindNew(); !s.ok()) return s;
+  return listener;
+}
+
+absl::Status UnixListener::BindNew() {
+  const std::string& path = options_.path;
+  sockaddr_un addr;
+  FillAddress(path, &addr);
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", Errno(errno)));
+  // The socket file is born 0600 (umask 0177): no moment with a mode wider than the final one.
+  const mode_t old_mask = umask(0177);
+  const int bound = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  const int bind_errno = errno;
+  umask(old_mask);
+  if (bound != 0) {
+    close(fd);
+    return absl::FailedPreconditionError(absl::StrCat("cannot bind ", path, ": ", Errno(bind_errno)));
+  }
+  if (options_.gid != static_cast<gid_t>(-1) && chown(path.c_str(), static_cast<uid_t>(-1), options_.gid) != 0) {
+    const int e = errno;
+    close(fd);
+    unlink(path.c_str());
+    return absl::FailedPreconditionError(absl::StrCat("cannot give ", path, " group ", options_.gid, ": ", Errno(e)));
+  }
+  struct stat st;
+  if (chmod(path.c_str(), options_.mode) != 0 || listen(fd, SOMAXCONN) != 0 || stat(path.c_str(), &st) != 0) {
+    const int e = errno;
+    close(fd);
+    unlink(path.c_str());
+    return absl::FailedPreconditionError(absl::StrCat("cannot set up ", path, ": ", Errno(e)));
+  }
+  int old = -1;
+  {
+    absl::MutexLock lock(&mu_);
+    old = fd_;
+    fd_ = fd;
+    dev_ = st.st_dev;
+    ino_ = st.st_ino;
+  }
+  if (old >= 0) {
+    (void)!write(wake_[1], "r", 1);  // the loop polls the new descriptor from now on
+    // The old descriptor is closed by the accept loop once it stopped polling it.
+  }
+  return absl::OkStatus();
+}
+
+UnixListener::~UnixListener() {
+  Stop();
+  for (int fd : wake_) {
+    if (fd >= 0) close(fd);
+  }
+}
+
+void UnixListener::Start(grpc::Server* server, PeerRegistry* peers) {
+  thread_ = std::thread([this, server, peers] { AcceptLoop(server, peers); });
+}
+
+void UnixListener::AcceptLoop(grpc::Server* server, PeerRegistry* peers) {
+  int polled = -1;
+  for (;;) {
+    int fd;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) break;
+      fd = fd_;
+    }
+    if (polled >= 0 && polled != fd) close(polled);  // replaced by Recreate()
+    polled = fd;
+    pollfd fds[2] = {{fd, POLLIN, 0}, {wake_[0], POLLIN, 0}};
+    if (poll(fds, 2, -1) < 0) continue;
+    if (fds[1].revents != 0) {
+      char buf[16];
+      while (read(wake_[0], buf, sizeof buf) > 0) {}
+      continue;
+    }
+    const int conn = accept4(fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (conn < 0) {
+      // Out of descriptors (EMFILE/ENFILE) or memory: back off briefly and keep accepting.
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) poll(nullptr, 0, 100);
+      continue;
+    }
+    peers->Set(absl::StrCat("fd:", conn), ReadCredentials(conn));
+    grpc::AddInsecureChannelFromFd(server, conn);
+  }
+  absl::MutexLock lock(&mu_);
+  if (polled >= 0 && polled != fd_) close(polled);
+}
+
+bool UnixListener::PathIsOurs() const {
+  struct stat st;
+  absl::MutexLock lock(&mu_);
+  return lstat(options_.path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) && st.st_dev == dev_ && st.st_ino == ino_;
+}
+
+absl::Status UnixListener::Recreate() {
+  if (PathIsOurs()) return absl::OkStatus();
+  struct stat st;
+  if (lstat(options_.path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      return absl::FailedPreconditionError(absl::StrCat(options_.path, ": a non-socket file now exists at this path"));
+    }
+    if (Live(options_.path)) {
+      return absl::AlreadyExistsError(absl::StrCat(options_.path, ": another process now serves on this path"));
+    }
+    unlink(options_.path.c_str());
+  }
+  return BindNew();
+}
+
+void UnixListener::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  if (wake_[1] >= 0) (void)!write(wake_[1], "s", 1);
+  if (thread_.joinable()) thread_.join();
+  const bool ours = PathIsOurs();
+  absl::MutexLock lock(&mu_);
+  if (ours) unlink(options_.path.c_str());
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+}
+
+}  // namespace devplace::service

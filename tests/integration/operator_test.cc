@@ -1,0 +1,379 @@
+// Operating devplaced on a real host (issue 9): flag errors exit 2 with one line, squatted socket
+// paths are refused by the daemon and the client (a real unprivileged user, `nobody`, plays the
+// squatter through setpriv), RefreshInventory's access policy and rate limit over the real unix
+// socket and TCP, a deleted socket re-created on SIGHUP, health per service, the CLI's warnings,
+// JSON indentation and libtorch line.
+#include <grp.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "devplace/client.h"
+#include "devplace/v1/devplace.grpc.pb.h"
+#include "gmock/gmock.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "tests/common/command.h"
+#include "tests/common/temp_dir.h"
+#include "tests/integration/daemon_process.h"
+
+namespace devplace::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr uid_t kNobody = 65534;
+
+std::string Host(const std::string& name) { return std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/" + name; }
+
+// Runs `command` as the unprivileged user nobody (no supplementary groups unless `groups`).
+std::string AsNobody(const std::string& command, const std::string& groups = "") {
+  return absl::StrCat("setpriv --reuid=", kNobody, " --regid=", kNobody,
+                      groups.empty() ? " --clear-groups " : " --groups=" + groups + " ", command);
+}
+
+// A fresh directory directly under /tmp owned by `uid` with `mode`, removed at the end.
+class OwnedDir {
+ public:
+  OwnedDir(uid_t uid, mode_t mode) {
+    char tmpl[] = "/tmp/devplace-op-XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) abort();
+    path_ = tmpl;
+    if (chown(path_.c_str(), uid, uid) != 0 || chmod(path_.c_str(), mode) != 0) abort();
+  }
+  ~OwnedDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+bool WaitForFile(const std::string& path, absl::Duration timeout) {
+  const absl::Time end = absl::Now() + timeout;
+  while (absl::Now() < end) {
+    if (access(path.c_str(), F_OK) == 0) return true;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return false;
+}
+
+// SIGTERMs a daemon started in the background and waits (up to 5 s) until it is gone.
+void StopBackground(pid_t pid) {
+  kill(pid, SIGTERM);
+  for (int i = 0; i < 100 && kill(pid, 0) == 0; ++i) absl::SleepFor(absl::Milliseconds(50));
+}
+
+// SIGTERM, then the clean exit the daemon owes.
+void ExpectCleanStop(DaemonProcess& d) {
+  d.Signal(SIGTERM);
+  EXPECT_EQ(d.WaitExit(absl::Seconds(10)), 0);
+}
+
+std::unique_ptr<v1::DevicePlacement::Stub> Stub(const std::string& target) {
+  return v1::DevicePlacement::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+}
+
+grpc::Status Refresh(const std::string& target) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::Inventory inv;
+  return Stub(target)->RefreshInventory(&ctx, {}, &inv);
+}
+
+// ---- item 6: every flag error exits 2 with one line naming the flag --------------------------
+
+TEST(OperatorExitCodes, EveryFlagErrorExitsTwoWithOneLine) {
+  TempDir dir;
+  const std::string flagfile = dir.Write("bad.flags", "# comment\n--refresh_interval=60s\n--no_such_flag=1\n");
+  const std::string daemon = DEVPLACE_DAEMON_BINARY;
+  const std::string cli = DEVPLACE_CLI_BINARY;
+  const std::string missing_dir = dir.File("nonexistent");
+  struct Case {
+    std::string command;
+    std::string words;  // in the one stderr line
+  };
+  const std::vector<Case> cases = {
+      {daemon + " --bogus", "unknown flag --bogus"},
+      {daemon + " --refresh_interval=30", "write 30s"},
+      {daemon + " --refresh_interval 30", "write 30s"},
+      {daemon + " --probe_timeout=abc", "--probe_timeout=abc: a duration needs a unit"},
+      {daemon + " --flagfile=" + dir.File("missing.flags"), "--flagfile="},
+      {daemon + " --flagfile=" + flagfile, "unknown flag --no_such_flag in a --flagfile"},
+      {daemon + " --listen=tcp://0.0.0.0:7465", "no scheme"},
+      {daemon + " --listen=unix:relative.sock", "unix:/absolute/path.sock"},
+      {daemon + " --listen=unix://" + dir.File("x.sock"), "unix:/absolute/path.sock"},
+      {daemon + " --max_receive_bytes=lots", "--max_receive_bytes=lots"},
+      {daemon + " --refresh_min_interval=-1s", "--refresh_min_interval"},
+      {cli + " --bogus inventory", "unknown flag --bogus"},
+      {cli + " inventory --timeout=5", "write 5s"},
+      {cli + " resolve --inventory=x", "--workload is required"},
+      {cli + " nosuchcommand", "unknown command"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.command);
+    const CommandResult r = RunCommand(c.command);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_THAT(r.err, HasSubstr(c.words));
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  // A socket directory that does not exist is refused, not created.
+  const CommandResult r = RunCommand(daemon + " --torch_probe_command=none --listen=unix:" + missing_dir + "/x.sock");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("does not exist"));
+  EXPECT_FALSE(std::filesystem::exists(missing_dir));
+  // --help does not show where it was built.
+  const CommandResult help = RunCommand(daemon + " --help");
+  EXPECT_THAT(help.out + help.err, HasSubstr("Flags from devplaced.cc"));
+  EXPECT_THAT(help.out + help.err, Not(HasSubstr("server/devplaced.cc")));
+}
+
+// ---- item 2: squatted sockets ------------------------------------------------------------------
+
+TEST(OperatorSockets, DaemonRefusesADirectoryOwnedByAnotherUserOrWritableByOthers) {
+  OwnedDir squatted(kNobody, 0755);
+  CommandResult r = RunCommand(absl::StrCat(DEVPLACE_DAEMON_BINARY, " --torch_probe_command=none --host_root=",
+                                            Host("cpu-only"), " --listen=unix:", squatted.path(), "/devplace.sock"));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("owned by uid 65534"));
+  OwnedDir open(0, 0777);
+  r = RunCommand(absl::StrCat(DEVPLACE_DAEMON_BINARY, " --torch_probe_command=none --host_root=", Host("cpu-only"),
+                              " --listen=unix:", open.path(), "/devplace.sock"));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("writable by group or others"));
+  EXPECT_FALSE(std::filesystem::exists(open.path() + "/devplace.sock"));
+}
+
+TEST(OperatorSockets, ClientRefusesADaemonStartedByAnotherUser) {
+  // nobody starts a real devplaced in a directory of its own, squatting a devplace-style path.
+  OwnedDir squatted(kNobody, 0755);
+  const std::string sock = squatted.path() + "/devplace.sock";
+  const CommandResult started = RunCommand(AsNobody(absl::StrCat(
+      DEVPLACE_DAEMON_BINARY, " --torch_probe_command=none --host_root=", Host("nvidia-2x-h100"),
+      " --socket_mode=0666 --listen=unix:", sock, " >", squatted.path(), "/log 2>&1 & echo $!")));
+  const pid_t squatter = std::atoi(started.out.c_str());
+  ASSERT_GT(squatter, 0) << started.err;
+  ASSERT_TRUE(WaitForFile(sock, absl::Seconds(20))) << ReadFile(squatted.path() + "/log");
+  struct stat st;
+  ASSERT_EQ(stat(sock.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, kNobody);
+
+  // root's CLI, pointed at it explicitly or through DEVPLACE_ADDRESS, refuses and says why.
+  CommandResult r = RunCommand(absl::StrCat(DEVPLACE_CLI_BINARY, " --address=unix:", sock, " inventory"));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("FAILED_PRECONDITION: refusing unix:" + sock));
+  EXPECT_THAT(r.err, HasSubstr("owned by uid 65534"));
+  EXPECT_EQ(r.out, "");
+  r = RunCommand(absl::StrCat("DEVPLACE_ADDRESS=unix:", sock, " ", DEVPLACE_CLI_BINARY,
+                              " resolve --workload=training --no_environment"));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("from DEVPLACE_ADDRESS"));
+  EXPECT_EQ(r.out, "");
+
+  // DefaultTarget passes the squatted socket over (as $XDG_RUNTIME_DIR/devplace.sock) and says why.
+  const char* old_xdg = getenv("XDG_RUNTIME_DIR");
+  const std::string saved_xdg = old_xdg != nullptr ? old_xdg : "";
+  const char* old_address = getenv("DEVPLACE_ADDRESS");
+  const std::string saved_address = old_address != nullptr ? old_address : "";
+  setenv("XDG_RUNTIME_DIR", squatted.path().c_str(), 1);
+  unsetenv("DEVPLACE_ADDRESS");
+  std::vector<std::string> notes;
+  const std::string target = DefaultTarget(&notes);
+  if (old_xdg != nullptr) setenv("XDG_RUNTIME_DIR", saved_xdg.c_str(), 1); else unsetenv("XDG_RUNTIME_DIR");
+  if (old_address != nullptr) setenv("DEVPLACE_ADDRESS", saved_address.c_str(), 1);
+  EXPECT_NE(target, "unix:" + sock);
+  EXPECT_THAT(absl::StrJoin(notes, "\n"), HasSubstr("unix:" + sock + " (socket " + sock + " is owned by uid 65534"));
+  // An unreachable daemon's UNAVAILABLE names DEVPLACE_ADDRESS and what was passed over.
+  ConnectOptions options;
+  options.address = "unix:" + squatted.path() + "/absent.sock";
+  options.timeout = absl::Seconds(2);
+  absl::StatusOr<Client> client = Client::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  const absl::Status unreachable = client->Inventory().status();
+  EXPECT_EQ(unreachable.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(unreachable.message()), HasSubstr("DEVPLACE_ADDRESS"));
+  EXPECT_THAT(std::string(unreachable.message()), HasSubstr(options.address));
+
+  StopBackground(squatter);
+}
+
+TEST(OperatorSockets, NonRootDaemonCreatesOnlyItsOwnRuntimeDirectory) {
+  const std::string runtime = absl::StrCat("/tmp/devplace-", kNobody);
+  if (std::filesystem::exists(runtime)) GTEST_SKIP() << runtime << " exists already on this machine";
+  const CommandResult started = RunCommand(AsNobody(absl::StrCat(
+      "env -u XDG_RUNTIME_DIR ", DEVPLACE_DAEMON_BINARY, " --torch_probe_command=none --host_root=",
+      Host("cpu-only"), " --listen=unix:", runtime, "/devplace.sock >/dev/null 2>&1 & echo $!")));
+  const pid_t pid = std::atoi(started.out.c_str());
+  ASSERT_GT(pid, 0);
+  const bool created = WaitForFile(runtime + "/devplace.sock", absl::Seconds(20));
+  struct stat st {};
+  stat(runtime.c_str(), &st);
+  StopBackground(pid);
+  std::filesystem::remove_all(runtime);
+  ASSERT_TRUE(created);
+  EXPECT_EQ(st.st_uid, kNobody);
+  EXPECT_EQ(st.st_mode & 07777, 0755u);
+}
+
+// ---- item 3: RefreshInventory access and rate ---------------------------------------------------
+
+TEST(OperatorRefresh, OnlyRootOrTheSocketGroupOverTheUnixSocketAndRateLimited) {
+  TempDir dir;
+  chmod(dir.path().c_str(), 0755);  // nobody may reach the socket
+  const struct group* users = getgrnam("users");
+  ASSERT_NE(users, nullptr);
+  DaemonProcess d(dir.path(), {"--host_root=" + Host("cpu-only"), "--refresh_interval=0s", "--socket_mode=0666",
+                               "--socket_group=users", "--refresh_min_interval=1h"});
+  ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20)));
+
+  // Plaintext TCP: refused, saying who may.
+  grpc::Status tcp = Refresh(d.tcp_target());
+  EXPECT_EQ(tcp.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(tcp.error_message(), HasSubstr("allowed only to root"));
+  EXPECT_THAT(tcp.error_message(), HasSubstr("members of group users"));
+  EXPECT_THAT(tcp.error_message(), HasSubstr("plaintext TCP"));
+
+  // nobody over the socket, not in the group: refused; reading is still fine.
+  const std::string cli = absl::StrCat(DEVPLACE_CLI_BINARY, " --address=", d.unix_target());
+  CommandResult r = RunCommand(AsNobody(cli + " refresh"));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("PERMISSION_DENIED"));
+  EXPECT_THAT(r.err, HasSubstr("this caller is uid 65534"));
+  r = RunCommand(AsNobody(cli + " inventory --json"));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+
+  // nobody with the socket group as a supplementary group (SO_PEERGROUPS): allowed.
+  r = RunCommand(AsNobody(cli + " refresh --json", std::to_string(users->gr_gid)));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\"revision\": \"1\""));
+
+  // The next caller-started probe within --refresh_min_interval: RESOURCE_EXHAUSTED with the wait.
+  grpc::Status limited = Refresh(d.unix_target());
+  EXPECT_EQ(limited.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(limited.error_message(), HasSubstr("retry in"));
+  ExpectCleanStop(d);
+}
+
+// ---- issue 8 item 7: a deleted socket comes back on SIGHUP; a live one is not taken -------------
+
+TEST(OperatorSockets, DeletedSocketIsRecreatedOnSighupButAnotherDaemonsIsLeftAlone) {
+  TempDir dir;
+  DaemonProcess d(dir.path(), {"--host_root=" + Host("cpu-only"), "--refresh_interval=0s"});
+  ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20)));
+  ASSERT_EQ(unlink(d.socket_path().c_str()), 0);
+  d.Signal(SIGHUP);
+  ASSERT_TRUE(d.WaitForLog("event=socket_recreated", absl::Seconds(10))) << d.Log();
+  struct stat st;
+  ASSERT_EQ(stat(d.socket_path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0660u);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::Inventory inv;
+  EXPECT_TRUE(Stub(d.unix_target())->GetInventory(&ctx, {}, &inv).ok());
+
+  // Deleted again, and a second daemon takes the free path: the first leaves it to it.
+  ASSERT_EQ(unlink(d.socket_path().c_str()), 0);
+  TempDir dir2;
+  const CommandResult second = RunCommand(absl::StrCat(
+      DEVPLACE_DAEMON_BINARY, " --torch_probe_command=none --host_root=", Host("cpu-only"), " --listen=unix:",
+      d.socket_path(), " >", dir2.File("log"), " 2>&1 & echo $!"));
+  const pid_t other = std::atoi(second.out.c_str());
+  ASSERT_GT(other, 0);
+  ASSERT_TRUE(WaitForFile(d.socket_path(), absl::Seconds(20)));
+  absl::SleepFor(absl::Milliseconds(300));
+  ASSERT_EQ(stat(d.socket_path().c_str(), &st), 0);
+  const ino_t taken = st.st_ino;
+  d.Signal(SIGHUP);
+  EXPECT_TRUE(d.WaitForLog("event=socket_lost", absl::Seconds(10))) << d.Log();
+  ASSERT_EQ(stat(d.socket_path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_ino, taken);
+  StopBackground(other);
+  ExpectCleanStop(d);
+}
+
+// ---- item 10: health per service ------------------------------------------------------------------
+
+TEST(OperatorHealth, ThePlacementServiceHasItsOwnHealthStatus) {
+  TempDir dir;
+  DaemonProcess d(dir.path(), {"--host_root=" + Host("cpu-only"), "--refresh_interval=0s"});
+  ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20)));
+  auto health = grpc::health::v1::Health::NewStub(grpc::CreateChannel(d.tcp_target(), grpc::InsecureChannelCredentials()));
+  for (const std::string& name : {std::string(""), std::string("devplace.v1.DevicePlacement")}) {
+    SCOPED_TRACE(name);
+    grpc::health::v1::HealthCheckResponse resp;
+    grpc::Status s;
+    for (int i = 0; i < 100; ++i) {  // SERVING is set right after the first inventory is logged
+      grpc::ClientContext ctx;
+      grpc::health::v1::HealthCheckRequest req;
+      req.set_service(name);
+      s = health->Check(&ctx, req, &resp);
+      if (s.ok() && resp.status() == grpc::health::v1::HealthCheckResponse::SERVING) break;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(resp.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+  }
+  ExpectCleanStop(d);
+}
+
+// ---- items 8, 9, 12: the CLI's warnings, JSON and libtorch line ---------------------------------
+
+TEST(OperatorCli, WarningsGoToStderrJsonIsTwoSpacesAndTheTorchLineSaysWhoseViewItIs) {
+  TempDir dir;
+  std::vector<std::string> flags = {"--host_root=" + Host("nvidia-2x-h100"), "--refresh_interval=0s"};
+#ifdef DEVPLACE_TORCH_PROBE_BINARY
+  flags.push_back("--torch_probe_command=" DEVPLACE_TORCH_PROBE_BINARY);
+#endif
+  DaemonProcess d(dir.path(), flags);
+  ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20)));
+  const std::string cli = absl::StrCat(DEVPLACE_CLI_BINARY, " --address=", d.unix_target(), " ");
+  // A job that sees none of the GPUs: cpu on stdout, the reason on stderr.
+  CommandResult r = RunCommand(cli + "resolve --workload=inference --device_map=auto --no_environment "
+                                     "--job_device_nodes=none");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "cpu\n");
+  EXPECT_THAT(r.err, HasSubstr("devplace: warning: "));
+  r = RunCommand(cli + "resolve --workload=inference --device_map=auto --no_environment --job_device_nodes=none "
+                       "--quiet");
+  EXPECT_EQ(r.out, "cpu\n");
+  EXPECT_EQ(r.err, "");
+  // --strict's error stands on its own.
+  r = RunCommand(cli + "resolve --workload=inference --device_map=auto --no_environment "
+                       "--env=CUDA_VISIBLE_DEVICES=7 --strict");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("CUDA_VISIBLE_DEVICES"));
+  EXPECT_THAT(r.err, Not(HasSubstr("see the warning above")));
+  // Two-space JSON for every command.
+  for (const char* command : {"inventory --json", "backends --json", "health --json"}) {
+    SCOPED_TRACE(command);
+    r = RunCommand(cli + command);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const std::vector<std::string> lines = absl::StrSplit(r.out, '\n');
+    ASSERT_GT(lines.size(), 2u);
+    EXPECT_EQ(lines[1].find_first_not_of(' '), 2u) << lines[1];
+  }
+#ifdef DEVPLACE_TORCH_PROBE_BINARY
+  ASSERT_TRUE(d.WaitForLog("event=torch_probe result=ok", absl::Seconds(30))) << d.Log();
+  for (int i = 0; i < 100; ++i) {
+    r = RunCommand(cli + "inventory");
+    if (r.out.find("libtorch") != std::string::npos) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_THAT(r.out, HasSubstr("daemon's own libtorch"));
+  EXPECT_THAT(r.out, HasSubstr("no backend for cuda/nvidia present here: the jobs' PyTorch was not probed"));
+#endif
+  ExpectCleanStop(d);
+}
+
+}  // namespace
+}  // namespace devplace::testing
