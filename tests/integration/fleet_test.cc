@@ -1,6 +1,7 @@
 // `devplace fleet` against real devplaced processes on loopback TCP, each on a different fixture
 // host, one of them stopped before the run: table, JSON (parsed as JSON), --resolve per node, the
 // targets file form, and usage errors.
+#include <sys/stat.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -44,6 +45,8 @@ class FleetTest : public ::testing::Test {
  protected:
   void SetUp() override {
     for (const char* host : {"nvidia-2x-h100", "amd-2x-mi210", "cpu-only", "nvidia-mig"}) {
+      // devplaced creates no socket directory but its default one: each daemon gets its own.
+      ASSERT_EQ(mkdir((dir_.path() + "/" + host).c_str(), 0755), 0);
       daemons_.push_back(std::make_unique<DaemonProcess>(
           dir_.path() + "/" + host,
           std::vector<std::string>{absl::StrCat("--host_root=", DEVPLACE_FIXTURES_DIR, "/hosts/", host),
