@@ -175,6 +175,33 @@ TEST(Tls, ServerOnlyTlsWithoutClientCa) {
   EXPECT_EQ(InventoryWith(plaintext).status().code(), absl::StatusCode::kUnavailable);
 }
 
+// RefreshInventory over TLS: a client whose certificate the daemon verified (mutual TLS) may
+// re-probe, rate-limited like everyone; a server-only-TLS client has no identity and is refused.
+TEST(Tls, RefreshInventoryIsForVerifiedClientsAndRateLimited) {
+  TempDir dir;
+  Pki pki(dir.path());
+  TlsDaemon d(dir, pki, {"--refresh_min_interval=1h"});
+  WaitServing(d.daemon);
+  absl::StatusOr<Client> client = Client::Connect(Tls(d.tls_target, pki.ca.cert, &pki.client));
+  ASSERT_TRUE(client.ok()) << client.status();
+  absl::StatusOr<v1::Inventory> refreshed = client->Refresh();
+  ASSERT_TRUE(refreshed.ok()) << refreshed.status();
+  EXPECT_GE(refreshed->backends_size(), 2);
+  // The second within the hour: the limit holds for remote callers too.
+  EXPECT_EQ(client->Refresh().status().code(), absl::StatusCode::kResourceExhausted);
+
+  TempDir dir2;
+  DaemonProcess server_only(dir2.path(), {"--listen=unix:" + dir2.File("d.sock") + ",127.0.0.1:0,tls:127.0.0.1:0",
+                                          "--host_root=" + Host("cpu-only"), "--tls_cert=" + pki.server.cert,
+                                          "--tls_key=" + pki.server.key, "--refresh_min_interval=0"});
+  const std::string target = "127.0.0.1:" + LoggedPort(server_only, "tls:127.0.0.1:");
+  WaitServing(server_only);
+  absl::StatusOr<Client> anonymous = Client::Connect(Tls(target, pki.ca.cert, nullptr));
+  ASSERT_TRUE(anonymous.ok()) << anonymous.status();
+  EXPECT_TRUE(anonymous->Inventory().ok());
+  EXPECT_EQ(anonymous->Refresh().status().code(), absl::StatusCode::kPermissionDenied);
+}
+
 // Replaces `to`'s content with `from`'s by a rename, as a certificate renewal tool would.
 void Replace(const std::string& from, const std::string& to) {
   const std::string tmp = to + ".new";
