@@ -38,6 +38,7 @@ bool SameContent(const v1::Inventory& a, const v1::Inventory& b) {
 
 InventoryStore::InventoryStore(StoreOptions options)
     : options_(std::move(options)),
+      epoch_(options_.epoch != 0 ? options_.epoch : static_cast<uint64_t>(absl::ToUnixMicros(absl::Now()))),
       runner_(options_.probe_command, RunnerOptions(options_)),
       last_result_(absl::UnavailableError("no probe has run yet")) {
   last_outcome_.status = absl::UnavailableError("no probe has run yet");
@@ -103,6 +104,7 @@ absl::StatusOr<Snapshot> InventoryStore::Refresh() {
   bool changed = false;
   if (fresh.ok()) {
     fresh->clear_revision();
+    fresh->set_epoch(epoch_);
     *fresh->mutable_probed_at() = ToTimestamp(finished);
     const uint64_t revision = previous ? previous->revision() : 0;
     changed = previous == nullptr || !SameContent(*previous, *fresh);
