@@ -34,6 +34,7 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/resource_quota.h"
 #include "server/inventory/store.h"
 #include "server/inventory/torch_view.h"
 #include "server/service/service.h"
@@ -66,7 +67,23 @@ ABSL_FLAG(std::string, socket_group, "",
           "daemon's own group");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(2),
           "On SIGTERM/SIGINT: how long in-flight calls may take to finish before they are cancelled");
-ABSL_FLAG(int, max_receive_bytes, 1 << 20, "Largest request message accepted, in bytes");
+ABSL_FLAG(int, max_receive_bytes, 1 << 20,
+          "Largest request message accepted, in bytes (4096..67108864); a larger one is RESOURCE_EXHAUSTED");
+ABSL_FLAG(int64_t, memory_quota_bytes, int64_t{256} << 20,
+          "gRPC resource quota: memory gRPC may hold for connections and requests in flight, in bytes "
+          "(16777216..17179869184); past it gRPC shrinks flow-control windows and refuses new streams");
+
+ABSL_FLAG(int, max_watches, 1024,
+          "Most WatchInventory streams open at once (0 = no limit); past it a new watch gets RESOURCE_EXHAUSTED");
+ABSL_FLAG(int, max_watches_per_peer, 0,
+          "Most WatchInventory streams open at once per peer (0 = no limit), RESOURCE_EXHAUSTED past it. A peer is "
+          "the client's IP address over TCP (all local TCP clients are one peer) and, over a unix socket, every "
+          "client of that socket together (gRPC does not tell which user connected)");
+ABSL_FLAG(absl::Duration, keepalive_time, absl::Seconds(60),
+          "How long a connection may be silent before the daemon pings it (1s..2h), on TCP and unix sockets alike");
+ABSL_FLAG(absl::Duration, keepalive_timeout, absl::Seconds(20),
+          "How long the daemon waits for a ping's answer before it drops the connection and its calls and watches "
+          "(1s..10m): a frozen or vanished client is dropped within --keepalive_time + --keepalive_timeout");
 
 namespace devplace {
 namespace {
@@ -79,6 +96,13 @@ constexpr char kUsage[] =
     "stop accepting, finish calls, end watches, exit 0. Exit status 2: bad flags or configuration;\n"
     "1: could not listen.\n\n"
     "Usage: devplaced [--listen=unix:/path,127.0.0.1:7465] [--host_root=/] [--refresh_interval=60s] ...";
+
+// --max_receive_bytes: the largest legitimate request (256 env entries of 4 KiB) fits under 2 MiB;
+// below 4 KiB even a plain ResolveDevice request may not fit.
+constexpr int kMinReceiveBytes = 4096;
+constexpr int kMaxReceiveBytes = 64 << 20;
+constexpr int64_t kMinMemoryQuota = int64_t{16} << 20;
+constexpr int64_t kMaxMemoryQuota = int64_t{16} << 30;
 
 int Usage(const std::string& message) {
   fprintf(stderr, "devplaced: %s (see --help)\n", message.c_str());
@@ -196,6 +220,28 @@ int Run(int argc, char** argv) {
   }
   if (interval < absl::ZeroDuration()) return Usage("--refresh_interval must be 0 (off) or positive, e.g. 60s");
   if (grace < absl::ZeroDuration()) return Usage("--shutdown_grace must not be negative");
+  const int max_receive_bytes = absl::GetFlag(FLAGS_max_receive_bytes);
+  if (max_receive_bytes < kMinReceiveBytes || max_receive_bytes > kMaxReceiveBytes) {
+    return Usage(absl::StrCat("--max_receive_bytes=", max_receive_bytes, " is out of range; accepted: ",
+                              kMinReceiveBytes, "..", kMaxReceiveBytes, " bytes"));
+  }
+  const int64_t memory_quota = absl::GetFlag(FLAGS_memory_quota_bytes);
+  if (memory_quota < kMinMemoryQuota || memory_quota > kMaxMemoryQuota) {
+    return Usage(absl::StrCat("--memory_quota_bytes=", memory_quota, " is out of range; accepted: ", kMinMemoryQuota,
+                              "..", kMaxMemoryQuota, " bytes"));
+  }
+  const int max_watches = absl::GetFlag(FLAGS_max_watches);
+  const int max_watches_per_peer = absl::GetFlag(FLAGS_max_watches_per_peer);
+  if (max_watches < 0) return Usage("--max_watches must be 0 (no limit) or positive");
+  if (max_watches_per_peer < 0) return Usage("--max_watches_per_peer must be 0 (no limit) or positive");
+  const absl::Duration keepalive_time = absl::GetFlag(FLAGS_keepalive_time);
+  const absl::Duration keepalive_timeout = absl::GetFlag(FLAGS_keepalive_timeout);
+  if (keepalive_time < absl::Seconds(1) || keepalive_time > absl::Hours(2)) {
+    return Usage("--keepalive_time must be within 1s..2h (e.g. 60s)");
+  }
+  if (keepalive_timeout < absl::Seconds(1) || keepalive_timeout > absl::Minutes(10)) {
+    return Usage("--keepalive_timeout must be within 1s..10m (e.g. 20s)");
+  }
   const std::string host_root = absl::GetFlag(FLAGS_host_root);
   if (!std::filesystem::is_directory(host_root)) {
     return Usage(absl::StrCat("--host_root=", host_root, " is not a readable directory"));
@@ -268,16 +314,28 @@ int Run(int argc, char** argv) {
     if (stopping.load()) return absl::UnavailableError("devplaced is shutting down");
     return store.Refresh();
   };
-  service::DevicePlacementService service(store, full_refresh);
+  service::ServiceOptions service_options;
+  service_options.max_watches = max_watches;
+  service_options.max_watches_per_peer = max_watches_per_peer;
+  service::DevicePlacementService service(store, full_refresh, service_options);
 
   // ---- listeners ----
   grpc::EnableDefaultHealthCheckService(true);
   (void)grpc::health::v1::HealthCheckRequest::descriptor();  // lets reflection describe grpc.health.v1
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.SetMaxReceiveMessageSize(absl::GetFlag(FLAGS_max_receive_bytes));
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60 * 1000);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20 * 1000);
+  builder.SetMaxReceiveMessageSize(max_receive_bytes);
+  // Bounds what gRPC buffers for all connections together (requests being received included).
+  grpc::ResourceQuota quota("devplaced");
+  quota.Resize(static_cast<size_t>(memory_quota));
+  builder.SetResourceQuota(quota);
+  // Keepalive pings on every connection, idle or not and with or without data in between, so a
+  // frozen (SIGSTOPped) or vanished client is dropped on unix sockets as on TCP.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(absl::ToInt64Milliseconds(keepalive_time)));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                             static_cast<int>(absl::ToInt64Milliseconds(keepalive_timeout)));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // a second daemon must fail, not share the port
   std::vector<std::unique_ptr<int>> ports;
   std::vector<std::string> unix_paths;
