@@ -4,6 +4,7 @@
 #include <grp.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -37,6 +38,7 @@
 #include "grpcpp/resource_quota.h"
 #include "server/inventory/store.h"
 #include "server/inventory/torch_view.h"
+#include "server/service/liveness.h"
 #include "server/service/service.h"
 #include "spdlog/spdlog.h"
 
@@ -84,6 +86,12 @@ ABSL_FLAG(absl::Duration, keepalive_time, absl::Seconds(60),
 ABSL_FLAG(absl::Duration, keepalive_timeout, absl::Seconds(20),
           "How long the daemon waits for a ping's answer before it drops the connection and its calls and watches "
           "(1s..10m): a frozen or vanished client is dropped within --keepalive_time + --keepalive_timeout");
+ABSL_FLAG(absl::Duration, liveness_interval, absl::Seconds(5),
+          "How often the daemon calls grpc.health.v1 Check on each of its own listen addresses over a fresh "
+          "connection (0 = never). A listener that fails --liveness_failures checks in a row (e.g. gRPC's accept loop "
+          "gave up after descriptor exhaustion) logs event=listener_dead, and the daemon exits 1 for its supervisor "
+          "(systemd Restart=on-failure, the Kubernetes DaemonSet) to restart it");
+ABSL_FLAG(int, liveness_failures, 3, "Consecutive failed self-checks that make a listener dead (1..100)");
 
 namespace devplace {
 namespace {
@@ -242,6 +250,10 @@ int Run(int argc, char** argv) {
   if (keepalive_timeout < absl::Seconds(1) || keepalive_timeout > absl::Minutes(10)) {
     return Usage("--keepalive_timeout must be within 1s..10m (e.g. 20s)");
   }
+  const absl::Duration liveness_interval = absl::GetFlag(FLAGS_liveness_interval);
+  const int liveness_failures = absl::GetFlag(FLAGS_liveness_failures);
+  if (liveness_interval < absl::ZeroDuration()) return Usage("--liveness_interval must be 0 (off) or positive, e.g. 5s");
+  if (liveness_failures < 1 || liveness_failures > 100) return Usage("--liveness_failures must be within 1..100");
   const std::string host_root = absl::GetFlag(FLAGS_host_root);
   if (!std::filesystem::is_directory(host_root)) {
     return Usage(absl::StrCat("--host_root=", host_root, " is not a readable directory"));
@@ -265,6 +277,16 @@ int Run(int argc, char** argv) {
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
+
+  // Descriptors: the soft limit goes up to the hard one, so a connection flood needs the hard limit.
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &files) != 0) {
+      spdlog::warn("event=rlimit_nofile_failed error=\"{}\"", strerror(errno));
+    }
+  }
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0) spdlog::info("event=rlimit_nofile soft={} hard={}", files.rlim_cur, files.rlim_max);
 
   spdlog::info("event=start pid={} host_root={} probe_command={} torch_probe_command={} probe_timeout_ms={} "
                "refresh_interval_s={}",
@@ -337,8 +359,11 @@ int Run(int argc, char** argv) {
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // a second daemon must fail, not share the port
+  // Requests handled at once per connection: a flood of streams on one connection queues.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, 100);
   std::vector<std::unique_ptr<int>> ports;
   std::vector<std::string> unix_paths;
+  std::vector<std::string> bound_targets;  // for the liveness check
   for (const std::string& address : listen) {
     if (absl::StartsWith(address, "unix:")) {
       const std::string path = address.substr(5);
@@ -372,7 +397,25 @@ int Run(int argc, char** argv) {
       bound = absl::StrCat(bound.substr(0, bound.rfind(':')), ":", *ports[i]);
     }
     spdlog::info("event=listening address={}", bound);
+    bound_targets.push_back(service::LoopbackTarget(bound));
   }
+  std::atomic<bool> listener_dead{false};
+  service::LivenessOptions liveness_options;
+  liveness_options.targets = bound_targets;
+  liveness_options.interval = liveness_interval;
+  liveness_options.timeout = std::min(absl::Seconds(2), std::max(liveness_interval, absl::Milliseconds(500)));
+  liveness_options.max_failures = liveness_failures;
+  liveness_options.on_failure = [](const std::string& target, const std::string& error) {
+    spdlog::warn("event=liveness_check_failed address={} error=\"{}\"", target, error);
+  };
+  liveness_options.on_dead = [health, &listener_dead](const std::string& target, const std::string& error) {
+    spdlog::error("event=listener_dead address={} error=\"{}\" action=exit status=1", target, error);
+    listener_dead = true;
+    health->SetServingStatus(false);
+    kill(getpid(), SIGTERM);  // the main thread's sigwait runs the normal shutdown, then exits 1
+  };
+  service::ListenerLiveness liveness(liveness_options);
+  if (liveness_interval > absl::ZeroDuration()) liveness.Start();
 
   // Health turns SERVING with the first inventory (never again once stopping); each new revision
   // is logged.
@@ -399,6 +442,7 @@ int Run(int argc, char** argv) {
   // Stop accepting at once; calls in flight get --shutdown_grace (a RefreshInventory waiting on a
   // probe finishes when that probe does, bounded by --probe_timeout); watches end with OK.
   stopping = true;
+  liveness.Stop();
   torch.Cancel();  // a libtorch probe in flight is killed, not waited for
   health->SetServingStatus(false);
   service.Shutdown();
@@ -407,7 +451,7 @@ int Run(int argc, char** argv) {
   store.Stop();
   store.Unsubscribe(subscription);
   spdlog::info("event=stopped");
-  return 0;
+  return listener_dead ? 1 : 0;
 }
 
 }  // namespace
