@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -24,6 +26,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -311,7 +314,7 @@ int Run(int argc, char** argv) {
     } else {
       spdlog::warn("event=probe result=error duration_ms={} code={} error=\"{}\" serving_revision={}",
                    absl::ToInt64Milliseconds(o.duration), absl::StatusCodeToString(o.status.code()),
-                   std::string(o.status.message()), o.revision);
+                   absl::CHexEscape(o.status.message()), o.revision);  // the child's stderr is quoted in it
     }
   };
   options.augment = [&torch](v1::Inventory& fresh) {
@@ -331,7 +334,7 @@ int Run(int argc, char** argv) {
       const v1::TorchInfo view = torch.Run();
       spdlog::info("event=torch_probe result={} duration_ms={} version={} backends={} error=\"{}\"",
                    view.probed() ? "ok" : "error", absl::ToInt64Milliseconds(absl::Now() - start), view.version(),
-                   absl::StrJoin(view.compiled_backends(), ","), view.error());
+                   absl::StrJoin(view.compiled_backends(), ","), absl::CHexEscape(view.error()));
     }
     if (stopping.load()) return absl::UnavailableError("devplaced is shutting down");
     return store.Refresh();
@@ -451,7 +454,13 @@ int Run(int argc, char** argv) {
   store.Stop();
   store.Unsubscribe(subscription);
   spdlog::info("event=stopped");
-  return listener_dead ? 1 : 0;
+  spdlog::shutdown();
+  fflush(stdout);
+  fflush(stderr);
+  // Every call is finished and every watch ended; what is left is gRPC's global shutdown, which
+  // can wait up to ~10 s on a poller (issue 8), and the refresh worker's probe in flight. Neither
+  // holds state worth keeping: leave now.
+  std::_Exit(listener_dead ? 1 : 0);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "server/inventory/store.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -7,6 +8,8 @@
 
 namespace devplace::inventory {
 namespace {
+
+constexpr absl::Duration kMaxFirstProbeBackoff = absl::Seconds(60);
 
 google::protobuf::Timestamp ToTimestamp(absl::Time t) {
   google::protobuf::Timestamp ts;
@@ -199,6 +202,7 @@ void InventoryStore::Stop() {
 }
 
 void InventoryStore::TimerLoop(absl::Duration interval) {
+  absl::Duration backoff = absl::Seconds(1);
   for (;;) {
     {
       absl::MutexLock lock(&mu_);
@@ -206,7 +210,14 @@ void InventoryStore::TimerLoop(absl::Duration interval) {
     }
     (void)Refresh();  // the outcome is recorded in LastOutcome / LastError
     absl::MutexLock lock(&mu_);
-    if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), interval)) return;
+    // Until the first success, retry with backoff (1 s doubling, at most the interval or 60 s,
+    // whichever is shorter), also when the interval is infinite (refreshes only on request).
+    absl::Duration wait = interval;
+    if (current_ == nullptr) {
+      wait = std::min(backoff, std::min(interval, kMaxFirstProbeBackoff));
+      backoff = std::min(backoff * 2, kMaxFirstProbeBackoff);
+    }
+    if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), wait)) return;
   }
 }
 

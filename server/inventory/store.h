@@ -116,7 +116,8 @@ class InventoryStore {
   void Unsubscribe(SubscriptionId id);
 
   // Starts the refresh thread: it refreshes at once, then `interval` after each refresh finishes
-  // (success or failure). A second Start while running is ignored. `interval` must be positive.
+  // (success or failure). Until the first success it retries sooner, with backoff: 1 s, doubling,
+  // at most min(interval, 60 s), also when `interval` is infinite. A second Start while running is ignored. `interval` must be positive.
   void Start(absl::Duration interval);
   // Stops and joins the refresh thread; returns promptly when it is waiting for the next tick, and
   // after the probe (bounded by its deadline) when one is running. Idempotent. Not from a

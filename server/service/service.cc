@@ -26,8 +26,16 @@ grpc::Status ToGrpc(const absl::Status& s) {
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), message);
 }
 
-const grpc::Status kNoInventory(grpc::StatusCode::UNAVAILABLE,
-                                "no inventory yet: the first probe of this host has not completed");
+// UNAVAILABLE before the first inventory, with the latest probe failure when there was one.
+grpc::Status NoInventory(const inventory::InventoryStore& store) {
+  const std::optional<inventory::ProbeOutcome> error = store.LastError();
+  if (!error.has_value()) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "no inventory yet: the first probe of this host has not completed");
+  }
+  return ToGrpc(absl::UnavailableError(absl::StrCat("no inventory yet: the last probe of this host failed (",
+                                                    absl::StatusCodeToString(error->status.code()), ": ",
+                                                    error->status.message(), "); retrying with backoff")));
+}
 
 }  // namespace
 
@@ -180,7 +188,7 @@ grpc::ServerUnaryReactor* DevicePlacementService::ResolveDevice(grpc::CallbackSe
   }
   std::shared_ptr<const v1::Inventory> snapshot = store_.Current();
   if (snapshot == nullptr) {
-    reactor->Finish(kNoInventory);
+    reactor->Finish(NoInventory(store_));
     return reactor;
   }
   absl::StatusOr<v1::ResolveDeviceResponse> answer = placement::Resolve(*snapshot, request);
@@ -203,7 +211,7 @@ grpc::ServerUnaryReactor* DevicePlacementService::GetInventory(grpc::CallbackSer
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   std::shared_ptr<const v1::Inventory> snapshot = store_.Current();
   if (snapshot == nullptr) {
-    reactor->Finish(kNoInventory);
+    reactor->Finish(NoInventory(store_));
     return reactor;
   }
   *response = *snapshot;
