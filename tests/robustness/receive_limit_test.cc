@@ -51,10 +51,10 @@ TEST(ReceiveLimit, OutOfRangeFlagsExitTwoNamingTheFlagAndRange) {
 // the test stays quick; the bound holds the same way).
 constexpr size_t kRequestBytes = size_t{128} << 20;
 constexpr int kRequests = 4;
-// The daemon's peak RSS must stay under its --memory_quota_bytes (64 MiB here) plus 96 MiB for
-// the process itself and what gRPC holds outside the quota. Measured: about 112 MiB with the quota,
-// about 465 MiB without one (the requests buffered whole).
-constexpr int64_t kPeakBoundKb = (64 + 96) * 1024;
+// The daemon's peak RSS must stay under its --memory_quota_bytes (64 MiB here) plus 160 MiB: gRPC's
+// quota is a target it reclaims towards, not a hard cap. Measured on the 2-core test machine:
+// 95..167 MiB with the quota, about 465 MiB without one (the requests buffered whole).
+constexpr int64_t kPeakBoundKb = (64 + 160) * 1024;
 
 TEST(ReceiveLimit, ConcurrentOversizedRequestsKeepPeakRssBounded) {
   TempDir dir;
@@ -65,15 +65,12 @@ TEST(ReceiveLimit, ConcurrentOversizedRequestsKeepPeakRssBounded) {
 
   // One payload shared by every request (slices are reference-counted): field 3 (device_map) of
   // kRequestBytes.
-  std::string payload = "\x1a";
-  for (size_t n = kRequestBytes; ; n >>= 7) {
-    if (n < 0x80) {
-      payload += static_cast<char>(n);
-      break;
-    }
-    payload += static_cast<char>((n & 0x7f) | 0x80);
+  std::string payload;
+  {
+    v1::ResolveDeviceRequest oversized;
+    oversized.mutable_device_map()->assign(kRequestBytes, 'x');
+    payload = oversized.SerializeAsString();
   }
-  payload.resize(payload.size() + kRequestBytes, 'x');
   grpc::Slice slice(payload);
   payload.clear();
   payload.shrink_to_fit();
