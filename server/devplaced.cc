@@ -4,6 +4,7 @@
 #include <grp.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -12,6 +13,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -28,6 +31,7 @@
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -49,6 +53,8 @@
 #include "server/metrics/inventory_metrics.h"
 #include "server/service/grpc_log.h"
 #include "server/service/rpc_metrics.h"
+#include "grpcpp/resource_quota.h"
+#include "server/service/liveness.h"
 #include "server/service/service.h"
 #include "server/service/tls.h"
 #include "server/service/unix_listener.h"
@@ -96,7 +102,30 @@ ABSL_FLAG(std::string, socket_group, "",
           "daemon's own group");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(2),
           "On SIGTERM/SIGINT: how long in-flight calls may take to finish before they are cancelled");
-ABSL_FLAG(int, max_receive_bytes, 1 << 20, "Largest request message accepted, in bytes");
+ABSL_FLAG(int, max_receive_bytes, 1 << 20,
+          "Largest request message accepted, in bytes (4096..67108864); a larger one is RESOURCE_EXHAUSTED");
+ABSL_FLAG(int64_t, memory_quota_bytes, int64_t{256} << 20,
+          "gRPC resource quota: memory gRPC may hold for connections and requests in flight, in bytes "
+          "(16777216..17179869184); past it gRPC shrinks flow-control windows and refuses new streams");
+
+ABSL_FLAG(int, max_watches, 1024,
+          "Most WatchInventory streams open at once (0 = no limit); past it a new watch gets RESOURCE_EXHAUSTED");
+ABSL_FLAG(int, max_watches_per_peer, 0,
+          "Most WatchInventory streams open at once per peer (0 = no limit), RESOURCE_EXHAUSTED past it. A peer is "
+          "the client's IP address over TCP (all local TCP clients are one peer) and, over a unix socket, the "
+          "client's user (uid, from the socket's peer credentials)");
+ABSL_FLAG(absl::Duration, keepalive_time, absl::Seconds(60),
+          "How long a connection may be silent before the daemon pings it (1s..2h), on TCP and unix sockets alike");
+ABSL_FLAG(absl::Duration, keepalive_timeout, absl::Seconds(20),
+          "How long the daemon waits for a ping's answer before it drops the connection and its calls and watches "
+          "(1s..10m): a frozen or vanished client is dropped within --keepalive_time + --keepalive_timeout");
+ABSL_FLAG(absl::Duration, liveness_interval, absl::Seconds(5),
+          "How often the daemon calls grpc.health.v1 Check on each of its own listen addresses over a fresh "
+          "connection (0 = never). A listener that fails --liveness_failures checks in a row (e.g. gRPC's accept loop "
+          "gave up after descriptor exhaustion) logs event=listener_dead, and the daemon exits 1 for its supervisor "
+          "(systemd Restart=on-failure, the Kubernetes DaemonSet) to restart it. tls: listeners are not checked "
+          "(that would need a client certificate)");
+ABSL_FLAG(int, liveness_failures, 3, "Consecutive failed self-checks that make a listener dead (1..100)");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9465",
           "Where to serve Prometheus metrics at /metrics over HTTP: IPV4:PORT or [IPV6]:PORT (port 0 picks a free "
           "port, logged at start); empty disables. Loopback only unless --metrics_allow_remote. If the default "
@@ -146,6 +175,13 @@ constexpr char kUsage[] =
     "SIGHUP also re-creates a deleted socket. RefreshInventory: root, this user or --socket_group members\n"
     "over the unix socket, or mTLS clients; rate-limited by --refresh_min_interval.\n\n"
     "Usage: devplaced [--listen=unix:/path,127.0.0.1:7465] [--host_root=/] [--refresh_interval=60s] ...";
+
+// --max_receive_bytes: the largest legitimate request (256 env entries of 4 KiB) fits under 2 MiB;
+// below 4 KiB even a plain ResolveDevice request may not fit.
+constexpr int kMinReceiveBytes = 4096;
+constexpr int kMaxReceiveBytes = 64 << 20;
+constexpr int64_t kMinMemoryQuota = int64_t{16} << 20;
+constexpr int64_t kMaxMemoryQuota = int64_t{16} << 30;
 
 int Usage(const std::string& message) {
   fprintf(stderr, "devplaced: %s (see --help)\n", message.c_str());
@@ -350,6 +386,32 @@ int Run(int argc, char** argv) {
   if (refresh_min_interval < absl::ZeroDuration()) {
     return Usage("--refresh_min_interval must be 0 (no limit) or positive, e.g. 1s");
   }
+  const int max_receive_bytes = absl::GetFlag(FLAGS_max_receive_bytes);
+  if (max_receive_bytes < kMinReceiveBytes || max_receive_bytes > kMaxReceiveBytes) {
+    return Usage(absl::StrCat("--max_receive_bytes=", max_receive_bytes, " is out of range; accepted: ",
+                              kMinReceiveBytes, "..", kMaxReceiveBytes, " bytes"));
+  }
+  const int64_t memory_quota = absl::GetFlag(FLAGS_memory_quota_bytes);
+  if (memory_quota < kMinMemoryQuota || memory_quota > kMaxMemoryQuota) {
+    return Usage(absl::StrCat("--memory_quota_bytes=", memory_quota, " is out of range; accepted: ", kMinMemoryQuota,
+                              "..", kMaxMemoryQuota, " bytes"));
+  }
+  const int max_watches = absl::GetFlag(FLAGS_max_watches);
+  const int max_watches_per_peer = absl::GetFlag(FLAGS_max_watches_per_peer);
+  if (max_watches < 0) return Usage("--max_watches must be 0 (no limit) or positive");
+  if (max_watches_per_peer < 0) return Usage("--max_watches_per_peer must be 0 (no limit) or positive");
+  const absl::Duration keepalive_time = absl::GetFlag(FLAGS_keepalive_time);
+  const absl::Duration keepalive_timeout = absl::GetFlag(FLAGS_keepalive_timeout);
+  if (keepalive_time < absl::Seconds(1) || keepalive_time > absl::Hours(2)) {
+    return Usage("--keepalive_time must be within 1s..2h (e.g. 60s)");
+  }
+  if (keepalive_timeout < absl::Seconds(1) || keepalive_timeout > absl::Minutes(10)) {
+    return Usage("--keepalive_timeout must be within 1s..10m (e.g. 20s)");
+  }
+  const absl::Duration liveness_interval = absl::GetFlag(FLAGS_liveness_interval);
+  const int liveness_failures = absl::GetFlag(FLAGS_liveness_failures);
+  if (liveness_interval < absl::ZeroDuration()) return Usage("--liveness_interval must be 0 (off) or positive, e.g. 5s");
+  if (liveness_failures < 1 || liveness_failures > 100) return Usage("--liveness_failures must be within 1..100");
   const std::string host_root = absl::GetFlag(FLAGS_host_root);
   if (!std::filesystem::is_directory(host_root)) {
     return Usage(absl::StrCat("--host_root=", host_root, " is not a readable directory"));
@@ -389,6 +451,16 @@ int Run(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  // Descriptors: the soft limit goes up to the hard one, so a connection flood needs the hard limit.
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &files) != 0) {
+      spdlog::warn("event=rlimit_nofile_failed error=\"{}\"", strerror(errno));
+    }
+  }
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0) spdlog::info("event=rlimit_nofile soft={} hard={}", files.rlim_cur, files.rlim_max);
+
   spdlog::info("event=start pid={} host_root={} probe_command={} torch_probe_command={} probe_timeout_ms={} "
                "refresh_interval_s={}",
                getpid(), host_root, probe, torch_probe.empty() ? "none" : torch_probe,
@@ -416,7 +488,7 @@ int Run(int argc, char** argv) {
     } else {
       spdlog::warn("event=probe result=error duration_ms={} code={} error=\"{}\" serving_revision={}",
                    absl::ToInt64Milliseconds(o.duration), absl::StatusCodeToString(o.status.code()),
-                   std::string(o.status.message()), o.revision);
+                   absl::CHexEscape(o.status.message()), o.revision);  // the child's stderr is quoted in it
     }
   };
   options.augment = [&torch, &probe_metrics](v1::Inventory& fresh) {
@@ -437,7 +509,7 @@ int Run(int argc, char** argv) {
       const v1::TorchInfo view = torch.Run();
       spdlog::info("event=torch_probe result={} duration_ms={} version={} backends={} error=\"{}\"",
                    view.probed() ? "ok" : "error", absl::ToInt64Milliseconds(absl::Now() - start), view.version(),
-                   absl::StrJoin(view.compiled_backends(), ","), view.error());
+                   absl::StrJoin(view.compiled_backends(), ","), absl::CHexEscape(view.error()));
     }
     if (stopping.load()) return absl::UnavailableError("devplaced is shutting down");
     return store.Refresh();
@@ -449,7 +521,10 @@ int Run(int argc, char** argv) {
   access.socket_gid = socket_gid != static_cast<gid_t>(-1) ? socket_gid : getegid();
   if (const struct group* g = getgrgid(access.socket_gid); g != nullptr) access.socket_group = g->gr_name;
   access.min_interval = refresh_min_interval;
-  service::DevicePlacementService service(store, full_refresh, access);
+  service::ServiceOptions service_options;
+  service_options.max_watches = max_watches;
+  service_options.max_watches_per_peer = max_watches_per_peer;
+  service::DevicePlacementService service(store, full_refresh, access, service_options);
 
   // ---- /metrics (before the gRPC listeners: a fatal bind error exits before serving) ----
   metrics::MetricsEndpoint metrics_endpoint;
@@ -486,15 +561,27 @@ int Run(int argc, char** argv) {
   (void)grpc::health::v1::HealthCheckRequest::descriptor();  // lets reflection describe grpc.health.v1
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.SetMaxReceiveMessageSize(absl::GetFlag(FLAGS_max_receive_bytes));
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60 * 1000);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20 * 1000);
+  builder.SetMaxReceiveMessageSize(max_receive_bytes);
+  // Bounds what gRPC buffers for all connections together (requests being received included).
+  grpc::ResourceQuota quota("devplaced");
+  quota.Resize(static_cast<size_t>(memory_quota));
+  builder.SetResourceQuota(quota);
+  // Keepalive pings on every connection, idle or not and with or without data in between, so a
+  // frozen (SIGSTOPped) or vanished client is dropped on unix sockets as on TCP.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(absl::ToInt64Milliseconds(keepalive_time)));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                             static_cast<int>(absl::ToInt64Milliseconds(keepalive_timeout)));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // a second daemon must fail, not share the port
+  // Requests handled at once per connection: a flood of streams on one connection queues.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, 100);
   std::vector<std::unique_ptr<int>> ports;
   // Unix sockets are accepted by devplaced itself (peer credentials for RefreshInventory); only
   // the default runtime directory is created.
   std::vector<std::unique_ptr<service::UnixListener>> unix_listeners;
   const std::string default_unix = DefaultListen().front().substr(5);
+  std::vector<std::string> bound_targets;  // for the liveness check
   for (const std::string& address : listen) {
     ports.push_back(std::make_unique<int>(0));
     if (absl::StartsWith(address, "unix:")) {
@@ -542,7 +629,26 @@ int Run(int argc, char** argv) {
       bound = absl::StrCat(bound.substr(0, bound.rfind(':')), ":", *ports[i]);
     }
     spdlog::info("event=listening address={}", bound);
+    // A tls: listener would need a client certificate to be checked end to end: not checked.
+    if (!absl::StartsWith(bound, "tls:")) bound_targets.push_back(service::LoopbackTarget(bound));
   }
+  std::atomic<bool> listener_dead{false};
+  service::LivenessOptions liveness_options;
+  liveness_options.targets = bound_targets;
+  liveness_options.interval = liveness_interval;
+  liveness_options.timeout = std::min(absl::Seconds(2), std::max(liveness_interval, absl::Milliseconds(500)));
+  liveness_options.max_failures = liveness_failures;
+  liveness_options.on_failure = [](const std::string& target, const std::string& error) {
+    spdlog::warn("event=liveness_check_failed address={} error=\"{}\"", target, error);
+  };
+  liveness_options.on_dead = [health, &listener_dead](const std::string& target, const std::string& error) {
+    spdlog::error("event=listener_dead address={} error=\"{}\" action=exit status=1", target, error);
+    listener_dead = true;
+    health->SetServingStatus(false);
+    kill(getpid(), SIGTERM);  // the main thread's sigwait runs the normal shutdown, then exits 1
+  };
+  service::ListenerLiveness liveness(liveness_options);
+  if (liveness_interval > absl::ZeroDuration()) liveness.Start();
 
   // --nfd_features_file: a writer thread keeps the NFD feature file current; errors never stop serving.
   std::unique_ptr<labels::NfdPublisher> nfd;
@@ -609,6 +715,7 @@ int Run(int argc, char** argv) {
   // Stop accepting at once; calls in flight get --shutdown_grace (a RefreshInventory waiting on a
   // probe finishes when that probe does, bounded by --probe_timeout); watches end with OK.
   stopping = true;
+  liveness.Stop();
   torch.Cancel();  // a libtorch probe in flight is killed, not waited for
   health->SetServingStatus(false);
   for (const auto& l : unix_listeners) l->Stop();  // no new unix connections; the file is removed
@@ -619,7 +726,13 @@ int Run(int argc, char** argv) {
   store.Unsubscribe(subscription);
   if (nfd != nullptr) nfd->Stop();  // the file stays; NFD drops its labels at the expiry time
   spdlog::info("event=stopped");
-  return 0;
+  spdlog::shutdown();
+  fflush(stdout);
+  fflush(stderr);
+  // Every call is finished and every watch ended; what is left is gRPC's global shutdown, which
+  // can wait up to ~10 s on a poller (issue 8), and the refresh worker's probe in flight. Neither
+  // holds state worth keeping: leave now.
+  std::_Exit(listener_dead ? 1 : 0);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "server/inventory/store.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -7,6 +8,8 @@
 
 namespace devplace::inventory {
 namespace {
+
+constexpr absl::Duration kMaxFirstProbeBackoff = absl::Seconds(60);
 
 google::protobuf::Timestamp ToTimestamp(absl::Time t) {
   google::protobuf::Timestamp ts;
@@ -38,6 +41,7 @@ bool SameContent(const v1::Inventory& a, const v1::Inventory& b) {
 
 InventoryStore::InventoryStore(StoreOptions options)
     : options_(std::move(options)),
+      epoch_(options_.epoch != 0 ? options_.epoch : static_cast<uint64_t>(absl::ToUnixMicros(absl::Now()))),
       runner_(options_.probe_command, RunnerOptions(options_)),
       last_result_(absl::UnavailableError("no probe has run yet")) {
   last_outcome_.status = absl::UnavailableError("no probe has run yet");
@@ -103,6 +107,7 @@ absl::StatusOr<Snapshot> InventoryStore::Refresh() {
   bool changed = false;
   if (fresh.ok()) {
     fresh->clear_revision();
+    fresh->set_epoch(epoch_);
     *fresh->mutable_probed_at() = ToTimestamp(finished);
     const uint64_t revision = previous ? previous->revision() : 0;
     changed = previous == nullptr || !SameContent(*previous, *fresh);
@@ -197,6 +202,7 @@ void InventoryStore::Stop() {
 }
 
 void InventoryStore::TimerLoop(absl::Duration interval) {
+  absl::Duration backoff = absl::Seconds(1);
   for (;;) {
     {
       absl::MutexLock lock(&mu_);
@@ -204,7 +210,14 @@ void InventoryStore::TimerLoop(absl::Duration interval) {
     }
     (void)Refresh();  // the outcome is recorded in LastOutcome / LastError
     absl::MutexLock lock(&mu_);
-    if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), interval)) return;
+    // Until the first success, retry with backoff (1 s doubling, at most the interval or 60 s,
+    // whichever is shorter), also when the interval is infinite (refreshes only on request).
+    absl::Duration wait = interval;
+    if (current_ == nullptr) {
+      wait = std::min(backoff, std::min(interval, kMaxFirstProbeBackoff));
+      backoff = std::min(backoff * 2, kMaxFirstProbeBackoff);
+    }
+    if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), wait)) return;
   }
 }
 

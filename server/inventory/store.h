@@ -60,6 +60,9 @@ struct StoreOptions {
   // Optional observer called after every probe run (success or failure) with its outcome, on the
   // refreshing thread, outside the store's lock (devplaced logs each probe through it).
   std::function<void(const ProbeOutcome&)> on_probe;
+  // Inventory.epoch of every snapshot this store publishes (revisions are comparable only within
+  // one epoch). 0: the store's construction time in microseconds since the Unix epoch.
+  uint64_t epoch = 0;
 };
 
 // Thread-safe: every method may be called from any thread. Readers (Current, LastOutcome) take a
@@ -81,6 +84,8 @@ class InventoryStore {
 
   // The current snapshot, or null before the first successful probe.
   Snapshot Current() const;
+  // The epoch stamped on every published snapshot (StoreOptions.epoch); never 0.
+  uint64_t epoch() const { return epoch_; }
 
   // Probes now and publishes the result. If a probe is already in flight, waits for it and shares
   // its result instead of starting another (coalescing). On success returns the current snapshot:
@@ -111,7 +116,8 @@ class InventoryStore {
   void Unsubscribe(SubscriptionId id);
 
   // Starts the refresh thread: it refreshes at once, then `interval` after each refresh finishes
-  // (success or failure). A second Start while running is ignored. `interval` must be positive.
+  // (success or failure). Until the first success it retries sooner, with backoff: 1 s, doubling,
+  // at most min(interval, 60 s), also when `interval` is infinite. A second Start while running is ignored. `interval` must be positive.
   void Start(absl::Duration interval);
   // Stops and joins the refresh thread; returns promptly when it is waiting for the next tick, and
   // after the probe (bounded by its deadline) when one is running. Idempotent. Not from a
@@ -132,6 +138,7 @@ class InventoryStore {
   void TimerLoop(absl::Duration interval);
 
   const StoreOptions options_;
+  const uint64_t epoch_;
   const ProbeRunner runner_;
 
   mutable absl::Mutex mu_;

@@ -132,6 +132,19 @@ class Resolution {
   }
 
   absl::Status ValidateRequest() {
+    // Proto3 enums are open: a number outside the enum arrives as itself, and must not be read as
+    // one of the known values (or print as an empty name).
+    if (!v1::Workload_IsValid(req_.workload())) {
+      return absl::InvalidArgumentError(absl::StrCat("workload: ", req_.workload(),
+                                                     " is not a Workload value; accepted: WORKLOAD_TRAINING (1), "
+                                                     "WORKLOAD_INFERENCE (2)"));
+    }
+    if (!v1::Convention_IsValid(req_.convention())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "convention: ", req_.convention(),
+          " is not a Convention value; accepted: CONVENTION_UNSPECIFIED (0), CONVENTION_TRAINING_ARGUMENTS (1), "
+          "CONVENTION_ACCELERATE (2), CONVENTION_FROM_PRETRAINED (3), CONVENTION_PIPELINE (4)"));
+    }
     const bool training = req_.workload() == v1::WORKLOAD_TRAINING;
     if (req_.workload() == v1::WORKLOAD_UNSPECIFIED) {
       return absl::InvalidArgumentError("workload: required; accepted: WORKLOAD_TRAINING, WORKLOAD_INFERENCE");

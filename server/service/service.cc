@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "grpcpp/security/auth_context.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "server/placement/backends.h"
 #include "server/placement/resolver.h"
 
@@ -29,8 +30,16 @@ grpc::Status ToGrpc(const absl::Status& s) {
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), message);
 }
 
-const grpc::Status kNoInventory(grpc::StatusCode::UNAVAILABLE,
-                                "no inventory yet: the first probe of this host has not completed");
+// UNAVAILABLE before the first inventory, with the latest probe failure when there was one.
+grpc::Status NoInventory(const inventory::InventoryStore& store) {
+  const std::optional<inventory::ProbeOutcome> error = store.LastError();
+  if (!error.has_value()) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "no inventory yet: the first probe of this host has not completed");
+  }
+  return ToGrpc(absl::UnavailableError(absl::StrCat("no inventory yet: the last probe of this host failed (",
+                                                    absl::StatusCodeToString(error->status.code()), ": ",
+                                                    error->status.message(), "); retrying with backoff")));
+}
 
 }  // namespace
 
@@ -41,12 +50,12 @@ const grpc::Status kNoInventory(grpc::StatusCode::UNAVAILABLE,
 class WatchReactor final : public grpc::ServerWriteReactor<v1::Inventory>,
                            public std::enable_shared_from_this<WatchReactor> {
  public:
-  WatchReactor(DevicePlacementService* service, uint64_t known_revision)
-      : service_(service), last_queued_(known_revision) {}
+  WatchReactor(DevicePlacementService* service, std::string peer, uint64_t known_epoch, uint64_t known_revision)
+      : service_(service), peer_(std::move(peer)), known_epoch_(known_epoch), known_revision_(known_revision) {}
 
   // Registers with the store and queues the current snapshot. Called once, right after creation.
   void Start(inventory::InventoryStore& store) {
-    self_ = shared_from_this();
+    Hold();
     std::weak_ptr<WatchReactor> weak = self_;
     inventory::Snapshot now;  // current at registration; the callback then gets exactly the newer ones
     subscription_ = store.Subscribe(
@@ -55,10 +64,17 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Inventory>,
         },
         &now);
     store_ = &store;
-    if (now != nullptr) Push(std::move(now));
+    if (now == nullptr) return;
+    if (now->epoch() == known_epoch_ && now->revision() == known_revision_) {
+      absl::MutexLock lock(&mu_);  // the client has this one: only newer revisions follow
+      last_queued_ = std::max(last_queued_, now->revision());
+      return;
+    }
+    Push(std::move(now));
   }
 
-  // Queues a snapshot newer than anything queued so far.
+  // Queues a snapshot newer than anything queued so far. A watcher holds at most one undelivered
+  // snapshot (the newest): a slow or frozen client costs one snapshot, not its history.
   void Push(std::shared_ptr<const v1::Inventory> inv) {
     std::shared_ptr<const v1::Inventory> write_now;
     {
@@ -66,7 +82,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Inventory>,
       if (finishing_ || inv->revision() <= last_queued_) return;
       last_queued_ = inv->revision();
       if (writing_) {
-        queue_.push_back(std::move(inv));
+        next_ = std::move(inv);  // replaces an older undelivered one
         return;
       }
       writing_ = true;
@@ -76,8 +92,13 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Inventory>,
     StartWrite(write_now.get());
   }
 
+  // Keeps this reactor alive until gRPC's OnDone (Start does it too).
+  void Hold() { self_ = shared_from_this(); }
+
   // Ends the stream with OK (service shutdown).
   void End() { FinishWith(grpc::Status::OK); }
+  // Ends the stream with `status` before anything was sent (a cap was reached).
+  void Refuse(const grpc::Status& status) { FinishWith(status); }
 
   void OnWriteDone(bool ok) override {
     std::shared_ptr<const v1::Inventory> next;
@@ -90,9 +111,8 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Inventory>,
       if (finishing_) {
         finish = !finish_called_;
         finish_called_ = true;
-      } else if (!queue_.empty()) {
-        next = std::move(queue_.front());
-        queue_.pop_front();
+      } else if (next_ != nullptr) {
+        next = std::move(next_);
         writing_ = true;
         in_flight_ = next;
       }
@@ -105,7 +125,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Inventory>,
 
   void OnDone() override {
     if (store_ != nullptr) store_->Unsubscribe(subscription_);
-    service_->Forget(this);
+    service_->Forget(this, peer_);
     std::shared_ptr<WatchReactor> last = std::move(self_);  // may destroy *this on scope exit
   }
 
@@ -123,12 +143,15 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Inventory>,
   }
 
   DevicePlacementService* const service_;
+  const std::string peer_;  // PeerKey of the client
+  const uint64_t known_epoch_;
+  const uint64_t known_revision_;
   inventory::InventoryStore* store_ = nullptr;
   uint64_t subscription_ = 0;
   std::shared_ptr<WatchReactor> self_;
   absl::Mutex mu_;
-  uint64_t last_queued_ ABSL_GUARDED_BY(mu_);
-  std::deque<std::shared_ptr<const v1::Inventory>> queue_ ABSL_GUARDED_BY(mu_);
+  uint64_t last_queued_ ABSL_GUARDED_BY(mu_) = 0;
+  std::shared_ptr<const v1::Inventory> next_ ABSL_GUARDED_BY(mu_);  // newest undelivered, if any
   std::shared_ptr<const v1::Inventory> in_flight_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
@@ -136,9 +159,16 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Inventory>,
   grpc::Status status_ ABSL_GUARDED_BY(mu_);
 };
 
+std::string PeerKey(const std::string& peer) {
+  if (peer.rfind("ipv4:", 0) != 0 && peer.rfind("ipv6:", 0) != 0) return peer;
+  const size_t colon = peer.rfind(':');
+  return colon > 5 ? peer.substr(0, colon) : peer;
+}
+
 DevicePlacementService::DevicePlacementService(inventory::InventoryStore& store, RefreshFn refresh,
-                                               RefreshAccess access)
-    : store_(store),
+                                               RefreshAccess access, ServiceOptions options)
+    : options_(options),
+      store_(store),
       refresh_(refresh ? std::move(refresh) : [&store] { return store.Refresh(); }),
       access_(std::move(access)),
       worker_([this] { RefreshWorker(); }) {}
@@ -149,16 +179,33 @@ DevicePlacementService::~DevicePlacementService() {
 }
 
 grpc::ServerUnaryReactor* DevicePlacementService::ResolveDevice(grpc::CallbackServerContext* ctx,
-                                                                const v1::ResolveDeviceRequest* request,
-                                                                v1::ResolveDeviceResponse* response) {
+                                                                const grpc::ByteBuffer* request_bytes,
+                                                                grpc::ByteBuffer* response_bytes) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  std::shared_ptr<const v1::Inventory> snapshot = store_.Current();
-  if (snapshot == nullptr) {
-    reactor->Finish(kNoInventory);
+  v1::ResolveDeviceRequest request;
+  grpc::ByteBuffer copy(*request_bytes);  // shares the slices; Deserialize consumes its argument
+  if (!grpc::SerializationTraits<v1::ResolveDeviceRequest>::Deserialize(&copy, &request).ok()) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                 absl::StrCat("request: ", request_bytes->Length(),
+                                              " bytes that do not parse as a devplace.v1.ResolveDeviceRequest "
+                                              "(malformed protobuf, or a string field that is not UTF-8)")));
     return reactor;
   }
-  absl::StatusOr<v1::ResolveDeviceResponse> answer = placement::Resolve(*snapshot, *request);
-  if (answer.ok()) *response = std::move(*answer);
+  std::shared_ptr<const v1::Inventory> snapshot = store_.Current();
+  if (snapshot == nullptr) {
+    reactor->Finish(NoInventory(store_));
+    return reactor;
+  }
+  absl::StatusOr<v1::ResolveDeviceResponse> answer = placement::Resolve(*snapshot, request);
+  if (answer.ok()) {
+    bool own_buffer = false;
+    const grpc::Status serialized =
+        grpc::SerializationTraits<v1::ResolveDeviceResponse>::Serialize(*answer, response_bytes, &own_buffer);
+    if (!serialized.ok()) {
+      reactor->Finish(serialized);
+      return reactor;
+    }
+  }
   reactor->Finish(ToGrpc(answer.status()));
   return reactor;
 }
@@ -169,7 +216,7 @@ grpc::ServerUnaryReactor* DevicePlacementService::GetInventory(grpc::CallbackSer
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   std::shared_ptr<const v1::Inventory> snapshot = store_.Current();
   if (snapshot == nullptr) {
-    reactor->Finish(kNoInventory);
+    reactor->Finish(NoInventory(store_));
     return reactor;
   }
   *response = *snapshot;
@@ -284,22 +331,52 @@ void DevicePlacementService::RefreshWorker() {
 }
 
 grpc::ServerWriteReactor<v1::Inventory>* DevicePlacementService::WatchInventory(
-    grpc::CallbackServerContext*, const v1::WatchInventoryRequest* request) {
-  auto watch = std::make_shared<WatchReactor>(this, request->known_revision());
-  bool refuse;
+    grpc::CallbackServerContext* ctx, const v1::WatchInventoryRequest* request) {
+  // A unix-socket peer counts by its user (credentials read at accept), a TCP one by its address.
+  std::string peer = PeerKey(ctx->peer());
+  if (access_.peers != nullptr) {
+    if (std::optional<PeerCredentials> c = access_.peers->Find(ctx->peer())) peer = absl::StrCat("uid:", c->uid);
+  }
+  auto watch = std::make_shared<WatchReactor>(this, peer, request->known_epoch(), request->known_revision());
+  grpc::Status refusal = grpc::Status::OK;
+  bool counted = false;
   {
     absl::MutexLock lock(&mu_);
-    refuse = shutting_down_;
-    if (!refuse) watches_.insert(watch.get());
+    if (shutting_down_) {
+      // ends with OK at once, like the watches open at shutdown
+    } else if (options_.max_watches > 0 && static_cast<int>(watches_.size()) >= options_.max_watches) {
+      refusal = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                             absl::StrCat("devplaced already serves ", watches_.size(),
+                                          " watches, its limit (--max_watches); retry later"));
+    } else if (options_.max_watches_per_peer > 0 && watches_per_peer_[peer] >= options_.max_watches_per_peer) {
+      refusal = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                             absl::StrCat("peer ", peer, " already has ", watches_per_peer_[peer],
+                                          " watches, the limit per peer (--max_watches_per_peer); retry later"));
+    } else {
+      counted = true;
+      ++watches_per_peer_[peer];
+      watches_.insert(watch.get());
+    }
+  }
+  if (!counted) {
+    // Not subscribed to the store: it ends at once.
+    watch->Hold();
+    if (refusal.ok()) {
+      watch->End();
+    } else {
+      watch->Refuse(refusal);
+    }
+    return watch.get();
   }
   watch->Start(store_);
-  if (refuse) watch->End();
   return watch.get();
 }
 
-void DevicePlacementService::Forget(WatchReactor* watch) {
+void DevicePlacementService::Forget(WatchReactor* watch, const std::string& peer) {
   absl::MutexLock lock(&mu_);
-  watches_.erase(watch);
+  if (watches_.erase(watch) == 0) return;
+  auto it = watches_per_peer_.find(peer);
+  if (it != watches_per_peer_.end() && --it->second <= 0) watches_per_peer_.erase(it);
 }
 
 void DevicePlacementService::Shutdown() {

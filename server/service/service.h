@@ -6,7 +6,9 @@
 
 #include <functional>
 #include <memory>
+#include <map>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -36,22 +38,45 @@ struct RefreshAccess {
   absl::Duration min_interval = absl::ZeroDuration();
 };
 
+struct ServiceOptions {
+  // Most WatchInventory streams open at once (0 = no limit); past it a new watch ends at once
+  // with RESOURCE_EXHAUSTED.
+  int max_watches = 0;
+  // Most WatchInventory streams open at once from one peer (0 = no limit), RESOURCE_EXHAUSTED past
+  // it. The peer is what gRPC reports for the connection without its port: the client's IP address
+  // over TCP (so every local TCP client is the one peer ipv4:127.0.0.1), and over a unix socket the
+  // client's user: "uid:N" from the credentials devplaced read when it accepted the
+  // connection (RefreshAccess.peers); without them, all clients of a unix socket are one peer.
+  int max_watches_per_peer = 0;
+};
+
+// The key ServiceOptions.max_watches_per_peer counts by, from grpc::ServerContext::peer():
+// "ipv4:127.0.0.1:5000" -> "ipv4:127.0.0.1", "ipv6:[::1]:5000" -> "ipv6:[::1]", anything else
+// (e.g. "unix:") unchanged.
+std::string PeerKey(const std::string& peer);
+
 // Serves one host's inventory store. Thread-safe; every handler returns without blocking a gRPC
 // thread (RefreshInventory waits for the probe on a thread of its own).
-class DevicePlacementService final : public v1::DevicePlacement::CallbackService {
+// ResolveDevice is registered raw (ByteBuffer in and out) so that a request that does not parse
+// gets INVALID_ARGUMENT with a message: gRPC 1.51's typed callback handler answers such a request
+// UNIMPLEMENTED with an empty message.
+class DevicePlacementService final
+    : public v1::DevicePlacement::WithRawCallbackMethod_ResolveDevice<v1::DevicePlacement::CallbackService> {
  public:
   // What RefreshInventory runs: by default store.Refresh(); devplaced passes a "full" refresh
   // that re-runs the libtorch probe first.
   using RefreshFn = std::function<absl::StatusOr<inventory::Snapshot>()>;
   // `store` must outlive the service and the server it is registered with.
   explicit DevicePlacementService(inventory::InventoryStore& store, RefreshFn refresh = nullptr,
-                                  RefreshAccess access = {});
+                                  RefreshAccess access = {}, ServiceOptions options = {});
   ~DevicePlacementService() override;
 
-  // UNAVAILABLE until the store has an inventory; otherwise placement::Resolve's answer or error
-  // (INVALID_ARGUMENT / FAILED_PRECONDITION, message naming the field).
-  grpc::ServerUnaryReactor* ResolveDevice(grpc::CallbackServerContext* ctx, const v1::ResolveDeviceRequest* request,
-                                          v1::ResolveDeviceResponse* response) override;
+  // `request` is a serialized v1::ResolveDeviceRequest; `response` gets a serialized
+  // v1::ResolveDeviceResponse. INVALID_ARGUMENT when the request does not parse; UNAVAILABLE until
+  // the store has an inventory; otherwise placement::Resolve's answer or error (INVALID_ARGUMENT /
+  // FAILED_PRECONDITION, message naming the field).
+  grpc::ServerUnaryReactor* ResolveDevice(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                          grpc::ByteBuffer* response) override;
   // The current snapshot; UNAVAILABLE before the first probe succeeded.
   grpc::ServerUnaryReactor* GetInventory(grpc::CallbackServerContext* ctx, const v1::GetInventoryRequest* request,
                                          v1::Inventory* response) override;
@@ -66,8 +91,10 @@ class DevicePlacementService final : public v1::DevicePlacement::CallbackService
   grpc::ServerUnaryReactor* RefreshInventory(grpc::CallbackServerContext* ctx,
                                              const v1::RefreshInventoryRequest* request,
                                              v1::Inventory* response) override;
-  // Streams the current snapshot (unless its revision equals `known_revision`), then every new
-  // revision, until the client cancels or the service shuts down (the stream then ends with OK).
+  // Streams the current snapshot (unless both its epoch and revision equal `known_epoch` and
+  // `known_revision`), then every newer revision, until the client cancels or the service shuts
+  // down (the stream then ends with OK). A slow client is sent only the newest revision it has not
+  // had. RESOURCE_EXHAUSTED past ServiceOptions' caps.
   grpc::ServerWriteReactor<v1::Inventory>* WatchInventory(grpc::CallbackServerContext* ctx,
                                                           const v1::WatchInventoryRequest* request) override;
 
@@ -86,11 +113,12 @@ class DevicePlacementService final : public v1::DevicePlacement::CallbackService
     grpc::ServerUnaryReactor* reactor;  // null for RequestRefresh()
     v1::Inventory* response;
   };
-  void Forget(WatchReactor* watch);
+  void Forget(WatchReactor* watch, const std::string& peer);
   void RefreshWorker();
   // OK when the caller may start a probe, else PERMISSION_DENIED saying who may.
   grpc::Status Authorize(grpc::CallbackServerContext* ctx) const;
 
+  const ServiceOptions options_;
   inventory::InventoryStore& store_;
   RefreshFn refresh_;
   RefreshAccess access_;
@@ -100,6 +128,7 @@ class DevicePlacementService final : public v1::DevicePlacement::CallbackService
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<PendingRefresh> pending_ ABSL_GUARDED_BY(mu_);
   std::set<WatchReactor*> watches_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int> watches_per_peer_ ABSL_GUARDED_BY(mu_);
   std::thread worker_;
 };
 

@@ -79,7 +79,8 @@ class Connection {
   // DevicePlacement.RefreshInventory: re-probes now, returns the resulting snapshot.
   virtual absl::StatusOr<v1::Inventory> RefreshInventory() = 0;
   // DevicePlacement.WatchInventory. Blocks, calling `on_inventory` on this thread with the current
-  // snapshot (skipped when its revision equals `known_revision`; 0 = always send) and then each
+  // snapshot (always sent: this call passes no `known_epoch`, and revisions are comparable only
+  // within one Inventory.epoch; `known_revision` is forwarded as is) and then each
   // new revision. Returns:
   //   OK                 `on_inventory` returned false (the call is then cancelled);
   //   ABORTED            the daemon ended the stream itself (it shuts down): reconnect to go on;
