@@ -466,6 +466,12 @@ int Run(int argc, char** argv) {
                getpid(), host_root, probe, torch_probe.empty() ? "none" : torch_probe,
                absl::ToInt64Milliseconds(probe_timeout), absl::ToInt64Seconds(interval));
 
+  // A probe grandchild that escapes the group kill with setsid() is re-parented here and killed
+  // after the run (devplaced's only children are probe children).
+  if (const absl::Status s = inventory::EnableOrphanCleanup(); !s.ok()) {
+    spdlog::warn("event=orphan_cleanup_disabled error=\"{}\"", std::string(s.message()));
+  }
+
   // ---- the store, the libtorch view, the service ----
   inventory::TorchView torch(torch_probe.empty() ? std::vector<std::string>{} : std::vector<std::string>{torch_probe},
                              probe_timeout);

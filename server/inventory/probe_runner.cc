@@ -5,18 +5,25 @@
 #include <signal.h>
 #include <spawn.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <fstream>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -28,6 +35,14 @@ namespace devplace::inventory {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Probe children that a Run() still owns (spawned, not yet reaped), for the orphan sweep.
+std::mutex g_children_mu;
+std::set<pid_t>& LiveChildren() {
+  static std::set<pid_t>* const children = new std::set<pid_t>;
+  return *children;
+}
+std::atomic<bool> g_orphan_cleanup{false};
 
 // How long Run() waits for a SIGKILLed child to be reapable before leaving it to a reaper thread.
 constexpr auto kKillGrace = std::chrono::seconds(1);
@@ -202,6 +217,64 @@ absl::StatusOr<v1::Inventory> ParseInventory(const std::string& bytes) {
 
 }  // namespace
 
+absl::Status EnableOrphanCleanup() {
+  if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) {
+    return absl::InternalError(absl::StrCat("prctl(PR_SET_CHILD_SUBREAPER): ", ErrnoText(errno)));
+  }
+  g_orphan_cleanup = true;
+  return absl::OkStatus();
+}
+
+int KillEscapedProbeProcesses() {
+  if (!g_orphan_cleanup.load()) return 0;
+  const pid_t self = getpid();
+  std::vector<pid_t> orphans;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return 0;
+  while (const dirent* entry = readdir(proc)) {
+    pid_t pid = 0;
+    if (!absl::SimpleAtoi(entry->d_name, &pid) || pid == self) continue;
+    // /proc/PID/stat: "pid (comm) state ppid ..."; comm may hold spaces and parentheses.
+    std::ifstream in(absl::StrCat("/proc/", entry->d_name, "/stat"));
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::vector<absl::string_view> fields = absl::StrSplit(absl::string_view(stat).substr(close + 1), ' ', absl::SkipEmpty());
+    pid_t ppid = 0;
+    if (fields.size() < 2 || !absl::SimpleAtoi(fields[1], &ppid) || ppid != self) continue;
+    orphans.push_back(pid);
+  }
+  closedir(proc);
+  int killed = 0;
+  for (pid_t pid : orphans) {
+    {
+      std::lock_guard<std::mutex> lock(g_children_mu);
+      if (LiveChildren().count(pid) > 0) continue;  // a probe child a Run() still owns
+    }
+    kill(pid, SIGKILL);
+    ++killed;
+    // Reap it (it is our child now); a process stuck in the kernel is left to a reaper thread.
+    const auto give_up = Clock::now() + kKillGrace;
+    auto backoff = std::chrono::milliseconds(1);
+    bool reaped = false;
+    while (!reaped && Clock::now() < give_up) {
+      const pid_t rc = waitpid(pid, nullptr, WNOHANG);
+      if (rc == pid || (rc < 0 && errno != EINTR)) reaped = true;
+      if (!reaped) Nap(backoff, give_up);
+    }
+    if (!reaped) {
+      try {
+        std::thread([pid] {
+          while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+          }
+        }).detach();
+      } catch (...) {
+      }
+    }
+  }
+  return killed;
+}
+
 ProbeRunner::ProbeRunner(std::vector<std::string> argv, ProbeRunnerOptions options)
     : argv_(std::move(argv)), options_(options) {}
 
@@ -219,7 +292,13 @@ ProbeResult ProbeRunner::Run() const {
   Fd out_read, out_write, err_read, err_write;
   if (absl::Status s = MakePipe(out_read, out_write); !s.ok()) return finish(s);
   if (absl::Status s = MakePipe(err_read, err_write); !s.ok()) return finish(s);
-  absl::StatusOr<pid_t> spawned = Spawn(argv_, out_write.get(), err_write.get());
+  absl::StatusOr<pid_t> spawned;
+  {
+    // Spawned and registered under one lock, so an orphan sweep never takes a new child for an orphan.
+    std::lock_guard<std::mutex> lock(g_children_mu);
+    spawned = Spawn(argv_, out_write.get(), err_write.get());
+    if (spawned.ok()) LiveChildren().insert(*spawned);
+  }
   if (!spawned.ok()) return finish(spawned.status());
   const pid_t pid = *spawned;
   out_write.Reset();
@@ -299,6 +378,11 @@ ProbeResult ProbeRunner::Run() const {
     }
   }
   const std::optional<int> status = KillAndReap(pid);
+  {
+    std::lock_guard<std::mutex> lock(g_children_mu);
+    LiveChildren().erase(pid);
+  }
+  KillEscapedProbeProcesses();
 
   if (timed_out) {
     return finish(absl::DeadlineExceededError(

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "devplace/v1/devplace.pb.h"
@@ -71,6 +72,18 @@ class ProbeRunner {
   std::vector<std::string> argv_;
   ProbeRunnerOptions options_;
 };
+
+// Makes this process a child subreaper (prctl PR_SET_CHILD_SUBREAPER) and turns on the orphan
+// sweep: a probe grandchild that escaped the process-group kill by calling setsid() is re-parented
+// to this process when the probe child dies, and after every Run() each child of this process
+// that is not a probe child still running is sent SIGKILL and reaped. Only for a process whose
+// only children are ProbeRunner children (devplaced); call once at start, before any Run().
+// Returns the prctl error, if any (then nothing is enabled).
+absl::Status EnableOrphanCleanup();
+
+// The sweep itself (a no-op unless EnableOrphanCleanup() succeeded): kills and reaps every child
+// of this process that no Run() is waiting for. Returns how many it killed.
+int KillEscapedProbeProcesses();
 
 }  // namespace devplace::inventory
 

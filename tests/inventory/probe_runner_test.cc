@@ -193,5 +193,28 @@ TEST(ProbeRunnerTest, ConcurrentRunsAreIndependent) {
   EXPECT_TRUE(NoChildren());
 }
 
+// A grandchild that leaves the probe's process group and session (setsid) is not reached by the
+// group kill; with EnableOrphanCleanup (devplaced calls it at start) it is re-parented to this
+// process when the probe dies, and the sweep after Run() kills and reaps it. (ctest runs each test
+// in its own process, so the subreaper setting stays in this one.)
+TEST(ProbeRunnerTest, GrandchildThatCalledSetsidIsKilledWithOrphanCleanup) {
+  ASSERT_TRUE(inventory::EnableOrphanCleanup().ok());
+  TempDir dir;
+  const std::string pid_file = dir.File("escaped.pid"), sid_file = dir.File("escaped.sid");
+  const ProbeResult r = ProbeRunner(dir.Script("escape.sh", "setsid sleep 1000 >/dev/null 2>&1 </dev/null &\n"
+                                                            "echo $! > " + ShellQuote(pid_file) + "\nsleep 0.3\n"
+                                                            "cut -d' ' -f6 /proc/$!/stat > " + ShellQuote(sid_file) +
+                                                            "\nexit 4"))
+                            .Run();
+  ExpectError(r, absl::StatusCode::kInternal, {"exit"});
+  int escaped = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFile(pid_file)), &escaped));
+  EXPECT_TRUE(ProcessDead(escaped, absl::Seconds(3)));
+  int session = 0;  // it had left the probe's session and group: only the sweep could reach it
+  ASSERT_TRUE(absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFile(sid_file)), &session));
+  EXPECT_EQ(session, escaped);
+  EXPECT_EQ(inventory::KillEscapedProbeProcesses(), 0);  // nothing left, and no probe child of a Run() touched
+}
+
 }  // namespace
 }  // namespace devplace::testing
