@@ -617,8 +617,10 @@ int Run(int argc, char** argv) {
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr) {
-    spdlog::error("event=listen_failed addresses={} error=\"could not bind (address in use, or no permission for the "
-                  "socket directory)\"",
+    // Unix sockets were bound above with their errno; this is a TCP port gRPC could not bind
+    // (gRPC's own log line just before, routed through our logger, names the errno).
+    spdlog::error("event=listen_failed addresses={} error=\"could not bind a TCP listener (address in use, or a "
+                  "privileged port): see the library_log line above for the system error\"",
                   absl::StrJoin(listen, ","));
     return 1;
   }
