@@ -26,7 +26,10 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view cont
   const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
   const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
   const std::string temp = absl::StrCat(dir, "/.", name, ".tmp-", getpid());
-  const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // A fresh file only: whatever sits at the temp path (a leftover, or a link planted by someone
+  // who can write the directory) is removed, and O_EXCL | O_NOFOLLOW never follows or reuses one.
+  unlink(temp.c_str());
+  const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) return Errno("cannot create", temp);
   size_t done = 0;
   while (done < content.size()) {

@@ -34,6 +34,11 @@ known=$( { "$prefix/sbin/devplaced" --helpfull 2>&1 || true; } | grep -oE '^ +--
 for flag in $(grep -oE '^#--[a-z0-9_]+' "$prefix/etc/devplace/devplaced.flags" | tr -d '#'); do
   grep -qx -- "$flag" <<<"$known" || fail "the flag file documents $flag, which devplaced does not have"
 done
+# ... and it documents every flag of devplaced's own (--help lists those, not absl's).
+documented=$(grep -oE '^#--[a-z0-9_]+' "$prefix/etc/devplace/devplaced.flags" | tr -d '#' | sort -u)
+for flag in $( { "$prefix/sbin/devplaced" --help 2>&1 || true; } | grep -oE '^ +--[a-z0-9_]+' | tr -d ' ' | sort -u); do
+  grep -qx -- "$flag" <<<"$documented" || fail "the flag file does not document $flag (devplaced --help has it)"
+done
 
 # ---- the unit, with paths of this prefix ----
 unit="$prefix/lib/systemd/system/devplaced.service"

@@ -5,7 +5,10 @@
 
 #include <sys/stat.h>
 
+#include <unistd.h>
+
 #include <atomic>
+#include <fstream>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -44,6 +47,22 @@ ino_t Inode(const std::string& path) {
 }
 
 const absl::Time kT0 = absl::FromUnixSeconds(1800000000);  // 2027-01-15T08:00:00Z
+
+// The temp file is always new: a symlink planted at its name (features.d writable by someone
+// else) is neither followed nor written through; the victim keeps its content.
+TEST(WriteFileAtomicallyTest, APlantedSymlinkAtTheTempNameIsNotFollowed) {
+  TempDir dir;
+  const std::string victim = dir.File("victim"), path = dir.File("devplace");
+  { std::ofstream(victim) << "precious\n"; }
+  const std::string temp = absl::StrCat(dir.path(), "/.devplace.tmp-", getpid());
+  ASSERT_EQ(symlink(victim.c_str(), temp.c_str()), 0);
+  ASSERT_TRUE(labels::WriteFileAtomically(path, "a=b\n").ok());
+  EXPECT_EQ(ReadFile(victim), "precious\n");
+  EXPECT_EQ(ReadFile(path), "a=b\n");
+  struct stat st;
+  ASSERT_EQ(lstat(path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+}
 
 TEST(NfdFileWriterTest, WritesOnNewRevisionOnly) {
   TempDir dir;
