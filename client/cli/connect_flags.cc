@@ -3,6 +3,9 @@
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/match.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 
@@ -22,6 +25,22 @@ ABSL_FLAG(std::string, tls_server_name, "",
           "dialling 10.0.0.5:7466). Default: env DEVPLACE_TLS_SERVER_NAME, else the address's host");
 
 namespace devplace::cli {
+
+bool ValidTarget(absl::string_view target) {
+  if (absl::ConsumePrefix(&target, "unix:")) return absl::StartsWith(target, "/") && target.size() > 1;
+  const size_t colon = target.rfind(':');
+  if (colon == absl::string_view::npos || colon == 0) return false;
+  absl::string_view host = target.substr(0, colon), port = target.substr(colon + 1);
+  int number = 0;
+  if (port.empty() || port.find_first_not_of("0123456789") != absl::string_view::npos ||
+      !absl::SimpleAtoi(port, &number) || number < 1 || number > 65535) {
+    return false;
+  }
+  if (absl::StartsWith(host, "[")) return host.size() > 2 && absl::EndsWith(host, "]");
+  // An unbracketed IPv6 address is ambiguous with its port; anything with spaces is a typo.
+  return host.find_first_of(":[] \t") == absl::string_view::npos;
+}
+
 
 const std::vector<const char*>& ConnectFlagNames() {
   static const std::vector<const char*>* const kNames =

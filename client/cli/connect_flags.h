@@ -8,9 +8,15 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "devplace/client.h"
 
 namespace devplace::cli {
+
+// Whether `target` is "unix:/absolute/path" or "host:port" / "[v6]:port" with port 1..65535 (no
+// scheme): what --address and `fleet --targets` accept.
+bool ValidTarget(absl::string_view target);
+inline constexpr const char* kTargetForms = "want host:port, [v6]:port (port 1..65535) or unix:/absolute/path";
 
 // The names of the connection flags, for help texts and the per-command allowed-flag check.
 const std::vector<const char*>& ConnectFlagNames();

@@ -609,6 +609,9 @@ void PrintExplanation(const v1::ResolveDeviceResponse& r) {
 // Runs `command` on a connected client, or returns the usage status for a bad --address or TLS file.
 template <typename Fn>
 int WithClient(Fn command) {
+  if (const std::string address = absl::GetFlag(FLAGS_address); !address.empty() && !ValidTarget(address)) {
+    return UsageError(g_command, absl::StrCat("--address=", address, ": ", kTargetForms));
+  }
   absl::StatusOr<Client> client = Client::Connect(ConnectOptionsFromFlags());
   if (!client.ok() && client.status().code() == absl::StatusCode::kInvalidArgument) {
     return UsageError(g_command, ConnectFlagError(client.status()));

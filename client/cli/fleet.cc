@@ -52,23 +52,7 @@ constexpr const char* kRequestFlags[] = {"workload",   "convention", "device_map
                                          "local_rank", "world_size", "runtime_backends", "strict",
                                          "model_size_bytes", "env",  "job_device_nodes"};
 
-// Whether `target` is "unix:PATH" or "HOST:PORT" / "[V6]:PORT" with PORT 1..65535.
-bool ValidTarget(absl::string_view target) {
-  if (absl::ConsumePrefix(&target, "unix:")) return !target.empty();
-  const size_t colon = target.rfind(':');
-  if (colon == absl::string_view::npos || colon == 0) return false;
-  absl::string_view host = target.substr(0, colon), port = target.substr(colon + 1);
-  int number = 0;
-  if (port.empty() || port.find_first_not_of("0123456789") != absl::string_view::npos ||
-      !absl::SimpleAtoi(port, &number) || number < 1 || number > 65535) {
-    return false;
-  }
-  if (absl::StartsWith(host, "[")) return host.size() > 2 && absl::EndsWith(host, "]");
-  // An unbracketed IPv6 address is ambiguous with its port; anything with spaces is a typo.
-  return host.find_first_of(":[] \t") == absl::string_view::npos;
-}
-
-constexpr const char* kAccepted = "want host:port, [v6]:port (port 1..65535) or unix:/path";
+constexpr const char* kAccepted = kTargetForms;
 
 absl::StatusOr<std::vector<std::string>> ReadTargetsFile(const std::string& path) {
   std::ifstream in(path);

@@ -119,6 +119,10 @@ TEST(OperatorExitCodes, EveryFlagErrorExitsTwoWithOneLine) {
       {cli + " inventory --timeout=5", "write 5s"},
       {cli + " resolve --inventory=x", "--workload is required"},
       {cli + " nosuchcommand", "unknown command"},
+      {cli + " --address=tcp://127.0.0.1:7465 health", "--address=tcp://127.0.0.1:7465: want host:port"},
+      {cli + " --address=unix:relative.sock inventory", "unix:/absolute/path"},
+      {cli + " --address=127.0.0.1 health", "--address=127.0.0.1: want host:port"},
+      {cli + " fleet --targets=unix:relative.sock", "unix:/absolute/path"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.command);
