@@ -123,8 +123,8 @@ ABSL_FLAG(absl::Duration, liveness_interval, absl::Seconds(5),
           "How often the daemon calls grpc.health.v1 Check on each of its own listen addresses over a fresh "
           "connection (0 = never). A listener that fails --liveness_failures checks in a row (e.g. gRPC's accept loop "
           "gave up after descriptor exhaustion) logs event=listener_dead, and the daemon exits 1 for its supervisor "
-          "(systemd Restart=on-failure, the Kubernetes DaemonSet) to restart it. tls: listeners are not checked "
-          "(that would need a client certificate)");
+          "(systemd Restart=on-failure, the Kubernetes DaemonSet) to restart it. A tls: listener is checked by a "
+          "connection it must read and close (a failed handshake), as a health call would need a client certificate");
 ABSL_FLAG(int, liveness_failures, 3, "Consecutive failed self-checks that make a listener dead (1..100)");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9465",
           "Where to serve Prometheus metrics at /metrics over HTTP: IPV4:PORT or [IPV6]:PORT (port 0 picks a free "
@@ -637,8 +637,7 @@ int Run(int argc, char** argv) {
       bound = absl::StrCat(bound.substr(0, bound.rfind(':')), ":", *ports[i]);
     }
     spdlog::info("event=listening address={}", bound);
-    // A tls: listener would need a client certificate to be checked end to end: not checked.
-    if (!absl::StartsWith(bound, "tls:")) bound_targets.push_back(service::LoopbackTarget(bound));
+    bound_targets.push_back(service::LoopbackTarget(bound));
   }
   std::atomic<bool> listener_dead{false};
   service::LivenessOptions liveness_options;

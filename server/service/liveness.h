@@ -19,7 +19,9 @@ namespace devplace::service {
 
 struct LivenessOptions {
   // gRPC targets to check: "unix:/path" or "host:port" with the bound port (a wildcard host such
-  // as 0.0.0.0 or [::] is checked on the loopback address).
+  // as 0.0.0.0 or [::] is checked on the loopback address), or "tls:host:port" for a TLS listener,
+  // checked by a connection the listener must read and close (a failed handshake), since a
+  // health call would need a client certificate.
   std::vector<std::string> targets;
   // Time between rounds; each check has `timeout` as its deadline.
   absl::Duration interval = absl::Seconds(5);

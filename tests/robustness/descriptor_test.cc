@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "tests/common/command.h"
 #include "tests/common/temp_dir.h"
+#include "tests/common/test_pki.h"
 #include "tests/integration/daemon_process.h"
 
 namespace devplace::testing {
@@ -37,14 +39,13 @@ bool Serves(const std::string& target) {
   return stub->Check(&ctx, {}, &response).ok();
 }
 
-TEST(Descriptors, TheDaemonRecoversOrExitsForItsSupervisorAfterAFlood) {
-  TempDir dir;
-  DaemonProcess d(dir.path(), {"--host_root=" + Host("cpu-only"), "--liveness_interval=1s", "--liveness_failures=3"});
-  ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
-  EXPECT_THAT(d.Log(), ::testing::HasSubstr("event=rlimit_nofile"));
+// Lowers the running daemon's descriptor limit, floods `port` on 127.0.0.1 with connections held
+// for 2 s, then expects, within 20 s of the flood's end, `serving()` again or exit status 1 with
+// event=listener_dead naming `dead_address`.
+void FloodAndExpectRecoveryOrExit(DaemonProcess& d, int port, const std::function<bool()>& serving,
+                                  const std::string& dead_address) {
   // A small descriptor limit, so that a small flood exhausts it.
   ASSERT_EQ(RunCommand(absl::StrCat("prlimit --pid ", d.pid(), " --nofile=64:64")).exit_code, 0);
-  const int port = std::stoi(d.tcp_target().substr(d.tcp_target().rfind(':') + 1));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
@@ -64,25 +65,80 @@ TEST(Descriptors, TheDaemonRecoversOrExitsForItsSupervisorAfterAFlood) {
   for (int fd : flood) close(fd);
   const absl::Time ended = absl::Now();
 
-  // Within 20 s: serving on both listeners again, or exited 1 with event=listener_dead.
-  bool serving = false;
+  // Within 20 s: serving on every listener again, or exited 1 with event=listener_dead.
+  bool served = false;
   int exit_status = -1;
   while (absl::Now() - ended < absl::Seconds(20)) {
     exit_status = d.WaitExit(absl::Milliseconds(200));
     if (exit_status != -1) break;
-    if (Serves(d.tcp_target()) && Serves(d.unix_target())) {
-      serving = true;
+    if (serving()) {
+      served = true;
       break;
     }
   }
   const absl::Duration took = absl::Now() - ended;
-  fprintf(stderr, "after the flood: %s after %s\n", serving ? "serving" : absl::StrCat("exit ", exit_status).c_str(),
+  fprintf(stderr, "after the flood: %s after %s\n", served ? "serving" : absl::StrCat("exit ", exit_status).c_str(),
           absl::FormatDuration(took).c_str());
   EXPECT_THAT(d.Log(), ::testing::HasSubstr("Too many open files")) << "the flood did not exhaust descriptors";
-  if (!serving) {
+  if (!served) {
     EXPECT_EQ(exit_status, 1) << d.Log();
-    EXPECT_THAT(d.Log(), ::testing::HasSubstr("event=listener_dead")) << d.Log();
+    EXPECT_THAT(d.Log(), ::testing::HasSubstr("event=listener_dead address=")) << d.Log();
+    // The flooded listener was among those found dead (another may have died first: it too can
+    // meet EMFILE while the flood holds every descriptor).
+    EXPECT_THAT(d.Log(), ::testing::HasSubstr("event=liveness_check_failed address=" + dead_address)) << d.Log();
   }
+}
+
+int PortOf(const std::string& target) { return std::stoi(target.substr(target.rfind(':') + 1)); }
+
+TEST(Descriptors, TheDaemonRecoversOrExitsForItsSupervisorAfterAFlood) {
+  TempDir dir;
+  DaemonProcess d(dir.path(), {"--host_root=" + Host("cpu-only"), "--liveness_interval=1s", "--liveness_failures=3"});
+  ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
+  EXPECT_THAT(d.Log(), ::testing::HasSubstr("event=rlimit_nofile"));
+  FloodAndExpectRecoveryOrExit(
+      d, PortOf(d.tcp_target()), [&d] { return Serves(d.tcp_target()) && Serves(d.unix_target()); },
+      d.tcp_target());
+}
+
+// The same flood on a mutual-TLS listener, which the daemon cannot health-check without a client
+// certificate: its liveness check is a connection the listener must read and close.
+TEST(Descriptors, AFloodedTlsListenerIsDetectedToo) {
+  TempDir dir;
+  const CertFiles ca = MakeCa(dir.path(), "ca");
+  const CertFiles server = MakeLeaf(dir.path(), ca, "server", "IP:127.0.0.1", false);
+  const CertFiles client = MakeLeaf(dir.path(), ca, "client", "", true);
+  DaemonProcess d(dir.path(), {"--listen=unix:" + dir.File("d.sock") + ",127.0.0.1:0,tls:127.0.0.1:0",
+                               "--host_root=" + Host("cpu-only"), "--tls_cert=" + server.cert,
+                               "--tls_key=" + server.key, "--tls_client_ca=" + ca.cert, "--liveness_interval=1s",
+                               "--liveness_failures=3"});
+  ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
+  const std::string log = d.Log();
+  const std::string needle = "event=listening address=tls:127.0.0.1:";
+  ASSERT_NE(log.find(needle), std::string::npos) << log;
+  const int tls_port = std::stoi(log.substr(log.find(needle) + needle.size()));
+  // Healthy: three rounds of checks pass the TLS listener.
+  absl::SleepFor(absl::Seconds(3.5));
+  EXPECT_THAT(d.Log(), ::testing::Not(::testing::HasSubstr("event=liveness_check_failed"))) << d.Log();
+  // Serving again: a mutual-TLS health check with a client certificate, and the other listeners.
+  const std::string tls_target = absl::StrCat("127.0.0.1:", tls_port);
+  auto serves_tls = [&] {
+    grpc::SslCredentialsOptions tls;
+    tls.pem_root_certs = ReadFile(ca.cert);
+    tls.pem_private_key = ReadFile(client.key);
+    tls.pem_cert_chain = ReadFile(client.cert);
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    auto stub = grpc::health::v1::Health::NewStub(grpc::CreateCustomChannel(tls_target, grpc::SslCredentials(tls), args));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    grpc::health::v1::HealthCheckResponse response;
+    return stub->Check(&ctx, {}, &response).ok();
+  };
+  ASSERT_TRUE(serves_tls());
+  FloodAndExpectRecoveryOrExit(
+      d, tls_port, [&] { return serves_tls() && Serves(d.tcp_target()) && Serves(d.unix_target()); },
+      "tls:" + tls_target);
 }
 
 }  // namespace
