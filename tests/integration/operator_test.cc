@@ -368,9 +368,11 @@ TEST(OperatorCli, WarningsGoToStderrJsonIsTwoSpacesAndTheTorchLineSaysWhoseViewI
   }
 #ifdef DEVPLACE_TORCH_PROBE_BINARY
   ASSERT_TRUE(d.WaitForLog("event=torch_probe result=ok", absl::Seconds(30))) << d.Log();
-  for (int i = 0; i < 100; ++i) {
+  // The view reaches the inventory with the probe run that follows the torch probe: wait for it
+  // ("not probed yet" until then).
+  for (int i = 0; i < 300; ++i) {
     r = RunCommand(cli + "inventory");
-    if (r.out.find("libtorch") != std::string::npos) break;
+    if (r.out.find("libtorch") != std::string::npos && r.out.find("not probed yet") == std::string::npos) break;
     absl::SleepFor(absl::Milliseconds(50));
   }
   EXPECT_THAT(r.out, HasSubstr("daemon's own libtorch"));
