@@ -104,7 +104,13 @@ TEST(ReceiveLimit, ConcurrentOversizedRequestsKeepPeakRssBounded) {
   RecordProperty("start_rss_kb", std::to_string(before_kb));
   fprintf(stderr, "devplaced VmHWM: %lld kB at start, %lld kB after %d x %zu MiB requests\n",
           static_cast<long long>(before_kb), static_cast<long long>(peak_kb), kRequests, kRequestBytes >> 20);
+#if defined(__SANITIZE_ADDRESS__)
+  // ASan's allocator keeps freed memory in quarantine and adds redzones: the figure is not the
+  // daemon's. The bound is asserted in the ordinary builds.
+  fprintf(stderr, "peak RSS bound not asserted under AddressSanitizer\n");
+#else
   EXPECT_LT(peak_kb, kPeakBoundKb);
+#endif
 
   // The daemon still answers.
   auto stub = v1::DevicePlacement::NewStub(grpc::CreateChannel(d.unix_target(), grpc::InsecureChannelCredentials()));
