@@ -375,13 +375,11 @@ std::shared_ptr<Connection> MakeGrpcConnection(const std::string& target, const 
 }
 
 void WatchCanceller::Cancel() {
-  std::function<void()> hook;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    cancelled_ = true;
-    hook = hook_;
-  }
-  if (hook) hook();
+  // The hook runs under the lock: the watch clears it (SetHook(nullptr)) before its ClientContext
+  // goes away, and that waits here, so TryCancel never touches a destroyed context.
+  std::lock_guard<std::mutex> lock(mu_);
+  cancelled_ = true;
+  if (hook_) hook_();
 }
 
 bool WatchCanceller::cancelled() const {

@@ -53,7 +53,9 @@ class WatchCanceller {
   void Cancel();
   bool cancelled() const;
   // For Connection implementations: `hook` is run by Cancel() (at once when already cancelled)
-  // until the watch clears it with an empty function.
+  // until the watch clears it with an empty function. The hook runs under the canceller's lock,
+  // so clearing it waits for a running hook: clear it before what the hook touches is destroyed,
+  // and never call Cancel() or SetHook() from inside a hook.
   void SetHook(std::function<void()> hook);
 
  private:
