@@ -1,7 +1,6 @@
 #include "server/service/service.h"
 
 #include <algorithm>
-#include <deque>
 #include <thread>
 #include <utility>
 
