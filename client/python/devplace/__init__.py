@@ -24,11 +24,17 @@ Messages, enums and stubs of devplace.proto: ``devplace.v1.devplace_pb2`` / ``de
 from ._client import Client, Resolution, TlsOptions, Watch, make_request, resolve_device
 from ._environment import PLACEMENT_ENVIRONMENT_VARIABLES, for_job, from_environment, job_device_nodes
 from ._target import check_unix_socket, default_target
-from .errors import *  # noqa: F401,F403  (Error, ResolveError and one class per gRPC code)
-from .errors import __all__ as _errors_all
+from .errors import (AbortedError, AlreadyExistsError, CancelledError, DataLossError, DeadlineExceededError, Error,
+                     FailedPreconditionError, InternalError, InvalidArgumentError, NotFoundError, OutOfRangeError,
+                     PermissionDeniedError, ResolveError, ResourceExhaustedError, UnauthenticatedError,
+                     UnavailableError, UnimplementedError, UnknownError)
 
 __all__ = [
     "Client", "Resolution", "TlsOptions", "Watch", "make_request", "resolve_device",
     "PLACEMENT_ENVIRONMENT_VARIABLES", "for_job", "from_environment", "job_device_nodes",
     "check_unix_socket", "default_target",
-] + list(_errors_all)
+    "Error", "ResolveError", "AbortedError", "AlreadyExistsError", "CancelledError", "DataLossError",
+    "DeadlineExceededError", "FailedPreconditionError", "InternalError", "InvalidArgumentError", "NotFoundError",
+    "OutOfRangeError", "PermissionDeniedError", "ResourceExhaustedError", "UnauthenticatedError",
+    "UnavailableError", "UnimplementedError", "UnknownError",
+]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
-from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 import grpc
 from google.protobuf import wrappers_pb2
@@ -239,11 +239,11 @@ class Resolution:
     max_memory: Dict[Union[int, str], int]
     warnings: List[str]
     explanation: List[str]
-    placed: List[Any]
+    placed: List[devplace_pb2.PlacedDevice]
     backend: str
     package: str
     inventory_revision: int
-    response: Any = dataclasses.field(repr=False, compare=False)
+    response: devplace_pb2.ResolveDeviceResponse = dataclasses.field(repr=False, compare=False)
 
     @classmethod
     def from_response(cls, response: devplace_pb2.ResolveDeviceResponse) -> "Resolution":
@@ -256,7 +256,7 @@ class Resolution:
         return self.device
 
 
-class Watch(Iterator[Any]):
+class Watch(Iterator[devplace_pb2.Inventory]):
     """An iterator over inventories (``devplace_pb2.Inventory``) from ``Client.watch()``.
 
     Yields the current snapshot first, then each new revision. Ends (``StopIteration``) after
@@ -275,7 +275,7 @@ class Watch(Iterator[Any]):
     def __iter__(self) -> "Watch":
         return self
 
-    def __next__(self) -> Any:
+    def __next__(self) -> devplace_pb2.Inventory:
         if self._done:
             raise StopIteration
         try:
@@ -426,16 +426,16 @@ class Client:
         """ResolveDevice with a request built by the caller (e.g. :func:`devplace.for_job` for a scheduler)."""
         return Resolution.from_response(self._unary(self._stub.ResolveDevice, request))
 
-    def inventory(self) -> Any:
+    def inventory(self) -> devplace_pb2.Inventory:
         """The daemon's current inventory snapshot (``devplace_pb2.Inventory``). UnavailableError before
         the first probe."""
         return self._unary(self._stub.GetInventory, devplace_pb2.GetInventoryRequest())
 
-    def backends(self) -> List[Any]:
+    def backends(self) -> List[devplace_pb2.BackendInfo]:
         """The hardware table: the 11 rows as ``devplace_pb2.BackendInfo``, in table order."""
         return list(self._unary(self._stub.ListBackends, devplace_pb2.ListBackendsRequest()).backends)
 
-    def refresh(self) -> Any:
+    def refresh(self) -> devplace_pb2.Inventory:
         """Re-probes the host now (RefreshInventory); the resulting inventory.
 
         Raises:
