@@ -81,6 +81,7 @@ CASES = [
     ("S44", "amd-2x-mi210", dict(workload="training", local_rank=0, env={"ROCR_VISIBLE_DEVICES": "1"}), "cuda:0"),
     ("S45", "npu-2x-910b", dict(workload="training", env={"ASCEND_RT_VISIBLE_DEVICES": "1"}), "npu:0"),
     ("S46", H100, dict(workload="training", job_device_nodes=["/dev/nvidiactl"]), "cpu"),
+    ("S46_container", H100, dict(workload="inference", device_map="auto", job_device_nodes=[]), "cpu"),
     ("S47", H100, dict(workload="training", runtime_backends=["cpu"]), "cpu"),
     ("S47_strict", H100, dict(workload="training", runtime_backends=["cpu"], strict=True), "FAILED_PRECONDITION"),
     ("S48", "musa-2x-s4000", dict(workload="training", local_rank=1, env={"MUSA_VISIBLE_DEVICES": "1,0"}), "musa:1"),
@@ -143,6 +144,8 @@ class SemanticsOverTheWire(unittest.TestCase):
                 self.assertEqual(got, want, py)
                 if case_id in ("S04", "S31", "S42"):  # the job's cuda:0 is host GPU 1
                     self.assertEqual(answer.placed[0].host_index, 1)
+                if case_id in ("S46", "S46_container"):  # the container case: cpu, with the warning
+                    self.assertTrue(any("/dev" in w for w in answer.warnings), answer.warnings)
                 if case_id == "S27":
                     self.assertEqual(list(answer.max_memory), [0, 1, "cpu"])
 
