@@ -81,6 +81,11 @@ grep -q 'probe_command=/usr/lib/devplace/devplace-probe ' "$tmp/daemon.log" ||
   { cat "$tmp/daemon.log"; fail "the installed devplaced did not use /usr/lib/devplace/devplace-probe"; }
 [ "$(stat -c %G "$socket")" = devplace ] || fail "the socket's group is $(stat -c %G "$socket"), not devplace"
 expect_nvidia_h100s /usr/bin/devplace
+# The Python client from the package (client/python), imported by Debian's python3 from /usr.
+py=$(cd / && env -u PYTHONPATH /usr/bin/python3 -c "import devplace; print(devplace.__file__); print(devplace.Client('unix:$socket').resolve('inference', 'cuda:1', from_environment=False))") ||
+  fail "the installed Python client failed: $py"
+[ "$py" = "$(printf '/usr/lib/python3/dist-packages/devplace/__init__.py\ncuda:1')" ] ||
+  fail "the installed Python client answered '$py', not cuda:1 from /usr/lib/python3/dist-packages"
 stop_daemon
 # The torch probe is found from the installed path too (the default, no --torch_probe_command).
 start_daemon /usr/sbin/devplaced /usr/bin/devplace "$tmp" "$fixture"
@@ -93,6 +98,7 @@ echo "ok: the installed devplaced answers the installed devplace CLI"
 dpkg --purge devplace >"$tmp/purge.log" 2>&1 || { cat "$tmp/purge.log"; fail "dpkg --purge failed"; }
 installed=0
 for f in /usr/sbin/devplaced /usr/bin/devplace /usr/lib/devplace /etc/devplace /lib/systemd/system/devplaced.service \
+         /usr/lib/python3/dist-packages/devplace \
          /etc/systemd/system/multi-user.target.wants/devplaced.service; do
   [ ! -e "$f" ] && [ ! -L "$f" ] || fail "$f is still there after dpkg --purge"
 done

@@ -1,0 +1,40 @@
+"""devplace: ask the host's devplaced which device this PyTorch job should use.
+
+The Python peer of libdevplace (client/README.md), over Debian's python3-grpcio and
+python3-protobuf::
+
+    from devplace import resolve_device
+    device = resolve_device("inference", device_map="auto")   # "cuda:0", "npu:0", "cpu", ...
+
+    import devplace
+    with devplace.Client() as client:                  # $DEVPLACE_ADDRESS, the default sockets, 127.0.0.1:7465
+        answer = client.resolve("training", local_rank=1)
+        answer.device, answer.devices, answer.max_memory, answer.warnings, answer.explanation
+        client.inventory(); client.backends(); client.health(); client.refresh()
+        with client.watch() as revisions:              # cancel() from any thread ends it
+            for inventory in revisions: ...
+
+Like ``devplace resolve``, ``resolve()`` sends this process's placement variables and accelerator
+/dev nodes, captured exactly as libdevplace's ``ResolveOptions::FromEnvironment()`` does
+(:func:`from_environment`). Errors raise :class:`ResolveError` (alias of :class:`Error`), one
+subclass per gRPC code, carrying ``.code`` and ``.message`` (see :mod:`devplace.errors`).
+Messages, enums and stubs of devplace.proto: ``devplace.v1.devplace_pb2`` / ``devplace_pb2_grpc``.
+"""
+
+from ._client import Client, Resolution, TlsOptions, Watch, make_request, resolve_device
+from ._environment import PLACEMENT_ENVIRONMENT_VARIABLES, for_job, from_environment, job_device_nodes
+from ._target import check_unix_socket, default_target
+from .errors import (AbortedError, AlreadyExistsError, CancelledError, DataLossError, DeadlineExceededError, Error,
+                     FailedPreconditionError, InternalError, InvalidArgumentError, NotFoundError, OutOfRangeError,
+                     PermissionDeniedError, ResolveError, ResourceExhaustedError, UnauthenticatedError,
+                     UnavailableError, UnimplementedError, UnknownError)
+
+__all__ = [
+    "Client", "Resolution", "TlsOptions", "Watch", "make_request", "resolve_device",
+    "PLACEMENT_ENVIRONMENT_VARIABLES", "for_job", "from_environment", "job_device_nodes",
+    "check_unix_socket", "default_target",
+    "Error", "ResolveError", "AbortedError", "AlreadyExistsError", "CancelledError", "DataLossError",
+    "DeadlineExceededError", "FailedPreconditionError", "InternalError", "InvalidArgumentError", "NotFoundError",
+    "OutOfRangeError", "PermissionDeniedError", "ResourceExhaustedError", "UnauthenticatedError",
+    "UnavailableError", "UnimplementedError", "UnknownError",
+]

@@ -1,0 +1,508 @@
+"""``devplace.Client``: the Python peer of libdevplace's ``devplace::Client`` (client/client.cc)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
+
+import grpc
+from google.protobuf import wrappers_pb2
+
+from . import _environment
+from ._target import check_unix_socket, default_target
+from .errors import (AbortedError, Error, FailedPreconditionError, InvalidArgumentError, NotFoundError,
+                     error_for)
+from .v1 import devplace_pb2, devplace_pb2_grpc
+
+__all__ = ["Client", "TlsOptions", "Resolution", "Watch", "make_request", "resolve_device"]
+
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+_UINT64_MAX = 2**64 - 1
+
+#: The keyword overrides ``resolve()`` / ``make_request()`` accept: request fields (``job_device_nodes``
+#: fills ``job_devices``).
+OVERRIDES = ("env", "local_rank", "world_size", "runtime_backends", "job_device_nodes")
+
+
+@dataclasses.dataclass(frozen=True)
+class TlsOptions:
+    """TLS to a daemon's ``tls:host:port`` listener (README.md "Remote access (TLS)").
+
+    Each field left ``None`` or empty is filled from its environment variable when that is set and
+    non-empty (``DEVPLACE_TLS_CA``, ``DEVPLACE_TLS_CERT``, ``DEVPLACE_TLS_KEY``,
+    ``DEVPLACE_TLS_SERVER_NAME``): a field given here wins. TLS is used for ``host:port`` targets when
+    ``ca`` or ``cert`` is set (after that fill); ``unix:`` targets are always plaintext.
+
+    Attributes:
+        ca: path of a PEM bundle of the CAs that sign the daemon's certificate (None: gRPC's roots).
+        cert: path of the PEM client certificate chain, for mutual TLS (with ``key``).
+        key: path of its unencrypted PEM private key (with ``cert``).
+        server_name: the name the daemon's certificate carries, when it is not the target's host.
+    """
+
+    ca: Optional[str] = None
+    cert: Optional[str] = None
+    key: Optional[str] = None
+    server_name: Optional[str] = None
+
+
+_TLS_FIELDS = (("ca", "tls_ca", "DEVPLACE_TLS_CA"), ("cert", "tls_cert", "DEVPLACE_TLS_CERT"),
+               ("key", "tls_key", "DEVPLACE_TLS_KEY"), ("server_name", "tls_server_name", "DEVPLACE_TLS_SERVER_NAME"))
+
+
+def _read_pem(source: str, path: str, what: str) -> bytes:
+    prefix = f"{source}={path}: "
+    if os.path.isdir(path):
+        raise InvalidArgumentError(prefix + "is a directory, not a PEM file")
+    try:
+        with open(path, "rb") as f:
+            pem = f.read()
+    except OSError as e:
+        raise InvalidArgumentError(f"{prefix}cannot read: {e.strerror}") from None
+    if what == "PRIVATE KEY":
+        found = b"-----BEGIN " in pem and b"PRIVATE KEY-----" in pem
+    else:
+        found = f"-----BEGIN {what}-----".encode() in pem
+    if not found:
+        raise InvalidArgumentError(f"{prefix}holds no PEM {what.lower()}")
+    return pem
+
+
+def _channel(target: str, tls: Optional[TlsOptions]) -> grpc.Channel:
+    """The channel to ``target``: plaintext, or TLS as TlsOptions says (environment included)."""
+    if target.startswith("unix:") or target.startswith("unix-abstract:"):
+        return grpc.insecure_channel(target)
+    given = tls or TlsOptions()
+    values: Dict[str, str] = {}
+    source: Dict[str, str] = {}
+    for field, option, variable in _TLS_FIELDS:
+        value = getattr(given, field) or ""
+        source[field] = option
+        if not value and os.environ.get(variable, ""):
+            value = os.environ[variable]
+            source[field] = variable
+        values[field] = value
+    if not (values["ca"] or values["cert"] or values["key"]):
+        return grpc.insecure_channel(target)
+    if bool(values["cert"]) != bool(values["key"]):
+        missing, present = ("tls_cert", "key") if not values["cert"] else ("tls_key", "cert")
+        raise InvalidArgumentError(f"{source[present]} is set without {missing}: a client certificate needs its "
+                                   "private key and the other way round")
+    root = _read_pem(source["ca"], values["ca"], "CERTIFICATE") if values["ca"] else None
+    chain = key = None
+    if values["cert"]:
+        chain = _read_pem(source["cert"], values["cert"], "CERTIFICATE")
+        key = _read_pem(source["key"], values["key"], "PRIVATE KEY")
+    credentials = grpc.ssl_channel_credentials(root_certificates=root, private_key=key, certificate_chain=chain)
+    options: List[Tuple[str, Any]] = []
+    if values["server_name"]:
+        options.append(("grpc.ssl_target_name_override", values["server_name"]))
+    return grpc.secure_channel(target, credentials, options=options)
+
+
+def _enum(value: Union[str, int, None], enum: Any, prefix: str, field: str, accepted: str) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise InvalidArgumentError(f"{field}={value!r}: want {accepted}")
+    if isinstance(value, int):
+        return value  # an enum number (devplace_pb2.WORKLOAD_TRAINING, ...); the daemon checks it
+    upper = value.upper()
+    if upper and upper != "UNSPECIFIED" and prefix + upper in enum.keys():
+        return enum.Value(prefix + upper)
+    raise InvalidArgumentError(f"{field}={value!r}: want {accepted}")
+
+
+def _int_field(name: str, value: Any, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidArgumentError(f"{name}={value!r}: want an integer in {low}..{high}")
+    return value
+
+
+def make_request(workload: Union[str, int],
+                 device_map: Union[str, int, None] = None,
+                 *,
+                 convention: Union[str, int, None] = None,
+                 use_cpu: bool = False,
+                 strict: bool = False,
+                 model_size_bytes: Optional[int] = None,
+                 from_environment: bool = True,
+                 **overrides: Any) -> devplace_pb2.ResolveDeviceRequest:
+    """The ``ResolveDeviceRequest`` that :meth:`Client.resolve` sends; arguments as there.
+
+    Built as ``devplace resolve`` builds it from its flags: this process's capture first
+    (:func:`devplace.from_environment`, unless ``from_environment=False``), then the arguments.
+    ``local_rank`` / ``world_size`` replace the environment's LOCAL_RANK / WORLD_SIZE; an ``env``
+    entry replaces the captured variable of that name (``None`` as a value removes it), and an
+    ``env`` LOCAL_RANK / WORLD_SIZE drops the captured ``local_rank`` / ``world_size`` unless that is
+    given too.
+
+    Raises:
+        InvalidArgumentError: an argument the request cannot carry (names the argument and the
+            accepted forms).
+        TypeError: an override that is not one of ``env``, ``local_rank``, ``world_size``,
+            ``runtime_backends``, ``job_device_nodes``.
+    """
+    unknown = sorted(set(overrides) - set(OVERRIDES))
+    if unknown:
+        raise TypeError(f"unexpected keyword argument(s) {', '.join(unknown)}: the overrides are "
+                        f"{', '.join(OVERRIDES)}")
+    request = _environment.from_environment() if from_environment else devplace_pb2.ResolveDeviceRequest()
+    request.workload = _enum(workload, devplace_pb2.Workload, "WORKLOAD_", "workload", "'training' or 'inference'")
+    request.convention = _enum(convention, devplace_pb2.Convention, "CONVENTION_", "convention",
+                               "'training_arguments', 'accelerate', 'from_pretrained', 'pipeline' or None")
+    if device_map is None:
+        request.device_map = ""
+    elif isinstance(device_map, bool) or isinstance(device_map, (dict, list, tuple)):
+        raise InvalidArgumentError(
+            f"device_map={device_map!r}: want a device string ('cuda:1'), an int (1, -1), a from_pretrained "
+            "keyword ('auto', 'balanced', 'balanced_low_0', 'sequential') or None; a per-module dict is not resolved")
+    else:
+        request.device_map = str(device_map)  # ints as digits; torch.device prints its device string
+    request.use_cpu = bool(use_cpu)
+    request.strict = bool(strict)
+    if model_size_bytes is not None:
+        request.model_size_bytes = _int_field("model_size_bytes", model_size_bytes, 0, _UINT64_MAX)
+    for name, env_name in (("local_rank", "LOCAL_RANK"), ("world_size", "WORLD_SIZE")):
+        if name not in overrides:
+            continue
+        value = overrides[name]
+        request.env.pop(env_name, None)  # the argument replaces the environment's value
+        if value is None:
+            request.ClearField(name)
+        else:
+            setattr(request, name, _int_field(name, value, _INT32_MIN, _INT32_MAX))
+    if "runtime_backends" in overrides:
+        backends = overrides["runtime_backends"] or []
+        if isinstance(backends, str):
+            raise InvalidArgumentError(f"runtime_backends={backends!r}: want a list of names, e.g. ['cuda']")
+        del request.runtime_backends[:]
+        request.runtime_backends.extend(str(b) for b in backends)
+    env = overrides.get("env")
+    if env is not None:
+        if not isinstance(env, Mapping):
+            raise InvalidArgumentError(f"env={env!r}: want a dict of variable -> value (None removes one)")
+        for key, value in env.items():
+            if value is None:
+                request.env.pop(key, None)
+            else:
+                request.env[str(key)] = str(value)
+            if key == "LOCAL_RANK" and "local_rank" not in overrides:
+                request.ClearField("local_rank")
+            if key == "WORLD_SIZE" and "world_size" not in overrides:
+                request.ClearField("world_size")
+    if "job_device_nodes" in overrides:
+        nodes = overrides["job_device_nodes"]
+        request.ClearField("job_devices")
+        if nodes is not None:
+            if isinstance(nodes, str):
+                raise InvalidArgumentError(f"job_device_nodes={nodes!r}: want a list of /dev paths ([] = none, "
+                                           "None = unknown)")
+            request.job_devices.SetInParent()
+            request.job_devices.device_nodes.extend(str(n) for n in nodes)
+    return request
+
+
+def _max_memory(response: devplace_pb2.ResolveDeviceResponse) -> Dict[Union[int, str], int]:
+    """max_memory in Accelerate's key format: device indices as ints, then "mps", others, "cpu", "disk"."""
+    numbered = sorted((int(k), v) for k, v in response.max_memory.items() if k.isascii() and k.isdigit())
+    named = [(k, v) for k, v in response.max_memory.items() if not (k.isascii() and k.isdigit())]
+    last = {"mps": 0, "cpu": 2, "disk": 3}
+    named.sort(key=lambda kv: (last.get(kv[0], 1), kv[0]))
+    return dict(numbered + named)
+
+
+@dataclasses.dataclass(frozen=True)
+class Resolution:
+    """The daemon's answer to ``resolve()``.
+
+    Attributes:
+        device: the device string for PyTorch in the job's numbering ("cuda:0", "cuda", "npu:1",
+            "cpu", ...): ready for ``torch.device(...)``, ``from_pretrained(device_map=...)`` and
+            ``pipeline(device=...)``. ``str(resolution)`` is this.
+        devices: every device the job may use, primary first.
+        max_memory: budgets in bytes in Accelerate's key format (``{0: 77309411328, "cpu": ...}``);
+            filled for device_map keywords, else empty.
+        warnings: hazards and hints, each naming the cause and the fix.
+        explanation: ordered steps, each starting with a rule id.
+        placed: host identity of each accelerator in ``devices`` (``devplace_pb2.PlacedDevice``).
+        backend: the row chosen, as its enum name ("ROW_CUDA_NVIDIA", "ROW_CPU", ...).
+        package: the Python package the job needs for that row ("torch", "torch-npu", ...).
+        inventory_revision: revision of the inventory the answer was computed from.
+        response: the whole ``devplace_pb2.ResolveDeviceResponse``.
+    """
+
+    device: str
+    devices: List[str]
+    max_memory: Dict[Union[int, str], int]
+    warnings: List[str]
+    explanation: List[str]
+    placed: List[devplace_pb2.PlacedDevice]
+    backend: str
+    package: str
+    inventory_revision: int
+    response: devplace_pb2.ResolveDeviceResponse = dataclasses.field(repr=False, compare=False)
+
+    @classmethod
+    def from_response(cls, response: devplace_pb2.ResolveDeviceResponse) -> "Resolution":
+        return cls(device=response.device, devices=list(response.devices), max_memory=_max_memory(response),
+                   warnings=list(response.warnings), explanation=list(response.explanation),
+                   placed=list(response.placed), backend=devplace_pb2.Row.Name(response.backend),
+                   package=response.package, inventory_revision=response.inventory_revision, response=response)
+
+    def __str__(self) -> str:
+        return self.device
+
+
+class Watch(Iterator[devplace_pb2.Inventory]):
+    """An iterator over inventories (``devplace_pb2.Inventory``) from ``Client.watch()``.
+
+    Yields the current snapshot first, then each new revision. Ends (``StopIteration``) after
+    :meth:`cancel`, which any thread may call while another is blocked in ``next()``; a ``with``
+    block cancels on exit. Raises :class:`AbortedError` when the daemon ends the stream (it shuts
+    down: reconnect to keep watching), :class:`UnavailableError` when the connection breaks,
+    :class:`DeadlineExceededError` when the client's ``watch_timeout`` passes.
+    """
+
+    def __init__(self, client: "Client", call: Any) -> None:
+        self._client = client
+        self._call = call
+        self._cancelled = threading.Event()
+        self._done = False
+
+    def __iter__(self) -> "Watch":
+        return self
+
+    def __next__(self) -> devplace_pb2.Inventory:
+        if self._done:
+            raise StopIteration
+        try:
+            return next(self._call)
+        except StopIteration:
+            self._done = True
+            if self._cancelled.is_set():
+                raise
+            raise AbortedError("the daemon ended the watch (it is shutting down); reconnect to keep watching") \
+                from None
+        except grpc.RpcError as e:
+            self._done = True
+            if self._cancelled.is_set():
+                raise StopIteration from None
+            raise self._client._error(e) from None
+
+    def cancel(self) -> None:
+        """Ends the watch: a blocked or later ``next()`` stops the iteration. Idempotent, thread-safe."""
+        self._cancelled.set()
+        self._call.cancel()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled.is_set()
+
+    def __enter__(self) -> "Watch":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.cancel()
+
+
+class Client:
+    """A connection to devplaced; a context manager (``with devplace.Client() as c: ...``).
+
+    Args:
+        address: ``unix:/path/to.sock`` or ``host:port``. None: ``$DEVPLACE_ADDRESS``, else the
+            daemon's default sockets, else ``127.0.0.1:7465`` (:func:`devplace.default_target`).
+        timeout: deadline of each unary call in seconds (resolve, inventory, backends, refresh,
+            health); None or <= 0: none.
+        tls: TLS settings for a ``tls:`` listener (:class:`TlsOptions`; DEVPLACE_TLS_* fill what
+            is not given).
+        trust_any_socket: skip the socket-trust check for an explicit ``unix:`` address.
+        watch_timeout: deadline of a whole ``watch()`` in seconds; None: none.
+
+    Does not contact the daemon: the channel connects on the first call, and calls fail fast with
+    :class:`UnavailableError` when the daemon is not there (the message names the target, where it
+    came from, and the default sockets passed over). Safe to use from several threads.
+
+    Raises:
+        InvalidArgumentError: a ``unix:`` address without a path; TLS files that cannot be used
+            (the message starts with the option, ``tls_ca=PATH: ``, or the variable,
+            ``DEVPLACE_TLS_CA=PATH: ``, it came from).
+        FailedPreconditionError: an explicit unix socket (argument or DEVPLACE_ADDRESS) that fails
+            :func:`devplace.check_unix_socket`.
+    """
+
+    def __init__(self, address: Optional[str] = None, timeout: Optional[float] = 5.0,
+                 tls: Optional[TlsOptions] = None, *, trust_any_socket: bool = False,
+                 watch_timeout: Optional[float] = None) -> None:
+        notes: List[str] = []
+        from_env = not address and bool(os.environ.get("DEVPLACE_ADDRESS", ""))
+        target = address if address else default_target(notes)
+        origin = ("from address" if address else
+                  "from DEVPLACE_ADDRESS" if from_env else "default; DEVPLACE_ADDRESS is not set")
+        if target.startswith("unix:"):
+            path = target[len("unix:"):]
+            if path.startswith("//"):
+                path = path[2:]  # unix:///abs/path
+            if not path:
+                raise InvalidArgumentError(f"address '{target}': a unix: target needs a socket path, "
+                                           "e.g. unix:/run/devplace/devplace.sock")
+            if not trust_any_socket:
+                try:
+                    check_unix_socket(path)
+                except NotFoundError:
+                    pass  # left for the call to report
+                except FailedPreconditionError as e:
+                    raise FailedPreconditionError(f"refusing {target} ({origin}): {e.message}") from None
+        self.target = target
+        self._channel = _channel(target, tls)
+        self._stub = devplace_pb2_grpc.DevicePlacementStub(self._channel)
+        self._health = self._channel.unary_unary(
+            # grpc.health.v1 (Debian has no grpcio-health-checking): HealthCheckRequest{string service = 1}
+            # and HealthCheckResponse{ServingStatus status = 1} have the wire form of StringValue / Int32Value.
+            "/grpc.health.v1.Health/Check",
+            request_serializer=wrappers_pb2.StringValue.SerializeToString,
+            response_deserializer=wrappers_pb2.Int32Value.FromString)
+        self._timeout = timeout if timeout is not None and timeout > 0 else None
+        self._watch_timeout = watch_timeout if watch_timeout is not None and watch_timeout > 0 else None
+        self._note = f" [devplace target {target} ({origin})"
+        if notes:
+            self._note += "; passed over: " + "; ".join(notes)
+        self._note += "; set DEVPLACE_ADDRESS or --address to choose the daemon]"
+
+    # ---- lifecycle ----
+    def close(self) -> None:
+        """Closes the channel; running watches end."""
+        self._channel.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # ---- calls ----
+    def resolve(self, workload: Union[str, int], device_map: Union[str, int, None] = None, *,
+                convention: Union[str, int, None] = None, use_cpu: bool = False, strict: bool = False,
+                model_size_bytes: Optional[int] = None, from_environment: bool = True,
+                **overrides: Any) -> Resolution:
+        """Asks the daemon which device this job should use (ResolveDevice).
+
+        Args:
+            workload: "training" or "inference" (case-insensitive), or a ``devplace_pb2.Workload``.
+            device_map: what the job passes to ``from_pretrained(device_map=...)`` (or
+                ``pipeline(device=...)`` with ``convention="pipeline"``): a device string
+                ("cuda:1"), an int (1, -1), "auto" / "balanced" / "balanced_low_0" /
+                "sequential", or None. Must be None for training.
+            convention: "training_arguments", "accelerate", "from_pretrained", "pipeline", or None
+                for the workload's default (TrainingArguments for training, from_pretrained for
+                inference).
+            use_cpu: ``TrainingArguments(use_cpu=True)`` / ``Accelerator(cpu=True)``.
+            strict: turn hazards into :class:`FailedPreconditionError` instead of warnings.
+            model_size_bytes: model size in bytes, for "balanced" budgets.
+            from_environment: send this process's placement variables and accelerator /dev nodes
+                (as libdevplace's ``FromEnvironment()``); False sends only the arguments.
+            **overrides: request fields that win over the environment: ``env={...}`` (a None
+                value removes a variable), ``local_rank=1``, ``world_size=2``,
+                ``runtime_backends=["cuda"]``, ``job_device_nodes=["/dev/nvidia1"]`` ([] = the job
+                sees no accelerator, None = unknown).
+
+        Returns:
+            The :class:`Resolution`; ``str()`` of it is the device string.
+
+        Raises:
+            InvalidArgumentError: a malformed request or environment (the message names the field).
+            FailedPreconditionError: this host or the job's visibility cannot satisfy the request.
+            UnavailableError: the daemon is not reachable, or has no inventory yet.
+            DeadlineExceededError: ``timeout`` passed.
+            TypeError: an unknown override.
+        """
+        request = make_request(workload, device_map, convention=convention, use_cpu=use_cpu, strict=strict,
+                               model_size_bytes=model_size_bytes, from_environment=from_environment, **overrides)
+        return self.resolve_request(request)
+
+    def resolve_request(self, request: devplace_pb2.ResolveDeviceRequest) -> Resolution:
+        """ResolveDevice with a request built by the caller (e.g. :func:`devplace.for_job` for a scheduler)."""
+        return Resolution.from_response(self._unary(self._stub.ResolveDevice, request))
+
+    def inventory(self) -> devplace_pb2.Inventory:
+        """The daemon's current inventory snapshot (``devplace_pb2.Inventory``). UnavailableError before
+        the first probe."""
+        return self._unary(self._stub.GetInventory, devplace_pb2.GetInventoryRequest())
+
+    def backends(self) -> List[devplace_pb2.BackendInfo]:
+        """The hardware table: the 11 rows as ``devplace_pb2.BackendInfo``, in table order."""
+        return list(self._unary(self._stub.ListBackends, devplace_pb2.ListBackendsRequest()).backends)
+
+    def refresh(self) -> devplace_pb2.Inventory:
+        """Re-probes the host now (RefreshInventory); the resulting inventory.
+
+        Raises:
+            PermissionDeniedError: not root / the daemon's user / its socket group over the unix
+                socket, nor an mTLS client.
+            ResourceExhaustedError: within ``--refresh_min_interval`` of the last one (the message
+                gives the wait in ms).
+        """
+        return self._unary(self._stub.RefreshInventory, devplace_pb2.RefreshInventoryRequest())
+
+    def watch(self, known_revision: int = 0) -> Watch:
+        """Streams inventories: the current snapshot first, then every new revision (WatchInventory).
+
+        ``known_revision`` is forwarded as is, with no ``known_epoch``: the current snapshot always
+        comes first (revisions restart with the daemon). Returns a :class:`Watch` iterator, ended by
+        its ``cancel()`` from any thread or by leaving its ``with`` block.
+        """
+        request = devplace_pb2.WatchInventoryRequest(known_revision=known_revision)
+        return Watch(self, self._stub.WatchInventory(request, timeout=self._watch_timeout))
+
+    def health(self, service: str = "") -> bool:
+        """grpc.health.v1 Check: True when the daemon reports SERVING for ``service`` ("" = the whole
+        server), False for any other status. Errors as for any call."""
+        response = self._unary(self._health, wrappers_pb2.StringValue(value=service))
+        return response.value == 1  # HealthCheckResponse.SERVING
+
+    # ---- internals ----
+    def _unary(self, method: Any, request: Any) -> Any:
+        try:
+            return method(request, timeout=self._timeout)
+        except grpc.RpcError as e:
+            raise self._error(e) from None
+
+    def _ready(self) -> bool:
+        """Whether the channel is connected (so an UNAVAILABLE came from the daemon itself)."""
+        seen = threading.Event()
+        state: List[grpc.ChannelConnectivity] = []
+
+        def on_state(s: grpc.ChannelConnectivity) -> None:
+            if not seen.is_set():
+                state.append(s)
+                seen.set()
+
+        self._channel.subscribe(on_state, try_to_connect=False)
+        try:
+            seen.wait(1.0)
+        finally:
+            self._channel.unsubscribe(on_state)
+        return bool(state) and state[0] == grpc.ChannelConnectivity.READY
+
+    def _error(self, e: grpc.RpcError) -> Error:
+        code = e.code() if hasattr(e, "code") else grpc.StatusCode.UNKNOWN
+        message = (e.details() if hasattr(e, "details") else None) or ""
+        if code == grpc.StatusCode.UNAVAILABLE and not self._ready():
+            message += self._note
+        return error_for(code, message)
+
+
+def resolve_device(workload: Union[str, int], device_map: Union[str, int, None] = None, *,
+                   address: Optional[str] = None, timeout: Optional[float] = 5.0,
+                   tls: Optional[TlsOptions] = None, **kwargs: Any) -> str:
+    """The one-liner for a pod's first line: the device string this process should use.
+
+    ``device = resolve_device("inference", device_map="auto")`` gives the same answer as
+    ``devplace resolve --workload=inference --device_map=auto`` run in the same environment.
+    ``address``, ``timeout`` and ``tls`` are :class:`Client`'s; everything else is
+    :meth:`Client.resolve`'s. Raises what those raise (every error is a ``devplace.ResolveError``).
+    """
+    with Client(address, timeout, tls) as client:
+        return client.resolve(workload, device_map, **kwargs).device

@@ -1,0 +1,133 @@
+"""The calling process's placement environment, captured exactly as libdevplace's
+``ResolveOptions::FromEnvironment()`` captures it (client/client.cc).
+
+- The variable list is :data:`PLACEMENT_ENVIRONMENT_VARIABLES`, generated at build time from
+  libdevplace's ``PlacementEnvironmentVariables()`` (devplace/_placement_env.py): not a copy.
+- Every listed variable that is set goes into ``env``, an empty value included ("set but empty" is
+  not "unset" to the rules), except that a valid ``LOCAL_RANK`` (an integer >= 0) and
+  ``WORLD_SIZE`` (an integer >= 1), both at most 2**31-1, fill ``local_rank`` / ``world_size``.
+  Integers are read as Python's ``int()`` reads them, restricted to ASCII: surrounding whitespace,
+  an optional sign, digits. Anything else (``abc``, Accelerate's ``-1``, out of range) stays in
+  ``env`` verbatim, so the daemon applies its rules and answers INVALID_ARGUMENT where it is wrong.
+- ``job_devices`` lists the process's accelerator /dev nodes (:func:`job_device_nodes`), present
+  even when empty: "this process sees no accelerator" (a container without GPU access).
+
+tests/python/test_environment.py checks all of this against the C++ capture, by running it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable, Iterable, List, Mapping, Optional
+
+from ._placement_env import PLACEMENT_ENVIRONMENT_VARIABLES
+from .errors import InvalidArgumentError
+from .v1 import devplace_pb2
+
+__all__ = ["PLACEMENT_ENVIRONMENT_VARIABLES", "job_device_nodes", "from_environment", "for_job"]
+
+_INT32_MAX = 2**31 - 1
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_ASCII_WHITESPACE = " \t\n\v\f\r"
+
+
+def _parse_int(text: str) -> Optional[int]:
+    """An integer as libdevplace's ParseInt reads it (ASCII whitespace, sign, ASCII digits, int64)."""
+    text = text.strip(_ASCII_WHITESPACE)
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    if not digits or not all("0" <= c <= "9" for c in digits):
+        return None
+    value = int(text)
+    return value if _INT64_MIN <= value <= _INT64_MAX else None
+
+
+def _first_is_digit(name: str, prefix: str) -> bool:
+    return len(name) > len(prefix) and name.startswith(prefix) and "0" <= name[len(prefix)] <= "9"
+
+
+def _scan(dev_dir: str, sub: str, match: Callable[[str], bool], out: List[str]) -> None:
+    directory = os.path.join(dev_dir, sub) if sub else dev_dir
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            is_dir = entry.is_dir()
+        except OSError:
+            is_dir = False
+        if is_dir or not match(entry.name):
+            continue
+        out.append(f"/dev/{sub}/{entry.name}" if sub else f"/dev/{entry.name}")
+
+
+def job_device_nodes(dev_dir: str = "/dev") -> List[str]:
+    """The accelerator device nodes under ``dev_dir``, as sorted ``/dev/...`` paths.
+
+    The same set as libdevplace's ``JobDeviceNodes()``: ``nvidia[0-9]*``, ``dri/renderD*``,
+    ``dri/card*``, ``neuron*``, ``vfio/[0-9]*``, ``accel*`` and ``accel/accel*``, ``davinci[0-9]*``,
+    ``cambricon_dev*``, ``mtgpu.*``. Directories are skipped; a missing ``dev_dir`` or subdirectory
+    contributes nothing. Paths are reported under ``/dev`` whatever ``dev_dir`` is (a fake tree in
+    tests).
+    """
+    nodes: List[str] = []
+    _scan(dev_dir, "", lambda n: (_first_is_digit(n, "nvidia") or n.startswith("neuron") or n.startswith("accel")
+                                  or _first_is_digit(n, "davinci") or n.startswith("cambricon_dev")
+                                  or n.startswith("mtgpu.")), nodes)
+    _scan(dev_dir, "dri", lambda n: n.startswith("renderD") or n.startswith("card"), nodes)
+    _scan(dev_dir, "vfio", lambda n: "0" <= n[:1] <= "9" and n[:1] != "", nodes)
+    _scan(dev_dir, "accel", lambda n: n.startswith("accel"), nodes)
+    # C++ sorts the UTF-8 bytes; for str that is the same order as sorting code points.
+    return sorted(nodes)
+
+
+def _placement_request(lookup: Callable[[str], Optional[str]]) -> devplace_pb2.ResolveDeviceRequest:
+    request = devplace_pb2.ResolveDeviceRequest()
+    for name in PLACEMENT_ENVIRONMENT_VARIABLES:
+        value = lookup(name)
+        if value is None:
+            continue
+        number = _parse_int(value)
+        if name == "LOCAL_RANK" and number is not None and 0 <= number <= _INT32_MAX:
+            request.local_rank = number
+        elif name == "WORLD_SIZE" and number is not None and 1 <= number <= _INT32_MAX:
+            request.world_size = number
+        else:
+            try:
+                request.env[name] = value
+            except ValueError:  # undecodable bytes (os.environ's surrogate escapes)
+                raise InvalidArgumentError(f"environment variable {name}: value is not valid UTF-8") from None
+    return request
+
+
+def from_environment(dev_dir: str = "/dev",
+                     environ: Optional[Mapping[str, str]] = None) -> devplace_pb2.ResolveDeviceRequest:
+    """A ``ResolveDeviceRequest`` describing the calling process, as ``ResolveOptions::FromEnvironment()``.
+
+    Fills ``env``, ``local_rank``, ``world_size`` (see the module docstring) from ``environ``
+    (default: ``os.environ``) and ``job_devices`` from :func:`job_device_nodes` (``dev_dir``: a fake
+    /dev tree in tests). ``workload`` and the other fields are left unset.
+
+    Raises:
+        InvalidArgumentError: a placement variable's value is not valid UTF-8.
+    """
+    source = os.environ if environ is None else environ
+    request = _placement_request(source.get)
+    request.job_devices.SetInParent()  # present even when empty: this process sees no accelerator
+    request.job_devices.device_nodes.extend(job_device_nodes(dev_dir))
+    return request
+
+
+def for_job(job_env: Mapping[str, str],
+            job_device_nodes: Optional[Iterable[str]] = None) -> devplace_pb2.ResolveDeviceRequest:
+    """A request for a job described by its caller (a scheduler), as ``ResolveOptions::ForJob()``.
+
+    Reads nothing of the calling process: only the placement variables of ``job_env`` are kept
+    (LOCAL_RANK / WORLD_SIZE read as in :func:`from_environment`), and ``job_device_nodes`` is the
+    job's accelerator /dev nodes (None: unknown, every host node assumed visible; empty: none).
+    """
+    request = _placement_request(job_env.get)
+    if job_device_nodes is not None:
+        request.job_devices.SetInParent()
+        request.job_devices.device_nodes.extend(job_device_nodes)
+    return request

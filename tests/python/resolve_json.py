@@ -1,0 +1,36 @@
+#!/usr/bin/python3
+"""Resolves with the Python client in this process's environment, once per request, and writes each
+answer as `devplace --json resolve` prints it (the protobuf JSON mapping, default-valued fields
+included) to OUTDIR/py-<i>.out, or "CODE: message" to OUTDIR/py-<i>.err, with the exit status the
+CLI would have (0 or 1) in OUTDIR/py-<i>.rc.
+Arguments: ADDRESS OUTDIR REQUESTS, REQUESTS a JSON list of [workload, {keyword arguments of
+Client.resolve}]."""
+
+import json
+import os
+import sys
+
+from google.protobuf import json_format
+
+import devplace
+
+
+def main() -> int:
+    address, out, requests = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    with devplace.Client(address) as client:
+        for i, (workload, kwargs) in enumerate(requests):
+            base = os.path.join(out, f"py-{i}")
+            answer, error = "", ""
+            try:
+                resolution = client.resolve(workload, **kwargs)
+                answer = json.dumps(json_format.MessageToDict(resolution.response, including_default_value_fields=True))
+            except devplace.ResolveError as e:
+                error = str(e) + "\n"
+            for ext, text in ((".out", answer), (".err", error), (".rc", "1\n" if error else "0\n")):
+                with open(base + ext, "w") as f:
+                    f.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

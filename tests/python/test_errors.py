@@ -1,0 +1,204 @@
+"""Errors raise with the right gRPC code and the daemon's message; arguments the request cannot
+carry fail before any call; the socket-trust rules and UNAVAILABLE notes match the CLI's."""
+
+import os
+import socket
+import unittest
+from unittest import mock
+
+import grpc
+
+import devplace
+from devplace_testing import PROBE, Daemon, TempDir, clean_env, cli, fixture
+
+
+class DaemonErrors(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.daemon = Daemon(fixture("nvidia-2x-h100"), ["--refresh_interval=0s", "--refresh_min_interval=1h"])
+        cls.daemon.wait_serving()
+        cls.client = devplace.Client(cls.daemon.unix_target)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.client.close()
+        cls.daemon.close()
+
+    def test_invalid_argument(self):
+        with self.assertRaises(devplace.InvalidArgumentError) as raised:
+            self.client.resolve("training", from_environment=False, env={"LOCAL_RANK": "abc"})
+        e = raised.exception
+        self.assertIsInstance(e, devplace.ResolveError)
+        self.assertIsInstance(e, ValueError)
+        self.assertEqual(e.code, grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("env.LOCAL_RANK", e.message)
+        self.assertTrue(str(e).startswith("INVALID_ARGUMENT: "))
+
+    def test_failed_precondition_lists_what_is_visible(self):
+        with self.assertRaises(devplace.FailedPreconditionError) as raised:
+            self.client.resolve("inference", "cuda:5", from_environment=False)
+        self.assertEqual(raised.exception.code, grpc.StatusCode.FAILED_PRECONDITION)
+        self.assertIn("cuda:0", raised.exception.message)
+
+    def test_strict_turns_a_hazard_into_failed_precondition(self):
+        answer = self.client.resolve("training", convention="accelerate", from_environment=False, local_rank=3,
+                                     world_size=4)
+        self.assertEqual(answer.device, "cuda:1")
+        self.assertTrue(any("local rank(s) 1" in w for w in answer.warnings), answer.warnings)
+        with self.assertRaises(devplace.FailedPreconditionError):
+            self.client.resolve("training", convention="accelerate", strict=True, from_environment=False,
+                                local_rank=3, world_size=4)
+
+    def test_unknown_enum_number_is_the_daemons_invalid_argument(self):
+        with self.assertRaises(devplace.InvalidArgumentError) as raised:
+            self.client.resolve(99, from_environment=False)
+        self.assertIn("workload", raised.exception.message)
+
+    def test_refresh_rate_limit_and_permission(self):
+        self.client.refresh()
+        with self.assertRaises(devplace.ResourceExhaustedError) as raised:
+            self.client.refresh()  # within --refresh_min_interval
+        self.assertEqual(raised.exception.code, grpc.StatusCode.RESOURCE_EXHAUSTED)
+        self.assertIn("ms", raised.exception.message)
+        with devplace.Client(self.daemon.tcp_target) as tcp, self.assertRaises(devplace.PermissionDeniedError):
+            tcp.refresh()
+
+    def test_bad_arguments_fail_before_any_call(self):
+        with self.assertRaises(devplace.InvalidArgumentError) as raised:
+            self.client.resolve("eval")
+        self.assertIn("workload='eval': want 'training' or 'inference'", raised.exception.message)
+        with self.assertRaises(devplace.InvalidArgumentError) as raised:
+            self.client.resolve("inference", convention="trainer")
+        self.assertIn("convention='trainer'", raised.exception.message)
+        with self.assertRaises(devplace.InvalidArgumentError) as raised:
+            self.client.resolve("inference", {"": 0})
+        self.assertIn("device_map=", raised.exception.message)
+        with self.assertRaises(devplace.InvalidArgumentError) as raised:
+            self.client.resolve("training", local_rank=2**31)
+        self.assertIn("local_rank=2147483648: want an integer", raised.exception.message)
+        with self.assertRaises(TypeError) as raised:
+            self.client.resolve("training", rank=1)
+        self.assertIn("rank", str(raised.exception))
+        self.assertIn("job_device_nodes", str(raised.exception))
+
+
+class UnreachableAndEarly(unittest.TestCase):
+    def test_unavailable_names_the_target(self):
+        with devplace.Client("127.0.0.1:1", timeout=5) as client:
+            with self.assertRaises(devplace.UnavailableError) as raised:
+                client.health()
+        self.assertEqual(raised.exception.code, grpc.StatusCode.UNAVAILABLE)
+        self.assertIn("[devplace target 127.0.0.1:1 (from address)", raised.exception.message)
+
+    def test_deadline_exceeded(self):
+        silent = socket.socket()  # accepts connections, never speaks HTTP/2
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        try:
+            with devplace.Client(f"127.0.0.1:{silent.getsockname()[1]}", timeout=0.5) as client:
+                with self.assertRaises(devplace.DeadlineExceededError) as raised:
+                    client.inventory()
+            self.assertEqual(raised.exception.code, grpc.StatusCode.DEADLINE_EXCEEDED)
+        finally:
+            silent.close()
+
+    def test_no_inventory_yet_is_the_daemons_unavailable(self):
+        with TempDir() as dir:
+            slow = dir.write("slow-probe", f"#!/bin/sh\nsleep 2\nexec {PROBE} \"$@\"\n", 0o755)
+            with Daemon(fixture("cpu-only"), [f"--probe_command={slow}"], dir=dir.path) as daemon:
+                with devplace.Client(daemon.tcp_target) as client:
+                    with self.assertRaises(devplace.UnavailableError) as raised:
+                        client.resolve("inference", from_environment=False)
+                    self.assertIn("no inventory yet", raised.exception.message)
+                    # The daemon answered: no note about reaching it.
+                    self.assertNotIn("[devplace target", raised.exception.message)
+                    daemon.wait_serving()
+                    self.assertEqual(client.resolve("inference", from_environment=False).device, "cpu")
+
+
+class SocketTrust(unittest.TestCase):
+    def setUp(self):
+        self.dir = TempDir()
+        self.addCleanup(self.dir.close)
+        self.open_dir = self.dir.file("open")
+        os.makedirs(self.open_dir)
+        os.chmod(self.open_dir, 0o777)  # anyone could replace a socket here
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.bind(os.path.join(self.open_dir, "devplace.sock"))
+        self.addCleanup(self.sock.close)
+        self.path = os.path.join(self.open_dir, "devplace.sock")
+
+    def test_check_unix_socket(self):
+        with self.assertRaises(devplace.FailedPreconditionError) as raised:
+            devplace.check_unix_socket(self.path)
+        self.assertIn("writable by group or others without the sticky bit", raised.exception.message)
+        with self.assertRaises(devplace.NotFoundError):
+            devplace.check_unix_socket(self.dir.file("missing.sock"))
+        with self.assertRaises(devplace.FailedPreconditionError) as raised:
+            devplace.check_unix_socket(self.dir.write("file", ""))
+        self.assertIn("is not a socket", raised.exception.message)
+        os.chmod(self.open_dir, 0o1777)  # sticky, like /tmp: trusted
+        devplace.check_unix_socket(self.path)
+
+    def test_explicit_unsafe_socket_is_refused_like_the_cli(self):
+        with self.assertRaises(devplace.FailedPreconditionError) as raised:
+            devplace.Client("unix:" + self.path)
+        self.assertIn(f"refusing unix:{self.path} (from address): socket directory", raised.exception.message)
+        devplace.Client("unix:" + self.path, trust_any_socket=True).close()
+        with mock.patch.dict(os.environ, {"DEVPLACE_ADDRESS": "unix:" + self.path}):
+            with self.assertRaises(devplace.FailedPreconditionError) as raised:
+                devplace.Client()
+            self.assertIn("(from DEVPLACE_ADDRESS)", raised.exception.message)
+        result = cli(["health"], env=clean_env({"DEVPLACE_ADDRESS": "unix:" + self.path}))
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("FAILED_PRECONDITION", result.stderr)
+        self.assertIn("writable by group or others without the sticky bit", result.stderr)
+
+    def test_unix_target_without_path(self):
+        with self.assertRaises(devplace.InvalidArgumentError) as raised:
+            devplace.Client("unix:")
+        self.assertIn("a unix: target needs a socket path", raised.exception.message)
+
+    def test_default_target_passes_over_unsafe_sockets_like_the_cli(self):
+        env = clean_env({"XDG_RUNTIME_DIR": self.open_dir})
+        notes = []
+        with mock.patch.dict(os.environ, {"XDG_RUNTIME_DIR": self.open_dir}):
+            os.environ.pop("DEVPLACE_ADDRESS", None)
+            target = devplace.default_target(notes)
+            python_error = None
+            try:
+                with devplace.Client(timeout=3) as client:
+                    client.health()
+            except devplace.UnavailableError as e:
+                python_error = e.message
+        self.assertIn(f"unix:{self.path} (socket directory {self.open_dir} is writable by group or others", "; ".join(notes))
+        if target != "127.0.0.1:7465" or python_error is None:
+            self.skipTest(f"a daemon answers at the default target {target} on this machine")
+        result = cli(["--timeout=3s", "health"], env=env)
+        self.assertEqual(result.returncode, 1, result.stderr)
+        # The same target, origin and passed-over sockets as libdevplace's UNAVAILABLE note.
+        note = python_error[python_error.index("[devplace target"):]
+        self.assertIn("(default; DEVPLACE_ADDRESS is not set)", note)
+        self.assertIn(note, result.stderr)
+
+
+class TlsArguments(unittest.TestCase):
+    def test_unusable_files_name_the_option_or_variable(self):
+        with self.assertRaises(devplace.InvalidArgumentError) as raised:
+            devplace.Client("127.0.0.1:7466", tls=devplace.TlsOptions(ca="/nonexistent/ca.pem"))
+        self.assertEqual(raised.exception.message, "tls_ca=/nonexistent/ca.pem: cannot read: No such file or directory")
+        with TempDir() as dir:
+            not_pem = dir.write("x.pem", "hello\n")
+            with self.assertRaises(devplace.InvalidArgumentError) as raised:
+                devplace.Client("127.0.0.1:7466", tls=devplace.TlsOptions(ca=not_pem))
+            self.assertEqual(raised.exception.message, f"tls_ca={not_pem}: holds no PEM certificate")
+            with mock.patch.dict(os.environ, {"DEVPLACE_TLS_CERT": not_pem}):
+                with self.assertRaises(devplace.InvalidArgumentError) as raised:
+                    devplace.Client("127.0.0.1:7466")
+                self.assertIn("DEVPLACE_TLS_CERT is set without tls_key", raised.exception.message)
+            # unix: targets stay plaintext: TLS settings are not even read.
+            devplace.Client("unix:" + dir.file("d.sock"), tls=devplace.TlsOptions(ca=not_pem)).close()
+
+
+if __name__ == "__main__":
+    unittest.main()

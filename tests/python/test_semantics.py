@@ -1,0 +1,154 @@
+"""SEMANTICS.md section 9 cases over the wire: the real devplaced on fixture hosts, asked by the
+Python client and by the C++ client (the `devplace` CLI, --no_environment), must give the same
+answer (the whole response, or the same code and message) and the answer the rules say."""
+
+import unittest
+
+import devplace
+from google.protobuf import json_format
+from devplace_testing import Daemon, cli, cli_answer, fixture, h100_with_nvml
+
+H100 = "nvidia-2x-h100"
+
+# (case id, fixture host, Python keyword arguments of resolve(), expected device or error code).
+# The fixture hosts have 2 devices per row; cases written for 4 or 8 are scaled down. The H100 host
+# runs with the fake NVML (names, UUIDs, free memory), so max_memory budgets are filled.
+CASES = [
+    ("S01", H100, dict(workload="training"), "cuda:0"),
+    ("S02", H100, dict(workload="training", convention="accelerate"), "cuda"),
+    ("S03", H100, dict(workload="training", local_rank=1, world_size=2), "cuda:1"),
+    ("S04", H100, dict(workload="training", local_rank=0, world_size=1, env={"CUDA_VISIBLE_DEVICES": "1"}), "cuda:0"),
+    ("S05", H100, dict(workload="training", convention="accelerate", local_rank=3, world_size=4), "cuda:1"),
+    ("S05_strict", H100, dict(workload="training", convention="accelerate", local_rank=3, world_size=4, strict=True),
+     "FAILED_PRECONDITION"),
+    ("S06", H100, dict(workload="training", use_cpu=True), "cpu"),
+    ("S07_TA", H100, dict(workload="training", env={"ACCELERATE_USE_CPU": "true"}), "cuda:0"),
+    ("S07_ACC", H100, dict(workload="training", convention="accelerate", env={"ACCELERATE_USE_CPU": "true"}), "cpu"),
+    ("S09_TA", "xpu-2x-arc", dict(workload="training"), "xpu:0"),
+    ("S09_ACC", "xpu-2x-arc", dict(workload="training", convention="accelerate"), "xpu"),
+    ("S11", "npu-2x-910b", dict(workload="training", local_rank=1, world_size=2), "npu:1"),
+    ("S12_TA", "npu-2x-910b", dict(workload="training"), "npu:0"),
+    ("S12_ACC", "npu-2x-910b", dict(workload="training", convention="accelerate"), "npu"),
+    ("S13", "tpu-2x-v5e", dict(workload="training", use_cpu=True, runtime_backends=["xla"]), "xla:0"),
+    ("S14", "tpu-2x-v5e", dict(workload="training"), "tpu"),
+    ("S15", "cpu-only", dict(workload="training"), "cpu"),
+    ("S16", "cpu-only", dict(workload="training", convention="accelerate", local_rank=1, world_size=2), "cpu"),
+    ("S17_TA", H100, dict(workload="training", env={"ACCELERATE_TORCH_DEVICE": "cuda:1"}), "cuda:0"),
+    ("S17_ACC", H100, dict(workload="training", convention="accelerate", env={"ACCELERATE_TORCH_DEVICE": "cuda:1"}),
+     "cuda:1"),
+    ("S18_TA", "neuron-2x-trn1", dict(workload="training"), "neuron:0"),
+    ("S18_ACC", "neuron-2x-trn1", dict(workload="training", convention="accelerate"), "neuron"),
+    ("S18_ACC_rank1", "neuron-2x-trn1", dict(workload="training", convention="accelerate", local_rank=1), "neuron:1"),
+    ("S19", "hpu-2x-gaudi2", dict(workload="training"), "hpu:0"),
+    ("S19_rank1", "hpu-2x-gaudi2", dict(workload="training", local_rank=1), "hpu:0"),
+    ("S20", H100, dict(workload="training", env={"LOCAL_RANK": "abc"}), "INVALID_ARGUMENT"),
+    ("S21", H100, dict(workload="training", convention="accelerate", env={"ACCELERATE_USE_CPU": "maybe"}),
+     "INVALID_ARGUMENT"),
+    ("S22", H100, dict(workload="inference"), "cpu"),
+    ("S23", H100, dict(workload="inference", device_map="cuda:1"), "cuda:1"),
+    ("S24", H100, dict(workload="inference", device_map="cuda:2"), "FAILED_PRECONDITION"),
+    ("S25_1", H100, dict(workload="inference", device_map=1), "cuda:1"),
+    ("S25_minus1", H100, dict(workload="inference", device_map=-1), "INVALID_ARGUMENT"),
+    ("S26_CUDA", H100, dict(workload="inference", device_map="CUDA"), "INVALID_ARGUMENT"),
+    ("S26_Auto", H100, dict(workload="inference", device_map="Auto"), "INVALID_ARGUMENT"),
+    ("S26_disk", H100, dict(workload="inference", device_map="disk"), "INVALID_ARGUMENT"),
+    ("S27", H100, dict(workload="inference", device_map="auto"), "cuda:0"),
+    ("S28_sequential", H100, dict(workload="inference", device_map="sequential"), "cuda:0"),
+    ("S28_balanced_low_0", H100, dict(workload="inference", device_map="balanced_low_0"), "cuda:0"),
+    ("S29_tpu", "tpu-2x-v5e", dict(workload="inference", device_map="auto"), "cpu"),
+    ("S29_neuron", "neuron-2x-trn1", dict(workload="inference", device_map="auto"), "cpu"),
+    ("S31", H100, dict(workload="inference", device_map="auto", env={"CUDA_VISIBLE_DEVICES": "1"}), "cuda:0"),
+    ("S33", "neuron-2x-trn1", dict(workload="inference", device_map="neuron"), "neuron"),
+    ("S34_empty", H100, dict(workload="inference", convention="pipeline"), "cuda:0"),
+    ("S34_minus1", H100, dict(workload="inference", convention="pipeline", device_map=-1), "cpu"),
+    ("S34_0", H100, dict(workload="inference", convention="pipeline", device_map=0), "cuda:0"),
+    ("S35", "mlu-2x-mlu370", dict(workload="inference", convention="pipeline", device_map=1), "mlu:1"),
+    ("S36", H100, dict(workload="inference", convention="pipeline", device_map="xpu:0"), "FAILED_PRECONDITION"),
+    ("S37_leading_zero", H100, dict(workload="inference", device_map="cuda:01"), "INVALID_ARGUMENT"),
+    ("S37_negative", H100, dict(workload="inference", device_map="cuda:-1"), "INVALID_ARGUMENT"),
+    ("S37_space", H100, dict(workload="inference", device_map=" cuda"), "INVALID_ARGUMENT"),
+    ("S37_two_colons", H100, dict(workload="inference", device_map="cuda:0:1"), "INVALID_ARGUMENT"),
+    ("S38", H100, dict(workload="inference", device_map="cuda:99999999999"), "INVALID_ARGUMENT"),
+    ("S39_hip", H100, dict(workload="inference", device_map="hip:0"), "INVALID_ARGUMENT"),
+    ("S40", H100, dict(workload="training", env={"CUDA_VISIBLE_DEVICES": "0,-1,1"}), "cuda:0"),
+    ("S41_repeat", H100, dict(workload="training", env={"CUDA_VISIBLE_DEVICES": "1,1"}), "cpu"),
+    ("S41_empty", H100, dict(workload="training", env={"CUDA_VISIBLE_DEVICES": ""}), "cpu"),
+    # NVML (fake) UUIDs: GPU-...0002 is host GPU 1 (9a:00.0); a unique prefix names it.
+    ("S42", H100, dict(workload="training", env={"CUDA_VISIBLE_DEVICES": "GPU-00000000-0000-4000-8000-000000000002"}),
+     "cuda:0"),
+    ("S43", "amd-2x-mi210", dict(workload="training", env={"ROCR_VISIBLE_DEVICES": "0", "HIP_VISIBLE_DEVICES": "0,1"}),
+     "INVALID_ARGUMENT"),
+    ("S44", "amd-2x-mi210", dict(workload="training", local_rank=0, env={"ROCR_VISIBLE_DEVICES": "1"}), "cuda:0"),
+    ("S45", "npu-2x-910b", dict(workload="training", env={"ASCEND_RT_VISIBLE_DEVICES": "1"}), "npu:0"),
+    ("S46", H100, dict(workload="training", job_device_nodes=["/dev/nvidiactl"]), "cpu"),
+    ("S46_container", H100, dict(workload="inference", device_map="auto", job_device_nodes=[]), "cpu"),
+    ("S47", H100, dict(workload="training", runtime_backends=["cpu"]), "cpu"),
+    ("S47_strict", H100, dict(workload="training", runtime_backends=["cpu"], strict=True), "FAILED_PRECONDITION"),
+    ("S48", "musa-2x-s4000", dict(workload="training", local_rank=1, env={"MUSA_VISIBLE_DEVICES": "1,0"}), "musa:1"),
+]
+
+
+def cli_flags(kwargs):
+    """`devplace resolve` flags for the same request (--no_environment: only what the flags say)."""
+    flags = [f"--workload={kwargs['workload']}", "--no_environment"]
+    for key, value in kwargs.items():
+        if key == "workload":
+            continue
+        if key == "env":
+            flags += [f"--env={k}={v}" for k, v in value.items()]
+        elif key == "job_device_nodes":
+            flags.append("--job_device_nodes=" + (",".join(value) if value else "none"))
+        elif key == "runtime_backends":
+            flags.append("--runtime_backends=" + ",".join(value))
+        elif value is True:
+            flags.append(f"--{key}")
+        else:
+            flags.append(f"--{key}={value}")
+    return flags
+
+
+class SemanticsOverTheWire(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.daemons = {}
+        try:
+            for host in sorted({case[1] for case in CASES}):
+                cls.daemons[host] = h100_with_nvml() if host == H100 else Daemon(fixture(host))
+            for daemon in cls.daemons.values():
+                daemon.wait_serving()
+        except Exception:
+            cls.tearDownClass()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        for daemon in cls.daemons.values():
+            daemon.close()
+
+    def test_cases(self):
+        for case_id, host, kwargs, want in CASES:
+            with self.subTest(case=case_id, host=host):
+                daemon = self.daemons[host]
+                args = dict(kwargs)
+                workload = args.pop("workload")
+                try:
+                    with devplace.Client(daemon.unix_target) as client:
+                        answer = client.resolve(workload, from_environment=False, **args)
+                    py = {"response": json_format.MessageToDict(answer.response, including_default_value_fields=True)}
+                    got = answer.device
+                except devplace.ResolveError as e:
+                    py = {"error": str(e)}
+                    got = e.code.name
+                cxx = cli_answer(cli([f"--address={daemon.unix_target}", "--json", "resolve"] + cli_flags(kwargs)))
+                self.assertEqual(py, cxx)
+                self.assertEqual(got, want, py)
+                if case_id in ("S04", "S31", "S42"):  # the job's cuda:0 is host GPU 1
+                    self.assertEqual(answer.placed[0].host_index, 1)
+                if case_id in ("S46", "S46_container"):  # the container case: cpu, with the warning
+                    self.assertTrue(any("/dev" in w for w in answer.warnings), answer.warnings)
+                if case_id == "S27":
+                    self.assertEqual(list(answer.max_memory), [0, 1, "cpu"])
+
+
+if __name__ == "__main__":
+    unittest.main()
