@@ -46,14 +46,7 @@ struct Case {
 
 std::vector<Case> Cases() {
   std::vector<Case> c;
-  auto h = [](std::initializer_list<std::pair<v1::Row, int>> rows) {
-    std::vector<std::pair<v1::Row, int>> copy(rows);
-    return [copy] {
-      InventoryBuilder b;
-      for (const auto& [row, n] : copy) b.Add(row, n);
-      return v1::Inventory(b.Build());
-    };
-  };
+  auto h = HostOf;
   auto cpu_only = h({});
   const uint64_t free80 = 80 * kGiB;
 
@@ -109,8 +102,9 @@ std::vector<Case> Cases() {
   c.push_back({.id = "S13_strict", .host = h({{v1::ROW_TPU, 4}}),
                .request = Req::Train(TA).UseCpu().Runtime({"xla"}).Strict(),
                .code = kPrecondition, .error_words = {"XLA wins over use_cpu"}});
+  // S14 changed with docs/SEMANTICS.md (issue 10 item 3): TrainingArguments selects tpu:0 (V-TF-TA-TPU).
   c.push_back({.id = "S14", .host = h({{v1::ROW_TPU, 4}}), .request = Req::Train(TA),
-               .device = "tpu", .devices = {"tpu"}});
+               .device = "tpu:0", .devices = {"tpu:0"}, .explanation = {"V-TF-TA-TPU"}});
   c.push_back({.id = "S15", .host = cpu_only, .request = Req::Train(TA), .device = "cpu", .devices = {"cpu"},
                .no_warnings = true});
   c.push_back({.id = "S16", .host = cpu_only, .request = Req::Train(ACC).Rank(1, 2), .device = "cpu",
