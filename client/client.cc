@@ -442,6 +442,8 @@ v1::ResolveDeviceRequest ResolveOptions::ToRequest() const {
   }
   request.set_strict(strict);
   if (model_size_bytes) request.set_model_size_bytes(*model_size_bytes);
+  request.set_transformers_version(transformers_version);
+  request.set_accelerate_version(accelerate_version);
   return request;
 }
 

@@ -183,6 +183,10 @@ struct ResolveOptions {
   bool strict = false;
   // Model size in bytes, for `balanced` max_memory budgets.
   std::optional<uint64_t> model_size_bytes;
+  // Library releases whose rules to emulate ("4.46.3", "1.14.0"); empty = the newest the daemon
+  // knows. Malformed or unsupported: INVALID_ARGUMENT naming the field and the supported range.
+  std::string transformers_version;
+  std::string accelerate_version;
 
   // The request message carrying these options.
   v1::ResolveDeviceRequest ToRequest() const;
