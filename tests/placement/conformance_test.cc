@@ -1,4 +1,4 @@
-// SEMANTICS.md section 9: every conformance case S01-S48 as a table-driven test whose name
+// docs/SEMANTICS.md section 11: every conformance case S01-S48 as a table-driven test whose name
 // carries the case id (variants get a suffix: S05_strict, S07_ACC, ...). Each case asserts the
 // status code, and for answers the device, the full devices list, the host identity of the
 // accelerators used and the warnings the user needs; for errors the words of the message.
