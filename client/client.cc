@@ -403,7 +403,8 @@ const std::vector<std::string>& PlacementEnvironmentVariables() {
   static const std::vector<std::string>* const kVariables = new std::vector<std::string>{
       "CUDA_VISIBLE_DEVICES",    "CUDA_DEVICE_ORDER",      "ROCR_VISIBLE_DEVICES",   "HIP_VISIBLE_DEVICES",
       "ZE_AFFINITY_MASK",        "ZE_FLAT_DEVICE_HIERARCHY", "ASCEND_RT_VISIBLE_DEVICES", "MLU_VISIBLE_DEVICES",
-      "CN_VISIBLE_DEVICES",      "MUSA_VISIBLE_DEVICES",   "NEURON_RT_VISIBLE_CORES", "NEURON_RT_NUM_CORES",
+      "CN_VISIBLE_DEVICES",      "MUSA_VISIBLE_DEVICES",   "SDAA_VISIBLE_DEVICES",   "NEURON_RT_VISIBLE_CORES",
+      "NEURON_RT_NUM_CORES",
       "HABANA_VISIBLE_MODULES",  "TPU_VISIBLE_CHIPS",      "LOCAL_RANK",             "WORLD_SIZE",
       "ACCELERATE_USE_CPU",      "ACCELERATE_TORCH_DEVICE", "USE_TORCH_XLA",
   };
@@ -442,6 +443,8 @@ v1::ResolveDeviceRequest ResolveOptions::ToRequest() const {
   }
   request.set_strict(strict);
   if (model_size_bytes) request.set_model_size_bytes(*model_size_bytes);
+  request.set_transformers_version(transformers_version);
+  request.set_accelerate_version(accelerate_version);
   return request;
 }
 

@@ -48,6 +48,7 @@
 #include "server/inventory/merge.h"
 #include "server/placement/backends.h"
 #include "server/placement/resolver.h"
+#include "server/placement/versions.h"
 #include "server/probe/host_root.h"
 #include "server/probe/probers.h"
 
@@ -75,10 +76,16 @@ ABSL_FLAG(std::optional<int>, local_rank, std::nullopt, "The process's local ran
 ABSL_FLAG(std::optional<int>, world_size, std::nullopt, "Processes in the job (>= 1)");
 ABSL_FLAG(std::vector<std::string>, runtime_backends, {},
           "Comma list of backends the job's PyTorch can use: cuda, rocm, xpu, mps, hpu, npu, mlu, musa, "
-          "neuron, tpu, xla, cpu; empty = assume every present row's package is installed");
+          "neuron, sdaa, tpu, xla, cpu; empty = assume every present row's package is installed");
 ABSL_FLAG(bool, strict, false, "Turn hazards into FAILED_PRECONDITION errors instead of warnings");
 ABSL_FLAG(std::optional<uint64_t>, model_size_bytes, std::nullopt,
           "Model size in bytes, for balanced max_memory budgets over several devices");
+ABSL_FLAG(std::string, transformers_version, "",
+          "Transformers release whose rules to emulate, e.g. 4.46.3 or 5.0.0 (4.30.0 up to 5.x); empty = the "
+          "newest devplace knows");
+ABSL_FLAG(std::string, accelerate_version, "",
+          "Accelerate release whose rules to emulate, e.g. 0.25.0 or 1.14.0 (0.25.0 up to 1.15.x); empty = the "
+          "newest devplace knows");
 ABSL_FLAG(std::string, env, "",
           "K=V placement variable for the job (e.g. CUDA_VISIBLE_DEVICES=1); repeatable, or a comma list "
           "(a piece without '=' continues the previous value: --env=CUDA_VISIBLE_DEVICES=0,1). Overrides "
@@ -159,7 +166,7 @@ const std::vector<Command>& Commands() {
        "unless --quiet; --explain adds the reasoning on stderr; --json prints the whole\n"
        "ResolveDeviceResponse on stdout instead.",
        {"workload", "convention", "device_map", "use_cpu", "local_rank", "world_size", "runtime_backends",
-        "strict", "model_size_bytes", "env", "no_environment", "job_device_nodes", "explain", "quiet", "inventory"},
+        "strict", "model_size_bytes", "transformers_version", "accelerate_version", "env", "no_environment", "job_device_nodes", "explain", "quiet", "inventory"},
        &RunResolve},
       {"inventory", "Show the host's accelerator inventory (the daemon's current snapshot).", "devplace inventory",
        "Prints the host, the backends (rows) with their state, every device and the probers' reports.", {},
@@ -172,7 +179,7 @@ const std::vector<Command>& Commands() {
        "(\"Node labels\") lists the keys and the rules for unknown and heterogeneous values.",
        {"inventory"}, &RunLabels},
       {"backends", "Show the hardware table: rows, device types, packages, mask variables.", "devplace backends",
-       "Prints the 11 rows devplace places on, as the daemon's ListBackends returns them.", {}, &RunBackends},
+       "Prints the 12 rows devplace places on, as the daemon's ListBackends returns them.", {}, &RunBackends},
       {"watch", "Print each inventory revision as it arrives, until interrupted.", "devplace watch",
        "Prints one summary line per inventory revision (or one JSON object per revision with --json),\n"
        "starting with the current one, until interrupted (Ctrl-C) or the daemon ends the stream.",
@@ -572,6 +579,10 @@ void PrintExplanation(const v1::ResolveDeviceResponse& r) {
   std::string out = absl::StrCat("device:     ", r.device(), "\n", "backend:    ", RowName(r.backend()), " (package ",
                                  r.package(), ")\n");
   if (!r.devices().empty()) absl::StrAppend(&out, "devices:    ", absl::StrJoin(r.devices(), ", "), "\n");
+  if (!r.transformers_version().empty()) {
+    absl::StrAppend(&out, "versions:   Transformers ", r.transformers_version(), ", Accelerate ", r.accelerate_version(),
+                    " (rules emulated; the V step below says why)\n");
+  }
   for (const v1::PlacedDevice& p : r.placed()) {
     absl::StrAppend(&out, "placed:     ", p.device(), " = host #", p.host_index(),
                     p.pci_bus_id().empty() ? "" : absl::StrCat(" ", p.pci_bus_id()),
@@ -771,6 +782,14 @@ absl::StatusOr<ResolveOptions> OptionsFromFlags(bool offline, bool use_environme
   options.runtime_backends = absl::GetFlag(FLAGS_runtime_backends);
   options.strict = absl::GetFlag(FLAGS_strict);
   options.model_size_bytes = absl::GetFlag(FLAGS_model_size_bytes);
+  // Checked here too, so a typo is a usage error (exit 2) naming the flag and the supported range.
+  options.transformers_version = absl::GetFlag(FLAGS_transformers_version);
+  options.accelerate_version = absl::GetFlag(FLAGS_accelerate_version);
+  if (absl::Status v = placement::LibraryVersions::FromRequest(options.transformers_version, options.accelerate_version)
+                           .status();
+      !v.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--", v.message()));
+  }
   absl::StatusOr<std::map<std::string, std::string>> env = EnvFlag();
   if (!env.ok()) return env.status();
   for (const auto& [key, value] : *env) {

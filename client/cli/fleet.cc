@@ -50,7 +50,8 @@ constexpr int kMaxConcurrency = 1024;
 // --no_environment (implied), --explain or --inventory.
 constexpr const char* kRequestFlags[] = {"workload",   "convention", "device_map",       "use_cpu",
                                          "local_rank", "world_size", "runtime_backends", "strict",
-                                         "model_size_bytes", "env",  "job_device_nodes"};
+                                         "model_size_bytes", "env",  "job_device_nodes",
+                                         "transformers_version", "accelerate_version"};
 
 constexpr const char* kAccepted = kTargetForms;
 

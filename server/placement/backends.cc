@@ -62,6 +62,12 @@ std::vector<BackendSpec> MakeTable() {
                {"mtgpu"}, {"mtgpu"},
                {"MUSA_VISIBLE_DEVICES"},
                {"/dev/mtgpu.<index>", "/dev/dri/renderD<n>"}});
+  // Tecorigin SDAA (docs/SEMANTICS.md, "SDAA"): no PCI vendor id is public (not in pci.ids) and no
+  // device-node name is documented, so the probe does not detect it; rows come from the inventory
+  // (like mps). SDAA_VISIBLE_DEVICES is the variable accelerate launch writes (utils/launch.py).
+  t.push_back({R::ROW_SDAA, "sdaa", "Tecorigin SDAA", "Tecorigin", "sdaa", "torch_sdaa", true, "sdaa",
+               "install torch_sdaa (Tecorigin TecoToolkit)", {}, {}, {}, {}, {},
+               {"SDAA_VISIBLE_DEVICES"}, {}});
   return t;
 }
 

@@ -1,4 +1,4 @@
-// The hardware table of SEMANTICS.md section 1: the 11 rows devplace places on, with the facts
+// The hardware table of SEMANTICS.md section 1: the 12 rows devplace places on, with the facts
 // used to detect each (PCI allow-lists, drivers, device nodes) and to mask it (visibility
 // variables). Everything that is a rule about *which row* a piece of hardware belongs to lives
 // here, so the probers and the resolver share one table.
@@ -41,8 +41,8 @@ struct BackendSpec {
   std::vector<absl::string_view> device_node_patterns;
 };
 
-// All 11 rows in table order (cpu, cuda/nvidia, cuda/amd, neuron, tpu, xpu, mps, hpu, npu, mlu,
-// musa).
+// All 12 rows in table order (cpu, cuda/nvidia, cuda/amd, neuron, tpu, xpu, mps, hpu, npu, mlu,
+// musa, sdaa).
 const std::vector<BackendSpec>& Backends();
 
 // The row's spec; never null for a valid Row other than ROW_UNSPECIFIED (null then).
@@ -66,7 +66,7 @@ bool IsIntegrated(v1::Row row, uint16_t device_id, absl::string_view pci_bus_id)
 bool IsRowDriver(const BackendSpec& spec, absl::string_view driver);
 
 // Device types the grammar accepts: every row's type in table order, then `xla`, comma-separated
-// ("cpu, cuda, neuron, tpu, xpu, mps, hpu, npu, mlu, musa, xla").
+// ("cpu, cuda, neuron, tpu, xpu, mps, hpu, npu, mlu, musa, sdaa, xla").
 const std::string& PlacementDeviceTypeList();
 
 // Whether `token` names a runtime backend in ResolveDeviceRequest.runtime_backends: a row's

@@ -12,20 +12,22 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "server/common/status_macros.h"
 #include "server/placement/backends.h"
 #include "server/placement/device_string.h"
+#include "server/placement/versions.h"
 #include "server/placement/visibility.h"
 
 namespace devplace::placement {
 namespace {
 
 // Orders of SEMANTICS.md (by PyTorch device type; "cuda" is whichever GPU row is available).
-const std::vector<std::string> kDistOrder = {"tpu", "mlu", "musa", "npu", "hpu", "cuda", "xpu", "neuron"};
-const std::vector<std::string> kTaOrder = {"tpu", "mps", "xpu", "mlu", "musa", "npu", "hpu", "neuron", "cuda"};
-const std::vector<std::string> kAccOrder = {"tpu", "mps", "mlu", "musa", "npu", "hpu", "cuda", "xpu", "neuron"};
-const std::vector<std::string> kAutoOrder = {"npu", "mlu", "musa", "xpu", "hpu", "cuda"};
-const std::vector<std::string> kIntOrder = {"npu", "mlu", "musa", "hpu", "cuda", "xpu", "mps"};
+// Orders of docs/SEMANTICS.md that did not change across the supported releases (by PyTorch device
+// type; "cuda" is whichever GPU row is available). The versioned ones are in versions.cc.
+// from_pretrained int: set_module_tensor_to_device maps it to npu/mlu/sdaa/musa:<n>, hpu; otherwise
+// PyTorch's int rule takes the current accelerator, PrivateUse1 (neuron, torch-tpu's tpu) first.
+const std::vector<std::string> kIntOrder = {"npu", "mlu", "sdaa", "musa", "hpu", "neuron", "tpu", "cuda", "xpu", "mps"};
 const std::vector<std::string> kPipelineOrder = {"mlu", "musa", "cuda", "npu", "hpu", "xpu", "mps"};
 
 constexpr size_t kMaxDeviceMapBytes = 256;
@@ -94,6 +96,7 @@ class Resolution {
       return absl::UnavailableError("no inventory yet: the first probe of this host has not completed");
     }
     RETURN_IF_ERROR(ValidateRequest());
+    out_.add_explanation(versions_.Describe());
     RETURN_IF_ERROR(ComputeRows());
     if (req_.workload() == v1::WORKLOAD_TRAINING) {
       RETURN_IF_ERROR(Training());
@@ -107,6 +110,8 @@ class Resolution {
           absl::StrCat("strict: ", absl::StrJoin(hazards_, "; "), " (answer without strict: ", out_.device(), ")"));
     }
     out_.set_inventory_revision(inv_.revision());
+    out_.set_transformers_version(versions_.transformers().ToString());
+    out_.set_accelerate_version(versions_.accelerate().ToString());
     return out_;
   }
 
@@ -146,6 +151,7 @@ class Resolution {
           "CONVENTION_ACCELERATE (2), CONVENTION_FROM_PRETRAINED (3), CONVENTION_PIPELINE (4)"));
     }
     const bool training = req_.workload() == v1::WORKLOAD_TRAINING;
+    ASSIGN_OR_RETURN(versions_, LibraryVersions::FromRequest(req_.transformers_version(), req_.accelerate_version()));
     if (req_.workload() == v1::WORKLOAD_UNSPECIFIED) {
       return absl::InvalidArgumentError("workload: required; accepted: WORKLOAD_TRAINING, WORKLOAD_INFERENCE");
     }
@@ -405,7 +411,7 @@ class Resolution {
     return v.empty() ? "none" : absl::StrJoin(v, ", ");
   }
 
-  // ---- training (SEMANTICS.md section 5) ---------------------------------------------------
+  // ---- training (docs/SEMANTICS.md section 5) ----------------------------------------------
 
   absl::Status Training() {
     const bool acc = convention_ == v1::CONVENTION_ACCELERATE;
@@ -414,37 +420,60 @@ class Resolution {
                                       local_rank_ ? absl::StrCat(", distributed (local_rank ", *local_rank_,
                                                                  world_size_ ? absl::StrCat(", world_size ", *world_size_) : "", ")")
                                                   : ", single process"));
-    // T-XLA
-    const RowState* tpu = nullptr;
-    for (const RowState& r : rows_) if (r.backend->row() == v1::ROW_TPU && !r.vis.units.empty()) tpu = &r;
-    if (runtime_.count("xla") && use_torch_xla_) {
-      if (tpu != nullptr) {
-        const int idx = tpu->vis.units.size() > 1 && local_rank_ ? *local_rank_ % static_cast<int>(tpu->vis.units.size()) : 0;
-        out_.set_device("xla:0");
-        out_.set_backend(v1::ROW_TPU);
-        out_.set_package("torch_xla");
-        out_.add_devices("xla:0");
-        Place(*tpu, idx)->set_device("xla:0");
-        out_.add_explanation("T-XLA torch_xla is importable (runtime_backends has xla, USE_TORCH_XLA not false) and a TPU "
-                             "is visible: Accelerate picks the XLA device before any other check; each process sees xla:0");
-        if (req_.use_cpu() || accelerate_use_cpu_) {
-          const std::string w = "XLA wins over use_cpu in Accelerate: the XLA check comes before the cpu flag, so the job "
-                                "runs on xla:0 (set USE_TORCH_XLA=0 to honour use_cpu)";
-          out_.add_warnings(w);
-          hazards_.push_back(w);
-        }
-        return absl::OkStatus();
-      }
-      out_.add_warnings("torch_xla is installed but no TPU is visible: devplace does not answer xla here; note that "
-                        "Accelerate versions that only test the import may still pick XLA");
+    if (!acc && req_.use_cpu() && !versions_.Has(Feature::kTfUseCpu)) {
+      out_.add_explanation(absl::StrCat("note: ", versions_.Cite(Feature::kTfUseCpu),
+                                        ": read use_cpu as no_cuda=True, which means the same there"));
     }
-    // T-CPU
-    // TrainingArguments passes `use_cpu or ACCELERATE_USE_CPU` to PartialState, whose device a
-    // distributed run uses; only the single-process path re-checks use_cpu alone (quirk T13).
-    if (req_.use_cpu() || (accelerate_use_cpu_ && (acc || local_rank_))) {
-      AnswerCpu(absl::StrCat("T-CPU ", req_.use_cpu() ? "use_cpu=true" : "env ACCELERATE_USE_CPU is truthy", ": cpu",
-                             local_rank_ ? " (a distributed run is MULTI_CPU; Accelerate prints it as cpu:0, the same device)"
-                                         : ""));
+    // PartialState's cpu flag: TrainingArguments passes `use_cpu or ACCELERATE_USE_CPU`, Accelerator
+    // reads both too.
+    const bool state_cpu = req_.use_cpu() || accelerate_use_cpu_;
+    // T-ENV first: PartialState.__init__ sets its device from ACCELERATE_TORCH_DEVICE before
+    // anything else and set_device then returns early, so it beats cpu, MULTI_CPU and XLA.
+    if (acc && torch_device_env_) {
+      out_.add_explanation(absl::StrCat(
+          "T-ENV ACCELERATE_TORCH_DEVICE=", torch_device_env_->ToString(),
+          ": PartialState.__init__ takes it as the device before anything else and set_device returns early, so it "
+          "wins over cpu, ACCELERATE_USE_CPU, MULTI_CPU and XLA; used verbatim, without validation or rank offset"));
+      return AnswerVerbatim(*torch_device_env_);
+    }
+    // T-XLA
+    if (XlaApplies(state_cpu)) {
+      if (torch_device_env_) {
+        out_.add_explanation(absl::StrCat("T-ENV TrainingArguments' XLA branch passes PartialState.device, which "
+                                          "ACCELERATE_TORCH_DEVICE=", torch_device_env_->ToString(), " set first"));
+        return AnswerVerbatim(*torch_device_env_);
+      }
+      return AnswerXla(state_cpu);
+    }
+    // Distributed types of PartialState._prepare_backend.
+    if (local_rank_) {
+      if (state_cpu) return MultiCpu(acc, absl::StrCat("T-CPU ", req_.use_cpu() ? "use_cpu=true" : "env ACCELERATE_USE_CPU is truthy",
+                                                  " with LOCAL_RANK set: MULTI_CPU"));
+      const OrderRule& chain = versions_.Order(OrderKind::kAccDistributed);
+      out_.add_explanation(absl::StrCat("T-DIST backend order ", versions_.Cite(chain)));
+      if (const RowState* r = FirstAvailable(chain.order)) {
+        if (!acc && torch_device_env_) {
+          out_.add_explanation(absl::StrCat("T-ENV distributed TrainingArguments passes PartialState.device, which "
+                                            "ACCELERATE_TORCH_DEVICE=", torch_device_env_->ToString(), " set first"));
+          return AnswerVerbatim(*torch_device_env_);
+        }
+        return Distributed(*r, chain);
+      }
+      if (!versions_.Has(Feature::kAccMultiCpuNeedsCpu)) {
+        return MultiCpu(acc, absl::StrCat("T-DIST no row of ", OrderText(chain.order), " is available; ",
+                                          versions_.Cite(Feature::kAccMultiCpuNeedsCpu), ": MULTI_CPU"));
+      }
+      out_.add_explanation(absl::StrCat("T-DIST no row of ", OrderText(chain.order),
+                                        " is available: Accelerate >= 1.13 treats the process as a single one (",
+                                        versions_.Cite(Feature::kAccMultiCpuNeedsCpu), ")"));
+    }
+    // Single process (distributed type NO).
+    if (acc && state_cpu) {
+      AnswerCpu(absl::StrCat("T-CPU ", req_.use_cpu() ? "use_cpu=true" : "env ACCELERATE_USE_CPU is truthy", ": cpu"));
+      return absl::OkStatus();
+    }
+    if (!acc && req_.use_cpu()) {
+      AnswerCpu("T-CPU use_cpu=true: cpu");
       return absl::OkStatus();
     }
     if (!acc && accelerate_use_cpu_) {
@@ -454,16 +483,82 @@ class Resolution {
       out_.add_warnings(w);
       hazards_.push_back(w);
     }
-    // T-ENV
-    if (torch_device_env_ && (acc || local_rank_)) {
-      const std::string d = torch_device_env_->ToString();
-      out_.add_explanation(absl::StrCat("T-ENV ACCELERATE_TORCH_DEVICE=", d, ": ",
-                                        acc ? "Accelerate" : "distributed TrainingArguments (through PartialState)",
-                                        " uses it verbatim, without validation or rank offset"));
+    return SingleProcess(acc);
+  }
+
+  // Whether PartialState picks XLA (T-XLA, V-ACC-XLA-IMPORT, V-ACC-XLA-CPU).
+  bool XlaApplies(bool state_cpu) {
+    if (!runtime_.count("xla") || !use_torch_xla_) return false;
+    if (!versions_.Has(Feature::kAccXlaImportOnly)) {
+      const bool tpu = std::any_of(rows_.begin(), rows_.end(), [](const RowState& r) {
+        return r.backend->row() == v1::ROW_TPU && !r.vis.units.empty();
+      });
+      const bool cuda = FirstAvailable({"cuda"}) != nullptr;
+      if (!tpu || cuda || state_cpu) {
+        out_.add_explanation(absl::StrCat("T-XLA not taken: ", versions_.Cite(Feature::kAccXlaImportOnly), "; here ",
+                                          !tpu ? "no TPU is visible" : cuda ? "a CUDA GPU is available" : "cpu is set"));
+        return false;
+      }
+      return true;
+    }
+    if (state_cpu && !versions_.Has(Feature::kAccXlaBeforeCpu)) {
+      out_.add_explanation(absl::StrCat("T-XLA not taken: ", versions_.Cite(Feature::kAccXlaBeforeCpu)));
+      return false;
+    }
+    return true;
+  }
+
+  absl::Status AnswerXla(bool state_cpu) {
+    const RowState* tpu = nullptr;
+    for (const RowState& r : rows_) if (r.backend->row() == v1::ROW_TPU && !r.vis.units.empty()) tpu = &r;
+    out_.set_device("xla:0");
+    out_.set_backend(tpu != nullptr ? v1::ROW_TPU : v1::ROW_UNSPECIFIED);
+    out_.set_package("torch_xla");
+    out_.add_devices("xla:0");
+    if (tpu != nullptr) {
+      const int idx = tpu->vis.units.size() > 1 && local_rank_ ? *local_rank_ % static_cast<int>(tpu->vis.units.size()) : 0;
+      Place(*tpu, idx)->set_device("xla:0");
+      out_.add_explanation(absl::StrCat("T-XLA torch_xla is importable (runtime_backends has xla, USE_TORCH_XLA not false) "
+                                        "and a TPU is visible: Accelerate picks the XLA device before any other check; "
+                                        "each process sees xla:0 (", versions_.Cite(Feature::kAccXlaImportOnly), ")"));
+    } else {
+      // Import-only check: no TPU here, the job still gets XLA. Name what it gets without it.
+      v1::ResolveDeviceRequest without = req_;
+      (*without.mutable_env())["USE_TORCH_XLA"] = "0";
+      without.set_strict(false);
+      absl::StatusOr<v1::ResolveDeviceResponse> alt = Resolution(inv_, without).Run();
+      const std::string other = alt.ok() ? alt->device() : "the device devplace would otherwise answer";
+      out_.add_explanation(absl::StrCat("T-XLA torch_xla is importable (runtime_backends has xla, USE_TORCH_XLA not "
+                                        "false): ", versions_.Cite(Feature::kAccXlaImportOnly),
+                                        " -> the XLA device xla:0 although no TPU is visible"));
+      const std::string w = absl::StrCat(
+          "torch_xla is installed (runtime_backends has xla) and Accelerate ", versions_.accelerate().ToString(),
+          " only tests that it imports: the job gets the XLA device xla:0, not ", other,
+          "; set USE_TORCH_XLA=0 or uninstall torch_xla to get ", other);
+      out_.add_warnings(w);
+      hazards_.push_back(w);
+    }
+    if (state_cpu) {
+      const std::string w = absl::StrCat("XLA wins over use_cpu in Accelerate: the XLA check comes before the cpu flag (",
+                                         versions_.Rule(Feature::kAccXlaBeforeCpu).id,
+                                         "), so the job runs on xla:0 (set USE_TORCH_XLA=0 to honour use_cpu)");
+      out_.add_warnings(w);
+      hazards_.push_back(w);
+    }
+    return absl::OkStatus();
+  }
+
+  // MULTI_CPU: Accelerate's device is cpu (printed cpu:0); distributed TrainingArguments passes it
+  // through, or ACCELERATE_TORCH_DEVICE when set.
+  absl::Status MultiCpu(bool acc, const std::string& why) {
+    if (!acc && torch_device_env_) {
+      out_.add_explanation(absl::StrCat(why, "; distributed TrainingArguments passes PartialState.device, which "
+                                        "ACCELERATE_TORCH_DEVICE=", torch_device_env_->ToString(), " set first"));
       return AnswerVerbatim(*torch_device_env_);
     }
-    if (local_rank_) return Distributed();
-    return SingleProcess(acc);
+    AutomaticChoiceHazards();
+    AnswerCpu(absl::StrCat(why, ": cpu (Accelerate prints it as cpu:0, the same device)"));
+    return absl::OkStatus();
   }
 
   absl::Status AnswerVerbatim(const DeviceString& d) {
@@ -491,33 +586,39 @@ class Resolution {
     return absl::OkStatus();
   }
 
-  absl::Status Distributed() {
+  absl::Status Distributed(const RowState& row, const OrderRule& chain) {
+    const RowState* r = &row;
     const int rank = *local_rank_;
-    const RowState* r = FirstAvailable(kDistOrder);
-    if (r == nullptr) {
-      AutomaticChoiceHazards();
-      AnswerCpu(absl::StrCat("T-DIST distributed, but no row of ", OrderText(kDistOrder),
-                             " is available: cpu (Accelerate >= 1.13 treats the process as a single one)"));
-      return absl::OkStatus();
-    }
     AutomaticChoiceHazards();
     const int n = static_cast<int>(r->vis.units.size());
-    const int idx = rank % n;
+    const bool modulo = versions_.Has(Feature::kAccIndexModulo);
+    const int idx = modulo ? rank % n : rank;
     const std::string type = r->backend->device_type();
     const bool hpu = r->backend->row() == v1::ROW_HPU;
     const std::string device = hpu ? "hpu:0" : absl::StrCat(type, ":", idx);
-    out_.add_explanation(absl::StrCat("T-DIST first available of ", OrderText(kDistOrder), " is ", r->backend->name(),
+    out_.add_explanation(absl::StrCat("T-DIST first available of ", OrderText(chain.order), " is ", r->backend->name(),
                                       " with ", n, " visible device(s)"));
-    if (r->vis.masked && n == 1) {
+    if (!hpu && !modulo && rank >= n) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "local_rank ", rank, ": ", versions_.Cite(Feature::kAccIndexModulo), "; the job sees ", n, " ", type,
+          " device(s) (", Visible(*r), "), so the process asks for ", type, ":", rank,
+          ", which does not exist (torch.", type, ".set_device fails); use Accelerate >= 0.33, or a visibility "
+          "mask that leaves each rank its own device"));
+    }
+    if (r->vis.masked && n == 1 && modulo) {
       out_.add_explanation(absl::StrCat("P3 the visibility mask leaves one device: the process is pinned to it as ",
                                         type, ":0 whatever its local_rank"));
     } else if (hpu) {
-      out_.add_explanation(absl::StrCat("E-HPU the process acquires the module at position local_rank % ", n, " = ", idx,
-                                        "; inside the process the device is hpu:0"));
+      out_.add_explanation(absl::StrCat("E-HPU the process acquires the module at position local_rank % ", n, " = ",
+                                        rank % n, "; inside the process the device is hpu:0"));
+    } else if (modulo) {
+      out_.add_explanation(absl::StrCat("T-DIST device = ", type, ":(local_rank ", rank, " % ", n, ") = ", device, " (",
+                                        versions_.Rule(Feature::kAccIndexModulo).id, ")"));
     } else {
-      out_.add_explanation(absl::StrCat("T-DIST device = ", type, ":(local_rank ", rank, " % ", n, ") = ", device));
+      out_.add_explanation(absl::StrCat("T-DIST device = ", type, ":local_rank = ", device, " (",
+                                        versions_.Cite(Feature::kAccIndexModulo), ")"));
     }
-    if (rank >= n && !(r->vis.masked && n == 1)) {
+    if (modulo && rank >= n && !(r->vis.masked && n == 1)) {
       // The lower ranks on the same device: idx, idx + n, ... (at most 8 named: local_rank is
       // unbounded in a request and must not turn into an unbounded list).
       constexpr int kNamed = 8;
@@ -532,35 +633,67 @@ class Resolution {
       hazards_.push_back(w);
     }
     Answer(*r, device);
-    Place(*r, idx)->set_device(device);
+    Place(*r, hpu ? rank % n : idx)->set_device(device);
     return absl::OkStatus();
   }
 
+  // The device string a single-process API gives for a row.
+  std::string SingleDevice(bool acc, const std::string& type) const {
+    if (type == "mps") return "mps";
+    if (acc) return type == "xpu" && !versions_.Has(Feature::kAccXpuBare) ? "xpu:0" : type;
+    return absl::StrCat(type, ":0");
+  }
+
+  // Rows the job can use that an automatic choice's order never considers: a warning each, naming
+  // the rule; a hazard when the choice fell back to cpu (P6).
+  void NeverPicked(const std::vector<std::string>& order, const std::string& who, const std::string& rule,
+                   bool fell_to_cpu, const std::string& fix_for_tpu_neuron) {
+    for (const RowState& x : rows_) {
+      const std::string type = x.backend->device_type();
+      if (!x.available || std::find(order.begin(), order.end(), type) != order.end()) continue;
+      std::string w = absl::StrCat(x.backend->hardware(), " (", type, ") is available, but ", who,
+                                   " never picks it (", rule, ")");
+      if ((type == "tpu" || type == "neuron") && !fix_for_tpu_neuron.empty()) {
+        absl::StrAppend(&w, ": ", absl::StrReplaceAll(fix_for_tpu_neuron, {{"<type>", type}}));
+      }
+      out_.add_warnings(w);
+      if (fell_to_cpu) hazards_.push_back(w);
+    }
+  }
+
   absl::Status SingleProcess(bool acc) {
-    const std::vector<std::string>& order = acc ? kAccOrder : kTaOrder;
+    const OrderRule& rule = versions_.Order(acc ? OrderKind::kAccDefaultDevice : OrderKind::kTfSingle);
+    const OrderRule& other_rule = versions_.Order(acc ? OrderKind::kTfSingle : OrderKind::kAccDefaultDevice);
+    const std::vector<std::string>& order = rule.order;
     const RowState* r = FirstAvailable(order);
     AutomaticChoiceHazards();
+    const char* id = acc ? "T-ACC" : "T-TA";
+    out_.add_explanation(absl::StrCat(id, " single-process order ", versions_.Cite(rule)));
     // The other convention's pick, when the two disagree (e.g. CUDA + XPU).
-    const RowState* other = FirstAvailable(acc ? kTaOrder : kAccOrder);
+    const RowState* other = FirstAvailable(other_rule.order);
     if (r != nullptr && other != nullptr && other != r) {
       out_.add_explanation(absl::StrCat(
           "note: the conventions disagree on this host: ", acc ? "TrainingArguments.device" : "Accelerator().device",
-          " would pick ", other->backend->name(), " (", acc ? OrderText(kTaOrder) : OrderText(kAccOrder), ")"));
+          " would pick ", other->backend->name(), " (", OrderText(other_rule.order), ")"));
     }
-    const char* rule = acc ? "T-ACC" : "T-TA";
+    NeverPicked(order, acc ? absl::StrCat("Accelerator().device (Accelerate ", versions_.accelerate().ToString(), ")")
+                           : absl::StrCat("TrainingArguments.device (Transformers ", versions_.transformers().ToString(), ")"),
+                std::string(rule.id), r == nullptr && !(!acc && torch_device_env_),
+                acc ? "Accelerate has no branch for it; use TrainingArguments (Transformers >= 5.8 for tpu:0) or name "
+                      "the device (<type>) yourself"
+                    : "name the device (<type>) yourself");
     if (r == nullptr) {
       if (!acc && torch_device_env_) {
         out_.add_explanation(absl::StrCat("T-TA no row of ", OrderText(order),
                                           " is available: TrainingArguments falls back to ACCELERATE_TORCH_DEVICE"));
         return AnswerVerbatim(*torch_device_env_);
       }
-      AnswerCpu(absl::StrCat(rule, " no row of ", OrderText(order), " is available: cpu"));
+      AnswerCpu(absl::StrCat(id, " no row of ", OrderText(order), " is available: cpu"));
       return absl::OkStatus();
     }
     const std::string type = r->backend->device_type();
-    const bool bare = acc || type == "tpu" || type == "mps";
-    const std::string device = bare ? type : absl::StrCat(type, ":0");
-    out_.add_explanation(absl::StrCat(rule, " single process: first available of ", OrderText(order), " is ",
+    const std::string device = SingleDevice(acc, type);
+    out_.add_explanation(absl::StrCat(id, " single process: first available of ", OrderText(order), " is ",
                                       r->backend->name(), " -> ", device));
     if (!acc && torch_device_env_) {
       out_.add_explanation(absl::StrCat("T-ENV ACCELERATE_TORCH_DEVICE=", torch_device_env_->ToString(),
@@ -587,7 +720,7 @@ class Resolution {
                                       m.empty() ? "None" : absl::StrCat("\"", m, "\""), ")"));
     if (m.empty()) {
       AnswerCpu("I-NONE device_map is None: from_pretrained loads the weights on cpu");
-      if (const RowState* r = FirstAvailable(kAutoOrder)) {
+      if (const RowState* r = FirstAvailable(versions_.Order(OrderKind::kAccMaxMemory).order)) {
         out_.add_warnings(absl::StrCat("hint: pass device_map=\"auto\" to use ", r->backend->device_type(), ":0"));
       }
       return absl::OkStatus();
@@ -605,15 +738,20 @@ class Resolution {
   }
 
   absl::Status AutoMap(const std::string& keyword) {
-    const RowState* r = FirstAvailable(kAutoOrder);
+    const OrderRule& mem = versions_.Order(OrderKind::kAccMaxMemory);
+    const std::vector<std::string>& auto_order = mem.order;
+    out_.add_explanation(absl::StrCat("I-AUTO get_max_memory order ", versions_.Cite(mem)));
+    const RowState* r = FirstAvailable(auto_order);
     const RowState* mps = FirstAvailable({"mps"});
     AutomaticChoiceHazards();
     for (const RowState& x : rows_) {
-      if (x.available && !FindBackend(x.backend->row())->auto_map) {
-        out_.add_warnings(absl::StrCat("device_map=\"", keyword, "\" never places on ", x.backend->name(),
-                                       " (Accelerate's get_max_memory does not probe it): pass device_map=\"",
-                                       x.backend->device_type(), "\" to use it"));
+      const std::string type = x.backend->device_type();
+      if (!x.available || type == "mps" || std::find(auto_order.begin(), auto_order.end(), type) != auto_order.end()) {
+        continue;
       }
+      out_.add_warnings(absl::StrCat("device_map=\"", keyword, "\" never places on ", x.backend->name(),
+                                     " (get_max_memory of Accelerate ", versions_.accelerate().ToString(),
+                                     " does not probe it, ", mem.id, "): pass device_map=\"", type, "\" to use it"));
     }
     const uint64_t ram = inv_.host().memory_available_bytes() ? inv_.host().memory_available_bytes()
                                                               : inv_.host().memory_total_bytes();
@@ -622,9 +760,9 @@ class Resolution {
       if (mps != nullptr) {
         Answer(*mps, "mps");
         Place(*mps, 0);
-        out_.add_explanation(absl::StrCat("I-AUTO no row of ", OrderText(kAutoOrder), " is available; MPS is: mps"));
+        out_.add_explanation(absl::StrCat("I-AUTO no row of ", OrderText(auto_order), " is available; MPS is: mps"));
       } else {
-        AnswerCpu(absl::StrCat("I-AUTO no row of ", OrderText(kAutoOrder), " is available: everything on cpu"));
+        AnswerCpu(absl::StrCat("I-AUTO no row of ", OrderText(auto_order), " is available: everything on cpu"));
       }
       (*out_.mutable_max_memory())[spill] = ram;
       out_.add_explanation(absl::StrCat("I-MEM max_memory {\"", spill, "\": ", ram, "} (available host RAM)"));
@@ -639,7 +777,7 @@ class Resolution {
       Place(*r, i);
     }
     out_.add_devices(spill);
-    out_.add_explanation(absl::StrCat("I-AUTO first available of ", OrderText(kAutoOrder), " is ", r->backend->name(),
+    out_.add_explanation(absl::StrCat("I-AUTO first available of ", OrderText(auto_order), " is ", r->backend->name(),
                                       ": devices ", type, ":0..", n - 1, ", then ", spill, " for what does not fit"));
     // I-MEM
     std::vector<uint64_t> free(n, 0);
@@ -720,9 +858,12 @@ class Resolution {
     }
     std::string device = absl::StrCat(type, ":", n);
     int job_index = static_cast<int>(n);
-    if (type == "mps" || (type == "hpu" && convention_ == v1::CONVENTION_FROM_PRETRAINED)) {
+    if ((type == "mps" && convention_ == v1::CONVENTION_FROM_PRETRAINED) ||
+        (type == "hpu" && convention_ == v1::CONVENTION_FROM_PRETRAINED)) {
       device = type;  // no index: the process's current device (set_module_tensor_to_device maps ints to "hpu")
       job_index = 0;
+    } else if (type == "mps") {
+      job_index = 0;  // pipeline: torch.device(f"mps:{device}"); MPS has one device
     }
     out_.add_explanation(absl::StrCat(rule, " int ", n, ": first available of ", OrderText(order), " is ",
                                       r->backend->name(), " -> ", device));
@@ -800,6 +941,13 @@ class Resolution {
     const std::string& m = req_.device_map();
     out_.add_explanation(absl::StrCat("convention CONVENTION_PIPELINE: emulating pipeline(device=",
                                       m.empty() ? "None" : m, ")"));
+    if (m.empty() && !versions_.Has(Feature::kTfPipelineAccelDefault)) {
+      AnswerCpu(absl::StrCat("I-PIPE device=None: ", versions_.Cite(Feature::kTfPipelineAccelDefault), " -> cpu"));
+      if (const RowState* r = FirstAvailable(kPipelineOrder)) {
+        out_.add_warnings(absl::StrCat("hint: pass device=0 to use ", r->backend->device_type(), ":0"));
+      }
+      return absl::OkStatus();
+    }
     if (m.empty()) {
       const RowState* r = FirstAvailable(kPipelineOrder);
       AutomaticChoiceHazards();
@@ -808,11 +956,12 @@ class Resolution {
         return absl::OkStatus();
       }
       const std::string type = r->backend->device_type();
-      const std::string device = type == "mps" ? "mps" : absl::StrCat(type, ":0");
+      const std::string device = absl::StrCat(type, ":0");  // mps too: pipeline builds torch.device(f"mps:{device}")
       out_.add_explanation(absl::StrCat("I-PIPE device=None: accelerator index 0 of the first available of ",
-                                        OrderText(kPipelineOrder), " (Transformers >= 4.42) -> ", device));
+                                        OrderText(kPipelineOrder), " (", versions_.Rule(Feature::kTfPipelineAccelDefault).id,
+                                        ", Transformers >= 4.42) -> ", device));
       Answer(*r, device);
-      Place(*r, 0);
+      Place(*r, 0)->set_device(device);
       return absl::OkStatus();
     }
     if (std::optional<int64_t> n = DeviceMapInt(m)) {
@@ -833,6 +982,7 @@ class Resolution {
   const v1::ResolveDeviceRequest& req_;
   v1::ResolveDeviceResponse out_;
   v1::Convention convention_ = v1::CONVENTION_UNSPECIFIED;
+  LibraryVersions versions_;
   std::optional<int> local_rank_;
   std::optional<int64_t> world_size_;
   std::set<std::string> runtime_;

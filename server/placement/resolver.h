@@ -1,4 +1,4 @@
-// The resolver: SEMANTICS.md sections 4-8 as one pure function. Given the host inventory and a
+// The resolver: docs/SEMANTICS.md sections 4-8 and 10 as one pure function. Given the host inventory and a
 // job's request it returns the device string the job should hand to PyTorch, in the job's own
 // numbering, with the ordered explanation (rule ids T-*, I-*, E-*, P*), warnings and the host
 // identity of every device used. No I/O, no locks: callers pass an immutable snapshot.
@@ -20,17 +20,21 @@ namespace devplace::placement {
 //    for training; malformed device_map (grammar G1-G6, unknown keyword, negative int for
 //    from_pretrained, `disk`); LOCAL_RANK / WORLD_SIZE not integers or disagreeing with the
 //    fields, local_rank < 0, world_size < 1, local_rank >= world_size; ACCELERATE_USE_CPU or
-//    USE_TORCH_XLA not a truth value; malformed ACCELERATE_TORCH_DEVICE; unknown
+//    USE_TORCH_XLA not a truth value; malformed ACCELERATE_TORCH_DEVICE; transformers_version /
+//    accelerate_version malformed or outside the supported range (Transformers 4.30.0 up to 5.x,
+//    Accelerate 0.25.0 up to 1.15.x), or Transformers >= 5 named with Accelerate < 1.1.0; unknown
 //    runtime_backends entry, or both "cuda" and "rocm"; a visibility variable the runtime rejects;
 //    an oversized request (device_map over 256 bytes, more than 256 env entries or an env entry over
 //    4096 bytes, more than 1024 runtime_backends or job device nodes).
 //    The message names the field (`device_map`, `env.CUDA_VISIBLE_DEVICES`, ...) and the
 //    accepted forms.
 //  - FAILED_PRECONDITION: an explicit device (string or int) naming a row that is not available
-//    to the job or an index it cannot see (the message lists what it sees); NEURON_RT_NUM_CORES
+//    to the job or an index it cannot see (the message lists what it sees); a local_rank beyond
+//    the visible count under Accelerate < 0.33 (no modulo: the job's set_device fails); NEURON_RT_NUM_CORES
 //    beyond the visible cores; with `strict`, any hazard (rank wrap-around, ACCELERATE_USE_CPU
-//    ignored by TrainingArguments, XLA overriding use_cpu, a present row the job cannot use when
-//    the choice was automatic).
+//    ignored by TrainingArguments, XLA overriding use_cpu, torch_xla importable without a TPU, a
+//    present row the job cannot use when the choice was automatic, an available row the
+//    convention never picks when the answer fell back to cpu).
 //  - UNAVAILABLE: the inventory is empty (no probe has completed yet).
 absl::StatusOr<v1::ResolveDeviceResponse> Resolve(const v1::Inventory& inventory,
                                                   const v1::ResolveDeviceRequest& request);

@@ -541,6 +541,7 @@ absl::StatusOr<RowVisibility> ComputeVisibility(const v1::Backend& backend, cons
     case v1::ROW_NPU: s = MaskNpu(env, units, out); break;
     case v1::ROW_MLU: s = MaskCudaLike(env, "E-MLU", {"CN_VISIBLE_DEVICES", "MLU_VISIBLE_DEVICES"}, type, units, out); break;
     case v1::ROW_MUSA: s = MaskCudaLike(env, "E-MUSA", {"MUSA_VISIBLE_DEVICES"}, type, units, out); break;
+    case v1::ROW_SDAA: s = MaskCudaLike(env, "E-SDAA", {"SDAA_VISIBLE_DEVICES"}, type, units, out); break;
     case v1::ROW_NEURON: s = MaskNeuron(env, units, out); break;
     case v1::ROW_HPU: s = MaskById(env, "E-HPU", "HABANA_VISIBLE_MODULES", "module id", ModuleId, backend, units, out); break;
     case v1::ROW_TPU:

@@ -244,7 +244,7 @@ TEST_F(CliOnlineTest, InventoryAndBackends) {
   r = Run(Address() + "backends --json");
   v1::ListBackendsResponse table;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &table).ok()) << r.out;
-  EXPECT_EQ(table.backends_size(), 11);
+  EXPECT_EQ(table.backends_size(), 12);
 }
 
 TEST_F(CliOnlineTest, HealthExitStatusFollowsServing) {

@@ -39,7 +39,7 @@ class EnvironmentTest : public ::testing::Test {
 };
 
 TEST_F(EnvironmentTest, ListsThePlacementVariablesTheServerReads) {
-  EXPECT_EQ(PlacementEnvironmentVariables().size(), 19u);
+  EXPECT_EQ(PlacementEnvironmentVariables().size(), 20u);  // SDAA_VISIBLE_DEVICES joined with the sdaa row
   // Every mask variable of the hardware table is among them.
   const v1::ListBackendsResponse table = placement::ListBackendsResponse();
   for (const v1::BackendInfo& row : table.backends()) {

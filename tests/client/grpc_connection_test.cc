@@ -116,7 +116,7 @@ TEST_F(GrpcConnectionTest, GetInventoryListBackendsRefresh) {
 
   absl::StatusOr<v1::ListBackendsResponse> table = client_.Backends();
   ASSERT_TRUE(table.ok()) << table.status();
-  EXPECT_EQ(table->backends_size(), 11);
+  EXPECT_EQ(table->backends_size(), 12);
   EXPECT_TRUE(Equal(*table, placement::ListBackendsResponse()));
 
   absl::StatusOr<v1::Inventory> refreshed = client_.Refresh();

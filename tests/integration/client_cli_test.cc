@@ -46,7 +46,7 @@ TEST(ClientAndCli, EveryRpcThroughTheLibrary) {
     absl::StatusOr<Client> client = Client::Connect(options);
     ASSERT_TRUE(client.ok()) << client.status();
     WaitServing(*client);
-    EXPECT_EQ(client->Backends()->backends_size(), 11);
+    EXPECT_EQ(client->Backends()->backends_size(), 12);
     absl::StatusOr<v1::Inventory> inv = client->Inventory();
     ASSERT_TRUE(inv.ok()) << inv.status();
     EXPECT_EQ(inv->backends(1).devices(0).pci_bus_id(), "0000:18:00.0");

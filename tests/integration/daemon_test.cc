@@ -83,7 +83,7 @@ TEST(Daemon, ServesEveryRpcOverUnixSocketAndTcp) {
     WaitServing(s);
     v1::ListBackendsResponse backends;
     ASSERT_TRUE(s.placement->ListBackends(Ctx().get(), {}, &backends).ok());
-    EXPECT_EQ(backends.backends_size(), 11);
+    EXPECT_EQ(backends.backends_size(), 12);
     v1::Inventory inv;
     ASSERT_TRUE(s.placement->GetInventory(Ctx().get(), {}, &inv).ok());
     EXPECT_EQ(inv.revision(), 1u);

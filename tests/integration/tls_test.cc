@@ -130,7 +130,7 @@ TEST(Tls, MutualTlsServesOnlyClientsWithACertificateFromTheClientCa) {
   EXPECT_EQ(answer->device(), "cuda:0");
   absl::StatusOr<v1::ListBackendsResponse> table = client->Backends();
   ASSERT_TRUE(table.ok()) << table.status();
-  EXPECT_EQ(table->backends_size(), 11);
+  EXPECT_EQ(table->backends_size(), 12);
   int seen = 0;
   EXPECT_TRUE(client->Watch(0, [&](const v1::Inventory&) { return ++seen < 1; }).ok());
   EXPECT_EQ(seen, 1);

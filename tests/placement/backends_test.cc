@@ -6,12 +6,12 @@
 namespace devplace::placement {
 namespace {
 
-TEST(Backends, ElevenRowsInTableOrderWithTheirDeviceTypes) {
+TEST(Backends, TwelveRowsInTableOrderWithTheirDeviceTypes) {
   const v1::ListBackendsResponse t = ListBackendsResponse();
-  ASSERT_EQ(t.backends_size(), 11);
-  const char* names[] = {"cpu", "cuda/nvidia", "cuda/amd", "neuron", "tpu", "xpu", "mps", "hpu", "npu", "mlu", "musa"};
-  const char* types[] = {"cpu", "cuda", "cuda", "neuron", "tpu", "xpu", "mps", "hpu", "npu", "mlu", "musa"};
-  for (int i = 0; i < 11; ++i) {
+  ASSERT_EQ(t.backends_size(), 12);
+  const char* names[] = {"cpu", "cuda/nvidia", "cuda/amd", "neuron", "tpu", "xpu", "mps", "hpu", "npu", "mlu", "musa", "sdaa"};
+  const char* types[] = {"cpu", "cuda", "cuda", "neuron", "tpu", "xpu", "mps", "hpu", "npu", "mlu", "musa", "sdaa"};
+  for (int i = 0; i < 12; ++i) {
     EXPECT_EQ(t.backends(i).name(), names[i]);
     EXPECT_EQ(t.backends(i).device_type(), types[i]);
   }
@@ -22,6 +22,12 @@ TEST(Backends, ElevenRowsInTableOrderWithTheirDeviceTypes) {
   }
   EXPECT_EQ(t.backends(1).pci_vendor_ids(0), "10de");
   EXPECT_EQ(t.backends(8).package(), "torch-npu");
+  // SDAA (docs/SEMANTICS.md "SDAA"): torch_sdaa, SDAA_VISIBLE_DEVICES, no public PCI ids.
+  EXPECT_EQ(t.backends(11).row(), v1::ROW_SDAA);
+  EXPECT_EQ(t.backends(11).package(), "torch_sdaa");
+  ASSERT_EQ(t.backends(11).mask_variables_size(), 1);
+  EXPECT_EQ(t.backends(11).mask_variables(0), "SDAA_VISIBLE_DEVICES");
+  EXPECT_EQ(t.backends(11).pci_vendor_ids_size(), 0);
 }
 
 TEST(Backends, ClassifiesAcceleratorsAndRejectsDecoys) {

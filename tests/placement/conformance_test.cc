@@ -1,4 +1,4 @@
-// SEMANTICS.md section 9: every conformance case S01-S48 as a table-driven test whose name
+// docs/SEMANTICS.md section 11: every conformance case S01-S48 as a table-driven test whose name
 // carries the case id (variants get a suffix: S05_strict, S07_ACC, ...). Each case asserts the
 // status code, and for answers the device, the full devices list, the host identity of the
 // accelerators used and the warnings the user needs; for errors the words of the message.
@@ -46,14 +46,7 @@ struct Case {
 
 std::vector<Case> Cases() {
   std::vector<Case> c;
-  auto h = [](std::initializer_list<std::pair<v1::Row, int>> rows) {
-    std::vector<std::pair<v1::Row, int>> copy(rows);
-    return [copy] {
-      InventoryBuilder b;
-      for (const auto& [row, n] : copy) b.Add(row, n);
-      return v1::Inventory(b.Build());
-    };
-  };
+  auto h = HostOf;
   auto cpu_only = h({});
   const uint64_t free80 = 80 * kGiB;
 
@@ -109,8 +102,9 @@ std::vector<Case> Cases() {
   c.push_back({.id = "S13_strict", .host = h({{v1::ROW_TPU, 4}}),
                .request = Req::Train(TA).UseCpu().Runtime({"xla"}).Strict(),
                .code = kPrecondition, .error_words = {"XLA wins over use_cpu"}});
+  // S14 changed with docs/SEMANTICS.md (issue 10 item 3): TrainingArguments selects tpu:0 (V-TF-TA-TPU).
   c.push_back({.id = "S14", .host = h({{v1::ROW_TPU, 4}}), .request = Req::Train(TA),
-               .device = "tpu", .devices = {"tpu"}});
+               .device = "tpu:0", .devices = {"tpu:0"}, .explanation = {"V-TF-TA-TPU"}});
   c.push_back({.id = "S15", .host = cpu_only, .request = Req::Train(TA), .device = "cpu", .devices = {"cpu"},
                .no_warnings = true});
   c.push_back({.id = "S16", .host = cpu_only, .request = Req::Train(ACC).Rank(1, 2), .device = "cpu",

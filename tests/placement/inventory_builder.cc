@@ -1,5 +1,7 @@
 #include "tests/placement/inventory_builder.h"
 
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "server/placement/backends.h"
@@ -67,7 +69,8 @@ InventoryBuilder& InventoryBuilder::Add(v1::Row row, int count) {
     if (row != v1::ROW_MPS) {
       d->set_pci_bus_id(absl::StrFormat("0000:%02x:00.0", 0x10 * static_cast<int>(row) + idx));
       d->set_uuid(TestUuid(row, idx));
-      d->add_device_nodes(NodeFor(row, idx));
+      const std::string node = NodeFor(row, idx);
+      if (!node.empty()) d->add_device_nodes(node);  // sdaa: no documented node name
     }
     d->set_device_id("0001");
     d->set_memory_total_bytes(80 * kGiB);
@@ -81,6 +84,15 @@ InventoryBuilder& InventoryBuilder::Add(v1::Row row, int count) {
     d->set_minor(idx);
   }
   return *this;
+}
+
+std::function<v1::Inventory()> HostOf(std::initializer_list<std::pair<v1::Row, int>> rows) {
+  std::vector<std::pair<v1::Row, int>> copy(rows);
+  return [copy] {
+    InventoryBuilder b;
+    for (const auto& [row, n] : copy) b.Add(row, n);
+    return v1::Inventory(b.Build());
+  };
 }
 
 v1::Device& InventoryBuilder::Device(v1::Row row, int i) { return *Backend(row).mutable_devices(i); }

@@ -4,6 +4,9 @@
 #define DEVPLACE_TESTS_PLACEMENT_INVENTORY_BUILDER_H_
 
 #include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <utility>
 #include <string>
 
 #include "devplace/v1/devplace.pb.h"
@@ -28,6 +31,9 @@ class InventoryBuilder {
  private:
   v1::Inventory inv_;
 };
+
+// A factory for the inventory "count devices of each row" (the conformance tables' host column).
+std::function<v1::Inventory()> HostOf(std::initializer_list<std::pair<v1::Row, int>> rows);
 
 // Device UUID the builder gives device `i` of `row`: "GPU-<row><i>..." (unique per device).
 std::string TestUuid(v1::Row row, int i);

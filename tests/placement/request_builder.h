@@ -47,6 +47,8 @@ class Req {
     return *this;
   }
   Req& ModelSize(uint64_t bytes) { r_.set_model_size_bytes(bytes); return *this; }
+  Req& Transformers(const std::string& v) { r_.set_transformers_version(v); return *this; }
+  Req& Accelerate(const std::string& v) { r_.set_accelerate_version(v); return *this; }
   const v1::ResolveDeviceRequest& proto() const { return r_; }
   operator const v1::ResolveDeviceRequest&() const { return r_; }
 

@@ -175,13 +175,16 @@ TEST(Resolver, IntDeviceMapRowsAndErrors) {
   EXPECT_THAT(Msg(r), HasSubstr("not a device_map keyword"));
 }
 
-TEST(Resolver, XlaInstalledWithoutTpuIsNotTheAnswer) {
+// docs/SEMANTICS.md T-XLA (issue 10 item 2): Accelerate >= 0.28 tests only the import, so
+// torch_xla installed on a GPU host is the answer, with a hazard naming the fix.
+TEST(Resolver, XlaInstalledWithoutTpuIsTheAnswerWithAHazard) {
   InventoryBuilder b;
   b.Add(v1::ROW_CUDA_NVIDIA, 1);
   auto r = Resolve(b, Req::Train().Runtime({"xla", "cuda"}));
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->device(), "cuda:0");
-  EXPECT_THAT(Warnings(*r), HasSubstr("torch_xla is installed but no TPU is visible"));
+  EXPECT_EQ(r->device(), "xla:0");
+  EXPECT_EQ(r->package(), "torch_xla");
+  EXPECT_THAT(Warnings(*r), HasSubstr("set USE_TORCH_XLA=0 or uninstall torch_xla to get cuda:0"));
   InventoryBuilder tpu;
   tpu.Add(v1::ROW_TPU, 4);
   r = Resolve(tpu, Req::Train().Runtime({"xla"}).Env("USE_TORCH_XLA", "0"));  // HF C18

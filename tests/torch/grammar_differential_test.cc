@@ -5,7 +5,7 @@
 //   - indices above 127: c10 1.13 silently wraps them into its 8-bit DeviceIndex; devplace rejects;
 //   - `cpu:N`, N > 0: c10 release builds accept it; devplace rejects (G5);
 //   - c10 device types that are not placement targets (`hip`, `meta`, ...): devplace rejects (G4);
-//   - out-of-tree types (`npu`, `mlu`, `musa`, `neuron`, `tpu`) exist only once a plugin registers
+//   - out-of-tree types (`npu`, `mlu`, `musa`, `sdaa`, `neuron`, `tpu`) exist only once a plugin registers
 //     them as PrivateUse1; this libtorch has none registered, so c10 rejects what devplace accepts.
 #include <set>
 #include <string>
@@ -36,13 +36,13 @@ C10Result ParseWithC10(const std::string& s) {
   return r;
 }
 
-const std::set<std::string> kPluginTypes = {"npu", "mlu", "musa", "neuron", "tpu"};
+const std::set<std::string> kPluginTypes = {"npu", "mlu", "musa", "sdaa", "neuron", "tpu"};
 const std::set<std::string> kC10NonTargets = {"hip", "meta", "ipu", "ve", "fpga", "ort", "lazy", "vulkan",
                                               "mkldnn", "opengl", "opencl", "ideep", "privateuseone"};
 
 std::vector<std::string> Corpus() {
-  const std::vector<std::string> types = {"cpu", "cuda", "xpu", "mps", "hpu", "xla", "npu", "mlu", "musa", "neuron",
-                                          "tpu", "hip", "meta", "ipu", "ve", "fpga", "ort", "lazy", "vulkan",
+  const std::vector<std::string> types = {"cpu", "cuda", "xpu", "mps", "hpu", "xla", "npu", "mlu", "musa", "sdaa",
+                                          "neuron", "tpu", "hip", "meta", "ipu", "ve", "fpga", "ort", "lazy", "vulkan",
                                           "mkldnn", "opengl", "opencl", "ideep", "privateuseone", "CUDA", "Cuda",
                                           "gpu", "metal", "cuda_", "_", "", "cu da", "cuda1"};
   const std::vector<std::string> suffixes = {"", ":0", ":1", ":7", ":10", ":127", ":128", ":200", ":255", ":256",

@@ -183,6 +183,10 @@ struct ResolveOptions {
   bool strict = false;
   // Model size in bytes, for `balanced` max_memory budgets.
   std::optional<uint64_t> model_size_bytes;
+  // Library releases whose rules to emulate ("4.46.3", "1.14.0"); empty = the newest the daemon
+  // knows. Malformed or unsupported: INVALID_ARGUMENT naming the field and the supported range.
+  std::string transformers_version;
+  std::string accelerate_version;
 
   // The request message carrying these options.
   v1::ResolveDeviceRequest ToRequest() const;
@@ -210,9 +214,9 @@ struct ResolveOptions {
 // The environment variables the daemon reads from ResolveDeviceRequest.env, in a fixed order:
 // CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES,
 // ZE_AFFINITY_MASK, ZE_FLAT_DEVICE_HIERARCHY, ASCEND_RT_VISIBLE_DEVICES, MLU_VISIBLE_DEVICES,
-// CN_VISIBLE_DEVICES, MUSA_VISIBLE_DEVICES, NEURON_RT_VISIBLE_CORES, NEURON_RT_NUM_CORES,
-// HABANA_VISIBLE_MODULES, TPU_VISIBLE_CHIPS, LOCAL_RANK, WORLD_SIZE, ACCELERATE_USE_CPU,
-// ACCELERATE_TORCH_DEVICE, USE_TORCH_XLA.
+// CN_VISIBLE_DEVICES, MUSA_VISIBLE_DEVICES, SDAA_VISIBLE_DEVICES, NEURON_RT_VISIBLE_CORES,
+// NEURON_RT_NUM_CORES, HABANA_VISIBLE_MODULES, TPU_VISIBLE_CHIPS, LOCAL_RANK, WORLD_SIZE,
+// ACCELERATE_USE_CPU, ACCELERATE_TORCH_DEVICE, USE_TORCH_XLA.
 const std::vector<std::string>& PlacementEnvironmentVariables();
 
 // The accelerator device nodes under `dev_dir` (default "/dev"), as sorted "/dev/..." paths:

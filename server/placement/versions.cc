@@ -1,0 +1,278 @@
+#include "server/placement/versions.h"
+
+#include <algorithm>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "server/placement/device_string.h"
+
+namespace devplace::placement {
+namespace {
+
+using L = Library;
+using F = Feature;
+using K = OrderKind;
+
+// The last Transformers 4.x minor line, emulated when only an Accelerate release below 1.1.0 is named.
+constexpr Version kLast4x{4, 57, 0};
+
+constexpr absl::string_view kAccDefault = "huggingface/accelerate:src/accelerate/state.py PartialState.default_device";
+constexpr absl::string_view kAccBackend = "huggingface/accelerate:src/accelerate/state.py PartialState._prepare_backend";
+constexpr absl::string_view kTfSetup =
+    "huggingface/transformers:src/transformers/training_args.py TrainingArguments._setup_devices";
+constexpr absl::string_view kAccModeling = "huggingface/accelerate:src/accelerate/utils/modeling.py get_max_memory";
+
+std::vector<FeatureRule> MakeFeatureRules() {
+  return {
+      {F::kAccXlaImportOnly, L::kAccelerate, {0, 28, 0}, "V-ACC-XLA-IMPORT",
+       "is_torch_xla_available() only tests that torch_xla imports (and USE_TORCH_XLA): torch_xla installed means "
+       "XLA, with or without a TPU; before 0.28 is_tpu_available() also needed an XLA device and no CUDA GPU",
+       "huggingface/accelerate:src/accelerate/utils/imports.py is_torch_xla_available (v0.28.0; is_tpu_available "
+       "up to v0.27)"},
+      {F::kAccXlaBeforeCpu, L::kAccelerate, {0, 30, 0}, "V-ACC-XLA-CPU",
+       "XLA is chosen before the cpu flag, so it wins over use_cpu / ACCELERATE_USE_CPU; before 0.30 the XLA "
+       "branch required `not cpu`",
+       "huggingface/accelerate:src/accelerate/state.py PartialState._prepare_backend (v0.30.0; "
+       "PartialState.__init__ before)"},
+      {F::kAccIndexModulo, L::kAccelerate, {0, 33, 0}, "V-ACC-MODULO",
+       "the distributed device index is local_process_index % device_count() (several processes may share a "
+       "device); before 0.33 it was local_process_index itself, and a rank beyond the visible count fails in "
+       "torch.<type>.set_device",
+       "huggingface/accelerate:src/accelerate/state.py PartialState.set_device (v0.33.0, PR #2916)"},
+      {F::kAccXpuBare, L::kAccelerate, {1, 0, 0}, "V-ACC-XPU-BARE",
+       "default_device returns `xpu`; before 1.0 it returned `xpu:0`",
+       "huggingface/accelerate:src/accelerate/state.py PartialState.default_device (v1.0.0)"},
+      {F::kAccMultiCpuNeedsCpu, L::kAccelerate, {1, 13, 0}, "V-ACC-MULTICPU",
+       "a multi-process launch with no accelerator is MULTI_CPU only with cpu=True; otherwise the distributed type "
+       "is NO and every process is a single one; before 1.13 it became MULTI_CPU (device cpu) anyway",
+       "huggingface/accelerate:src/accelerate/state.py PartialState._prepare_backend (v1.13.0, PR #3883)"},
+      {F::kTfUseCpu, L::kTransformers, {4, 32, 0}, "V-TF-USE-CPU",
+       "TrainingArguments has use_cpu; before 4.32 the same switch is spelled no_cuda=True (use_cpu does not "
+       "exist there)",
+       "huggingface/transformers:src/transformers/training_args.py TrainingArguments (PR #24863, first in 4.32)"},
+      {F::kTfPipelineAccelDefault, L::kTransformers, {4, 42, 0}, "V-TF-PIPE-DEFAULT",
+       "pipeline(device=None) puts the model on accelerator index 0; before it stayed on cpu (device -1)",
+       "huggingface/transformers:src/transformers/pipelines/base.py Pipeline.__init__ (PR #31398, June 2024; "
+       "first release taken as 4.42)"},
+      {F::kTfV5, L::kTransformers, {5, 0, 0}, "V-TF-V5",
+       "v5: no_cuda and use_mps_device are removed, hpu:0 and neuron:0 join the single-process chain, and "
+       "Accelerate >= 1.1.0 is required",
+       "huggingface/transformers:src/transformers/training_args.py TrainingArguments._setup_devices (v5 line)"},
+      {F::kTfNativeTpu, L::kTransformers, {5, 8, 0}, "V-TF-TPU",
+       "TrainingArguments selects tpu:0 when torch_tpu is available (after neuron:0, before cuda:0); Accelerate has "
+       "no TPU branch",
+       "huggingface/transformers:src/transformers/training_args.py TrainingArguments._setup_devices (PR #45918, "
+       "merged 2026-05-12; first release not pinned, taken as 5.8.0)"},
+  };
+}
+
+std::vector<OrderRule> MakeOrderRules() {
+  return {
+      {K::kAccDefaultDevice, L::kAccelerate, {0, 25, 0}, {"mps", "cuda", "xpu", "npu"}, "V-ACC-DD-0.25", kAccDefault},
+      {K::kAccDefaultDevice, L::kAccelerate, {0, 29, 0}, {"mps", "mlu", "cuda", "xpu", "npu"}, "V-ACC-DD-0.29", kAccDefault},
+      {K::kAccDefaultDevice, L::kAccelerate, {0, 33, 0}, {"mps", "mlu", "musa", "cuda", "xpu", "npu"}, "V-ACC-DD-0.33", kAccDefault},
+      {K::kAccDefaultDevice, L::kAccelerate, {0, 34, 0}, {"mps", "mlu", "musa", "npu", "cuda", "xpu"}, "V-ACC-DD-0.34", kAccDefault},
+      {K::kAccDefaultDevice, L::kAccelerate, {1, 5, 0}, {"mps", "mlu", "sdaa", "musa", "npu", "hpu", "cuda", "xpu"},
+       "V-ACC-DD-1.5", kAccDefault},
+      {K::kAccDefaultDevice, L::kAccelerate, {1, 13, 0},
+       {"mps", "mlu", "sdaa", "musa", "npu", "hpu", "cuda", "xpu", "neuron"}, "V-ACC-DD-1.13", kAccDefault},
+
+      {K::kAccDistributed, L::kAccelerate, {0, 25, 0}, {"cuda", "npu", "xpu"}, "V-ACC-DIST-0.25", kAccBackend},
+      {K::kAccDistributed, L::kAccelerate, {0, 29, 0}, {"mlu", "cuda", "npu", "xpu"}, "V-ACC-DIST-0.29", kAccBackend},
+      {K::kAccDistributed, L::kAccelerate, {0, 33, 0}, {"mlu", "musa", "cuda", "npu", "xpu"}, "V-ACC-DIST-0.33", kAccBackend},
+      {K::kAccDistributed, L::kAccelerate, {0, 34, 0}, {"mlu", "musa", "npu", "cuda", "xpu"}, "V-ACC-DIST-0.34", kAccBackend},
+      {K::kAccDistributed, L::kAccelerate, {1, 5, 0}, {"mlu", "sdaa", "musa", "npu", "hpu", "cuda", "xpu"},
+       "V-ACC-DIST-1.5", kAccBackend},
+      {K::kAccDistributed, L::kAccelerate, {1, 13, 0}, {"mlu", "sdaa", "musa", "npu", "hpu", "cuda", "xpu", "neuron"},
+       "V-ACC-DIST-1.13", kAccBackend},
+
+      {K::kAccMaxMemory, L::kAccelerate, {0, 25, 0}, {"xpu", "cuda"}, "V-ACC-MEM-0.25", kAccModeling},
+      {K::kAccMaxMemory, L::kAccelerate, {0, 26, 0}, {"npu", "xpu", "cuda"}, "V-ACC-MEM-0.26", kAccModeling},
+      {K::kAccMaxMemory, L::kAccelerate, {0, 29, 0}, {"npu", "mlu", "xpu", "cuda"}, "V-ACC-MEM-0.29", kAccModeling},
+      {K::kAccMaxMemory, L::kAccelerate, {0, 33, 0}, {"npu", "mlu", "musa", "xpu", "cuda"}, "V-ACC-MEM-0.33", kAccModeling},
+      {K::kAccMaxMemory, L::kAccelerate, {1, 5, 0}, {"npu", "mlu", "sdaa", "musa", "xpu", "hpu", "cuda"}, "V-ACC-MEM-1.5",
+       kAccModeling},
+
+      {K::kTfSingle, L::kTransformers, {4, 30, 0}, {"mps", "xpu", "mlu", "musa", "npu", "cuda"}, "V-TF-TA-4",
+       kTfSetup},
+      {K::kTfSingle, L::kTransformers, {5, 0, 0}, {"mps", "xpu", "mlu", "musa", "npu", "hpu", "neuron", "cuda"},
+       "V-TF-TA-5", kTfSetup},
+      {K::kTfSingle, L::kTransformers, {5, 8, 0},
+       {"mps", "xpu", "mlu", "musa", "npu", "hpu", "neuron", "tpu", "cuda"}, "V-TF-TA-TPU", kTfSetup},
+  };
+}
+
+std::string OrderWords(const std::vector<std::string>& order) {
+  std::vector<std::string> up;
+  for (const std::string& t : order) up.push_back(t == "neuron" ? "Neuron" : absl::AsciiStrToUpper(t));
+  return absl::StrJoin(up, ", ");
+}
+
+}  // namespace
+
+std::string Version::ToString() const { return absl::StrCat(major, ".", minor, ".", patch); }
+
+absl::string_view LibraryName(Library lib) { return lib == Library::kTransformers ? "Transformers" : "Accelerate"; }
+
+const std::vector<FeatureRule>& FeatureRules() {
+  static const std::vector<FeatureRule>* rules = new std::vector<FeatureRule>(MakeFeatureRules());
+  return *rules;
+}
+
+const std::vector<OrderRule>& OrderRules() {
+  static const std::vector<OrderRule>* rules = new std::vector<OrderRule>(MakeOrderRules());
+  return *rules;
+}
+
+Version MinVersion(Library lib) { return lib == Library::kTransformers ? Version{4, 30, 0} : Version{0, 25, 0}; }
+Version NewestVersion(Library lib) { return lib == Library::kTransformers ? Version{5, 8, 0} : Version{1, 15, 0}; }
+
+std::string SupportedRange(Library lib) {
+  return lib == Library::kTransformers ? "4.30.0 up to 5.x (newest known: 5.8.0)"
+                                       : "0.25.0 up to 1.15.x (newest known: 1.15.0, the 1.15.0.dev0 main branch)";
+}
+
+absl::StatusOr<Version> ParseLibraryVersion(Library lib, absl::string_view text, absl::string_view field) {
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": '", text.substr(0, 64), "' ", why, "; accepted: ",
+                                                   LibraryName(lib), " ", SupportedRange(lib),
+                                                   ", written X.Y or X.Y.Z (a suffix such as .dev0, rc1 or +local "
+                                                   "is read as that release), or empty for the newest"));
+  };
+  // The numeric part ends at the first character that is neither a digit nor a dot followed by a
+  // digit; what follows must be a recognised suffix.
+  size_t end = 0;
+  while (end < text.size() && (absl::ascii_isdigit(static_cast<unsigned char>(text[end])) ||
+                               (text[end] == '.' && end + 1 < text.size() &&
+                                absl::ascii_isdigit(static_cast<unsigned char>(text[end + 1]))))) {
+    ++end;
+  }
+  const absl::string_view numbers = text.substr(0, end);
+  absl::string_view suffix = text.substr(end);
+  if (!suffix.empty()) {
+    absl::string_view s = suffix;
+    if (s[0] == '+') {
+      if (s.size() == 1) return bad("is not a version");
+    } else {
+      if (s[0] == '.' || s[0] == '-') s.remove_prefix(1);
+      bool known = false;
+      for (absl::string_view tag : {"dev", "rc", "a", "b", "post"}) {
+        if (absl::StartsWith(s, tag)) {
+          absl::string_view digits = s.substr(tag.size());
+          const size_t plus = digits.find('+');
+          if (plus != absl::string_view::npos) digits = digits.substr(0, plus);
+          known = std::all_of(digits.begin(), digits.end(),
+                              [](char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)); });
+          break;
+        }
+      }
+      if (!known) return bad("is not a version");
+    }
+  }
+  std::vector<absl::string_view> parts = absl::StrSplit(numbers, '.');
+  if (numbers.empty() || parts.size() < 2 || parts.size() > 3) return bad("is not a version");
+  int v[3] = {0, 0, 0};
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (!ParseDecimal(parts[i], &v[i]) || v[i] > 9999) return bad("is not a version");
+  }
+  const Version got{v[0], v[1], v[2]};
+  if (got < MinVersion(lib)) return bad("is older than devplace supports");
+  const Version newest = NewestVersion(lib);
+  const bool too_new = lib == Library::kTransformers ? got.major > newest.major
+                                                     : (got.major > newest.major ||
+                                                        (got.major == newest.major && got.minor > newest.minor));
+  if (too_new) return bad("is newer than the newest release devplace knows");
+  return got;
+}
+
+absl::StatusOr<LibraryVersions> LibraryVersions::FromRequest(absl::string_view transformers,
+                                                             absl::string_view accelerate) {
+  LibraryVersions v;
+  v.transformers_ = NewestVersion(Library::kTransformers);
+  v.accelerate_ = NewestVersion(Library::kAccelerate);
+  if (!transformers.empty()) {
+    absl::StatusOr<Version> t = ParseLibraryVersion(Library::kTransformers, transformers, "transformers_version");
+    if (!t.ok()) return t.status();
+    v.transformers_ = *t;
+    v.transformers_newest_ = false;
+  }
+  if (!accelerate.empty()) {
+    absl::StatusOr<Version> a = ParseLibraryVersion(Library::kAccelerate, accelerate, "accelerate_version");
+    if (!a.ok()) return a.status();
+    v.accelerate_ = *a;
+    v.accelerate_newest_ = false;
+  }
+  if (v.Has(Feature::kTfV5) && v.accelerate_ < Version{1, 1, 0}) {
+    if (v.transformers_newest_) {
+      // Only the Accelerate release was named, and Transformers 5 cannot run with it: the job
+      // has Transformers 4, so emulate the last 4.x line (the 4.x rules are the same from 4.42 on).
+      v.transformers_ = kLast4x;
+      v.transformers_v4_for_accelerate_ = true;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "accelerate_version: ", v.accelerate_.ToString(), " with transformers_version ", v.transformers_.ToString(),
+          ": Transformers 5 requires Accelerate >= 1.1.0 (V-TF-V5); accepted: accelerate_version 1.1.0 up to 1.15.x, "
+          "or a Transformers 4.x transformers_version"));
+    }
+  }
+  return v;
+}
+
+bool LibraryVersions::Has(Feature f) const {
+  const FeatureRule& r = Rule(f);
+  return Of(r.library) >= r.since;
+}
+
+const FeatureRule& LibraryVersions::Rule(Feature f) const {
+  for (const FeatureRule& r : FeatureRules()) {
+    if (r.feature == f) return r;
+  }
+  return FeatureRules().front();  // unreachable: every Feature has a row (tested)
+}
+
+const OrderRule& LibraryVersions::Order(OrderKind kind) const {
+  const OrderRule* best = nullptr;
+  for (const OrderRule& r : OrderRules()) {
+    if (r.kind == kind && Of(r.library) >= r.since) best = &r;
+  }
+  if (best != nullptr) return *best;
+  for (const OrderRule& r : OrderRules()) {
+    if (r.kind == kind) return r;  // below every row: the oldest (cannot happen within the supported range)
+  }
+  return OrderRules().front();
+}
+
+std::string LibraryVersions::Cite(Feature f) const {
+  const FeatureRule& r = Rule(f);
+  const Version& have = Of(r.library);
+  return absl::StrCat(r.id, " (", LibraryName(r.library), " ", have.ToString(), have >= r.since ? " >= " : " < ",
+                      r.since.ToString(), ": ", r.what, "; ", r.source, ")");
+}
+
+std::string LibraryVersions::Cite(const OrderRule& r) const {
+  return absl::StrCat(r.id, " (", LibraryName(r.library), " ", Of(r.library).ToString(), ", order since ",
+                      r.since.ToString(), ": ", OrderWords(r.order), "; ", r.source, ")");
+}
+
+std::string LibraryVersions::Describe() const {
+  auto one = [](Library lib, const Version& v, bool newest) {
+    return absl::StrCat(LibraryName(lib), " ", v.ToString(),
+                        newest ? absl::StrCat(" (", lib == Library::kTransformers ? "transformers_version" : "accelerate_version",
+                                              " empty: the newest devplace knows)")
+                               : "");
+  };
+  const std::string tf =
+      transformers_v4_for_accelerate_
+          ? absl::StrCat("Transformers ", transformers_.ToString(),
+                         " (transformers_version empty, and Transformers 5 needs Accelerate >= 1.1.0: the last 4.x line)")
+          : one(Library::kTransformers, transformers_, transformers_newest_);
+  return absl::StrCat("V emulating ", tf, " and ",
+                      one(Library::kAccelerate, accelerate_, accelerate_newest_),
+                      "; version rules: docs/SEMANTICS.md section 10");
+}
+
+}  // namespace devplace::placement

@@ -1,0 +1,127 @@
+// Library versions the resolver emulates (docs/SEMANTICS.md section "Versions"): which
+// Transformers / Accelerate release's rules apply to a request. Every change between releases is
+// one row of data here (library, first release with the behaviour, what changed, source), so the
+// resolver asks "does the emulated release have X" or "which order applies" instead of comparing
+// version numbers itself, and its explanation cites the row's id.
+#ifndef DEVPLACE_SERVER_PLACEMENT_VERSIONS_H_
+#define DEVPLACE_SERVER_PLACEMENT_VERSIONS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace devplace::placement {
+
+// A release number MAJOR.MINOR.PATCH (pre-release and local suffixes dropped).
+struct Version {
+  int major = 0;
+  int minor = 0;
+  int patch = 0;
+  std::string ToString() const;  // "1.15.0"
+  friend bool operator<(const Version& a, const Version& b) {
+    if (a.major != b.major) return a.major < b.major;
+    if (a.minor != b.minor) return a.minor < b.minor;
+    return a.patch < b.patch;
+  }
+  friend bool operator>=(const Version& a, const Version& b) { return !(a < b); }
+  friend bool operator==(const Version& a, const Version& b) { return !(a < b) && !(b < a); }
+};
+
+enum class Library { kTransformers, kAccelerate };
+absl::string_view LibraryName(Library lib);  // "Transformers", "Accelerate"
+
+// Yes/no behaviours that appeared in one release and stayed.
+enum class Feature {
+  kAccXlaImportOnly,      // is_torch_xla_available tests only the import (no TPU/CUDA check)
+  kAccXlaBeforeCpu,       // XLA is chosen before the cpu flag (_prepare_backend)
+  kAccIndexModulo,        // distributed device index = local_process_index % device_count()
+  kAccXpuBare,            // default_device returns `xpu`, not `xpu:0`
+  kAccMultiCpuNeedsCpu,   // a multi-process launch without accelerator is MULTI_CPU only with cpu=True
+  kTfUseCpu,              // TrainingArguments has use_cpu (before: no_cuda)
+  kTfPipelineAccelDefault,  // pipeline(device=None) means accelerator index 0 (before: cpu)
+  kTfV5,                  // v5: no_cuda / use_mps_device removed, Accelerate >= 1.1.0 required
+  kTfNativeTpu,           // TrainingArguments selects tpu:0 when torch_tpu is available
+};
+
+struct FeatureRule {
+  Feature feature;
+  Library library;
+  Version since;            // first release with the behaviour
+  absl::string_view id;     // rule id cited by explanations and docs, e.g. "V-ACC-MODULO"
+  absl::string_view what;   // the behaviour from `since` on, and before it
+  absl::string_view source; // owner/repo:path function (tag or PR)
+};
+
+// Backend orders that changed between releases.
+enum class OrderKind {
+  kAccDefaultDevice,  // PartialState.default_device (single process, Accelerator().device)
+  kAccDistributed,    // PartialState._prepare_backend with LOCAL_RANK set, not cpu
+  kAccMaxMemory,      // get_max_memory (device_map="auto" and friends)
+  kTfSingle,          // TrainingArguments._setup_devices, single process (distributed type NO)
+};
+
+struct OrderRule {
+  OrderKind kind;
+  Library library;
+  Version since;                    // first release with this order (until the next row's)
+  std::vector<std::string> order;   // PyTorch device types, first match wins
+  absl::string_view id;             // e.g. "V-ACC-DD-1.13"
+  absl::string_view source;
+};
+
+// All rows, grouped by feature / kind, each group in ascending `since`.
+const std::vector<FeatureRule>& FeatureRules();
+const std::vector<OrderRule>& OrderRules();
+
+// Supported ranges, for messages and docs: Transformers 4.30.0 <= v < 6.0.0 (newest known: the
+// v5 line with torch_tpu, taken as 5.8.0), Accelerate 0.25.0 <= v < 1.16.0 (newest: 1.15.0, the
+// 1.15.0.dev0 HEAD read).
+Version MinVersion(Library lib);
+Version NewestVersion(Library lib);
+std::string SupportedRange(Library lib);  // "0.25.0 up to 1.15.x"
+
+// Parses a version string: "X.Y" or "X.Y.Z", each part decimal digits, optionally followed by a
+// pre-release or local suffix (".dev0", "rc1", "a2", "b1", ".post1", "+cu121"), which is dropped
+// (a pre-release of X.Y.Z follows X.Y.Z's rules). INVALID_ARGUMENT naming `field` when it does
+// not parse or is outside the library's supported range (the message gives the range).
+absl::StatusOr<Version> ParseLibraryVersion(Library lib, absl::string_view text, absl::string_view field);
+
+// The pair of releases a request emulates.
+class LibraryVersions {
+ public:
+  // The newest releases devplace knows.
+  LibraryVersions() : transformers_(NewestVersion(Library::kTransformers)), accelerate_(NewestVersion(Library::kAccelerate)) {}
+  // From ResolveDeviceRequest.transformers_version / accelerate_version (empty = newest).
+  // INVALID_ARGUMENT for a malformed or unsupported version, and for Transformers >= 5 with
+  // Accelerate < 1.1.0 (v5's minimum). With transformers empty and Accelerate < 1.1.0, the last
+  // Transformers 4.x line (4.57.0) is emulated instead of the newest.
+  static absl::StatusOr<LibraryVersions> FromRequest(absl::string_view transformers, absl::string_view accelerate);
+
+  const Version& transformers() const { return transformers_; }
+  const Version& accelerate() const { return accelerate_; }
+  bool transformers_newest() const { return transformers_newest_; }
+  bool accelerate_newest() const { return accelerate_newest_; }
+
+  bool Has(Feature f) const;
+  const FeatureRule& Rule(Feature f) const;
+  // The order in force for the emulated release.
+  const OrderRule& Order(OrderKind kind) const;
+  // "V-ACC-MODULO (Accelerate 0.32.0 < 0.33.0: <what>; <source>)": the rule, whether the
+  // emulated release is on its new or old side, and the source, for explanations.
+  std::string Cite(Feature f) const;
+  std::string Cite(const OrderRule& r) const;
+  // One explanation line: which releases are emulated, and where an empty field meant newest.
+  std::string Describe() const;
+
+ private:
+  const Version& Of(Library lib) const { return lib == Library::kTransformers ? transformers_ : accelerate_; }
+  Version transformers_, accelerate_;
+  bool transformers_newest_ = true, accelerate_newest_ = true;
+  bool transformers_v4_for_accelerate_ = false;
+};
+
+}  // namespace devplace::placement
+
+#endif  // DEVPLACE_SERVER_PLACEMENT_VERSIONS_H_

@@ -1,0 +1,267 @@
+// docs/SEMANTICS.md sections 10-11: the answers that follow the newest Transformers / Accelerate
+// (issue 10 items 1-6, cases N01-N..), and every version rule at both sides of its boundary
+// (cases V..), as one table. Each case asserts the status, the device, and the words of the
+// rule that decided (explanation, warning or error).
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_join.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/placement/resolver.h"
+#include "server/placement/versions.h"
+#include "tests/placement/inventory_builder.h"
+#include "tests/placement/request_builder.h"
+
+namespace devplace::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using placement::Resolve;
+
+constexpr auto TA = v1::CONVENTION_TRAINING_ARGUMENTS;
+constexpr auto ACC = v1::CONVENTION_ACCELERATE;
+constexpr auto kOk = absl::StatusCode::kOk;
+constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
+constexpr auto kPrecondition = absl::StatusCode::kFailedPrecondition;
+const auto CUDA = v1::ROW_CUDA_NVIDIA;
+
+struct Case {
+  std::string id;
+  std::function<v1::Inventory()> host;
+  Req request;
+  absl::StatusCode code = kOk;
+  std::string device;
+  std::vector<std::string> words;  // each a substring of the explanation+warnings (ok) or the error
+  std::vector<int> host_indices;   // placed host indices when given
+  std::string accelerate_answered; // response.accelerate_version when given
+};
+
+const auto H = HostOf;
+
+Req Acc(const std::string& v, Req r) {
+  r.Accelerate(v);
+  return r;
+}
+Req Tf(const std::string& v, Req r) {
+  r.Transformers(v);
+  return r;
+}
+
+std::vector<Case> Cases() {
+  std::vector<Case> c;
+  const auto cuda2 = H({{CUDA, 2}});
+  const auto tpu2 = H({{v1::ROW_TPU, 2}});
+  // ---- newest libraries (issue 10 items 1-6) -------------------------------------------------
+  // N01-N03: ACCELERATE_TORCH_DEVICE comes first.
+  c.push_back({.id = "N01_acc_use_cpu", .host = cuda2,
+               .request = Req::Train(ACC).UseCpu().Env("ACCELERATE_TORCH_DEVICE", "cuda:1"), .device = "cuda:1",
+               .words = {"T-ENV", "wins over cpu"}, .host_indices = {1}});
+  c.push_back({.id = "N02_ta_dist_use_cpu", .host = cuda2,
+               .request = Req::Train(TA).UseCpu().Rank(0, 2).Env("ACCELERATE_TORCH_DEVICE", "cuda:1"),
+               .device = "cuda:1", .words = {"MULTI_CPU", "ACCELERATE_TORCH_DEVICE=cuda:1 set first"}});
+  c.push_back({.id = "N03_xla_env_cpu", .host = tpu2,
+               .request = Req::Train(TA).Runtime({"xla"}).Env("ACCELERATE_TORCH_DEVICE", "cpu"), .device = "cpu",
+               .words = {"XLA branch passes PartialState.device"}});
+  c.push_back({.id = "N03_xla_env_cpu_ACC", .host = tpu2,
+               .request = Req::Train(ACC).Runtime({"xla"}).Env("ACCELERATE_TORCH_DEVICE", "cpu"), .device = "cpu",
+               .words = {"wins over cpu, ACCELERATE_USE_CPU, MULTI_CPU and XLA"}});
+  // N04-N06: torch_xla importable means XLA, on a GPU host too.
+  c.push_back({.id = "N04_gpu_xla_ACC", .host = cuda2, .request = Req::Train(ACC).Runtime({"cuda", "xla"}),
+               .device = "xla:0",
+               .words = {"V-ACC-XLA-IMPORT", "not cuda", "set USE_TORCH_XLA=0 or uninstall torch_xla to get cuda"}});
+  c.push_back({.id = "N05_gpu_xla_TA", .host = cuda2, .request = Req::Train(TA).Runtime({"cuda", "xla"}),
+               .device = "xla:0", .words = {"not cuda:0", "to get cuda:0"}});
+  c.push_back({.id = "N06_gpu_xla_strict", .host = cuda2, .request = Req::Train(TA).Runtime({"cuda", "xla"}).Strict(),
+               .code = kPrecondition, .words = {"strict", "USE_TORCH_XLA=0"}});
+  c.push_back({.id = "N06_gpu_xla_off", .host = cuda2,
+               .request = Req::Train(TA).Runtime({"cuda", "xla"}).Env("USE_TORCH_XLA", "0"), .device = "cuda:0"});
+  // N07-N10: native TPU (torch-tpu): TrainingArguments tpu:0 on every rank, Accelerate cpu.
+  c.push_back({.id = "N07_tpu_TA", .host = tpu2, .request = Req::Train(TA), .device = "tpu:0",
+               .words = {"V-TF-TA-TPU"}, .host_indices = {0}});
+  c.push_back({.id = "N08_tpu_TA_rank1", .host = tpu2, .request = Req::Train(TA).Rank(1, 2), .device = "tpu:0",
+               .words = {"treats the process as a single one", "V-ACC-MULTICPU"}});
+  c.push_back({.id = "N09_tpu_ACC", .host = tpu2, .request = Req::Train(ACC), .device = "cpu",
+               .words = {"Google TPU (tpu) is available, but Accelerator().device", "no branch for it"}});
+  c.push_back({.id = "N09_tpu_ACC_strict", .host = tpu2, .request = Req::Train(ACC).Strict(), .code = kPrecondition,
+               .words = {"strict", "never picks it"}});
+  c.push_back({.id = "N10_tpu_ACC_rank1", .host = tpu2, .request = Req::Train(ACC).Rank(1, 2), .device = "cpu"});
+  // N11-N12: pipeline on MPS is mps:0.
+  c.push_back({.id = "N11_mps_pipeline_none", .host = H({{v1::ROW_MPS, 1}}), .request = Req::Pipe(""), .device = "mps:0"});
+  c.push_back({.id = "N12_mps_pipeline_int", .host = H({{v1::ROW_MPS, 1}}), .request = Req::Pipe("0"), .device = "mps:0"});
+  // N13-N14: int device_map on Neuron / TPU (PrivateUse1 current accelerator).
+  c.push_back({.id = "N13_neuron_int", .host = H({{v1::ROW_NEURON, 2}}), .request = Req::Infer("1"),
+               .device = "neuron:1", .host_indices = {1}});
+  c.push_back({.id = "N14_tpu_int", .host = tpu2, .request = Req::Infer("1"), .device = "tpu:1", .host_indices = {1}});
+  c.push_back({.id = "N14_neuron_int_beyond", .host = H({{v1::ROW_NEURON, 2}}), .request = Req::Infer("2"),
+               .code = kPrecondition, .words = {"neuron:2", "sees 2"}});
+  // N15-N21: SDAA, the 12th row.
+  const auto sdaa2 = H({{v1::ROW_SDAA, 2}});
+  c.push_back({.id = "N15_sdaa_ACC", .host = sdaa2, .request = Req::Train(ACC), .device = "sdaa"});
+  c.push_back({.id = "N16_sdaa_ACC_rank1", .host = sdaa2, .request = Req::Train(ACC).Rank(1, 2), .device = "sdaa:1",
+               .host_indices = {1}});
+  c.push_back({.id = "N17_sdaa_TA", .host = sdaa2, .request = Req::Train(TA), .device = "cpu",
+               .words = {"Tecorigin SDAA (sdaa) is available, but TrainingArguments.device"}});
+  c.push_back({.id = "N18_sdaa_auto", .host = sdaa2, .request = Req::Infer("auto"), .device = "sdaa:0",
+               .host_indices = {0, 1}});
+  c.push_back({.id = "N19_sdaa_int", .host = sdaa2, .request = Req::Infer("1"), .device = "sdaa:1"});
+  c.push_back({.id = "N20_sdaa_mask", .host = sdaa2,
+               .request = Req::Train(ACC).Rank(0, 1).Env("SDAA_VISIBLE_DEVICES", "1"), .device = "sdaa:0",
+               .words = {"SDAA_VISIBLE_DEVICES"}, .host_indices = {1}});
+  c.push_back({.id = "N21_sdaa_runtime_missing", .host = sdaa2, .request = Req::Train(ACC).Runtime({"cpu"}),
+               .device = "cpu", .words = {"install torch_sdaa"}});
+
+  // ---- version boundaries: each rule at both sides ------------------------------------------
+  const auto mlu_cuda = H({{v1::ROW_MLU, 2}, {CUDA, 2}});
+  const auto musa_cuda = H({{v1::ROW_MUSA, 2}, {CUDA, 2}});
+  const auto npu_cuda = H({{v1::ROW_NPU, 2}, {CUDA, 2}});
+  c.push_back({.id = "V01_dd_mlu_0_28", .host = mlu_cuda, .request = Acc("0.28.0", Req::Train(ACC)), .device = "cuda",
+               .words = {"V-ACC-DD-0.25"}});
+  c.push_back({.id = "V01_dd_mlu_0_29", .host = mlu_cuda, .request = Acc("0.29.0", Req::Train(ACC)), .device = "mlu",
+               .words = {"V-ACC-DD-0.29"}});
+  c.push_back({.id = "V02_dd_musa_0_32", .host = musa_cuda, .request = Acc("0.32.0", Req::Train(ACC)), .device = "cuda"});
+  c.push_back({.id = "V02_dd_musa_0_33", .host = musa_cuda, .request = Acc("0.33.0", Req::Train(ACC)), .device = "musa"});
+  c.push_back({.id = "V03_dd_npu_0_33", .host = npu_cuda, .request = Acc("0.33.0", Req::Train(ACC)), .device = "cuda"});
+  c.push_back({.id = "V03_dd_npu_0_34", .host = npu_cuda, .request = Acc("0.34.0", Req::Train(ACC)), .device = "npu",
+               .words = {"V-ACC-DD-0.34"}});
+  c.push_back({.id = "V03_dd_npu_0_25_vs_newest", .host = npu_cuda, .request = Acc("0.25.0", Req::Train(ACC)),
+               .device = "cuda", .accelerate_answered = "0.25.0"});
+  c.push_back({.id = "V03_dd_npu_newest", .host = npu_cuda, .request = Req::Train(ACC), .device = "npu",
+               .words = {"accelerate_version empty: the newest devplace knows"}, .accelerate_answered = "1.15.0"});
+  const auto xpu1 = H({{v1::ROW_XPU, 1}});
+  c.push_back({.id = "V04_xpu_0_34", .host = xpu1, .request = Acc("0.34.2", Req::Train(ACC)), .device = "xpu:0",
+               .words = {"V-ACC-DD-0.34"}});
+  c.push_back({.id = "V04_xpu_1_0", .host = xpu1, .request = Acc("1.0.0", Req::Train(ACC)), .device = "xpu"});
+  const auto hpu8 = H({{v1::ROW_HPU, 8}});
+  c.push_back({.id = "V05_hpu_1_4", .host = hpu8, .request = Acc("1.4.0", Req::Train(ACC)), .device = "cpu",
+               .words = {"Intel Gaudi (hpu) is available, but Accelerator().device (Accelerate 1.4.0)", "V-ACC-DD-0.34"}});
+  c.push_back({.id = "V05_hpu_1_5", .host = hpu8, .request = Acc("1.5.0", Req::Train(ACC)), .device = "hpu",
+               .words = {"V-ACC-DD-1.5"}});
+  c.push_back({.id = "V05_sdaa_1_4", .host = sdaa2, .request = Acc("1.4.0", Req::Train(ACC)), .device = "cpu"});
+  c.push_back({.id = "V05_sdaa_1_5", .host = sdaa2, .request = Acc("1.5.0", Req::Train(ACC)), .device = "sdaa"});
+  const auto neuron2 = H({{v1::ROW_NEURON, 2}});
+  c.push_back({.id = "V06_neuron_1_12", .host = neuron2, .request = Acc("1.12.0", Req::Train(ACC)), .device = "cpu"});
+  c.push_back({.id = "V06_neuron_1_13", .host = neuron2, .request = Acc("1.13.0", Req::Train(ACC)), .device = "neuron",
+               .words = {"V-ACC-DD-1.13"}});
+  c.push_back({.id = "V07_multicpu_1_12", .host = tpu2, .request = Acc("1.12.0", Req::Train(TA).Rank(1, 2)),
+               .device = "cpu", .words = {"V-ACC-MULTICPU (Accelerate 1.12.0 < 1.13.0", "MULTI_CPU"}});
+  c.push_back({.id = "V07_multicpu_1_13", .host = tpu2, .request = Acc("1.13.0", Req::Train(TA).Rank(1, 2)),
+               .device = "tpu:0", .words = {"V-ACC-MULTICPU (Accelerate 1.13.0 >= 1.13.0"}});
+  c.push_back({.id = "V08_modulo_0_32", .host = cuda2, .request = Acc("0.32.0", Req::Train(ACC).Rank(3, 4)),
+               .code = kPrecondition, .words = {"local_rank 3", "V-ACC-MODULO (Accelerate 0.32.0 < 0.33.0", "cuda:3"}});
+  c.push_back({.id = "V08_modulo_0_33", .host = cuda2, .request = Acc("0.33.0", Req::Train(ACC).Rank(3, 4)),
+               .device = "cuda:1", .words = {"shares the device with local rank(s) 1"}});
+  c.push_back({.id = "V08_no_modulo_in_range", .host = cuda2, .request = Acc("0.32.0", Req::Train(ACC).Rank(1, 2)),
+               .device = "cuda:1", .words = {"cuda:local_rank"}});
+  c.push_back({.id = "V09_dist_npu_0_33", .host = npu_cuda, .request = Acc("0.33.0", Req::Train(ACC).Rank(1, 2)),
+               .device = "cuda:1", .words = {"V-ACC-DIST-0.33"}});
+  c.push_back({.id = "V09_dist_npu_0_34", .host = npu_cuda, .request = Acc("0.34.0", Req::Train(ACC).Rank(1, 2)),
+               .device = "npu:1", .words = {"V-ACC-DIST-0.34"}});
+  c.push_back({.id = "V10_xla_import_0_27", .host = cuda2, .request = Acc("0.27.0", Req::Train(TA).Runtime({"cuda", "xla"})),
+               .device = "cuda:0", .words = {"T-XLA not taken", "V-ACC-XLA-IMPORT (Accelerate 0.27.0 < 0.28.0"}});
+  c.push_back({.id = "V10_xla_import_0_28", .host = cuda2, .request = Acc("0.28.0", Req::Train(TA).Runtime({"cuda", "xla"})),
+               .device = "xla:0"});
+  c.push_back({.id = "V11_xla_cpu_0_29", .host = tpu2, .request = Acc("0.29.0", Req::Train(TA).UseCpu().Runtime({"xla"})),
+               .device = "cpu", .words = {"V-ACC-XLA-CPU (Accelerate 0.29.0 < 0.30.0"}});
+  c.push_back({.id = "V11_xla_cpu_0_30", .host = tpu2, .request = Acc("0.30.0", Req::Train(TA).UseCpu().Runtime({"xla"})),
+               .device = "xla:0", .words = {"XLA wins over use_cpu"}});
+  c.push_back({.id = "V12_mem_npu_0_25", .host = npu_cuda, .request = Acc("0.25.0", Req::Infer("auto")), .device = "cuda:0",
+               .words = {"V-ACC-MEM-0.25", "never places on npu"}});
+  c.push_back({.id = "V12_mem_npu_0_26", .host = npu_cuda, .request = Acc("0.26.0", Req::Infer("auto")), .device = "npu:0"});
+  c.push_back({.id = "V13_mem_mlu_0_28", .host = mlu_cuda, .request = Acc("0.28.0", Req::Infer("auto")), .device = "cuda:0"});
+  c.push_back({.id = "V13_mem_mlu_0_29", .host = mlu_cuda, .request = Acc("0.29.0", Req::Infer("auto")), .device = "mlu:0"});
+  c.push_back({.id = "V14_mem_musa_0_32", .host = musa_cuda, .request = Acc("0.32.0", Req::Infer("auto")), .device = "cuda:0"});
+  c.push_back({.id = "V14_mem_musa_0_33", .host = musa_cuda, .request = Acc("0.33.0", Req::Infer("auto")), .device = "musa:0"});
+  c.push_back({.id = "V15_mem_hpu_1_4", .host = hpu8, .request = Acc("1.4.0", Req::Infer("auto")), .device = "cpu"});
+  c.push_back({.id = "V15_mem_hpu_1_5", .host = hpu8, .request = Acc("1.5.0", Req::Infer("auto")), .device = "hpu:0"});
+  c.push_back({.id = "V16_ta_hpu_4_46", .host = hpu8, .request = Tf("4.46.3", Req::Train(TA)), .device = "cpu",
+               .words = {"V-TF-TA-4", "Intel Gaudi (hpu) is available, but TrainingArguments.device (Transformers 4.46.3)"}});
+  c.push_back({.id = "V16_ta_hpu_5_0", .host = hpu8, .request = Tf("5.0.0", Req::Train(TA)), .device = "hpu:0",
+               .words = {"V-TF-TA-5"}});
+  c.push_back({.id = "V17_ta_tpu_5_7", .host = tpu2, .request = Tf("5.7.0", Req::Train(TA)), .device = "cpu"});
+  c.push_back({.id = "V17_ta_tpu_5_8", .host = tpu2, .request = Tf("5.8.0", Req::Train(TA)), .device = "tpu:0"});
+  c.push_back({.id = "V18_use_cpu_4_31", .host = cuda2, .request = Tf("4.31.0", Req::Train(TA).UseCpu()), .device = "cpu",
+               .words = {"V-TF-USE-CPU (Transformers 4.31.0 < 4.32.0", "no_cuda=True"}});
+  c.push_back({.id = "V18_use_cpu_4_32", .host = cuda2, .request = Tf("4.32.0", Req::Train(TA).UseCpu()), .device = "cpu"});
+  c.push_back({.id = "V19_pipe_none_4_41", .host = cuda2, .request = Tf("4.41.2", Req::Pipe("")), .device = "cpu",
+               .words = {"V-TF-PIPE-DEFAULT (Transformers 4.41.2 < 4.42.0", "pass device=0 to use cuda:0"}});
+  c.push_back({.id = "V19_pipe_none_4_42", .host = cuda2, .request = Tf("4.42.0", Req::Pipe("")), .device = "cuda:0"});
+  // ---- version strings -----------------------------------------------------------------------
+  c.push_back({.id = "V20_v5_needs_acc_1_1", .host = cuda2, .request = Acc("1.0.1", Tf("5.0.0", Req::Train(TA))),
+               .code = kInvalid, .words = {"accelerate_version", "Transformers 5 requires Accelerate >= 1.1.0"}});
+  c.push_back({.id = "V20_v4_acc_1_0", .host = cuda2, .request = Acc("1.0.1", Tf("4.46.0", Req::Train(TA))),
+               .device = "cuda:0"});
+  c.push_back({.id = "V20_only_old_acc_named", .host = cuda2, .request = Acc("0.34.0", Req::Train(TA)),
+               .device = "cuda:0", .words = {"Transformers 4.57.0 (transformers_version empty"}});
+  for (const auto& [name, v] : std::vector<std::pair<std::string, std::string>>{
+           {"garbage", "abc"}, {"too_old", "0.24.0"}, {"too_new", "1.16.0"}, {"major_only", "1"},
+           {"four_parts", "1.2.3.4"}, {"space", " 1.2.0"}, {"bad_suffix", "1.2.0x"}}) {
+    c.push_back({.id = "V21_acc_" + name, .host = cuda2, .request = Acc(v, Req::Train(ACC)), .code = kInvalid,
+                 .words = {"accelerate_version", "0.25.0 up to 1.15.x"}});
+  }
+  for (const auto& [name, v] : std::vector<std::pair<std::string, std::string>>{
+           {"too_old", "4.29.2"}, {"too_new", "6.0.0"}, {"garbage", "v5"}}) {
+    c.push_back({.id = "V22_tf_" + name, .host = cuda2, .request = Tf(v, Req::Train(TA)), .code = kInvalid,
+                 .words = {"transformers_version", "4.30.0 up to 5.x"}});
+  }
+  c.push_back({.id = "V23_dev_suffix", .host = npu_cuda, .request = Acc("1.15.0.dev0", Req::Train(ACC)), .device = "npu",
+               .accelerate_answered = "1.15.0"});
+  c.push_back({.id = "V23_rc_suffix", .host = xpu1, .request = Acc("1.0.0rc1", Req::Train(ACC)), .device = "xpu",
+               .accelerate_answered = "1.0.0"});
+  c.push_back({.id = "V23_two_parts", .host = xpu1, .request = Acc("0.34", Req::Train(ACC)), .device = "xpu:0",
+               .accelerate_answered = "0.34.0"});
+  return c;
+}
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.id; }
+
+class VersionCases : public ::testing::TestWithParam<Case> {};
+
+TEST_P(VersionCases, Resolves) {
+  const Case& k = GetParam();
+  const v1::Inventory inv = k.host();
+  absl::StatusOr<v1::ResolveDeviceResponse> got = Resolve(inv, k.request);
+  ASSERT_EQ(got.status().code(), k.code) << got.status();
+  if (!got.ok()) {
+    for (const std::string& w : k.words) EXPECT_THAT(std::string(got.status().message()), HasSubstr(w));
+    return;
+  }
+  const std::string dump = got->DebugString();
+  EXPECT_EQ(got->device(), k.device) << dump;
+  const std::string text = absl::StrCat(absl::StrJoin(got->explanation(), "\n"), "\n", absl::StrJoin(got->warnings(), "\n"));
+  for (const std::string& w : k.words) EXPECT_THAT(text, HasSubstr(w)) << dump;
+  if (!k.host_indices.empty()) {
+    std::vector<int> hosts;
+    for (const v1::PlacedDevice& p : got->placed()) hosts.push_back(p.host_index());
+    EXPECT_EQ(hosts, k.host_indices) << dump;
+  }
+  if (!k.accelerate_answered.empty()) {
+    EXPECT_EQ(got->accelerate_version(), k.accelerate_answered);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Semantics, VersionCases, ::testing::ValuesIn(Cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.id; });
+
+// The data itself: every feature has a row, and each order kind's rows ascend.
+TEST(VersionTable, EveryFeatureHasOneRowAndOrdersAscend) {
+  using placement::Feature;
+  for (Feature f : {Feature::kAccXlaImportOnly, Feature::kAccXlaBeforeCpu, Feature::kAccIndexModulo,
+                    Feature::kAccXpuBare, Feature::kAccMultiCpuNeedsCpu, Feature::kTfUseCpu,
+                    Feature::kTfPipelineAccelDefault, Feature::kTfV5, Feature::kTfNativeTpu}) {
+    int n = 0;
+    for (const placement::FeatureRule& r : placement::FeatureRules()) n += r.feature == f;
+    EXPECT_EQ(n, 1) << static_cast<int>(f);
+  }
+  for (size_t i = 1; i < placement::OrderRules().size(); ++i) {
+    const auto& a = placement::OrderRules()[i - 1];
+    const auto& b = placement::OrderRules()[i];
+    if (a.kind == b.kind) {
+      EXPECT_TRUE(a.since < b.since) << b.id;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace devplace::testing
