@@ -563,7 +563,11 @@ std::string DescribeUnit(const VisibleUnit& unit) {
   std::string s = absl::StrCat("host device ", d.host_index());
   if (!d.pci_bus_id().empty()) absl::StrAppend(&s, " (", d.pci_bus_id(), ")");
   if (unit.sub_device >= 0) s = absl::StrCat("sub-device ", unit.sub_device, " of ", s);
-  if (unit.partition != nullptr) absl::StrAppend(&s, " MIG ", unit.partition->uuid());
+  if (unit.partition != nullptr) {
+    const v1::Partition& p = *unit.partition;
+    absl::StrAppend(&s, " MIG ", p.uuid().empty() ? absl::StrCat("GI ", p.gpu_instance_id(), " CI ", p.compute_instance_id())
+                                                   : p.uuid());
+  }
   return s;
 }
 
@@ -588,37 +592,47 @@ constexpr absl::string_view kHabanaDevices =
 
 std::vector<std::string> ForeignMaskWarnings(const v1::Inventory& inventory, v1::Row chosen, const Env& env) {
   std::vector<std::string> out;
+  if (env.empty()) return out;
+  // Each list variable once, in table order, with the rows it narrows (built once).
+  struct Variable {
+    absl::string_view name;
+    std::vector<const BackendSpec*> rows;
+  };
+  static const std::vector<Variable>* kVariables = [] {
+    auto* vars = new std::vector<Variable>;
+    for (const BackendSpec& row : Backends()) {
+      for (absl::string_view var : ListVariables(row)) {
+        auto it = std::find_if(vars->begin(), vars->end(), [&](const Variable& v) { return v.name == var; });
+        if (it == vars->end()) it = vars->insert(vars->end(), Variable{var, {}});
+        it->rows.push_back(&row);
+      }
+    }
+    return vars;
+  }();
   const BackendSpec* spec = FindBackend(chosen);
-  const std::vector<absl::string_view> governing = spec != nullptr ? ListVariables(*spec)
-                                                                   : std::vector<absl::string_view>{};
   const bool accelerator = chosen != v1::ROW_CPU && chosen != v1::ROW_UNSPECIFIED && spec != nullptr;
-  std::set<std::string> present;
-  for (const v1::Backend& b : inventory.backends()) present.insert(b.name());
-  // Each variable once, in table order.
-  std::set<absl::string_view> done;
-  for (const BackendSpec& row : Backends()) {
-    for (absl::string_view var : ListVariables(row)) {
-      if (done.count(var) > 0) continue;
-      const std::string* value = Get(env, std::string(var));
-      if (value == nullptr) continue;
-      done.insert(var);
-      if (std::find(governing.begin(), governing.end(), var) != governing.end()) continue;
-      std::vector<std::string> rows, absent;
-      for (const BackendSpec& r : Backends()) {
-        const std::vector<absl::string_view> vars = ListVariables(r);
-        if (std::find(vars.begin(), vars.end(), var) == vars.end()) continue;
-        rows.push_back(std::string(r.name));
-        if (present.count(std::string(r.name)) == 0) absent.push_back(std::string(r.name));
-      }
-      const std::string whose = absl::StrCat(var, " narrows ", absl::StrJoin(rows, " and "),
-                                             absent.size() == rows.size() ? ", which this host does not have" : "");
-      if (accelerator) {
-        out.push_back(absl::StrCat("env ", var, "=", *value, " has no effect on the answer's ", spec->name, " (",
-                                   spec->hardware, "): ", whose, "; the variable that selects ", spec->device_type,
-                                   " devices is ", governing.empty() ? "none (the row has no mask)" : absl::StrJoin(governing, " / ")));
-      } else if (absent.size() == rows.size()) {
-        out.push_back(absl::StrCat("env ", var, "=", *value, " has no effect: ", whose));
-      }
+  const std::vector<absl::string_view> governing = accelerator ? ListVariables(*spec) : std::vector<absl::string_view>{};
+  for (const Variable& var : *kVariables) {
+    const std::string* value = Get(env, std::string(var.name));
+    if (value == nullptr) continue;
+    if (std::find(governing.begin(), governing.end(), var.name) != governing.end()) continue;
+    std::vector<std::string> rows;
+    size_t absent = 0;
+    for (const BackendSpec* r : var.rows) {
+      rows.push_back(std::string(r->name));
+      const bool present = std::any_of(inventory.backends().begin(), inventory.backends().end(),
+                                       [&](const v1::Backend& b) { return b.row() == r->row; });
+      if (!present) ++absent;
+    }
+    const std::string whose = absl::StrCat(var.name, " narrows ", absl::StrJoin(rows, " and "),
+                                           absent == rows.size() ? ", which this host does not have" : "");
+    if (accelerator) {
+      out.push_back(absl::StrCat("env ", var.name, "=", *value, " has no effect on the answer's ", spec->name, " (",
+                                 spec->hardware, "): ", whose, "; the variable that selects ", spec->device_type,
+                                 " devices is ",
+                                 governing.empty() ? "none (the row has no mask)" : absl::StrJoin(governing, " / ")));
+    } else if (absent == rows.size()) {
+      out.push_back(absl::StrCat("env ", var.name, "=", *value, " has no effect: ", whose));
     }
   }
   if (const std::string* v = Get(env, "HABANA_VISIBLE_DEVICES")) {
