@@ -311,7 +311,9 @@ VendorProber CudaProber(std::string library, std::chrono::milliseconds timeout) 
             if (!nvidia) {
               return [](HostFacts&) -> absl::StatusOr<ProbeOutcome> { return Skipped("no NVIDIA GPU on the PCI bus"); };
             }
-            const auto deadline = std::chrono::steady_clock::now() + timeout * 9 / 10;
+            // Leave the prober time to kill, reap and report a hung child before its own deadline.
+            const auto margin = std::min<std::chrono::milliseconds>(timeout / 4, std::chrono::milliseconds(500));
+            const auto deadline = std::chrono::steady_clock::now() + (timeout - margin);
             auto snapshot = std::make_shared<const CudaSnapshot>(ReadCuda(library, deadline, call));
             return [snapshot](HostFacts& merged) { return MergeCuda(*snapshot, merged); };
           }};

@@ -8,7 +8,7 @@
 // ordinal. The runtime reads CUDA_DEVICE_ORDER once, at cuInit, so each order needs its own
 // process: the prober forks one child per order (CUDA_DEVICE_ORDER unset, then PCI_BUS_ID; both
 // with CUDA_VISIBLE_DEVICES unset so the whole host is enumerated), reads the child's lines from a
-// pipe, and kills a child that is still running at the prober's deadline. The result is recorded
+// pipe, and kills a child that is still running shortly before the prober's deadline. The result is recorded
 // per NVIDIA device (matched by PCI bus id) as Device.runtime_ordinal and runtime_ordinal_pci.
 #ifndef DEVPLACE_SERVER_PROBE_CUDA_PROBER_H_
 #define DEVPLACE_SERVER_PROBE_CUDA_PROBER_H_
@@ -66,9 +66,9 @@ CudaSnapshot ReadCuda(const std::string& library, std::chrono::steady_clock::tim
 // open), is named. Skipped / error when libcuda was unusable; error (after merging) on problems.
 absl::StatusOr<ProbeOutcome> MergeCuda(const CudaSnapshot& snapshot, HostFacts& facts);
 
-// The vendor prober "cuda": skipped without NVIDIA GPUs on the PCI bus, else ReadCuda under
-// `timeout` (90 % of it, so a killed child is reported before the prober's own deadline), then
-// MergeCuda.
+// The vendor prober "cuda": skipped without NVIDIA GPUs on the PCI bus, else ReadCuda with its
+// children's deadline min(timeout / 4, 500 ms) before `timeout` (so a killed child is reaped and
+// reported before the prober's own deadline), then MergeCuda.
 VendorProber CudaProber(std::string library, std::chrono::milliseconds timeout);
 
 // "CUDA_ERROR_NO_DEVICE (100)" for the named codes, else "CUDA error 42".

@@ -122,7 +122,8 @@ TEST(CudaProber, SkippedOrFailedCasesLeaveTheOrderUnknown) {
 }
 
 TEST(CudaProber, HungCuInitChildIsKilledAtTheDeadline) {
-  const v1::Inventory inv = Probe("nvidia-mixed-models", "hang", "", DEVPLACE_FAKE_CUDA, std::chrono::milliseconds(400));
+  // 2 s: the child is killed at 1.5 s, leaving 500 ms to reap it and report on a loaded machine.
+  const v1::Inventory inv = Probe("nvidia-mixed-models", "hang", "", DEVPLACE_FAKE_CUDA, std::chrono::seconds(2));
   const v1::ProbeReport* report = Report(inv, "cuda");
   ASSERT_NE(report, nullptr);
   // The child is killed inside the prober's own deadline, so the prober itself finishes: an
