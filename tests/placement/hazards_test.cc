@@ -214,6 +214,22 @@ std::vector<Case> Cases() {
                .host = [] { return MixedModels(true); },
                .request = Req::Train(TA).Env("CUDA_DEVICE_ORDER", "pci"),
                .code = kInvalid, .error_words = {"env.CUDA_DEVICE_ORDER='pci'", "FASTEST_FIRST", "PCI_BUS_ID"}});
+  // Level Zero: the driver's own order unless ZE_ENABLE_PCI_ID_DEVICE_ORDER=1 (not probed).
+  auto two_arcs = [] {
+    InventoryBuilder b;
+    b.Add(v1::ROW_XPU, 2);
+    b.Device(v1::ROW_XPU, 1).set_device_id("56a1");
+    return v1::Inventory(b.Build());
+  };
+  c.push_back({.id = "ORDER_LevelZeroMixedModelsWarn",
+               .host = two_arcs,
+               .request = Req::Train(TA),
+               .device = "xpu:0", .host_indices = {0},
+               .warnings = {"ZE_ENABLE_PCI_ID_DEVICE_ORDER is not 1", "set ZE_ENABLE_PCI_ID_DEVICE_ORDER=1"}});
+  c.push_back({.id = "ORDER_LevelZeroPciOrderSelected",
+               .host = two_arcs,
+               .request = Req::Train(TA).Env("ZE_ENABLE_PCI_ID_DEVICE_ORDER", "1"),
+               .device = "xpu:0", .host_indices = {0}, .absent_warnings = {"ZE_ENABLE_PCI_ID_DEVICE_ORDER"}});
   // ---- H-FOREIGN (item 10) ----
   c.push_back({.id = "FOREIGN_CudaMaskOnAscend",
                .host = Rows({{v1::ROW_NPU, 2}}),
