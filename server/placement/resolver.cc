@@ -723,6 +723,10 @@ class Resolution {
           "device_map=\"cpu\"", Unavailable()));
     }
     const std::string type = r->backend->device_type();
+    if (type == "hpu" && convention_ == v1::CONVENTION_PIPELINE) {  // H-HPU: pipeline makes it hpu:<n>
+      RETURN_IF_ERROR(CheckHpuIndex(absl::StrCat("hpu:", n), static_cast<int>(std::min<int64_t>(n, INT32_MAX)),
+                                    absl::StrCat("device_map (pipeline device ", n, ")"), req_.env()));
+    }
     const int visible = static_cast<int>(r->vis.units.size());
     if (n >= visible) {
       return absl::FailedPreconditionError(absl::StrCat(

@@ -90,7 +90,8 @@ CudaStyleList ParseCudaStyleList(const std::string& value);
 std::vector<std::string> ForeignMaskWarnings(const v1::Inventory& inventory, v1::Row chosen, const Env& env);
 
 // H-HPU: a Gaudi process owns one module and sees it as its only device, so an explicit `hpu:N`
-// with N > 0 (`device`, from `field`, e.g. "device_map") is INVALID_ARGUMENT naming it, saying
+// with N > 0 (`device`, from `field`, e.g. "device_map"; also pipeline's int N, which becomes
+// `hpu:N`) is INVALID_ARGUMENT naming it, saying
 // that the module is chosen with HABANA_VISIBLE_MODULES and the device is `hpu` (or `hpu:0`),
 // and, when set, that HABANA_VISIBLE_DEVICES is the container runtime's variable. OK otherwise.
 absl::Status CheckHpuIndex(absl::string_view device, int index, absl::string_view field, const Env& env);

@@ -169,6 +169,13 @@ std::vector<Case> Cases() {
                .host = Rows({{v1::ROW_HPU, 8}}),
                .request = Req::Pipe("hpu:1"),
                .code = kInvalid, .error_words = {"'hpu:1'", "HABANA_VISIBLE_MODULES"}});
+  c.push_back({.id = "HPU_PipelineIntAboveZeroIsInvalid",
+               .host = Rows({{v1::ROW_HPU, 8}}),
+               .request = Req::Pipe("3"),
+               .code = kInvalid, .error_words = {"pipeline device 3", "'hpu:3'", "HABANA_VISIBLE_MODULES"}});
+  c.push_back({.id = "HPU_PipelineIntZero", .host = Rows({{v1::ROW_HPU, 8}}), .request = Req::Pipe("0"), .device = "hpu:0"});
+  c.push_back({.id = "HPU_FromPretrainedIntIsTheProcessModule",
+               .host = Rows({{v1::ROW_HPU, 8}}), .request = Req::Infer("3"), .device = "hpu"});
   c.push_back({.id = "HPU_IndexZeroAndBareAreTheProcessModule",
                .host = Rows({{v1::ROW_HPU, 8}}),
                .request = Req::Infer("hpu:0"),
