@@ -21,7 +21,9 @@ namespace devplace::placement {
 //    from_pretrained, `disk`); LOCAL_RANK / WORLD_SIZE not integers or disagreeing with the
 //    fields, local_rank < 0, world_size < 1, local_rank >= world_size; ACCELERATE_USE_CPU or
 //    USE_TORCH_XLA not a truth value; malformed ACCELERATE_TORCH_DEVICE; unknown
-//    runtime_backends entry, or both "cuda" and "rocm"; a visibility variable the runtime rejects;
+//    runtime_backends entry, or both "cuda" and "rocm"; a visibility variable the runtime rejects
+//    (CUDA_DEVICE_ORDER other than FASTEST_FIRST / PCI_BUS_ID included); an explicit `hpu:N` with
+//    N > 0, or pipeline device N > 0 on Gaudi (H-HPU: a process owns one module, `hpu`);
 //    an oversized request (device_map over 256 bytes, more than 256 env entries or an env entry over
 //    4096 bytes, more than 1024 runtime_backends or job device nodes).
 //    The message names the field (`device_map`, `env.CUDA_VISIBLE_DEVICES`, ...) and the
@@ -30,7 +32,12 @@ namespace devplace::placement {
 //    to the job or an index it cannot see (the message lists what it sees); NEURON_RT_NUM_CORES
 //    beyond the visible cores; with `strict`, any hazard (rank wrap-around, ACCELERATE_USE_CPU
 //    ignored by TrainingArguments, XLA overriding use_cpu, a present row the job cannot use when
-//    the choice was automatic).
+//    the choice was automatic, ranks of a distributed job sharing the one MIG instance CUDA
+//    enumerates, E-MIG).
+//
+// Warnings also name set visibility variables that cannot apply to the chosen row (H-FOREIGN) and
+// HABANA_VISIBLE_DEVICES (the container runtime's variable). NVIDIA devices are numbered in the
+// job's CUDA_DEVICE_ORDER (E-ORDER, docs/SEMANTICS-hazards.md).
 //  - UNAVAILABLE: the inventory is empty (no probe has completed yet).
 absl::StatusOr<v1::ResolveDeviceResponse> Resolve(const v1::Inventory& inventory,
                                                   const v1::ResolveDeviceRequest& request);
