@@ -514,6 +514,16 @@ int PrintInventory(const v1::Inventory& inv) {
   std::vector<std::vector<std::string>> devices = {
       {"BACKEND", "#", "NAME", "PCI BUS ID", "UUID", "MEMORY", "FREE", "NUMA", "NODES", "USABLE"}};
   std::vector<std::vector<std::string>> partitions = {{"BACKEND", "#", "PARTITION", "UUID", "GI", "CI", "MEMORY"}};
+  // The runtime's own numbering (the cuda prober): cuda:N of a job without a mask.
+  std::vector<std::vector<std::string>> orders = {{"BACKEND", "#", "PCI BUS ID", "DEFAULT ORDER", "PCI ORDER"}};
+  for (const v1::Backend& b : inv.backends()) {
+    for (const v1::Device& d : b.devices()) {
+      if (!d.has_runtime_ordinal() && !d.has_runtime_ordinal_pci()) continue;
+      orders.push_back({b.name(), absl::StrCat(d.host_index()), d.pci_bus_id().empty() ? "-" : d.pci_bus_id(),
+                        d.has_runtime_ordinal() ? absl::StrCat(b.device_type(), ":", d.runtime_ordinal()) : "-",
+                        d.has_runtime_ordinal_pci() ? absl::StrCat(b.device_type(), ":", d.runtime_ordinal_pci()) : "-"});
+    }
+  }
   for (const v1::Backend& b : inv.backends()) {
     int usable = 0;
     for (const v1::Device& d : b.devices()) {
@@ -544,6 +554,10 @@ int PrintInventory(const v1::Inventory& inv) {
   if (partitions.size() > 1) {
     std::printf("\n");
     PrintTable(partitions);
+  }
+  if (orders.size() > 1) {
+    std::printf("\n");
+    PrintTable(orders);
   }
   if (!inv.probe_reports().empty()) {
     std::printf("\n");

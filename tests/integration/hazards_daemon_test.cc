@@ -13,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "tests/common/command.h"
 #include "tests/common/temp_dir.h"
 #include "tests/integration/daemon_process.h"
 
@@ -140,6 +141,19 @@ TEST(DaemonHazards, CudaOrderFromLibcudaNumbersTheJobsGpus) {
   EXPECT_THAT(absl::StrJoin(answer.warnings(), "\n"), Not(HasSubstr("may differ")));
   d.process.Signal(SIGTERM);
   EXPECT_EQ(d.process.WaitExit(absl::Seconds(10)), 0);
+}
+
+TEST(DaemonHazards, CliProbeShowsTheRuntimesNumbering) {
+  const CommandResult r = RunCommand("FAKE_CUDA_CONFIG=" + Fixture("cuda/mixed-models.txt") + " " DEVPLACE_CLI_BINARY
+                                     " probe --nvml_library= --cuda_library=" DEVPLACE_FAKE_CUDA " --host_root=" +
+                                     Fixture("hosts/nvidia-mixed-models"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("DEFAULT ORDER"));
+  // host device 0 (bus 01, the GTX 745) is cuda:1 by default and cuda:0 in PCI order.
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("cuda/nvidia +0 +0000:01:00.0 +cuda:1 +cuda:0"));
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("cuda/nvidia +1 +0000:02:00.0 +cuda:0 +cuda:1"));
+  const CommandResult help = RunCommand(DEVPLACE_CLI_BINARY " probe --help 2>&1");
+  EXPECT_THAT(help.out, HasSubstr("--cuda_library"));
 }
 
 }  // namespace
