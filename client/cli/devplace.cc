@@ -115,6 +115,9 @@ ABSL_FLAG(std::string, host_root, "/",
           "Directory holding the host's /sys, /proc and /dev (e.g. /host in a container, or a fixture tree)");
 ABSL_FLAG(std::string, nvml_library, "libnvidia-ml.so.1",
           "NVML library to dlopen for GPU names, UUIDs, memory and MIG instances (empty: do not read NVML)");
+ABSL_FLAG(std::string, cuda_library, "libcuda.so.1",
+          "probe: libcuda to dlopen (in two child processes) for the CUDA runtime's GPU numbering under "
+          "CUDA_DEVICE_ORDER unset and PCI_BUS_ID (empty: none)");
 ABSL_FLAG(absl::Duration, probe_timeout, absl::Seconds(5),
           "Deadline of each vendor-library prober (NVML); one that overruns is reported as timed out");
 
@@ -193,10 +196,11 @@ const std::vector<Command>& Commands() {
        {}, &RunRefresh},
       {"probe", "Probe this host in-process (no daemon) and print its inventory.",
        "devplace probe [--host_root=DIR]",
-       "Runs devplace's probers in this process against --host_root (NVML through --nvml_library, under\n"
+       "Runs devplace's probers in this process against --host_root (NVML through --nvml_library, libcuda's\n"
+       "GPU numbering through --cuda_library in two child processes, under\n"
        "--probe_timeout) and prints the inventory it builds (the same content devplace-probe writes).\n"
        "Save it with --json for `resolve --inventory`.",
-       {"host_root", "nvml_library", "probe_timeout"}, &RunProbe},
+       {"host_root", "nvml_library", "cuda_library", "probe_timeout"}, &RunProbe},
       {"fleet", kFleetSummary, kFleetUsage, kFleetDetails, FleetFlags(), &RunFleet},
   };
   return *kCommands;
@@ -517,6 +521,16 @@ int PrintInventory(const v1::Inventory& inv) {
   std::vector<std::vector<std::string>> devices = {
       {"BACKEND", "#", "NAME", "PCI BUS ID", "UUID", "MEMORY", "FREE", "NUMA", "NODES", "USABLE"}};
   std::vector<std::vector<std::string>> partitions = {{"BACKEND", "#", "PARTITION", "UUID", "GI", "CI", "MEMORY"}};
+  // The runtime's own numbering (the cuda prober): cuda:N of a job without a mask.
+  std::vector<std::vector<std::string>> orders = {{"BACKEND", "#", "PCI BUS ID", "DEFAULT ORDER", "PCI ORDER"}};
+  for (const v1::Backend& b : inv.backends()) {
+    for (const v1::Device& d : b.devices()) {
+      if (!d.has_runtime_ordinal() && !d.has_runtime_ordinal_pci()) continue;
+      orders.push_back({b.name(), absl::StrCat(d.host_index()), d.pci_bus_id().empty() ? "-" : d.pci_bus_id(),
+                        d.has_runtime_ordinal() ? absl::StrCat(b.device_type(), ":", d.runtime_ordinal()) : "-",
+                        d.has_runtime_ordinal_pci() ? absl::StrCat(b.device_type(), ":", d.runtime_ordinal_pci()) : "-"});
+    }
+  }
   for (const v1::Backend& b : inv.backends()) {
     int usable = 0;
     for (const v1::Device& d : b.devices()) {
@@ -547,6 +561,10 @@ int PrintInventory(const v1::Inventory& inv) {
   if (partitions.size() > 1) {
     std::printf("\n");
     PrintTable(partitions);
+  }
+  if (orders.size() > 1) {
+    std::printf("\n");
+    PrintTable(orders);
   }
   if (!inv.probe_reports().empty()) {
     std::printf("\n");
@@ -709,6 +727,7 @@ int RunProbe() {
   }
   probe::ProbeOptions options;
   options.nvml_library = absl::GetFlag(FLAGS_nvml_library);
+  options.cuda_library = absl::GetFlag(FLAGS_cuda_library);
   options.vendor_timeout = std::chrono::milliseconds(absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_probe_timeout)));
   const probe::ProbeRun run = probe::RunProbers(*root, options);
   v1::Inventory inv = inventory::BuildInventory(run);

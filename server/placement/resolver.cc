@@ -105,6 +105,8 @@ class Resolution {
     } else {
       RETURN_IF_ERROR(FromPretrained());
     }
+    // H-FOREIGN: visibility variables that cannot apply to the answer's row.
+    for (std::string& w : ForeignMaskWarnings(inv_, out_.backend(), req_.env())) out_.add_warnings(std::move(w));
     if (req_.strict() && !hazards_.empty()) {
       return absl::FailedPreconditionError(
           absl::StrCat("strict: ", absl::StrJoin(hazards_, "; "), " (answer without strict: ", out_.device(), ")"));
@@ -618,7 +620,7 @@ class Resolution {
       out_.add_explanation(absl::StrCat("T-DIST device = ", type, ":local_rank = ", device, " (",
                                         versions_.Cite(Feature::kAccIndexModulo), ")"));
     }
-    if (modulo && rank >= n && !(r->vis.masked && n == 1)) {
+    if (modulo && rank >= n && !(r->vis.masked && n == 1) && !r->vis.mig_implicit) {  // MIG: its own warning below
       // The lower ranks on the same device: idx, idx + n, ... (at most 8 named: local_rank is
       // unbounded in a request and must not turn into an unbounded list).
       constexpr int kNamed = 8;
@@ -629,6 +631,15 @@ class Resolution {
       const std::string w = absl::StrCat("local_rank ", rank, " wraps onto ", type, ":", idx, " (", n,
                                          " visible device(s), Accelerate >= 0.33 uses local_rank % count): it shares the "
                                          "device with local rank(s) ", absl::StrJoin(sharing, ", "));
+      out_.add_warnings(w);
+      hazards_.push_back(w);
+    }
+    if (r->vis.mig_implicit && (!world_size_ || *world_size_ > 1)) {  // E-MIG: every rank enumerates the same single MIG instance
+      const std::string w = absl::StrCat(
+          "MIG: each CUDA process of this job enumerates one MIG instance, the same one, so all its ranks (local_rank ",
+          rank, world_size_ ? absl::StrCat(" of world_size ", *world_size_) : "", ") share cuda:0 instead of one device "
+          "each; give each rank its own instance with CUDA_VISIBLE_DEVICES=MIG-<uuid> (this host's: ",
+          absl::StrJoin(r->vis.mig_instances, ", "), ")");
       out_.add_warnings(w);
       hazards_.push_back(w);
     }
@@ -850,6 +861,10 @@ class Resolution {
           "device_map=\"cpu\"", Unavailable()));
     }
     const std::string type = r->backend->device_type();
+    if (type == "hpu" && convention_ == v1::CONVENTION_PIPELINE) {  // H-HPU: pipeline makes it hpu:<n>
+      RETURN_IF_ERROR(CheckHpuIndex(absl::StrCat("hpu:", n), static_cast<int>(std::min<int64_t>(n, INT32_MAX)),
+                                    absl::StrCat("device_map (pipeline device ", n, ")"), req_.env()));
+    }
     const int visible = static_cast<int>(r->vis.units.size());
     if (n >= visible) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -901,6 +916,7 @@ class Resolution {
     }
     const DeviceString& d = *parsed;
     const std::string canon = d.ToString();
+    if (d.type == "hpu") RETURN_IF_ERROR(CheckHpuIndex(canon, d.index, field, req_.env()));  // H-HPU
     out_.add_explanation(absl::StrCat("I-STR device string '", s, "' -> ", canon));
     if (d.type == "cpu") {
       AnswerCpu("I-STR cpu is always available");

@@ -23,7 +23,9 @@ namespace devplace::placement {
 //    USE_TORCH_XLA not a truth value; malformed ACCELERATE_TORCH_DEVICE; transformers_version /
 //    accelerate_version malformed or outside the supported range (Transformers 4.30.0 up to 5.x,
 //    Accelerate 0.25.0 up to 1.15.x), or Transformers >= 5 named with Accelerate < 1.1.0; unknown
-//    runtime_backends entry, or both "cuda" and "rocm"; a visibility variable the runtime rejects;
+//    runtime_backends entry, or both "cuda" and "rocm"; a visibility variable the runtime rejects
+//    (CUDA_DEVICE_ORDER other than FASTEST_FIRST / PCI_BUS_ID included); an explicit `hpu:N` with
+//    N > 0, or pipeline device N > 0 on Gaudi (H-HPU: a process owns one module, `hpu`);
 //    an oversized request (device_map over 256 bytes, more than 256 env entries or an env entry over
 //    4096 bytes, more than 1024 runtime_backends or job device nodes).
 //    The message names the field (`device_map`, `env.CUDA_VISIBLE_DEVICES`, ...) and the
@@ -34,7 +36,12 @@ namespace devplace::placement {
 //    beyond the visible cores; with `strict`, any hazard (rank wrap-around, ACCELERATE_USE_CPU
 //    ignored by TrainingArguments, XLA overriding use_cpu, torch_xla importable without a TPU, a
 //    present row the job cannot use when the choice was automatic, an available row the
-//    convention never picks when the answer fell back to cpu).
+//    convention never picks when the answer fell back to cpu, ranks of a distributed job sharing
+//    the one MIG instance CUDA enumerates, E-MIG).
+//
+// Warnings also name set visibility variables that cannot apply to the chosen row (H-FOREIGN) and
+// HABANA_VISIBLE_DEVICES (the container runtime's variable). NVIDIA devices are numbered in the
+// job's CUDA_DEVICE_ORDER (E-ORDER, docs/SEMANTICS-hazards.md).
 //  - UNAVAILABLE: the inventory is empty (no probe has completed yet).
 absl::StatusOr<v1::ResolveDeviceResponse> Resolve(const v1::Inventory& inventory,
                                                   const v1::ResolveDeviceRequest& request);

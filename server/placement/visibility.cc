@@ -171,33 +171,126 @@ int SubDevices(const v1::Device& d) { return d.sub_device_count() > 1 ? static_c
 
 // --- per-row masks -------------------------------------------------------------------------
 
-absl::Status MaskNvidia(const Env& env, std::vector<VisibleUnit>& units, RowVisibility& out) {
-  // CUDA numbers devices FASTEST_FIRST unless CUDA_DEVICE_ORDER=PCI_BUS_ID; devplace uses bus order.
+// Whether `d` has MIG mode on: instances listed, or NVML's "mig_mode" attribute.
+bool MigEnabled(const v1::Device& d) {
+  auto it = d.attributes().find("mig_mode");
+  return d.partitions_size() > 0 || (it != d.attributes().end() && it->second == "enabled");
+}
+
+std::string DescribePartition(const v1::Device& d, const v1::Partition& p) {
+  return absl::StrCat(p.uuid().empty() ? absl::StrCat("MIG instance GI ", p.gpu_instance_id(), " CI ",
+                                                      p.compute_instance_id())
+                                       : p.uuid(),
+                      " on host device ", d.host_index(), d.pci_bus_id().empty() ? "" : absl::StrCat(" (", d.pci_bus_id(), ")"));
+}
+
+// E-ORDER: puts `units` in the order the CUDA runtime enumerates them for this job's
+// CUDA_DEVICE_ORDER (CUDA programming guide, "CUDA Environment Variables": FASTEST_FIRST, the
+// default, or PCI_BUS_ID). The order comes from libcuda's own enumeration when the inventory has
+// it (Device.runtime_ordinal / runtime_ordinal_pci); PCI_BUS_ID is PCI bus order by definition.
+// Only when neither is known and the models differ does the answer carry the "may differ" caveat.
+absl::Status OrderNvidia(const Env& env, std::vector<VisibleUnit>& units, RowVisibility& out) {
   const std::string* order = Get(env, "CUDA_DEVICE_ORDER");
+  if (order != nullptr && order->empty()) order = nullptr;  // set but empty: the default
+  if (order != nullptr && *order != "FASTEST_FIRST" && *order != "PCI_BUS_ID") {
+    return BadMask("CUDA_DEVICE_ORDER", *order, "not an order the CUDA runtime knows",
+                   "FASTEST_FIRST (the default when unset or empty) or PCI_BUS_ID, exact and upper-case");
+  }
+  const bool pci = order != nullptr && *order == "PCI_BUS_ID";
+  const std::string setting = order == nullptr ? "CUDA_DEVICE_ORDER unset (FASTEST_FIRST)"
+                                               : absl::StrCat("CUDA_DEVICE_ORDER=", *order);
+  if (units.size() < 2) return absl::OkStatus();
+  const bool known = std::all_of(units.begin(), units.end(), [&](const VisibleUnit& u) {
+    return pci ? u.device->has_runtime_ordinal_pci() : u.device->has_runtime_ordinal();
+  });
+  if (known) {
+    std::stable_sort(units.begin(), units.end(), [&](const VisibleUnit& a, const VisibleUnit& b) {
+      return pci ? a.device->runtime_ordinal_pci() < b.device->runtime_ordinal_pci()
+                 : a.device->runtime_ordinal() < b.device->runtime_ordinal();
+    });
+    std::vector<std::string> parts;
+    for (size_t i = 0; i < units.size(); ++i) {
+      absl::StrAppend(&parts.emplace_back(), "ordinal ", i, " = ", DescribeUnit(units[i]),
+                      units[i].device->name().empty() ? "" : absl::StrCat(" ", units[i].device->name()));
+    }
+    out.explanation.push_back(absl::StrCat("E-ORDER ", setting, ": the CUDA runtime's own enumeration (libcuda, probed): ",
+                                           absl::StrJoin(parts, ", ")));
+    return absl::OkStatus();
+  }
+  if (pci) {
+    out.explanation.push_back(absl::StrCat("E-ORDER ", setting, ": devices by ascending PCI bus id, devplace's host order"));
+    return absl::OkStatus();
+  }
   std::set<std::string> models;
   for (const VisibleUnit& u : units) models.insert(u.device->device_id());
-  if (models.size() > 1 && (order == nullptr || *order != "PCI_BUS_ID")) {
-    out.warnings.push_back(
-        "visible NVIDIA GPUs differ in model and CUDA_DEVICE_ORDER is not PCI_BUS_ID: CUDA's default "
-        "FASTEST_FIRST order may number them differently from devplace's PCI bus order; set "
-        "CUDA_DEVICE_ORDER=PCI_BUS_ID");
+  if (models.size() > 1) {
+    out.warnings.push_back(absl::StrCat(
+        "visible NVIDIA GPUs differ in model and ", setting, " numbers the fastest first; devplace has no libcuda "
+        "enumeration of this host (probe's cuda prober did not run or failed), so the job's numbering may differ from "
+        "the PCI bus order used here; set CUDA_DEVICE_ORDER=PCI_BUS_ID"));
   }
-  const std::string* v = Get(env, "CUDA_VISIBLE_DEVICES");
-  if (v == nullptr || !absl::StartsWith(*v, "MIG-")) {
-    for (const VisibleUnit& u : units) {
-      if (u.device->partitions_size() == 0) continue;
-      out.warnings.push_back(absl::StrCat(
-          DescribeUnit(u), " has MIG enabled (", u.device->partitions_size(),
-          " instance(s)): a CUDA process cannot use the whole GPU and sees a single MIG instance; name the one the "
-          "job should use with CUDA_VISIBLE_DEVICES=MIG-<uuid>"));
+  out.explanation.push_back(absl::StrCat("E-ORDER ", setting, ": runtime order unknown, PCI bus order assumed"));
+  return absl::OkStatus();
+}
+
+// E-MIG (NVIDIA MIG user guide, "CUDA Device Enumeration"): a CUDA process enumerates a single
+// compute instance, the first available, and no non-MIG GPU once an instance is enumerated; a
+// MIG-enabled GPU without instances gives no device. Applied after CUDA_VISIBLE_DEVICES named
+// GPUs (by ordinal or GPU- UUID) or none.
+void ApplyMig(std::vector<VisibleUnit>& units, RowVisibility& out) {
+  std::vector<VisibleUnit> kept;
+  std::vector<std::string> empty_mig;
+  const VisibleUnit* first = nullptr;
+  for (const VisibleUnit& u : units) {
+    if (u.device->partitions_size() > 0) {
+      if (first == nullptr) first = &u;
+      for (const v1::Partition& p : u.device->partitions()) out.mig_instances.push_back(DescribePartition(*u.device, p));
+    } else if (MigEnabled(*u.device)) {
+      empty_mig.push_back(DescribeUnit(u));
+    } else {
+      kept.push_back(u);
     }
   }
-  if (v == nullptr) return absl::OkStatus();
-  MarkMasked(out, "CUDA_VISIBLE_DEVICES", *v);
-  const size_t before = units.size();
-  RETURN_IF_ERROR(ApplyCudaStyle("CUDA_VISIBLE_DEVICES", *v, units, out));
-  out.explanation.push_back(absl::StrCat("E-CUDA CUDA_VISIBLE_DEVICES=", *v, " (", before,
-                                         " GPU(s) before): ", UnitList(units, "cuda")));
+  if (!empty_mig.empty()) {
+    out.explanation.push_back(absl::StrCat("E-MIG ", absl::StrJoin(empty_mig, ", "),
+                                           ": MIG enabled without instances, CUDA enumerates no device there"));
+  }
+  if (first == nullptr) {
+    units = std::move(kept);
+    return;
+  }
+  const v1::Partition& p = first->device->partitions(0);
+  const std::string chosen = DescribePartition(*first->device, p);
+  std::string dropped;
+  if (!kept.empty()) {
+    dropped = absl::StrCat("; the GPUs without MIG (", absl::StrJoin(kept, ", ", [](std::string* o, const VisibleUnit& u) {
+                             absl::StrAppend(o, DescribeUnit(u));
+                           }), ") are not enumerated while a MIG instance is");
+  }
+  out.mig_implicit = true;
+  out.explanation.push_back(absl::StrCat(
+      "E-MIG MIG is enabled and CUDA_VISIBLE_DEVICES names no MIG- UUID: a CUDA process enumerates a single MIG instance, "
+      "the first available: cuda:0 = ", chosen, dropped));
+  out.warnings.push_back(absl::StrCat(
+      "MIG is enabled: the job sees exactly one device, one MIG instance (devplace assumes the first listed, ", chosen,
+      ", not the whole GPU", kept.empty() ? "" : " and not the GPUs without MIG",
+      "); name the instance each process should use with CUDA_VISIBLE_DEVICES=MIG-<uuid> (this host's: ",
+      absl::StrJoin(out.mig_instances, ", "), ")"));
+  units = {{first->device, -1, &p}};
+}
+
+absl::Status MaskNvidia(const Env& env, std::vector<VisibleUnit>& units, RowVisibility& out) {
+  RETURN_IF_ERROR(OrderNvidia(env, units, out));
+  const std::string* v = Get(env, "CUDA_VISIBLE_DEVICES");
+  if (v != nullptr) {
+    MarkMasked(out, "CUDA_VISIBLE_DEVICES", *v);
+    const size_t before = units.size();
+    RETURN_IF_ERROR(ApplyCudaStyle("CUDA_VISIBLE_DEVICES", *v, units, out));
+    out.explanation.push_back(absl::StrCat("E-CUDA CUDA_VISIBLE_DEVICES=", *v, " (", before,
+                                           " GPU(s) before): ", UnitList(units, "cuda")));
+    if (absl::StartsWith(*v, "MIG-")) return absl::OkStatus();
+  }
+  ApplyMig(units, out);
   return absl::OkStatus();
 }
 
@@ -286,6 +379,17 @@ absl::Status MaskNpu(const Env& env, std::vector<VisibleUnit>& units, RowVisibil
 
 absl::Status MaskXpu(const Env& env, const std::vector<VisibleUnit>& cards, bool flat,
                      std::vector<VisibleUnit>& units, RowVisibility& out) {
+  // E-ORDER (Level Zero): ZE_ENABLE_PCI_ID_DEVICE_ORDER=1 makes the driver report devices by PCI
+  // id; otherwise the order is the driver's, which devplace does not probe.
+  const std::string* pci_order = Get(env, "ZE_ENABLE_PCI_ID_DEVICE_ORDER");
+  std::set<std::string> models;
+  for (const VisibleUnit& c : cards) models.insert(c.device->device_id());
+  if (models.size() > 1 && (pci_order == nullptr || *pci_order != "1")) {
+    out.warnings.push_back(
+        "visible Intel GPUs differ in model and ZE_ENABLE_PCI_ID_DEVICE_ORDER is not 1: Level Zero then reports devices "
+        "in its driver's own order, which may differ from the PCI bus order used here; set "
+        "ZE_ENABLE_PCI_ID_DEVICE_ORDER=1");
+  }
   const std::string* v = Get(env, "ZE_AFFINITY_MASK");
   if (v == nullptr) return absl::OkStatus();
   if (v->empty()) {
@@ -459,8 +563,92 @@ std::string DescribeUnit(const VisibleUnit& unit) {
   std::string s = absl::StrCat("host device ", d.host_index());
   if (!d.pci_bus_id().empty()) absl::StrAppend(&s, " (", d.pci_bus_id(), ")");
   if (unit.sub_device >= 0) s = absl::StrCat("sub-device ", unit.sub_device, " of ", s);
-  if (unit.partition != nullptr) absl::StrAppend(&s, " MIG ", unit.partition->uuid());
+  if (unit.partition != nullptr) {
+    const v1::Partition& p = *unit.partition;
+    absl::StrAppend(&s, " MIG ", p.uuid().empty() ? absl::StrCat("GI ", p.gpu_instance_id(), " CI ", p.compute_instance_id())
+                                                   : p.uuid());
+  }
   return s;
+}
+
+namespace {
+
+// The list variables of a row (those that pick devices), not the modifiers (CUDA_DEVICE_ORDER,
+// ZE_FLAT_DEVICE_HIERARCHY, NEURON_RT_NUM_CORES).
+std::vector<absl::string_view> ListVariables(const BackendSpec& spec) {
+  std::vector<absl::string_view> out;
+  for (absl::string_view v : spec.mask_variables) {
+    if (absl::StrContains(v, "VISIBLE") || absl::StrContains(v, "AFFINITY")) out.push_back(v);
+  }
+  return out;
+}
+
+constexpr absl::string_view kHabanaDevices =
+    "HABANA_VISIBLE_DEVICES is the Habana container runtime's variable: it decides which Gaudi cards are mounted "
+    "into a container (the job's /dev/accel nodes), it is not a per-process mask and selects no device inside the "
+    "job; a process picks its module with HABANA_VISIBLE_MODULES (module ids)";
+
+}  // namespace
+
+std::vector<std::string> ForeignMaskWarnings(const v1::Inventory& inventory, v1::Row chosen, const Env& env) {
+  std::vector<std::string> out;
+  if (env.empty()) return out;
+  // Each list variable once, in table order, with the rows it narrows (built once).
+  struct Variable {
+    absl::string_view name;
+    std::vector<const BackendSpec*> rows;
+  };
+  static const std::vector<Variable>* kVariables = [] {
+    auto* vars = new std::vector<Variable>;
+    for (const BackendSpec& row : Backends()) {
+      for (absl::string_view var : ListVariables(row)) {
+        auto it = std::find_if(vars->begin(), vars->end(), [&](const Variable& v) { return v.name == var; });
+        if (it == vars->end()) it = vars->insert(vars->end(), Variable{var, {}});
+        it->rows.push_back(&row);
+      }
+    }
+    return vars;
+  }();
+  const BackendSpec* spec = FindBackend(chosen);
+  const bool accelerator = chosen != v1::ROW_CPU && chosen != v1::ROW_UNSPECIFIED && spec != nullptr;
+  const std::vector<absl::string_view> governing = accelerator ? ListVariables(*spec) : std::vector<absl::string_view>{};
+  for (const Variable& var : *kVariables) {
+    const std::string* value = Get(env, std::string(var.name));
+    if (value == nullptr) continue;
+    if (std::find(governing.begin(), governing.end(), var.name) != governing.end()) continue;
+    std::vector<std::string> rows;
+    size_t absent = 0;
+    for (const BackendSpec* r : var.rows) {
+      rows.push_back(std::string(r->name));
+      const bool present = std::any_of(inventory.backends().begin(), inventory.backends().end(),
+                                       [&](const v1::Backend& b) { return b.row() == r->row; });
+      if (!present) ++absent;
+    }
+    const std::string whose = absl::StrCat(var.name, " narrows ", absl::StrJoin(rows, " and "),
+                                           absent == rows.size() ? ", which this host does not have" : "");
+    if (accelerator) {
+      out.push_back(absl::StrCat("env ", var.name, "=", *value, " has no effect on the answer's ", spec->name, " (",
+                                 spec->hardware, "): ", whose, "; the variable that selects ", spec->device_type,
+                                 " devices is ",
+                                 governing.empty() ? "none (the row has no mask)" : absl::StrJoin(governing, " / ")));
+    } else if (absent == rows.size()) {
+      out.push_back(absl::StrCat("env ", var.name, "=", *value, " has no effect: ", whose));
+    }
+  }
+  if (const std::string* v = Get(env, "HABANA_VISIBLE_DEVICES")) {
+    out.push_back(absl::StrCat("env HABANA_VISIBLE_DEVICES=", *v, ": ", kHabanaDevices));
+  }
+  return out;
+}
+
+absl::Status CheckHpuIndex(absl::string_view device, int index, absl::string_view field, const Env& env) {
+  if (index <= 0) return absl::OkStatus();
+  const std::string* hvd = Get(env, "HABANA_VISIBLE_DEVICES");
+  return absl::InvalidArgumentError(absl::StrCat(
+      field, ": '", device, "' names Gaudi device ", index, ", but a Gaudi process owns exactly one module and sees it as "
+      "its only device: pass hpu (or hpu:0); choose which module the process gets with HABANA_VISIBLE_MODULES=<module id> "
+      "(a distributed job's launcher gives each rank its own)",
+      hvd != nullptr ? absl::StrCat("; env HABANA_VISIBLE_DEVICES=", *hvd, " does not do that: ", kHabanaDevices) : ""));
 }
 
 absl::StatusOr<RowVisibility> ComputeVisibility(const v1::Backend& backend, const Env& env,

@@ -41,6 +41,12 @@ struct RowVisibility {
   std::string hidden_reason;       // set when units is empty: why, in words, with the fix
   std::vector<std::string> explanation;  // ordered steps, each starting with its rule id
   std::vector<std::string> warnings;     // parse hazards (truncated lists, order caveats)
+  // E-MIG: CUDA picked the MIG instance itself (MIG on, no MIG- UUID named): every process of
+  // the job gets this same instance as cuda:0.
+  bool mig_implicit = false;
+  // Every MIG instance on the GPUs the job could name, described ("MIG-<uuid> on host device 0
+  // (0000:07:00.0)"), for the fix in MIG warnings.
+  std::vector<std::string> mig_instances;
 };
 
 // Whether the row's runtime numbers this device: usable ones, and also healthy, driven devices
@@ -48,10 +54,14 @@ struct RowVisibility {
 // it takes an xpu index; the resolver warns when an answer lands on one).
 bool RuntimeEnumerates(const v1::Device& device);
 
-// Computes the job's view of one row. `job_devices` null means absent (all host nodes assumed
+// Computes the job's view of one row, in the job's numbering. cuda/nvidia is ordered as the job's
+// CUDA_DEVICE_ORDER selects (E-ORDER: libcuda's probed enumeration when the inventory has
+// Device.runtime_ordinal / runtime_ordinal_pci, PCI bus order for PCI_BUS_ID, else PCI order
+// with a warning when models differ), then masked, then reduced to the single MIG instance CUDA
+// enumerates when MIG is on (E-MIG). `job_devices` null means absent (all host nodes assumed
 // visible). Errors: INVALID_ARGUMENT naming the variable (`env.<NAME>`) and its accepted forms
 // for masks that the runtime rejects (HIP_VISIBLE_DEVICES longer than ROCR_VISIBLE_DEVICES or
-// pointing past it, ASCEND_RT_VISIBLE_DEVICES not ascending or naming a missing id, malformed
+// pointing past it, a CUDA_DEVICE_ORDER other than FASTEST_FIRST / PCI_BUS_ID, ASCEND_RT_VISIBLE_DEVICES not ascending or naming a missing id, malformed
 // ZE_AFFINITY_MASK / NEURON_RT_VISIBLE_CORES / HABANA_VISIBLE_MODULES / TPU_VISIBLE_CHIPS);
 // FAILED_PRECONDITION when NEURON_RT_NUM_CORES asks for more cores than are visible, or when
 // HABANA_VISIBLE_MODULES / TPU_VISIBLE_CHIPS names a device that exists but the job cannot use.
@@ -71,6 +81,20 @@ struct CudaStyleList {
   bool repeated = false;
 };
 CudaStyleList ParseCudaStyleList(const std::string& value);
+
+// P2 hints (SEMANTICS-hazards.md H-FOREIGN): one warning for each visibility variable set in
+// `env` that does not govern `chosen`, the row of the answer, naming the variable that does
+// (CUDA_VISIBLE_DEVICES on an npu answer: ASCEND_RT_VISIBLE_DEVICES). For a cpu answer, only
+// variables of rows `inventory` does not have are named (they select nothing on this host). Also
+// one for HABANA_VISIBLE_DEVICES, the Gaudi container runtime's variable, whenever it is set.
+std::vector<std::string> ForeignMaskWarnings(const v1::Inventory& inventory, v1::Row chosen, const Env& env);
+
+// H-HPU: a Gaudi process owns one module and sees it as its only device, so an explicit `hpu:N`
+// with N > 0 (`device`, from `field`, e.g. "device_map"; also pipeline's int N, which becomes
+// `hpu:N`) is INVALID_ARGUMENT naming it, saying
+// that the module is chosen with HABANA_VISIBLE_MODULES and the device is `hpu` (or `hpu:0`),
+// and, when set, that HABANA_VISIBLE_DEVICES is the container runtime's variable. OK otherwise.
+absl::Status CheckHpuIndex(absl::string_view device, int index, absl::string_view field, const Env& env);
 
 // Human label for a unit, e.g. "host GPU 3 (0000:9a:00.0)" or "core 1 of host device 0".
 std::string DescribeUnit(const VisibleUnit& unit);

@@ -95,11 +95,14 @@ struct VendorProber {
 struct ProbeOptions {
   // Path or soname of NVML, passed to dlopen; empty: the NVML prober does not run (no report).
   std::string nvml_library;
+  // Path or soname of libcuda (the "cuda" prober: the CUDA runtime's enumeration order, see
+  // cuda_prober.h); empty: the prober does not run (no report).
+  std::string cuda_library;
   // Deadline of each vendor prober (from its start to its merge).
   std::chrono::milliseconds vendor_timeout{5000};
 };
 
-// RunProbers(root), then the vendor probers that `options` enables (in order: nvml), each after
+// RunProbers(root), then the vendor probers that `options` enables (in order: nvml, cuda), each after
 // the previous one finished or timed out.
 ProbeRun RunProbers(const HostRoot& root, const ProbeOptions& options);
 

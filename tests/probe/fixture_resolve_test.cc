@@ -101,9 +101,13 @@ TEST(FixtureResolve, MemoryUnknownLeavesMaxMemoryEmpty) {
 }
 
 TEST(FixtureResolve, MigEnabledGpuIsWarnedAbout) {
+  // From sysfs alone (no NVML): the capability files list the instances, without UUIDs.
   auto r = On("nvidia-mig", Req::Train());
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_THAT(Warnings(*r), HasSubstr("has MIG enabled"));
+  EXPECT_EQ(r->device(), "cuda:0");
+  EXPECT_THAT(Buses(*r), ElementsAre("0000:07:00.0"));  // the MIG GPU's instance, not 87:00.0
+  EXPECT_THAT(Warnings(*r), HasSubstr("MIG is enabled: the job sees exactly one device"));
+  EXPECT_THAT(Warnings(*r), HasSubstr("MIG instance GI 1 CI 0 on host device 0 (0000:07:00.0)"));
 }
 
 TEST(FixtureResolve, AmdRocrSelectsByOrdinalOrUuid) {

@@ -64,12 +64,14 @@ TEST(NvmlResolve, MigUuidInCudaVisibleDevicesResolvesToThePartition) {
   EXPECT_EQ(r->placed(0).memory_total_bytes(), 42144366592u);
   EXPECT_EQ(r->placed(0).memory_free_bytes(), 41070624768u);  // the instance's own free memory
   EXPECT_EQ(r->max_memory().at("0"), NinetyPercent(41070624768u));
-  // MIG on, no instance named: CUDA gives the job an instance, not the GPU; no budget is better
-  // than the whole GPU's.
+  // MIG on, no instance named: CUDA gives the job one instance, the first available, and does not
+  // enumerate the GPU without MIG (E-MIG): one device, with that instance's memory.
   auto unnamed = placement::Resolve(inv, Req::Infer("auto"));
   ASSERT_TRUE(unnamed.ok()) << unnamed.status();
-  EXPECT_TRUE(unnamed->max_memory().empty());
-  EXPECT_THAT(absl::StrJoin(unnamed->warnings(), "\n"), HasSubstr("has MIG enabled"));
+  EXPECT_THAT(unnamed->devices(), ElementsAre("cuda:0", "cpu"));
+  EXPECT_EQ(unnamed->placed(0).partition_uuid(), "MIG-00000000-0000-4000-8000-0000000000a1");
+  EXPECT_EQ(unnamed->max_memory().at("0"), NinetyPercent(42010148864u));
+  EXPECT_THAT(absl::StrJoin(unnamed->warnings(), "\n"), HasSubstr("MIG is enabled: the job sees exactly one device"));
   // Without NVML the MIG UUID is unknown to the inventory.
   auto blind = placement::Resolve(ProbeHost("nvidia-mig"), Req::Infer("auto").Env("CUDA_VISIBLE_DEVICES", mig));
   ASSERT_TRUE(blind.ok()) << blind.status();

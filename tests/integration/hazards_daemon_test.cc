@@ -1,0 +1,160 @@
+// Issue 10 items 7-9 over the wire: the real devplaced on fixture hosts, its devplace-probe child
+// loading the fake NVML (MIG UUIDs) and the fake libcuda (the runtime's GPU numbering), answering
+// ResolveDevice through gRPC. The table-driven cases are in tests/placement/hazards_test.cc.
+#include <signal.h>
+#include <stdlib.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "devplace/v1/devplace.grpc.pb.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "tests/common/command.h"
+#include "tests/common/temp_dir.h"
+#include "tests/integration/daemon_process.h"
+
+namespace devplace::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::string Fixture(const std::string& path) { return std::string(DEVPLACE_FIXTURES_DIR) + "/" + path; }
+
+// Sets one environment variable for the daemons (and so their probe children) started in scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) { setenv(name, value.c_str(), 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+struct Daemon {
+  Daemon(const std::string& host, std::vector<std::string> flags) : process(dir.path(), [&] {
+    flags.push_back("--host_root=" + Fixture("hosts/" + host));
+    return flags;
+  }()) {}
+  TempDir dir;
+  DaemonProcess process;
+};
+
+grpc::Status Resolve(DaemonProcess& d, const v1::ResolveDeviceRequest& req, v1::ResolveDeviceResponse* out) {
+  auto stub = v1::DevicePlacement::NewStub(grpc::CreateChannel(d.tcp_target(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  return stub->ResolveDevice(&ctx, req, out);
+}
+
+v1::ResolveDeviceRequest Training(std::initializer_list<std::pair<const char*, const char*>> env) {
+  v1::ResolveDeviceRequest req;
+  req.set_workload(v1::WORKLOAD_TRAINING);
+  for (const auto& [k, v] : env) (*req.mutable_env())[k] = v;
+  return req;
+}
+
+constexpr char kMigA1[] = "MIG-00000000-0000-4000-8000-0000000000a1";  // nvml/mig.txt, GPU 0000:07:00.0
+constexpr char kMigA2[] = "MIG-00000000-0000-4000-8000-0000000000a2";
+
+TEST(DaemonHazards, MigRanksShareTheOneInstanceUnlessEachNamesItsOwn) {
+  ScopedEnv nvml("FAKE_NVML_CONFIG", Fixture("nvml/mig.txt"));
+  Daemon d("nvidia-mig", {"--nvml_library=" DEVPLACE_FAKE_NVML, "--cuda_library="});
+  ASSERT_TRUE(d.process.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.process.Log();
+
+  v1::ResolveDeviceResponse shared;
+  ASSERT_TRUE(Resolve(d.process, Training({{"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}}), &shared).ok());
+  EXPECT_EQ(shared.device(), "cuda:0");
+  ASSERT_EQ(shared.placed_size(), 1);
+  EXPECT_EQ(shared.placed(0).partition_uuid(), kMigA1);
+  EXPECT_EQ(shared.placed(0).pci_bus_id(), "0000:07:00.0");
+  const std::string warnings = absl::StrJoin(shared.warnings(), "\n");
+  EXPECT_THAT(warnings, HasSubstr("MIG: each CUDA process of this job enumerates one MIG instance"));
+  EXPECT_THAT(warnings, HasSubstr("CUDA_VISIBLE_DEVICES=MIG-<uuid>"));
+  EXPECT_THAT(warnings, HasSubstr(kMigA2));
+
+  v1::ResolveDeviceResponse own;
+  ASSERT_TRUE(Resolve(d.process, Training({{"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"CUDA_VISIBLE_DEVICES", kMigA2}}),
+                      &own).ok());
+  EXPECT_EQ(own.device(), "cuda:0");
+  ASSERT_EQ(own.placed_size(), 1);
+  EXPECT_EQ(own.placed(0).partition_uuid(), kMigA2);
+  EXPECT_THAT(absl::StrJoin(own.warnings(), "\n"), Not(HasSubstr("MIG: each CUDA process")));
+
+  v1::ResolveDeviceRequest strict = Training({{"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}});
+  strict.set_strict(true);
+  v1::ResolveDeviceResponse refused;
+  const grpc::Status s = Resolve(d.process, strict, &refused);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(s.error_message(), HasSubstr("MIG"));
+  d.process.Signal(SIGTERM);
+  EXPECT_EQ(d.process.WaitExit(absl::Seconds(10)), 0);
+}
+
+TEST(DaemonHazards, GaudiIndexIsInvalidArgumentNamingTheModuleVariable) {
+  Daemon d("hpu-2x-gaudi2", {});
+  ASSERT_TRUE(d.process.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.process.Log();
+  v1::ResolveDeviceRequest req;
+  req.set_workload(v1::WORKLOAD_INFERENCE);
+  req.set_device_map("hpu:1");
+  (*req.mutable_env())["HABANA_VISIBLE_DEVICES"] = "1";
+  v1::ResolveDeviceResponse answer;
+  const grpc::Status s = Resolve(d.process, req, &answer);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("'hpu:1'"));
+  EXPECT_THAT(s.error_message(), HasSubstr("HABANA_VISIBLE_MODULES"));
+  EXPECT_THAT(s.error_message(), HasSubstr("container runtime"));
+  req.set_device_map("hpu");
+  ASSERT_TRUE(Resolve(d.process, req, &answer).ok());
+  EXPECT_EQ(answer.device(), "hpu");
+  EXPECT_THAT(absl::StrJoin(answer.warnings(), "\n"), HasSubstr("HABANA_VISIBLE_DEVICES=1: HABANA_VISIBLE_DEVICES is"));
+  d.process.Signal(SIGTERM);
+  EXPECT_EQ(d.process.WaitExit(absl::Seconds(10)), 0);
+}
+
+TEST(DaemonHazards, CudaOrderFromLibcudaNumbersTheJobsGpus) {
+  ScopedEnv cuda("FAKE_CUDA_CONFIG", Fixture("cuda/mixed-models.txt"));
+  // The daemon's own CUDA_VISIBLE_DEVICES must not narrow what the probe learns.
+  ScopedEnv visible("CUDA_VISIBLE_DEVICES", "0");
+  Daemon d("nvidia-mixed-models", {"--nvml_library=", "--cuda_library=" DEVPLACE_FAKE_CUDA});
+  ASSERT_TRUE(d.process.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.process.Log();
+  auto stub = v1::DevicePlacement::NewStub(grpc::CreateChannel(d.process.tcp_target(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  v1::Inventory inv;
+  ASSERT_TRUE(stub->GetInventory(&ctx, {}, &inv).ok());
+  ASSERT_EQ(inv.backends_size(), 2);
+  const v1::Backend& nv = inv.backends(1);
+  ASSERT_EQ(nv.devices_size(), 2);
+  EXPECT_EQ(nv.devices(0).runtime_ordinal(), 1);  // GTX 745 at bus 01: second, fastest first
+  EXPECT_EQ(nv.devices(1).runtime_ordinal(), 0);
+  EXPECT_EQ(nv.devices(0).runtime_ordinal_pci(), 0);
+
+  v1::ResolveDeviceResponse answer;
+  ASSERT_TRUE(Resolve(d.process, Training({{"CUDA_VISIBLE_DEVICES", "1"}}), &answer).ok());
+  EXPECT_EQ(answer.device(), "cuda:0");
+  ASSERT_EQ(answer.placed_size(), 1);
+  EXPECT_EQ(answer.placed(0).pci_bus_id(), "0000:01:00.0");
+  EXPECT_THAT(absl::StrJoin(answer.warnings(), "\n"), Not(HasSubstr("may differ")));
+  d.process.Signal(SIGTERM);
+  EXPECT_EQ(d.process.WaitExit(absl::Seconds(10)), 0);
+}
+
+TEST(DaemonHazards, CliProbeShowsTheRuntimesNumbering) {
+  const CommandResult r = RunCommand("FAKE_CUDA_CONFIG=" + Fixture("cuda/mixed-models.txt") + " " DEVPLACE_CLI_BINARY
+                                     " probe --nvml_library= --cuda_library=" DEVPLACE_FAKE_CUDA " --host_root=" +
+                                     Fixture("hosts/nvidia-mixed-models"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("DEFAULT ORDER"));
+  // host device 0 (bus 01, the GTX 745) is cuda:1 by default and cuda:0 in PCI order.
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("cuda/nvidia +0 +0000:01:00.0 +cuda:1 +cuda:0"));
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("cuda/nvidia +1 +0000:02:00.0 +cuda:0 +cuda:1"));
+  const CommandResult help = RunCommand(DEVPLACE_CLI_BINARY " probe --help 2>&1");
+  EXPECT_THAT(help.out, HasSubstr("--cuda_library"));
+}
+
+}  // namespace
+}  // namespace devplace::testing

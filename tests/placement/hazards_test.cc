@@ -1,0 +1,304 @@
+// Issue 10 items 7-10 (docs/SEMANTICS-hazards.md): MIG enumeration (E-MIG), Gaudi device indices
+// (H-HPU), the CUDA runtime's enumeration order (E-ORDER) and visibility variables that cannot
+// apply to the answer's row (H-FOREIGN), as table-driven cases. Case names carry the rule id.
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_join.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/placement/resolver.h"
+#include "tests/placement/inventory_builder.h"
+#include "tests/placement/request_builder.h"
+
+namespace devplace::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using placement::Resolve;
+
+constexpr auto kOk = absl::StatusCode::kOk;
+constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
+constexpr auto kPrecondition = absl::StatusCode::kFailedPrecondition;
+constexpr auto TA = v1::CONVENTION_TRAINING_ARGUMENTS;
+const auto CUDA = v1::ROW_CUDA_NVIDIA;
+
+constexpr char kMigA[] = "MIG-aaaaaaaa-0000-4000-8000-000000000001";
+constexpr char kMigB[] = "MIG-bbbbbbbb-0000-4000-8000-000000000002";
+constexpr uint64_t k4GiB = 4 * kGiB;
+constexpr uint64_t k11GiB = 11 * kGiB;
+
+// Two A100s; `mig` says which have MIG on with one 3g.40gb instance each (kMigA on GPU 0, kMigB
+// on GPU 1).
+v1::Inventory A100s(bool mig0, bool mig1) {
+  InventoryBuilder b;
+  b.Add(CUDA, 2);
+  const bool mig[2] = {mig0, mig1};
+  const char* uuids[2] = {kMigA, kMigB};
+  for (int i = 0; i < 2; ++i) {
+    v1::Device& d = b.Device(CUDA, i);
+    d.set_name("NVIDIA A100-SXM4-80GB");
+    if (!mig[i]) continue;
+    (*d.mutable_attributes())["mig_mode"] = "enabled";
+    v1::Partition* p = d.add_partitions();
+    p->set_uuid(uuids[i]);
+    p->set_gpu_instance_id(1);
+    p->set_profile("3g.40gb");
+    p->set_memory_total_bytes(40 * kGiB);
+    p->set_memory_free_bytes(39 * kGiB);
+  }
+  return b.Build();
+}
+
+// GPU 0 has MIG mode on but no instance; GPU 1 has MIG off.
+v1::Inventory MigWithoutInstances() {
+  InventoryBuilder b;
+  b.Add(CUDA, 2);
+  (*b.Device(CUDA, 0).mutable_attributes())["mig_mode"] = "enabled";
+  return b.Build();
+}
+
+// Issue 10 item 9: a GTX 745-class card at bus 01 (host 0, 4 GiB) and a GTX 1080 Ti-class card
+// at bus 02 (host 1, 11 GiB). With `ordinals`, libcuda's enumeration: FASTEST_FIRST puts the
+// 1080 Ti first; PCI_BUS_ID is bus order.
+v1::Inventory MixedModels(bool ordinals) {
+  InventoryBuilder b;
+  b.Add(CUDA, 2);
+  v1::Device& slow = b.Device(CUDA, 0);
+  slow.set_pci_bus_id("0000:01:00.0");
+  slow.set_device_id("1382");
+  slow.set_name("NVIDIA GeForce GTX 745");
+  slow.set_memory_total_bytes(k4GiB);
+  slow.set_memory_free_bytes(k4GiB);
+  v1::Device& fast = b.Device(CUDA, 1);
+  fast.set_pci_bus_id("0000:02:00.0");
+  fast.set_device_id("1b06");
+  fast.set_name("NVIDIA GeForce GTX 1080 Ti");
+  fast.set_memory_total_bytes(k11GiB);
+  fast.set_memory_free_bytes(k11GiB);
+  if (ordinals) {
+    slow.set_runtime_ordinal(1);
+    fast.set_runtime_ordinal(0);
+    slow.set_runtime_ordinal_pci(0);
+    fast.set_runtime_ordinal_pci(1);
+  }
+  return b.Build();
+}
+
+std::function<v1::Inventory()> Rows(std::initializer_list<std::pair<v1::Row, int>> rows) {
+  std::vector<std::pair<v1::Row, int>> copy(rows);
+  return [copy] {
+    InventoryBuilder b;
+    for (const auto& [row, n] : copy) b.Add(row, n);
+    return v1::Inventory(b.Build());
+  };
+}
+
+struct Case {
+  std::string id;
+  std::function<v1::Inventory()> host;
+  Req request;
+  absl::StatusCode code = kOk;
+  std::string device;
+  std::vector<int> host_indices;              // placed host indices, in order (when given)
+  std::vector<std::string> partitions;        // placed partition UUIDs, in order (when given)
+  std::vector<std::string> warnings;          // each a substring of some warning
+  std::vector<std::string> absent_warnings;   // no warning may contain these
+  std::vector<std::string> error_words;       // each a substring of the error
+  std::map<std::string, uint64_t> max_memory; // exact, when given
+  std::vector<std::string> explanation;       // each a substring of some step
+};
+
+std::vector<Case> Cases() {
+  std::vector<Case> c;
+  // ---- E-MIG (item 7) ----
+  c.push_back({.id = "MIG_TwoRanksShareTheOneInstance",
+               .host = [] { return A100s(true, true); },
+               .request = Req::Train(TA).Env("WORLD_SIZE", "2").Env("LOCAL_RANK", "1"),
+               .device = "cuda:0", .host_indices = {0}, .partitions = {kMigA},
+               .warnings = {"MIG: each CUDA process of this job enumerates one MIG instance",
+                            "CUDA_VISIBLE_DEVICES=MIG-<uuid>", kMigB},
+               .absent_warnings = {"wraps onto"},
+               .explanation = {"E-MIG"}});
+  c.push_back({.id = "MIG_TwoRanksShareTheOneInstance_strict",
+               .host = [] { return A100s(true, true); },
+               .request = Req::Train(TA).Env("WORLD_SIZE", "2").Env("LOCAL_RANK", "1").Strict(),
+               .code = kPrecondition, .error_words = {"MIG", "CUDA_VISIBLE_DEVICES=MIG-<uuid>"}});
+  c.push_back({.id = "MIG_SecondInstanceByUuid",
+               .host = [] { return A100s(true, true); },
+               .request = Req::Train(TA).Env("WORLD_SIZE", "2").Env("LOCAL_RANK", "1").Env("CUDA_VISIBLE_DEVICES", kMigB),
+               .device = "cuda:0", .host_indices = {1}, .partitions = {kMigB},
+               .absent_warnings = {"MIG: each CUDA process", "MIG is enabled"}});
+  c.push_back({.id = "MIG_SingleProcessGetsTheFirstInstanceAndItsMemory",
+               .host = [] { return A100s(true, true); },
+               .request = Req::Infer("auto"),
+               .device = "cuda:0", .host_indices = {0}, .partitions = {kMigA},
+               .warnings = {"MIG is enabled: the job sees exactly one device"},
+               .max_memory = {{"0", static_cast<uint64_t>(39 * kGiB * 0.9L)}, {"cpu", kHostRamAvailable}}});
+  c.push_back({.id = "MIG_NonMigGpuIsNotEnumeratedNextToAnInstance",
+               .host = [] { return A100s(false, true); },
+               .request = Req::Train(TA),
+               .device = "cuda:0", .host_indices = {1}, .partitions = {kMigB},
+               .warnings = {"not the GPUs without MIG"},
+               .explanation = {"are not enumerated while a MIG instance is"}});
+  c.push_back({.id = "MIG_MaskNamingTheNonMigGpuSeesTheWholeGpu",
+               .host = [] { return A100s(false, true); },
+               .request = Req::Train(TA).Env("CUDA_VISIBLE_DEVICES", "0"),
+               .device = "cuda:0", .host_indices = {0}, .partitions = {""},
+               .absent_warnings = {"MIG"}});
+  c.push_back({.id = "MIG_MaskOrdinalsOfTwoMigGpusStillOneInstance",
+               .host = [] { return A100s(true, true); },
+               .request = Req::Train(TA).Env("CUDA_VISIBLE_DEVICES", "1,0"),
+               .device = "cuda:0", .host_indices = {1}, .partitions = {kMigB}});
+  c.push_back({.id = "MIG_EnabledWithoutInstancesGivesNoDevice",
+               .host = MigWithoutInstances,
+               .request = Req::Train(TA),
+               .device = "cuda:0", .host_indices = {1},
+               .explanation = {"MIG enabled without instances"}});
+  // ---- H-HPU (item 8) ----
+  c.push_back({.id = "HPU_ExplicitIndexIsInvalid",
+               .host = Rows({{v1::ROW_HPU, 8}}),
+               .request = Req::Infer("hpu:3").Env("HABANA_VISIBLE_DEVICES", "3"),
+               .code = kInvalid,
+               .error_words = {"device_map: 'hpu:3'", "HABANA_VISIBLE_MODULES", "pass hpu", "HABANA_VISIBLE_DEVICES=3",
+                               "container runtime"}});
+  c.push_back({.id = "HPU_ExplicitIndexIsInvalid_pipeline",
+               .host = Rows({{v1::ROW_HPU, 8}}),
+               .request = Req::Pipe("hpu:1"),
+               .code = kInvalid, .error_words = {"'hpu:1'", "HABANA_VISIBLE_MODULES"}});
+  c.push_back({.id = "HPU_PipelineIntAboveZeroIsInvalid",
+               .host = Rows({{v1::ROW_HPU, 8}}),
+               .request = Req::Pipe("3"),
+               .code = kInvalid, .error_words = {"pipeline device 3", "'hpu:3'", "HABANA_VISIBLE_MODULES"}});
+  c.push_back({.id = "HPU_PipelineIntZero", .host = Rows({{v1::ROW_HPU, 8}}), .request = Req::Pipe("0"), .device = "hpu:0"});
+  c.push_back({.id = "HPU_FromPretrainedIntIsTheProcessModule",
+               .host = Rows({{v1::ROW_HPU, 8}}), .request = Req::Infer("3"), .device = "hpu"});
+  c.push_back({.id = "HPU_IndexZeroAndBareAreTheProcessModule",
+               .host = Rows({{v1::ROW_HPU, 8}}),
+               .request = Req::Infer("hpu:0"),
+               .device = "hpu:0", .host_indices = {0}});
+  c.push_back({.id = "HPU_Bare", .host = Rows({{v1::ROW_HPU, 8}}), .request = Req::Infer("hpu"), .device = "hpu"});
+  c.push_back({.id = "HPU_HabanaVisibleDevicesIsExplained",
+               .host = Rows({{v1::ROW_HPU, 8}}),
+               .request = Req::Train(TA).Env("HABANA_VISIBLE_DEVICES", "3"),
+               .device = "hpu:0",
+               .warnings = {"HABANA_VISIBLE_DEVICES=3: HABANA_VISIBLE_DEVICES is the Habana container runtime's variable",
+                            "HABANA_VISIBLE_MODULES"}});
+  // ---- E-ORDER (item 9) ----
+  c.push_back({.id = "ORDER_MaskIndexesTheFastestFirstOrder",
+               .host = [] { return MixedModels(true); },
+               .request = Req::Train(TA).Env("CUDA_VISIBLE_DEVICES", "1"),
+               .device = "cuda:0", .host_indices = {0},  // the GTX 745, not the 1080 Ti
+               .absent_warnings = {"may differ"},
+               .explanation = {"E-ORDER CUDA_DEVICE_ORDER unset (FASTEST_FIRST): the CUDA runtime's own enumeration"}});
+  c.push_back({.id = "ORDER_PciBusIdOrder",
+               .host = [] { return MixedModels(true); },
+               .request = Req::Train(TA).Env("CUDA_VISIBLE_DEVICES", "1").Env("CUDA_DEVICE_ORDER", "PCI_BUS_ID"),
+               .device = "cuda:0", .host_indices = {1}, .absent_warnings = {"may differ"}});
+  c.push_back({.id = "ORDER_MaxMemoryKeyedInTheJobsNumbering",
+               .host = [] { return MixedModels(true); },
+               .request = Req::Infer("sequential"),
+               .device = "cuda:0", .host_indices = {1, 0},
+               .max_memory = {{"0", k11GiB}, {"1", k4GiB}, {"cpu", kHostRamAvailable}}});
+  c.push_back({.id = "ORDER_MaxMemoryKeyedInTheJobsNumbering_pci",
+               .host = [] { return MixedModels(true); },
+               .request = Req::Infer("sequential").Env("CUDA_DEVICE_ORDER", "PCI_BUS_ID"),
+               .device = "cuda:0", .host_indices = {0, 1},
+               .max_memory = {{"0", k4GiB}, {"1", k11GiB}, {"cpu", kHostRamAvailable}}});
+  c.push_back({.id = "ORDER_UnknownWithoutLibcudaKeepsTheWarning",
+               .host = [] { return MixedModels(false); },
+               .request = Req::Train(TA).Env("CUDA_VISIBLE_DEVICES", "1"),
+               .device = "cuda:0", .host_indices = {1},
+               .warnings = {"may differ", "set CUDA_DEVICE_ORDER=PCI_BUS_ID"}});
+  c.push_back({.id = "ORDER_UnknownButPciBusIdSelectedIsCertain",
+               .host = [] { return MixedModels(false); },
+               .request = Req::Train(TA).Env("CUDA_VISIBLE_DEVICES", "1").Env("CUDA_DEVICE_ORDER", "PCI_BUS_ID"),
+               .device = "cuda:0", .host_indices = {1}, .absent_warnings = {"may differ"}});
+  c.push_back({.id = "ORDER_BadValueIsInvalid",
+               .host = [] { return MixedModels(true); },
+               .request = Req::Train(TA).Env("CUDA_DEVICE_ORDER", "pci"),
+               .code = kInvalid, .error_words = {"env.CUDA_DEVICE_ORDER='pci'", "FASTEST_FIRST", "PCI_BUS_ID"}});
+  // Level Zero: the driver's own order unless ZE_ENABLE_PCI_ID_DEVICE_ORDER=1 (not probed).
+  auto two_arcs = [] {
+    InventoryBuilder b;
+    b.Add(v1::ROW_XPU, 2);
+    b.Device(v1::ROW_XPU, 1).set_device_id("56a1");
+    return v1::Inventory(b.Build());
+  };
+  c.push_back({.id = "ORDER_LevelZeroMixedModelsWarn",
+               .host = two_arcs,
+               .request = Req::Train(TA),
+               .device = "xpu:0", .host_indices = {0},
+               .warnings = {"ZE_ENABLE_PCI_ID_DEVICE_ORDER is not 1", "set ZE_ENABLE_PCI_ID_DEVICE_ORDER=1"}});
+  c.push_back({.id = "ORDER_LevelZeroPciOrderSelected",
+               .host = two_arcs,
+               .request = Req::Train(TA).Env("ZE_ENABLE_PCI_ID_DEVICE_ORDER", "1"),
+               .device = "xpu:0", .host_indices = {0}, .absent_warnings = {"ZE_ENABLE_PCI_ID_DEVICE_ORDER"}});
+  // ---- H-FOREIGN (item 10) ----
+  c.push_back({.id = "FOREIGN_CudaMaskOnAscend",
+               .host = Rows({{v1::ROW_NPU, 2}}),
+               .request = Req::Pipe().Env("CUDA_VISIBLE_DEVICES", "1"),
+               .device = "npu:0", .host_indices = {0},
+               .warnings = {"env CUDA_VISIBLE_DEVICES=1 has no effect on the answer's npu",
+                            "which this host does not have", "ASCEND_RT_VISIBLE_DEVICES"}});
+  c.push_back({.id = "FOREIGN_AscendMaskOnNvidiaNamesCudaVisibleDevices",
+               .host = Rows({{CUDA, 2}, {v1::ROW_NPU, 2}}),
+               .request = Req::Train(TA).Env("ASCEND_RT_VISIBLE_DEVICES", "1").Runtime({"cuda"}),
+               .device = "cuda:0",
+               .warnings = {"env ASCEND_RT_VISIBLE_DEVICES=1 has no effect on the answer's cuda/nvidia",
+                            "the variable that selects cuda devices is CUDA_VISIBLE_DEVICES"}});
+  c.push_back({.id = "FOREIGN_OwnMaskIsNotForeign",
+               .host = Rows({{CUDA, 2}}),
+               .request = Req::Train(TA).Env("CUDA_VISIBLE_DEVICES", "1"),
+               .device = "cuda:0", .host_indices = {1}, .absent_warnings = {"has no effect"}});
+  c.push_back({.id = "FOREIGN_CpuAnswerNamesVariablesOfAbsentRows",
+               .host = Rows({}),
+               .request = Req::Train(TA).Env("ZE_AFFINITY_MASK", "0"),
+               .device = "cpu",
+               .warnings = {"env ZE_AFFINITY_MASK=0 has no effect: ZE_AFFINITY_MASK narrows xpu, which this host does not have"}});
+  return c;
+}
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.id; }
+
+class Hazards : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Hazards, Resolves) {
+  const Case& k = GetParam();
+  const v1::Inventory inv = k.host();
+  auto r = Resolve(inv, k.request);
+  ASSERT_EQ(r.status().code(), k.code) << r.status();
+  if (k.code != kOk) {
+    for (const std::string& w : k.error_words) EXPECT_THAT(std::string(r.status().message()), HasSubstr(w));
+    return;
+  }
+  EXPECT_EQ(r->device(), k.device);
+  const std::string warnings = absl::StrJoin(r->warnings(), "\n");
+  for (const std::string& w : k.warnings) EXPECT_THAT(warnings, HasSubstr(w));
+  for (const std::string& w : k.absent_warnings) EXPECT_THAT(warnings, Not(HasSubstr(w)));
+  const std::string explanation = absl::StrJoin(r->explanation(), "\n");
+  for (const std::string& e : k.explanation) EXPECT_THAT(explanation, HasSubstr(e));
+  if (!k.host_indices.empty()) {
+    std::vector<int> got;
+    for (const v1::PlacedDevice& p : r->placed()) got.push_back(p.host_index());
+    EXPECT_EQ(got, k.host_indices) << explanation;
+  }
+  if (!k.partitions.empty()) {
+    std::vector<std::string> got;
+    for (const v1::PlacedDevice& p : r->placed()) got.push_back(p.partition_uuid());
+    EXPECT_EQ(got, k.partitions);
+  }
+  if (!k.max_memory.empty()) {
+    std::map<std::string, uint64_t> got(r->max_memory().begin(), r->max_memory().end());
+    EXPECT_EQ(got, k.max_memory);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Issue10, Hazards, ::testing::ValuesIn(Cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.id; });
+
+}  // namespace
+}  // namespace devplace::testing
