@@ -5,6 +5,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -107,7 +108,7 @@ class Resolution {
           absl::StrCat("strict: ", absl::StrJoin(hazards_, "; "), " (answer without strict: ", out_.device(), ")"));
     }
     out_.set_inventory_revision(inv_.revision());
-    return out_;
+    return std::move(out_);  // Run() is called once: hand the answer over without copying it
   }
 
  private:
