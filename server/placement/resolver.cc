@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -36,10 +37,23 @@ constexpr int kMaxListEntries = 1024;
 
 const std::set<std::string> kKeywords = {"auto", "balanced", "balanced_low_0", "sequential"};
 
-std::string OrderText(const std::vector<std::string>& order) {
+std::string BuildOrderText(const std::vector<std::string>& order) {
   std::vector<std::string> up;
   for (const std::string& t : order) up.push_back(t == "neuron" ? "Neuron" : absl::AsciiStrToUpper(t));
   return absl::StrJoin(up, ", ");
+}
+
+// The orders above are constants: their texts are built once, not on every answer.
+std::string OrderText(const std::vector<std::string>& order) {
+  static const auto* const texts = [] {
+    auto* m = new std::map<const std::vector<std::string>*, std::string>();
+    for (const auto* o : {&kDistOrder, &kTaOrder, &kAccOrder, &kAutoOrder, &kIntOrder, &kPipelineOrder}) {
+      (*m)[o] = BuildOrderText(*o);
+    }
+    return m;
+  }();
+  const auto it = texts->find(&order);
+  return it != texts->end() ? it->second : BuildOrderText(order);
 }
 
 // A Python int written as digits in device_map: "0", "12", "-1"; no sign but '-', no spaces,
