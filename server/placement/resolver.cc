@@ -34,6 +34,7 @@ constexpr size_t kMaxDeviceMapBytes = 256;
 constexpr int kMaxEnvEntries = 256;
 constexpr size_t kMaxEnvEntryBytes = 4096;
 constexpr int kMaxListEntries = 1024;
+constexpr int kMaxPlacedDevices = 16;  // entries of ResolveDeviceResponse.placed (BoundPlaced)
 
 const std::set<std::string> kKeywords = {"auto", "balanced", "balanced_low_0", "sequential"};
 
@@ -121,6 +122,7 @@ class Resolution {
       return absl::FailedPreconditionError(
           absl::StrCat("strict: ", absl::StrJoin(hazards_, "; "), " (answer without strict: ", out_.device(), ")"));
     }
+    BoundPlaced();
     out_.set_inventory_revision(inv_.revision());
     return std::move(out_);  // Run() is called once: hand the answer over without copying it
   }
@@ -358,6 +360,17 @@ class Resolution {
   }
 
   // ---- answer building ---------------------------------------------------------------------
+
+  // Keeps the answer bounded on big hosts (issue 12): `devices` and `max_memory`, what the job
+  // needs, keep every device; `placed`, host identity for people and schedulers, keeps the first
+  // kMaxPlacedDevices, and one explanation line says how many more there are.
+  void BoundPlaced() {
+    if (out_.placed_size() <= kMaxPlacedDevices) return;
+    const int total = out_.placed_size();
+    out_.mutable_placed()->DeleteSubrange(kMaxPlacedDevices, total - kMaxPlacedDevices);
+    out_.add_explanation(absl::StrCat("P-BOUND placed lists the first ", kMaxPlacedDevices, " of the ", total,
+                                      " devices used; GetInventory has the host identity of every device"));
+  }
 
   v1::PlacedDevice* Place(const RowState& r, int job_index) {
     const VisibleUnit& u = r.vis.units[job_index];
