@@ -68,7 +68,7 @@ std::shared_ptr<PreparedSnapshot> PreparedSnapshots::Current() {
   inventory::Snapshot now = store_.Current();
   if (now == nullptr) return nullptr;
   {
-    absl::MutexLock lock(&mu_);
+    absl::ReaderMutexLock lock(&mu_);  // the common case: callers share it
     if (prepared_ != nullptr && prepared_->snapshot() == now) return prepared_;
   }
   // Serialize outside the lock; callers that race here each build one, and the one for the
