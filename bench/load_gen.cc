@@ -5,6 +5,9 @@
 //            connection, for --seconds: calls, qps, p50_us, p99_us, errors. `resolve` sends the
 //            request named by --request (inference_auto: from_pretrained(device_map="auto");
 //            training: rank 1 of 2 with CUDA_VISIBLE_DEVICES=1,0).
+//   compare  the --compare methods (e.g. check,resolve) alternating every --slice_ms, all callers
+//            together, for --seconds: calls, qps and the daemon's CPU us per call (--daemon_pid,
+//            from /proc/PID/task/*/schedstat) for each, measured under the same machine load.
 //   once     one call of --method; prints its answer size (and the device for resolve).
 //   watch    opens --watches WatchInventory streams over --connections connections, waits for
 //            every first snapshot, prints `ready ...`, holds them until stdin closes, then exits.
@@ -14,12 +17,14 @@
 #include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <dirent.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -29,16 +34,20 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "devplace/v1/devplace.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 
-ABSL_FLAG(std::string, mode, "load", "load | once | watch | cold");
+ABSL_FLAG(std::string, mode, "load", "load | compare | once | watch | cold");
 ABSL_FLAG(std::string, target, "", "the daemon's address: unix:/path or 127.0.0.1:port");
 ABSL_FLAG(std::string, method, "resolve", "check (grpc.health.v1.Health/Check) | resolve | list | inventory");
 ABSL_FLAG(std::string, request, "inference_auto", "ResolveDevice request: inference_auto | training");
 ABSL_FLAG(int, callers, 1, "load: concurrent callers, one connection each (1..256)");
 ABSL_FLAG(double, seconds, 1.0, "load: how long to call");
+ABSL_FLAG(std::string, compare, "check,resolve", "compare: the methods to alternate, comma-separated");
+ABSL_FLAG(int, slice_ms, 100, "compare: how long each method runs before the next one takes over");
+ABSL_FLAG(int, daemon_pid, 0, "compare: the daemon's process id, whose CPU time is read per slice");
 ABSL_FLAG(int, watches, 1000, "watch: streams to open");
 ABSL_FLAG(int, connections, 1, "watch: connections to spread them over (at most 90 streams each are used)");
 
@@ -166,6 +175,88 @@ int Load() {
   return errors.load() == 0 ? 0 : 1;
 }
 
+// CPU time of every thread of `pid` in seconds (schedstat: nanoseconds), 0 when unreadable.
+double DaemonCpuSeconds(int pid) {
+  double total = 0;
+  const std::string dir = absl::StrCat("/proc/", pid, "/task");
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return 0;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream in(absl::StrCat(dir, "/", e->d_name, "/schedstat"));
+    uint64_t ns = 0;
+    if (in >> ns) total += ns / 1e9;
+  }
+  closedir(d);
+  return total;
+}
+
+// Alternates the --compare methods every --slice_ms (all callers switch together) for --seconds,
+// so both run under the same machine load, and attributes the daemon's CPU time per slice.
+int Compare() {
+  const std::vector<std::string> methods = absl::StrSplit(absl::GetFlag(FLAGS_compare), ',');
+  const int callers = std::clamp(absl::GetFlag(FLAGS_callers), 1, 256);
+  const int pid = absl::GetFlag(FLAGS_daemon_pid);
+  const v1::ResolveDeviceRequest request = Request(absl::GetFlag(FLAGS_request));
+  for (const std::string& method : methods) {
+    if (method != "check" && method != "resolve" && method != "list" && method != "inventory") {
+      fprintf(stderr, "load_gen: --compare=%s: accepted: check, resolve, list, inventory\n", method.c_str());
+      return 2;
+    }
+  }
+  const size_t m = methods.size();
+  // callers x methods clients, each on its own connection, warmed up.
+  std::vector<std::vector<std::unique_ptr<Caller>>> all(callers);
+  for (int i = 0; i < callers; ++i) {
+    for (size_t k = 0; k < m; ++k) {
+      all[i].push_back(std::make_unique<Caller>(absl::GetFlag(FLAGS_target), static_cast<int>(i * m + k), methods[k],
+                                                request));
+      for (int w = 0; w < 20; ++w) all[i].back()->Call();
+    }
+  }
+  std::atomic<int> phase{0};
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> errors{0};
+  std::vector<std::atomic<int64_t>> calls(m);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < callers; ++i) {
+    threads.emplace_back([&, i] {
+      while (!stop.load(std::memory_order_relaxed)) {
+        const int k = phase.load(std::memory_order_relaxed);
+        if (!all[i][k]->Call().ok()) ++errors;
+        calls[k].fetch_add(1, std::memory_order_relaxed);
+      }
+    });
+  }
+  std::vector<double> seconds(m, 0), cpu(m, 0);
+  const auto slice = std::chrono::milliseconds(absl::GetFlag(FLAGS_slice_ms));
+  const Clock::time_point end = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                    std::chrono::duration<double>(absl::GetFlag(FLAGS_seconds)));
+  Clock::time_point t0 = Clock::now();
+  double c0 = DaemonCpuSeconds(pid);
+  for (size_t n = 0; Clock::now() < end; ++n) {
+    const size_t k = n % m;
+    phase = static_cast<int>(k);
+    std::this_thread::sleep_for(slice);
+    const Clock::time_point t1 = Clock::now();
+    const double c1 = DaemonCpuSeconds(pid);
+    seconds[k] += std::chrono::duration<double>(t1 - t0).count();
+    cpu[k] += c1 - c0;
+    t0 = t1;
+    c0 = c1;
+  }
+  stop = true;
+  for (std::thread& t : threads) t.join();
+  std::string line;
+  for (size_t k = 0; k < m; ++k) {
+    const double n = static_cast<double>(calls[k].load());
+    absl::StrAppend(&line, k ? " " : "", methods[k], "_calls=", n, " ", methods[k], "_qps=", n / seconds[k], " ",
+                    methods[k], "_cpu_us=", n > 0 ? cpu[k] * 1e6 / n : 0.0);
+  }
+  printf("%s errors=%lld\n", line.c_str(), static_cast<long long>(errors.load()));
+  return errors.load() == 0 ? 0 : 1;
+}
+
 int Once() {
   Caller caller(absl::GetFlag(FLAGS_target), 0, absl::GetFlag(FLAGS_method), Request(absl::GetFlag(FLAGS_request)));
   size_t bytes = 0;
@@ -283,8 +374,9 @@ int main(int argc, char** argv) {
   }
   if (mode == "load") return devplace::bench::Load();
   if (mode == "once") return devplace::bench::Once();
+  if (mode == "compare") return devplace::bench::Compare();
   if (mode == "watch") return devplace::bench::Watch();
   if (mode == "cold") return devplace::bench::Cold(daemon);
-  fprintf(stderr, "load_gen: --mode=%s: accepted: load, once, watch, cold\n", mode.c_str());
+  fprintf(stderr, "load_gen: --mode=%s: accepted: load, compare, once, watch, cold\n", mode.c_str());
   return 2;
 }
