@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -34,13 +36,27 @@ constexpr size_t kMaxDeviceMapBytes = 256;
 constexpr int kMaxEnvEntries = 256;
 constexpr size_t kMaxEnvEntryBytes = 4096;
 constexpr int kMaxListEntries = 1024;
+constexpr int kMaxPlacedDevices = 16;  // entries of ResolveDeviceResponse.placed (BoundPlaced)
 
 const std::set<std::string> kKeywords = {"auto", "balanced", "balanced_low_0", "sequential"};
 
-std::string OrderText(const std::vector<std::string>& order) {
+std::string BuildOrderText(const std::vector<std::string>& order) {
   std::vector<std::string> up;
   for (const std::string& t : order) up.push_back(t == "neuron" ? "Neuron" : absl::AsciiStrToUpper(t));
   return absl::StrJoin(up, ", ");
+}
+
+// The orders above are constants: their texts are built once, not on every answer.
+std::string OrderText(const std::vector<std::string>& order) {
+  static const auto* const texts = [] {
+    auto* m = new std::map<const std::vector<std::string>*, std::string>();
+    for (const auto* o : {&kDistOrder, &kTaOrder, &kAccOrder, &kAutoOrder, &kIntOrder, &kPipelineOrder}) {
+      (*m)[o] = BuildOrderText(*o);
+    }
+    return m;
+  }();
+  const auto it = texts->find(&order);
+  return it != texts->end() ? it->second : BuildOrderText(order);
 }
 
 // A Python int written as digits in device_map: "0", "12", "-1"; no sign but '-', no spaces,
@@ -111,10 +127,11 @@ class Resolution {
       return absl::FailedPreconditionError(
           absl::StrCat("strict: ", absl::StrJoin(hazards_, "; "), " (answer without strict: ", out_.device(), ")"));
     }
+    BoundPlaced();
     out_.set_inventory_revision(inv_.revision());
     out_.set_transformers_version(versions_.transformers().ToString());
     out_.set_accelerate_version(versions_.accelerate().ToString());
-    return out_;
+    return std::move(out_);  // Run() is called once: hand the answer over without copying it
   }
 
  private:
@@ -351,6 +368,17 @@ class Resolution {
   }
 
   // ---- answer building ---------------------------------------------------------------------
+
+  // Keeps the answer bounded on big hosts (issue 12): `devices` and `max_memory`, what the job
+  // needs, keep every device; `placed`, host identity for people and schedulers, keeps the first
+  // kMaxPlacedDevices, and one explanation line says how many more there are.
+  void BoundPlaced() {
+    if (out_.placed_size() <= kMaxPlacedDevices) return;
+    const int total = out_.placed_size();
+    out_.mutable_placed()->DeleteSubrange(kMaxPlacedDevices, total - kMaxPlacedDevices);
+    out_.add_explanation(absl::StrCat("P-BOUND placed lists the first ", kMaxPlacedDevices, " of the ", total,
+                                      " devices used; GetInventory has the host identity of every device"));
+  }
 
   v1::PlacedDevice* Place(const RowState& r, int job_index) {
     const VisibleUnit& u = r.vis.units[job_index];

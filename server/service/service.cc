@@ -11,7 +11,6 @@
 #include "grpcpp/security/auth_context.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "server/placement/backends.h"
-#include "server/placement/resolver.h"
 
 namespace devplace::service {
 namespace {
@@ -27,6 +26,45 @@ grpc::Status ToGrpc(const absl::Status& s) {
     message += "... (truncated)";
   }
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), message);
+}
+
+// Bytes shared with the cache or the prepared snapshot, as a response body. Small answers are
+// copied (one allocation); larger ones travel without a copy, the slice keeping them alive.
+grpc::ByteBuffer SharedBytes(std::shared_ptr<const std::string> bytes) {
+  constexpr size_t kCopyBelowBytes = 4096;
+  if (bytes->size() < kCopyBelowBytes) {
+    grpc::Slice copied(bytes->data(), bytes->size());
+    return grpc::ByteBuffer(&copied, 1);
+  }
+  auto* holder = new std::shared_ptr<const std::string>(std::move(bytes));
+  grpc::Slice shared(const_cast<char*>((*holder)->data()), (*holder)->size(),
+                     [](void* p) { delete static_cast<std::shared_ptr<const std::string>*>(p); }, holder);
+  return grpc::ByteBuffer(&shared, 1);
+}
+
+// Parses a raw request body into `message`; false (and INVALID_ARGUMENT in `error`) when it does
+// not parse.
+template <typename Message>
+bool ParseRequest(const grpc::ByteBuffer* bytes, Message* message, grpc::Status* error) {
+  // Small requests arrive as one slice: parse it in place (no byte-buffer copy, no stream).
+  std::vector<grpc::Slice> slices;
+  bool parsed = false;
+  if (bytes->Dump(&slices).ok()) {
+    if (slices.size() == 1) {
+      parsed = message->ParseFromArray(slices[0].begin(), static_cast<int>(slices[0].size()));
+    } else {
+      std::string flat;
+      flat.reserve(bytes->Length());
+      for (const grpc::Slice& s : slices) flat.append(reinterpret_cast<const char*>(s.begin()), s.size());
+      parsed = message->ParseFromString(flat);
+    }
+  }
+  if (parsed) return true;
+  *error = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("request: ", bytes->Length(), " bytes that do not parse as a ",
+                                     Message::descriptor()->full_name(),
+                                     " (malformed protobuf, or a string field that is not UTF-8)"));
+  return false;
 }
 
 // UNAVAILABLE before the first inventory, with the latest probe failure when there was one.
@@ -170,6 +208,8 @@ DevicePlacementService::DevicePlacementService(inventory::InventoryStore& store,
       store_(store),
       refresh_(refresh ? std::move(refresh) : [&store] { return store.Refresh(); }),
       access_(std::move(access)),
+      prepared_(store, options.answer_cache),
+      backends_bytes_(std::make_shared<const std::string>(placement::ListBackendsResponse().SerializeAsString())),
       worker_([this] { RefreshWorker(); }) {}
 
 DevicePlacementService::~DevicePlacementService() {
@@ -182,52 +222,51 @@ grpc::ServerUnaryReactor* DevicePlacementService::ResolveDevice(grpc::CallbackSe
                                                                 grpc::ByteBuffer* response_bytes) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   v1::ResolveDeviceRequest request;
-  grpc::ByteBuffer copy(*request_bytes);  // shares the slices; Deserialize consumes its argument
-  if (!grpc::SerializationTraits<v1::ResolveDeviceRequest>::Deserialize(&copy, &request).ok()) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                 absl::StrCat("request: ", request_bytes->Length(),
-                                              " bytes that do not parse as a devplace.v1.ResolveDeviceRequest "
-                                              "(malformed protobuf, or a string field that is not UTF-8)")));
+  if (grpc::Status bad; !ParseRequest(request_bytes, &request, &bad)) {
+    reactor->Finish(bad);
     return reactor;
   }
-  std::shared_ptr<const v1::Inventory> snapshot = store_.Current();
-  if (snapshot == nullptr) {
+  const std::shared_ptr<PreparedSnapshot> prepared = prepared_.Current();
+  if (prepared == nullptr) {
     reactor->Finish(NoInventory(store_));
     return reactor;
   }
-  absl::StatusOr<v1::ResolveDeviceResponse> answer = placement::Resolve(*snapshot, request);
-  if (answer.ok()) {
-    bool own_buffer = false;
-    const grpc::Status serialized =
-        grpc::SerializationTraits<v1::ResolveDeviceResponse>::Serialize(*answer, response_bytes, &own_buffer);
-    if (!serialized.ok()) {
-      reactor->Finish(serialized);
-      return reactor;
-    }
-  }
-  reactor->Finish(ToGrpc(answer.status()));
+  // placement::Resolve's answer for this snapshot, or the same answer from the cache.
+  const std::shared_ptr<const ResolveAnswer> answer = prepared->Resolve(request);
+  if (answer->status.ok()) *response_bytes = SharedBytes(std::shared_ptr<const std::string>(answer, &answer->bytes));
+  reactor->Finish(ToGrpc(answer->status));
   return reactor;
 }
 
 grpc::ServerUnaryReactor* DevicePlacementService::GetInventory(grpc::CallbackServerContext* ctx,
-                                                               const v1::GetInventoryRequest*,
-                                                               v1::Inventory* response) {
+                                                               const grpc::ByteBuffer* request_bytes,
+                                                               grpc::ByteBuffer* response_bytes) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  std::shared_ptr<const v1::Inventory> snapshot = store_.Current();
-  if (snapshot == nullptr) {
+  v1::GetInventoryRequest request;
+  if (grpc::Status bad; !ParseRequest(request_bytes, &request, &bad)) {
+    reactor->Finish(bad);
+    return reactor;
+  }
+  const std::shared_ptr<PreparedSnapshot> prepared = prepared_.Current();
+  if (prepared == nullptr) {
     reactor->Finish(NoInventory(store_));
     return reactor;
   }
-  *response = *snapshot;
+  *response_bytes = SharedBytes(prepared->inventory_bytes());
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }
 
 grpc::ServerUnaryReactor* DevicePlacementService::ListBackends(grpc::CallbackServerContext* ctx,
-                                                               const v1::ListBackendsRequest*,
-                                                               v1::ListBackendsResponse* response) {
+                                                               const grpc::ByteBuffer* request_bytes,
+                                                               grpc::ByteBuffer* response_bytes) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  *response = placement::ListBackendsResponse();
+  v1::ListBackendsRequest request;
+  if (grpc::Status bad; !ParseRequest(request_bytes, &request, &bad)) {
+    reactor->Finish(bad);
+    return reactor;
+  }
+  *response_bytes = SharedBytes(backends_bytes_);
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

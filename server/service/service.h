@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "devplace/v1/devplace.grpc.pb.h"
 #include "server/inventory/store.h"
+#include "server/service/answer_cache.h"
 #include "server/service/unix_listener.h"
 
 namespace devplace::service {
@@ -48,6 +49,9 @@ struct ServiceOptions {
   // client's user: "uid:N" from the credentials devplaced read when it accepted the
   // connection (RefreshAccess.peers); without them, all clients of a unix socket are one peer.
   int max_watches_per_peer = 0;
+  // ResolveDevice answers cached per published snapshot (server/service/answer_cache.h): at most
+  // this many entries and bytes; max_entries 0 turns the cache off.
+  AnswerCacheLimits answer_cache;
 };
 
 // The key ServiceOptions.max_watches_per_peer counts by, from grpc::ServerContext::peer():
@@ -59,9 +63,14 @@ std::string PeerKey(const std::string& peer);
 // thread (RefreshInventory waits for the probe on a thread of its own).
 // ResolveDevice is registered raw (ByteBuffer in and out) so that a request that does not parse
 // gets INVALID_ARGUMENT with a message: gRPC 1.51's typed callback handler answers such a request
-// UNIMPLEMENTED with an empty message.
+// UNIMPLEMENTED with an empty message. GetInventory and ListBackends are raw too, to send bytes
+// serialized once (per snapshot, per daemon) instead of copying and serializing a message per call.
+// Issue 12: answers come from a PreparedSnapshot (server/service/answer_cache.h) built once per
+// published snapshot: its serialized inventory and a bounded cache of ResolveDevice answers.
 class DevicePlacementService final
-    : public v1::DevicePlacement::WithRawCallbackMethod_ResolveDevice<v1::DevicePlacement::CallbackService> {
+    : public v1::DevicePlacement::WithRawCallbackMethod_ListBackends<
+          v1::DevicePlacement::WithRawCallbackMethod_GetInventory<
+              v1::DevicePlacement::WithRawCallbackMethod_ResolveDevice<v1::DevicePlacement::CallbackService>>> {
  public:
   // What RefreshInventory runs: by default store.Refresh(); devplaced passes a "full" refresh
   // that re-runs the libtorch probe first.
@@ -77,12 +86,14 @@ class DevicePlacementService final
   // FAILED_PRECONDITION, message naming the field).
   grpc::ServerUnaryReactor* ResolveDevice(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
                                           grpc::ByteBuffer* response) override;
-  // The current snapshot; UNAVAILABLE before the first probe succeeded.
-  grpc::ServerUnaryReactor* GetInventory(grpc::CallbackServerContext* ctx, const v1::GetInventoryRequest* request,
-                                         v1::Inventory* response) override;
-  // The hardware table; always answers.
-  grpc::ServerUnaryReactor* ListBackends(grpc::CallbackServerContext* ctx, const v1::ListBackendsRequest* request,
-                                         v1::ListBackendsResponse* response) override;
+  // The current snapshot (serialized v1::Inventory, the bytes built once per published snapshot);
+  // UNAVAILABLE before the first probe succeeded; INVALID_ARGUMENT when the request does not parse.
+  grpc::ServerUnaryReactor* GetInventory(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
+  // The hardware table (serialized v1::ListBackendsResponse, built once at construction); always
+  // answers, except INVALID_ARGUMENT for a request that does not parse.
+  grpc::ServerUnaryReactor* ListBackends(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
   // Re-probes now and returns the resulting snapshot; a failed probe returns its error
   // (DEADLINE_EXCEEDED, INTERNAL, ...) and the last good snapshot stays. Calls that arrive while a
   // refresh runs share the next one: one worker thread serves them all, whatever their number.
@@ -122,6 +133,8 @@ class DevicePlacementService final
   inventory::InventoryStore& store_;
   RefreshFn refresh_;
   RefreshAccess access_;
+  PreparedSnapshots prepared_;
+  const std::shared_ptr<const std::string> backends_bytes_;  // ListBackends' answer, serialized once
   absl::Mutex mu_;
   absl::Time last_caller_round_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   bool caller_round_queued_ ABSL_GUARDED_BY(mu_) = false;

@@ -1,0 +1,96 @@
+// Prebuilt answers for one published inventory snapshot (issue 12): the serialized Inventory that
+// GetInventory serves, and a bounded cache of ResolveDevice answers keyed by the canonical request
+// bytes, for the pod-startup storm where hundreds of identical requests arrive at once.
+//
+// Correctness rests on two facts: the resolver is a pure function of (snapshot, request), and a
+// PreparedSnapshot belongs to exactly one published snapshot object (it holds the pointer). The
+// store publishes a new object for every probe, also when the revision does not move (fresh
+// `probed_at` and free-memory telemetry), so answers are never shared between two snapshots, let
+// alone two revisions. No gRPC here: the service wraps the bytes into slices without copying.
+#ifndef DEVPLACE_SERVER_SERVICE_ANSWER_CACHE_H_
+#define DEVPLACE_SERVER_SERVICE_ANSWER_CACHE_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "devplace/v1/devplace.pb.h"
+#include "server/inventory/store.h"
+
+namespace devplace::service {
+
+struct AnswerCacheLimits {
+  // Most cached answers per snapshot (0 = no caching: every call runs the resolver).
+  size_t max_entries = 1024;
+  // Most bytes (keys plus serialized answers plus messages) cached per snapshot. An answer whose
+  // key and bytes alone exceed a quarter of this is served but not cached.
+  size_t max_bytes = size_t{8} << 20;
+};
+
+// One ResolveDevice outcome: the resolver's status and, when OK, the serialized
+// ResolveDeviceResponse.
+struct ResolveAnswer {
+  absl::Status status;
+  std::string bytes;
+};
+
+// The canonical form of a request: its deterministic serialization (map entries in key order,
+// unknown fields kept), so two clients that send the same request with `env` in a different order
+// share one cache entry.
+std::string CanonicalRequestKey(const v1::ResolveDeviceRequest& request);
+
+// Thread-safe; immutable apart from the answer cache.
+class PreparedSnapshot {
+ public:
+  // Serializes `snapshot` (not null) once.
+  PreparedSnapshot(inventory::Snapshot snapshot, AnswerCacheLimits limits);
+
+  const inventory::Snapshot& snapshot() const { return snapshot_; }
+  // The serialized Inventory: exactly what GetInventory returns for this snapshot.
+  const std::shared_ptr<const std::string>& inventory_bytes() const { return inventory_bytes_; }
+
+  // The answer to `request` against this snapshot: placement::Resolve's status and serialized
+  // response, from the cache when an equal request (same CanonicalRequestKey) was answered before.
+  // Never fails itself; the resolver's errors (INVALID_ARGUMENT, FAILED_PRECONDITION, ...) come back
+  // in ResolveAnswer::status and are cached like answers (the resolver is pure).
+  std::shared_ptr<const ResolveAnswer> Resolve(const v1::ResolveDeviceRequest& request);
+
+  // Answers cached now, and how many Resolve calls were served from the cache so far.
+  size_t cached_answers() const;
+  uint64_t hits() const;
+
+ private:
+  const inventory::Snapshot snapshot_;
+  const AnswerCacheLimits limits_;
+  const std::shared_ptr<const std::string> inventory_bytes_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<const ResolveAnswer>> answers_ ABSL_GUARDED_BY(mu_);
+  size_t cached_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<uint64_t> hits_{0};
+};
+
+// Hands out the PreparedSnapshot of the store's current snapshot, building it when the store
+// published a new snapshot object since the last call. Thread-safe.
+class PreparedSnapshots {
+ public:
+  // `store` must outlive this.
+  PreparedSnapshots(inventory::InventoryStore& store, AnswerCacheLimits limits) : store_(store), limits_(limits) {}
+  // Null before the store has a snapshot.
+  std::shared_ptr<PreparedSnapshot> Current();
+
+ private:
+  inventory::InventoryStore& store_;
+  const AnswerCacheLimits limits_;
+  absl::Mutex mu_;
+  std::shared_ptr<PreparedSnapshot> prepared_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace devplace::service
+
+#endif  // DEVPLACE_SERVER_SERVICE_ANSWER_CACHE_H_
