@@ -33,9 +33,10 @@ ABSL_FLAG(std::string, nvml_library, std::string(devplace::probe::kDefaultNvmlLi
           "as dlopen does, or a path); empty: do not use NVML. Not found: the nvml prober is "
           "reported skipped");
 ABSL_FLAG(absl::Duration, probe_timeout, absl::Seconds(5),
-          "This probe's own deadline for each vendor-library prober (NVML), which runs on its own "
-          "thread: one that has not finished by then is reported PROBE_STATUS_TIMED_OUT, naming "
-          "the call that did not return, and the rest of the inventory is still written. Keep it "
+          "This probe's own deadline for the vendor-library probers (NVML, ...), which run at once, "
+          "each in its own child process: one that has not finished by then is killed and reported "
+          "PROBE_STATUS_TIMED_OUT, naming the call that did not return; one whose process dies of a "
+          "signal is reported PROBE_STATUS_CRASHED; the rest of the inventory is still written. Keep it "
           "below devplaced's --probe_timeout (default 10s), which kills the whole probe and is only "
           "the safety net");
 ABSL_FLAG(bool, json, false,
@@ -156,11 +157,5 @@ int main(int argc, char** argv) {
   options.vendor_timeout = absl::ToChronoMilliseconds(absl::GetFlag(FLAGS_probe_timeout));
   const devplace::probe::ProbeRun run = devplace::probe::RunProbers(*root, options);
   const int status = Write(devplace::inventory::BuildInventory(run));
-  // A vendor prober that timed out left its thread blocked inside the library: end without
-  // running static destructors or unloading anything under it (stdout is written unbuffered).
-  if (run.abandoned_thread) {
-    std::fflush(nullptr);
-    _exit(status);
-  }
   return status;
 }

@@ -35,15 +35,18 @@
 //                                               UNKNOWN, ...) or a number
 //   sleep <function> <target> <ms>              the call sleeps that long first
 //   hang <function> <target>                    the call never returns
+//   crash <function> <target>                   the call dies of SIGSEGV (as a library that
+//                                               dereferences a bad pointer would)
 //
 // <function> is an NVML function name or '*' (every function). <target> is '-' for the calls
 // that name no device (nvmlInit_v2, nvmlSystem*, nvmlDeviceGetCount_v2), <i> for a GPU (its
 // handle lookups, by index or bus id, and every call on its handle), <i>/<j> for a MIG device,
 // or '*' for any GPU or MIG device. Directives apply in file order: sleeps accumulate, the
-// first matching fail or hang decides.
+// first matching fail, hang or crash decides.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -84,7 +87,7 @@ struct Gpu {
 };
 
 struct Rule {
-  std::string action;  // fail, sleep, hang
+  std::string action;  // fail, sleep, hang, crash
   std::string function;
   std::string target;
   int value = 0;  // fail: the code; sleep: milliseconds
@@ -208,7 +211,7 @@ bool Parse(const std::string& path, Config& config, std::string& error) {
         return bad("bad device directive");
       }
     } else if ((w[0] == "fail" && w.size() == 4) || (w[0] == "sleep" && w.size() == 4) ||
-               (w[0] == "hang" && w.size() == 3)) {
+               ((w[0] == "hang" || w[0] == "crash") && w.size() == 3)) {
       Rule rule{w[0], w[1], w[2], 0};
       if (w[0] == "fail") {
         const auto named = CodeNames().find(w[3]);
@@ -274,6 +277,9 @@ nvmlReturn_t Script(const Config* config, const char* function, const std::strin
       std::this_thread::sleep_for(std::chrono::milliseconds(rule.value));
     } else if (rule.action == "hang") {
       for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+    } else if (rule.action == "crash") {
+      std::signal(SIGSEGV, SIG_DFL);  // a sanitizer's handler would turn it into an exit
+      std::raise(SIGSEGV);
     } else {
       return static_cast<nvmlReturn_t>(rule.value);
     }
