@@ -21,6 +21,7 @@
 #include "absl/time/time.h"
 #include "server/inventory/json.h"
 #include "server/inventory/merge.h"
+#include "server/probe/amdsmi_prober.h"
 #include "server/probe/host_root.h"
 #include "server/probe/nvml_prober.h"
 #include "server/probe/probers.h"
@@ -32,6 +33,10 @@ ABSL_FLAG(std::string, nvml_library, std::string(devplace::probe::kDefaultNvmlLi
           "NVML library to dlopen for GPU names, UUIDs, memory and MIG instances (a soname searched "
           "as dlopen does, or a path); empty: do not use NVML. Not found: the nvml prober is "
           "reported skipped");
+ABSL_FLAG(std::string, amd_smi_library, std::string(devplace::probe::kDefaultAmdSmiLibrary),
+          "AMD SMI library to dlopen for AMD GPU names, UUIDs, VRAM total/used, compute and memory "
+          "partition modes and the driver version (a soname or a path); empty: do not use AMD SMI. "
+          "Not found: the amd_smi prober is reported skipped");
 ABSL_FLAG(absl::Duration, probe_timeout, absl::Seconds(5),
           "This probe's own deadline for the vendor-library probers (NVML, ...), which run at once, "
           "each in its own child process: one that has not finished by then is killed and reported "
@@ -48,7 +53,7 @@ namespace {
 constexpr char kUsage[] =
     "Probes this host's accelerators, CPU and memory once and writes one devplace.v1.Inventory "
     "to stdout.\n\n"
-    "Usage: devplace-probe [--host_root=DIR] [--nvml_library=PATH] [--probe_timeout=5s] [--json]\n\n"
+    "Usage: devplace-probe [--host_root=DIR] [--nvml_library=PATH] [--amd_smi_library=PATH] [--probe_timeout=5s] [--json]\n\n"
     "Output: the serialized protobuf message (binary; what devplaced reads) by default, or the "
     "protobuf JSON mapping with --json.\n"
     "Exit status: 0 when an inventory was written (probers that failed or timed out are reported in its "
@@ -154,6 +159,7 @@ int main(int argc, char** argv) {
 
   devplace::probe::ProbeOptions options;
   options.nvml_library = absl::GetFlag(FLAGS_nvml_library);
+  options.amd_smi_library = absl::GetFlag(FLAGS_amd_smi_library);
   options.vendor_timeout = absl::ToChronoMilliseconds(absl::GetFlag(FLAGS_probe_timeout));
   const devplace::probe::ProbeRun run = devplace::probe::RunProbers(*root, options);
   const int status = Write(devplace::inventory::BuildInventory(run));

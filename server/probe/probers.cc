@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "server/probe/amdsmi_prober.h"
 #include "server/probe/nvml_prober.h"
 #include "server/probe/prober_util.h"
 #include "server/probe/vendor_process.h"
@@ -98,6 +99,7 @@ ProbeRun RunProbers(const HostRoot& root, const ProbeOptions& options) {
   ProbeRun run = RunProbers(root);
   std::vector<VendorProber> vendor;
   if (!options.nvml_library.empty()) vendor.push_back(NvmlProber(options.nvml_library));
+  if (!options.amd_smi_library.empty()) vendor.push_back(AmdSmiProber(options.amd_smi_library));
   RunVendorProbers(vendor, options.vendor_timeout, run);
   return run;
 }

@@ -96,11 +96,13 @@ struct VendorProber {
 struct ProbeOptions {
   // Path or soname of NVML, passed to dlopen; empty: the NVML prober does not run (no report).
   std::string nvml_library;
+  // Path or soname of AMD SMI (libamd_smi.so); empty: the amd_smi prober does not run.
+  std::string amd_smi_library;
   // Deadline of the vendor probers, which run at once (from their start to their merge).
   std::chrono::milliseconds vendor_timeout{5000};
 };
 
-// RunProbers(root), then the vendor probers that `options` enables (in order: nvml), all at once,
+// RunProbers(root), then the vendor probers that `options` enables (in order: nvml, amd_smi), all at once,
 // each in its own process under options.vendor_timeout (RunVendorProbers).
 ProbeRun RunProbers(const HostRoot& root, const ProbeOptions& options);
 
