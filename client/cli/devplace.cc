@@ -110,8 +110,10 @@ ABSL_FLAG(std::string, nvml_library, "libnvidia-ml.so.1",
           "NVML library to dlopen for GPU names, UUIDs, memory and MIG instances (empty: do not read NVML)");
 ABSL_FLAG(std::string, amd_smi_library, "libamd_smi.so",
           "AMD SMI library to dlopen for AMD GPU names, UUIDs, VRAM and partition modes (empty: do not read AMD SMI)");
+ABSL_FLAG(std::string, level_zero_library, "libze_loader.so.1",
+          "Level Zero loader to dlopen for Intel GPU names, UUIDs, memory and tiles (empty: do not read Level Zero)");
 ABSL_FLAG(absl::Duration, probe_timeout, absl::Seconds(5),
-          "Deadline of the vendor-library probers (NVML, AMD SMI), each in its own process; one that overruns is "
+          "Deadline of the vendor-library probers (NVML, AMD SMI, Level Zero), each in its own process; one that overruns is "
           "reported as timed out, one that crashes as crashed");
 
 // Not in an anonymous namespace: cli.h shares some of these definitions with fleet.cc.
@@ -190,10 +192,10 @@ const std::vector<Command>& Commands() {
       {"probe", "Probe this host in-process (no daemon) and print its inventory.",
        "devplace probe [--host_root=DIR]",
        "Runs devplace's probers in this process against --host_root (NVML through --nvml_library, AMD SMI\n"
-       "through --amd_smi_library, each in its own child process under\n"
+       "through --amd_smi_library, Level Zero through --level_zero_library, each in its own child process under\n"
        "--probe_timeout) and prints the inventory it builds (the same content devplace-probe writes).\n"
        "Save it with --json for `resolve --inventory`.",
-       {"host_root", "nvml_library", "amd_smi_library", "probe_timeout"}, &RunProbe},
+       {"host_root", "nvml_library", "amd_smi_library", "level_zero_library", "probe_timeout"}, &RunProbe},
       {"fleet", kFleetSummary, kFleetUsage, kFleetDetails, FleetFlags(), &RunFleet},
   };
   return *kCommands;
@@ -703,6 +705,7 @@ int RunProbe() {
   probe::ProbeOptions options;
   options.nvml_library = absl::GetFlag(FLAGS_nvml_library);
   options.amd_smi_library = absl::GetFlag(FLAGS_amd_smi_library);
+  options.level_zero_library = absl::GetFlag(FLAGS_level_zero_library);
   options.vendor_timeout = std::chrono::milliseconds(absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_probe_timeout)));
   const probe::ProbeRun run = probe::RunProbers(*root, options);
   v1::Inventory inv = inventory::BuildInventory(run);

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/probe/amdsmi_prober.h"
+#include "server/probe/level_zero_prober.h"
 #include "server/probe/nvml_prober.h"
 #include "server/probe/prober_util.h"
 #include "server/probe/vendor_process.h"
@@ -100,6 +101,7 @@ ProbeRun RunProbers(const HostRoot& root, const ProbeOptions& options) {
   std::vector<VendorProber> vendor;
   if (!options.nvml_library.empty()) vendor.push_back(NvmlProber(options.nvml_library));
   if (!options.amd_smi_library.empty()) vendor.push_back(AmdSmiProber(options.amd_smi_library));
+  if (!options.level_zero_library.empty()) vendor.push_back(LevelZeroProber(options.level_zero_library));
   RunVendorProbers(vendor, options.vendor_timeout, run);
   return run;
 }

@@ -98,11 +98,13 @@ struct ProbeOptions {
   std::string nvml_library;
   // Path or soname of AMD SMI (libamd_smi.so); empty: the amd_smi prober does not run.
   std::string amd_smi_library;
+  // Path or soname of the Level Zero loader (libze_loader.so.1); empty: level_zero does not run.
+  std::string level_zero_library;
   // Deadline of the vendor probers, which run at once (from their start to their merge).
   std::chrono::milliseconds vendor_timeout{5000};
 };
 
-// RunProbers(root), then the vendor probers that `options` enables (in order: nvml, amd_smi), all at once,
+// RunProbers(root), then the vendor probers that `options` enables (in order: nvml, amd_smi, level_zero), all at once,
 // each in its own process under options.vendor_timeout (RunVendorProbers).
 ProbeRun RunProbers(const HostRoot& root, const ProbeOptions& options);
 

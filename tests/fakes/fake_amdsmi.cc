@@ -25,7 +25,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -75,28 +74,8 @@ const std::map<std::string, long long>& Codes() {
 }
 
 bool Load(const char* path, Config& config, std::string& error) {
-  std::ifstream in(path);
-  if (!in) {
-    error = std::string("cannot read ") + path;
-    return false;
-  }
   std::map<int, Gpu> gpus;
-  int line_number = 0;
-  for (std::string line; std::getline(in, line);) {
-    ++line_number;
-    const size_t hash = line.find('#');
-    if (hash != std::string::npos) line.erase(hash);
-    const std::vector<std::string> w = fake::Words(line);
-    if (w.empty()) continue;
-    std::string rule_error;
-    const auto bad = [&](const std::string& why) {
-      error = std::string(path) + ":" + std::to_string(line_number) + ": " + why;
-      return false;
-    };
-    if (fake::ParseRule(w, Codes(), config.rules, rule_error)) {
-      if (!rule_error.empty()) return bad(rule_error);
-      continue;
-    }
+  const auto directive = [&](const std::vector<std::string>& w, const std::string& line) -> std::string {
     long long a = 0, b = 0;
     if (w[0] == "driver_version" && w.size() == 2) {
       config.driver_version = w[1];
@@ -120,12 +99,14 @@ bool Load(const char* path, Config& config, std::string& error) {
       } else if (w[2] == "duplicate" && w.size() == 3) {
         gpu.duplicate = true;
       } else {
-        return bad("bad device directive");
+        return std::string("bad device directive");
       }
     } else {
-      return bad("unknown directive");
+      return std::string("unknown directive");
     }
-  }
+    return std::string();
+  };
+  if (!fake::ReadScript(path, Codes(), config.rules, directive, error)) return false;
   int expected = 0;
   for (auto& [index, gpu] : gpus) {
     if (index != expected++) {

@@ -18,6 +18,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -87,6 +88,34 @@ inline bool ParseRule(const std::vector<std::string>& w, const std::map<std::str
     return true;
   }
   rules.push_back(rule);
+  return true;
+}
+
+// Reads the script at `path`: drops '#' comments and blank lines, parses the common directives
+// into `rules`, and hands every other line to `directive(words, line)`, which returns "" or what
+// is wrong with it. False with `error` = "<path>:<line>: <why>" at the first bad line.
+template <typename Directive>
+bool ReadScript(const char* path, const std::map<std::string, long long>& codes, std::vector<Rule>& rules,
+                Directive directive, std::string& error) {
+  std::ifstream in(path);
+  if (!in) {
+    error = std::string("cannot read ") + path;
+    return false;
+  }
+  int line_number = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++line_number;
+    const size_t hash = line.find('#');
+    if (hash != std::string::npos) line.erase(hash);
+    const std::vector<std::string> w = Words(line);
+    if (w.empty()) continue;
+    std::string why;
+    if (!ParseRule(w, codes, rules, why)) why = directive(w, line);
+    if (!why.empty()) {
+      error = std::string(path) + ":" + std::to_string(line_number) + ": " + why;
+      return false;
+    }
+  }
   return true;
 }
 

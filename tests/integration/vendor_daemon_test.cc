@@ -1,5 +1,6 @@
-// devplaced with the fake AMD SMI (tests/fakes/fake_amdsmi.cc) loaded by the real devplace-probe
-// in its own vendor process: AMD SMI's VRAM figures become max_memory over the wire; a crashing
+// devplaced with the fake AMD SMI (tests/fakes/fake_amdsmi.cc) and the fake Level Zero loader
+// (fake_ze.cc) loaded by the real devplace-probe, each in its own vendor process: their memory
+// figures become max_memory over the wire; a crashing
 // AMD SMI costs only its own data while NVML's rows on the same host stay enriched and the daemon
 // keeps serving; `devplace inventory` shows the enriched rows.
 #include <signal.h>
@@ -29,13 +30,15 @@ std::string Fixture(const std::string& path) { return std::string(DEVPLACE_FIXTU
 // Sets the fakes' script variables for the daemon (and so its probe child) started in this scope.
 class FakeScripts {
  public:
-  FakeScripts(const std::string& amdsmi, const std::string& nvml = "") {
-    setenv("FAKE_AMDSMI_CONFIG", Fixture("amdsmi/" + amdsmi).c_str(), 1);
+  FakeScripts(const std::string& amdsmi, const std::string& nvml = "", const std::string& ze = "") {
+    if (!amdsmi.empty()) setenv("FAKE_AMDSMI_CONFIG", Fixture("amdsmi/" + amdsmi).c_str(), 1);
     if (!nvml.empty()) setenv("FAKE_NVML_CONFIG", Fixture("nvml/" + nvml).c_str(), 1);
+    if (!ze.empty()) setenv("FAKE_ZE_CONFIG", Fixture("level_zero/" + ze).c_str(), 1);
   }
   ~FakeScripts() {
     unsetenv("FAKE_AMDSMI_CONFIG");
     unsetenv("FAKE_NVML_CONFIG");
+    unsetenv("FAKE_ZE_CONFIG");
   }
 };
 
@@ -127,6 +130,33 @@ TEST(VendorDaemon, CrashingAmdSmiCostsOnlyItsRowAndTheDaemonServes) {
   v1::Inventory again;
   ASSERT_TRUE(stub->RefreshInventory(&ctx3, {}, &again).ok());
   EXPECT_EQ(Report(again, "amd_smi")->status(), v1::PROBE_STATUS_CRASHED);
+  d.Signal(SIGTERM);
+  EXPECT_EQ(d.WaitExit(absl::Seconds(10)), 0);
+}
+
+TEST(VendorDaemon, LevelZeroMemoryBecomesMaxMemoryOnXpu) {
+  TempDir dir;
+  FakeScripts scripts("", "", "arc.txt");
+  DaemonProcess d(dir.path(), {"--host_root=" + Host("xpu-2x-arc"), "--nvml_library=", "--amd_smi_library=",
+                               "--level_zero_library=" DEVPLACE_FAKE_ZE});
+  ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
+  auto stub = Stub(d.unix_target());
+  grpc::ClientContext ctx;
+  v1::Inventory inv;
+  ASSERT_TRUE(stub->GetInventory(&ctx, {}, &inv).ok());
+  ASSERT_NE(Report(inv, "level_zero"), nullptr);
+  EXPECT_EQ(Report(inv, "level_zero")->status(), v1::PROBE_STATUS_OK) << Report(inv, "level_zero")->message();
+  EXPECT_EQ(Device(inv, "0000:03:00.0")->name(), "Intel(R) Arc(TM) A770 Graphics");
+  v1::ResolveDeviceRequest req;
+  req.set_workload(v1::WORKLOAD_INFERENCE);
+  req.set_device_map("auto");
+  (*req.mutable_env())["ZE_AFFINITY_MASK"] = "1,2";  // the job hides the iGPU, as devplace advises
+  grpc::ClientContext ctx2;
+  v1::ResolveDeviceResponse answer;
+  ASSERT_TRUE(stub->ResolveDevice(&ctx2, req, &answer).ok());
+  EXPECT_EQ(answer.device(), "xpu:0");
+  EXPECT_EQ(answer.max_memory().at("0"), 16000000000u) << answer.DebugString();  // 03:00.0's free memory
+  EXPECT_EQ(answer.max_memory().at("1"), 12884901888u);
   d.Signal(SIGTERM);
   EXPECT_EQ(d.WaitExit(absl::Seconds(10)), 0);
 }

@@ -106,7 +106,7 @@ TEST(NvmlBinaryTest, MissingLibraryIsSkipped) {
 }
 
 TEST(NvmlBinaryTest, EmptyNvmlLibraryGivesTheLibrarysInventory) {
-  v1::Inventory inv = ProbeOutput("--host_root=" + HostDir("nvidia-mig") + " --nvml_library= --amd_smi_library=");
+  v1::Inventory inv = ProbeOutput("--host_root=" + HostDir("nvidia-mig") + " --nvml_library= --amd_smi_library= --level_zero_library=");
   inv.clear_probed_at();
   for (v1::ProbeReport& report : *inv.mutable_probe_reports()) report.set_duration_ms(0);
   EXPECT_EQ(inv.SerializeAsString(), ProbeHost("nvidia-mig").SerializeAsString());
