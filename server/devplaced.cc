@@ -98,6 +98,10 @@ ABSL_FLAG(std::string, cuda_library, "libcuda.so.1",
           "libcuda the probe child dlopens (in two short-lived children of its own) for the CUDA runtime's GPU "
           "numbering under CUDA_DEVICE_ORDER unset and PCI_BUS_ID (empty: none; the resolver then warns that the "
           "order may differ on hosts with mixed GPU models)");
+ABSL_FLAG(std::string, amd_smi_library, "libamd_smi.so",
+          "AMD SMI library the probe child dlopens for AMD GPU names, UUIDs, VRAM and partition modes (empty: none)");
+ABSL_FLAG(std::string, level_zero_library, "libze_loader.so.1",
+          "Level Zero loader the probe child dlopens for Intel GPU names, UUIDs, memory, tiles (Sysman; empty: none)");
 ABSL_FLAG(absl::Duration, refresh_interval, absl::Seconds(60),
           "How often to re-probe in the background (0 = only at start, on SIGHUP and on RefreshInventory)");
 ABSL_FLAG(std::string, socket_mode, "0660", "Permission bits of unix-socket listeners (octal)");
@@ -486,6 +490,8 @@ int Run(int argc, char** argv) {
   options.probe_command = {probe, absl::StrCat("--host_root=", host_root),
                            absl::StrCat("--nvml_library=", absl::GetFlag(FLAGS_nvml_library)),
                            absl::StrCat("--cuda_library=", absl::GetFlag(FLAGS_cuda_library)),
+                           absl::StrCat("--amd_smi_library=", absl::GetFlag(FLAGS_amd_smi_library)),
+                           absl::StrCat("--level_zero_library=", absl::GetFlag(FLAGS_level_zero_library)),
                            absl::StrCat("--probe_timeout=", absl::FormatDuration(vendor_timeout))};
   options.probe_timeout = probe_timeout;
   auto registry = std::make_shared<prometheus::Registry>();  // counters and histograms for /metrics

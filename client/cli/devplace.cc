@@ -118,8 +118,13 @@ ABSL_FLAG(std::string, nvml_library, "libnvidia-ml.so.1",
 ABSL_FLAG(std::string, cuda_library, "libcuda.so.1",
           "probe: libcuda to dlopen (in two child processes) for the CUDA runtime's GPU numbering under "
           "CUDA_DEVICE_ORDER unset and PCI_BUS_ID (empty: none)");
+ABSL_FLAG(std::string, amd_smi_library, "libamd_smi.so",
+          "AMD SMI library to dlopen for AMD GPU names, UUIDs, VRAM and partition modes (empty: do not read AMD SMI)");
+ABSL_FLAG(std::string, level_zero_library, "libze_loader.so.1",
+          "Level Zero loader to dlopen for Intel GPU names, UUIDs, memory and tiles (empty: do not read Level Zero)");
 ABSL_FLAG(absl::Duration, probe_timeout, absl::Seconds(5),
-          "Deadline of each vendor-library prober (NVML); one that overruns is reported as timed out");
+          "Deadline of the vendor-library probers (NVML, AMD SMI, Level Zero), each in its own process; one that overruns is "
+          "reported as timed out, one that crashes as crashed");
 
 // Not in an anonymous namespace: cli.h shares some of these definitions with fleet.cc.
 namespace devplace::cli {
@@ -197,10 +202,11 @@ const std::vector<Command>& Commands() {
       {"probe", "Probe this host in-process (no daemon) and print its inventory.",
        "devplace probe [--host_root=DIR]",
        "Runs devplace's probers in this process against --host_root (NVML through --nvml_library, libcuda's\n"
-       "GPU numbering through --cuda_library in two child processes, under\n"
+       "GPU numbering through --cuda_library, AMD SMI through --amd_smi_library, Level Zero through\n"
+       "--level_zero_library, each in its own child process under\n"
        "--probe_timeout) and prints the inventory it builds (the same content devplace-probe writes).\n"
        "Save it with --json for `resolve --inventory`.",
-       {"host_root", "nvml_library", "cuda_library", "probe_timeout"}, &RunProbe},
+       {"host_root", "nvml_library", "cuda_library", "amd_smi_library", "level_zero_library", "probe_timeout"}, &RunProbe},
       {"fleet", kFleetSummary, kFleetUsage, kFleetDetails, FleetFlags(), &RunFleet},
   };
   return *kCommands;
@@ -728,6 +734,8 @@ int RunProbe() {
   probe::ProbeOptions options;
   options.nvml_library = absl::GetFlag(FLAGS_nvml_library);
   options.cuda_library = absl::GetFlag(FLAGS_cuda_library);
+  options.amd_smi_library = absl::GetFlag(FLAGS_amd_smi_library);
+  options.level_zero_library = absl::GetFlag(FLAGS_level_zero_library);
   options.vendor_timeout = std::chrono::milliseconds(absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_probe_timeout)));
   const probe::ProbeRun run = probe::RunProbers(*root, options);
   v1::Inventory inv = inventory::BuildInventory(run);

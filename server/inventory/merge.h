@@ -19,9 +19,8 @@ v1::Inventory BuildInventory(const probe::ProbeRun& run);
 // RunProbers(root), then BuildInventory. Never fails: prober errors are in probe_reports. Runs
 // no vendor-library prober (the inventory depends on the tree under `root` only).
 v1::Inventory ProbeInventory(const probe::HostRoot& root);
-// RunProbers(root, options), then BuildInventory: with the vendor probers `options` enables.
-// When one timed out its thread is abandoned (see probe::ProbeRun::abandoned_thread); callers
-// that must know use RunProbers and BuildInventory themselves.
+// RunProbers(root, options), then BuildInventory: with the vendor probers `options` enables, each
+// in its own child process (a timed-out or crashed one is reported, nothing of it merged).
 v1::Inventory ProbeInventory(const probe::HostRoot& root, const probe::ProbeOptions& options);
 
 }  // namespace devplace::inventory

@@ -145,7 +145,7 @@ ProbeMetrics::ProbeMetrics(prometheus::Registry& registry)
                                                                           5, 10, 30})),
       prober_failures_(prometheus::BuildCounter()
                            .Name("devplace_prober_failures_total")
-                           .Help("Probe runs in which the prober reported error or timed out")
+                           .Help("Probe runs in which the prober reported error, timed out or crashed")
                            .Register(registry)) {}
 
 void ProbeMetrics::ObserveRun(bool ok, absl::Duration duration) {
@@ -157,7 +157,8 @@ void ProbeMetrics::ObserveReports(const v1::Inventory& fresh) {
   for (const v1::ProbeReport& report : fresh.probe_reports()) {
     // Add() returns the existing series for known labels, so every prober seen gets a 0 series.
     prometheus::Counter& failures = prober_failures_.Add({{"prober", report.name()}});
-    if (report.status() == v1::PROBE_STATUS_ERROR || report.status() == v1::PROBE_STATUS_TIMED_OUT) {
+    if (report.status() == v1::PROBE_STATUS_ERROR || report.status() == v1::PROBE_STATUS_TIMED_OUT ||
+        report.status() == v1::PROBE_STATUS_CRASHED) {
       failures.Increment();
     }
   }

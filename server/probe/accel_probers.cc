@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "server/common/status_macros.h"
 #include "server/placement/backends.h"
+#include "server/probe/neuron_sysfs.h"
 #include "server/probe/parsers.h"
 #include "server/probe/prober_util.h"
 #include "server/probe/probers.h"
@@ -94,7 +95,11 @@ absl::StatusOr<ProbeOutcome> ProbeNeuron(const HostRoot& root, HostFacts& facts)
     d.set_minor(static_cast<int32_t>(n));
     AddDeviceNode(d, absl::StrCat("/dev/", name));
     const std::optional<int64_t> cores = ReadOptionalDecimal(root, dir + "/core_count");
-    d.set_sub_device_count(cores && *cores > 0 ? static_cast<uint32_t>(*cores) : DefaultNeuronCores(fn.device_id));
+    // core_count is root-only; the metrics tree's neuron_core<k> directories count them too.
+    const uint32_t core_dirs = AddNeuronSysfsMetrics(root, dir, fn.device_id, d);
+    d.set_sub_device_count(cores && *cores > 0 ? static_cast<uint32_t>(*cores)
+                           : core_dirs > 0    ? core_dirs
+                                              : DefaultNeuronCores(fn.device_id));
   }
   return problems.Finish(absl::StrCat(devices, " Neuron devices"));
 }

@@ -22,7 +22,9 @@
 #include "server/inventory/json.h"
 #include "server/inventory/merge.h"
 #include "server/probe/cuda_prober.h"
+#include "server/probe/amdsmi_prober.h"
 #include "server/probe/host_root.h"
+#include "server/probe/level_zero_prober.h"
 #include "server/probe/nvml_prober.h"
 #include "server/probe/probers.h"
 
@@ -38,10 +40,19 @@ ABSL_FLAG(std::string, cuda_library, std::string(devplace::probe::kDefaultCudaLi
           "the CUDA runtime numbers the NVIDIA GPUs (CUDA_DEVICE_ORDER unset and PCI_BUS_ID), recorded as "
           "Device.runtime_ordinal / runtime_ordinal_pci; empty: do not use libcuda. Not found: the cuda prober "
           "is reported skipped");
+ABSL_FLAG(std::string, amd_smi_library, std::string(devplace::probe::kDefaultAmdSmiLibrary),
+          "AMD SMI library to dlopen for AMD GPU names, UUIDs, VRAM total/used, compute and memory "
+          "partition modes and the driver version (a soname or a path); empty: do not use AMD SMI. "
+          "Not found: the amd_smi prober is reported skipped");
+ABSL_FLAG(std::string, level_zero_library, std::string(devplace::probe::kDefaultLevelZeroLibrary),
+          "Level Zero loader to dlopen for Intel GPU names, UUIDs, memory per module, tiles and health "
+          "through Sysman (a soname or a path); empty: do not use Level Zero. Not found: the level_zero "
+          "prober is reported skipped");
 ABSL_FLAG(absl::Duration, probe_timeout, absl::Seconds(5),
-          "This probe's own deadline for each vendor-library prober (NVML), which runs on its own "
-          "thread: one that has not finished by then is reported PROBE_STATUS_TIMED_OUT, naming "
-          "the call that did not return, and the rest of the inventory is still written. Keep it "
+          "This probe's own deadline for the vendor-library probers (NVML, ...), which run at once, "
+          "each in its own child process: one that has not finished by then is killed and reported "
+          "PROBE_STATUS_TIMED_OUT, naming the call that did not return; one whose process dies of a "
+          "signal is reported PROBE_STATUS_CRASHED; the rest of the inventory is still written. Keep it "
           "below devplaced's --probe_timeout (default 10s), which kills the whole probe and is only "
           "the safety net");
 ABSL_FLAG(bool, json, false,
@@ -53,7 +64,8 @@ namespace {
 constexpr char kUsage[] =
     "Probes this host's accelerators, CPU and memory once and writes one devplace.v1.Inventory "
     "to stdout.\n\n"
-    "Usage: devplace-probe [--host_root=DIR] [--nvml_library=PATH] [--cuda_library=PATH] [--probe_timeout=5s] [--json]\n\n"
+    "Usage: devplace-probe [--host_root=DIR] [--nvml_library=PATH] [--cuda_library=PATH] [--amd_smi_library=PATH]\n"
+    "       [--level_zero_library=PATH] [--probe_timeout=5s] [--json]\n\n"
     "Output: the serialized protobuf message (binary; what devplaced reads) by default, or the "
     "protobuf JSON mapping with --json.\n"
     "Exit status: 0 when an inventory was written (probers that failed or timed out are reported in its "
@@ -160,14 +172,10 @@ int main(int argc, char** argv) {
   devplace::probe::ProbeOptions options;
   options.nvml_library = absl::GetFlag(FLAGS_nvml_library);
   options.cuda_library = absl::GetFlag(FLAGS_cuda_library);
+  options.amd_smi_library = absl::GetFlag(FLAGS_amd_smi_library);
+  options.level_zero_library = absl::GetFlag(FLAGS_level_zero_library);
   options.vendor_timeout = absl::ToChronoMilliseconds(absl::GetFlag(FLAGS_probe_timeout));
   const devplace::probe::ProbeRun run = devplace::probe::RunProbers(*root, options);
   const int status = Write(devplace::inventory::BuildInventory(run));
-  // A vendor prober that timed out left its thread blocked inside the library: end without
-  // running static destructors or unloading anything under it (stdout is written unbuffered).
-  if (run.abandoned_thread) {
-    std::fflush(nullptr);
-    _exit(status);
-  }
   return status;
 }

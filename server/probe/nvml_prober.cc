@@ -393,9 +393,7 @@ absl::StatusOr<ProbeOutcome> MergeNvml(const NvmlSnapshot& snapshot, HostFacts& 
     }
     if (!gpu.lost.empty()) {
       ++lost;
-      const bool already = d.health() == v1::HEALTH_LOST && !d.health_reason().empty();
-      d.set_health_reason(already ? absl::StrCat(d.health_reason(), "; ", gpu.lost) : gpu.lost);
-      d.set_health(v1::HEALTH_LOST);
+      MarkLost(d, gpu.lost);
     }
     if (!gpu.no_permission.empty()) {
       ++refused;
@@ -404,15 +402,7 @@ absl::StatusOr<ProbeOutcome> MergeNvml(const NvmlSnapshot& snapshot, HostFacts& 
   }
 
   std::vector<std::string> found;
-  if (!snapshot.driver_version.empty()) {
-    found.push_back(absl::StrCat("driver ", snapshot.driver_version));
-    std::string& version = facts.driver_versions[v1::ROW_CUDA_NVIDIA];
-    if (version.empty()) {
-      version = snapshot.driver_version;
-    } else if (version != snapshot.driver_version) {
-      notes.push_back(absl::StrCat("NVML's driver ", snapshot.driver_version, " differs from the kernel module's ", version));
-    }
-  }
+  MergeLibraryDriverVersion(facts, v1::ROW_CUDA_NVIDIA, snapshot.driver_version, "NVML", "kernel module", found, notes);
   if (!snapshot.cuda_driver_version.empty()) {
     found.push_back(absl::StrCat("CUDA ", snapshot.cuda_driver_version));
     if (facts.HasRow(v1::ROW_CUDA_NVIDIA)) {
@@ -424,11 +414,9 @@ absl::StatusOr<ProbeOutcome> MergeNvml(const NvmlSnapshot& snapshot, HostFacts& 
   if (refused > 0) found.push_back(absl::StrCat(refused, " not accessible"));
   if (mig_devices > 0) found.push_back(absl::StrCat(mig_devices, " MIG devices"));
   notes.insert(notes.begin(), snapshot.notes.begin(), snapshot.notes.end());
-  std::string message = absl::StrJoin(found, ", ");
-  if (!notes.empty()) absl::StrAppend(&message, "; ", absl::StrJoin(notes, "; "));
   Problems problems;
   for (const std::string& problem : snapshot.problems) problems.Add(problem);
-  return problems.Finish(std::move(message));
+  return problems.Finish(FoundAndNotes(found, notes));
 }
 
 VendorProber NvmlProber(std::string library) {

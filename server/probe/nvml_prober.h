@@ -4,9 +4,9 @@
 // MIG mode and instances with their MIG- UUIDs, the driver and CUDA driver versions, and which
 // GPUs are lost (NVML_ERROR_GPU_IS_LOST) or refused to this process (NVML_ERROR_NO_PERMISSION).
 //
-// Reading (ReadNvml) and merging (MergeNvml) are separate: the reading runs on the vendor
-// prober's own thread under a deadline (probers.h, VendorProber) and collects into a private
-// NvmlSnapshot; only a finished snapshot is merged.
+// Reading (ReadNvml) and merging (MergeNvml) are separate: both run in the vendor prober's own
+// child process under a deadline (probers.h, VendorProber); the reading collects into a private
+// NvmlSnapshot and only a finished snapshot is merged.
 #ifndef DEVPLACE_SERVER_PROBE_NVML_PROBER_H_
 #define DEVPLACE_SERVER_PROBE_NVML_PROBER_H_
 

@@ -20,6 +20,31 @@ absl::StatusOr<ProbeOutcome> Problems::Finish(std::string found) const {
   return absl::InternalError(absl::StrCat(absl::StrJoin(list_, "; "), " (found anyway: ", found, ")"));
 }
 
+void MarkLost(v1::Device& d, const std::string& reason) {
+  const bool already = d.health() == v1::HEALTH_LOST && !d.health_reason().empty();
+  d.set_health_reason(already ? absl::StrCat(d.health_reason(), "; ", reason) : reason);
+  d.set_health(v1::HEALTH_LOST);
+}
+
+void MergeLibraryDriverVersion(HostFacts& facts, v1::Row row, const std::string& version, absl::string_view library,
+                               absl::string_view kernel_source, std::vector<std::string>& found,
+                               std::vector<std::string>& notes) {
+  if (version.empty()) return;
+  found.push_back(absl::StrCat("driver ", version));
+  std::string& known = facts.driver_versions[row];
+  if (known.empty()) {
+    known = version;
+  } else if (known != version) {
+    notes.push_back(absl::StrCat(library, "'s driver ", version, " differs from the ", kernel_source, "'s ", known));
+  }
+}
+
+std::string FoundAndNotes(const std::vector<std::string>& found, const std::vector<std::string>& notes) {
+  std::string message = absl::StrJoin(found, ", ");
+  if (!notes.empty()) absl::StrAppend(&message, "; ", absl::StrJoin(notes, "; "));
+  return message;
+}
+
 std::vector<std::pair<uint32_t, std::string>> NumberedEntries(const std::vector<std::string>& names,
                                                               absl::string_view prefix) {
   std::vector<std::pair<uint32_t, std::string>> out;

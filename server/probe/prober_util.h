@@ -29,6 +29,19 @@ class Problems {
   std::vector<std::string> list_;
 };
 
+// Helpers for the vendor-library merges (nvml, amd_smi, ...).
+// Marks `d` HEALTH_LOST with `reason`, appended ("; ") to an earlier loss reason.
+void MarkLost(v1::Device& d, const std::string& reason);
+// A vendor library's driver version for `row`: kept when no kernel source gave one; else a note
+// "<library>'s driver V differs from the <kernel_source>'s K" when they differ. Adds
+// "driver V" to `found`. Nothing when `version` is empty.
+void MergeLibraryDriverVersion(HostFacts& facts, v1::Row row, const std::string& version, absl::string_view library,
+                               absl::string_view kernel_source, std::vector<std::string>& found,
+                               std::vector<std::string>& notes);
+// The report message of a vendor merge: `found` joined by ", ", then "; " and `notes` joined by
+// "; " when there are notes.
+std::string FoundAndNotes(const std::vector<std::string>& found, const std::vector<std::string>& notes);
+
 // The entries of `names` spelled "<prefix><decimal number>" (e.g. "card1", not "card1-DP-1"),
 // as (number, name), sorted by number.
 std::vector<std::pair<uint32_t, std::string>> NumberedEntries(const std::vector<std::string>& names,

@@ -1,16 +1,14 @@
 #include "server/probe/probers.h"
 
 #include <chrono>
-#include <condition_variable>
-#include <memory>
-#include <mutex>
-#include <system_error>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "server/probe/cuda_prober.h"
+#include "server/probe/amdsmi_prober.h"
+#include "server/probe/level_zero_prober.h"
 #include "server/probe/nvml_prober.h"
 #include "server/probe/prober_util.h"
+#include "server/probe/vendor_process.h"
 
 namespace devplace::probe {
 
@@ -72,66 +70,41 @@ ProbeRun RunProbers(const HostRoot& root, const std::vector<Prober>& probers) {
   return run;
 }
 
+void VendorCall::Enter(const char* call, int device) {
+  device_.store(device, std::memory_order_relaxed);
+  size_t i = 0;
+  for (; call != nullptr && call[i] != '\0' && i + 1 < kMaxName; ++i) name_[i].store(call[i], std::memory_order_relaxed);
+  name_[i].store('\0', std::memory_order_release);
+}
+
 std::string VendorCall::Describe() const {
-  const char* call = call_.load();
-  if (call == nullptr) return "no call yet";
-  const int device = device_.load();
-  return device < 0 ? std::string(call) : absl::StrCat(call, " (device ", device, ")");
+  std::string call;
+  for (size_t i = 0; i < kMaxName; ++i) {
+    const char c = name_[i].load(std::memory_order_acquire);
+    if (c == '\0') break;
+    call.push_back(c);
+  }
+  if (call.empty()) return "no call yet";
+  const int device = device_.load(std::memory_order_relaxed);
+  return device < 0 ? call : absl::StrCat(call, " (device ", device, ")");
+}
+
+void RunVendorProbers(const std::vector<VendorProber>& probers, std::chrono::milliseconds timeout, ProbeRun& run) {
+  RunVendorProbersIsolated(probers, timeout, run);
 }
 
 void RunVendorProber(const VendorProber& prober, std::chrono::milliseconds timeout, ProbeRun& run) {
-  // Owned jointly by this function and the prober's thread, which may outlive it.
-  struct Shared {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    VendorMerge merge;
-    VendorCall call;
-    HostFacts facts;  // the prober's private copy
-  };
-  const auto start = std::chrono::steady_clock::now();
-  auto shared = std::make_shared<Shared>();
-  shared->facts = run.facts;
-  std::thread thread;
-  try {
-    thread = std::thread([shared, read = prober.read] {
-      VendorMerge merge = read(shared->facts, shared->call);
-      const std::lock_guard<std::mutex> lock(shared->mu);
-      shared->merge = std::move(merge);
-      shared->done = true;
-      shared->cv.notify_all();
-    });
-  } catch (const std::system_error& e) {
-    Report(run, prober.name, start, absl::ResourceExhaustedError(absl::StrCat("cannot start a thread: ", e.what())));
-    return;
-  }
-  std::unique_lock<std::mutex> lock(shared->mu);
-  if (!shared->cv.wait_for(lock, timeout, [&shared] { return shared->done; })) {
-    lock.unlock();
-    thread.detach();  // blocked in the library: never joined, the library never unloaded
-    run.abandoned_thread = true;
-    v1::ProbeReport& report = run.reports.emplace_back();
-    report.set_name(prober.name);
-    report.set_status(v1::PROBE_STATUS_TIMED_OUT);
-    report.set_duration_ms(MillisecondsSince(start));
-    report.set_message(absl::StrCat("gave up after ", timeout.count(), " ms (--probe_timeout): ",
-                                    shared->call.Describe(), " did not return; nothing of ", prober.name,
-                                    " merged"));
-    return;
-  }
-  const VendorMerge merge = std::move(shared->merge);
-  lock.unlock();
-  thread.join();  // it has finished: only its return is left
-  Report(run, prober.name, start,
-         merge ? merge(run.facts) : absl::StatusOr<ProbeOutcome>(absl::InternalError("the prober returned no result")));
+  RunVendorProbers({prober}, timeout, run);
 }
 
 ProbeRun RunProbers(const HostRoot& root, const ProbeOptions& options) {
   ProbeRun run = RunProbers(root);
-  if (!options.nvml_library.empty()) RunVendorProber(NvmlProber(options.nvml_library), options.vendor_timeout, run);
-  if (!options.cuda_library.empty()) {
-    RunVendorProber(CudaProber(options.cuda_library, options.vendor_timeout), options.vendor_timeout, run);
-  }
+  std::vector<VendorProber> vendor;
+  if (!options.nvml_library.empty()) vendor.push_back(NvmlProber(options.nvml_library));
+  if (!options.cuda_library.empty()) vendor.push_back(CudaProber(options.cuda_library, options.vendor_timeout));
+  if (!options.amd_smi_library.empty()) vendor.push_back(AmdSmiProber(options.amd_smi_library));
+  if (!options.level_zero_library.empty()) vendor.push_back(LevelZeroProber(options.level_zero_library));
+  RunVendorProbers(vendor, options.vendor_timeout, run);
   return run;
 }
 

@@ -2,7 +2,7 @@
 // finds in HostFacts. RunProbers runs them all in order, times each and turns its outcome into a
 // v1::ProbeReport; a prober that fails is reported as PROBE_STATUS_ERROR and the others still run
 // (whatever a failing prober recorded before failing is kept). Vendor-library probers (NVML) run
-// after them, each on its own thread under a deadline (see VendorProber).
+// after them, each in its own child process under a deadline (see VendorProber).
 #ifndef DEVPLACE_SERVER_PROBE_PROBERS_H_
 #define DEVPLACE_SERVER_PROBE_PROBERS_H_
 
@@ -48,9 +48,8 @@ const std::vector<Prober>& AllProbers();
 struct ProbeRun {
   HostFacts facts;
   std::vector<v1::ProbeReport> reports;  // in run order; duration_ms is wall time
-  // A vendor prober timed out: its thread is still inside the vendor library, which stays
-  // loaded. A program should end with _exit() once its output is written (exit() would run
-  // static destructors under that thread).
+  // Always false since vendor probers run in child processes (a timed-out one is killed, no
+  // thread is left inside a library); kept so callers that check it still build.
   bool abandoned_thread = false;
 };
 
@@ -58,21 +57,20 @@ struct ProbeRun {
 ProbeRun RunProbers(const HostRoot& root);
 ProbeRun RunProbers(const HostRoot& root, const std::vector<Prober>& probers);
 
-// The vendor library call a vendor prober is in, shared with the thread that waits for it, so a
-// timeout report can name the call that did not return.
+// The vendor library call a vendor prober is in, shared with the process that waits for it, so a
+// timeout or crash report can name the call that did not return. The runner places it in memory
+// shared with the prober's child process; Enter copies the name (at most 95 bytes are kept).
 class VendorCall {
  public:
-  // `call` must be a string literal (e.g. "nvmlDeviceGetMemoryInfo"); `device` the vendor's
+  // `call` names the library function (e.g. "nvmlDeviceGetMemoryInfo"); `device` the vendor's
   // device index, or -1 for a system-wide call.
-  void Enter(const char* call, int device = -1) {
-    device_.store(device);
-    call_.store(call);
-  }
+  void Enter(const char* call, int device = -1);
   // "nvmlDeviceGetMemoryInfo (device 1)", "nvmlInit_v2", or "no call yet".
   std::string Describe() const;
 
  private:
-  std::atomic<const char*> call_{nullptr};
+  static constexpr size_t kMaxName = 96;
+  std::atomic<char> name_[kMaxName] = {};
   std::atomic<int> device_{-1};
 };
 
@@ -81,11 +79,14 @@ class VendorCall {
 using VendorMerge = std::function<absl::StatusOr<ProbeOutcome>(HostFacts& facts)>;
 
 // A prober that calls into a vendor management library through dlopen. A library call can hang
-// (NVML on a GPU that fell off the bus), so `read` runs on its own thread with a private copy of
-// the facts gathered so far, keeps what it reads private, and returns the merge. The caller
-// waits up to ProbeOptions::vendor_timeout: on time it runs the merge; otherwise the prober is
-// reported PROBE_STATUS_TIMED_OUT naming the call in progress, nothing of it is merged, and the
-// thread is abandoned (ProbeRun::abandoned_thread).
+// (NVML on a GPU that fell off the bus) or crash (a wrong ABI guess), so each vendor prober runs
+// in its own short-lived child process (vendor_process.h): `read` gets the child's copy of the
+// facts gathered by the sysfs/procfs probers, reads the library, and returns the merge, which the
+// child runs on its copy; what the merge changed is sent back and applied. The runner waits up to
+// ProbeOptions::vendor_timeout: a child that has not finished is killed and the prober reported
+// PROBE_STATUS_TIMED_OUT naming the call in progress; one that died of a signal is
+// PROBE_STATUS_CRASHED naming the signal and the call; nothing of either is merged. `read` and
+// the merge run in the child: they must not rely on changing the caller's memory.
 struct VendorProber {
   std::string name;  // ProbeReport.name, e.g. "nvml"
   std::function<VendorMerge(const HostFacts& facts, VendorCall& call)> read;
@@ -98,15 +99,22 @@ struct ProbeOptions {
   // Path or soname of libcuda (the "cuda" prober: the CUDA runtime's enumeration order, see
   // cuda_prober.h); empty: the prober does not run (no report).
   std::string cuda_library;
-  // Deadline of each vendor prober (from its start to its merge).
+  // Path or soname of AMD SMI (libamd_smi.so); empty: the amd_smi prober does not run.
+  std::string amd_smi_library;
+  // Path or soname of the Level Zero loader (libze_loader.so.1); empty: level_zero does not run.
+  std::string level_zero_library;
+  // Deadline of the vendor probers, which run at once (from their start to their merge).
   std::chrono::milliseconds vendor_timeout{5000};
 };
 
-// RunProbers(root), then the vendor probers that `options` enables (in order: nvml, cuda), each after
-// the previous one finished or timed out.
+// RunProbers(root), then the vendor probers that `options` enables (in order: nvml, cuda, amd_smi,
+// level_zero), all at once, each in its own process under options.vendor_timeout (RunVendorProbers).
 ProbeRun RunProbers(const HostRoot& root, const ProbeOptions& options);
 
-// Runs one vendor prober under `timeout` and appends its report to `run`.
+// Runs `probers` at once, each in its own child process under `timeout`, and appends their
+// reports to `run` in order (vendor_process.h says what each outcome means).
+void RunVendorProbers(const std::vector<VendorProber>& probers, std::chrono::milliseconds timeout, ProbeRun& run);
+// RunVendorProbers with one prober.
 void RunVendorProber(const VendorProber& prober, std::chrono::milliseconds timeout, ProbeRun& run);
 
 // torch.backends.cpu.get_cpu_capability() for a CPU with these /proc/cpuinfo features:

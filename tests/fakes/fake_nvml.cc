@@ -35,15 +35,18 @@
 //                                               UNKNOWN, ...) or a number
 //   sleep <function> <target> <ms>              the call sleeps that long first
 //   hang <function> <target>                    the call never returns
+//   crash <function> <target>                   the call dies of SIGSEGV (as a library that
+//                                               dereferences a bad pointer would)
 //
 // <function> is an NVML function name or '*' (every function). <target> is '-' for the calls
 // that name no device (nvmlInit_v2, nvmlSystem*, nvmlDeviceGetCount_v2), <i> for a GPU (its
 // handle lookups, by index or bus id, and every call on its handle), <i>/<j> for a MIG device,
 // or '*' for any GPU or MIG device. Directives apply in file order: sleeps accumulate, the
-// first matching fail or hang decides.
+// first matching fail, hang or crash decides.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -58,6 +61,7 @@
 #include <vector>
 
 #include "server/probe/nvml_api.h"
+#include "tests/fakes/fake_script.h"
 
 #define FAKE_NVML_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -83,20 +87,13 @@ struct Gpu {
   std::map<unsigned int, Mig> migs;  // by slot
 };
 
-struct Rule {
-  std::string action;  // fail, sleep, hang
-  std::string function;
-  std::string target;
-  int value = 0;  // fail: the code; sleep: milliseconds
-};
-
 }  // namespace
 
 struct Config {
   std::string driver_version = "550.54.15";
   int cuda_driver_version = 12040;
   std::vector<Gpu> gpus;
-  std::vector<Rule> rules;
+  std::vector<fake::Rule> rules;
   std::deque<nvmlDevice_st> handles;  // stable addresses
   std::map<std::pair<int, int>, nvmlDevice_st*> handle_of;
 };
@@ -110,8 +107,8 @@ std::vector<std::unique_ptr<Config>>* g_configs = new std::vector<std::unique_pt
 std::atomic<Config*> g_current{nullptr};
 int g_init_count = 0;
 
-const std::map<std::string, int>& CodeNames() {
-  static const auto* names = new std::map<std::string, int>{
+const std::map<std::string, long long>& CodeNames() {
+  static const auto* names = new std::map<std::string, long long>{
       {"SUCCESS", NVML_SUCCESS},
       {"UNINITIALIZED", NVML_ERROR_UNINITIALIZED},
       {"INVALID_ARGUMENT", NVML_ERROR_INVALID_ARGUMENT},
@@ -207,23 +204,8 @@ bool Parse(const std::string& path, Config& config, std::string& error) {
       } else {
         return bad("bad device directive");
       }
-    } else if ((w[0] == "fail" && w.size() == 4) || (w[0] == "sleep" && w.size() == 4) ||
-               (w[0] == "hang" && w.size() == 3)) {
-      Rule rule{w[0], w[1], w[2], 0};
-      if (w[0] == "fail") {
-        const auto named = CodeNames().find(w[3]);
-        if (named != CodeNames().end()) {
-          rule.value = named->second;
-        } else if (ParseInt(w[3], a)) {
-          rule.value = static_cast<int>(a);
-        } else {
-          return bad("unknown NVML error code");
-        }
-      } else if (w[0] == "sleep") {
-        if (!ParseInt(w[3], a) || a < 0) return bad("bad sleep milliseconds");
-        rule.value = static_cast<int>(a);
-      }
-      config.rules.push_back(rule);
+    } else if (std::string rule_error; fake::ParseRule(w, CodeNames(), config.rules, rule_error)) {
+      if (!rule_error.empty()) return bad(rule_error.c_str());
     } else {
       return bad("unknown directive");
     }
@@ -251,34 +233,12 @@ std::string TargetOf(const nvmlDevice_st* handle) {
   return target;
 }
 
-void Log(const char* function, const std::string& target) {
-  const char* path = std::getenv("FAKE_NVML_LOG");
-  if (path == nullptr || *path == '\0') return;
-  const std::lock_guard<std::mutex> lock(g_mu);
-  if (FILE* f = std::fopen(path, "a")) {
-    std::fprintf(f, "%s %s\n", function, target.c_str());
-    std::fclose(f);
-  }
-}
-
 // Logs the call and applies the script's directives for it: sleeps, then the scripted error
 // (NVML_SUCCESS when there is none), or never returns.
 nvmlReturn_t Script(const Config* config, const char* function, const std::string& target) {
-  Log(function, target);
+  fake::Log("FAKE_NVML_LOG", function, target);
   if (config == nullptr) return NVML_SUCCESS;
-  for (const Rule& rule : config->rules) {
-    if (rule.function != "*" && rule.function != function) continue;
-    const bool device_target = target != "-";
-    if (!(rule.target == target || (rule.target == "*" && device_target))) continue;
-    if (rule.action == "sleep") {
-      std::this_thread::sleep_for(std::chrono::milliseconds(rule.value));
-    } else if (rule.action == "hang") {
-      for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
-    } else {
-      return static_cast<nvmlReturn_t>(rule.value);
-    }
-  }
-  return NVML_SUCCESS;
+  return static_cast<nvmlReturn_t>(fake::Apply(config->rules, function, target));
 }
 
 // The current script for calls that name no device; null before nvmlInit_v2.
@@ -323,7 +283,7 @@ FAKE_NVML_EXPORT nvmlReturn_t nvmlInit_v2(void) {
     // error says why
   }
   if (!error.empty()) {
-    Log(__func__, "-");
+    fake::Log("FAKE_NVML_LOG", __func__, "-");
     std::fprintf(stderr, "fake_nvml: %s\n", error.c_str());
     return NVML_ERROR_UNKNOWN;
   }
@@ -394,7 +354,7 @@ FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char* pciBu
     *device = handle;
     return NVML_SUCCESS;
   }
-  Log(__func__, "-");
+  fake::Log("FAKE_NVML_LOG", __func__, "-");
   return NVML_ERROR_NOT_FOUND;
 }
 

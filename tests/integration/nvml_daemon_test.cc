@@ -106,6 +106,43 @@ TEST(NvmlDaemon, HungNvmlCallTimesOutInTheChildAndTheRestArrives) {
   EXPECT_EQ(d.WaitExit(absl::Seconds(10)), 0);
 }
 
+// A library that crashes (SIGSEGV inside nvmlDeviceGetMemoryInfo) in the probe's NVML child:
+// the probe survives, the inventory arrives over the wire with nvml CRASHED and the NVIDIA rows
+// from sysfs, and the daemon keeps serving (a second probe runs and answers too).
+TEST(NvmlDaemon, CrashingNvmlCostsOnlyNvmlAndTheDaemonServes) {
+  TempDir dir;
+  FakeNvml nvml(Script("crash.txt"));
+  DaemonProcess d(dir.path(), {"--host_root=" + Host("nvidia-2x-h100"), "--nvml_library=" DEVPLACE_FAKE_NVML,
+                               "--refresh_interval=0s"});
+  ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
+  EXPECT_THAT(d.Log(), HasSubstr("event=probe result=ok"));
+  auto stub = Stub(d.unix_target());
+  grpc::ClientContext ctx;
+  v1::Inventory inv;
+  ASSERT_TRUE(stub->GetInventory(&ctx, {}, &inv).ok());
+  const v1::ProbeReport* report = Report(inv, "nvml");
+  ASSERT_NE(report, nullptr);
+  EXPECT_EQ(report->status(), v1::PROBE_STATUS_CRASHED);
+  EXPECT_THAT(report->message(), HasSubstr("SIGSEGV (Segmentation fault) in nvmlDeviceGetMemoryInfo (device 1)"));
+  ASSERT_EQ(inv.backends_size(), 2);
+  ASSERT_EQ(inv.backends(1).devices_size(), 2);
+  EXPECT_TRUE(inv.backends(1).devices(0).usable());
+  EXPECT_FALSE(inv.backends(1).devices(0).has_memory_free_bytes());  // nothing of NVML merged
+  grpc::ClientContext ctx2;
+  ctx2.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::Inventory again;
+  ASSERT_TRUE(stub->RefreshInventory(&ctx2, {}, &again).ok());
+  EXPECT_EQ(Report(again, "nvml")->status(), v1::PROBE_STATUS_CRASHED);
+  v1::ResolveDeviceRequest req;
+  req.set_workload(v1::WORKLOAD_TRAINING);
+  grpc::ClientContext ctx3;
+  v1::ResolveDeviceResponse answer;
+  ASSERT_TRUE(stub->ResolveDevice(&ctx3, req, &answer).ok());
+  EXPECT_EQ(answer.device(), "cuda:0");
+  d.Signal(SIGTERM);
+  EXPECT_EQ(d.WaitExit(absl::Seconds(10)), 0);
+}
+
 TEST(NvmlDaemon, CliProbeShowsNamesUuidsMemoryAndMigInstances) {
   const CommandResult r = RunCommand(std::string("FAKE_NVML_CONFIG=") + Script("mig.txt") + " " + DEVPLACE_CLI_BINARY +
                                      " probe --host_root=" + Host("nvidia-mig") + " --nvml_library=" DEVPLACE_FAKE_NVML);

@@ -70,6 +70,24 @@ TEST(NvmlBinaryTest, NeverReturningCallTimesOutAndTheRestIsWritten) {
   EXPECT_EQ(FindReport(inv, "pci")->status(), v1::PROBE_STATUS_OK);
 }
 
+// The real binary with a library that crashes (SIGSEGV in a call): devplace-probe itself
+// survives, reports nvml CRASHED and writes the rest of the inventory.
+TEST(NvmlBinaryTest, CrashingLibraryIsReportedAndTheRestIsWritten) {
+  const CommandResult r = RunProbeWithNvml("nvidia-2x-h100", "crash", "--probe_timeout=5s");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  v1::Inventory inv;
+  ASSERT_TRUE(inv.ParseFromString(r.out));
+  const v1::ProbeReport* nvml = FindReport(inv, "nvml");
+  ASSERT_NE(nvml, nullptr);
+  EXPECT_EQ(nvml->status(), v1::PROBE_STATUS_CRASHED);
+  EXPECT_THAT(nvml->message(), HasSubstr("SIGSEGV"));
+  const v1::Backend* cuda = FindRow(inv, v1::ROW_CUDA_NVIDIA);
+  ASSERT_NE(cuda, nullptr);
+  ASSERT_EQ(cuda->devices_size(), 2);
+  EXPECT_TRUE(cuda->devices(0).usable());
+  EXPECT_EQ(FindReport(inv, "pci")->status(), v1::PROBE_STATUS_OK);
+}
+
 TEST(NvmlBinaryTest, JsonShowsNamesUuidsMemoryAndMig) {
   const CommandResult r = RunProbeWithNvml("nvidia-mig", "mig", "--json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -88,7 +106,8 @@ TEST(NvmlBinaryTest, MissingLibraryIsSkipped) {
 }
 
 TEST(NvmlBinaryTest, EmptyNvmlLibraryGivesTheLibrarysInventory) {
-  v1::Inventory inv = ProbeOutput("--host_root=" + HostDir("nvidia-mig") + " --nvml_library= --cuda_library=");
+  v1::Inventory inv = ProbeOutput("--host_root=" + HostDir("nvidia-mig") +
+                                  " --nvml_library= --cuda_library= --amd_smi_library= --level_zero_library=");
   inv.clear_probed_at();
   for (v1::ProbeReport& report : *inv.mutable_probe_reports()) report.set_duration_ms(0);
   EXPECT_EQ(inv.SerializeAsString(), ProbeHost("nvidia-mig").SerializeAsString());

@@ -1,0 +1,189 @@
+// The Level Zero Sysman prober against the fake loader (tests/fakes/fake_ze.cc, a real dlopen in
+// the prober's own process) on the xpu-2x-arc fixture host: merge by bus id, memory per module,
+// tiles and the FLAT/COMPOSITE device counts, unhealthy memory, a lost device, unsupported and
+// unexpected answers, a missing or wrong library, a hang and a crash that cost only Level Zero's
+// data, and golden inventories (tests/golden/level_zero; DEVPLACE_UPDATE_GOLDENS=1 rewrites them).
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/inventory/merge.h"
+#include "server/probe/level_zero_prober.h"
+#include "server/probe/probers.h"
+#include "tests/probe/test_util.h"
+
+namespace devplace::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kArc0[] = "0000:03:00.0";
+constexpr char kArc1[] = "0000:07:00.0";
+constexpr char kIgpu[] = "0000:00:02.0";
+
+v1::Inventory ProbeWithZe(const std::string& script, const std::string& library = DEVPLACE_FAKE_ZE,
+                          std::chrono::milliseconds timeout = std::chrono::seconds(5),
+                          const std::string& host = "xpu-2x-arc") {
+  setenv("FAKE_ZE_CONFIG", (std::string(DEVPLACE_FIXTURES_DIR) + "/level_zero/" + script + ".txt").c_str(), 1);
+  probe::ProbeOptions options;
+  options.level_zero_library = library;
+  options.vendor_timeout = timeout;
+  v1::Inventory inventory = inventory::ProbeInventory(probe::HostRoot(HostDir(host)), options);
+  inventory.clear_probed_at();
+  for (v1::ProbeReport& report : *inventory.mutable_probe_reports()) report.set_duration_ms(0);
+  return inventory;
+}
+
+const v1::ProbeReport& Ze(const v1::Inventory& inv) {
+  const v1::ProbeReport* report = FindReport(inv, "level_zero");
+  EXPECT_NE(report, nullptr);
+  static const v1::ProbeReport* none = new v1::ProbeReport;
+  return report != nullptr ? *report : *none;
+}
+
+TEST(LevelZeroTest, NamesUuidsAndMemoryMergedByBusId) {
+  const v1::Inventory inv = ProbeWithZe("arc");
+  EXPECT_EQ(Ze(inv).status(), v1::PROBE_STATUS_OK) << Ze(inv).message();
+  EXPECT_EQ(Ze(inv).message(), "driver 1.3.29735, 3 Level Zero devices, 3 matched by bus id");
+  const v1::Device* arc1 = FindDevice(inv, kArc1);
+  ASSERT_NE(arc1, nullptr);
+  EXPECT_EQ(arc1->name(), "Intel(R) Arc(TM) A770 Graphics");
+  EXPECT_EQ(arc1->uuid(), "8680a056-0800-0000-0700-000000000000");
+  EXPECT_EQ(arc1->memory_total_bytes(), 16225243136u);  // Level Zero's, not sysfs' 17095983104
+  EXPECT_EQ(arc1->memory_free_bytes(), 12884901888u);
+  EXPECT_EQ(arc1->attributes().at("memory_source"), "level_zero");
+  EXPECT_EQ(arc1->attributes().at("memory_modules"), "device:16225243136/12884901888");
+  EXPECT_EQ(arc1->attributes().at("flat_device_count"), "1");
+  EXPECT_EQ(arc1->attributes().count("memory_health"), 0u);
+  EXPECT_EQ(FindDevice(inv, kArc0)->memory_free_bytes(), 16000000000u);
+  const v1::Device* igpu = FindDevice(inv, kIgpu);
+  EXPECT_EQ(igpu->name(), "Intel(R) UHD Graphics 770");
+  EXPECT_FALSE(igpu->has_memory_total_bytes());  // no device memory module: shares system RAM
+  EXPECT_EQ(FindRow(inv, v1::ROW_XPU)->attributes().at("level_zero_driver_version"), "1.3.29735");
+}
+
+TEST(LevelZeroTest, TilesGiveSubDevicesAndTheFlatDeviceCount) {
+  const v1::Inventory inv = ProbeWithZe("tiles");
+  EXPECT_EQ(Ze(inv).status(), v1::PROBE_STATUS_OK) << Ze(inv).message();
+  const v1::Device* max = FindDevice(inv, kArc0);
+  EXPECT_EQ(max->name(), "Intel(R) Data Center GPU Max 1550");
+  EXPECT_EQ(max->sub_device_count(), 2u);
+  EXPECT_EQ(max->attributes().at("level_zero_tiles"), "2");
+  EXPECT_EQ(max->attributes().at("flat_device_count"), "2");
+  EXPECT_EQ(max->attributes().at("composite_device_count"), "1");
+  EXPECT_EQ(max->memory_total_bytes(), 2 * 68719476736u);
+  EXPECT_EQ(max->memory_free_bytes(), 128000000000u);
+  EXPECT_EQ(max->attributes().at("memory_modules"), "tile0:68719476736/60000000000,tile1:68719476736/68000000000");
+  EXPECT_EQ(FindDevice(inv, kArc1)->uuid(), "");  // the library gave none (all zero)
+  EXPECT_THAT(Ze(inv).message(), HasSubstr("0000:00:02.0 is not listed by Level Zero"));
+}
+
+TEST(LevelZeroTest, UnhealthyMemoryIsAFaultAndALostDeviceIsLost) {
+  const v1::Inventory inv = ProbeWithZe("unhealthy");
+  EXPECT_EQ(Ze(inv).status(), v1::PROBE_STATUS_OK) << Ze(inv).message();
+  const v1::Device* degraded = FindDevice(inv, kArc1);
+  EXPECT_EQ(degraded->health(), v1::HEALTH_FAULT);
+  EXPECT_EQ(degraded->health_reason(), "Level Zero zesMemoryGetState: device memory critical");
+  EXPECT_EQ(degraded->attributes().at("memory_health"), "tile0 memory degraded");
+  EXPECT_FALSE(degraded->usable());
+  const v1::Device* lost = FindDevice(inv, kArc0);
+  EXPECT_EQ(lost->health(), v1::HEALTH_LOST);
+  EXPECT_EQ(lost->health_reason(), "Level Zero zesMemoryGetState: ZE_RESULT_ERROR_DEVICE_LOST (0x70000001)");
+  EXPECT_FALSE(lost->usable());
+  EXPECT_EQ(lost->memory_total_bytes(), 17095983104u);  // sysfs' figure stays
+}
+
+TEST(LevelZeroTest, UnsupportedKeepsSysfsAndUnexpectedErrorsAreReported) {
+  const v1::Inventory inv = ProbeWithZe("not-supported");
+  EXPECT_EQ(Ze(inv).status(), v1::PROBE_STATUS_ERROR);
+  EXPECT_THAT(Ze(inv).message(),
+              HasSubstr("0000:03:00.0: zesDeviceGetProperties: ZE_RESULT_ERROR_UNKNOWN (0x7ffffffe) (found anyway"));
+  EXPECT_EQ(FindDevice(inv, kArc1)->memory_total_bytes(), 17095983104u);
+  EXPECT_EQ(FindDevice(inv, kArc1)->attributes().count("memory_source"), 0u);
+  EXPECT_EQ(FindDevice(inv, kArc1)->name(), "Intel(R) Arc(TM) A770 Graphics");
+}
+
+TEST(LevelZeroTest, NoGpuDriverIsSkipped) {
+  const v1::Inventory inv = ProbeWithZe("no-driver");
+  EXPECT_EQ(Ze(inv).status(), v1::PROBE_STATUS_SKIPPED);
+  EXPECT_EQ(Ze(inv).message(), "no Level Zero GPU driver: zesInit: ZE_RESULT_ERROR_UNINITIALIZED (0x78000001)");
+}
+
+TEST(LevelZeroTest, MissingAndWrongLibraries) {
+  const v1::Inventory missing = ProbeWithZe("arc", "/nonexistent/libze_loader.so.1");
+  EXPECT_EQ(Ze(missing).status(), v1::PROBE_STATUS_SKIPPED);
+  EXPECT_THAT(Ze(missing).message(), HasSubstr("/nonexistent/libze_loader.so.1 not found"));
+  const v1::Inventory wrong = ProbeWithZe("arc", DEVPLACE_FAKE_NVML);
+  EXPECT_EQ(Ze(wrong).status(), v1::PROBE_STATUS_ERROR);
+  EXPECT_THAT(Ze(wrong).message(), HasSubstr("lacks zesInit, zesDriverGet, zesDeviceGet, zesDeviceGetProperties, "
+                                             "zesDevicePciGetProperties (not a Level Zero loader with Sysman 1.5"));
+  const v1::Inventory no_xpu = ProbeWithZe("arc", "/nonexistent/libze_loader.so.1", std::chrono::seconds(5),
+                                           "nvidia-2x-h100");
+  EXPECT_EQ(Ze(no_xpu).message(), "no Intel GPU on the PCI bus");
+}
+
+TEST(LevelZeroTest, NeverReturningCallCostsOnlyLevelZero) {
+  const v1::Inventory inv = ProbeWithZe("hang", DEVPLACE_FAKE_ZE, std::chrono::milliseconds(500));
+  EXPECT_EQ(Ze(inv).status(), v1::PROBE_STATUS_TIMED_OUT);
+  EXPECT_EQ(Ze(inv).message(),
+            "gave up after 500 ms (--probe_timeout): zesMemoryGetState (device 1) did not return; nothing of "
+            "level_zero merged");
+  EXPECT_EQ(FindDevice(inv, kArc1)->name(), "");  // sysfs has none; nothing of Level Zero
+  EXPECT_TRUE(FindDevice(inv, kArc1)->usable());
+}
+
+TEST(LevelZeroTest, CrashingCallCostsOnlyLevelZero) {
+  const v1::Inventory inv = ProbeWithZe("crash");
+  EXPECT_EQ(Ze(inv).status(), v1::PROBE_STATUS_CRASHED);
+  EXPECT_EQ(Ze(inv).message(),
+            "its process was killed by SIGSEGV (Segmentation fault) in zesDeviceGetProperties (device 1); nothing of "
+            "level_zero merged");
+  EXPECT_EQ(FindDevice(inv, kArc1)->memory_total_bytes(), 17095983104u);
+  EXPECT_TRUE(FindDevice(inv, kArc0)->usable());
+}
+
+TEST(LevelZeroUnitTest, ResultNames) {
+  EXPECT_EQ(probe::ZeResultName(0x70000001), "ZE_RESULT_ERROR_DEVICE_LOST (0x70000001)");
+  EXPECT_EQ(probe::ZeResultName(0x12), "Level Zero result 0x00000012");
+}
+
+// ---- goldens ----
+
+struct GoldenCase {
+  const char* name;    // tests/golden/level_zero/<name>.json
+  const char* script;  // tests/fixtures/level_zero/<script>.txt, on xpu-2x-arc
+};
+
+const GoldenCase kGoldenCases[] = {{"2x-arc", "arc"}, {"tiles", "tiles"}, {"unhealthy", "unhealthy"}};
+
+class LevelZeroGoldenTest : public ::testing::TestWithParam<GoldenCase> {};
+
+TEST_P(LevelZeroGoldenTest, MatchesGoldenJson) {
+  const GoldenCase& c = GetParam();
+  ExpectMatchesGolden(ProbeWithZe(c.script), std::string(DEVPLACE_LEVEL_ZERO_GOLDEN_DIR) + "/" + c.name + ".json",
+                      std::string("inventory of xpu-2x-arc with Level Zero script ") + c.script);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, LevelZeroGoldenTest, ::testing::ValuesIn(kGoldenCases),
+                         [](const ::testing::TestParamInfo<GoldenCase>& info) {
+                           std::string name = info.param.name;
+                           for (char& ch : name) ch = (ch == '-') ? '_' : ch;
+                           return name;
+                         });
+
+TEST(LevelZeroGoldenCoverageTest, EveryGoldenHasACase) {
+  if (UpdateGoldens()) return;
+  std::set<std::string> cases, goldens;
+  for (const GoldenCase& c : kGoldenCases) cases.insert(c.name);
+  for (const auto& entry : std::filesystem::directory_iterator(DEVPLACE_LEVEL_ZERO_GOLDEN_DIR)) {
+    goldens.insert(entry.path().stem().string());
+  }
+  EXPECT_EQ(goldens, cases);
+}
+
+}  // namespace
+}  // namespace devplace::testing
