@@ -94,6 +94,14 @@ ABSL_FLAG(absl::Duration, probe_timeout, absl::Seconds(10),
           "out and the rest of the inventory still arrives); this deadline is only the safety net");
 ABSL_FLAG(std::string, nvml_library, "libnvidia-ml.so.1",
           "NVML library the probe child dlopens for GPU names, UUIDs, memory and MIG instances (empty: none)");
+ABSL_FLAG(std::string, hlml_library, "libhlml.so",
+          "HLML library (Intel Gaudi) the probe child dlopens for names, UUIDs, memory and health (empty: none)");
+ABSL_FLAG(std::string, dcmi_library, "libdcmi.so",
+          "DCMI library (Huawei Ascend) the probe child dlopens for ids, names, HBM memory and health (empty: none)");
+ABSL_FLAG(std::string, cndev_library, "libcndev.so",
+          "CNDev library (Cambricon) the probe child dlopens for names, UUIDs, memory and health (empty: none)");
+ABSL_FLAG(std::string, mtml_library, "libmtml.so",
+          "MTML library (Moore Threads) the probe child dlopens for names, UUIDs and memory (empty: none)");
 ABSL_FLAG(absl::Duration, refresh_interval, absl::Seconds(60),
           "How often to re-probe in the background (0 = only at start, on SIGHUP and on RefreshInventory)");
 ABSL_FLAG(std::string, socket_mode, "0660", "Permission bits of unix-socket listeners (octal)");
@@ -481,6 +489,10 @@ int Run(int argc, char** argv) {
   const absl::Duration vendor_timeout = probe_timeout * 0.6;
   options.probe_command = {probe, absl::StrCat("--host_root=", host_root),
                            absl::StrCat("--nvml_library=", absl::GetFlag(FLAGS_nvml_library)),
+                           absl::StrCat("--hlml_library=", absl::GetFlag(FLAGS_hlml_library)),
+                           absl::StrCat("--dcmi_library=", absl::GetFlag(FLAGS_dcmi_library)),
+                           absl::StrCat("--cndev_library=", absl::GetFlag(FLAGS_cndev_library)),
+                           absl::StrCat("--mtml_library=", absl::GetFlag(FLAGS_mtml_library)),
                            absl::StrCat("--probe_timeout=", absl::FormatDuration(vendor_timeout))};
   options.probe_timeout = probe_timeout;
   auto registry = std::make_shared<prometheus::Registry>();  // counters and histograms for /metrics

@@ -108,8 +108,16 @@ ABSL_FLAG(std::string, host_root, "/",
           "Directory holding the host's /sys, /proc and /dev (e.g. /host in a container, or a fixture tree)");
 ABSL_FLAG(std::string, nvml_library, "libnvidia-ml.so.1",
           "NVML library to dlopen for GPU names, UUIDs, memory and MIG instances (empty: do not read NVML)");
+ABSL_FLAG(std::string, hlml_library, "libhlml.so",
+          "HLML library (Intel Gaudi) to dlopen for names, UUIDs, memory and health (empty: do not read HLML)");
+ABSL_FLAG(std::string, dcmi_library, "libdcmi.so",
+          "DCMI library (Huawei Ascend) to dlopen for ids, names, HBM memory and health (empty: do not read DCMI)");
+ABSL_FLAG(std::string, cndev_library, "libcndev.so",
+          "CNDev library (Cambricon) to dlopen for names, UUIDs, memory and health (empty: do not read CNDev)");
+ABSL_FLAG(std::string, mtml_library, "libmtml.so",
+          "MTML library (Moore Threads) to dlopen for names, UUIDs and memory (empty: do not read MTML)");
 ABSL_FLAG(absl::Duration, probe_timeout, absl::Seconds(5),
-          "Deadline of each vendor-library prober (NVML); one that overruns is reported as timed out");
+          "Deadline of each vendor-library prober (NVML, HLML, DCMI, CNDev, MTML); one that overruns is reported as timed out");
 
 // Not in an anonymous namespace: cli.h shares some of these definitions with fleet.cc.
 namespace devplace::cli {
@@ -186,10 +194,12 @@ const std::vector<Command>& Commands() {
        {}, &RunRefresh},
       {"probe", "Probe this host in-process (no daemon) and print its inventory.",
        "devplace probe [--host_root=DIR]",
-       "Runs devplace's probers in this process against --host_root (NVML through --nvml_library, under\n"
+       "Runs devplace's probers in this process against --host_root (NVML through --nvml_library, HLML,\n"
+       "DCMI, CNDev and MTML through --hlml_library, --dcmi_library, --cndev_library, --mtml_library, under\n"
        "--probe_timeout) and prints the inventory it builds (the same content devplace-probe writes).\n"
        "Save it with --json for `resolve --inventory`.",
-       {"host_root", "nvml_library", "probe_timeout"}, &RunProbe},
+       {"host_root", "nvml_library", "hlml_library", "dcmi_library", "cndev_library", "mtml_library", "probe_timeout"},
+       &RunProbe},
       {"fleet", kFleetSummary, kFleetUsage, kFleetDetails, FleetFlags(), &RunFleet},
   };
   return *kCommands;
@@ -698,6 +708,10 @@ int RunProbe() {
   }
   probe::ProbeOptions options;
   options.nvml_library = absl::GetFlag(FLAGS_nvml_library);
+  options.hlml_library = absl::GetFlag(FLAGS_hlml_library);
+  options.dcmi_library = absl::GetFlag(FLAGS_dcmi_library);
+  options.cndev_library = absl::GetFlag(FLAGS_cndev_library);
+  options.mtml_library = absl::GetFlag(FLAGS_mtml_library);
   options.vendor_timeout = std::chrono::milliseconds(absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_probe_timeout)));
   const probe::ProbeRun run = probe::RunProbers(*root, options);
   v1::Inventory inv = inventory::BuildInventory(run);

@@ -21,6 +21,7 @@
 #include "absl/time/time.h"
 #include "server/inventory/json.h"
 #include "server/inventory/merge.h"
+#include "server/probe/accel_library.h"
 #include "server/probe/host_root.h"
 #include "server/probe/nvml_prober.h"
 #include "server/probe/probers.h"
@@ -32,8 +33,23 @@ ABSL_FLAG(std::string, nvml_library, std::string(devplace::probe::kDefaultNvmlLi
           "NVML library to dlopen for GPU names, UUIDs, memory and MIG instances (a soname searched "
           "as dlopen does, or a path); empty: do not use NVML. Not found: the nvml prober is "
           "reported skipped");
+ABSL_FLAG(std::string, hlml_library, std::string(devplace::probe::kDefaultHlmlLibrary),
+          "HLML library (Intel Gaudi) to dlopen for device names, UUIDs, serials, module ids, memory and "
+          "health (a soname or a path); empty: do not use HLML. Loaded only when the PCI scan found a Gaudi; "
+          "not found: the hlml prober is reported skipped");
+ABSL_FLAG(std::string, dcmi_library, std::string(devplace::probe::kDefaultDcmiLibrary),
+          "DCMI library (Huawei Ascend) to dlopen for card/chip, logic and physical ids, names, HBM memory "
+          "and health; empty: do not use DCMI. Loaded only when the PCI scan found an Ascend NPU; not "
+          "found: the dcmi prober is reported skipped");
+ABSL_FLAG(std::string, cndev_library, std::string(devplace::probe::kDefaultCndevLibrary),
+          "CNDev library (Cambricon) to dlopen for MLU names, UUIDs, memory and health; empty: do not use "
+          "CNDev. Loaded only when the PCI scan found an MLU; not found: the cndev prober is reported skipped");
+ABSL_FLAG(std::string, mtml_library, std::string(devplace::probe::kDefaultMtmlLibrary),
+          "MTML library (Moore Threads) to dlopen for GPU names, UUIDs and memory; empty: do not use MTML. "
+          "Loaded only when the PCI scan found a Moore Threads GPU; not found: the mtml prober is reported "
+          "skipped");
 ABSL_FLAG(absl::Duration, probe_timeout, absl::Seconds(5),
-          "This probe's own deadline for each vendor-library prober (NVML), which runs on its own "
+          "This probe's own deadline for each vendor-library prober (NVML, HLML, DCMI, CNDev, MTML), which runs on its own "
           "thread: one that has not finished by then is reported PROBE_STATUS_TIMED_OUT, naming "
           "the call that did not return, and the rest of the inventory is still written. Keep it "
           "below devplaced's --probe_timeout (default 10s), which kills the whole probe and is only "
@@ -47,7 +63,8 @@ namespace {
 constexpr char kUsage[] =
     "Probes this host's accelerators, CPU and memory once and writes one devplace.v1.Inventory "
     "to stdout.\n\n"
-    "Usage: devplace-probe [--host_root=DIR] [--nvml_library=PATH] [--probe_timeout=5s] [--json]\n\n"
+    "Usage: devplace-probe [--host_root=DIR] [--nvml_library=PATH] [--hlml_library=PATH] [--dcmi_library=PATH]\n"
+    "                      [--cndev_library=PATH] [--mtml_library=PATH] [--probe_timeout=5s] [--json]\n\n"
     "Output: the serialized protobuf message (binary; what devplaced reads) by default, or the "
     "protobuf JSON mapping with --json.\n"
     "Exit status: 0 when an inventory was written (probers that failed or timed out are reported in its "
@@ -153,6 +170,10 @@ int main(int argc, char** argv) {
 
   devplace::probe::ProbeOptions options;
   options.nvml_library = absl::GetFlag(FLAGS_nvml_library);
+  options.hlml_library = absl::GetFlag(FLAGS_hlml_library);
+  options.dcmi_library = absl::GetFlag(FLAGS_dcmi_library);
+  options.cndev_library = absl::GetFlag(FLAGS_cndev_library);
+  options.mtml_library = absl::GetFlag(FLAGS_mtml_library);
   options.vendor_timeout = absl::ToChronoMilliseconds(absl::GetFlag(FLAGS_probe_timeout));
   const devplace::probe::ProbeRun run = devplace::probe::RunProbers(*root, options);
   const int status = Write(devplace::inventory::BuildInventory(run));

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "server/probe/accel_library.h"
 #include "server/probe/nvml_prober.h"
 #include "server/probe/prober_util.h"
 
@@ -128,6 +129,7 @@ void RunVendorProber(const VendorProber& prober, std::chrono::milliseconds timeo
 ProbeRun RunProbers(const HostRoot& root, const ProbeOptions& options) {
   ProbeRun run = RunProbers(root);
   if (!options.nvml_library.empty()) RunVendorProber(NvmlProber(options.nvml_library), options.vendor_timeout, run);
+  for (const VendorProber& prober : AcceleratorLibraryProbers(options)) RunVendorProber(prober, options.vendor_timeout, run);
   return run;
 }
 

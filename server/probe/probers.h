@@ -95,11 +95,15 @@ struct VendorProber {
 struct ProbeOptions {
   // Path or soname of NVML, passed to dlopen; empty: the NVML prober does not run (no report).
   std::string nvml_library;
+  // Paths or sonames of HLML (Gaudi), DCMI (Ascend), CNDev (Cambricon) and MTML (Moore Threads);
+  // empty: that prober does not run (accel_library.h).
+  std::string hlml_library, dcmi_library, cndev_library, mtml_library;
   // Deadline of each vendor prober (from its start to its merge).
   std::chrono::milliseconds vendor_timeout{5000};
 };
 
-// RunProbers(root), then the vendor probers that `options` enables (in order: nvml), each after
+// RunProbers(root), then the vendor probers that `options` enables (in order: nvml, hlml, dcmi,
+// cndev, mtml), each after
 // the previous one finished or timed out.
 ProbeRun RunProbers(const HostRoot& root, const ProbeOptions& options);
 
