@@ -34,8 +34,10 @@ TEST(ProbeBinaryTest, JsonOutputParsesBack) {
 }
 
 TEST(ProbeBinaryTest, DefaultOutputIsSerializedInventory) {
-  // No NVML (--nvml_library=): the library's ProbeInventory runs no vendor prober either.
-  const CommandResult r = RunProbe("--host_root=" + HostDir("amd-2x-mi210") + " --nvml_library=");
+  // No vendor library (empty --*_library flags): the library's ProbeInventory runs no vendor
+  // prober either.
+  const CommandResult r = RunProbe("--host_root=" + HostDir("amd-2x-mi210") +
+                                   " --nvml_library= --hlml_library= --dcmi_library= --cndev_library= --mtml_library=");
   ASSERT_EQ(r.exit_code, 0);
   v1::Inventory inv;
   ASSERT_TRUE(inv.ParseFromString(r.out));
