@@ -102,6 +102,14 @@ ABSL_FLAG(std::string, amd_smi_library, "libamd_smi.so",
           "AMD SMI library the probe child dlopens for AMD GPU names, UUIDs, VRAM and partition modes (empty: none)");
 ABSL_FLAG(std::string, level_zero_library, "libze_loader.so.1",
           "Level Zero loader the probe child dlopens for Intel GPU names, UUIDs, memory, tiles (Sysman; empty: none)");
+ABSL_FLAG(std::string, hlml_library, "libhlml.so",
+          "HLML library (Intel Gaudi) the probe child dlopens for names, UUIDs, memory and health (empty: none)");
+ABSL_FLAG(std::string, dcmi_library, "libdcmi.so",
+          "DCMI library (Huawei Ascend) the probe child dlopens for ids, names, HBM memory and health (empty: none)");
+ABSL_FLAG(std::string, cndev_library, "libcndev.so",
+          "CNDev library (Cambricon) the probe child dlopens for names, UUIDs, memory and health (empty: none)");
+ABSL_FLAG(std::string, mtml_library, "libmtml.so",
+          "MTML library (Moore Threads) the probe child dlopens for names, UUIDs and memory (empty: none)");
 ABSL_FLAG(absl::Duration, refresh_interval, absl::Seconds(60),
           "How often to re-probe in the background (0 = only at start, on SIGHUP and on RefreshInventory)");
 ABSL_FLAG(std::string, socket_mode, "0660", "Permission bits of unix-socket listeners (octal)");
@@ -492,6 +500,10 @@ int Run(int argc, char** argv) {
                            absl::StrCat("--cuda_library=", absl::GetFlag(FLAGS_cuda_library)),
                            absl::StrCat("--amd_smi_library=", absl::GetFlag(FLAGS_amd_smi_library)),
                            absl::StrCat("--level_zero_library=", absl::GetFlag(FLAGS_level_zero_library)),
+                           absl::StrCat("--hlml_library=", absl::GetFlag(FLAGS_hlml_library)),
+                           absl::StrCat("--dcmi_library=", absl::GetFlag(FLAGS_dcmi_library)),
+                           absl::StrCat("--cndev_library=", absl::GetFlag(FLAGS_cndev_library)),
+                           absl::StrCat("--mtml_library=", absl::GetFlag(FLAGS_mtml_library)),
                            absl::StrCat("--probe_timeout=", absl::FormatDuration(vendor_timeout))};
   options.probe_timeout = probe_timeout;
   auto registry = std::make_shared<prometheus::Registry>();  // counters and histograms for /metrics

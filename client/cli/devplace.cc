@@ -122,8 +122,16 @@ ABSL_FLAG(std::string, amd_smi_library, "libamd_smi.so",
           "AMD SMI library to dlopen for AMD GPU names, UUIDs, VRAM and partition modes (empty: do not read AMD SMI)");
 ABSL_FLAG(std::string, level_zero_library, "libze_loader.so.1",
           "Level Zero loader to dlopen for Intel GPU names, UUIDs, memory and tiles (empty: do not read Level Zero)");
+ABSL_FLAG(std::string, hlml_library, "libhlml.so",
+          "HLML library (Intel Gaudi) to dlopen for names, UUIDs, memory and health (empty: do not read HLML)");
+ABSL_FLAG(std::string, dcmi_library, "libdcmi.so",
+          "DCMI library (Huawei Ascend) to dlopen for ids, names, HBM memory and health (empty: do not read DCMI)");
+ABSL_FLAG(std::string, cndev_library, "libcndev.so",
+          "CNDev library (Cambricon) to dlopen for names, UUIDs, memory and health (empty: do not read CNDev)");
+ABSL_FLAG(std::string, mtml_library, "libmtml.so",
+          "MTML library (Moore Threads) to dlopen for names, UUIDs and memory (empty: do not read MTML)");
 ABSL_FLAG(absl::Duration, probe_timeout, absl::Seconds(5),
-          "Deadline of the vendor-library probers (NVML, AMD SMI, Level Zero), each in its own process; one that overruns is "
+          "Deadline of the vendor-library probers (NVML, libcuda, AMD SMI, Level Zero, HLML, DCMI, CNDev, MTML), each in its own process; one that overruns is "
           "reported as timed out, one that crashes as crashed");
 
 // Not in an anonymous namespace: cli.h shares some of these definitions with fleet.cc.
@@ -202,11 +210,14 @@ const std::vector<Command>& Commands() {
       {"probe", "Probe this host in-process (no daemon) and print its inventory.",
        "devplace probe [--host_root=DIR]",
        "Runs devplace's probers in this process against --host_root (NVML through --nvml_library, libcuda's\n"
-       "GPU numbering through --cuda_library, AMD SMI through --amd_smi_library, Level Zero through\n"
-       "--level_zero_library, each in its own child process under\n"
+       "GPU numbering through --cuda_library, AMD SMI, Level Zero, HLML, DCMI, CNDev and MTML through\n"
+       "--amd_smi_library, --level_zero_library, --hlml_library, --dcmi_library, --cndev_library,\n"
+       "--mtml_library, each in its own child process under\n"
        "--probe_timeout) and prints the inventory it builds (the same content devplace-probe writes).\n"
        "Save it with --json for `resolve --inventory`.",
-       {"host_root", "nvml_library", "cuda_library", "amd_smi_library", "level_zero_library", "probe_timeout"}, &RunProbe},
+       {"host_root", "nvml_library", "cuda_library", "amd_smi_library", "level_zero_library", "hlml_library",
+        "dcmi_library", "cndev_library", "mtml_library", "probe_timeout"},
+       &RunProbe},
       {"fleet", kFleetSummary, kFleetUsage, kFleetDetails, FleetFlags(), &RunFleet},
   };
   return *kCommands;
@@ -736,6 +747,10 @@ int RunProbe() {
   options.cuda_library = absl::GetFlag(FLAGS_cuda_library);
   options.amd_smi_library = absl::GetFlag(FLAGS_amd_smi_library);
   options.level_zero_library = absl::GetFlag(FLAGS_level_zero_library);
+  options.hlml_library = absl::GetFlag(FLAGS_hlml_library);
+  options.dcmi_library = absl::GetFlag(FLAGS_dcmi_library);
+  options.cndev_library = absl::GetFlag(FLAGS_cndev_library);
+  options.mtml_library = absl::GetFlag(FLAGS_mtml_library);
   options.vendor_timeout = std::chrono::milliseconds(absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_probe_timeout)));
   const probe::ProbeRun run = probe::RunProbers(*root, options);
   v1::Inventory inv = inventory::BuildInventory(run);

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -87,6 +88,16 @@ void AddRow(const v1::Backend& row, std::map<std::string, std::string>& out) {
     min_bytes = std::min(min_bytes.value_or(UINT64_MAX), d.memory_total_bytes());
   }
   if (all_known && min_bytes) put("memory", absl::StrCat(*min_bytes / (1024 * 1024)));
+  // memory.source: the vendor library every device's memory figure came from (e.g. "hlml"),
+  // only when the memory label is set and one library gave them all.
+  std::set<std::string> sources;
+  for (const v1::Device& d : row.devices()) {
+    const auto it = d.attributes().find("memory_source");
+    sources.insert(it != d.attributes().end() ? it->second : "");
+  }
+  if (all_known && min_bytes && sources.size() == 1 && !sources.begin()->empty()) {
+    put("memory.source", SanitizeLabelValue(*sources.begin()));
+  }
   if (!row.driver_version().empty()) {
     put("driver", SanitizeLabelValue(row.driver_version()));
     if (auto mm = MajorMinor(row.driver_version())) {

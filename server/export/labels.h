@@ -18,6 +18,9 @@
 //   <row>.memory         per-device memory in MiB (floor): the MINIMUM over the row's devices, so
 //                        a nodeAffinity `Gt` on it holds for every device; omitted when any
 //                        device's memory is unknown (e.g. no vendor library read)
+//   <row>.memory.source  the vendor library the memory figures came from (Device.attributes
+//                        "memory_source": hlml, dcmi, cndev, mtml); only with <row>.memory and
+//                        when one library gave every device's figure
 //   <row>.driver         the row's driver version, sanitised; omitted when unknown
 //   <row>.driver.major, <row>.driver.minor
 //                        leading "MAJOR.MINOR" numbers of the driver version (a leading "v" is

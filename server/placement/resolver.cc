@@ -871,6 +871,17 @@ class Resolution {
     for (int i = 0; i < n; ++i) (*out_.mutable_max_memory())[absl::StrCat(i)] = budget[i];
     (*out_.mutable_max_memory())[spill] = ram;
     out_.add_explanation(absl::StrCat("I-MEM ", how, "; \"", spill, "\": available host RAM"));
+    // Which vendor library each device figure came from (Device.attributes["memory_source"]).
+    std::map<std::string, std::vector<std::string>> sources;
+    for (int i = 0; i < n; ++i) {
+      const auto& attributes = r->vis.units[i].device->attributes();
+      if (const auto it = attributes.find("memory_source"); it != attributes.end()) {
+        sources[it->second].push_back(out_.placed(i).device());
+      }
+    }
+    for (const auto& [source, devices] : sources) {
+      out_.add_explanation(absl::StrCat("I-MEM memory of ", absl::StrJoin(devices, ", "), " from ", source));
+    }
     return absl::OkStatus();
   }
 

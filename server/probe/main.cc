@@ -23,6 +23,7 @@
 #include "server/inventory/merge.h"
 #include "server/probe/cuda_prober.h"
 #include "server/probe/amdsmi_prober.h"
+#include "server/probe/accel_library.h"
 #include "server/probe/host_root.h"
 #include "server/probe/level_zero_prober.h"
 #include "server/probe/nvml_prober.h"
@@ -48,8 +49,23 @@ ABSL_FLAG(std::string, level_zero_library, std::string(devplace::probe::kDefault
           "Level Zero loader to dlopen for Intel GPU names, UUIDs, memory per module, tiles and health "
           "through Sysman (a soname or a path); empty: do not use Level Zero. Not found: the level_zero "
           "prober is reported skipped");
+ABSL_FLAG(std::string, hlml_library, std::string(devplace::probe::kDefaultHlmlLibrary),
+          "HLML library (Intel Gaudi) to dlopen for device names, UUIDs, serials, module ids, memory and "
+          "health (a soname or a path); empty: do not use HLML. Loaded only when the PCI scan found a Gaudi; "
+          "not found: the hlml prober is reported skipped");
+ABSL_FLAG(std::string, dcmi_library, std::string(devplace::probe::kDefaultDcmiLibrary),
+          "DCMI library (Huawei Ascend) to dlopen for card/chip, logic and physical ids, names, HBM memory "
+          "and health; empty: do not use DCMI. Loaded only when the PCI scan found an Ascend NPU; not "
+          "found: the dcmi prober is reported skipped");
+ABSL_FLAG(std::string, cndev_library, std::string(devplace::probe::kDefaultCndevLibrary),
+          "CNDev library (Cambricon) to dlopen for MLU names, UUIDs, memory and health; empty: do not use "
+          "CNDev. Loaded only when the PCI scan found an MLU; not found: the cndev prober is reported skipped");
+ABSL_FLAG(std::string, mtml_library, std::string(devplace::probe::kDefaultMtmlLibrary),
+          "MTML library (Moore Threads) to dlopen for GPU names, UUIDs and memory; empty: do not use MTML. "
+          "Loaded only when the PCI scan found a Moore Threads GPU; not found: the mtml prober is reported "
+          "skipped");
 ABSL_FLAG(absl::Duration, probe_timeout, absl::Seconds(5),
-          "This probe's own deadline for the vendor-library probers (NVML, ...), which run at once, "
+          "This probe's own deadline for the vendor-library probers (NVML, libcuda, AMD SMI, Level Zero, HLML, DCMI, CNDev, MTML), which run at once, "
           "each in its own child process: one that has not finished by then is killed and reported "
           "PROBE_STATUS_TIMED_OUT, naming the call that did not return; one whose process dies of a "
           "signal is reported PROBE_STATUS_CRASHED; the rest of the inventory is still written. Keep it "
@@ -65,7 +81,8 @@ constexpr char kUsage[] =
     "Probes this host's accelerators, CPU and memory once and writes one devplace.v1.Inventory "
     "to stdout.\n\n"
     "Usage: devplace-probe [--host_root=DIR] [--nvml_library=PATH] [--cuda_library=PATH] [--amd_smi_library=PATH]\n"
-    "       [--level_zero_library=PATH] [--probe_timeout=5s] [--json]\n\n"
+    "       [--level_zero_library=PATH] [--hlml_library=PATH] [--dcmi_library=PATH]\n"
+    "       [--cndev_library=PATH] [--mtml_library=PATH] [--probe_timeout=5s] [--json]\n\n"
     "Output: the serialized protobuf message (binary; what devplaced reads) by default, or the "
     "protobuf JSON mapping with --json.\n"
     "Exit status: 0 when an inventory was written (probers that failed or timed out are reported in its "
@@ -174,6 +191,10 @@ int main(int argc, char** argv) {
   options.cuda_library = absl::GetFlag(FLAGS_cuda_library);
   options.amd_smi_library = absl::GetFlag(FLAGS_amd_smi_library);
   options.level_zero_library = absl::GetFlag(FLAGS_level_zero_library);
+  options.hlml_library = absl::GetFlag(FLAGS_hlml_library);
+  options.dcmi_library = absl::GetFlag(FLAGS_dcmi_library);
+  options.cndev_library = absl::GetFlag(FLAGS_cndev_library);
+  options.mtml_library = absl::GetFlag(FLAGS_mtml_library);
   options.vendor_timeout = absl::ToChronoMilliseconds(absl::GetFlag(FLAGS_probe_timeout));
   const devplace::probe::ProbeRun run = devplace::probe::RunProbers(*root, options);
   const int status = Write(devplace::inventory::BuildInventory(run));

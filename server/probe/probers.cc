@@ -6,6 +6,7 @@
 #include "server/probe/cuda_prober.h"
 #include "server/probe/amdsmi_prober.h"
 #include "server/probe/level_zero_prober.h"
+#include "server/probe/accel_library.h"
 #include "server/probe/nvml_prober.h"
 #include "server/probe/prober_util.h"
 #include "server/probe/vendor_process.h"
@@ -104,6 +105,7 @@ ProbeRun RunProbers(const HostRoot& root, const ProbeOptions& options) {
   if (!options.cuda_library.empty()) vendor.push_back(CudaProber(options.cuda_library, options.vendor_timeout));
   if (!options.amd_smi_library.empty()) vendor.push_back(AmdSmiProber(options.amd_smi_library));
   if (!options.level_zero_library.empty()) vendor.push_back(LevelZeroProber(options.level_zero_library));
+  for (VendorProber& prober : AcceleratorLibraryProbers(options)) vendor.push_back(std::move(prober));
   RunVendorProbers(vendor, options.vendor_timeout, run);
   return run;
 }

@@ -103,12 +103,16 @@ struct ProbeOptions {
   std::string amd_smi_library;
   // Path or soname of the Level Zero loader (libze_loader.so.1); empty: level_zero does not run.
   std::string level_zero_library;
+  // Paths or sonames of HLML (Gaudi), DCMI (Ascend), CNDev (Cambricon) and MTML (Moore Threads);
+  // empty: that prober does not run (accel_library.h).
+  std::string hlml_library, dcmi_library, cndev_library, mtml_library;
   // Deadline of the vendor probers, which run at once (from their start to their merge).
   std::chrono::milliseconds vendor_timeout{5000};
 };
 
 // RunProbers(root), then the vendor probers that `options` enables (in order: nvml, cuda, amd_smi,
-// level_zero), all at once, each in its own process under options.vendor_timeout (RunVendorProbers).
+// level_zero, hlml, dcmi, cndev, mtml), all at once, each in its own process under
+// options.vendor_timeout (RunVendorProbers).
 ProbeRun RunProbers(const HostRoot& root, const ProbeOptions& options);
 
 // Runs `probers` at once, each in its own child process under `timeout`, and appends their

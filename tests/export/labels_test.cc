@@ -1,6 +1,7 @@
 // Node labels: a golden label file per fixture host (tests/golden/labels/<host>.txt, built from the
-// probe goldens tests/golden/probe/<host>.json, and nvml-<name>.txt from tests/golden/nvml, whose
-// inventories carry NVML's facts: CUDA driver version, MIG mode, memory). Regenerate after an
+// probe goldens tests/golden/probe/<host>.json, nvml-<name>.txt from tests/golden/nvml, whose
+// inventories carry NVML's facts: CUDA driver version, MIG mode, memory, and accel-<name>.txt from
+// tests/golden/accel, with HLML / DCMI / CNDev / MTML memory and its source). Regenerate after an
 // intended change with
 //   DEVPLACE_UPDATE_GOLDENS=1 ctest --preset dev -R Labels
 // and review the diff. Every label of every fixture and of adversarial inventories must pass the
@@ -69,6 +70,9 @@ std::map<std::string, std::string> Fixtures() {
   }
   for (const auto& e : fs::directory_iterator(DEVPLACE_NVML_GOLDEN_DIR)) {
     out["nvml-" + e.path().stem().string()] = e.path().string();
+  }
+  for (const auto& e : fs::directory_iterator(DEVPLACE_ACCEL_GOLDEN_DIR)) {
+    out["accel-" + e.path().stem().string()] = e.path().string();
   }
   return out;
 }

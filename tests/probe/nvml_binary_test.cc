@@ -107,7 +107,8 @@ TEST(NvmlBinaryTest, MissingLibraryIsSkipped) {
 
 TEST(NvmlBinaryTest, EmptyNvmlLibraryGivesTheLibrarysInventory) {
   v1::Inventory inv = ProbeOutput("--host_root=" + HostDir("nvidia-mig") +
-                                  " --nvml_library= --cuda_library= --amd_smi_library= --level_zero_library=");
+                                  " --nvml_library= --cuda_library= --amd_smi_library= --level_zero_library="
+                                  " --hlml_library= --dcmi_library= --cndev_library= --mtml_library=");
   inv.clear_probed_at();
   for (v1::ProbeReport& report : *inv.mutable_probe_reports()) report.set_duration_ms(0);
   EXPECT_EQ(inv.SerializeAsString(), ProbeHost("nvidia-mig").SerializeAsString());
@@ -116,6 +117,9 @@ TEST(NvmlBinaryTest, EmptyNvmlLibraryGivesTheLibrarysInventory) {
 TEST(NvmlBinaryTest, FlagsAreDocumentedAndChecked) {
   const CommandResult help = RunCommand(Probe() + " --help 2>&1");
   EXPECT_THAT(help.out, HasSubstr("--nvml_library"));
+  for (const char* flag : {"--hlml_library", "--dcmi_library", "--cndev_library", "--mtml_library"}) {
+    EXPECT_THAT(help.out, HasSubstr(flag));
+  }
   EXPECT_THAT(help.out, HasSubstr("--probe_timeout"));
   EXPECT_THAT(help.out, HasSubstr("safety net"));
   for (const char* bad : {"--probe_timeout=0s", "--probe_timeout=soon", "--probe_timeout"}) {
