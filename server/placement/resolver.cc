@@ -46,13 +46,13 @@ std::string BuildOrderText(const std::vector<std::string>& order) {
   return absl::StrJoin(up, ", ");
 }
 
-// The orders above are constants: their texts are built once, not on every answer.
+// The orders are constants (the two above and the version table's OrderRules()): their texts are
+// built once, not on every answer.
 std::string OrderText(const std::vector<std::string>& order) {
   static const auto* const texts = [] {
     auto* m = new std::map<const std::vector<std::string>*, std::string>();
-    for (const auto* o : {&kDistOrder, &kTaOrder, &kAccOrder, &kAutoOrder, &kIntOrder, &kPipelineOrder}) {
-      (*m)[o] = BuildOrderText(*o);
-    }
+    for (const auto* o : {&kIntOrder, &kPipelineOrder}) (*m)[o] = BuildOrderText(*o);
+    for (const OrderRule& r : OrderRules()) (*m)[&r.order] = BuildOrderText(r.order);
     return m;
   }();
   const auto it = texts->find(&order);
