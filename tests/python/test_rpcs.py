@@ -34,7 +34,7 @@ class EveryRpc(unittest.TestCase):
                 self.assertIs(client.health(), True)
                 self.assertIs(client.health("devplace.v1.DevicePlacement"), True)
                 backends = client.backends()
-                self.assertEqual(len(backends), 11)
+                self.assertEqual(len(backends), 12)  # 12 rows: SDAA is the 12th (docs/SEMANTICS.md)
                 self.assertEqual(backends[1].name, "cuda/nvidia")
                 self.assertEqual(backends[1].device_type, "cuda")
                 inventory = client.inventory()

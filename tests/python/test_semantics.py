@@ -30,7 +30,7 @@ CASES = [
     ("S12_TA", "npu-2x-910b", dict(workload="training"), "npu:0"),
     ("S12_ACC", "npu-2x-910b", dict(workload="training", convention="accelerate"), "npu"),
     ("S13", "tpu-2x-v5e", dict(workload="training", use_cpu=True, runtime_backends=["xla"]), "xla:0"),
-    ("S14", "tpu-2x-v5e", dict(workload="training"), "tpu"),
+    ("S14", "tpu-2x-v5e", dict(workload="training"), "tpu:0"),  # docs/SEMANTICS.md: TrainingArguments + torch-tpu
     ("S15", "cpu-only", dict(workload="training"), "cpu"),
     ("S16", "cpu-only", dict(workload="training", convention="accelerate", local_rank=1, world_size=2), "cpu"),
     ("S17_TA", H100, dict(workload="training", env={"ACCELERATE_TORCH_DEVICE": "cuda:1"}), "cuda:0"),
