@@ -1,6 +1,6 @@
 // The resolver in-process against host size (issue 12): placement::Resolve for 2, 8, 64 and 256
 // NVIDIA GPUs, for from_pretrained(device_map="auto") and a distributed training rank. Only the
-// placement library: scripts/bench also builds it against the code before a change. Medians:
+// placement library (the Serialized case is new with issue 12's arena): scripts/bench also builds it against the code before a change. Medians:
 //   build/bench/bench/resolve_scale_bench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
@@ -24,6 +24,21 @@ void BM_ResolveScale_InferenceAuto(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(placement::Resolve(inv, req));
 }
 BENCHMARK(BM_ResolveScale_InferenceAuto)->Arg(2)->Arg(8)->Arg(64)->Arg(256);
+
+// What devplaced runs on an answer-cache miss: the same resolve into bytes (the answer built on an
+// arena and serialized).
+void BM_ResolveScale_SerializedInferenceAuto(benchmark::State& state) {
+  const v1::Inventory inv = Gpus(static_cast<int>(state.range(0)));
+  v1::ResolveDeviceRequest req;
+  req.set_workload(v1::WORKLOAD_INFERENCE);
+  req.set_device_map("auto");
+  std::string bytes;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(placement::ResolveSerialized(inv, req, &bytes));
+    benchmark::DoNotOptimize(bytes.data());
+  }
+}
+BENCHMARK(BM_ResolveScale_SerializedInferenceAuto)->Arg(2)->Arg(8)->Arg(64)->Arg(256);
 
 void BM_ResolveScale_Training(benchmark::State& state) {
   const v1::Inventory inv = Gpus(static_cast<int>(state.range(0)));

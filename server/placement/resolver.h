@@ -5,6 +5,9 @@
 #ifndef DEVPLACE_SERVER_PLACEMENT_RESOLVER_H_
 #define DEVPLACE_SERVER_PLACEMENT_RESOLVER_H_
 
+#include <string>
+
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "devplace/v1/devplace.pb.h"
 
@@ -45,6 +48,12 @@ namespace devplace::placement {
 //  - UNAVAILABLE: the inventory is empty (no probe has completed yet).
 absl::StatusOr<v1::ResolveDeviceResponse> Resolve(const v1::Inventory& inventory,
                                                   const v1::ResolveDeviceRequest& request);
+
+// Resolve(), with the answer serialized into `*bytes` (replaced; untouched on an error) instead of
+// returned as a message: what devplaced sends. The answer is built on a protobuf arena, so this
+// costs fewer allocations than Resolve() followed by SerializeToString. Same errors as Resolve().
+absl::Status ResolveSerialized(const v1::Inventory& inventory, const v1::ResolveDeviceRequest& request,
+                               std::string* bytes);
 
 }  // namespace devplace::placement
 

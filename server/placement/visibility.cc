@@ -659,6 +659,7 @@ absl::StatusOr<RowVisibility> ComputeVisibility(const v1::Backend& backend, cons
 
   // P4 (host side): only usable devices are enumerated by the runtime.
   std::vector<VisibleUnit> cards;
+  cards.reserve(backend.devices_size());
   std::vector<std::string> unusable;
   for (const v1::Device& d : backend.devices()) {
     if (RuntimeEnumerates(d)) {
@@ -712,6 +713,7 @@ absl::StatusOr<RowVisibility> ComputeVisibility(const v1::Backend& backend, cons
   const std::string* hierarchy = Get(env, "ZE_FLAT_DEVICE_HIERARCHY");
   const bool xpu_flat = hierarchy == nullptr || *hierarchy != "COMPOSITE";
   std::vector<VisibleUnit> units;
+  units.reserve(cards.size());
   const bool expand = backend.row() == v1::ROW_NEURON || (backend.row() == v1::ROW_XPU && xpu_flat);
   for (const VisibleUnit& c : cards) {
     if (expand && SubDevices(*c.device) > 1) {

@@ -38,9 +38,7 @@ std::shared_ptr<const ResolveAnswer> PreparedSnapshot::Resolve(const v1::Resolve
   // A miss: several callers may resolve the same request at once; the resolver is pure, so
   // whichever answer lands in the cache equals the others.
   auto answer = std::make_shared<ResolveAnswer>();
-  absl::StatusOr<v1::ResolveDeviceResponse> resolved = placement::Resolve(*snapshot_, request);
-  answer->status = resolved.status();
-  if (resolved.ok()) resolved->SerializeToString(&answer->bytes);
+  answer->status = placement::ResolveSerialized(*snapshot_, request, &answer->bytes);
   if (limits_.max_entries == 0) return answer;
   const size_t cost = key.size() + answer->bytes.size() + answer->status.message().size();
   if (cost > limits_.max_bytes / 4) return answer;  // serve it, do not let one answer crowd out the rest
