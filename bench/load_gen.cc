@@ -1,6 +1,9 @@
 // load_gen: the out-of-process load generator of scripts/bench (issue 12). A plain gRPC client of a
 // running devplaced; it prints one line of `key=value` figures and exits 0, or 1 when any call
 // failed. Modes (--mode):
+// --client=typed (generated stubs: the request serialized and the answer parsed, as a job does) or
+// raw (the same calls with bytes in and out, nothing parsed: only the daemon's work differs
+// between methods; scripts/bench's goal rows).
 //   load     --method=check|resolve|list|inventory from --callers threads, each on its own
 //            connection, for --seconds: calls, qps, p50_us, p99_us, errors. `resolve` sends the
 //            request named by --request (inference_auto: from_pretrained(device_map="auto");
@@ -38,11 +41,17 @@
 #include "devplace/v1/devplace.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "grpcpp/impl/codegen/client_unary_call.h"
+#include "grpcpp/impl/codegen/rpc_method.h"
 
 ABSL_FLAG(std::string, mode, "load", "load | compare | once | watch | cold");
 ABSL_FLAG(std::string, target, "", "the daemon's address: unix:/path or 127.0.0.1:port");
 ABSL_FLAG(std::string, method, "resolve", "check (grpc.health.v1.Health/Check) | resolve | list | inventory");
 ABSL_FLAG(std::string, request, "inference_auto", "ResolveDevice request: inference_auto | training");
+ABSL_FLAG(std::string, client, "typed",
+          "typed: generated stubs (serialize the request, parse the answer, as a job does) | raw: the "
+          "same calls with bytes in and out (the answer is not parsed), so only the daemon's work differs "
+          "between methods");
 ABSL_FLAG(int, callers, 1, "load: concurrent callers, one connection each (1..256)");
 ABSL_FLAG(double, seconds, 1.0, "load: how long to call");
 ABSL_FLAG(std::string, compare, "check,resolve", "compare: the methods to alternate, comma-separated");
@@ -90,7 +99,20 @@ class Caller {
         placement_(v1::DevicePlacement::NewStub(channel_)),
         health_(grpc::health::v1::Health::NewStub(channel_)),
         method_(method),
-        request_(request) {}
+        request_(request),
+        raw_(absl::GetFlag(FLAGS_client) == "raw") {
+    static const char* const kPaths[][2] = {{"check", "/grpc.health.v1.Health/Check"},
+                                            {"list", "/devplace.v1.DevicePlacement/ListBackends"},
+                                            {"inventory", "/devplace.v1.DevicePlacement/GetInventory"},
+                                            {"resolve", "/devplace.v1.DevicePlacement/ResolveDevice"}};
+    for (const auto& p : kPaths) {
+      if (method_ == p[0]) raw_method_ = std::make_unique<grpc::internal::RpcMethod>(p[1], grpc::internal::RpcMethod::NORMAL_RPC, channel_);
+    }
+    std::string body;
+    if (method_ == "resolve") request_.SerializeToString(&body);
+    grpc::Slice slice(body);
+    raw_request_ = grpc::ByteBuffer(&slice, 1);
+  }
 
   // One call; its status. `bytes` gets the answer's size, `device` the resolved device.
   grpc::Status Call(size_t* bytes = nullptr, std::string* device = nullptr) {
@@ -99,7 +121,12 @@ class Caller {
     ctx.set_wait_for_ready(true);
     grpc::Status s;
     size_t size = 0;
-    if (method_ == "check") {
+    if (raw_ && raw_method_ != nullptr) {
+      grpc::ByteBuffer out;
+      s = grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(channel_.get(), *raw_method_, &ctx,
+                                                                                raw_request_, &out);
+      size = out.Length();
+    } else if (method_ == "check") {
       grpc::health::v1::HealthCheckResponse out;
       s = health_->Check(&ctx, {}, &out);
       size = out.ByteSizeLong();
@@ -129,6 +156,9 @@ class Caller {
   std::unique_ptr<grpc::health::v1::Health::Stub> health_;
   const std::string method_;
   const v1::ResolveDeviceRequest request_;
+  const bool raw_;
+  std::unique_ptr<grpc::internal::RpcMethod> raw_method_;
+  grpc::ByteBuffer raw_request_;
 };
 
 double Percentile(std::vector<double>& v, double p) {
