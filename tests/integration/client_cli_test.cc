@@ -118,7 +118,7 @@ TEST(ClientAndCli, EveryCommandOfTheCli) {
   CommandResult backends = RunCli(at + " backends");
   EXPECT_THAT(backends.out, HasSubstr("cuda/nvidia"));
   EXPECT_THAT(backends.out, HasSubstr("torch-npu"));
-  CommandResult watch = RunCli("--json " + at + " watch", "timeout 1");  // the first revision, then stopped
+  CommandResult watch = RunCli("--json " + at + " watch", "timeout 3");  // the first revision, then stopped
   EXPECT_EQ(watch.exit_code, 124) << watch.err;                 // still watching when timeout stops it
   EXPECT_THAT(watch.out, HasSubstr("\"revision\": \"1\""));
   d.Signal(SIGTERM);
