@@ -25,6 +25,33 @@ PreparedSnapshot::PreparedSnapshot(inventory::Snapshot snapshot, AnswerCacheLimi
       limits_(limits),
       inventory_bytes_(std::make_shared<const std::string>(snapshot_->SerializeAsString())) {}
 
+std::shared_ptr<const ResolveAnswer> PreparedSnapshot::FindByWire(absl::string_view wire) const {
+  if (limits_.max_entries == 0) return nullptr;
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = by_wire_.find(wire);
+  if (it == by_wire_.end()) return nullptr;
+  hits_.fetch_add(1, std::memory_order_relaxed);
+  return it->second;
+}
+
+std::shared_ptr<const ResolveAnswer> PreparedSnapshot::Resolve(const v1::ResolveDeviceRequest& request,
+                                                               absl::string_view wire) {
+  std::shared_ptr<const ResolveAnswer> answer = Resolve(request);
+  if (limits_.max_entries == 0) return answer;
+  const size_t cost = wire.size() + answer->bytes.size() + answer->status.message().size();
+  if (cost > limits_.max_bytes / 4) return answer;
+  absl::MutexLock lock(&mu_);
+  if (by_wire_.contains(wire)) return answer;
+  if (answers_.size() + by_wire_.size() >= 2 * limits_.max_entries || cached_bytes_ + cost > limits_.max_bytes) {
+    answers_.clear();  // full: start over, as Resolve does
+    by_wire_.clear();
+    cached_bytes_ = 0;
+  }
+  cached_bytes_ += cost;
+  by_wire_.emplace(std::string(wire), std::move(answer));
+  return by_wire_.find(wire)->second;
+}
+
 std::shared_ptr<const ResolveAnswer> PreparedSnapshot::Resolve(const v1::ResolveDeviceRequest& request) {
   std::string key;
   if (limits_.max_entries > 0) {
@@ -48,6 +75,7 @@ std::shared_ptr<const ResolveAnswer> PreparedSnapshot::Resolve(const v1::Resolve
     // Full: start over. A storm of one request refills its entry at once; a stream of distinct
     // requests (which a cache cannot help) costs one resolve each, as without the cache.
     answers_.clear();
+    by_wire_.clear();
     cached_bytes_ = 0;
   }
   cached_bytes_ += cost;

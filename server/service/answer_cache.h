@@ -19,6 +19,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "devplace/v1/devplace.pb.h"
 #include "server/inventory/store.h"
@@ -61,7 +62,17 @@ class PreparedSnapshot {
   // in ResolveAnswer::status and are cached like answers (the resolver is pure).
   std::shared_ptr<const ResolveAnswer> Resolve(const v1::ResolveDeviceRequest& request);
 
-  // Answers cached now, and how many Resolve calls were served from the cache so far.
+  // The same, and the answer is also remembered under `wire`, the request's bytes exactly as they
+  // arrived (they parsed as `request`), for FindByWire.
+  std::shared_ptr<const ResolveAnswer> Resolve(const v1::ResolveDeviceRequest& request, absl::string_view wire);
+
+  // The answer cached for a request that arrived as exactly these bytes before, or null. A job (or
+  // a storm of identical pods) repeats the same bytes, so a hit costs one hash of the bytes: no
+  // parse and no canonical serialization. Null when the cache is off.
+  std::shared_ptr<const ResolveAnswer> FindByWire(absl::string_view wire) const;
+
+  // Answers cached now (by canonical request), and how many calls were served from the cache so far
+  // (Resolve hits and FindByWire hits).
   size_t cached_answers() const;
   uint64_t hits() const;
 
@@ -71,8 +82,10 @@ class PreparedSnapshot {
   const std::shared_ptr<const std::string> inventory_bytes_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<const ResolveAnswer>> answers_ ABSL_GUARDED_BY(mu_);
+  // The same answers by wire bytes; counted in the same limits and emptied with answers_.
+  absl::flat_hash_map<std::string, std::shared_ptr<const ResolveAnswer>> by_wire_ ABSL_GUARDED_BY(mu_);
   size_t cached_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  std::atomic<uint64_t> hits_{0};
+  mutable std::atomic<uint64_t> hits_{0};
 };
 
 // Hands out the PreparedSnapshot of the store's current snapshot, building it when the store

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "grpcpp/security/auth_context.h"
 #include "grpcpp/support/byte_buffer.h"
@@ -42,28 +43,40 @@ grpc::ByteBuffer SharedBytes(std::shared_ptr<const std::string> bytes) {
   return grpc::ByteBuffer(&shared, 1);
 }
 
+// A raw request body as one contiguous view: small requests arrive as one slice, viewed in place
+// (`slices` keeps it alive); others are copied into `flat`. False when the buffer cannot be read.
+bool WireBytes(const grpc::ByteBuffer* bytes, std::vector<grpc::Slice>& slices, std::string& flat,
+               absl::string_view& wire) {
+  if (!bytes->Dump(&slices).ok()) return false;
+  if (slices.size() == 1) {
+    wire = absl::string_view(reinterpret_cast<const char*>(slices[0].begin()), slices[0].size());
+    return true;
+  }
+  flat.reserve(bytes->Length());
+  for (const grpc::Slice& s : slices) flat.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  wire = flat;
+  return true;
+}
+
+template <typename Message>
+grpc::Status Unparsable(size_t length) {
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                      absl::StrCat("request: ", length, " bytes that do not parse as a ",
+                                   Message::descriptor()->full_name(),
+                                   " (malformed protobuf, or a string field that is not UTF-8)"));
+}
+
 // Parses a raw request body into `message`; false (and INVALID_ARGUMENT in `error`) when it does
 // not parse.
 template <typename Message>
 bool ParseRequest(const grpc::ByteBuffer* bytes, Message* message, grpc::Status* error) {
-  // Small requests arrive as one slice: parse it in place (no byte-buffer copy, no stream).
   std::vector<grpc::Slice> slices;
-  bool parsed = false;
-  if (bytes->Dump(&slices).ok()) {
-    if (slices.size() == 1) {
-      parsed = message->ParseFromArray(slices[0].begin(), static_cast<int>(slices[0].size()));
-    } else {
-      std::string flat;
-      flat.reserve(bytes->Length());
-      for (const grpc::Slice& s : slices) flat.append(reinterpret_cast<const char*>(s.begin()), s.size());
-      parsed = message->ParseFromString(flat);
-    }
+  std::string flat;
+  absl::string_view wire;
+  if (WireBytes(bytes, slices, flat, wire) && message->ParseFromArray(wire.data(), static_cast<int>(wire.size()))) {
+    return true;
   }
-  if (parsed) return true;
-  *error = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        absl::StrCat("request: ", bytes->Length(), " bytes that do not parse as a ",
-                                     Message::descriptor()->full_name(),
-                                     " (malformed protobuf, or a string field that is not UTF-8)"));
+  *error = Unparsable<Message>(bytes->Length());
   return false;
 }
 
@@ -221,18 +234,26 @@ grpc::ServerUnaryReactor* DevicePlacementService::ResolveDevice(grpc::CallbackSe
                                                                 const grpc::ByteBuffer* request_bytes,
                                                                 grpc::ByteBuffer* response_bytes) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  v1::ResolveDeviceRequest request;
-  if (grpc::Status bad; !ParseRequest(request_bytes, &request, &bad)) {
-    reactor->Finish(bad);
-    return reactor;
-  }
+  std::vector<grpc::Slice> slices;
+  std::string flat;
+  absl::string_view wire;
+  const bool readable = WireBytes(request_bytes, slices, flat, wire);
   const std::shared_ptr<PreparedSnapshot> prepared = prepared_.Current();
-  if (prepared == nullptr) {
-    reactor->Finish(NoInventory(store_));
-    return reactor;
+  // The same bytes answered before for this snapshot: no parse (the pod-startup storm).
+  std::shared_ptr<const ResolveAnswer> answer = readable && prepared != nullptr ? prepared->FindByWire(wire) : nullptr;
+  if (answer == nullptr) {
+    v1::ResolveDeviceRequest request;
+    if (!readable || !request.ParseFromArray(wire.data(), static_cast<int>(wire.size()))) {
+      reactor->Finish(Unparsable<v1::ResolveDeviceRequest>(request_bytes->Length()));
+      return reactor;
+    }
+    if (prepared == nullptr) {
+      reactor->Finish(NoInventory(store_));
+      return reactor;
+    }
+    // placement::Resolve's answer for this snapshot, or the same answer from the cache.
+    answer = prepared->Resolve(request, wire);
   }
-  // placement::Resolve's answer for this snapshot, or the same answer from the cache.
-  const std::shared_ptr<const ResolveAnswer> answer = prepared->Resolve(request);
   if (answer->status.ok()) *response_bytes = SharedBytes(std::shared_ptr<const std::string>(answer, &answer->bytes));
   reactor->Finish(ToGrpc(answer->status));
   return reactor;

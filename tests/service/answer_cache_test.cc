@@ -101,6 +101,49 @@ TEST(PreparedSnapshot, AnswersAreTheResolversAndRepeatsComeFromTheCache) {
   EXPECT_EQ(prepared.cached_answers(), 2u);
 }
 
+// The wire-bytes path: the same bytes again are a hit without parsing; other bytes (even of an
+// equal request) are a miss until answered; errors and limits behave as for Resolve.
+TEST(PreparedSnapshot, RepeatedWireBytesAreServedWithoutParsing) {
+  auto snap = std::make_shared<const v1::Inventory>(Gpus(8));
+  service::PreparedSnapshot prepared(snap, {});
+  v1::ResolveDeviceRequest req = AutoRequest();
+  (*req.mutable_env())["CUDA_VISIBLE_DEVICES"] = "3,1";
+  const std::string wire = req.SerializeAsString();
+  EXPECT_EQ(prepared.FindByWire(wire), nullptr);
+  std::shared_ptr<const service::ResolveAnswer> first = prepared.Resolve(req, wire);
+  ASSERT_TRUE(first->status.ok()) << first->status;
+  EXPECT_TRUE(IsResolversAnswer(first->bytes, *snap, req));
+  EXPECT_EQ(prepared.FindByWire(wire), first);
+  EXPECT_EQ(prepared.hits(), 1u);
+  // Another request's bytes never hit this entry.
+  v1::ResolveDeviceRequest other = req;
+  (*other.mutable_env())["CUDA_VISIBLE_DEVICES"] = "1,3";
+  EXPECT_EQ(prepared.FindByWire(other.SerializeAsString()), nullptr);
+  std::shared_ptr<const service::ResolveAnswer> second = prepared.Resolve(other, other.SerializeAsString());
+  EXPECT_TRUE(IsResolversAnswer(second->bytes, *snap, other));
+  EXPECT_NE(second->bytes, first->bytes);
+  // Errors are remembered by their bytes too.
+  v1::ResolveDeviceRequest bad = AutoRequest();
+  bad.set_device_map("cuda:9");
+  prepared.Resolve(bad, bad.SerializeAsString());
+  ASSERT_NE(prepared.FindByWire(bad.SerializeAsString()), nullptr);
+  EXPECT_EQ(prepared.FindByWire(bad.SerializeAsString())->status, placement::Resolve(*snap, bad).status());
+  // Off: nothing found by bytes either.
+  service::PreparedSnapshot off(snap, {.max_entries = 0});
+  off.Resolve(req, wire);
+  EXPECT_EQ(off.FindByWire(wire), nullptr);
+  // Bounded: entries by bytes count against max_entries with the canonical ones.
+  service::PreparedSnapshot small(snap, {.max_entries = 2, .max_bytes = size_t{1} << 20});
+  for (int rank = 0; rank < 6; ++rank) {
+    v1::ResolveDeviceRequest r;
+    r.set_workload(v1::WORKLOAD_TRAINING);
+    r.set_local_rank(rank);
+    r.set_world_size(6);
+    EXPECT_TRUE(IsResolversAnswer(small.Resolve(r, r.SerializeAsString())->bytes, *snap, r));
+    EXPECT_LE(small.cached_answers(), 2u);
+  }
+}
+
 TEST(PreparedSnapshot, ErrorsAreCachedWithTheirStatus) {
   auto snap = std::make_shared<const v1::Inventory>(Gpus(2));
   service::PreparedSnapshot prepared(snap, {});
@@ -208,6 +251,26 @@ TEST_F(ServiceCache, RepeatedRequestsGetTheResolversAnswer) {
   EXPECT_TRUE(Same(second, first));
   EXPECT_EQ(first.inventory_revision(), 1u);
   EXPECT_EQ(first.placed_size(), 8);
+}
+
+// Over the wire: the second call of the same bytes is served from the cache by its bytes, and a
+// request whose env map arrives in another order still gets the resolver's answer.
+TEST_F(ServiceCache, RepeatedBytesAndReorderedEnvGetTheResolversAnswer) {
+  v1::ResolveDeviceRequest req = AutoRequest();
+  for (int i = 0; i < 6; ++i) (*req.mutable_env())["VAR_" + std::to_string(i)] = std::to_string(i);
+  (*req.mutable_env())["CUDA_VISIBLE_DEVICES"] = "5,2";
+  for (int call = 0; call < 3; ++call) {
+    const v1::ResolveDeviceResponse got = Resolve(req);
+    EXPECT_TRUE(IsResolversAnswer(got, *store_->Current(), req)) << "call " << call;
+    EXPECT_EQ(got.device(), "cuda:0");
+    EXPECT_EQ(got.placed(0).host_index(), 5);
+  }
+  v1::ResolveDeviceRequest reordered = AutoRequest();
+  (*reordered.mutable_env())["CUDA_VISIBLE_DEVICES"] = "5,2";
+  for (int i = 5; i >= 0; --i) (*reordered.mutable_env())["VAR_" + std::to_string(i)] = std::to_string(i);
+  EXPECT_TRUE(IsResolversAnswer(Resolve(reordered), *store_->Current(), req));
+  (*reordered.mutable_env())["CUDA_VISIBLE_DEVICES"] = "2";
+  EXPECT_EQ(Resolve(reordered).placed(0).host_index(), 2);
 }
 
 TEST_F(ServiceCache, AnUnchangedReprobeWithNewTelemetryIsNotServedFromTheOldSnapshot) {
