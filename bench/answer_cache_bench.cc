@@ -14,13 +14,22 @@
 namespace devplace::testing {
 namespace {
 
-void BM_CachedAnswer_InferenceAuto(benchmark::State& state) {
+std::shared_ptr<const v1::Inventory> Gpus(int64_t n) {
   InventoryBuilder b;
-  b.Add(v1::ROW_CUDA_NVIDIA, static_cast<int>(state.range(0)));
-  service::PreparedSnapshot prepared(std::make_shared<const v1::Inventory>(b.Build()), {});
+  b.Add(v1::ROW_CUDA_NVIDIA, static_cast<int>(n));
+  return std::make_shared<const v1::Inventory>(b.Build());
+}
+
+v1::ResolveDeviceRequest AutoRequest() {  // from_pretrained(device_map="auto")
   v1::ResolveDeviceRequest req;
   req.set_workload(v1::WORKLOAD_INFERENCE);
   req.set_device_map("auto");
+  return req;
+}
+
+void BM_CachedAnswer_InferenceAuto(benchmark::State& state) {
+  service::PreparedSnapshot prepared(Gpus(state.range(0)), {});
+  const v1::ResolveDeviceRequest req = AutoRequest();
   const std::string wire = req.SerializeAsString();
   prepared.Resolve(req, wire);
   for (auto _ : state) benchmark::DoNotOptimize(prepared.FindByWire(wire));
@@ -28,12 +37,8 @@ void BM_CachedAnswer_InferenceAuto(benchmark::State& state) {
 BENCHMARK(BM_CachedAnswer_InferenceAuto)->Arg(2)->Arg(8)->Arg(64)->Arg(256);
 
 void BM_CachedAnswerParsed_InferenceAuto(benchmark::State& state) {
-  InventoryBuilder b;
-  b.Add(v1::ROW_CUDA_NVIDIA, static_cast<int>(state.range(0)));
-  service::PreparedSnapshot prepared(std::make_shared<const v1::Inventory>(b.Build()), {});
-  v1::ResolveDeviceRequest req;
-  req.set_workload(v1::WORKLOAD_INFERENCE);
-  req.set_device_map("auto");
+  service::PreparedSnapshot prepared(Gpus(state.range(0)), {});
+  const v1::ResolveDeviceRequest req = AutoRequest();
   const std::string wire = req.SerializeAsString();
   for (auto _ : state) {
     v1::ResolveDeviceRequest parsed;
