@@ -1,4 +1,4 @@
-"""SEMANTICS.md section 9 cases over the wire: the real devplaced on fixture hosts, asked by the
+"""SEMANTICS.md section 11 cases over the wire: the real devplaced on fixture hosts, asked by the
 Python client and by the C++ client (the `devplace` CLI, --no_environment), must give the same
 answer (the whole response, or the same code and message) and the answer the rules say."""
 
