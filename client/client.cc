@@ -402,11 +402,12 @@ absl::Status Connection::WatchInventory(uint64_t known_revision, InventoryCallba
 const std::vector<std::string>& PlacementEnvironmentVariables() {
   static const std::vector<std::string>* const kVariables = new std::vector<std::string>{
       "CUDA_VISIBLE_DEVICES",    "CUDA_DEVICE_ORDER",      "ROCR_VISIBLE_DEVICES",   "HIP_VISIBLE_DEVICES",
-      "ZE_AFFINITY_MASK",        "ZE_FLAT_DEVICE_HIERARCHY", "ASCEND_RT_VISIBLE_DEVICES", "MLU_VISIBLE_DEVICES",
+      "ZE_AFFINITY_MASK",        "ZE_FLAT_DEVICE_HIERARCHY", "ZE_ENABLE_PCI_ID_DEVICE_ORDER",
+      "ASCEND_RT_VISIBLE_DEVICES", "MLU_VISIBLE_DEVICES",
       "CN_VISIBLE_DEVICES",      "MUSA_VISIBLE_DEVICES",   "SDAA_VISIBLE_DEVICES",   "NEURON_RT_VISIBLE_CORES",
       "NEURON_RT_NUM_CORES",
-      "HABANA_VISIBLE_MODULES",  "TPU_VISIBLE_CHIPS",      "LOCAL_RANK",             "WORLD_SIZE",
-      "ACCELERATE_USE_CPU",      "ACCELERATE_TORCH_DEVICE", "USE_TORCH_XLA",
+      "HABANA_VISIBLE_MODULES",  "HABANA_VISIBLE_DEVICES", "TPU_VISIBLE_CHIPS",      "LOCAL_RANK",
+      "WORLD_SIZE",              "ACCELERATE_USE_CPU",     "ACCELERATE_TORCH_DEVICE", "USE_TORCH_XLA",
   };
   return *kVariables;
 }

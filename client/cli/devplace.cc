@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
-#include <unistd.h>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -755,13 +754,7 @@ int RunProbe() {
   const probe::ProbeRun run = probe::RunProbers(*root, options);
   v1::Inventory inv = inventory::BuildInventory(run);
   StampNow(inv);
-  const int status = PrintInventory(inv);
-  if (run.abandoned_thread) {  // a vendor call never returned: leave without joining or unloading it
-    std::fflush(stdout);
-    std::fflush(stderr);
-    _exit(status);
-  }
-  return status;
+  return PrintInventory(inv);
 }
 
 // --env values as K=V entries; a comma piece without '=' continues the previous value.

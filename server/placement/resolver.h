@@ -44,7 +44,7 @@ namespace devplace::placement {
 //
 // Warnings also name set visibility variables that cannot apply to the chosen row (H-FOREIGN) and
 // HABANA_VISIBLE_DEVICES (the container runtime's variable). NVIDIA devices are numbered in the
-// job's CUDA_DEVICE_ORDER (E-ORDER, docs/SEMANTICS-hazards.md).
+// job's CUDA_DEVICE_ORDER (E-ORDER, docs/SEMANTICS.md section 3).
 //  - UNAVAILABLE: the inventory is empty (no probe has completed yet).
 absl::StatusOr<v1::ResolveDeviceResponse> Resolve(const v1::Inventory& inventory,
                                                   const v1::ResolveDeviceRequest& request);

@@ -82,7 +82,7 @@ struct CudaStyleList {
 };
 CudaStyleList ParseCudaStyleList(const std::string& value);
 
-// P2 hints (SEMANTICS-hazards.md H-FOREIGN): one warning for each visibility variable set in
+// P2 hints (SEMANTICS.md section 9, H-FOREIGN): one warning for each visibility variable set in
 // `env` that does not govern `chosen`, the row of the answer, naming the variable that does
 // (CUDA_VISIBLE_DEVICES on an npu answer: ASCEND_RT_VISIBLE_DEVICES). For a cpu answer, only
 // variables of rows `inventory` does not have are named (they select nothing on this host). Also

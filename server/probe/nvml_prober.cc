@@ -379,7 +379,10 @@ absl::StatusOr<ProbeOutcome> MergeNvml(const NvmlSnapshot& snapshot, HostFacts& 
     v1::Device& d = fn->device;
     if (!gpu.name.empty()) d.set_name(gpu.name);
     if (!gpu.uuid.empty()) d.set_uuid(gpu.uuid);
-    if (gpu.memory_total_bytes) d.set_memory_total_bytes(*gpu.memory_total_bytes);
+    if (gpu.memory_total_bytes) {
+      d.set_memory_total_bytes(*gpu.memory_total_bytes);
+      (*d.mutable_attributes())["memory_source"] = "nvml";  // as the other vendor probers name theirs
+    }
     if (gpu.memory_free_bytes) d.set_memory_free_bytes(*gpu.memory_free_bytes);
     if (gpu.mig_enabled) (*d.mutable_attributes())["mig_mode"] = *gpu.mig_enabled ? "enabled" : "disabled";
     for (const NvmlMigDevice& m : gpu.mig_devices) {

@@ -79,7 +79,8 @@ NvmlSnapshot ReadNvml(const std::string& library, const std::vector<std::string>
 // Merges `snapshot` into the NVIDIA row of `facts` by bus id: NVML's name replaces the /proc
 // one; uuid, memory total and free; MIG devices become Device.partitions (matched to the
 // capability-file partitions by GPU and compute instance id, else appended) with uuid, profile
-// (from the MIG device name) and memory; attribute "mig_mode" = "enabled" / "disabled";
+// (from the MIG device name) and memory; attribute "memory_source" = "nvml" when NVML gave the
+// total memory; attribute "mig_mode" = "enabled" / "disabled";
 // the driver version when no kernel source gave one; Backend attribute "cuda_driver_version".
 // A lost GPU gets HEALTH_LOST with the call in health_reason; a refused one an
 // inaccessible_reason. A GPU NVML lists that the PCI scan did not see is only named in the

@@ -48,9 +48,6 @@ const std::vector<Prober>& AllProbers();
 struct ProbeRun {
   HostFacts facts;
   std::vector<v1::ProbeReport> reports;  // in run order; duration_ms is wall time
-  // Always false since vendor probers run in child processes (a timed-out one is killed, no
-  // thread is left inside a library); kept so callers that check it still build.
-  bool abandoned_thread = false;
 };
 
 // Runs `probers` (default: AllProbers()) against `root`. Never fails: errors are in the reports.

@@ -39,7 +39,11 @@ class EnvironmentTest : public ::testing::Test {
 };
 
 TEST_F(EnvironmentTest, ListsThePlacementVariablesTheServerReads) {
-  EXPECT_EQ(PlacementEnvironmentVariables().size(), 20u);  // SDAA_VISIBLE_DEVICES joined with the sdaa row
+  EXPECT_EQ(PlacementEnvironmentVariables().size(), 22u);  // SDAA_VISIBLE_DEVICES joined with the sdaa row
+  // The two the daemon reads beyond the mask variables: Level Zero's device order (E-ORDER) and
+  // the Gaudi container runtime's variable (H-HPU, explained to the job).
+  EXPECT_THAT(PlacementEnvironmentVariables(), ::testing::Contains("ZE_ENABLE_PCI_ID_DEVICE_ORDER"));
+  EXPECT_THAT(PlacementEnvironmentVariables(), ::testing::Contains("HABANA_VISIBLE_DEVICES"));
   // Every mask variable of the hardware table is among them.
   const v1::ListBackendsResponse table = placement::ListBackendsResponse();
   for (const v1::BackendInfo& row : table.backends()) {
@@ -60,6 +64,19 @@ TEST_F(EnvironmentTest, CopiesSetVariablesIncludingEmptyOnes) {
   EXPECT_EQ(options.workload, v1::WORKLOAD_UNSPECIFIED);
   EXPECT_FALSE(options.local_rank.has_value());
   EXPECT_FALSE(options.world_size.has_value());
+}
+
+TEST_F(EnvironmentTest, CopiesTheLevelZeroOrderAndGaudiContainerVariables) {
+  Set("ZE_ENABLE_PCI_ID_DEVICE_ORDER", "1");
+  Set("HABANA_VISIBLE_DEVICES", "3");
+  Set("HABANA_VISIBLE_MODULES", "3");
+  const ResolveOptions options = ResolveOptions::FromEnvironment(dev_.path());
+  EXPECT_THAT(options.env, UnorderedElementsAre(Pair("ZE_ENABLE_PCI_ID_DEVICE_ORDER", "1"),
+                                                Pair("HABANA_VISIBLE_DEVICES", "3"), Pair("HABANA_VISIBLE_MODULES", "3")));
+  const ResolveOptions job = ResolveOptions::ForJob(
+      v1::WORKLOAD_TRAINING, {{"ZE_ENABLE_PCI_ID_DEVICE_ORDER", "1"}, {"HABANA_VISIBLE_DEVICES", "all"}});
+  EXPECT_EQ(job.env, (std::map<std::string, std::string>{{"HABANA_VISIBLE_DEVICES", "all"},
+                                                         {"ZE_ENABLE_PCI_ID_DEVICE_ORDER", "1"}}));
 }
 
 TEST_F(EnvironmentTest, LocalRankAndWorldSizeBecomeFields) {

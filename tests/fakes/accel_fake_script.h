@@ -14,16 +14,12 @@
 //                                         uuid, memory <total bytes> <used bytes> (DCMI and CNDev
 //                                         answer in MB: use multiples of 1048576); the
 //                                         fake-specific keys are listed in each fake
-//   fail <function> <target> <code>       the call returns <code>: a number or a name from the
-//                                         fake's table (without the library's prefix)
-//   sleep <function> <target> <ms>        the call sleeps that long first
-//   hang <function> <target>              the call never returns
-//   crash <function> <target>             the call dereferences a null pointer (SIGSEGV), as a
-//                                         library built for another ABI would
+//   fail / sleep / hang / crash           the common directives of fake_script.h (the core every
+//                                         scripted fake shares: reading, rules, call log); `fail`
+//                                         codes are named from the fake's table without the
+//                                         library's prefix, or numbers
 //
-// <function> is a library function name or '*'. <target> is '-' for calls that name no device,
-// <i> for device i, or '*' for any device. Directives apply in file order: sleeps accumulate, the
-// first matching fail, hang or crash decides.
+// This file is only the key/value device format of these four fakes on top of that core.
 #ifndef DEVPLACE_TESTS_FAKES_ACCEL_FAKE_SCRIPT_H_
 #define DEVPLACE_TESTS_FAKES_ACCEL_FAKE_SCRIPT_H_
 
@@ -31,14 +27,9 @@
 #include <string>
 #include <vector>
 
-namespace fake {
+#include "tests/fakes/fake_script.h"
 
-struct Rule {
-  std::string action;  // fail, sleep, hang, crash
-  std::string function;
-  std::string target;
-  int value = 0;  // fail: the code; sleep: milliseconds
-};
+namespace fake {
 
 struct Script {
   std::string driver_version;
@@ -54,7 +45,7 @@ struct Script {
 struct Library {
   const char* config_env;  // e.g. "FAKE_HLML_CONFIG"
   const char* log_env;     // e.g. "FAKE_HLML_LOG"
-  const std::map<std::string, int>* codes;  // code names for `fail`
+  const std::map<std::string, long long>* codes;  // code names for `fail`
 };
 
 // Loads a new script from library.config_env (kept alive for the process: a thread abandoned in

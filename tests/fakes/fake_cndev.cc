@@ -19,7 +19,7 @@
 
 namespace {
 
-const std::map<std::string, int> kCodes = {
+const std::map<std::string, long long> kCodes = {
     {"NO_DRIVER", CNDEV_ERROR_NO_DRIVER},
     {"LOW_DRIVER_VERSION", CNDEV_ERROR_LOW_DRIVER_VERSION},
     {"UNSUPPORTED_API_VERSION", CNDEV_ERROR_UNSUPPORTED_API_VERSION},

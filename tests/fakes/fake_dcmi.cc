@@ -21,7 +21,7 @@
 
 namespace {
 
-const std::map<std::string, int> kCodes = {
+const std::map<std::string, long long> kCodes = {
     {"INVALID_PARAMETER", DCMI_ERR_CODE_INVALID_PARAMETER}, {"OPER_NOT_PERMITTED", DCMI_ERR_CODE_OPER_NOT_PERMITTED},
     {"INNER_ERR", DCMI_ERR_CODE_INNER_ERR},                 {"TIME_OUT", DCMI_ERR_CODE_TIME_OUT},
     {"INVALID_DEVICE_ID", DCMI_ERR_CODE_INVALID_DEVICE_ID}, {"DEVICE_NOT_EXIST", DCMI_ERR_CODE_DEVICE_NOT_EXIST},

@@ -18,7 +18,7 @@
 
 namespace {
 
-const std::map<std::string, int> kCodes = {
+const std::map<std::string, long long> kCodes = {
     {"UNINITIALIZED", HLML_ERROR_UNINITIALIZED}, {"INVALID_ARGUMENT", HLML_ERROR_INVALID_ARGUMENT},
     {"NOT_SUPPORTED", HLML_ERROR_NOT_SUPPORTED}, {"NOT_FOUND", HLML_ERROR_NOT_FOUND},
     {"DRIVER_NOT_LOADED", HLML_ERROR_DRIVER_NOT_LOADED}, {"TIMEOUT", HLML_ERROR_TIMEOUT},

@@ -23,7 +23,7 @@ struct MtmlLibrary {
 
 namespace {
 
-const std::map<std::string, int> kCodes = {
+const std::map<std::string, long long> kCodes = {
     {"DRIVER_NOT_LOADED", MTML_ERROR_DRIVER_NOT_LOADED}, {"DRIVER_FAILURE", MTML_ERROR_DRIVER_FAILURE},
     {"INVALID_ARGUMENT", MTML_ERROR_INVALID_ARGUMENT},   {"NOT_SUPPORTED", MTML_ERROR_NOT_SUPPORTED},
     {"NO_PERMISSION", MTML_ERROR_NO_PERMISSION},         {"NOT_FOUND", MTML_ERROR_NOT_FOUND},
@@ -58,10 +58,12 @@ MtmlReturn CopyString(const std::string& value, char* out, unsigned int length) 
   return MTML_SUCCESS;
 }
 
+#ifndef FAKE_MTML_NO_MEMORY
 // "<total> <used>" of device i; false when the script gives none.
 bool Memory(const fake::Script& script, size_t i, unsigned long long& total, unsigned long long& used) {
   return std::sscanf(script.Fact(i, "memory").c_str(), "%llu %llu", &total, &used) == 2;
 }
+#endif
 
 }  // namespace
 

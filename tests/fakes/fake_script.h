@@ -1,6 +1,7 @@
-// Shared by the scripted fake vendor libraries (fake_amdsmi.cc, fake_ze.cc): the script's common
-// directives (errors, slow, never-returning and crashing calls), the word splitter and the call
-// log. Header-only: each fake is its own shared library with hidden visibility.
+// The core every scripted fake vendor library shares (fake_nvml.cc, fake_amdsmi.cc, fake_ze.cc,
+// and through accel_fake_script.cc fake_hlml, fake_dcmi, fake_cndev, fake_mtml): reading a script,
+// its common directives (errors, slow, never-returning and crashing calls), the word splitter and
+// the call log. Header-only: each fake is its own shared library with hidden visibility.
 //
 // Common directives (one per line, '#' starts a comment):
 //   fail <function> <target> <code>   the call returns <code>: a name from the fake's table of

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "devplace/client.h"
 #include "devplace/v1/devplace.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
@@ -114,6 +115,55 @@ TEST(DaemonHazards, GaudiIndexIsInvalidArgumentNamingTheModuleVariable) {
   EXPECT_THAT(absl::StrJoin(answer.warnings(), "\n"), HasSubstr("HABANA_VISIBLE_DEVICES=1: HABANA_VISIBLE_DEVICES is"));
   d.process.Signal(SIGTERM);
   EXPECT_EQ(d.process.WaitExit(absl::Seconds(10)), 0);
+}
+
+// The client side of H-HPU and E-ORDER (Level Zero): HABANA_VISIBLE_DEVICES and
+// ZE_ENABLE_PCI_ID_DEVICE_ORDER set in the job's own environment reach the daemon through
+// libdevplace's ResolveOptions::FromEnvironment() and change the answer as the rule book says.
+TEST(DaemonHazards, ClientEnvironmentCarriesGaudiAndLevelZeroVariables) {
+  Daemon gaudi("hpu-2x-gaudi2", {});
+  Daemon xpu("xpu-2x-arc", {});  // an iGPU and two Arc A770: the visible Intel GPUs differ in model
+  ASSERT_TRUE(gaudi.process.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << gaudi.process.Log();
+  ASSERT_TRUE(xpu.process.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << xpu.process.Log();
+  auto ask = [](DaemonProcess& d, v1::Workload workload, const std::string& device_map) {
+    ResolveOptions options = ResolveOptions::FromEnvironment();  // this process's variables
+    options.job_device_nodes.reset();  // the fixture host's nodes, not this machine's /dev
+    options.workload = workload;
+    options.device_map = device_map;
+    ConnectOptions connect;
+    connect.address = d.unix_target();
+    absl::StatusOr<Client> client = Client::Connect(connect);
+    EXPECT_TRUE(client.ok()) << client.status();
+    return client.ok() ? client->Resolve(options) : absl::StatusOr<v1::ResolveDeviceResponse>(client.status());
+  };
+  constexpr char kZeWarning[] = "ZE_ENABLE_PCI_ID_DEVICE_ORDER is not 1";
+  unsetenv("HABANA_VISIBLE_DEVICES");
+  unsetenv("ZE_ENABLE_PCI_ID_DEVICE_ORDER");
+  absl::StatusOr<v1::ResolveDeviceResponse> hpu = ask(gaudi.process, v1::WORKLOAD_INFERENCE, "hpu:1");
+  EXPECT_EQ(hpu.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(hpu.status().message()), Not(HasSubstr("container runtime")));
+  absl::StatusOr<v1::ResolveDeviceResponse> arc = ask(xpu.process, v1::WORKLOAD_TRAINING, "");
+  ASSERT_TRUE(arc.ok()) << arc.status();
+  EXPECT_THAT(absl::StrJoin(arc->warnings(), "\n"), HasSubstr(kZeWarning));
+  {
+    ScopedEnv habana("HABANA_VISIBLE_DEVICES", "1");
+    ScopedEnv ze("ZE_ENABLE_PCI_ID_DEVICE_ORDER", "1");
+    hpu = ask(gaudi.process, v1::WORKLOAD_INFERENCE, "hpu:1");
+    EXPECT_EQ(hpu.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(hpu.status().message()), HasSubstr("container runtime"));
+    hpu = ask(gaudi.process, v1::WORKLOAD_INFERENCE, "hpu");
+    ASSERT_TRUE(hpu.ok()) << hpu.status();
+    EXPECT_EQ(hpu->device(), "hpu");
+    EXPECT_THAT(absl::StrJoin(hpu->warnings(), "\n"), HasSubstr("HABANA_VISIBLE_DEVICES=1: HABANA_VISIBLE_DEVICES is"));
+    arc = ask(xpu.process, v1::WORKLOAD_TRAINING, "");
+    ASSERT_TRUE(arc.ok()) << arc.status();
+    EXPECT_EQ(arc->device(), "xpu:0");
+    EXPECT_THAT(absl::StrJoin(arc->warnings(), "\n"), Not(HasSubstr(kZeWarning)));
+  }
+  for (Daemon* d : {&gaudi, &xpu}) {
+    d->process.Signal(SIGTERM);
+    EXPECT_EQ(d->process.WaitExit(absl::Seconds(10)), 0);
+  }
 }
 
 TEST(DaemonHazards, CudaOrderFromLibcudaNumbersTheJobsGpus) {

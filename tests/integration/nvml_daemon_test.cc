@@ -62,6 +62,9 @@ TEST(NvmlDaemon, FreeMemoryFromNvmlBecomesMaxMemory) {
   ASSERT_TRUE(stub->ResolveDevice(&ctx2, req, &answer).ok());
   EXPECT_EQ(answer.device(), "cuda:0");
   EXPECT_EQ(answer.max_memory().at("1"), gpu1.memory_free_bytes());  // two GPUs: each one's free memory
+  // The figures' source, as for the other vendor libraries: the device attribute and the I-MEM step.
+  EXPECT_EQ(gpu1.attributes().at("memory_source"), "nvml");
+  EXPECT_THAT(answer.explanation(), ::testing::Contains("I-MEM memory of cuda:0, cuda:1 from nvml"));
   d.Signal(SIGTERM);
   EXPECT_EQ(d.WaitExit(absl::Seconds(10)), 0);
 }

@@ -1,4 +1,4 @@
-// Issue 10 items 7-10 (docs/SEMANTICS-hazards.md): MIG enumeration (E-MIG), Gaudi device indices
+// Issue 10 items 7-10 (docs/SEMANTICS.md sections 3 and 9): MIG enumeration (E-MIG), Gaudi device indices
 // (H-HPU), the CUDA runtime's enumeration order (E-ORDER) and visibility variables that cannot
 // apply to the answer's row (H-FOREIGN), as table-driven cases. Case names carry the rule id.
 #include <functional>

@@ -1,4 +1,4 @@
-// Resolver behaviour beyond the SEMANTICS.md section 9 table: request validation, the extra
+// Resolver behaviour beyond the SEMANTICS.md section 11 table: request validation, the extra
 // HF-SEMANTICS cases, host-side hazards and max_memory budgets.
 #include "server/placement/resolver.h"
 

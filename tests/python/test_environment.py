@@ -40,6 +40,7 @@ ENVIRONMENTS = [
     {"MUSA_VISIBLE_DEVICES": "4,5", "MLU_VISIBLE_DEVICES": "1", "CN_VISIBLE_DEVICES": "0",
      "NEURON_RT_NUM_CORES": "2", "ROCR_VISIBLE_DEVICES": "GPU-1", "NOT_A_PLACEMENT_VARIABLE": "x",
      "CUDA_VISIBLE_DEVICES_EXTRA": "1"},
+    {"ZE_ENABLE_PCI_ID_DEVICE_ORDER": "1", "HABANA_VISIBLE_DEVICES": "0,1", "HABANA_VISIBLE_MODULES": ""},
 ]
 
 def make_tree(root, nodes):
@@ -59,6 +60,9 @@ class CaptureMatchesLibdevplace(unittest.TestCase):
         self.assertEqual(listed.returncode, 0, listed.stderr)
         self.assertEqual(list(devplace.PLACEMENT_ENVIRONMENT_VARIABLES), listed.stdout.split())
         self.assertIn("CUDA_VISIBLE_DEVICES", devplace.PLACEMENT_ENVIRONMENT_VARIABLES)
+        # Read by the daemon beyond the mask variables (E-ORDER for Level Zero, H-HPU).
+        self.assertIn("ZE_ENABLE_PCI_ID_DEVICE_ORDER", devplace.PLACEMENT_ENVIRONMENT_VARIABLES)
+        self.assertIn("HABANA_VISIBLE_DEVICES", devplace.PLACEMENT_ENVIRONMENT_VARIABLES)
 
     def test_same_request_for_every_environment_and_dev_tree(self):
         with TempDir() as dir:
@@ -87,6 +91,9 @@ class CaptureMatchesLibdevplace(unittest.TestCase):
             self.assertEqual(dict(request.env), {"WORLD_SIZE": "0", "CUDA_VISIBLE_DEVICES": ""})
             self.assertTrue(request.HasField("job_devices"))  # present and empty: sees no accelerator
             self.assertEqual(list(request.job_devices.device_nodes), [])
+            request = devplace.from_environment(dir.file("missing"), environ={
+                "ZE_ENABLE_PCI_ID_DEVICE_ORDER": "1", "HABANA_VISIBLE_DEVICES": "3"})
+            self.assertEqual(dict(request.env), {"ZE_ENABLE_PCI_ID_DEVICE_ORDER": "1", "HABANA_VISIBLE_DEVICES": "3"})
 
     def test_for_job_reads_nothing_of_this_process(self):
         request = devplace.for_job({"LOCAL_RANK": "2", "PATH": "/bin", "CUDA_VISIBLE_DEVICES": "3"})

@@ -1,4 +1,4 @@
-"""SEMANTICS.md section 9 cases over the wire: the real devplaced on fixture hosts, asked by the
+"""SEMANTICS.md section 11 cases over the wire: the real devplaced on fixture hosts, asked by the
 Python client and by the C++ client (the `devplace` CLI, --no_environment), must give the same
 answer (the whole response, or the same code and message) and the answer the rules say."""
 
@@ -85,7 +85,23 @@ CASES = [
     ("S47", H100, dict(workload="training", runtime_backends=["cpu"]), "cpu"),
     ("S47_strict", H100, dict(workload="training", runtime_backends=["cpu"], strict=True), "FAILED_PRECONDITION"),
     ("S48", "musa-2x-s4000", dict(workload="training", local_rank=1, env={"MUSA_VISIBLE_DEVICES": "1,0"}), "musa:1"),
+    # Version boundaries (section 10) through the transformers_version / accelerate_version overrides.
+    ("V16_4.46.3", "hpu-2x-gaudi2", dict(workload="training", transformers_version="4.46.3"), "cpu"),
+    ("V16_5.0.0", "hpu-2x-gaudi2", dict(workload="training", transformers_version="5.0.0"), "hpu:0"),
+    ("V04_0.34.2", "xpu-2x-arc", dict(workload="training", convention="accelerate", accelerate_version="0.34.2"),
+     "xpu:0"),
+    ("V04_1.0.0", "xpu-2x-arc", dict(workload="training", convention="accelerate", accelerate_version="1.0.0"), "xpu"),
 ]
+
+# The releases each V case's answer must name (transformers_version, accelerate_version): the one
+# asked for, and for the other library the newest, or Transformers 4.57.0 (the last 4.x line) when
+# only an Accelerate below 1.1.0 is named.
+ECHOED_VERSIONS = {
+    "V16_4.46.3": ("4.46.3", "1.15.0"),
+    "V16_5.0.0": ("5.0.0", "1.15.0"),
+    "V04_0.34.2": ("4.57.0", "0.34.2"),
+    "V04_1.0.0": ("4.57.0", "1.0.0"),
+}
 
 
 def cli_flags(kwargs):
@@ -148,6 +164,29 @@ class SemanticsOverTheWire(unittest.TestCase):
                     self.assertTrue(any("/dev" in w for w in answer.warnings), answer.warnings)
                 if case_id == "S27":
                     self.assertEqual(list(answer.max_memory), [0, 1, "cpu"])
+                if case_id in ECHOED_VERSIONS:
+                    self.assertEqual((answer.transformers_version, answer.accelerate_version),
+                                     ECHOED_VERSIONS[case_id])
+                if case_id == "V16_4.46.3":  # TrainingArguments 4.x has no Gaudi branch: the warning names it
+                    self.assertTrue(any("hpu" in w and "4.46.3" in w for w in answer.warnings), answer.warnings)
+
+    def test_unsupported_version_is_the_daemons_invalid_argument(self):
+        daemon = self.daemons["hpu-2x-gaudi2"]
+        with devplace.Client(daemon.unix_target) as client:
+            for field, value, accepted in (("accelerate_version", "0.24.0", "0.25.0 up to 1.15.x"),
+                                           ("transformers_version", "6.0.0", "4.30.0 up to 5.x"),
+                                           ("transformers_version", "v5", "4.30.0 up to 5.x")):
+                with self.subTest(field=field, value=value):
+                    with self.assertRaises(devplace.InvalidArgumentError) as raised:
+                        client.resolve("training", from_environment=False, **{field: value})
+                    self.assertIn(f"{field}: '{value}'", raised.exception.message)  # the daemon's words
+                    self.assertIn(accepted, raised.exception.message)
+            with self.assertRaises(devplace.InvalidArgumentError) as raised:  # not a string: refused before the call
+                client.resolve("training", from_environment=False, accelerate_version=1.0)
+            self.assertIn("accelerate_version=1.0", raised.exception.message)
+            newest = client.resolve("training", from_environment=False, transformers_version=None)
+            self.assertEqual((newest.device, newest.transformers_version, newest.accelerate_version),
+                             ("hpu:0", "5.8.0", "1.15.0"))
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ python3-protobuf::
 
     from devplace import resolve_device
     device = resolve_device("inference", device_map="auto")   # "cuda:0", "npu:0", "cpu", ...
+    resolve_device("training", transformers_version="4.46.3", accelerate_version="1.0.0")  # older rules
 
     import devplace
     with devplace.Client() as client:                  # $DEVPLACE_ADDRESS, the default sockets, 127.0.0.1:7465

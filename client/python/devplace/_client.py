@@ -23,7 +23,8 @@ _UINT64_MAX = 2**64 - 1
 
 #: The keyword overrides ``resolve()`` / ``make_request()`` accept: request fields (``job_device_nodes``
 #: fills ``job_devices``).
-OVERRIDES = ("env", "local_rank", "world_size", "runtime_backends", "job_device_nodes")
+OVERRIDES = ("env", "local_rank", "world_size", "runtime_backends", "job_device_nodes", "transformers_version",
+             "accelerate_version")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,7 +144,8 @@ def make_request(workload: Union[str, int],
         InvalidArgumentError: an argument the request cannot carry (names the argument and the
             accepted forms).
         TypeError: an override that is not one of ``env``, ``local_rank``, ``world_size``,
-            ``runtime_backends``, ``job_device_nodes``.
+            ``runtime_backends``, ``job_device_nodes``, ``transformers_version``,
+            ``accelerate_version``.
     """
     unknown = sorted(set(overrides) - set(OVERRIDES))
     if unknown:
@@ -193,6 +195,15 @@ def make_request(workload: Union[str, int],
                 request.ClearField("local_rank")
             if key == "WORLD_SIZE" and "world_size" not in overrides:
                 request.ClearField("world_size")
+    for name in ("transformers_version", "accelerate_version"):
+        if name not in overrides:
+            continue
+        version = overrides[name]
+        if version is not None and not isinstance(version, str):
+            raise InvalidArgumentError(f"{name}={version!r}: want a release string such as '4.46.3' or '1.0.0' "
+                                       "(X.Y or X.Y.Z, optionally with a suffix like '.dev0' or 'rc1'), or None for "
+                                       "the newest devplace knows")
+        setattr(request, name, version or "")  # the daemon checks the form and the supported range
     if "job_device_nodes" in overrides:
         nodes = overrides["job_device_nodes"]
         request.ClearField("job_devices")
@@ -231,6 +242,9 @@ class Resolution:
         backend: the row chosen, as its enum name ("ROW_CUDA_NVIDIA", "ROW_CPU", ...).
         package: the Python package the job needs for that row ("torch", "torch-npu", ...).
         inventory_revision: revision of the inventory the answer was computed from.
+        transformers_version: the Transformers release whose rules were applied ("5.8.0" when
+            none was asked for: the newest devplace knows).
+        accelerate_version: the Accelerate release whose rules were applied ("1.15.0" newest).
         response: the whole ``devplace_pb2.ResolveDeviceResponse``.
     """
 
@@ -243,6 +257,8 @@ class Resolution:
     backend: str
     package: str
     inventory_revision: int
+    transformers_version: str
+    accelerate_version: str
     response: devplace_pb2.ResolveDeviceResponse = dataclasses.field(repr=False, compare=False)
 
     @classmethod
@@ -250,7 +266,9 @@ class Resolution:
         return cls(device=response.device, devices=list(response.devices), max_memory=_max_memory(response),
                    warnings=list(response.warnings), explanation=list(response.explanation),
                    placed=list(response.placed), backend=devplace_pb2.Row.Name(response.backend),
-                   package=response.package, inventory_revision=response.inventory_revision, response=response)
+                   package=response.package, inventory_revision=response.inventory_revision,
+                   transformers_version=response.transformers_version,
+                   accelerate_version=response.accelerate_version, response=response)
 
     def __str__(self) -> str:
         return self.device
@@ -406,13 +424,17 @@ class Client:
             **overrides: request fields that win over the environment: ``env={...}`` (a None
                 value removes a variable), ``local_rank=1``, ``world_size=2``,
                 ``runtime_backends=["cuda"]``, ``job_device_nodes=["/dev/nvidia1"]`` ([] = the job
-                sees no accelerator, None = unknown).
+                sees no accelerator, None = unknown), ``transformers_version="4.46.3"``,
+                ``accelerate_version="0.34.2"`` (the releases whose rules to apply, docs/SEMANTICS.md
+                section 10: Transformers 4.30.0 up to 5.x, Accelerate 0.25.0 up to 1.15.x; None or
+                "" = the newest devplace knows).
 
         Returns:
             The :class:`Resolution`; ``str()`` of it is the device string.
 
         Raises:
-            InvalidArgumentError: a malformed request or environment (the message names the field).
+            InvalidArgumentError: a malformed request or environment, or a version outside the
+                supported range (the daemon's message names the field and the range).
             FailedPreconditionError: this host or the job's visibility cannot satisfy the request.
             UnavailableError: the daemon is not reachable, or has no inventory yet.
             DeadlineExceededError: ``timeout`` passed.
@@ -500,7 +522,9 @@ def resolve_device(workload: Union[str, int], device_map: Union[str, int, None] 
     """The one-liner for a pod's first line: the device string this process should use.
 
     ``device = resolve_device("inference", device_map="auto")`` gives the same answer as
-    ``devplace resolve --workload=inference --device_map=auto`` run in the same environment.
+    ``devplace resolve --workload=inference --device_map=auto`` run in the same environment;
+    ``resolve_device("training", transformers_version="4.46.3")`` applies that release's rules, as
+    ``--transformers_version=4.46.3`` does (``accelerate_version`` likewise).
     ``address``, ``timeout`` and ``tls`` are :class:`Client`'s; everything else is
     :meth:`Client.resolve`'s. Raises what those raise (every error is a ``devplace.ResolveError``).
     """
