@@ -48,8 +48,8 @@ struct Library {
   const std::map<std::string, long long>* codes;  // code names for `fail`
 };
 
-// Loads a new script from library.config_env (kept alive for the process: a thread abandoned in
-// a call may still read it); null with the reason on stderr when it cannot.
+// Loads a new script from library.config_env (kept alive for the process, so a pointer handed out
+// earlier stays valid); null with the reason on stderr when it cannot.
 const Script* Load(const Library& library);
 // The script of the last successful Load, or null.
 const Script* Current();
