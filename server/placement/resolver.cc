@@ -39,6 +39,15 @@ constexpr size_t kMaxEnvEntryBytes = 4096;
 constexpr int kMaxListEntries = 1024;
 constexpr int kMaxPlacedDevices = 16;  // entries of ResolveDeviceResponse.placed (BoundPlaced)
 
+// "a, b, c" for at most kMaxPlacedDevices items, else the first ones and "and K more": lists of
+// devices in explanation and warning lines stay bounded on big hosts, like `placed` (P-BOUND).
+std::string BoundedList(const std::vector<std::string>& items) {
+  const size_t shown = std::min(items.size(), static_cast<size_t>(kMaxPlacedDevices));
+  std::string text = absl::StrJoin(items.begin(), items.begin() + shown, ", ");
+  if (shown < items.size()) absl::StrAppend(&text, " and ", items.size() - shown, " more");
+  return text;
+}
+
 const std::set<std::string> kKeywords = {"auto", "balanced", "balanced_low_0", "sequential"};
 
 std::string BuildOrderText(const std::vector<std::string>& order) {
@@ -381,7 +390,9 @@ class Resolution {
   void BoundPlaced() {
     if (placed_total_ <= kMaxPlacedDevices) return;
     out_.add_explanation(absl::StrCat("P-BOUND placed lists the first ", kMaxPlacedDevices, " of the ", placed_total_,
-                                      " devices used; GetInventory has the host identity of every device"));
+                                      " devices used (devices and max_memory name all of them); the host device of "
+                                      "each later one is not in this answer: apply the job's visibility variables to "
+                                      "GetInventory's devices"));
   }
 
   // The memory the job sees on `u`, in bytes: the MIG instance's when one is named; none when MIG
@@ -851,14 +862,19 @@ class Resolution {
       }
     }
     if (!unknown.empty()) {
-      out_.add_warnings(absl::StrCat("max_memory left empty: the memory of ", absl::StrJoin(unknown, ", "),
+      out_.add_warnings(absl::StrCat("max_memory left empty: the memory of ", BoundedList(unknown),
                                      " is unknown to devplace, and a partial map would push the model to the spill-over "
                                      "device; let Accelerate measure (pass no max_memory)"));
       out_.add_explanation("I-MEM no budgets: device memory unknown");
       return absl::OkStatus();
     }
-    for (const std::string& d : total_only) {
-      out_.add_warnings(absl::StrCat("free memory of ", d, " is unknown: its max_memory budget uses total memory"));
+    if (total_only.size() <= kMaxPlacedDevices) {
+      for (const std::string& d : total_only) {
+        out_.add_warnings(absl::StrCat("free memory of ", d, " is unknown: its max_memory budget uses total memory"));
+      }
+    } else {  // one line, bounded, on big hosts
+      out_.add_warnings(absl::StrCat("free memory of ", BoundedList(total_only),
+                                     " is unknown: their max_memory budgets use total memory"));
     }
     std::vector<uint64_t> budget = free;
     const bool low_zero = keyword == "balanced_low_0";
@@ -898,11 +914,8 @@ class Resolution {
         sources[it->second].push_back(out_.devices(i));
       }
     }
-    for (auto& [source, devices] : sources) {
-      const size_t more = devices.size() > kMaxPlacedDevices ? devices.size() - kMaxPlacedDevices : 0;
-      devices.resize(devices.size() - more);  // bounded like `placed` on big hosts
-      out_.add_explanation(absl::StrCat("I-MEM memory of ", absl::StrJoin(devices, ", "),
-                                        more > 0 ? absl::StrCat(" and ", more, " more") : "", " from ", source));
+    for (const auto& [source, devices] : sources) {
+      out_.add_explanation(absl::StrCat("I-MEM memory of ", BoundedList(devices), " from ", source));
     }
     return absl::OkStatus();
   }

@@ -71,6 +71,32 @@ TEST(BoundedAnswer, DevicesPastTheBoundStillGetBudgetsWarningsAndSources) {
   EXPECT_EQ(r->placed_size(), 16);
 }
 
+// Device lists in warnings stay bounded too: 256 GPUs of unknown memory, or of total memory only,
+// give one line each naming 16 devices and the count of the rest.
+TEST(BoundedAnswer, WarningsListAtMostSixteenDevices) {
+  InventoryBuilder b;
+  b.Add(v1::ROW_CUDA_NVIDIA, 256);
+  v1::Inventory inv = b.Build();
+  for (v1::Device& d : *inv.mutable_backends(1)->mutable_devices()) d.clear_memory_free_bytes();
+  absl::StatusOr<v1::ResolveDeviceResponse> total_only = placement::Resolve(inv, Req::Infer("auto"));
+  ASSERT_TRUE(total_only.ok()) << total_only.status();
+  EXPECT_THAT(total_only->warnings(),
+              Contains(HasSubstr("free memory of cuda:0, cuda:1, cuda:2, cuda:3, cuda:4, cuda:5, cuda:6, cuda:7, "
+                                 "cuda:8, cuda:9, cuda:10, cuda:11, cuda:12, cuda:13, cuda:14, cuda:15 and 240 more is "
+                                 "unknown: their max_memory budgets use total memory")));
+  EXPECT_EQ(total_only->max_memory().at("200"), inv.backends(1).devices(200).memory_total_bytes());
+  for (v1::Device& d : *inv.mutable_backends(1)->mutable_devices()) d.clear_memory_total_bytes();
+  absl::StatusOr<v1::ResolveDeviceResponse> unknown = placement::Resolve(inv, Req::Infer("auto"));
+  ASSERT_TRUE(unknown.ok()) << unknown.status();
+  EXPECT_THAT(unknown->warnings(), Contains(HasSubstr("the memory of cuda:0, cuda:1, cuda:2, cuda:3, cuda:4, cuda:5, "
+                                                      "cuda:6, cuda:7, cuda:8, cuda:9, cuda:10, cuda:11, cuda:12, "
+                                                      "cuda:13, cuda:14, cuda:15 and 240 more is unknown")));
+  EXPECT_EQ(unknown->max_memory_size(), 0);
+  for (const auto* answer : {&*total_only, &*unknown}) {
+    for (const std::string& w : answer->warnings()) EXPECT_LT(w.size(), 600u) << w;
+  }
+}
+
 // What devplaced sends (ResolveSerialized, built on an arena) is Resolve()'s answer, and its errors.
 TEST(BoundedAnswer, SerializedAnswerEqualsTheMessage) {
   for (int n : {1, 8, 17, 256}) {
