@@ -37,7 +37,7 @@ std::shared_ptr<const ResolveAnswer> PreparedSnapshot::FindByWire(absl::string_v
 std::shared_ptr<const ResolveAnswer> PreparedSnapshot::Resolve(const v1::ResolveDeviceRequest& request,
                                                                absl::string_view wire) {
   std::shared_ptr<const ResolveAnswer> answer = Resolve(request);
-  if (limits_.max_entries == 0) return answer;
+  if (limits_.max_entries == 0 || wire.size() > limits_.max_key_bytes) return answer;
   const size_t cost = wire.size() + answer->bytes.size() + answer->status.message().size();
   if (cost > limits_.max_bytes / 4) return answer;
   absl::MutexLock lock(&mu_);
@@ -54,7 +54,8 @@ std::shared_ptr<const ResolveAnswer> PreparedSnapshot::Resolve(const v1::Resolve
 
 std::shared_ptr<const ResolveAnswer> PreparedSnapshot::Resolve(const v1::ResolveDeviceRequest& request) {
   std::string key;
-  if (limits_.max_entries > 0) {
+  const bool cacheable = limits_.max_entries > 0 && request.ByteSizeLong() <= limits_.max_key_bytes;
+  if (cacheable) {
     key = CanonicalRequestKey(request);
     absl::ReaderMutexLock lock(&mu_);
     if (auto it = answers_.find(key); it != answers_.end()) {
@@ -66,7 +67,7 @@ std::shared_ptr<const ResolveAnswer> PreparedSnapshot::Resolve(const v1::Resolve
   // whichever answer lands in the cache equals the others.
   auto answer = std::make_shared<ResolveAnswer>();
   answer->status = placement::ResolveSerialized(*snapshot_, request, &answer->bytes);
-  if (limits_.max_entries == 0) return answer;
+  if (!cacheable) return answer;
   const size_t cost = key.size() + answer->bytes.size() + answer->status.message().size();
   if (cost > limits_.max_bytes / 4) return answer;  // serve it, do not let one answer crowd out the rest
   absl::MutexLock lock(&mu_);

@@ -27,11 +27,16 @@
 namespace devplace::service {
 
 struct AnswerCacheLimits {
-  // Most cached answers per snapshot (0 = no caching: every call runs the resolver).
+  // Most cached answers per snapshot, counted once by canonical request and once by wire bytes
+  // (so up to twice this many map entries; 0 = no caching: every call runs the resolver).
   size_t max_entries = 1024;
   // Most bytes (keys plus serialized answers plus messages) cached per snapshot. An answer whose
   // key and bytes alone exceed a quarter of this is served but not cached.
   size_t max_bytes = size_t{8} << 20;
+  // Requests whose bytes exceed this are answered but never cached: a job's request is a few
+  // hundred bytes, and a big (usually invalid) one would otherwise take a large share of
+  // max_bytes, once by its bytes and once by its canonical key, and empty the cache for everyone.
+  size_t max_key_bytes = size_t{16} << 10;
 };
 
 // One ResolveDevice outcome: the resolver's status and, when OK, the serialized

@@ -144,6 +144,27 @@ TEST(PreparedSnapshot, RepeatedWireBytesAreServedWithoutParsing) {
   }
 }
 
+// A request bigger than max_key_bytes (here an env value the resolver rejects) is answered each
+// time, never cached by either key, so it cannot crowd out the answers jobs repeat.
+TEST(PreparedSnapshot, OversizedRequestsAreAnsweredButNotCached) {
+  auto snap = std::make_shared<const v1::Inventory>(Gpus(2));
+  service::PreparedSnapshot prepared(snap, {});
+  const v1::ResolveDeviceRequest good = AutoRequest();
+  prepared.Resolve(good, good.SerializeAsString());
+  ASSERT_EQ(prepared.cached_answers(), 1u);
+  v1::ResolveDeviceRequest big = AutoRequest();
+  (*big.mutable_env())["FOO"] = std::string(20000, 'x');
+  const std::string wire = big.SerializeAsString();
+  for (int i = 0; i < 3; ++i) {
+    std::shared_ptr<const service::ResolveAnswer> a = prepared.Resolve(big, wire);
+    EXPECT_EQ(a->status.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(a->status.message()), HasSubstr("env.FOO"));
+    EXPECT_EQ(prepared.FindByWire(wire), nullptr);
+  }
+  EXPECT_EQ(prepared.cached_answers(), 1u);
+  EXPECT_NE(prepared.FindByWire(good.SerializeAsString()), nullptr);  // the job's answer survived
+}
+
 TEST(PreparedSnapshot, ErrorsAreCachedWithTheirStatus) {
   auto snap = std::make_shared<const v1::Inventory>(Gpus(2));
   service::PreparedSnapshot prepared(snap, {});
