@@ -36,6 +36,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "devplace/v1/devplace.grpc.pb.h"
@@ -386,7 +387,19 @@ int main(int argc, char** argv) {
       (rest ? daemon : ours).push_back(argv[i]);
     }
   }
+  absl::SetProgramUsageMessage(
+      "load_gen --mode=load|compare|once|watch|cold --target=unix:/path|host:port [flags]: the load "
+      "generator of scripts/bench (a gRPC client of a running devplaced)");
   absl::ParseCommandLine(static_cast<int>(ours.size()), ours.data());
+  const std::string client = absl::GetFlag(FLAGS_client), request = absl::GetFlag(FLAGS_request);
+  if (client != "typed" && client != "raw") {
+    fprintf(stderr, "load_gen: --client=%s: accepted: typed, raw\n", client.c_str());
+    return 2;
+  }
+  if (request != "inference_auto" && request != "training") {
+    fprintf(stderr, "load_gen: --request=%s: accepted: inference_auto, training\n", request.c_str());
+    return 2;
+  }
   struct rlimit nofile;
   if (getrlimit(RLIMIT_NOFILE, &nofile) == 0) {  // the watch mode may hold 1,000 connections
     nofile.rlim_cur = nofile.rlim_max;

@@ -101,8 +101,8 @@ struct Config {
 namespace {
 
 std::mutex g_mu;
-// Every script ever loaded stays alive (and reachable): a thread abandoned inside a call may
-// still use its handles after a later nvmlInit_v2 loads another script.
+// Every script ever loaded stays alive (and reachable), so handles handed out under an earlier
+// script stay valid after a later nvmlInit_v2 loads another one.
 std::vector<std::unique_ptr<Config>>* g_configs = new std::vector<std::unique_ptr<Config>>;
 std::atomic<Config*> g_current{nullptr};
 int g_init_count = 0;

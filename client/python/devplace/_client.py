@@ -242,9 +242,11 @@ class Resolution:
         backend: the row chosen, as its enum name ("ROW_CUDA_NVIDIA", "ROW_CPU", ...).
         package: the Python package the job needs for that row ("torch", "torch-npu", ...).
         inventory_revision: revision of the inventory the answer was computed from.
-        transformers_version: the Transformers release whose rules were applied ("5.8.0" when
-            none was asked for: the newest devplace knows).
-        accelerate_version: the Accelerate release whose rules were applied ("1.15.0" newest).
+        transformers_version: the Transformers release whose rules were applied: the one asked
+            for; else the newest devplace knows ("5.8.0"), except that naming only an Accelerate
+            below 1.1.0 applies Transformers 4.57.0 (the newest that runs with it).
+        accelerate_version: the Accelerate release whose rules were applied (the one asked for,
+            else the newest devplace knows, "1.15.0").
         response: the whole ``devplace_pb2.ResolveDeviceResponse``.
     """
 
