@@ -37,19 +37,8 @@ std::shared_ptr<const ResolveAnswer> PreparedSnapshot::FindByWire(absl::string_v
 std::shared_ptr<const ResolveAnswer> PreparedSnapshot::Resolve(const v1::ResolveDeviceRequest& request,
                                                                absl::string_view wire) {
   std::shared_ptr<const ResolveAnswer> answer = Resolve(request);
-  if (limits_.max_entries == 0 || wire.size() > limits_.max_key_bytes) return answer;
-  const size_t cost = wire.size() + answer->bytes.size() + answer->status.message().size();
-  if (cost > limits_.max_bytes / 4) return answer;
-  absl::MutexLock lock(&mu_);
-  if (by_wire_.contains(wire)) return answer;
-  if (answers_.size() + by_wire_.size() >= 2 * limits_.max_entries || cached_bytes_ + cost > limits_.max_bytes) {
-    answers_.clear();  // full: start over, as Resolve does
-    by_wire_.clear();
-    cached_bytes_ = 0;
-  }
-  cached_bytes_ += cost;
-  by_wire_.emplace(std::string(wire), std::move(answer));
-  return by_wire_.find(wire)->second;
+  if (limits_.max_entries > 0 && wire.size() <= limits_.max_key_bytes) Remember(by_wire_, std::string(wire), answer);
+  return answer;
 }
 
 std::shared_ptr<const ResolveAnswer> PreparedSnapshot::Resolve(const v1::ResolveDeviceRequest& request) {
@@ -67,12 +56,16 @@ std::shared_ptr<const ResolveAnswer> PreparedSnapshot::Resolve(const v1::Resolve
   // whichever answer lands in the cache equals the others.
   auto answer = std::make_shared<ResolveAnswer>();
   answer->status = placement::ResolveSerialized(*snapshot_, request, &answer->bytes);
-  if (!cacheable) return answer;
+  if (cacheable) Remember(answers_, std::move(key), answer);
+  return answer;
+}
+
+void PreparedSnapshot::Remember(AnswerMap& map, std::string key, const std::shared_ptr<const ResolveAnswer>& answer) {
   const size_t cost = key.size() + answer->bytes.size() + answer->status.message().size();
-  if (cost > limits_.max_bytes / 4) return answer;  // serve it, do not let one answer crowd out the rest
+  if (cost > limits_.max_bytes / 4) return;  // served, but one answer must not crowd out the rest
   absl::MutexLock lock(&mu_);
-  if (answers_.contains(key)) return answer;
-  if (answers_.size() >= limits_.max_entries || cached_bytes_ + cost > limits_.max_bytes) {
+  if (map.contains(key)) return;
+  if (map.size() >= limits_.max_entries || cached_bytes_ + cost > limits_.max_bytes) {
     // Full: start over. A storm of one request refills its entry at once; a stream of distinct
     // requests (which a cache cannot help) costs one resolve each, as without the cache.
     answers_.clear();
@@ -80,8 +73,7 @@ std::shared_ptr<const ResolveAnswer> PreparedSnapshot::Resolve(const v1::Resolve
     cached_bytes_ = 0;
   }
   cached_bytes_ += cost;
-  answers_.emplace(std::move(key), answer);
-  return answer;
+  map.emplace(std::move(key), answer);
 }
 
 size_t PreparedSnapshot::cached_answers() const {

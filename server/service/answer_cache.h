@@ -27,8 +27,8 @@
 namespace devplace::service {
 
 struct AnswerCacheLimits {
-  // Most cached answers per snapshot, counted once by canonical request and once by wire bytes
-  // (so up to twice this many map entries; 0 = no caching: every call runs the resolver).
+  // Most cached answers per snapshot under each kind of key, canonical request and wire bytes (so
+  // up to twice this many map entries; 0 = no caching: every call runs the resolver).
   size_t max_entries = 1024;
   // Most bytes (keys plus serialized answers plus messages) cached per snapshot. An answer whose
   // key and bytes alone exceed a quarter of this is served but not cached.
@@ -86,9 +86,16 @@ class PreparedSnapshot {
   const AnswerCacheLimits limits_;
   const std::shared_ptr<const std::string> inventory_bytes_;
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<std::string, std::shared_ptr<const ResolveAnswer>> answers_ ABSL_GUARDED_BY(mu_);
-  // The same answers by wire bytes; counted in the same limits and emptied with answers_.
-  absl::flat_hash_map<std::string, std::shared_ptr<const ResolveAnswer>> by_wire_ ABSL_GUARDED_BY(mu_);
+  using AnswerMap = absl::flat_hash_map<std::string, std::shared_ptr<const ResolveAnswer>>;
+  // Caches `answer` under `key` in `map` (answers_ or by_wire_) unless it would take over a quarter
+  // of max_bytes; empties both maps first when `map` holds max_entries or the bytes would pass
+  // max_bytes. Takes mu_.
+  void Remember(AnswerMap& map, std::string key, const std::shared_ptr<const ResolveAnswer>& answer)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  AnswerMap answers_ ABSL_GUARDED_BY(mu_);
+  // The same answers by wire bytes; counted in the same byte budget and emptied with answers_.
+  AnswerMap by_wire_ ABSL_GUARDED_BY(mu_);
   size_t cached_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   mutable std::atomic<uint64_t> hits_{0};
 };
