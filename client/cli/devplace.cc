@@ -43,12 +43,12 @@
 #include "google/protobuf/util/json_util.h"
 #include "server/export/labels.h"
 #include "server/common/flag_errors.h"
-#include "server/inventory/json.h"
-#include "server/inventory/merge.h"
+#include "server/common/json.h"
+#include "server/probe/build_inventory.h"
 #include "server/placement/backends.h"
 #include "server/placement/resolver.h"
 #include "server/placement/versions.h"
-#include "server/probe/host_root.h"
+#include "server/probe/host/host_root.h"
 #include "server/probe/probers.h"
 
 // ---- global flags ----
@@ -482,7 +482,7 @@ std::string TwoSpaceIndent(const std::string& json) {
 }
 
 int PrintJson(const google::protobuf::Message& message) {
-  absl::StatusOr<std::string> json = inventory::ToJson(message);
+  absl::StatusOr<std::string> json = devplace::ToJson(message);
   if (!json.ok()) return Fail(json.status());
   std::printf("%s\n", TwoSpaceIndent(*json).c_str());
   std::fflush(stdout);
@@ -752,7 +752,7 @@ int RunProbe() {
   options.mtml_library = absl::GetFlag(FLAGS_mtml_library);
   options.vendor_timeout = std::chrono::milliseconds(absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_probe_timeout)));
   const probe::ProbeRun run = probe::RunProbers(*root, options);
-  v1::Inventory inv = inventory::BuildInventory(run);
+  v1::Inventory inv = probe::BuildInventory(run);
   StampNow(inv);
   return PrintInventory(inv);
 }

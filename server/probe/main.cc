@@ -19,14 +19,14 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "server/inventory/json.h"
-#include "server/inventory/merge.h"
-#include "server/probe/cuda_prober.h"
-#include "server/probe/amdsmi_prober.h"
-#include "server/probe/accel_library.h"
-#include "server/probe/host_root.h"
-#include "server/probe/level_zero_prober.h"
-#include "server/probe/nvml_prober.h"
+#include "server/common/json.h"
+#include "server/probe/build_inventory.h"
+#include "server/probe/vendor/cuda_prober.h"
+#include "server/probe/vendor/amdsmi_prober.h"
+#include "server/probe/vendor/accel_library.h"
+#include "server/probe/host/host_root.h"
+#include "server/probe/vendor/level_zero_prober.h"
+#include "server/probe/vendor/nvml_prober.h"
 #include "server/probe/probers.h"
 
 ABSL_FLAG(std::string, host_root, "/",
@@ -158,7 +158,7 @@ int Write(devplace::v1::Inventory inventory) {
 
   std::string out;
   if (absl::GetFlag(FLAGS_json)) {
-    absl::StatusOr<std::string> json = devplace::inventory::ToJson(inventory);
+    absl::StatusOr<std::string> json = devplace::ToJson(inventory);
     if (!json.ok()) return Fail(1, std::string(json.status().message()));
     out = *json + "\n";
   } else if (!inventory.SerializeToString(&out)) {
@@ -197,6 +197,6 @@ int main(int argc, char** argv) {
   options.mtml_library = absl::GetFlag(FLAGS_mtml_library);
   options.vendor_timeout = absl::ToChronoMilliseconds(absl::GetFlag(FLAGS_probe_timeout));
   const devplace::probe::ProbeRun run = devplace::probe::RunProbers(*root, options);
-  const int status = Write(devplace::inventory::BuildInventory(run));
+  const int status = Write(devplace::probe::BuildInventory(run));
   return status;
 }

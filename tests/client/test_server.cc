@@ -9,17 +9,17 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
-#include "server/inventory/merge.h"
+#include "server/probe/build_inventory.h"
 #include "server/placement/backends.h"
 #include "server/placement/resolver.h"
-#include "server/probe/host_root.h"
+#include "server/probe/host/host_root.h"
 
 namespace devplace::testing {
 
 std::string FixtureHost(const std::string& name) { return std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/" + name; }
 
 v1::Inventory FixtureInventory(const std::string& name) {
-  v1::Inventory inventory = inventory::ProbeInventory(probe::HostRoot(FixtureHost(name)));
+  v1::Inventory inventory = probe::ProbeInventory(probe::HostRoot(FixtureHost(name)));
   inventory.set_revision(1);
   return inventory;
 }

@@ -1,4 +1,4 @@
-// The HLML, DCMI, CNDev and MTML probers (server/probe/accel_library.h) against their fakes
+// The HLML, DCMI, CNDev and MTML probers (server/probe/vendor/accel_library.h) against their fakes
 // (tests/fakes/fake_<lib>.cc, loaded with a real dlopen) on the Gaudi, Ascend, Cambricon and Moore
 // Threads fixture hosts: merge by bus id, names / UUIDs / memory with their source, lost and
 // faulty devices, unsupported and failing calls, a missing library or symbol, a wrong library
@@ -13,9 +13,9 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/inventory/merge.h"
-#include "server/probe/accel_library.h"
-#include "server/probe/host_root.h"
+#include "server/probe/build_inventory.h"
+#include "server/probe/vendor/accel_library.h"
+#include "server/probe/host/host_root.h"
 #include "server/probe/probers.h"
 #include "tests/common/temp_dir.h"
 #include "tests/probe/test_util.h"
@@ -77,7 +77,7 @@ v1::Inventory ProbeWith(const Vendor& v, const std::string& host, const std::str
   options.nvml_library = "";
   options.*(v.library) = library;
   options.vendor_timeout = timeout;
-  v1::Inventory inventory = inventory::ProbeInventory(probe::HostRoot(HostDir(host)), options);
+  v1::Inventory inventory = probe::ProbeInventory(probe::HostRoot(HostDir(host)), options);
   inventory.clear_probed_at();
   for (v1::ProbeReport& report : *inventory.mutable_probe_reports()) report.set_duration_ms(0);
   return inventory;

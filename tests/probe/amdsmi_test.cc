@@ -11,8 +11,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/inventory/merge.h"
-#include "server/probe/amdsmi_prober.h"
+#include "server/probe/build_inventory.h"
+#include "server/probe/vendor/amdsmi_prober.h"
 #include "server/probe/probers.h"
 #include "tests/probe/nvml_test_util.h"
 #include "tests/probe/test_util.h"
@@ -44,7 +44,7 @@ v1::Inventory ProbeWithAmdSmi(const std::string& host, const std::string& script
     setenv("FAKE_NVML_CONFIG", NvmlScript(nvml_script).c_str(), 1);
     options.nvml_library = DEVPLACE_FAKE_NVML;
   }
-  v1::Inventory inventory = inventory::ProbeInventory(probe::HostRoot(HostDir(host)), options);
+  v1::Inventory inventory = probe::ProbeInventory(probe::HostRoot(HostDir(host)), options);
   inventory.clear_probed_at();
   for (v1::ProbeReport& report : *inventory.mutable_probe_reports()) report.set_duration_ms(0);
   return inventory;

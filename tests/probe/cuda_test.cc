@@ -9,9 +9,9 @@
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/inventory/merge.h"
+#include "server/probe/build_inventory.h"
 #include "server/placement/resolver.h"
-#include "server/probe/host_root.h"
+#include "server/probe/host/host_root.h"
 #include "server/probe/probers.h"
 #include "tests/common/command.h"
 #include "tests/common/temp_dir.h"
@@ -44,7 +44,7 @@ v1::Inventory Probe(const std::string& host, const std::string& script, const st
     setenv("FAKE_NVML_CONFIG", NvmlScript(nvml).c_str(), 1);
     options.nvml_library = DEVPLACE_FAKE_NVML;
   }
-  return inventory::ProbeInventory(probe::HostRoot(HostDir(host)), options);
+  return probe::ProbeInventory(probe::HostRoot(HostDir(host)), options);
 }
 
 const v1::ProbeReport* Report(const v1::Inventory& inv, const std::string& name) {

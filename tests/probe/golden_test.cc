@@ -8,7 +8,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
-#include "server/inventory/json.h"
+#include "server/common/json.h"
 #include "tests/probe/test_util.h"
 
 namespace devplace::testing {
@@ -32,7 +32,7 @@ TEST_P(GoldenTest, MatchesGoldenJson) {
 
 TEST_P(GoldenTest, IsDeterministic) {
   const v1::Inventory inventory = ProbeHost(GetParam());
-  EXPECT_EQ(inventory::ToJson(inventory).value(), inventory::ToJson(ProbeHost(GetParam())).value());
+  EXPECT_EQ(devplace::ToJson(inventory).value(), devplace::ToJson(ProbeHost(GetParam())).value());
 }
 
 INSTANTIATE_TEST_SUITE_P(Hosts, GoldenTest, ::testing::ValuesIn(kHosts),

@@ -1,5 +1,5 @@
 // HostRoot against fixture trees (plain dirs, relative and dangling symlinks).
-#include "server/probe/host_root.h"
+#include "server/probe/host/host_root.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -11,8 +11,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/inventory/merge.h"
-#include "server/probe/level_zero_prober.h"
+#include "server/probe/build_inventory.h"
+#include "server/probe/vendor/level_zero_prober.h"
 #include "server/probe/probers.h"
 #include "tests/probe/test_util.h"
 
@@ -32,7 +32,7 @@ v1::Inventory ProbeWithZe(const std::string& script, const std::string& library 
   probe::ProbeOptions options;
   options.level_zero_library = library;
   options.vendor_timeout = timeout;
-  v1::Inventory inventory = inventory::ProbeInventory(probe::HostRoot(HostDir(host)), options);
+  v1::Inventory inventory = probe::ProbeInventory(probe::HostRoot(HostDir(host)), options);
   inventory.clear_probed_at();
   for (v1::ProbeReport& report : *inventory.mutable_probe_reports()) report.set_duration_ms(0);
   return inventory;

@@ -1,12 +1,12 @@
-// Neuron enrichment from the driver's sysfs metrics (server/probe/neuron_sysfs.h): on the
+// Neuron enrichment from the driver's sysfs metrics (server/probe/host/neuron_sysfs.h): on the
 // neuron-2x-trn1 fixture host (per-core device memory in use under neuron_core<k>) and on small
 // trees written here for the incomplete and unknown-model cases.
 #include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/probe/host_root.h"
-#include "server/probe/neuron_sysfs.h"
+#include "server/probe/host/host_root.h"
+#include "server/probe/host/neuron_sysfs.h"
 #include "tests/common/temp_dir.h"
 #include "tests/probe/test_util.h"
 

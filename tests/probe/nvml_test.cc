@@ -13,8 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/inventory/merge.h"
-#include "server/probe/nvml_prober.h"
+#include "server/probe/build_inventory.h"
+#include "server/probe/vendor/nvml_prober.h"
 #include "server/probe/probers.h"
 #include "tests/common/temp_dir.h"
 #include "tests/probe/nvml_test_util.h"
@@ -286,7 +286,7 @@ TEST(NvmlTest, PciGpuMissingFromNvmlIsReported) {
   setenv("FAKE_NVML_CONFIG", script.c_str(), 1);
   probe::ProbeOptions options;
   options.nvml_library = DEVPLACE_FAKE_NVML;
-  const v1::Inventory inv = inventory::ProbeInventory(probe::HostRoot(HostDir("nvidia-container")), options);
+  const v1::Inventory inv = probe::ProbeInventory(probe::HostRoot(HostDir("nvidia-container")), options);
   EXPECT_THAT(Nvml(inv).message(), AllOf(HasSubstr("0000:18:00.0 is not listed by NVML"),
                                          HasSubstr("0000:9a:00.0 is not listed by NVML")));
 }
@@ -301,7 +301,7 @@ TEST(NvmlTest, TwoNvmlDevicesOnOneBusIdKeepTheFirstAndSaySo) {
   setenv("FAKE_NVML_CONFIG", script.c_str(), 1);
   probe::ProbeOptions options;
   options.nvml_library = DEVPLACE_FAKE_NVML;
-  const v1::Inventory inv = inventory::ProbeInventory(probe::HostRoot(HostDir("nvidia-2x-h100")), options);
+  const v1::Inventory inv = probe::ProbeInventory(probe::HostRoot(HostDir("nvidia-2x-h100")), options);
   EXPECT_THAT(Nvml(inv).message(), HasSubstr("NVML device 1 repeats bus id 0000:18:00.0; ignored"));
   EXPECT_EQ(FindDevice(inv, "0000:18:00.0")->uuid(), "GPU-00000000-0000-4000-8000-000000000001");
   EXPECT_EQ(FindDevice(inv, "0000:9a:00.0")->uuid(), "GPU-00000000-0000-4000-8000-000000000002");

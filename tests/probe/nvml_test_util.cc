@@ -2,8 +2,8 @@
 
 #include <cstdlib>
 
-#include "server/inventory/merge.h"
-#include "server/probe/host_root.h"
+#include "server/probe/build_inventory.h"
+#include "server/probe/host/host_root.h"
 #include "server/probe/probers.h"
 #include "tests/probe/test_util.h"
 
@@ -19,7 +19,7 @@ v1::Inventory ProbeTreeWithNvml(const std::string& dir, const std::string& scrip
   probe::ProbeOptions options;
   options.nvml_library = library;
   options.vendor_timeout = timeout;
-  v1::Inventory inventory = inventory::ProbeInventory(probe::HostRoot(dir), options);
+  v1::Inventory inventory = probe::ProbeInventory(probe::HostRoot(dir), options);
   inventory.clear_probed_at();
   for (v1::ProbeReport& report : *inventory.mutable_probe_reports()) report.set_duration_ms(0);
   return inventory;

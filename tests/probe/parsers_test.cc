@@ -1,5 +1,5 @@
 // Parsers on literal strings and on the fixture hosts' real files.
-#include "server/probe/parsers.h"
+#include "server/probe/host/parsers.h"
 
 #include <fstream>
 #include <sstream>

@@ -6,9 +6,9 @@
 #include <sstream>
 
 #include "gtest/gtest.h"
-#include "server/inventory/json.h"
-#include "server/inventory/merge.h"
-#include "server/probe/host_root.h"
+#include "server/common/json.h"
+#include "server/probe/build_inventory.h"
+#include "server/probe/host/host_root.h"
 
 namespace devplace::testing {
 
@@ -17,7 +17,7 @@ namespace fs = std::filesystem;
 std::string HostDir(const std::string& name) { return std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/" + name; }
 
 v1::Inventory ProbeTree(const std::string& dir) {
-  v1::Inventory inventory = inventory::ProbeInventory(probe::HostRoot(dir));
+  v1::Inventory inventory = probe::ProbeInventory(probe::HostRoot(dir));
   inventory.clear_probed_at();
   for (v1::ProbeReport& report : *inventory.mutable_probe_reports()) report.set_duration_ms(0);
   return inventory;
@@ -54,7 +54,7 @@ bool UpdateGoldens() {
 }
 
 void ExpectMatchesGolden(const v1::Inventory& inventory, const std::string& golden, const std::string& what) {
-  const absl::StatusOr<std::string> json = inventory::ToJson(inventory);
+  const absl::StatusOr<std::string> json = devplace::ToJson(inventory);
   ASSERT_TRUE(json.ok()) << json.status();
   if (UpdateGoldens()) {
     fs::create_directories(fs::path(golden).parent_path());

@@ -28,7 +28,7 @@ const v1::ProbeReport* FindReport(const v1::Inventory& inventory, const std::str
 // Whether DEVPLACE_UPDATE_GOLDENS=1 asks the golden tests to rewrite their files.
 bool UpdateGoldens();
 
-// Compares `inventory` as JSON (inventory::ToJson, plus a newline) with the file `golden`, a
+// Compares `inventory` as JSON (devplace::ToJson, plus a newline) with the file `golden`, a
 // failure naming `what` when they differ; with UpdateGoldens(), writes the file (creating its
 // directory) and skips the test instead.
 void ExpectMatchesGolden(const v1::Inventory& inventory, const std::string& golden, const std::string& what);

@@ -1,0 +1,215 @@
+#include "server/probe/build_inventory.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/message.h"
+#include "server/placement/backends.h"
+
+namespace devplace::probe {
+namespace {
+
+using placement::BackendSpec;
+
+// How to get the row's driver loaded, e.g. "install/load the nvidia kernel module".
+std::string DriverFix(const BackendSpec& spec) {
+  if (spec.kernel_modules.empty()) return absl::StrCat("install/load the ", spec.hardware, " driver");
+  return absl::StrCat("install/load the ", spec.kernel_modules.front(), " kernel module");
+}
+
+constexpr absl::string_view kNotVisible = "not visible in this container";
+
+// Why a device is not usable, first failing check first; empty when it is usable.
+std::string UnusableReason(const BackendSpec& spec, const probe::PciFunction& fn, const v1::Device& d) {
+  if (!d.driver_loaded()) {
+    if (d.driver().empty()) {
+      return absl::StrCat("driver not loaded: no driver bound to ", d.pci_bus_id(), " (", DriverFix(spec), ")");
+    }
+    return absl::StrCat("driver not loaded: ", d.pci_bus_id(), " is bound to ", d.driver(), ", not ",
+                        spec.drivers.front(), " (unbind it and ", DriverFix(spec), ")");
+  }
+  if (d.health() != v1::HEALTH_OK) {
+    const std::string what = d.health_reason().empty() ? absl::StrCat("device health is ", v1::Health_Name(d.health()))
+                                                        : d.health_reason();
+    return absl::StrCat(what, " (reset the device or reboot the host)");
+  }
+  if (!d.supported()) {
+    return absl::StrCat(spec.hardware, " ", d.vendor_id(), ":", d.device_id(), " is not supported by PyTorch's ",
+                        spec.device_type, " backend (not a validated torch ", spec.device_type, " target)");
+  }
+  if (!fn.inaccessible_reason.empty()) return absl::StrCat(fn.inaccessible_reason, " (", kNotVisible, ")");
+  if (d.device_nodes().empty()) {
+    return absl::StrCat("no device node known for ", d.pci_bus_id(),
+                        " (the driver lists none for it; ", kNotVisible, "?)");
+  }
+  if (!fn.missing_nodes.empty()) {
+    return absl::StrCat(fn.missing_nodes.size() == 1 ? "device node " : "device nodes ",
+                        absl::StrJoin(fn.missing_nodes, ", "), " missing (", kNotVisible, ")");
+  }
+  return "";
+}
+
+void DeriveDevice(const BackendSpec& spec, const probe::PciFunction& fn, uint32_t host_index, v1::Device& d) {
+  d = fn.device;
+  d.set_host_index(host_index);
+  d.set_driver_loaded(placement::IsRowDriver(spec, d.driver()));
+  d.set_device_nodes_present(!d.device_nodes().empty() && fn.missing_nodes.empty());
+  d.set_supported(placement::IsTorchSupported(spec.row, fn.device_id));
+  d.set_integrated(placement::IsIntegrated(spec.row, fn.device_id, d.pci_bus_id()));
+  if (d.health() == v1::HEALTH_UNSPECIFIED) d.set_health(v1::HEALTH_OK);
+  d.set_usable(d.driver_loaded() && d.device_nodes_present() && d.health() == v1::HEALTH_OK && d.supported() &&
+               fn.inaccessible_reason.empty());
+  d.set_unusable_reason(UnusableReason(spec, fn, d));
+}
+
+void DeriveState(const BackendSpec& spec, v1::Backend& b) {
+  int usable = 0, with_driver = 0, with_nodes = 0;
+  for (const v1::Device& d : b.devices()) {
+    usable += d.usable();
+    with_driver += d.driver_loaded();
+    with_nodes += d.driver_loaded() && d.device_nodes_present();
+  }
+  const int total = b.devices_size();
+  if (usable > 0) {
+    b.set_state(v1::BACKEND_STATE_READY);
+    if (usable < total) b.set_state_reason(absl::StrCat(usable, " of ", total, " devices usable"));
+  } else if (with_driver == 0) {
+    b.set_state(v1::BACKEND_STATE_DRIVER_NOT_LOADED);
+    b.set_state_reason(absl::StrCat("no ", spec.hardware, " has its driver bound (", DriverFix(spec), ")"));
+  } else if (with_nodes == 0) {
+    b.set_state(v1::BACKEND_STATE_NO_DEVICE_NODES);
+    b.set_state_reason(absl::StrCat("driver bound but no device node present (", kNotVisible, ")"));
+  } else {
+    b.set_state(v1::BACKEND_STATE_UNUSABLE);
+    for (const v1::Device& d : b.devices()) {
+      if (d.driver_loaded() && d.device_nodes_present()) {
+        b.set_state_reason(absl::StrCat("no usable device: ", d.unusable_reason()));
+        break;
+      }
+    }
+  }
+}
+
+v1::Backend& AddBackend(const BackendSpec& spec, v1::Inventory& inv) {
+  v1::Backend& b = *inv.add_backends();
+  b.set_row(spec.row);
+  b.set_name(std::string(spec.name));
+  b.set_device_type(std::string(spec.device_type));
+  b.set_hardware(std::string(spec.hardware));
+  b.set_vendor(std::string(spec.vendor));
+  b.set_package(std::string(spec.package));
+  return b;
+}
+
+// Host files may hold any bytes, but proto3 strings must be UTF-8 (an invalid one makes the whole
+// serialized Inventory unparseable): replaces each byte of an invalid sequence with '?'.
+std::string ValidUtf8(const std::string& in) {
+  std::string out;
+  out.reserve(in.size());
+  size_t i = 0;
+  while (i < in.size()) {
+    const auto c = static_cast<unsigned char>(in[i]);
+    const size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    bool ok = len > 0 && i + len <= in.size() && !(len == 2 && c < 0xc2);
+    for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(in[i + k]) & 0xc0) == 0x80;
+    if (ok && len == 3) {  // no overlongs, no surrogates
+      const auto c1 = static_cast<unsigned char>(in[i + 1]);
+      ok = !(c == 0xe0 && c1 < 0xa0) && !(c == 0xed && c1 >= 0xa0);
+    }
+    if (ok && len == 4) {
+      const auto c1 = static_cast<unsigned char>(in[i + 1]);
+      ok = c <= 0xf4 && !(c == 0xf0 && c1 < 0x90) && !(c == 0xf4 && c1 >= 0x90);
+    }
+    if (ok) {
+      out.append(in, i, len);
+      i += len;
+    } else {
+      out.push_back('?');
+      ++i;
+    }
+  }
+  return out;
+}
+
+void SanitizeUtf8(google::protobuf::Message& msg) {
+  const google::protobuf::Reflection* refl = msg.GetReflection();
+  std::vector<const google::protobuf::FieldDescriptor*> fields;
+  refl->ListFields(msg, &fields);
+  for (const google::protobuf::FieldDescriptor* f : fields) {
+    if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_STRING && f->type() == google::protobuf::FieldDescriptor::TYPE_STRING) {
+      if (f->is_repeated()) {
+        for (int i = 0; i < refl->FieldSize(msg, f); ++i) refl->SetRepeatedString(&msg, f, i, ValidUtf8(refl->GetRepeatedString(msg, f, i)));
+      } else {
+        refl->SetString(&msg, f, ValidUtf8(refl->GetString(msg, f)));
+      }
+    } else if (f->is_map()) {
+      continue;  // string maps are sanitized through their typed API below (see SanitizeMap)
+    } else if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) {
+      if (f->is_repeated()) {
+        for (int i = 0; i < refl->FieldSize(msg, f); ++i) SanitizeUtf8(*refl->MutableRepeatedMessage(&msg, f, i));
+      } else {
+        SanitizeUtf8(*refl->MutableMessage(&msg, f));
+      }
+    }
+  }
+}
+
+// A map<string, string> with every key and value made valid UTF-8 (rebuilt: keys may change).
+void SanitizeMap(google::protobuf::Map<std::string, std::string>& map) {
+  google::protobuf::Map<std::string, std::string> clean;
+  for (const auto& [key, value] : map) clean[ValidUtf8(key)] = ValidUtf8(value);
+  map.swap(clean);
+}
+
+void SanitizeUtf8(v1::Inventory& inv) {
+  SanitizeUtf8(static_cast<google::protobuf::Message&>(inv));
+  for (v1::Backend& b : *inv.mutable_backends()) {
+    SanitizeMap(*b.mutable_attributes());
+    for (v1::Device& d : *b.mutable_devices()) SanitizeMap(*d.mutable_attributes());
+  }
+}
+
+}  // namespace
+
+v1::Inventory BuildInventory(const probe::ProbeRun& run) {
+  v1::Inventory inv;
+  *inv.mutable_host() = run.facts.host;
+  // placement::Backends() is in row order, cpu first.
+  for (const BackendSpec& spec : placement::Backends()) {
+    if (spec.row == v1::ROW_CPU) {
+      AddBackend(spec, inv).set_state(v1::BACKEND_STATE_READY);
+      continue;
+    }
+    std::vector<const probe::PciFunction*> functions;
+    for (const auto& [bus_id, fn] : run.facts.pci) {
+      if (fn.row == spec.row) functions.push_back(&fn);
+    }
+    if (functions.empty()) continue;
+    v1::Backend& b = AddBackend(spec, inv);
+    const auto version = run.facts.driver_versions.find(spec.row);
+    if (version != run.facts.driver_versions.end()) b.set_driver_version(version->second);
+    const auto attributes = run.facts.backend_attributes.find(spec.row);
+    if (attributes != run.facts.backend_attributes.end()) {
+      b.mutable_attributes()->insert(attributes->second.begin(), attributes->second.end());
+    }
+    for (const probe::PciFunction* fn : functions) {
+      const auto host_index = static_cast<uint32_t>(b.devices_size());
+      DeriveDevice(spec, *fn, host_index, *b.add_devices());
+    }
+    DeriveState(spec, b);
+  }
+  for (const v1::ProbeReport& report : run.reports) *inv.add_probe_reports() = report;
+  SanitizeUtf8(inv);
+  return inv;
+}
+
+v1::Inventory ProbeInventory(const probe::HostRoot& root) { return BuildInventory(probe::RunProbers(root)); }
+
+v1::Inventory ProbeInventory(const probe::HostRoot& root, const probe::ProbeOptions& options) {
+  return BuildInventory(probe::RunProbers(root, options));
+}
+
+}  // namespace devplace::probe

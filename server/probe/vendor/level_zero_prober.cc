@@ -1,0 +1,334 @@
+#include "server/probe/vendor/level_zero_prober.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "server/probe/vendor/level_zero_api.h"
+#include "server/probe/host/prober_util.h"
+#include "server/probe/vendor/vendor_library.h"
+
+namespace devplace::probe {
+namespace {
+
+struct ZeLibrary {
+  decltype(&zesInit) init = nullptr;
+  decltype(&zesDriverGet) drivers = nullptr;
+  decltype(&zesDeviceGet) devices = nullptr;
+  decltype(&zesDeviceGetProperties) properties = nullptr;
+  decltype(&zesDevicePciGetProperties) pci = nullptr;
+  decltype(&zesDeviceEnumMemoryModules) memory_modules = nullptr;
+  decltype(&zesMemoryGetProperties) memory_properties = nullptr;
+  decltype(&zesMemoryGetState) memory_state = nullptr;
+};
+
+std::string Text(const char* buffer, size_t size) { return std::string(buffer, strnlen(buffer, size)); }
+
+std::string Uuid(const uint8_t* id) {
+  std::string out;
+  for (int i = 0; i < ZE_MAX_DEVICE_UUID_SIZE; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
+    absl::StrAppendFormat(&out, "%02x", id[i]);
+  }
+  return out;
+}
+
+const char* HealthName(int health) {
+  switch (health) {
+    case ZES_MEM_HEALTH_OK: return "ok";
+    case ZES_MEM_HEALTH_DEGRADED: return "degraded";
+    case ZES_MEM_HEALTH_CRITICAL: return "critical";
+    case ZES_MEM_HEALTH_REPLACE: return "replace";
+    default: return "unknown";
+  }
+}
+
+class Reader {
+ public:
+  Reader(const ZeLibrary& lib, VendorCall& call, ZeSnapshot& out) : lib_(lib), call_(call), out_(out) {}
+
+  void ReadGpus() {
+    std::vector<zes_driver_handle_t> drivers;
+    if (!List("zesDriverGet", [&](uint32_t* n, zes_driver_handle_t* h) { return lib_.drivers(n, h); }, drivers)) return;
+    int index = 0;
+    for (zes_driver_handle_t driver : drivers) {
+      std::vector<zes_device_handle_t> devices;
+      if (!List("zesDeviceGet", [&](uint32_t* n, zes_device_handle_t* h) { return lib_.devices(driver, n, h); },
+                devices)) {
+        continue;
+      }
+      for (zes_device_handle_t device : devices) ReadGpu(device, index++);
+    }
+  }
+
+ private:
+  // The two-call count-then-fill pattern of a system-wide list.
+  template <typename Handle, typename Fn>
+  bool List(const char* call, Fn fn, std::vector<Handle>& out) {
+    uint32_t count = 0;
+    call_.Enter(call);
+    ze_result_t r = fn(&count, nullptr);
+    if (r == ZE_RESULT_SUCCESS && count > 0) {
+      out.resize(count);
+      r = fn(&count, out.data());
+      out.resize(std::min<size_t>(count, out.size()));
+    }
+    if (r != ZE_RESULT_SUCCESS) out_.problems.push_back(absl::StrCat(call, ": ", ZeResultName(r)));
+    return r == ZE_RESULT_SUCCESS;
+  }
+
+  // DEVICE_LOST marks the device lost; UNSUPPORTED_FEATURE / NOT_AVAILABLE leave the field unset;
+  // INSUFFICIENT_PERMISSIONS is a note; other results are problems.
+  bool Ok(ze_result_t r, const char* call, ZeGpu& gpu) {
+    switch (r) {
+      case ZE_RESULT_SUCCESS:
+        return true;
+      case ZE_RESULT_ERROR_UNSUPPORTED_FEATURE:
+      case ZE_RESULT_ERROR_NOT_AVAILABLE:
+        return false;
+      case ZE_RESULT_ERROR_DEVICE_LOST:
+        gpu.lost = absl::StrCat("Level Zero ", call, ": ", ZeResultName(r));
+        return false;
+      case ZE_RESULT_ERROR_INSUFFICIENT_PERMISSIONS:
+        out_.notes.push_back(absl::StrCat(Who(gpu), ": ", call, ": ", ZeResultName(r)));
+        return false;
+      default:
+        out_.problems.push_back(absl::StrCat(Who(gpu), ": ", call, ": ", ZeResultName(r)));
+        return false;
+    }
+  }
+
+  static std::string Who(const ZeGpu& gpu) {
+    return gpu.bus_id.empty() ? absl::StrCat("Level Zero device ", gpu.index) : gpu.bus_id;
+  }
+
+  template <typename Fn>
+  bool Call(ZeGpu& gpu, const char* call, Fn fn) {
+    if (!gpu.lost.empty()) return false;
+    call_.Enter(call, gpu.index);
+    return Ok(fn(), call, gpu);
+  }
+
+  void ReadGpu(zes_device_handle_t device, int index) {
+    ZeGpu gpu;
+    gpu.index = index;
+    zes_pci_properties_t pci = {};
+    pci.stype = ZES_STRUCTURE_TYPE_PCI_PROPERTIES;
+    if (!Call(gpu, "zesDevicePciGetProperties", [&] { return lib_.pci(device, &pci); })) {
+      out_.notes.push_back(absl::StrCat("Level Zero device ", index, " has no bus id",
+                                        gpu.lost.empty() ? "" : absl::StrCat(" (", gpu.lost, ")")));
+      return;
+    }
+    gpu.bus_id = absl::StrFormat("%04x:%02x:%02x.%x", pci.domain, pci.bus, pci.device, pci.function);
+    auto properties = std::make_unique<zes_device_properties_t>();
+    properties->stype = ZES_STRUCTURE_TYPE_DEVICE_PROPERTIES;
+    properties->core.stype = ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES;
+    if (Call(gpu, "zesDeviceGetProperties", [&] { return lib_.properties(device, properties.get()); })) {
+      gpu.name = Text(properties->core.name, sizeof properties->core.name);
+      const uint8_t* id = properties->core.uuid;
+      if (std::any_of(id, id + ZE_MAX_DEVICE_UUID_SIZE, [](uint8_t b) { return b != 0; })) gpu.uuid = Uuid(id);
+      gpu.tiles = properties->numSubdevices;
+      gpu.driver_version = Text(properties->driverVersion, sizeof properties->driverVersion);
+    }
+    if (lib_.memory_modules != nullptr && gpu.lost.empty()) {
+      uint32_t count = 0;
+      std::vector<zes_mem_handle_t> modules;
+      if (Call(gpu, "zesDeviceEnumMemoryModules", [&] { return lib_.memory_modules(device, &count, nullptr); }) &&
+          count > 0) {
+        modules.resize(count);
+        if (!Call(gpu, "zesDeviceEnumMemoryModules",
+                  [&] { return lib_.memory_modules(device, &count, modules.data()); })) {
+          modules.clear();
+        }
+        modules.resize(std::min<size_t>(count, modules.size()));
+      }
+      for (zes_mem_handle_t module : modules) ReadModule(module, gpu);
+    }
+    out_.gpus.push_back(std::move(gpu));
+  }
+
+  void ReadModule(zes_mem_handle_t module, ZeGpu& gpu) {
+    zes_mem_properties_t properties = {};
+    properties.stype = ZES_STRUCTURE_TYPE_MEM_PROPERTIES;
+    if (lib_.memory_properties == nullptr ||
+        !Call(gpu, "zesMemoryGetProperties", [&] { return lib_.memory_properties(module, &properties); })) {
+      return;
+    }
+    if (properties.location != ZES_MEM_LOC_DEVICE) return;  // system memory the device may use
+    ZeMemoryModule m;
+    if (properties.onSubdevice) m.tile = properties.subdeviceId;
+    m.size_bytes = properties.physicalSize;
+    zes_mem_state_t state = {};
+    state.stype = ZES_STRUCTURE_TYPE_MEM_STATE;
+    if (lib_.memory_state != nullptr &&
+        Call(gpu, "zesMemoryGetState", [&] { return lib_.memory_state(module, &state); })) {
+      if (state.size > 0) m.size_bytes = state.size;
+      m.free_bytes = std::min(state.free, m.size_bytes);
+      m.health = static_cast<int>(state.health);
+    }
+    if (gpu.lost.empty()) gpu.memory.push_back(m);
+  }
+
+  const ZeLibrary& lib_;
+  VendorCall& call_;
+  ZeSnapshot& out_;
+};
+
+}  // namespace
+
+std::string ZeResultName(uint32_t code) {
+  static constexpr std::pair<uint32_t, const char*> kNames[] = {
+      {ZE_RESULT_SUCCESS, "ZE_RESULT_SUCCESS"},
+      {ZE_RESULT_ERROR_DEVICE_LOST, "ZE_RESULT_ERROR_DEVICE_LOST"},
+      {ZE_RESULT_ERROR_INSUFFICIENT_PERMISSIONS, "ZE_RESULT_ERROR_INSUFFICIENT_PERMISSIONS"},
+      {ZE_RESULT_ERROR_NOT_AVAILABLE, "ZE_RESULT_ERROR_NOT_AVAILABLE"},
+      {ZE_RESULT_ERROR_DEPENDENCY_UNAVAILABLE, "ZE_RESULT_ERROR_DEPENDENCY_UNAVAILABLE"},
+      {ZE_RESULT_ERROR_UNINITIALIZED, "ZE_RESULT_ERROR_UNINITIALIZED"},
+      {ZE_RESULT_ERROR_UNSUPPORTED_VERSION, "ZE_RESULT_ERROR_UNSUPPORTED_VERSION"},
+      {ZE_RESULT_ERROR_UNSUPPORTED_FEATURE, "ZE_RESULT_ERROR_UNSUPPORTED_FEATURE"},
+      {ZE_RESULT_ERROR_INVALID_ARGUMENT, "ZE_RESULT_ERROR_INVALID_ARGUMENT"},
+      {ZE_RESULT_ERROR_UNKNOWN, "ZE_RESULT_ERROR_UNKNOWN"},
+  };
+  for (const auto& [value, name] : kNames) {
+    if (value == code) return absl::StrFormat("%s (0x%08x)", name, code);
+  }
+  return absl::StrFormat("Level Zero result 0x%08x", code);
+}
+
+ZeSnapshot ReadLevelZero(const std::string& library, VendorCall& call) {
+  ZeSnapshot out;
+  call.Enter("dlopen");
+  VendorLibrary so(library);
+  if (!so.loaded()) {
+    out.skipped = so.not_found();
+    out.unusable = so.error();
+    return out;
+  }
+  ZeLibrary lib;
+  so.Require("zesInit", lib.init);
+  so.Require("zesDriverGet", lib.drivers);
+  so.Require("zesDeviceGet", lib.devices);
+  so.Require("zesDeviceGetProperties", lib.properties);
+  so.Require("zesDevicePciGetProperties", lib.pci);
+  so.Optional("zesDeviceEnumMemoryModules", lib.memory_modules);
+  so.Optional("zesMemoryGetProperties", lib.memory_properties);
+  so.Optional("zesMemoryGetState", lib.memory_state);
+  if (std::string missing = so.MissingRequired("not a Level Zero loader with Sysman 1.5, or one too old");
+      !missing.empty()) {
+    out.unusable = std::move(missing);
+    return out;
+  }
+  if (std::string missing = so.MissingOptional(); !missing.empty()) out.notes.push_back(std::move(missing));
+  call.Enter("zesInit");
+  const ze_result_t r = lib.init(0);
+  if (r != ZE_RESULT_SUCCESS) {
+    // No GPU driver (i915 / xe) under the loader: nothing to read here.
+    out.skipped = r == ZE_RESULT_ERROR_UNINITIALIZED || r == ZE_RESULT_ERROR_DEPENDENCY_UNAVAILABLE;
+    out.unusable = absl::StrCat(out.skipped ? "no Level Zero GPU driver: " : "", "zesInit: ", ZeResultName(r));
+    return out;
+  }
+  Reader(lib, call, out).ReadGpus();
+  call.Enter("dlclose");
+  return out;
+}
+
+absl::StatusOr<ProbeOutcome> MergeLevelZero(const ZeSnapshot& snapshot, HostFacts& facts) {
+  if (snapshot.unusable) {
+    if (snapshot.skipped) return Skipped(*snapshot.unusable);
+    return absl::InternalError(*snapshot.unusable);
+  }
+  std::vector<std::string> notes;
+  std::set<std::string> seen;
+  int merged = 0, lost = 0, faulty = 0;
+  std::string driver_version;
+  for (const ZeGpu& gpu : snapshot.gpus) {
+    PciFunction* fn = facts.Find(gpu.bus_id);
+    if (fn == nullptr || fn->row != v1::ROW_XPU) {
+      notes.push_back(absl::StrCat("Level Zero device ", gpu.bus_id, " (", gpu.index, ") is not an Intel GPU of the PCI scan"));
+      continue;
+    }
+    seen.insert(gpu.bus_id);
+    ++merged;
+    v1::Device& d = fn->device;
+    auto& attributes = *d.mutable_attributes();
+    if (!gpu.name.empty()) d.set_name(gpu.name);
+    if (!gpu.uuid.empty()) {
+      attributes["level_zero_uuid"] = gpu.uuid;
+      if (d.uuid().empty()) d.set_uuid(gpu.uuid);
+    }
+    if (driver_version.empty()) driver_version = gpu.driver_version;
+    if (gpu.tiles > 1) d.set_sub_device_count(gpu.tiles);
+    if (!gpu.name.empty() || !gpu.memory.empty()) {
+      attributes["level_zero_tiles"] = absl::StrCat(gpu.tiles);
+      attributes["flat_device_count"] = absl::StrCat(std::max<uint32_t>(gpu.tiles, 1));
+      attributes["composite_device_count"] = "1";
+    }
+    if (!gpu.memory.empty()) {
+      uint64_t total = 0, free = 0;
+      bool all_free = true;
+      std::vector<std::string> modules, unhealthy, degraded;
+      for (const ZeMemoryModule& m : gpu.memory) {
+        total += m.size_bytes;
+        if (m.free_bytes) free += *m.free_bytes;
+        all_free = all_free && m.free_bytes.has_value();
+        const std::string where = m.tile ? absl::StrCat("tile", *m.tile) : "device";
+        modules.push_back(absl::StrCat(where, ":", m.size_bytes, "/", m.free_bytes ? absl::StrCat(*m.free_bytes) : "?"));
+        const std::string health = absl::StrCat(where, " memory ", HealthName(m.health));
+        if (m.health == ZES_MEM_HEALTH_DEGRADED) degraded.push_back(health);
+        if (m.health >= ZES_MEM_HEALTH_CRITICAL) unhealthy.push_back(health);
+      }
+      d.set_memory_total_bytes(total);
+      if (all_free) {
+        d.set_memory_free_bytes(free);
+      } else {
+        d.clear_memory_free_bytes();
+      }
+      attributes["memory_source"] = "level_zero";
+      attributes["memory_modules"] = absl::StrJoin(modules, ",");
+      if (!degraded.empty()) attributes["memory_health"] = absl::StrJoin(degraded, ", ");
+      if (!unhealthy.empty() && gpu.lost.empty()) {
+        ++faulty;
+        d.set_health(v1::HEALTH_FAULT);
+        d.set_health_reason(absl::StrCat("Level Zero zesMemoryGetState: ", absl::StrJoin(unhealthy, ", ")));
+      }
+    }
+    if (!gpu.lost.empty()) {
+      ++lost;
+      MarkLost(d, gpu.lost);
+    }
+  }
+  for (PciFunction* fn : facts.OfRow(v1::ROW_XPU)) {
+    if (seen.count(fn->device.pci_bus_id()) == 0) {
+      notes.push_back(absl::StrCat(fn->device.pci_bus_id(), " is not listed by Level Zero"));
+    }
+  }
+  std::vector<std::string> found;
+  if (!driver_version.empty()) {
+    found.push_back(absl::StrCat("driver ", driver_version));
+    facts.backend_attributes[v1::ROW_XPU]["level_zero_driver_version"] = driver_version;
+  }
+  found.push_back(absl::StrCat(snapshot.gpus.size(), " Level Zero devices, ", merged, " matched by bus id"));
+  if (lost > 0) found.push_back(absl::StrCat(lost, " lost"));
+  if (faulty > 0) found.push_back(absl::StrCat(faulty, " with unhealthy memory"));
+  notes.insert(notes.begin(), snapshot.notes.begin(), snapshot.notes.end());
+  Problems problems;
+  for (const std::string& problem : snapshot.problems) problems.Add(problem);
+  return problems.Finish(FoundAndNotes(found, notes));
+}
+
+VendorProber LevelZeroProber(std::string library) {
+  return {"level_zero", [library = std::move(library)](const HostFacts& facts, VendorCall& call) -> VendorMerge {
+            if (!facts.HasRow(v1::ROW_XPU)) {
+              return [](HostFacts&) -> absl::StatusOr<ProbeOutcome> { return Skipped("no Intel GPU on the PCI bus"); };
+            }
+            auto snapshot = std::make_shared<const ZeSnapshot>(ReadLevelZero(library, call));
+            return [snapshot](HostFacts& merged) { return MergeLevelZero(*snapshot, merged); };
+          }};
+}
+
+}  // namespace devplace::probe

@@ -1,0 +1,98 @@
+// The NVML C API's public declarations (nvml.h of the NVIDIA Management Library) for the few
+// types, constants and functions devplace calls. They are declared here, faithfully to the
+// library's public ABI, so that building devplace needs no NVIDIA header or library:
+// libnvidia-ml.so.1 is loaded with dlopen at run time (server/probe/nvml_prober.cc) and the
+// functions are looked up by name with dlsym. The fake NVML for the tests
+// (tests/fakes/fake_nvml.cc) defines the same functions from these declarations.
+//
+// Only the global namespace and C linkage are used, as in nvml.h; do not include this header
+// next to the real nvml.h.
+#ifndef DEVPLACE_SERVER_PROBE_VENDOR_NVML_API_H_
+#define DEVPLACE_SERVER_PROBE_VENDOR_NVML_API_H_
+
+extern "C" {
+
+// Return codes (nvmlReturn_t). Only those devplace tells apart are named; every other value is
+// printed as a number.
+typedef enum nvmlReturn_enum {
+  NVML_SUCCESS = 0,
+  NVML_ERROR_UNINITIALIZED = 1,
+  NVML_ERROR_INVALID_ARGUMENT = 2,
+  NVML_ERROR_NOT_SUPPORTED = 3,
+  NVML_ERROR_NO_PERMISSION = 4,
+  NVML_ERROR_NOT_FOUND = 6,
+  NVML_ERROR_INSUFFICIENT_SIZE = 7,
+  NVML_ERROR_DRIVER_NOT_LOADED = 9,
+  NVML_ERROR_TIMEOUT = 10,
+  NVML_ERROR_LIBRARY_NOT_FOUND = 12,
+  NVML_ERROR_FUNCTION_NOT_FOUND = 13,
+  NVML_ERROR_GPU_IS_LOST = 15,
+  NVML_ERROR_RESET_REQUIRED = 16,
+  NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18,
+  NVML_ERROR_UNKNOWN = 999,
+} nvmlReturn_t;
+
+// An opaque device handle (a physical GPU or a MIG device).
+typedef struct nvmlDevice_st* nvmlDevice_t;
+
+// Buffer sizes for the string getters.
+#define NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE 80
+#define NVML_DEVICE_NAME_V2_BUFFER_SIZE 96
+#define NVML_DEVICE_UUID_V2_BUFFER_SIZE 96
+#define NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE 32
+#define NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE 16
+
+// nvmlDeviceGetMigMode's modes.
+#define NVML_DEVICE_MIG_DISABLE 0
+#define NVML_DEVICE_MIG_ENABLE 1
+
+// PCI information (the layout nvmlDeviceGetPciInfo_v3 fills). `busId` is printed as
+// "%08X:%02X:%02X.0" (8-digit upper-case domain), `busIdLegacy` as "%04X:%02X:%02X.0".
+typedef struct nvmlPciInfo_st {
+  char busIdLegacy[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE];
+  unsigned int domain;
+  unsigned int bus;
+  unsigned int device;
+  unsigned int pciDeviceId;     // combined 16-bit device id and 16-bit vendor id
+  unsigned int pciSubSystemId;  // combined 16-bit subsystem device id and vendor id
+  char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
+} nvmlPciInfo_t;
+
+// Device memory in bytes (nvmlDeviceGetMemoryInfo).
+typedef struct nvmlMemory_st {
+  unsigned long long total;
+  unsigned long long free;
+  unsigned long long used;
+} nvmlMemory_t;
+
+// Library lifetime.
+nvmlReturn_t nvmlInit_v2(void);
+nvmlReturn_t nvmlShutdown(void);
+
+// System queries. The CUDA driver version is 1000 * major + 10 * minor (12040 = 12.4); it needs
+// libcuda.so.1 (NVML_ERROR_LIBRARY_NOT_FOUND without it).
+nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned int length);
+nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int* cudaDriverVersion);
+
+// Devices. nvmlDeviceGetCount_v2 counts devices the caller may not be allowed to open
+// (nvmlDeviceGetHandleByIndex_v2 then says NVML_ERROR_NO_PERMISSION).
+nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* deviceCount);
+nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device);
+nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char* pciBusId, nvmlDevice_t* device);
+nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t* pci);
+nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int length);
+nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length);
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory);
+
+// MIG. A MIG device handle answers GetUUID ("MIG-..."), GetName ("<GPU name> MIG 1g.10gb") and
+// GetMemoryInfo for its own instance; GetMigDeviceHandleByIndex says NVML_ERROR_NOT_FOUND for an
+// empty slot.
+nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int* currentMode, unsigned int* pendingMode);
+nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int* count);
+nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index, nvmlDevice_t* migDevice);
+nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int* id);
+nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int* id);
+
+}  // extern "C"
+
+#endif  // DEVPLACE_SERVER_PROBE_VENDOR_NVML_API_H_

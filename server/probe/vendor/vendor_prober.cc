@@ -1,0 +1,35 @@
+#include "server/probe/vendor/vendor_prober.h"
+
+#include "absl/strings/str_cat.h"
+#include "server/probe/vendor/vendor_process.h"
+
+namespace devplace::probe {
+
+void VendorCall::Enter(const char* call, int device) {
+  device_.store(device, std::memory_order_relaxed);
+  size_t i = 0;
+  for (; call != nullptr && call[i] != '\0' && i + 1 < kMaxName; ++i) name_[i].store(call[i], std::memory_order_relaxed);
+  name_[i].store('\0', std::memory_order_release);
+}
+
+std::string VendorCall::Describe() const {
+  std::string call;
+  for (size_t i = 0; i < kMaxName; ++i) {
+    const char c = name_[i].load(std::memory_order_acquire);
+    if (c == '\0') break;
+    call.push_back(c);
+  }
+  if (call.empty()) return "no call yet";
+  const int device = device_.load(std::memory_order_relaxed);
+  return device < 0 ? call : absl::StrCat(call, " (device ", device, ")");
+}
+
+void RunVendorProbers(const std::vector<VendorProber>& probers, std::chrono::milliseconds timeout, ProbeRun& run) {
+  RunVendorProbersIsolated(probers, timeout, run);
+}
+
+void RunVendorProber(const VendorProber& prober, std::chrono::milliseconds timeout, ProbeRun& run) {
+  RunVendorProbers({prober}, timeout, run);
+}
+
+}  // namespace devplace::probe

@@ -1,0 +1,80 @@
+// Vendor-library probers: a prober that reads a vendor management library (NVML, AMD SMI, Level
+// Zero, HLML, DCMI, CNDev, MTML, libcuda) through dlopen, after the host probers, each in its own
+// child process under a deadline (vendor_process.h); which of them run (ProbeOptions).
+#ifndef DEVPLACE_SERVER_PROBE_VENDOR_VENDOR_PROBER_H_
+#define DEVPLACE_SERVER_PROBE_VENDOR_VENDOR_PROBER_H_
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/probe/host/facts.h"
+#include "server/probe/host/prober.h"
+
+namespace devplace::probe {
+
+// The vendor library call a vendor prober is in, shared with the process that waits for it, so a
+// timeout or crash report can name the call that did not return. The runner places it in memory
+// shared with the prober's child process; Enter copies the name (at most 95 bytes are kept).
+class VendorCall {
+ public:
+  // `call` names the library function (e.g. "nvmlDeviceGetMemoryInfo"); `device` the vendor's
+  // device index, or -1 for a system-wide call.
+  void Enter(const char* call, int device = -1);
+  // "nvmlDeviceGetMemoryInfo (device 1)", "nvmlInit_v2", or "no call yet".
+  std::string Describe() const;
+
+ private:
+  static constexpr size_t kMaxName = 96;
+  std::atomic<char> name_[kMaxName] = {};
+  std::atomic<int> device_{-1};
+};
+
+// What a vendor prober's reading step hands back: applies what it read to the facts, on the
+// caller's thread, and says what was found (or fails, as a Prober does).
+using VendorMerge = std::function<absl::StatusOr<ProbeOutcome>(HostFacts& facts)>;
+
+// A prober that calls into a vendor management library through dlopen. A library call can hang
+// (NVML on a GPU that fell off the bus) or crash (a wrong ABI guess), so each vendor prober runs
+// in its own short-lived child process (vendor_process.h): `read` gets the child's copy of the
+// facts gathered by the sysfs/procfs probers, reads the library, and returns the merge, which the
+// child runs on its copy; what the merge changed is sent back and applied. The runner waits up to
+// ProbeOptions::vendor_timeout: a child that has not finished is killed and the prober reported
+// PROBE_STATUS_TIMED_OUT naming the call in progress; one that died of a signal is
+// PROBE_STATUS_CRASHED naming the signal and the call; nothing of either is merged. `read` and
+// the merge run in the child: they must not rely on changing the caller's memory.
+struct VendorProber {
+  std::string name;  // ProbeReport.name, e.g. "nvml"
+  std::function<VendorMerge(const HostFacts& facts, VendorCall& call)> read;
+};
+
+// Which vendor probers run, and their deadline.
+struct ProbeOptions {
+  // Path or soname of NVML, passed to dlopen; empty: the NVML prober does not run (no report).
+  std::string nvml_library;
+  // Path or soname of libcuda (the "cuda" prober: the CUDA runtime's enumeration order, see
+  // cuda_prober.h); empty: the prober does not run (no report).
+  std::string cuda_library;
+  // Path or soname of AMD SMI (libamd_smi.so); empty: the amd_smi prober does not run.
+  std::string amd_smi_library;
+  // Path or soname of the Level Zero loader (libze_loader.so.1); empty: level_zero does not run.
+  std::string level_zero_library;
+  // Paths or sonames of HLML (Gaudi), DCMI (Ascend), CNDev (Cambricon) and MTML (Moore Threads);
+  // empty: that prober does not run (accel_library.h).
+  std::string hlml_library, dcmi_library, cndev_library, mtml_library;
+  // Deadline of the vendor probers, which run at once (from their start to their merge).
+  std::chrono::milliseconds vendor_timeout{5000};
+};
+
+// Runs `probers` at once, each in its own child process under `timeout`, and appends their
+// reports to `run` in order (vendor_process.h says what each outcome means).
+void RunVendorProbers(const std::vector<VendorProber>& probers, std::chrono::milliseconds timeout, ProbeRun& run);
+// RunVendorProbers with one prober.
+void RunVendorProber(const VendorProber& prober, std::chrono::milliseconds timeout, ProbeRun& run);
+
+}  // namespace devplace::probe
+
+#endif  // DEVPLACE_SERVER_PROBE_VENDOR_VENDOR_PROBER_H_
