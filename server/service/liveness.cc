@@ -14,17 +14,16 @@
 #include "absl/strings/str_cat.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "server/common/address.h"
 
 namespace devplace::service {
 
 std::string LoopbackTarget(const std::string& address) {
-  if (absl::StartsWith(address, "unix:")) return address;
   if (absl::StartsWith(address, "tls:")) return absl::StrCat("tls:", LoopbackTarget(address.substr(4)));
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos) return address;
-  const std::string host = address.substr(0, colon);
-  if (host == "0.0.0.0" || host.empty()) return absl::StrCat("127.0.0.1", address.substr(colon));
-  if (host == "[::]") return absl::StrCat("[::1]", address.substr(colon));
+  const std::optional<Address> parsed = ParseAddress(address, AddressUse::kListen);
+  if (!parsed.has_value() || parsed->is_unix) return address;
+  if (parsed->host == "0.0.0.0") return absl::StrCat("127.0.0.1:", parsed->port);
+  if (parsed->ipv6 && parsed->host == "::") return absl::StrCat("[::1]:", parsed->port);
   return address;
 }
 

@@ -1,6 +1,5 @@
 #include "server/service/tls.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -19,13 +18,13 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "grpcpp/security/tls_certificate_provider.h"
 #include "grpcpp/security/tls_credentials_options.h"
+#include "server/common/address.h"
 
 namespace devplace::service {
 namespace {
@@ -121,24 +120,8 @@ std::string FdPath(int fd) { return absl::StrCat("/proc/self/fd/", fd); }
 }  // namespace
 
 bool IsLoopbackListenAddress(absl::string_view host_port) {
-  std::string host;
-  if (!host_port.empty() && host_port[0] == '[') {
-    const size_t close = host_port.find(']');
-    if (close == absl::string_view::npos) return false;
-    host = std::string(host_port.substr(1, close - 1));
-  } else {
-    const size_t colon = host_port.rfind(':');
-    host = std::string(host_port.substr(0, colon));
-  }
-  if (absl::AsciiStrToLower(host) == "localhost") return true;
-  in_addr v4;
-  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
-  in6_addr v6;
-  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) {
-    if (IN6_IS_ADDR_LOOPBACK(&v6)) return true;
-    return IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127;
-  }
-  return false;
+  const std::optional<Address> address = ParseAddress(host_port, AddressUse::kListen);
+  return address.has_value() && !address->is_unix && IsLoopbackHost(address->host);
 }
 
 absl::StatusOr<TlsMaterial> LoadTlsMaterial(const TlsFiles& files) {
