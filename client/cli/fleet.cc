@@ -30,6 +30,7 @@
 #include "absl/strings/strip.h"
 #include "cli/fleet.pb.h"
 #include "client/cli/cli.h"
+#include "client/cli/output.h"
 #include "devplace/client.h"
 
 ABSL_FLAG(std::string, targets, "",
@@ -44,7 +45,6 @@ namespace devplace::cli {
 namespace {
 
 constexpr int kExitSomeFailed = 1;
-constexpr int kExitUsage = 2;
 constexpr int kMaxConcurrency = 1024;
 // The flags of `devplace resolve` that describe the job (read by OptionsFromFlags); not
 // --no_environment (implied), --explain or --inventory.
