@@ -1,10 +1,11 @@
-// Helpers of the devplace CLI (defined in devplace.cc) that the commands in other files of
-// client/cli/ (fleet.cc) share: exit statuses, error lines, flag parsing for requests. Output is
-// output.h, connection options connect_flags.h.
+// Helpers of the devplace CLI that the commands in client/cli/ share: exit statuses and error
+// lines (devplace.cc), the request flags (request_flags.cc), saved inventories
+// (inventory_file.cc). Output is output.h, connection options connect_flags.h.
 #ifndef DEVPLACE_CLIENT_CLI_CLI_H_
 #define DEVPLACE_CLIENT_CLI_CLI_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/flags/declare.h"
 #include "absl/status/status.h"
@@ -16,6 +17,7 @@
 ABSL_DECLARE_FLAG(std::string, address);
 ABSL_DECLARE_FLAG(absl::Duration, timeout);
 ABSL_DECLARE_FLAG(bool, json);
+ABSL_DECLARE_FLAG(std::string, inventory);  // inventory_file.cc
 
 namespace devplace::cli {
 
@@ -34,11 +36,30 @@ int UsageError(absl::string_view command, absl::string_view message);
 // message on one line, control characters replaced, cut after 1000 characters); returns kExitError.
 int Fail(const absl::Status& status);
 
-// The ResolveOptions the request flags (--workload, --device_map, --env, ...) describe, on top of
-// this process's environment and /dev unless --no_environment or `use_environment` is false.
-// `offline`: the job runs against a saved inventory (this /dev is not scanned). INVALID_ARGUMENT
-// naming the flag for a bad value.
+// ---- request_flags.cc: the request flags of `resolve` (and `fleet --resolve`) ----
+
+// Every --env value in command-line order (absl keeps only the last value of a flag): the
+// command-line parser appends each one, OptionsFromFlags() reads them.
+extern std::vector<std::string> g_env_values;
+
+// The ResolveOptions the request flags (--workload, --convention, --device_map, --env, ...)
+// describe, on top of this process's placement variables and /dev nodes
+// (ResolveOptions::FromEnvironment) unless --no_environment or `use_environment` is false; the
+// flags win over the environment. `offline`: the job is resolved against a saved inventory, so
+// this /dev says nothing (job_device_nodes stays unknown unless --job_device_nodes). Errors:
+// INVALID_ARGUMENT with a usage message naming the flag (missing or bad --workload, bad
+// --convention, unsupported --transformers_version / --accelerate_version, an --env piece that is
+// not K=V).
 absl::StatusOr<ResolveOptions> OptionsFromFlags(bool offline, bool use_environment = true);
+
+// ---- inventory_file.cc: --inventory=FILE, for `resolve` and `labels` offline ----
+
+// The saved inventory in `path`: protobuf JSON (`devplace inventory --json`, `devplace probe
+// --json`, `devplace-probe --json`; unknown fields ignored) or devplace-probe's binary output.
+// Errors, each starting with `--inventory=PATH: `: NOT_FOUND when it cannot be opened,
+// INVALID_ARGUMENT for a directory, an unparsable file, or one without the cpu row every probe
+// reports first.
+absl::StatusOr<v1::Inventory> ReadInventory(const std::string& path);
 
 }  // namespace devplace::cli
 
