@@ -11,11 +11,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/time/time.h"
 #include "devplace/client.h"
 
-ABSL_DECLARE_FLAG(std::string, address);
-ABSL_DECLARE_FLAG(absl::Duration, timeout);
 ABSL_DECLARE_FLAG(bool, json);
 ABSL_DECLARE_FLAG(std::string, inventory);  // inventory_file.cc
 

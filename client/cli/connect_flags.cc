@@ -1,18 +1,24 @@
+// The connection flags (--address, --timeout, --tls_*) and the Client they describe.
 #include "client/cli/connect_flags.h"
 
-#include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "client/cli/cli.h"
 
-// Defined in devplace.cc with the other global flags.
-ABSL_DECLARE_FLAG(std::string, address);
-ABSL_DECLARE_FLAG(absl::Duration, timeout);
-
+ABSL_FLAG(std::string, address, "",
+          "The daemon's gRPC target: unix:/path/to.sock or host:port. Default: env DEVPLACE_ADDRESS, "
+          "else the first of unix:/run/devplace/devplace.sock, unix:$XDG_RUNTIME_DIR/devplace.sock and "
+          "unix:/tmp/devplace-<uid>/devplace.sock that exists and is safe, else 127.0.0.1:7465. A unix socket "
+          "is used only when its directory is owned by root or you and not writable by others (unless "
+          "sticky), and the socket is owned by root or you; DEVPLACE_ADDRESS and --address are checked too");
+ABSL_FLAG(absl::Duration, timeout, absl::Seconds(5),
+          "Deadline of each call to the daemon, e.g. 200ms, 5s (0 = none; watch never has one)");
 ABSL_FLAG(std::string, tls_ca, "",
           "PEM CA bundle that signs the daemon's certificate: talk TLS to a tls: listener (host:port targets "
           "only; unix sockets stay plaintext). Default: env DEVPLACE_TLS_CA; with only --tls_cert, gRPC's "
@@ -65,6 +71,18 @@ std::string ConnectFlagError(const absl::Status& connect_error) {
   if (absl::StartsWith(message, "tls_")) return absl::StrCat("--", message);
   if (absl::StartsWith(message, "DEVPLACE_TLS_")) return message;
   return absl::StrCat("--address: ", message);
+}
+
+int WithClient(absl::FunctionRef<int(Client&)> command) {
+  if (const std::string address = absl::GetFlag(FLAGS_address); !address.empty() && !ValidTarget(address)) {
+    return UsageError(g_command, absl::StrCat("--address=", address, ": ", kTargetForms));
+  }
+  absl::StatusOr<Client> client = Client::Connect(ConnectOptionsFromFlags());
+  if (!client.ok() && client.status().code() == absl::StatusCode::kInvalidArgument) {
+    return UsageError(g_command, ConnectFlagError(client.status()));
+  }
+  if (!client.ok()) return Fail(client.status());  // e.g. an unsafe unix socket refused
+  return command(*client);
 }
 
 }  // namespace devplace::cli

@@ -52,14 +52,6 @@
 #include "server/probe/probers.h"
 
 // ---- global flags ----
-ABSL_FLAG(std::string, address, "",
-          "The daemon's gRPC target: unix:/path/to.sock or host:port. Default: env DEVPLACE_ADDRESS, "
-          "else the first of unix:/run/devplace/devplace.sock, unix:$XDG_RUNTIME_DIR/devplace.sock and "
-          "unix:/tmp/devplace-<uid>/devplace.sock that exists and is safe, else 127.0.0.1:7465. A unix socket "
-          "is used only when its directory is owned by root or you and not writable by others (unless "
-          "sticky), and the socket is owned by root or you; DEVPLACE_ADDRESS and --address are checked too");
-ABSL_FLAG(absl::Duration, timeout, absl::Seconds(5),
-          "Deadline of each call to the daemon, e.g. 200ms, 5s (0 = none; watch never has one)");
 ABSL_FLAG(bool, json, false, "Print the protobuf JSON mapping (as grpcurl would) instead of tables");
 
 // ---- resolve ----
@@ -437,20 +429,6 @@ void PrintExplanation(const v1::ResolveDeviceResponse& r) {
 // ---------------------------------------------------------------------------------------------
 // Commands
 // ---------------------------------------------------------------------------------------------
-
-// Runs `command` on a connected client, or returns the usage status for a bad --address or TLS file.
-template <typename Fn>
-int WithClient(Fn command) {
-  if (const std::string address = absl::GetFlag(FLAGS_address); !address.empty() && !ValidTarget(address)) {
-    return UsageError(g_command, absl::StrCat("--address=", address, ": ", kTargetForms));
-  }
-  absl::StatusOr<Client> client = Client::Connect(ConnectOptionsFromFlags());
-  if (!client.ok() && client.status().code() == absl::StatusCode::kInvalidArgument) {
-    return UsageError(g_command, ConnectFlagError(client.status()));
-  }
-  if (!client.ok()) return Fail(client.status());  // e.g. an unsafe unix socket refused
-  return command(*client);
-}
 
 int RunInventory() {
   return WithClient([](Client& client) {
