@@ -1,6 +1,7 @@
-// Helpers of the devplace CLI that the commands in client/cli/ share: exit statuses and error
-// lines (devplace.cc), the request flags (request_flags.cc), saved inventories
-// (inventory_file.cc). Output is output.h, connection options connect_flags.h.
+// What the files of the devplace CLI share (besides output.h, the tables and JSON, and
+// connect_flags.h, the connection flags and WithClient): the Command entry every command file
+// defines, exit statuses and error lines (devplace.cc), the request flags (request_flags.cc) and
+// saved inventories (inventory_file.cc).
 #ifndef DEVPLACE_CLIENT_CLI_CLI_H_
 #define DEVPLACE_CLIENT_CLI_CLI_H_
 
@@ -13,16 +14,43 @@
 #include "absl/strings/string_view.h"
 #include "devplace/client.h"
 
-ABSL_DECLARE_FLAG(bool, json);
-ABSL_DECLARE_FLAG(std::string, inventory);  // inventory_file.cc
+ABSL_DECLARE_FLAG(bool, json);                 // devplace.cc: a global flag, every command honours it
+ABSL_DECLARE_FLAG(std::string, inventory);     // inventory_file.cc: resolve and labels
 
 namespace devplace::cli {
+
+// ---- the commands ----
+
+// One `devplace <name>` command. The parser accepts the global flags and `flags`, refuses any
+// other with a usage error, parses them, and then calls `run`, whose result is the exit status.
+struct Command {
+  const char* name;
+  const char* summary;             // one line, for `devplace --help`
+  const char* usage;               // "devplace <name> ...", first line of `devplace <name> --help`
+  const char* details;             // the rest of `devplace <name> --help`, lines ending in \n but the last
+  std::vector<const char*> flags;  // besides the global ones, in help order
+  int (*run)();
+};
+
+// Each command's entry, defined in the file of the same name (resolve.cc, inventory.cc, ...);
+// devplace.cc lists them in this order.
+Command ResolveCommand();
+Command InventoryCommand();
+Command LabelsCommand();
+Command BackendsCommand();
+Command WatchCommand();
+Command HealthCommand();
+Command RefreshCommand();
+Command ProbeCommand();
+Command FleetCommand();
+
+// ---- devplace.cc: exit statuses and error lines ----
 
 // Exit statuses: 0 success, kExitError an error from the daemon or the work, kExitUsage a usage error.
 inline constexpr int kExitError = 1;
 inline constexpr int kExitUsage = 2;
 
-// The command being run, for error lines.
+// The name of the command being run ("" until the parser knows it), for error lines.
 extern const char* g_command;
 
 // Prints `devplace: <command>: <message> (see devplace <command> --help)` on stderr, or
