@@ -1,9 +1,10 @@
-// Helpers of the devplace CLI (defined in devplace.cc) that the commands in other files of
-// client/cli/ (fleet.cc) share: flag parsing for requests, connection options, output.
+// What the files of the devplace CLI share (besides output.h, the tables and JSON, and
+// connect_flags.h, the connection flags and WithClient): the Command entry every command file
+// defines, exit statuses and error lines (devplace.cc), the request flags (request_flags.cc) and
+// saved inventories (inventory_file.cc).
 #ifndef DEVPLACE_CLIENT_CLI_CLI_H_
 #define DEVPLACE_CLIENT_CLI_CLI_H_
 
-#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -11,38 +12,79 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/time/time.h"
 #include "devplace/client.h"
-#include "google/protobuf/message.h"
 
-ABSL_DECLARE_FLAG(std::string, address);
-ABSL_DECLARE_FLAG(absl::Duration, timeout);
-ABSL_DECLARE_FLAG(bool, json);
+ABSL_DECLARE_FLAG(bool, json);                 // devplace.cc: a global flag, every command honours it
+ABSL_DECLARE_FLAG(std::string, inventory);     // inventory_file.cc: resolve and labels
 
 namespace devplace::cli {
 
-// The command being run, for error lines.
+// ---- the commands ----
+
+// One `devplace <name>` command. The parser accepts the global flags and `flags`, refuses any
+// other with a usage error, parses them, and then calls `run`, whose result is the exit status.
+struct Command {
+  const char* name;
+  const char* summary;             // one line, for `devplace --help`
+  const char* usage;               // "devplace <name> ...", first line of `devplace <name> --help`
+  const char* details;             // the rest of `devplace <name> --help`, lines ending in \n but the last
+  std::vector<const char*> flags;  // besides the global ones, in help order
+  int (*run)();
+};
+
+// Each command's entry, defined in the file of the same name (resolve.cc, inventory.cc, ...);
+// devplace.cc lists them in this order.
+Command ResolveCommand();
+Command InventoryCommand();
+Command LabelsCommand();
+Command BackendsCommand();
+Command WatchCommand();
+Command HealthCommand();
+Command RefreshCommand();
+Command ProbeCommand();
+Command FleetCommand();
+
+// ---- devplace.cc: exit statuses and error lines ----
+
+// Exit statuses: 0 success, kExitError an error from the daemon or the work, kExitUsage a usage error.
+inline constexpr int kExitError = 1;
+inline constexpr int kExitUsage = 2;
+
+// The name of the command being run ("" until the parser knows it), for error lines.
 extern const char* g_command;
 
-// Prints `devplace: <command>: <message> (see devplace <command> --help)` on stderr; returns 2.
+// Prints `devplace: <command>: <message> (see devplace <command> --help)` on stderr, or
+// `devplace: <message> (see devplace --help)` when `command` is empty; returns kExitUsage.
 int UsageError(absl::string_view command, absl::string_view message);
 
-// The ResolveOptions the request flags (--workload, --device_map, --env, ...) describe, on top of
-// this process's environment and /dev unless --no_environment or `use_environment` is false.
-// `offline`: the job runs against a saved inventory (this /dev is not scanned). INVALID_ARGUMENT
-// naming the flag for a bad value.
+// Prints `devplace: <g_command>: <CODE>: <message>` on stderr (CODE the status code's name, the
+// message on one line, control characters replaced, cut after 1000 characters); returns kExitError.
+int Fail(const absl::Status& status);
+
+// ---- request_flags.cc: the request flags of `resolve` (and `fleet --resolve`) ----
+
+// Every --env value in command-line order (absl keeps only the last value of a flag): the
+// command-line parser appends each one, OptionsFromFlags() reads them.
+extern std::vector<std::string> g_env_values;
+
+// The ResolveOptions the request flags (--workload, --convention, --device_map, --env, ...)
+// describe, on top of this process's placement variables and /dev nodes
+// (ResolveOptions::FromEnvironment) unless --no_environment or `use_environment` is false; the
+// flags win over the environment. `offline`: the job is resolved against a saved inventory, so
+// this /dev says nothing (job_device_nodes stays unknown unless --job_device_nodes). Errors:
+// INVALID_ARGUMENT with a usage message naming the flag (missing or bad --workload, bad
+// --convention, unsupported --transformers_version / --accelerate_version, an --env piece that is
+// not K=V).
 absl::StatusOr<ResolveOptions> OptionsFromFlags(bool offline, bool use_environment = true);
 
-// Prints `rows` (the first is the header) on stdout as columns separated by two spaces.
-void PrintTable(const std::vector<std::vector<std::string>>& rows);
-// "80.0 GiB", "512 B".
-std::string Bytes(uint64_t bytes);
-// `enum_name` without `prefix` ("BACKEND_STATE_READY" -> "READY").
-std::string Strip(absl::string_view prefix, const std::string& enum_name);
-// The row's name ("cuda/nvidia"), or the enum name for an unknown row.
-std::string RowName(v1::Row row);
-// Prints the protobuf JSON mapping of `message` on stdout; 0, or 1 after an error line.
-int PrintJson(const google::protobuf::Message& message);
+// ---- inventory_file.cc: --inventory=FILE, for `resolve` and `labels` offline ----
+
+// The saved inventory in `path`: protobuf JSON (`devplace inventory --json`, `devplace probe
+// --json`, `devplace-probe --json`; unknown fields ignored) or devplace-probe's binary output.
+// Errors, each starting with `--inventory=PATH: `: NOT_FOUND when it cannot be opened,
+// INVALID_ARGUMENT for a directory, an unparsable file, or one without the cpu row every probe
+// reports first.
+absl::StatusOr<v1::Inventory> ReadInventory(const std::string& path);
 
 }  // namespace devplace::cli
 

@@ -1,18 +1,24 @@
+// The connection flags (--address, --timeout, --tls_*) and the Client they describe.
 #include "client/cli/connect_flags.h"
 
-#include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/strip.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "client/cli/cli.h"
+#include "server/common/address.h"
 
-// Defined in devplace.cc with the other global flags.
-ABSL_DECLARE_FLAG(std::string, address);
-ABSL_DECLARE_FLAG(absl::Duration, timeout);
-
+ABSL_FLAG(std::string, address, "",
+          "The daemon's gRPC target: unix:/path/to.sock or host:port. Default: env DEVPLACE_ADDRESS, "
+          "else the first of unix:/run/devplace/devplace.sock, unix:$XDG_RUNTIME_DIR/devplace.sock and "
+          "unix:/tmp/devplace-<uid>/devplace.sock that exists and is safe, else 127.0.0.1:7465. A unix socket "
+          "is used only when its directory is owned by root or you and not writable by others (unless "
+          "sticky), and the socket is owned by root or you; DEVPLACE_ADDRESS and --address are checked too");
+ABSL_FLAG(absl::Duration, timeout, absl::Seconds(5),
+          "Deadline of each call to the daemon, e.g. 200ms, 5s (0 = none; watch never has one)");
 ABSL_FLAG(std::string, tls_ca, "",
           "PEM CA bundle that signs the daemon's certificate: talk TLS to a tls: listener (host:port targets "
           "only; unix sockets stay plaintext). Default: env DEVPLACE_TLS_CA; with only --tls_cert, gRPC's "
@@ -25,22 +31,6 @@ ABSL_FLAG(std::string, tls_server_name, "",
           "dialling 10.0.0.5:7466). Default: env DEVPLACE_TLS_SERVER_NAME, else the address's host");
 
 namespace devplace::cli {
-
-bool ValidTarget(absl::string_view target) {
-  if (absl::ConsumePrefix(&target, "unix:")) return absl::StartsWith(target, "/") && target.size() > 1;
-  const size_t colon = target.rfind(':');
-  if (colon == absl::string_view::npos || colon == 0) return false;
-  absl::string_view host = target.substr(0, colon), port = target.substr(colon + 1);
-  int number = 0;
-  if (port.empty() || port.find_first_not_of("0123456789") != absl::string_view::npos ||
-      !absl::SimpleAtoi(port, &number) || number < 1 || number > 65535) {
-    return false;
-  }
-  if (absl::StartsWith(host, "[")) return host.size() > 2 && absl::EndsWith(host, "]");
-  // An unbracketed IPv6 address is ambiguous with its port; anything with spaces is a typo.
-  return host.find_first_of(":[] \t") == absl::string_view::npos;
-}
-
 
 const std::vector<const char*>& ConnectFlagNames() {
   static const std::vector<const char*>* const kNames =
@@ -65,6 +55,18 @@ std::string ConnectFlagError(const absl::Status& connect_error) {
   if (absl::StartsWith(message, "tls_")) return absl::StrCat("--", message);
   if (absl::StartsWith(message, "DEVPLACE_TLS_")) return message;
   return absl::StrCat("--address: ", message);
+}
+
+int WithClient(absl::FunctionRef<int(Client&)> command) {
+  if (const std::string address = absl::GetFlag(FLAGS_address); !address.empty() && !ParseAddress(address, AddressUse::kDial)) {
+    return UsageError(g_command, absl::StrCat("--address=", address, ": ", kTargetForms));
+  }
+  absl::StatusOr<Client> client = Client::Connect(ConnectOptionsFromFlags());
+  if (!client.ok() && client.status().code() == absl::StatusCode::kInvalidArgument) {
+    return UsageError(g_command, ConnectFlagError(client.status()));
+  }
+  if (!client.ok()) return Fail(client.status());  // e.g. an unsafe unix socket refused
+  return command(*client);
 }
 
 }  // namespace devplace::cli

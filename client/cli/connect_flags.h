@@ -1,21 +1,25 @@
 // The devplace CLI's connection flags (--address, --timeout, --tls_ca, --tls_cert, --tls_key,
 // --tls_server_name) turned into libdevplace ConnectOptions, in one place for every command that
-// talks to daemons (the single-daemon commands in devplace.cc, and `fleet`).
+// talks to daemons (the single-daemon commands, and `fleet`), and WithClient() that connects
+// with them.
 #ifndef DEVPLACE_CLIENT_CLI_CONNECT_FLAGS_H_
 #define DEVPLACE_CLIENT_CLI_CONNECT_FLAGS_H_
 
 #include <string>
 #include <vector>
 
+#include "absl/flags/declare.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "devplace/client.h"
 
+ABSL_DECLARE_FLAG(std::string, address);  // empty: DefaultTarget()
+
 namespace devplace::cli {
 
-// Whether `target` is "unix:/absolute/path" or "host:port" / "[v6]:port" with port 1..65535 (no
-// scheme): what --address and `fleet --targets` accept.
-bool ValidTarget(absl::string_view target);
+// What --address and `fleet --targets` accept (ParseAddress with AddressUse::kDial,
+// server/common/address.h), for their error lines.
 inline constexpr const char* kTargetForms = "want host:port, [v6]:port (port 1..65535) or unix:/absolute/path";
 
 // The names of the connection flags, for help texts and the per-command allowed-flag check.
@@ -30,6 +34,11 @@ ConnectOptions ConnectOptionsFromFlags();
 // "--tls_ca=/x.pem: cannot read: No such file or directory", "DEVPLACE_TLS_KEY=/k.pem: ..." (a
 // value from the environment), or "--address: ..." for a malformed address.
 std::string ConnectFlagError(const absl::Status& connect_error);
+
+// Connects a Client with ConnectOptionsFromFlags() and returns `command`'s exit status on it.
+// Before any call: UsageError() (exit 2) for a malformed --address or an unusable TLS file, named
+// by ConnectFlagError(); Fail() (exit 1) for another Connect error (e.g. an unsafe unix socket).
+int WithClient(absl::FunctionRef<int(Client&)> command);
 
 }  // namespace devplace::cli
 

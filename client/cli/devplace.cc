@@ -1,156 +1,67 @@
-// devplace: the command-line client of devplaced.
+// devplace: the command-line client of devplaced. This file is the dispatcher: the command table,
+// the global --json flag, the help texts, the command-line parser and main.
 //
 //   devplace [global flags] <command> [command flags]
-//   commands: resolve, inventory, labels, backends, watch, health, probe, fleet
+//   commands: resolve, inventory, labels, backends, watch, health, refresh, probe, fleet
 //
-// resolve, inventory, labels, backends, watch and health call the daemon through libdevplace;
-// `probe`, `resolve --inventory=FILE` and `labels --inventory=FILE` run the probers / the resolver /
-// the label mapping in-process and need no daemon.
-// Flags are absl flags, defined once here; this file parses the command line itself (each
-// command accepts only the global flags and its own) so that usage errors exit with status 2.
+// Each command is a file of its own (resolve.cc, ..., fleet.cc) defining its flags, its Command
+// entry (cli.h) and what it runs; what several share is output.{h,cc} (tables, JSON),
+// connect_flags.{h,cc} (--address, --timeout, --tls_*), request_flags.cc (resolve's request flags)
+// and inventory_file.cc (--inventory). resolve, inventory, labels, backends, watch, health and
+// refresh call the daemon through libdevplace; `probe`, `resolve --inventory=FILE` and
+// `labels --inventory=FILE` run the probers / the resolver / the label mapping in-process and need
+// no daemon. The parser here checks the command line itself (each command accepts only the global
+// flags and its own) so that usage errors exit with status 2.
 #include <algorithm>
-#include <cinttypes>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <map>
 #include <optional>
-#include <set>
-#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/reflection.h"
 #include "absl/status/status.h"
-#include "absl/status/statusor.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "absl/strings/strip.h"
-#include "absl/time/clock.h"
-#include "absl/time/time.h"
 #include "client/cli/cli.h"
-#include "client/cli/fleet.h"
 #include "client/cli/connect_flags.h"
-#include "devplace/client.h"
-#include "google/protobuf/util/json_util.h"
-#include "server/export/labels.h"
 #include "server/common/flag_errors.h"
-#include "server/common/json.h"
-#include "server/probe/build_inventory.h"
-#include "server/placement/backends.h"
-#include "server/placement/resolver.h"
-#include "server/placement/versions.h"
-#include "server/probe/host/host_root.h"
-#include "server/probe/probers.h"
 
-// ---- global flags ----
-ABSL_FLAG(std::string, address, "",
-          "The daemon's gRPC target: unix:/path/to.sock or host:port. Default: env DEVPLACE_ADDRESS, "
-          "else the first of unix:/run/devplace/devplace.sock, unix:$XDG_RUNTIME_DIR/devplace.sock and "
-          "unix:/tmp/devplace-<uid>/devplace.sock that exists and is safe, else 127.0.0.1:7465. A unix socket "
-          "is used only when its directory is owned by root or you and not writable by others (unless "
-          "sticky), and the socket is owned by root or you; DEVPLACE_ADDRESS and --address are checked too");
-ABSL_FLAG(absl::Duration, timeout, absl::Seconds(5),
-          "Deadline of each call to the daemon, e.g. 200ms, 5s (0 = none; watch never has one)");
 ABSL_FLAG(bool, json, false, "Print the protobuf JSON mapping (as grpcurl would) instead of tables");
 
-// ---- resolve ----
-ABSL_FLAG(std::string, workload, "", "Required: training or inference");
-ABSL_FLAG(std::string, convention, "",
-          "Library API to emulate: training_arguments, accelerate (training), from_pretrained, pipeline "
-          "(inference); default: training_arguments for training, from_pretrained for inference");
-ABSL_FLAG(std::string, device_map, "",
-          "from_pretrained's device_map (auto, balanced, balanced_low_0, sequential, a device string such "
-          "as cuda:1, or an int), or pipeline's device; empty = None");
-ABSL_FLAG(bool, use_cpu, false, "TrainingArguments(use_cpu=True) / Accelerator(cpu=True)");
-ABSL_FLAG(std::optional<int>, local_rank, std::nullopt, "The process's local rank (>= 0); marks a distributed job");
-ABSL_FLAG(std::optional<int>, world_size, std::nullopt, "Processes in the job (>= 1)");
-ABSL_FLAG(std::vector<std::string>, runtime_backends, {},
-          "Comma list of backends the job's PyTorch can use: cuda, rocm, xpu, mps, hpu, npu, mlu, musa, "
-          "neuron, sdaa, tpu, xla, cpu; empty = assume every present row's package is installed");
-ABSL_FLAG(bool, strict, false, "Turn hazards into FAILED_PRECONDITION errors instead of warnings");
-ABSL_FLAG(std::optional<uint64_t>, model_size_bytes, std::nullopt,
-          "Model size in bytes, for balanced max_memory budgets over several devices");
-ABSL_FLAG(std::string, transformers_version, "",
-          "Transformers release whose rules to emulate, e.g. 4.46.3 or 5.0.0 (4.30.0 up to 5.x); empty = the "
-          "newest devplace knows");
-ABSL_FLAG(std::string, accelerate_version, "",
-          "Accelerate release whose rules to emulate, e.g. 0.25.0 or 1.14.0 (0.25.0 up to 1.15.x); empty = the "
-          "newest devplace knows");
-ABSL_FLAG(std::string, env, "",
-          "K=V placement variable for the job (e.g. CUDA_VISIBLE_DEVICES=1); repeatable, or a comma list "
-          "(a piece without '=' continues the previous value: --env=CUDA_VISIBLE_DEVICES=0,1). Overrides "
-          "the CLI's own environment");
-ABSL_FLAG(bool, no_environment, false,
-          "Do not read the CLI's own environment (placement variables, LOCAL_RANK, WORLD_SIZE) and /dev "
-          "nodes; send only what the flags say");
-ABSL_FLAG(std::string, job_device_nodes, "",
-          "Comma list of the job's accelerator /dev nodes (e.g. /dev/nvidia1), or `none` for a job that "
-          "sees none; default: scan this process's /dev (not done with --inventory or --no_environment)");
-ABSL_FLAG(bool, explain, false,
-          "Also print the explanation steps (rule ids), warnings, devices and max_memory, to stderr "
-          "(stdout keeps only the device string)");
-ABSL_FLAG(bool, quiet, false,
-          "Do not print the answer's warnings (by default each goes to stderr as `devplace: warning: ...`; "
-          "stdout keeps only the device string)");
-ABSL_FLAG(std::string, inventory, "",
-          "Work offline (resolve, labels) against a saved inventory (JSON from `devplace inventory --json` or "
-          "`devplace-probe --json`, or devplace-probe's binary output); no daemon is contacted");
-
-// ---- watch ----
-ABSL_FLAG(uint64_t, known_revision, 0,
-          "Skip the current snapshot when its revision equals this one (0 = print it)");
-
-// ---- probe ----
-ABSL_FLAG(std::string, host_root, "/",
-          "Directory holding the host's /sys, /proc and /dev (e.g. /host in a container, or a fixture tree)");
-ABSL_FLAG(std::string, nvml_library, "libnvidia-ml.so.1",
-          "NVML library to dlopen for GPU names, UUIDs, memory and MIG instances (empty: do not read NVML)");
-ABSL_FLAG(std::string, cuda_library, "libcuda.so.1",
-          "probe: libcuda to dlopen (in two child processes) for the CUDA runtime's GPU numbering under "
-          "CUDA_DEVICE_ORDER unset and PCI_BUS_ID (empty: none)");
-ABSL_FLAG(std::string, amd_smi_library, "libamd_smi.so",
-          "AMD SMI library to dlopen for AMD GPU names, UUIDs, VRAM and partition modes (empty: do not read AMD SMI)");
-ABSL_FLAG(std::string, level_zero_library, "libze_loader.so.1",
-          "Level Zero loader to dlopen for Intel GPU names, UUIDs, memory and tiles (empty: do not read Level Zero)");
-ABSL_FLAG(std::string, hlml_library, "libhlml.so",
-          "HLML library (Intel Gaudi) to dlopen for names, UUIDs, memory and health (empty: do not read HLML)");
-ABSL_FLAG(std::string, dcmi_library, "libdcmi.so",
-          "DCMI library (Huawei Ascend) to dlopen for ids, names, HBM memory and health (empty: do not read DCMI)");
-ABSL_FLAG(std::string, cndev_library, "libcndev.so",
-          "CNDev library (Cambricon) to dlopen for names, UUIDs, memory and health (empty: do not read CNDev)");
-ABSL_FLAG(std::string, mtml_library, "libmtml.so",
-          "MTML library (Moore Threads) to dlopen for names, UUIDs and memory (empty: do not read MTML)");
-ABSL_FLAG(absl::Duration, probe_timeout, absl::Seconds(5),
-          "Deadline of the vendor-library probers (NVML, libcuda, AMD SMI, Level Zero, HLML, DCMI, CNDev, MTML), each in its own process; one that overruns is "
-          "reported as timed out, one that crashes as crashed");
-
-// Not in an anonymous namespace: cli.h shares some of these definitions with fleet.cc.
 namespace devplace::cli {
 
-constexpr int kExitError = 1;
-constexpr int kExitUsage = 2;
+const char* g_command = "";
 
-// ---------------------------------------------------------------------------------------------
-// Commands and their flags
-// ---------------------------------------------------------------------------------------------
+int UsageError(absl::string_view command, absl::string_view message) {
+  if (command.empty()) {
+    std::fprintf(stderr, "devplace: %s (see devplace --help)\n", std::string(message).c_str());
+  } else {
+    std::fprintf(stderr, "devplace: %s: %s (see devplace %s --help)\n", std::string(command).c_str(),
+                 std::string(message).c_str(), std::string(command).c_str());
+  }
+  return kExitUsage;
+}
 
-struct Command {
-  const char* name;
-  const char* summary;
-  const char* usage;
-  const char* details;
-  std::vector<const char*> flags;  // besides the global ones
-  int (*run)();
-};
+int Fail(const absl::Status& status) {
+  // One line, printable, bounded: messages may quote file contents or long inputs.
+  std::string message(status.message());
+  for (char& c : message) {
+    if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  }
+  if (message.size() > 1000) message = message.substr(0, 1000) + "... (truncated)";
+  std::fprintf(stderr, "devplace: %s: %s: %s\n", g_command, absl::StatusCodeToString(status.code()).c_str(),
+               message.c_str());
+  return kExitError;
+}
+
+namespace {
 
 const std::vector<const char*> kGlobalFlags = [] {
   std::vector<const char*> flags = ConnectFlagNames();  // --address, --timeout, --tls_*
@@ -158,66 +69,11 @@ const std::vector<const char*> kGlobalFlags = [] {
   return flags;
 }();
 
-int RunResolve();
-int RunInventory();
-int RunLabels();
-int RunBackends();
-int RunWatch();
-int RunHealth();
-int RunRefresh();
-int RunProbe();
-
+// The commands in `devplace --help` order.
 const std::vector<Command>& Commands() {
   static const std::vector<Command>* const kCommands = new std::vector<Command>{
-      {"resolve", "Which device should this job use? Prints only the device string (e.g. cuda:0).",
-       "devplace resolve --workload=training|inference [flags]",
-       "Asks the daemon (or, with --inventory=FILE, the resolver in-process against a saved inventory)\n"
-       "which device a PyTorch job should use, in the job's own numbering, following Transformers /\n"
-       "Accelerate rules. stdout holds only the device string, so this works:\n"
-       "  DEVICE=$(devplace resolve --workload=inference --device_map=auto)\n"
-       "By default the job's placement variables (CUDA_VISIBLE_DEVICES, LOCAL_RANK, ...) come from this\n"
-       "process's environment and its accelerator /dev nodes from this process's /dev; --env and the\n"
-       "other flags override them. Warnings (a present accelerator the job cannot use, ...) go to stderr\n"
-       "unless --quiet; --explain adds the reasoning on stderr; --json prints the whole\n"
-       "ResolveDeviceResponse on stdout instead.",
-       {"workload", "convention", "device_map", "use_cpu", "local_rank", "world_size", "runtime_backends",
-        "strict", "model_size_bytes", "transformers_version", "accelerate_version", "env", "no_environment", "job_device_nodes", "explain", "quiet", "inventory"},
-       &RunResolve},
-      {"inventory", "Show the host's accelerator inventory (the daemon's current snapshot).", "devplace inventory",
-       "Prints the host, the backends (rows) with their state, every device and the probers' reports.", {},
-       &RunInventory},
-      {"labels", "Print the host's Kubernetes node labels (key=value lines, as NFD publishes them).",
-       "devplace labels [--inventory=FILE]",
-       "Prints the node labels devplaced writes to --nfd_features_file (namespace\n"
-       "devplace.feature.node.kubernetes.io), one key=value line each, sorted; --json prints one JSON\n"
-       "object instead. From the daemon's inventory, or offline from --inventory=FILE. README.md\n"
-       "(\"Node labels\") lists the keys and the rules for unknown and heterogeneous values.",
-       {"inventory"}, &RunLabels},
-      {"backends", "Show the hardware table: rows, device types, packages, mask variables.", "devplace backends",
-       "Prints the 12 rows devplace places on, as the daemon's ListBackends returns them.", {}, &RunBackends},
-      {"watch", "Print each inventory revision as it arrives, until interrupted.", "devplace watch",
-       "Prints one summary line per inventory revision (or one JSON object per revision with --json),\n"
-       "starting with the current one, until interrupted (Ctrl-C) or the daemon ends the stream.",
-       {"known_revision"}, &RunWatch},
-      {"health", "Print SERVING or NOT_SERVING; exit status 0 only when serving.", "devplace health",
-       "Calls grpc.health.v1.Health/Check for the whole server (service \"\").", {}, &RunHealth},
-      {"refresh", "Make the daemon re-probe the host now; prints the resulting inventory.", "devplace refresh",
-       "Calls RefreshInventory. The daemon allows it only to root, its own user and members of its socket\n"
-       "group over the unix socket, and to mTLS-authenticated clients (PERMISSION_DENIED otherwise), and\n"
-       "starts at most one probe per --refresh_min_interval (RESOURCE_EXHAUSTED, with the time to wait).",
-       {}, &RunRefresh},
-      {"probe", "Probe this host in-process (no daemon) and print its inventory.",
-       "devplace probe [--host_root=DIR]",
-       "Runs devplace's probers in this process against --host_root (NVML through --nvml_library, libcuda's\n"
-       "GPU numbering through --cuda_library, AMD SMI, Level Zero, HLML, DCMI, CNDev and MTML through\n"
-       "--amd_smi_library, --level_zero_library, --hlml_library, --dcmi_library, --cndev_library,\n"
-       "--mtml_library, each in its own child process under\n"
-       "--probe_timeout) and prints the inventory it builds (the same content devplace-probe writes).\n"
-       "Save it with --json for `resolve --inventory`.",
-       {"host_root", "nvml_library", "cuda_library", "amd_smi_library", "level_zero_library", "hlml_library",
-        "dcmi_library", "cndev_library", "mtml_library", "probe_timeout"},
-       &RunProbe},
-      {"fleet", kFleetSummary, kFleetUsage, kFleetDetails, FleetFlags(), &RunFleet},
+      ResolveCommand(), InventoryCommand(), LabelsCommand(), BackendsCommand(), WatchCommand(),
+      HealthCommand(),  RefreshCommand(),   ProbeCommand(),  FleetCommand(),
   };
   return *kCommands;
 }
@@ -277,35 +133,6 @@ void PrintCommandHelp(const Command& command) {
   for (const char* flag : kGlobalFlags) absl::StrAppend(&text, FlagHelp(flag));
   std::fputs(text.c_str(), stdout);
 }
-
-int UsageError(absl::string_view command, absl::string_view message) {
-  if (command.empty()) {
-    std::fprintf(stderr, "devplace: %s (see devplace --help)\n", std::string(message).c_str());
-  } else {
-    std::fprintf(stderr, "devplace: %s: %s (see devplace %s --help)\n", std::string(command).c_str(),
-                 std::string(message).c_str(), std::string(command).c_str());
-  }
-  return kExitUsage;
-}
-
-// The command being run, for error lines.
-const char* g_command = "";
-
-int Fail(const absl::Status& status) {
-  // One line, printable, bounded: messages may quote file contents or long inputs.
-  std::string message(status.message());
-  for (char& c : message) {
-    if (c == '\n' || c == '\r' || c == '\t') c = ' ';
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
-  }
-  if (message.size() > 1000) message = message.substr(0, 1000) + "... (truncated)";
-  std::fprintf(stderr, "devplace: %s: %s: %s\n", g_command, absl::StatusCodeToString(status.code()).c_str(),
-               message.c_str());
-  return kExitError;
-}
-
-// Every --env value in command-line order (absl keeps only the last value of a flag).
-std::vector<std::string> g_env_values;
 
 // Parses argv: sets the flags, returns the command, or the exit status to end with.
 struct ParsedCommandLine {
@@ -418,522 +245,7 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
   return result;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Output helpers
-// ---------------------------------------------------------------------------------------------
-
-// Prints `rows` (the first is the header) as columns separated by two spaces.
-void PrintTable(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> widths;
-  for (const auto& row : rows) {
-    if (widths.size() < row.size()) widths.resize(row.size(), 0);
-    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
-  }
-  for (const auto& row : rows) {
-    std::string line;
-    for (size_t i = 0; i < row.size(); ++i) {
-      if (i + 1 == row.size()) {
-        line += row[i];
-      } else {
-        line += row[i] + std::string(widths[i] - row[i].size() + 2, ' ');
-      }
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    std::printf("%s\n", line.c_str());
-  }
-}
-
-std::string Bytes(uint64_t bytes) {
-  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (value >= 1024 && unit < 5) {
-    value /= 1024;
-    ++unit;
-  }
-  return unit == 0 ? absl::StrCat(bytes, " B") : absl::StrFormat("%.1f %s", value, kUnits[unit]);
-}
-
-std::string Timestamp(const google::protobuf::Timestamp& ts) {
-  if (ts.seconds() == 0 && ts.nanos() == 0) return "-";
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixSeconds(ts.seconds()), absl::UTCTimeZone());
-}
-
-std::string Strip(absl::string_view prefix, const std::string& enum_name) {
-  absl::string_view s = enum_name;
-  absl::ConsumePrefix(&s, prefix);
-  return std::string(s);
-}
-
-std::string RowName(v1::Row row) {
-  const placement::BackendSpec* spec = placement::FindBackend(row);
-  return spec != nullptr ? std::string(spec->name) : v1::Row_Name(row);
-}
-
-// protobuf's JSON printer indents by one space; every command's --json output uses two.
-std::string TwoSpaceIndent(const std::string& json) {
-  std::string out;
-  out.reserve(json.size() * 5 / 4);
-  for (absl::string_view line : absl::StrSplit(json, '\n')) {
-    const size_t depth = std::min(line.find_first_not_of(' '), line.size());  // strings never hold raw newlines
-    absl::StrAppend(&out, out.empty() ? "" : "\n", std::string(depth * 2, ' '), line.substr(depth));
-  }
-  return out;
-}
-
-int PrintJson(const google::protobuf::Message& message) {
-  absl::StatusOr<std::string> json = devplace::ToJson(message);
-  if (!json.ok()) return Fail(json.status());
-  std::printf("%s\n", TwoSpaceIndent(*json).c_str());
-  std::fflush(stdout);
-  return 0;
-}
-
-// The daemon's own libtorch view, said as such; when it lacks the backend of a present
-// accelerator row, says that the jobs' PyTorch (which may well have it) was not what was probed.
-std::string TorchLine(const v1::Inventory& inv) {
-  const v1::TorchInfo& t = inv.torch();
-  std::string line = absl::StrCat("daemon's own libtorch ", t.version(), " (", absl::StrJoin(t.compiled_backends(), ", "),
-                                  "), ", t.cuda_device_count(), " CUDA devices");
-  std::vector<std::string> missing;
-  for (const v1::Backend& b : inv.backends()) {
-    if (b.row() == v1::ROW_CPU || b.devices().empty()) continue;
-    const bool has = std::any_of(t.compiled_backends().begin(), t.compiled_backends().end(), [&](const std::string& c) {
-      return c == b.device_type() || (b.row() == v1::ROW_CUDA_AMD && c == "hip") ||
-             (b.row() == v1::ROW_TPU && c == "xla");
-    });
-    if (!has && std::find(missing.begin(), missing.end(), b.name()) == missing.end()) missing.push_back(b.name());
-  }
-  if (!missing.empty()) {
-    absl::StrAppend(&line, "; it has no backend for ", absl::StrJoin(missing, ", "),
-                    " present here: the jobs' PyTorch was not probed and may differ");
-  }
-  return line;
-}
-
-int PrintInventory(const v1::Inventory& inv) {
-  if (absl::GetFlag(FLAGS_json)) return PrintJson(inv);
-  const v1::Host& host = inv.host();
-  const v1::Cpu& cpu = host.cpu();
-  std::vector<std::vector<std::string>> head = {
-      {"Host", absl::StrCat(host.hostname().empty() ? "?" : host.hostname(), " (", host.os(), " ",
-                            host.kernel_release(), ")")},
-      {"CPU", absl::StrCat(cpu.architecture(), " ", cpu.model_name().empty() ? cpu.vendor() : cpu.model_name(), ", ",
-                           cpu.sockets(), " sockets / ", cpu.cores(), " cores / ", cpu.threads(), " threads, torch ",
-                           cpu.torch_cpu_capability())},
-      {"Memory", absl::StrCat(Bytes(host.memory_total_bytes()), " total, ", Bytes(host.memory_available_bytes()),
-                              " available, ", host.numa_nodes_size(), " NUMA nodes")},
-      {"Revision", absl::StrCat(inv.revision(), ", probed ", Timestamp(inv.probed_at()))},
-  };
-  if (inv.torch().probed()) {
-    head.push_back({"Torch", TorchLine(inv)});
-  } else if (!inv.torch().error().empty()) {
-    head.push_back({"Torch", absl::StrCat("the daemon's own libtorch was not probed: ", inv.torch().error())});
-  }
-  PrintTable(head);
-
-  std::printf("\n");
-  std::vector<std::vector<std::string>> backends = {{"BACKEND", "TYPE", "STATE", "DEVICES", "DRIVER", "PACKAGE", "NOTE"}};
-  std::vector<std::vector<std::string>> devices = {
-      {"BACKEND", "#", "NAME", "PCI BUS ID", "UUID", "MEMORY", "FREE", "NUMA", "NODES", "USABLE"}};
-  std::vector<std::vector<std::string>> partitions = {{"BACKEND", "#", "PARTITION", "UUID", "GI", "CI", "MEMORY"}};
-  // The runtime's own numbering (the cuda prober): cuda:N of a job without a mask.
-  std::vector<std::vector<std::string>> orders = {{"BACKEND", "#", "PCI BUS ID", "DEFAULT ORDER", "PCI ORDER"}};
-  for (const v1::Backend& b : inv.backends()) {
-    for (const v1::Device& d : b.devices()) {
-      if (!d.has_runtime_ordinal() && !d.has_runtime_ordinal_pci()) continue;
-      orders.push_back({b.name(), absl::StrCat(d.host_index()), d.pci_bus_id().empty() ? "-" : d.pci_bus_id(),
-                        d.has_runtime_ordinal() ? absl::StrCat(b.device_type(), ":", d.runtime_ordinal()) : "-",
-                        d.has_runtime_ordinal_pci() ? absl::StrCat(b.device_type(), ":", d.runtime_ordinal_pci()) : "-"});
-    }
-  }
-  for (const v1::Backend& b : inv.backends()) {
-    int usable = 0;
-    for (const v1::Device& d : b.devices()) {
-      usable += d.usable() ? 1 : 0;
-      devices.push_back({b.name(), absl::StrCat(d.host_index()), d.name().empty() ? "-" : d.name(),
-                         d.pci_bus_id().empty() ? "-" : d.pci_bus_id(), d.uuid().empty() ? "-" : d.uuid(),
-                         d.has_memory_total_bytes() ? Bytes(d.memory_total_bytes()) : "-",
-                         d.has_memory_free_bytes() ? Bytes(d.memory_free_bytes()) : "-",
-                         d.numa_node() < 0 ? "-" : absl::StrCat(d.numa_node()),
-                         d.device_nodes().empty() ? "-" : absl::StrJoin(d.device_nodes(), ","),
-                         d.usable() ? "yes" : absl::StrCat("no: ", d.unusable_reason())});
-      for (const v1::Partition& p : d.partitions()) {
-        partitions.push_back({b.name(), absl::StrCat(d.host_index()), p.profile().empty() ? "MIG" : p.profile(),
-                              p.uuid().empty() ? "-" : p.uuid(), absl::StrCat(p.gpu_instance_id()),
-                              absl::StrCat(p.compute_instance_id()),
-                              p.has_memory_total_bytes() ? Bytes(p.memory_total_bytes()) : "-"});
-      }
-    }
-    backends.push_back({b.name(), b.device_type(), Strip("BACKEND_STATE_", v1::BackendState_Name(b.state())),
-                        b.devices().empty() ? "-" : absl::StrCat(usable, "/", b.devices_size(), " usable"),
-                        b.driver_version().empty() ? "-" : b.driver_version(), b.package(), b.state_reason()});
-  }
-  PrintTable(backends);
-  if (devices.size() > 1) {
-    std::printf("\n");
-    PrintTable(devices);
-  }
-  if (partitions.size() > 1) {
-    std::printf("\n");
-    PrintTable(partitions);
-  }
-  if (orders.size() > 1) {
-    std::printf("\n");
-    PrintTable(orders);
-  }
-  if (!inv.probe_reports().empty()) {
-    std::printf("\n");
-    std::vector<std::vector<std::string>> reports = {{"PROBE", "STATUS", "MS", "MESSAGE"}};
-    for (const v1::ProbeReport& r : inv.probe_reports()) {
-      reports.push_back({r.name(), Strip("PROBE_STATUS_", v1::ProbeStatus_Name(r.status())),
-                         absl::StrCat(r.duration_ms()), r.message()});
-    }
-    PrintTable(reports);
-  }
-  return 0;
-}
-
-// One line per inventory for `watch`.
-std::string Summary(const v1::Inventory& inv) {
-  std::vector<std::string> rows;
-  for (const v1::Backend& b : inv.backends()) {
-    int usable = 0;
-    for (const v1::Device& d : b.devices()) usable += d.usable() ? 1 : 0;
-    std::string row = absl::StrCat(b.name(), " ", Strip("BACKEND_STATE_", v1::BackendState_Name(b.state())));
-    if (!b.devices().empty()) absl::StrAppend(&row, " ", usable, "/", b.devices_size());
-    rows.push_back(row);
-  }
-  return absl::StrCat("revision ", inv.revision(), "  probed ", Timestamp(inv.probed_at()), "  ",
-                      absl::StrJoin(rows, ", "));
-}
-
-// The --explain block (on stderr).
-void PrintExplanation(const v1::ResolveDeviceResponse& r) {
-  std::string out = absl::StrCat("device:     ", r.device(), "\n", "backend:    ", RowName(r.backend()), " (package ",
-                                 r.package(), ")\n");
-  if (!r.devices().empty()) absl::StrAppend(&out, "devices:    ", absl::StrJoin(r.devices(), ", "), "\n");
-  if (!r.transformers_version().empty()) {
-    absl::StrAppend(&out, "versions:   Transformers ", r.transformers_version(), ", Accelerate ", r.accelerate_version(),
-                    " (rules emulated; the V step below says why)\n");
-  }
-  for (const v1::PlacedDevice& p : r.placed()) {
-    absl::StrAppend(&out, "placed:     ", p.device(), " = host #", p.host_index(),
-                    p.pci_bus_id().empty() ? "" : absl::StrCat(" ", p.pci_bus_id()),
-                    p.name().empty() ? "" : absl::StrCat(" ", p.name()),
-                    p.has_memory_total_bytes() ? absl::StrCat(" (", Bytes(p.memory_total_bytes()), ")") : "",
-                    p.sub_device() >= 0 ? absl::StrCat(" sub-device ", p.sub_device()) : "",
-                    p.partition_uuid().empty() ? "" : absl::StrCat(" partition ", p.partition_uuid()), "\n");
-  }
-  if (!r.max_memory().empty()) {
-    std::vector<std::pair<std::string, uint64_t>> budgets(r.max_memory().begin(), r.max_memory().end());
-    std::sort(budgets.begin(), budgets.end(), [](const auto& a, const auto& b) {
-      // "0" < "1" < ... < "10" < "cpu"/"mps": numbers by value, then names.
-      int x, y;
-      const bool nx = absl::SimpleAtoi(a.first, &x), ny = absl::SimpleAtoi(b.first, &y);
-      if (nx && ny) return x < y;
-      if (nx != ny) return nx;
-      return a.first < b.first;
-    });
-    std::vector<std::string> parts;
-    for (const auto& [key, bytes] : budgets) parts.push_back(absl::StrCat(key, "=", Bytes(bytes)));
-    absl::StrAppend(&out, "max_memory: ", absl::StrJoin(parts, ", "), "\n");
-  }
-  absl::StrAppend(&out, "inventory revision: ", r.inventory_revision(), "\n");
-  if (!r.explanation().empty()) absl::StrAppend(&out, "explanation:\n");
-  for (int i = 0; i < r.explanation_size(); ++i) absl::StrAppend(&out, "  ", i + 1, ". ", r.explanation(i), "\n");
-  if (!r.warnings().empty()) absl::StrAppend(&out, "warnings:\n");
-  for (const std::string& w : r.warnings()) absl::StrAppend(&out, "  - ", w, "\n");
-  std::fputs(out.c_str(), stderr);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Commands
-// ---------------------------------------------------------------------------------------------
-
-// Runs `command` on a connected client, or returns the usage status for a bad --address or TLS file.
-template <typename Fn>
-int WithClient(Fn command) {
-  if (const std::string address = absl::GetFlag(FLAGS_address); !address.empty() && !ValidTarget(address)) {
-    return UsageError(g_command, absl::StrCat("--address=", address, ": ", kTargetForms));
-  }
-  absl::StatusOr<Client> client = Client::Connect(ConnectOptionsFromFlags());
-  if (!client.ok() && client.status().code() == absl::StatusCode::kInvalidArgument) {
-    return UsageError(g_command, ConnectFlagError(client.status()));
-  }
-  if (!client.ok()) return Fail(client.status());  // e.g. an unsafe unix socket refused
-  return command(*client);
-}
-
-int RunInventory() {
-  return WithClient([](Client& client) {
-    absl::StatusOr<v1::Inventory> inv = client.Inventory();
-    return inv.ok() ? PrintInventory(*inv) : Fail(inv.status());
-  });
-}
-
-int RunBackends() {
-  return WithClient([](Client& client) {
-    absl::StatusOr<v1::ListBackendsResponse> table = client.Backends();
-    if (!table.ok()) return Fail(table.status());
-    if (absl::GetFlag(FLAGS_json)) return PrintJson(*table);
-    std::vector<std::vector<std::string>> rows = {{"BACKEND", "TYPE", "PACKAGE", "AUTO", "HARDWARE", "MASK VARIABLES"}};
-    for (const v1::BackendInfo& b : table->backends()) {
-      rows.push_back({b.name(), b.device_type(), b.package(), b.auto_map() ? "yes" : "no", b.hardware(),
-                      b.mask_variables().empty() ? "-" : absl::StrJoin(b.mask_variables(), ",")});
-    }
-    PrintTable(rows);
-    return 0;
-  });
-}
-
-int RunWatch() {
-  return WithClient([](Client& client) {
-    const bool json = absl::GetFlag(FLAGS_json);
-    int print_status = 0;
-    const absl::Status status = client.Watch(absl::GetFlag(FLAGS_known_revision), [&](const v1::Inventory& inv) {
-      if (json) {
-        print_status = PrintJson(inv);
-        return print_status == 0;
-      }
-      std::printf("%s\n", Summary(inv).c_str());
-      std::fflush(stdout);
-      return true;
-    });
-    // The daemon ending the stream (ABORTED: it shuts down) is the end of the watch, not a failure.
-    if (status.code() == absl::StatusCode::kAborted) return print_status;
-    if (!status.ok()) return Fail(status);
-    return print_status;
-  });
-}
-
-int RunRefresh() {
-  return WithClient([](Client& client) {
-    absl::StatusOr<v1::Inventory> inv = client.Refresh();
-    return inv.ok() ? PrintInventory(*inv) : Fail(inv.status());
-  });
-}
-
-int RunHealth() {
-  return WithClient([](Client& client) {
-    absl::StatusOr<bool> serving = client.Health();
-    if (!serving.ok()) return Fail(serving.status());
-    const char* word = *serving ? "SERVING" : "NOT_SERVING";
-    if (absl::GetFlag(FLAGS_json)) {
-      std::printf("{\n  \"status\": \"%s\"\n}\n", word);
-    } else {
-      std::printf("%s\n", word);
-    }
-    return *serving ? 0 : kExitError;
-  });
-}
-
-// Stamps probed_at with now.
-void StampNow(v1::Inventory& inv) {
-  const int64_t now_ns = absl::ToUnixNanos(absl::Now());
-  inv.mutable_probed_at()->set_seconds(now_ns / 1000000000);
-  inv.mutable_probed_at()->set_nanos(static_cast<int32_t>(now_ns % 1000000000));
-}
-
-int RunProbe() {
-  absl::StatusOr<probe::HostRoot> root = probe::HostRoot::Open(absl::GetFlag(FLAGS_host_root));
-  if (!root.ok()) return UsageError(g_command, absl::StrCat("--host_root: ", root.status().message()));
-  if (absl::GetFlag(FLAGS_probe_timeout) <= absl::ZeroDuration()) {
-    return UsageError(g_command, "--probe_timeout must be positive, e.g. 5s");
-  }
-  probe::ProbeOptions options;
-  options.nvml_library = absl::GetFlag(FLAGS_nvml_library);
-  options.cuda_library = absl::GetFlag(FLAGS_cuda_library);
-  options.amd_smi_library = absl::GetFlag(FLAGS_amd_smi_library);
-  options.level_zero_library = absl::GetFlag(FLAGS_level_zero_library);
-  options.hlml_library = absl::GetFlag(FLAGS_hlml_library);
-  options.dcmi_library = absl::GetFlag(FLAGS_dcmi_library);
-  options.cndev_library = absl::GetFlag(FLAGS_cndev_library);
-  options.mtml_library = absl::GetFlag(FLAGS_mtml_library);
-  options.vendor_timeout = std::chrono::milliseconds(absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_probe_timeout)));
-  const probe::ProbeRun run = probe::RunProbers(*root, options);
-  v1::Inventory inv = probe::BuildInventory(run);
-  StampNow(inv);
-  return PrintInventory(inv);
-}
-
-// --env values as K=V entries; a comma piece without '=' continues the previous value.
-absl::StatusOr<std::map<std::string, std::string>> EnvFlag() {
-  std::map<std::string, std::string> env;
-  std::string* last = nullptr;
-  for (const std::string& flag_value : g_env_values) {
-    for (absl::string_view piece : absl::StrSplit(flag_value, ',')) {
-      const size_t eq = piece.find('=');
-      if (eq == absl::string_view::npos || eq == 0) {
-        if (last == nullptr || eq == 0) {
-          return absl::InvalidArgumentError(absl::StrCat("--env: \"", piece, "\" is not K=V"));
-        }
-        absl::StrAppend(last, ",", piece);
-        continue;
-      }
-      last = &env[std::string(piece.substr(0, eq))];
-      *last = std::string(piece.substr(eq + 1));
-    }
-    last = nullptr;
-  }
-  return env;
-}
-
-template <typename Enum>
-bool ParseEnumFlag(const std::string& value, const std::string& prefix, bool (*parse)(const std::string&, Enum*),
-                   Enum* out) {
-  std::string upper = absl::AsciiStrToUpper(value);
-  return !upper.empty() && upper != "UNSPECIFIED" && parse(prefix + upper, out);
-}
-
-// The options the flags (and, unless --no_environment or !use_environment, this process)
-// describe; a usage error message otherwise.
-absl::StatusOr<ResolveOptions> OptionsFromFlags(bool offline, bool use_environment) {
-  const bool no_env = !use_environment || absl::GetFlag(FLAGS_no_environment);
-  ResolveOptions options = no_env ? ResolveOptions() : ResolveOptions::FromEnvironment();
-  // A saved inventory describes some host, not necessarily this one: this /dev says nothing.
-  if (offline) options.job_device_nodes.reset();
-
-  const std::string workload = absl::GetFlag(FLAGS_workload);
-  if (workload.empty()) return absl::InvalidArgumentError("--workload is required: training or inference");
-  if (!ParseEnumFlag(workload, "WORKLOAD_", &v1::Workload_Parse, &options.workload)) {
-    return absl::InvalidArgumentError(absl::StrCat("--workload=", workload, ": want training or inference"));
-  }
-  const std::string convention = absl::GetFlag(FLAGS_convention);
-  if (!convention.empty() && !ParseEnumFlag(convention, "CONVENTION_", &v1::Convention_Parse, &options.convention)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--convention=", convention, ": want training_arguments, accelerate, from_pretrained or pipeline"));
-  }
-  options.device_map = absl::GetFlag(FLAGS_device_map);
-  options.use_cpu = absl::GetFlag(FLAGS_use_cpu);
-  if (std::optional<int> rank = absl::GetFlag(FLAGS_local_rank)) {
-    options.local_rank = *rank;
-    options.env.erase("LOCAL_RANK");  // the flag replaces the environment's value
-  }
-  if (std::optional<int> world = absl::GetFlag(FLAGS_world_size)) {
-    options.world_size = *world;
-    options.env.erase("WORLD_SIZE");
-  }
-  options.runtime_backends = absl::GetFlag(FLAGS_runtime_backends);
-  options.strict = absl::GetFlag(FLAGS_strict);
-  options.model_size_bytes = absl::GetFlag(FLAGS_model_size_bytes);
-  // Checked here too, so a typo is a usage error (exit 2) naming the flag and the supported range.
-  options.transformers_version = absl::GetFlag(FLAGS_transformers_version);
-  options.accelerate_version = absl::GetFlag(FLAGS_accelerate_version);
-  if (absl::Status v = placement::LibraryVersions::FromRequest(options.transformers_version, options.accelerate_version)
-                           .status();
-      !v.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--", v.message()));
-  }
-  absl::StatusOr<std::map<std::string, std::string>> env = EnvFlag();
-  if (!env.ok()) return env.status();
-  for (const auto& [key, value] : *env) {
-    options.env[key] = value;
-    if (key == "LOCAL_RANK" && !absl::GetFlag(FLAGS_local_rank)) options.local_rank.reset();
-    if (key == "WORLD_SIZE" && !absl::GetFlag(FLAGS_world_size)) options.world_size.reset();
-  }
-  const std::string nodes = absl::GetFlag(FLAGS_job_device_nodes);
-  if (nodes == "none") {
-    options.job_device_nodes = std::vector<std::string>();
-  } else if (!nodes.empty()) {
-    options.job_device_nodes = absl::StrSplit(nodes, ',', absl::SkipEmpty());
-  }
-  return options;
-}
-
-absl::StatusOr<v1::Inventory> ParseInventoryFile(const std::string& path);
-
-// Reads a saved inventory: protobuf JSON, or the serialized message devplace-probe writes.
-absl::StatusOr<v1::Inventory> ReadInventory(const std::string& path) {
-  if (std::filesystem::is_directory(path)) {
-    return absl::InvalidArgumentError(absl::StrCat("--inventory=", path, ": is a directory, not an inventory file"));
-  }
-  absl::StatusOr<v1::Inventory> inv = ParseInventoryFile(path);
-  // Every probe reports the cpu row first; anything else parsed by accident ("{}", stray bytes).
-  if (inv.ok() && (inv->backends_size() == 0 || inv->backends(0).row() != v1::ROW_CPU)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--inventory=", path, ": not a devplace inventory (no cpu row); save one with `devplace inventory --json` "
-        "or `devplace-probe --json`"));
-  }
-  return inv;
-}
-
-absl::StatusOr<v1::Inventory> ParseInventoryFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("--inventory=", path, ": cannot open"));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  const std::string content = buffer.str();
-  v1::Inventory inv;
-  google::protobuf::util::JsonParseOptions json_options;
-  json_options.ignore_unknown_fields = true;
-  const auto json_status = google::protobuf::util::JsonStringToMessage(content, &inv, json_options);
-  if (json_status.ok()) return inv;
-  inv.Clear();
-  if (!content.empty() && content.find_first_not_of(" \t\r\n") != std::string::npos && content[0] != '{' &&
-      inv.ParseFromString(content)) {
-    return inv;
-  }
-  return absl::InvalidArgumentError(absl::StrCat("--inventory=", path, ": not an inventory (JSON: ",
-                                                 json_status.ToString(), ")"));
-}
-
-int PrintResolved(const absl::StatusOr<v1::ResolveDeviceResponse>& response) {
-  if (!response.ok()) return Fail(response.status());
-  if (absl::GetFlag(FLAGS_json)) return PrintJson(*response);
-  std::printf("%s\n", response->device().c_str());
-  std::fflush(stdout);
-  if (absl::GetFlag(FLAGS_explain)) {
-    PrintExplanation(*response);  // its own warnings: section
-  } else if (!absl::GetFlag(FLAGS_quiet)) {
-    for (const std::string& w : response->warnings()) std::fprintf(stderr, "devplace: warning: %s\n", w.c_str());
-  }
-  return 0;
-}
-
-int RunResolve() {
-  const std::string inventory_path = absl::GetFlag(FLAGS_inventory);
-  absl::StatusOr<ResolveOptions> options = OptionsFromFlags(!inventory_path.empty());
-  if (!options.ok()) return UsageError(g_command, options.status().message());
-  if (inventory_path.empty()) {
-    return WithClient([&](Client& client) { return PrintResolved(client.Resolve(*options)); });
-  }
-  absl::StatusOr<v1::Inventory> inv = ReadInventory(inventory_path);
-  if (!inv.ok()) return Fail(inv.status());
-  return PrintResolved(placement::Resolve(*inv, options->ToRequest()));
-}
-
-int PrintLabels(const v1::Inventory& inv) {
-  const std::vector<labels::Label> node_labels = labels::NodeLabels(inv);
-  std::string out;
-  if (absl::GetFlag(FLAGS_json)) {
-    // Keys and values hold only [A-Za-z0-9_./-]: nothing to escape.
-    out = "{";
-    for (size_t i = 0; i < node_labels.size(); ++i) {
-      absl::StrAppend(&out, i == 0 ? "\n" : ",\n", "  \"", node_labels[i].first, "\": \"", node_labels[i].second, "\"");
-    }
-    absl::StrAppend(&out, node_labels.empty() ? "}\n" : "\n}\n");
-  } else {
-    for (const auto& [key, value] : node_labels) absl::StrAppend(&out, key, "=", value, "\n");
-  }
-  std::fputs(out.c_str(), stdout);
-  std::fflush(stdout);
-  return 0;
-}
-
-int RunLabels() {
-  const std::string inventory_path = absl::GetFlag(FLAGS_inventory);
-  if (inventory_path.empty()) {
-    return WithClient([](Client& client) {
-      absl::StatusOr<v1::Inventory> inv = client.Inventory();
-      return inv.ok() ? PrintLabels(*inv) : Fail(inv.status());
-    });
-  }
-  absl::StatusOr<v1::Inventory> inv = ReadInventory(inventory_path);
-  if (!inv.ok()) return Fail(inv.status());
-  return PrintLabels(*inv);
-}
-
+}  // namespace
 }  // namespace devplace::cli
 
 int main(int argc, char** argv) {

@@ -1,9 +1,7 @@
-// `devplace fleet`: one libdevplace Client per target, called from a small pool of threads; the
-// results land in a vector indexed like the targets, so the output keeps the targets' order.
-#include "client/cli/fleet.h"
-
-#include "client/cli/connect_flags.h"
-
+// `devplace fleet`: asks many daemons at once for their inventory, or (--resolve) where a job
+// would run on each, and prints one row per target. One libdevplace Client per target, called
+// from a small pool of threads; the results land in a vector indexed like the targets, so the
+// output keeps the targets' order.
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -30,7 +28,10 @@
 #include "absl/strings/strip.h"
 #include "cli/fleet.pb.h"
 #include "client/cli/cli.h"
+#include "client/cli/connect_flags.h"
+#include "client/cli/output.h"
 #include "devplace/client.h"
+#include "server/common/address.h"
 
 ABSL_FLAG(std::string, targets, "",
           "Required: the daemons to ask, as a comma list of host:port / [v6]:port / unix:/path targets, or "
@@ -44,7 +45,6 @@ namespace devplace::cli {
 namespace {
 
 constexpr int kExitSomeFailed = 1;
-constexpr int kExitUsage = 2;
 constexpr int kMaxConcurrency = 1024;
 // The flags of `devplace resolve` that describe the job (read by OptionsFromFlags); not
 // --no_environment (implied), --explain or --inventory.
@@ -66,7 +66,7 @@ absl::StatusOr<std::vector<std::string>> ReadTargetsFile(const std::string& path
     if (hash != absl::string_view::npos) target = target.substr(0, hash);
     target = absl::StripAsciiWhitespace(target);
     if (target.empty()) continue;
-    if (!ValidTarget(target)) {
+    if (!ParseAddress(target, AddressUse::kDial)) {
       return absl::InvalidArgumentError(
           absl::StrCat("--targets=", path, ":", number, ": \"", target, "\" is not a target; ", kAccepted));
     }
@@ -79,8 +79,12 @@ absl::StatusOr<std::vector<std::string>> ReadTargetsFile(const std::string& path
   return targets;
 }
 
-}  // namespace
-
+// The targets --targets=VALUE names, in order: VALUE is the path of an existing file (one target
+// per line, `#` comments, blank lines skipped) or else a comma list. Each target is
+// "unix:PATH" (PATH non-empty) or "HOST:PORT" / "[V6]:PORT" with PORT in 1..65535.
+// INVALID_ARGUMENT (a usage error) naming the file and line, or the list position, of a malformed
+// target; also for an empty VALUE, a file that names no target, a directory, a file that cannot
+// be read, and a VALUE without ':' that is no file.
 absl::StatusOr<std::vector<std::string>> ParseFleetTargets(const std::string& value) {
   if (value.empty()) {
     return absl::InvalidArgumentError("--targets is required: a file, or a comma list of host:port / unix:/path");
@@ -99,7 +103,7 @@ absl::StatusOr<std::vector<std::string>> ParseFleetTargets(const std::string& va
   for (absl::string_view piece : absl::StrSplit(value, ',')) {
     ++position;
     piece = absl::StripAsciiWhitespace(piece);
-    if (!ValidTarget(piece)) {
+    if (!ParseAddress(piece, AddressUse::kDial)) {
       return absl::InvalidArgumentError(
           absl::StrCat("--targets: item ", position, " \"", piece, "\" is not a target; ", kAccepted));
     }
@@ -108,13 +112,12 @@ absl::StatusOr<std::vector<std::string>> ParseFleetTargets(const std::string& va
   return targets;
 }
 
+// The flags `fleet` accepts besides the global ones (--timeout, --json, --tls_*).
 std::vector<const char*> FleetFlags() {
   std::vector<const char*> flags = {"targets", "concurrency", "resolve"};
   flags.insert(flags.end(), std::begin(kRequestFlags), std::end(kRequestFlags));
   return flags;
 }
-
-namespace {
 
 // The FleetRow of each backend of `inv` that has devices.
 void Summarize(const v1::Inventory& inv, FleetNode& node) {
@@ -219,8 +222,6 @@ void PrintResolveTable(const FleetReport& report) {
   PrintTable(rows);
 }
 
-}  // namespace
-
 int RunFleet() {
   if (!absl::GetFlag(FLAGS_address).empty()) {
     return UsageError(g_command, "--address does not apply to fleet; name the daemons with --targets");
@@ -276,6 +277,34 @@ int RunFleet() {
     PrintInventoryTable(report);
   }
   return report.failed() > 0 ? kExitSomeFailed : 0;
+}
+
+}  // namespace
+
+Command FleetCommand() {
+  return {"fleet", "Ask many daemons at once: their accelerators, or (--resolve) a job's device on each.",
+          "devplace fleet --targets=FILE|TARGET,TARGET,... [--resolve --workload=...]",
+          "Calls every target (host:port or unix:/path) at once, at most --concurrency at a time, each\n"
+          "with the --timeout deadline, and prints one row per target in the order given, whatever order\n"
+          "the answers come in. --targets is a comma list or a file with one target per line (`#` starts a\n"
+          "comment; blank lines are skipped).\n"
+          "Without --resolve (GetInventory) a row has the hostname and, for each accelerator row with\n"
+          "devices, its state, usable/total devices, models and memory per device.\n"
+          "With --resolve (ResolveDevice, taking the request flags of `devplace resolve`) a row says what the\n"
+          "job would get on that node: device, backend, devices and warnings, or the error (e.g.\n"
+          "FAILED_PRECONDITION: the node cannot satisfy the request). Only the flags describe the job:\n"
+          "this process's environment and /dev are not sent (--no_environment is implied).\n"
+          "A target that fails (unreachable: UNAVAILABLE; too slow: DEADLINE_EXCEEDED; or the daemon's\n"
+          "refusal) is one error row; the other rows still come. --json prints a devplace.cli.FleetReport\n"
+          "(client/cli/fleet.proto) in the protobuf JSON mapping instead, with each node's whole inventory\n"
+          "or ResolveDeviceResponse.\n"
+          "--timeout=0 sets no deadline (a target that accepts connections but never answers then holds\n"
+          "its row until gRPC gives up connecting).\n"
+          "Exit status: 0 every target answered; 1 at least one row is an error (all rows are still\n"
+          "printed); 2 usage error (no targets, unreadable targets file, a malformed target: the message\n"
+          "names its line or position; request flags without --resolve). --address does not apply: use\n"
+          "--targets.",
+          FleetFlags(), &RunFleet};
 }
 
 }  // namespace devplace::cli

@@ -1,5 +1,5 @@
 """The calling process's placement environment, captured exactly as libdevplace's
-``ResolveOptions::FromEnvironment()`` captures it (client/client.cc).
+``ResolveOptions::FromEnvironment()`` captures it (client/resolve_options.cc).
 
 - The variable list is :data:`PLACEMENT_ENVIRONMENT_VARIABLES`, generated at build time from
   libdevplace's ``PlacementEnvironmentVariables()`` (devplace/_placement_env.py): not a copy.

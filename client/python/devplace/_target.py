@@ -1,7 +1,7 @@
 """Where the daemon is: the same default target and socket-trust rules as libdevplace.
 
-Mirrors ``devplace::DefaultTarget()`` and ``devplace::CheckUnixSocket()`` (client/client.cc):
-same candidates, same order, same refusals and messages.
+Mirrors ``devplace::DefaultTarget()`` and ``devplace::CheckUnixSocket()``
+(client/grpc_connection.cc): same candidates, same order, same refusals and messages.
 """
 
 from __future__ import annotations

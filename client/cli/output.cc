@@ -1,0 +1,197 @@
+// The devplace CLI's shared output (output.h): tables, sizes, JSON and the inventory view.
+#include "client/cli/output.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/time.h"
+#include "client/cli/cli.h"
+#include "server/common/json.h"
+#include "server/placement/backends.h"
+
+namespace devplace::cli {
+namespace {
+
+// protobuf's JSON printer indents by one space; every command's --json output uses two.
+std::string TwoSpaceIndent(const std::string& json) {
+  std::string out;
+  out.reserve(json.size() * 5 / 4);
+  for (absl::string_view line : absl::StrSplit(json, '\n')) {
+    const size_t depth = std::min(line.find_first_not_of(' '), line.size());  // strings never hold raw newlines
+    absl::StrAppend(&out, out.empty() ? "" : "\n", std::string(depth * 2, ' '), line.substr(depth));
+  }
+  return out;
+}
+
+// The daemon's own libtorch view, said as such; when it lacks the backend of a present
+// accelerator row, says that the jobs' PyTorch (which may well have it) was not what was probed.
+std::string TorchLine(const v1::Inventory& inv) {
+  const v1::TorchInfo& t = inv.torch();
+  std::string line = absl::StrCat("daemon's own libtorch ", t.version(), " (", absl::StrJoin(t.compiled_backends(), ", "),
+                                  "), ", t.cuda_device_count(), " CUDA devices");
+  std::vector<std::string> missing;
+  for (const v1::Backend& b : inv.backends()) {
+    if (b.row() == v1::ROW_CPU || b.devices().empty()) continue;
+    const bool has = std::any_of(t.compiled_backends().begin(), t.compiled_backends().end(), [&](const std::string& c) {
+      return c == b.device_type() || (b.row() == v1::ROW_CUDA_AMD && c == "hip") ||
+             (b.row() == v1::ROW_TPU && c == "xla");
+    });
+    if (!has && std::find(missing.begin(), missing.end(), b.name()) == missing.end()) missing.push_back(b.name());
+  }
+  if (!missing.empty()) {
+    absl::StrAppend(&line, "; it has no backend for ", absl::StrJoin(missing, ", "),
+                    " present here: the jobs' PyTorch was not probed and may differ");
+  }
+  return line;
+}
+
+}  // namespace
+
+void PrintTable(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths;
+  for (const auto& row : rows) {
+    if (widths.size() < row.size()) widths.resize(row.size(), 0);
+    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  }
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      if (i + 1 == row.size()) {
+        line += row[i];
+      } else {
+        line += row[i] + std::string(widths[i] - row[i].size() + 2, ' ');
+      }
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    std::printf("%s\n", line.c_str());
+  }
+}
+
+std::string Bytes(uint64_t bytes) {
+  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024 && unit < 5) {
+    value /= 1024;
+    ++unit;
+  }
+  return unit == 0 ? absl::StrCat(bytes, " B") : absl::StrFormat("%.1f %s", value, kUnits[unit]);
+}
+
+std::string Timestamp(const google::protobuf::Timestamp& ts) {
+  if (ts.seconds() == 0 && ts.nanos() == 0) return "-";
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixSeconds(ts.seconds()), absl::UTCTimeZone());
+}
+
+std::string Strip(absl::string_view prefix, const std::string& enum_name) {
+  absl::string_view s = enum_name;
+  absl::ConsumePrefix(&s, prefix);
+  return std::string(s);
+}
+
+std::string RowName(v1::Row row) {
+  const placement::BackendSpec* spec = placement::FindBackend(row);
+  return spec != nullptr ? std::string(spec->name) : v1::Row_Name(row);
+}
+
+int PrintJson(const google::protobuf::Message& message) {
+  absl::StatusOr<std::string> json = devplace::ToJson(message);
+  if (!json.ok()) return Fail(json.status());
+  std::printf("%s\n", TwoSpaceIndent(*json).c_str());
+  std::fflush(stdout);
+  return 0;
+}
+
+int PrintInventory(const v1::Inventory& inv) {
+  if (absl::GetFlag(FLAGS_json)) return PrintJson(inv);
+  const v1::Host& host = inv.host();
+  const v1::Cpu& cpu = host.cpu();
+  std::vector<std::vector<std::string>> head = {
+      {"Host", absl::StrCat(host.hostname().empty() ? "?" : host.hostname(), " (", host.os(), " ",
+                            host.kernel_release(), ")")},
+      {"CPU", absl::StrCat(cpu.architecture(), " ", cpu.model_name().empty() ? cpu.vendor() : cpu.model_name(), ", ",
+                           cpu.sockets(), " sockets / ", cpu.cores(), " cores / ", cpu.threads(), " threads, torch ",
+                           cpu.torch_cpu_capability())},
+      {"Memory", absl::StrCat(Bytes(host.memory_total_bytes()), " total, ", Bytes(host.memory_available_bytes()),
+                              " available, ", host.numa_nodes_size(), " NUMA nodes")},
+      {"Revision", absl::StrCat(inv.revision(), ", probed ", Timestamp(inv.probed_at()))},
+  };
+  if (inv.torch().probed()) {
+    head.push_back({"Torch", TorchLine(inv)});
+  } else if (!inv.torch().error().empty()) {
+    head.push_back({"Torch", absl::StrCat("the daemon's own libtorch was not probed: ", inv.torch().error())});
+  }
+  PrintTable(head);
+
+  std::printf("\n");
+  std::vector<std::vector<std::string>> backends = {{"BACKEND", "TYPE", "STATE", "DEVICES", "DRIVER", "PACKAGE", "NOTE"}};
+  std::vector<std::vector<std::string>> devices = {
+      {"BACKEND", "#", "NAME", "PCI BUS ID", "UUID", "MEMORY", "FREE", "NUMA", "NODES", "USABLE"}};
+  std::vector<std::vector<std::string>> partitions = {{"BACKEND", "#", "PARTITION", "UUID", "GI", "CI", "MEMORY"}};
+  // The runtime's own numbering (the cuda prober): cuda:N of a job without a mask.
+  std::vector<std::vector<std::string>> orders = {{"BACKEND", "#", "PCI BUS ID", "DEFAULT ORDER", "PCI ORDER"}};
+  for (const v1::Backend& b : inv.backends()) {
+    for (const v1::Device& d : b.devices()) {
+      if (!d.has_runtime_ordinal() && !d.has_runtime_ordinal_pci()) continue;
+      orders.push_back({b.name(), absl::StrCat(d.host_index()), d.pci_bus_id().empty() ? "-" : d.pci_bus_id(),
+                        d.has_runtime_ordinal() ? absl::StrCat(b.device_type(), ":", d.runtime_ordinal()) : "-",
+                        d.has_runtime_ordinal_pci() ? absl::StrCat(b.device_type(), ":", d.runtime_ordinal_pci()) : "-"});
+    }
+  }
+  for (const v1::Backend& b : inv.backends()) {
+    int usable = 0;
+    for (const v1::Device& d : b.devices()) {
+      usable += d.usable() ? 1 : 0;
+      devices.push_back({b.name(), absl::StrCat(d.host_index()), d.name().empty() ? "-" : d.name(),
+                         d.pci_bus_id().empty() ? "-" : d.pci_bus_id(), d.uuid().empty() ? "-" : d.uuid(),
+                         d.has_memory_total_bytes() ? Bytes(d.memory_total_bytes()) : "-",
+                         d.has_memory_free_bytes() ? Bytes(d.memory_free_bytes()) : "-",
+                         d.numa_node() < 0 ? "-" : absl::StrCat(d.numa_node()),
+                         d.device_nodes().empty() ? "-" : absl::StrJoin(d.device_nodes(), ","),
+                         d.usable() ? "yes" : absl::StrCat("no: ", d.unusable_reason())});
+      for (const v1::Partition& p : d.partitions()) {
+        partitions.push_back({b.name(), absl::StrCat(d.host_index()), p.profile().empty() ? "MIG" : p.profile(),
+                              p.uuid().empty() ? "-" : p.uuid(), absl::StrCat(p.gpu_instance_id()),
+                              absl::StrCat(p.compute_instance_id()),
+                              p.has_memory_total_bytes() ? Bytes(p.memory_total_bytes()) : "-"});
+      }
+    }
+    backends.push_back({b.name(), b.device_type(), Strip("BACKEND_STATE_", v1::BackendState_Name(b.state())),
+                        b.devices().empty() ? "-" : absl::StrCat(usable, "/", b.devices_size(), " usable"),
+                        b.driver_version().empty() ? "-" : b.driver_version(), b.package(), b.state_reason()});
+  }
+  PrintTable(backends);
+  if (devices.size() > 1) {
+    std::printf("\n");
+    PrintTable(devices);
+  }
+  if (partitions.size() > 1) {
+    std::printf("\n");
+    PrintTable(partitions);
+  }
+  if (orders.size() > 1) {
+    std::printf("\n");
+    PrintTable(orders);
+  }
+  if (!inv.probe_reports().empty()) {
+    std::printf("\n");
+    std::vector<std::vector<std::string>> reports = {{"PROBE", "STATUS", "MS", "MESSAGE"}};
+    for (const v1::ProbeReport& r : inv.probe_reports()) {
+      reports.push_back({r.name(), Strip("PROBE_STATUS_", v1::ProbeStatus_Name(r.status())),
+                         absl::StrCat(r.duration_ms()), r.message()});
+    }
+    PrintTable(reports);
+  }
+  return 0;
+}
+
+}  // namespace devplace::cli

@@ -1,0 +1,143 @@
+// The request flags of `devplace resolve` (also `fleet --resolve`): the job's workload,
+// convention, device_map, rank, variables, device nodes and library versions, and
+// OptionsFromFlags() that turns them into ResolveOptions (cli.h).
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "client/cli/cli.h"
+#include "devplace/client.h"
+#include "server/placement/versions.h"
+
+ABSL_FLAG(std::string, workload, "", "Required: training or inference");
+ABSL_FLAG(std::string, convention, "",
+          "Library API to emulate: training_arguments, accelerate (training), from_pretrained, pipeline "
+          "(inference); default: training_arguments for training, from_pretrained for inference");
+ABSL_FLAG(std::string, device_map, "",
+          "from_pretrained's device_map (auto, balanced, balanced_low_0, sequential, a device string such "
+          "as cuda:1, or an int), or pipeline's device; empty = None");
+ABSL_FLAG(bool, use_cpu, false, "TrainingArguments(use_cpu=True) / Accelerator(cpu=True)");
+ABSL_FLAG(std::optional<int>, local_rank, std::nullopt, "The process's local rank (>= 0); marks a distributed job");
+ABSL_FLAG(std::optional<int>, world_size, std::nullopt, "Processes in the job (>= 1)");
+ABSL_FLAG(std::vector<std::string>, runtime_backends, {},
+          "Comma list of backends the job's PyTorch can use: cuda, rocm, xpu, mps, hpu, npu, mlu, musa, "
+          "neuron, sdaa, tpu, xla, cpu; empty = assume every present row's package is installed");
+ABSL_FLAG(bool, strict, false, "Turn hazards into FAILED_PRECONDITION errors instead of warnings");
+ABSL_FLAG(std::optional<uint64_t>, model_size_bytes, std::nullopt,
+          "Model size in bytes, for balanced max_memory budgets over several devices");
+ABSL_FLAG(std::string, transformers_version, "",
+          "Transformers release whose rules to emulate, e.g. 4.46.3 or 5.0.0 (4.30.0 up to 5.x); empty = the "
+          "newest devplace knows");
+ABSL_FLAG(std::string, accelerate_version, "",
+          "Accelerate release whose rules to emulate, e.g. 0.25.0 or 1.14.0 (0.25.0 up to 1.15.x); empty = the "
+          "newest devplace knows");
+ABSL_FLAG(std::string, env, "",
+          "K=V placement variable for the job (e.g. CUDA_VISIBLE_DEVICES=1); repeatable, or a comma list "
+          "(a piece without '=' continues the previous value: --env=CUDA_VISIBLE_DEVICES=0,1). Overrides "
+          "the CLI's own environment");
+ABSL_FLAG(bool, no_environment, false,
+          "Do not read the CLI's own environment (placement variables, LOCAL_RANK, WORLD_SIZE) and /dev "
+          "nodes; send only what the flags say");
+ABSL_FLAG(std::string, job_device_nodes, "",
+          "Comma list of the job's accelerator /dev nodes (e.g. /dev/nvidia1), or `none` for a job that "
+          "sees none; default: scan this process's /dev (not done with --inventory or --no_environment)");
+
+namespace devplace::cli {
+
+std::vector<std::string> g_env_values;
+
+namespace {
+
+// --env values as K=V entries; a comma piece without '=' continues the previous value.
+absl::StatusOr<std::map<std::string, std::string>> EnvFlag() {
+  std::map<std::string, std::string> env;
+  std::string* last = nullptr;
+  for (const std::string& flag_value : g_env_values) {
+    for (absl::string_view piece : absl::StrSplit(flag_value, ',')) {
+      const size_t eq = piece.find('=');
+      if (eq == absl::string_view::npos || eq == 0) {
+        if (last == nullptr || eq == 0) {
+          return absl::InvalidArgumentError(absl::StrCat("--env: \"", piece, "\" is not K=V"));
+        }
+        absl::StrAppend(last, ",", piece);
+        continue;
+      }
+      last = &env[std::string(piece.substr(0, eq))];
+      *last = std::string(piece.substr(eq + 1));
+    }
+    last = nullptr;
+  }
+  return env;
+}
+
+template <typename Enum>
+bool ParseEnumFlag(const std::string& value, const std::string& prefix, bool (*parse)(const std::string&, Enum*),
+                   Enum* out) {
+  std::string upper = absl::AsciiStrToUpper(value);
+  return !upper.empty() && upper != "UNSPECIFIED" && parse(prefix + upper, out);
+}
+
+}  // namespace
+
+absl::StatusOr<ResolveOptions> OptionsFromFlags(bool offline, bool use_environment) {
+  const bool no_env = !use_environment || absl::GetFlag(FLAGS_no_environment);
+  ResolveOptions options = no_env ? ResolveOptions() : ResolveOptions::FromEnvironment();
+  // A saved inventory describes some host, not necessarily this one: this /dev says nothing.
+  if (offline) options.job_device_nodes.reset();
+
+  const std::string workload = absl::GetFlag(FLAGS_workload);
+  if (workload.empty()) return absl::InvalidArgumentError("--workload is required: training or inference");
+  if (!ParseEnumFlag(workload, "WORKLOAD_", &v1::Workload_Parse, &options.workload)) {
+    return absl::InvalidArgumentError(absl::StrCat("--workload=", workload, ": want training or inference"));
+  }
+  const std::string convention = absl::GetFlag(FLAGS_convention);
+  if (!convention.empty() && !ParseEnumFlag(convention, "CONVENTION_", &v1::Convention_Parse, &options.convention)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--convention=", convention, ": want training_arguments, accelerate, from_pretrained or pipeline"));
+  }
+  options.device_map = absl::GetFlag(FLAGS_device_map);
+  options.use_cpu = absl::GetFlag(FLAGS_use_cpu);
+  if (std::optional<int> rank = absl::GetFlag(FLAGS_local_rank)) {
+    options.local_rank = *rank;
+    options.env.erase("LOCAL_RANK");  // the flag replaces the environment's value
+  }
+  if (std::optional<int> world = absl::GetFlag(FLAGS_world_size)) {
+    options.world_size = *world;
+    options.env.erase("WORLD_SIZE");
+  }
+  options.runtime_backends = absl::GetFlag(FLAGS_runtime_backends);
+  options.strict = absl::GetFlag(FLAGS_strict);
+  options.model_size_bytes = absl::GetFlag(FLAGS_model_size_bytes);
+  // Checked here too, so a typo is a usage error (exit 2) naming the flag and the supported range.
+  options.transformers_version = absl::GetFlag(FLAGS_transformers_version);
+  options.accelerate_version = absl::GetFlag(FLAGS_accelerate_version);
+  if (absl::Status v = placement::LibraryVersions::FromRequest(options.transformers_version, options.accelerate_version)
+                           .status();
+      !v.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--", v.message()));
+  }
+  absl::StatusOr<std::map<std::string, std::string>> env = EnvFlag();
+  if (!env.ok()) return env.status();
+  for (const auto& [key, value] : *env) {
+    options.env[key] = value;
+    if (key == "LOCAL_RANK" && !absl::GetFlag(FLAGS_local_rank)) options.local_rank.reset();
+    if (key == "WORLD_SIZE" && !absl::GetFlag(FLAGS_world_size)) options.world_size.reset();
+  }
+  const std::string nodes = absl::GetFlag(FLAGS_job_device_nodes);
+  if (nodes == "none") {
+    options.job_device_nodes = std::vector<std::string>();
+  } else if (!nodes.empty()) {
+    options.job_device_nodes = absl::StrSplit(nodes, ',', absl::SkipEmpty());
+  }
+  return options;
+}
+
+}  // namespace devplace::cli

@@ -1,0 +1,351 @@
+// libdevplace's gRPC side: the Connection over a gRPC channel (unary deadlines, the watch stream,
+// health), the channel's TLS credentials from ConnectOptions and DEVPLACE_TLS_*, the unix-socket
+// trust check and DefaultTarget(), MakeGrpcConnection(), and ConnectGrpc() for Client::Connect.
+#include "client/grpc_connection.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "devplace/client.h"
+#include "devplace/v1/devplace.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
+
+namespace devplace {
+namespace {
+
+namespace health = ::grpc::health::v1;
+
+constexpr char kSystemSocket[] = "/run/devplace/devplace.sock";
+constexpr char kDefaultTcpTarget[] = "127.0.0.1:7465";
+
+// `note` (where the call went, what was passed over) is appended to UNAVAILABLE messages when the
+// daemon could not be reached (`channel` not READY), not when the daemon itself answered so.
+absl::Status FromGrpc(const grpc::Status& status, const std::string& note = "", grpc::Channel* channel = nullptr) {
+  if (status.ok()) return absl::OkStatus();
+  // grpc::StatusCode and absl::StatusCode share numbering and names (OK = 0 ... UNAUTHENTICATED = 16).
+  std::string message = status.error_message();
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE && channel != nullptr &&
+      channel->GetState(false) != GRPC_CHANNEL_READY) {
+    message += note;
+  }
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), message);
+}
+
+// A socket this process may connect to (a root-owned 0660 socket is skipped by other users, who
+// then fall back to the TCP listener) and may trust; otherwise why not, in `why`.
+bool IsUsableSocket(const std::string& path, std::string* why) {
+  const absl::Status safe = CheckUnixSocket(path);
+  if (!safe.ok()) {
+    *why = std::string(safe.message());
+    return false;
+  }
+  if (::access(path.c_str(), R_OK | W_OK) != 0) {
+    *why = absl::StrCat("no permission to connect (", std::strerror(errno), ")");
+    return false;
+  }
+  return true;
+}
+
+// Sets `context`'s deadline to now + `timeout` unless `timeout` means "none".
+void SetDeadline(grpc::ClientContext& context, absl::Duration timeout) {
+  if (timeout <= absl::ZeroDuration() || timeout == absl::InfiniteDuration()) return;
+  context.set_deadline(std::chrono::system_clock::now() + absl::ToChronoNanoseconds(timeout));
+}
+
+class GrpcConnection final : public Connection {
+ public:
+  GrpcConnection(std::shared_ptr<grpc::Channel> channel, const ConnectOptions& options, std::string note)
+      : channel_(channel),
+        placement_(v1::DevicePlacement::NewStub(channel)),
+        health_(health::Health::NewStub(channel)),
+        timeout_(options.timeout),
+        watch_timeout_(options.watch_timeout),
+        note_(std::move(note)) {}
+
+  absl::StatusOr<v1::ResolveDeviceResponse> ResolveDevice(const v1::ResolveDeviceRequest& request) override {
+    return Unary<v1::ResolveDeviceResponse>([&](grpc::ClientContext* c, v1::ResolveDeviceResponse* r) {
+      return placement_->ResolveDevice(c, request, r);
+    });
+  }
+
+  absl::StatusOr<v1::Inventory> GetInventory() override {
+    return Unary<v1::Inventory>([&](grpc::ClientContext* c, v1::Inventory* r) {
+      return placement_->GetInventory(c, v1::GetInventoryRequest(), r);
+    });
+  }
+
+  absl::StatusOr<v1::ListBackendsResponse> ListBackends() override {
+    return Unary<v1::ListBackendsResponse>([&](grpc::ClientContext* c, v1::ListBackendsResponse* r) {
+      return placement_->ListBackends(c, v1::ListBackendsRequest(), r);
+    });
+  }
+
+  absl::StatusOr<v1::Inventory> RefreshInventory() override {
+    return Unary<v1::Inventory>([&](grpc::ClientContext* c, v1::Inventory* r) {
+      return placement_->RefreshInventory(c, v1::RefreshInventoryRequest(), r);
+    });
+  }
+
+  absl::Status WatchInventory(uint64_t known_revision, InventoryCallback on_inventory) override {
+    return WatchInventory(known_revision, std::move(on_inventory), nullptr);
+  }
+
+  absl::Status WatchInventory(uint64_t known_revision, InventoryCallback on_inventory,
+                              WatchCanceller* canceller) override {
+    grpc::ClientContext context;
+    SetDeadline(context, watch_timeout_);
+    if (canceller != nullptr) canceller->SetHook([&context] { context.TryCancel(); });
+    struct ClearHook {
+      WatchCanceller* c;
+      ~ClearHook() {
+        if (c != nullptr) c->SetHook(nullptr);
+      }
+    } clear{canceller};
+    v1::WatchInventoryRequest request;
+    request.set_known_revision(known_revision);
+    std::unique_ptr<grpc::ClientReader<v1::Inventory>> reader = placement_->WatchInventory(&context, request);
+    v1::Inventory inventory;
+    bool stopped = false;
+    while (reader->Read(&inventory)) {
+      if (!on_inventory(inventory)) {
+        stopped = true;
+        context.TryCancel();
+        break;
+      }
+    }
+    if (stopped) {
+      while (reader->Read(&inventory)) {}  // drain what was in flight; Finish wants Read == false
+    }
+    const grpc::Status status = reader->Finish();
+    if (stopped) return absl::OkStatus();
+    if (canceller != nullptr && canceller->cancelled()) return absl::CancelledError("watch cancelled by the caller");
+    if (status.ok()) {
+      return absl::AbortedError("the daemon ended the watch (it is shutting down); reconnect to keep watching");
+    }
+    return FromGrpc(status, note_, channel_.get());
+  }
+
+  absl::StatusOr<bool> Health() override {
+    health::HealthCheckRequest request;
+    request.set_service("");
+    absl::StatusOr<health::HealthCheckResponse> response =
+        Unary<health::HealthCheckResponse>([&](grpc::ClientContext* c, health::HealthCheckResponse* r) {
+          return health_->Check(c, request, r);
+        });
+    if (!response.ok()) return response.status();
+    return response->status() == health::HealthCheckResponse::SERVING;
+  }
+
+ private:
+  // Runs one unary call `call(context, response)` under the unary deadline.
+  template <typename Response, typename Call>
+  absl::StatusOr<Response> Unary(Call call) {
+    grpc::ClientContext context;
+    SetDeadline(context, timeout_);
+    Response response;
+    const grpc::Status status = call(&context, &response);
+    if (!status.ok()) return FromGrpc(status, note_, channel_.get());
+    return response;
+  }
+
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::DevicePlacement::Stub> placement_;
+  std::unique_ptr<health::Health::Stub> health_;
+  absl::Duration timeout_;
+  absl::Duration watch_timeout_;
+  std::string note_;
+};
+
+// A Connection whose every call fails with `status` (MakeGrpcConnection with unusable TLS files).
+class FailedConnection final : public Connection {
+ public:
+  explicit FailedConnection(absl::Status status) : status_(std::move(status)) {}
+  absl::StatusOr<v1::ResolveDeviceResponse> ResolveDevice(const v1::ResolveDeviceRequest&) override { return status_; }
+  absl::StatusOr<v1::Inventory> GetInventory() override { return status_; }
+  absl::StatusOr<v1::ListBackendsResponse> ListBackends() override { return status_; }
+  absl::StatusOr<v1::Inventory> RefreshInventory() override { return status_; }
+  absl::Status WatchInventory(uint64_t, InventoryCallback) override { return status_; }
+  absl::StatusOr<bool> Health() override { return status_; }
+
+ private:
+  absl::Status status_;
+};
+
+// One TLS option: its ConnectOptions field and environment variable.
+struct TlsField {
+  const char* option;
+  const char* variable;
+  std::string ConnectOptions::*member;
+};
+
+constexpr TlsField kTlsFields[] = {
+    {"tls_ca", "DEVPLACE_TLS_CA", &ConnectOptions::tls_ca},
+    {"tls_cert", "DEVPLACE_TLS_CERT", &ConnectOptions::tls_cert},
+    {"tls_key", "DEVPLACE_TLS_KEY", &ConnectOptions::tls_key},
+    {"tls_server_name", "DEVPLACE_TLS_SERVER_NAME", &ConnectOptions::tls_server_name},
+};
+
+// A PEM file's text; `what` names the PEM block it must hold ("CERTIFICATE", "PRIVATE KEY").
+// Errors name `source` ("tls_ca" or "DEVPLACE_TLS_CA").
+absl::StatusOr<std::string> ReadPemFile(const std::string& source, const std::string& path, absl::string_view what) {
+  const std::string prefix = absl::StrCat(source, "=", path, ": ");
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return absl::InvalidArgumentError(prefix + "is a directory, not a PEM file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat(prefix, "cannot read: ", std::strerror(errno)));
+  std::stringstream content;
+  content << in.rdbuf();
+  const std::string pem = content.str();
+  const bool found = what == "PRIVATE KEY"
+                         ? pem.find("-----BEGIN ") != std::string::npos && pem.find("PRIVATE KEY-----") != std::string::npos
+                         : pem.find(absl::StrCat("-----BEGIN ", what, "-----")) != std::string::npos;
+  if (!found) return absl::InvalidArgumentError(absl::StrCat(prefix, "holds no PEM ", absl::AsciiStrToLower(what)));
+  return pem;
+}
+
+// The channel's credentials and arguments for `target` under `options` (+ environment).
+absl::Status ChannelSetup(const std::string& target, const ConnectOptions& given,
+                          std::shared_ptr<grpc::ChannelCredentials>* credentials, grpc::ChannelArguments* args) {
+  *credentials = grpc::InsecureChannelCredentials();
+  if (absl::StartsWith(target, "unix:") || absl::StartsWith(target, "unix-abstract:")) return absl::OkStatus();
+  ConnectOptions options = given;
+  std::map<std::string, std::string> source;  // option -> the name errors use
+  for (const TlsField& field : kTlsFields) {
+    std::string& value = options.*field.member;
+    source[field.option] = field.option;
+    if (!value.empty()) continue;
+    if (const char* env = std::getenv(field.variable); env != nullptr && *env != '\0') {
+      value = env;
+      source[field.option] = field.variable;
+    }
+  }
+  if (options.tls_ca.empty() && options.tls_cert.empty() && options.tls_key.empty()) return absl::OkStatus();
+  if (options.tls_cert.empty() != options.tls_key.empty()) {
+    const char* missing = options.tls_cert.empty() ? "tls_cert" : "tls_key";
+    const char* present = options.tls_cert.empty() ? "tls_key" : "tls_cert";
+    return absl::InvalidArgumentError(absl::StrCat(source[present], " is set without ", missing,
+                                                   ": a client certificate needs its private key and the other way round"));
+  }
+  grpc::SslCredentialsOptions ssl;
+  if (!options.tls_ca.empty()) {
+    absl::StatusOr<std::string> pem = ReadPemFile(source["tls_ca"], options.tls_ca, "CERTIFICATE");
+    if (!pem.ok()) return pem.status();
+    ssl.pem_root_certs = *std::move(pem);
+  }
+  if (!options.tls_cert.empty()) {
+    absl::StatusOr<std::string> cert = ReadPemFile(source["tls_cert"], options.tls_cert, "CERTIFICATE");
+    if (!cert.ok()) return cert.status();
+    absl::StatusOr<std::string> key = ReadPemFile(source["tls_key"], options.tls_key, "PRIVATE KEY");
+    if (!key.ok()) return key.status();
+    ssl.pem_cert_chain = *std::move(cert);
+    ssl.pem_private_key = *std::move(key);
+  }
+  *credentials = grpc::SslCredentials(ssl);
+  if (!options.tls_server_name.empty()) args->SetSslTargetNameOverride(options.tls_server_name);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+namespace internal {
+
+std::string TargetNote(const std::string& target, const std::string& origin, const std::vector<std::string>& notes) {
+  std::string note = absl::StrCat(" [devplace target ", target, " (", origin, ")");
+  if (!notes.empty()) absl::StrAppend(&note, "; passed over: ", absl::StrJoin(notes, "; "));
+  absl::StrAppend(&note, "; set DEVPLACE_ADDRESS or --address to choose the daemon]");
+  return note;
+}
+
+absl::StatusOr<std::shared_ptr<Connection>> ConnectGrpc(const std::string& target, const ConnectOptions& options,
+                                                        std::string note) {
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  grpc::ChannelArguments args;
+  if (absl::Status status = ChannelSetup(target, options, &credentials, &args); !status.ok()) return status;
+  return std::shared_ptr<Connection>(std::make_shared<GrpcConnection>(
+      grpc::CreateCustomChannel(target, credentials, args), options, std::move(note)));
+}
+
+}  // namespace internal
+
+absl::Status CheckUnixSocket(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": no such socket"));
+    return absl::FailedPreconditionError(absl::StrCat(path, ": ", std::strerror(errno)));
+  }
+  const uid_t me = ::geteuid();
+  if (!S_ISSOCK(st.st_mode)) return absl::FailedPreconditionError(absl::StrCat(path, " is not a socket"));
+  if (st.st_uid != 0 && st.st_uid != me) {
+    return absl::FailedPreconditionError(absl::StrCat("socket ", path, " is owned by uid ", st.st_uid,
+                                                      ", not root or you (uid ", me, "): refused as possibly squatted"));
+  }
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  struct stat d;
+  if (::stat(dir.empty() ? "." : dir.c_str(), &d) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(dir, ": ", std::strerror(errno)));
+  }
+  if (d.st_uid != 0 && d.st_uid != me) {
+    return absl::FailedPreconditionError(absl::StrCat("socket directory ", dir, " is owned by uid ", d.st_uid,
+                                                      ", not root or you (uid ", me, "): refused as possibly squatted"));
+  }
+  if ((d.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (d.st_mode & S_ISVTX) == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "socket directory ", dir, " is writable by group or others without the sticky bit: refused, another "
+        "user could have replaced the socket"));
+  }
+  return absl::OkStatus();
+}
+
+std::string DefaultTarget() { return DefaultTarget(nullptr); }
+
+std::string DefaultTarget(std::vector<std::string>* notes) {
+  if (const char* address = std::getenv("DEVPLACE_ADDRESS"); address != nullptr && *address != '\0') {
+    return address;
+  }
+  std::vector<std::string> candidates = {kSystemSocket};
+  if (const char* runtime = std::getenv("XDG_RUNTIME_DIR"); runtime != nullptr && *runtime != '\0') {
+    candidates.push_back(absl::StrCat(runtime, "/devplace.sock"));
+  }
+  // Where a non-root devplaced without XDG_RUNTIME_DIR listens.
+  candidates.push_back(absl::StrCat("/tmp/devplace-", ::geteuid(), "/devplace.sock"));
+  for (const std::string& path : candidates) {
+    std::string why;
+    if (IsUsableSocket(path, &why)) return absl::StrCat("unix:", path);
+    if (notes != nullptr) notes->push_back(absl::StrCat("unix:", path, " (", why, ")"));
+  }
+  return kDefaultTcpTarget;
+}
+
+std::shared_ptr<Connection> MakeGrpcConnection(const std::string& target, const ConnectOptions& options) {
+  absl::StatusOr<std::shared_ptr<Connection>> connection =
+      internal::ConnectGrpc(target, options, internal::TargetNote(target, "given", {}));
+  if (!connection.ok()) return std::make_shared<FailedConnection>(connection.status());
+  return *std::move(connection);
+}
+
+}  // namespace devplace

@@ -1,0 +1,152 @@
+// libdevplace's ResolveOptions: the request they make (ToRequest), the job's placement variables
+// and accelerator /dev nodes captured from this process (FromEnvironment), or taken from another
+// job's environment (ForJob).
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "devplace/client.h"
+
+namespace devplace {
+namespace {
+
+// Whether `name` is `prefix` followed by at least one character, the first matching `first`
+// (nullptr = any).
+bool MatchesPrefix(absl::string_view name, absl::string_view prefix, int (*first)(int) = nullptr) {
+  if (name.size() <= prefix.size() || !absl::StartsWith(name, prefix)) return false;
+  return first == nullptr || first(static_cast<unsigned char>(name[prefix.size()])) != 0;
+}
+
+// Appends "/dev/<sub>/<name>" for each non-directory entry of dev_dir/sub that `match` accepts.
+template <typename Match>
+void ScanDev(const std::string& dev_dir, const std::string& sub, Match match, std::vector<std::string>* out) {
+  const std::filesystem::path dir = sub.empty() ? std::filesystem::path(dev_dir) : std::filesystem::path(dev_dir) / sub;
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec);
+  if (ec) return;
+  for (; it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    if (ec) return;
+    const std::string name = it->path().filename().string();
+    std::error_code type_ec;
+    if (it->is_directory(type_ec) || !match(name)) continue;
+    out->push_back(sub.empty() ? absl::StrCat("/dev/", name) : absl::StrCat("/dev/", sub, "/", name));
+  }
+}
+
+// An integer as Python's int() reads it (surrounding whitespace, optional sign, digits), or nullopt.
+std::optional<int64_t> ParseInt(absl::string_view text) {
+  text = absl::StripAsciiWhitespace(text);
+  absl::string_view digits = text;
+  if (!digits.empty() && (digits[0] == '+' || digits[0] == '-')) digits.remove_prefix(1);
+  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), [](char c) { return absl::ascii_isdigit(c); })) {
+    return std::nullopt;
+  }
+  int64_t value = 0;
+  if (!absl::SimpleAtoi(text, &value)) return std::nullopt;
+  return value;
+}
+
+// The placement variables `lookup` finds (nullptr = unset) as options: LOCAL_RANK / WORLD_SIZE
+// fill local_rank / world_size when valid, everything else goes into env verbatim.
+template <typename Lookup>
+ResolveOptions PlacementOptions(Lookup lookup) {
+  ResolveOptions options;
+  for (const std::string& name : PlacementEnvironmentVariables()) {
+    const char* value = lookup(name);
+    if (value == nullptr) continue;
+    const std::optional<int64_t> number = ParseInt(value);
+    if (name == "LOCAL_RANK" && number && *number >= 0 && *number <= INT32_MAX) {
+      options.local_rank = static_cast<int32_t>(*number);
+    } else if (name == "WORLD_SIZE" && number && *number >= 1 && *number <= INT32_MAX) {
+      options.world_size = static_cast<int32_t>(*number);
+    } else {
+      options.env[name] = value;
+    }
+  }
+  return options;
+}
+
+}  // namespace
+
+const std::vector<std::string>& PlacementEnvironmentVariables() {
+  static const std::vector<std::string>* const kVariables = new std::vector<std::string>{
+      "CUDA_VISIBLE_DEVICES",    "CUDA_DEVICE_ORDER",      "ROCR_VISIBLE_DEVICES",   "HIP_VISIBLE_DEVICES",
+      "ZE_AFFINITY_MASK",        "ZE_FLAT_DEVICE_HIERARCHY", "ZE_ENABLE_PCI_ID_DEVICE_ORDER",
+      "ASCEND_RT_VISIBLE_DEVICES", "MLU_VISIBLE_DEVICES",
+      "CN_VISIBLE_DEVICES",      "MUSA_VISIBLE_DEVICES",   "SDAA_VISIBLE_DEVICES",   "NEURON_RT_VISIBLE_CORES",
+      "NEURON_RT_NUM_CORES",
+      "HABANA_VISIBLE_MODULES",  "HABANA_VISIBLE_DEVICES", "TPU_VISIBLE_CHIPS",      "LOCAL_RANK",
+      "WORLD_SIZE",              "ACCELERATE_USE_CPU",     "ACCELERATE_TORCH_DEVICE", "USE_TORCH_XLA",
+  };
+  return *kVariables;
+}
+
+std::vector<std::string> JobDeviceNodes(const std::string& dev_dir) {
+  auto digit = [](int c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)) ? 1 : 0; };
+  std::vector<std::string> nodes;
+  ScanDev(dev_dir, "", [&](absl::string_view n) {
+    return MatchesPrefix(n, "nvidia", +digit) || absl::StartsWith(n, "neuron") || absl::StartsWith(n, "accel") ||
+           MatchesPrefix(n, "davinci", +digit) || absl::StartsWith(n, "cambricon_dev") || absl::StartsWith(n, "mtgpu.");
+  }, &nodes);
+  ScanDev(dev_dir, "dri", [](absl::string_view n) {
+    return absl::StartsWith(n, "renderD") || absl::StartsWith(n, "card");
+  }, &nodes);
+  ScanDev(dev_dir, "vfio", [&](absl::string_view n) { return digit(static_cast<unsigned char>(n[0])) != 0; }, &nodes);
+  ScanDev(dev_dir, "accel", [](absl::string_view n) { return absl::StartsWith(n, "accel"); }, &nodes);
+  std::sort(nodes.begin(), nodes.end());
+  return nodes;
+}
+
+v1::ResolveDeviceRequest ResolveOptions::ToRequest() const {
+  v1::ResolveDeviceRequest request;
+  request.set_workload(workload);
+  request.set_convention(convention);
+  request.set_device_map(device_map);
+  request.set_use_cpu(use_cpu);
+  if (local_rank) request.set_local_rank(*local_rank);
+  if (world_size) request.set_world_size(*world_size);
+  for (const auto& [key, value] : env) (*request.mutable_env())[key] = value;
+  for (const std::string& backend : runtime_backends) request.add_runtime_backends(backend);
+  if (job_device_nodes) {
+    v1::JobDevices* devices = request.mutable_job_devices();  // present even when the list is empty
+    for (const std::string& node : *job_device_nodes) devices->add_device_nodes(node);
+  }
+  request.set_strict(strict);
+  if (model_size_bytes) request.set_model_size_bytes(*model_size_bytes);
+  request.set_transformers_version(transformers_version);
+  request.set_accelerate_version(accelerate_version);
+  return request;
+}
+
+ResolveOptions ResolveOptions::FromEnvironment() { return FromEnvironment("/dev"); }
+
+ResolveOptions ResolveOptions::FromEnvironment(const std::string& dev_dir) {
+  ResolveOptions options = PlacementOptions([](const std::string& name) { return std::getenv(name.c_str()); });
+  options.job_device_nodes = JobDeviceNodes(dev_dir);
+  return options;
+}
+
+ResolveOptions ResolveOptions::ForJob(v1::Workload workload, const std::map<std::string, std::string>& job_env,
+                                      std::optional<std::vector<std::string>> job_device_nodes) {
+  ResolveOptions options = PlacementOptions([&job_env](const std::string& name) -> const char* {
+    const auto it = job_env.find(name);
+    return it == job_env.end() ? nullptr : it->second.c_str();
+  });
+  options.workload = workload;
+  options.job_device_nodes = std::move(job_device_nodes);
+  return options;
+}
+
+}  // namespace devplace
