@@ -16,28 +16,18 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "absl/flags/commandlineflag.h"
-#include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/flags/reflection.h"
-#include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -45,8 +35,9 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "server/daemon/config.h"
+#include "server/daemon/flags.h"
 #include "server/export/nfd_writer.h"
-#include "server/common/flag_errors.h"
 #include "server/inventory/store.h"
 #include "server/inventory/torch_view.h"
 #include "server/logging/logging.h"
@@ -61,253 +52,12 @@
 #include "server/service/unix_listener.h"
 #include "spdlog/spdlog.h"
 
-ABSL_FLAG(std::string, listen, "",
-          "Comma-separated listen addresses: unix:/path/to.sock, host:port (plaintext) and/or tls:host:port "
-          "(TLS, needs --tls_cert and --tls_key; mutual TLS with --tls_client_ca); port 0 picks a free port, "
-          "logged at start. A plaintext host:port must be loopback (127.0.0.0/8, [::1], localhost) unless "
-          "--allow_insecure_remote. Default: unix:/run/devplace/devplace.sock (as root; otherwise "
-          "unix:$XDG_RUNTIME_DIR/devplace.sock, or unix:/tmp/devplace-<uid>/devplace.sock without it) and "
-          "127.0.0.1:7465");
-ABSL_FLAG(std::string, tls_cert, "",
-          "PEM certificate chain of the tls: listeners (the daemon's certificate first; it should name the "
-          "host clients dial, e.g. SAN DNS:node1 or IP:10.0.0.5). Re-read on SIGHUP");
-ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert (unencrypted). Re-read on SIGHUP");
-ABSL_FLAG(std::string, tls_client_ca, "",
-          "PEM bundle of the CAs that sign client certificates: tls: listeners then require and verify a client "
-          "certificate (mutual TLS). Empty: server-only TLS (encrypted, but any client that reaches the port may "
-          "read). Re-read on SIGHUP");
-ABSL_FLAG(bool, allow_insecure_remote, false,
-          "Allow a plaintext host:port listener on a non-loopback address (0.0.0.0, [::], a LAN address or host "
-          "name): anyone who reaches it can call the daemon unauthenticated and unencrypted. Logged as "
-          "event=insecure_remote_listener");
-ABSL_FLAG(std::string, host_root, "/",
-          "Directory holding the host's /sys, /proc and /dev, passed to the probe (e.g. /host in a container)");
-ABSL_FLAG(std::string, probe_command, "",
-          "The probe executable, run as a child process with --host_root (default: devplace-probe next to this "
-          "binary, or in ../lib/devplace/ when installed). Its stdout must be one serialized devplace.v1.Inventory");
-ABSL_FLAG(std::string, torch_probe_command, "",
-          "The libtorch probe (default: devplace-torch-probe next to this binary or in ../lib/devplace/, when "
-          "installed), run once after "
-          "start and on each full refresh (SIGHUP, RefreshInventory); its view is Inventory.torch. \"none\" disables it");
-ABSL_FLAG(absl::Duration, probe_timeout, absl::Seconds(10),
-          "Deadline for one probe child; one that overruns is killed and the last good inventory stays. The child "
-          "gets 60% of it as its own deadline for vendor-library probers (a hung NVML call is reported as timed "
-          "out and the rest of the inventory still arrives); this deadline is only the safety net");
-ABSL_FLAG(std::string, nvml_library, "libnvidia-ml.so.1",
-          "NVML library the probe child dlopens for GPU names, UUIDs, memory and MIG instances (empty: none)");
-ABSL_FLAG(std::string, cuda_library, "libcuda.so.1",
-          "libcuda the probe child dlopens (in two short-lived children of its own) for the CUDA runtime's GPU "
-          "numbering under CUDA_DEVICE_ORDER unset and PCI_BUS_ID (empty: none; the resolver then warns that the "
-          "order may differ on hosts with mixed GPU models)");
-ABSL_FLAG(std::string, amd_smi_library, "libamd_smi.so",
-          "AMD SMI library the probe child dlopens for AMD GPU names, UUIDs, VRAM and partition modes (empty: none)");
-ABSL_FLAG(std::string, level_zero_library, "libze_loader.so.1",
-          "Level Zero loader the probe child dlopens for Intel GPU names, UUIDs, memory, tiles (Sysman; empty: none)");
-ABSL_FLAG(std::string, hlml_library, "libhlml.so",
-          "HLML library (Intel Gaudi) the probe child dlopens for names, UUIDs, memory and health (empty: none)");
-ABSL_FLAG(std::string, dcmi_library, "libdcmi.so",
-          "DCMI library (Huawei Ascend) the probe child dlopens for ids, names, HBM memory and health (empty: none)");
-ABSL_FLAG(std::string, cndev_library, "libcndev.so",
-          "CNDev library (Cambricon) the probe child dlopens for names, UUIDs, memory and health (empty: none)");
-ABSL_FLAG(std::string, mtml_library, "libmtml.so",
-          "MTML library (Moore Threads) the probe child dlopens for names, UUIDs and memory (empty: none)");
-ABSL_FLAG(absl::Duration, refresh_interval, absl::Seconds(60),
-          "How often to re-probe in the background (0 = only at start, on SIGHUP and on RefreshInventory)");
-ABSL_FLAG(std::string, socket_mode, "0660", "Permission bits of unix-socket listeners (octal)");
-ABSL_FLAG(std::string, socket_group, "",
-          "Group that owns unix-socket listeners (name or gid), so jobs in that group can connect; default: the "
-          "daemon's own group");
-ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(2),
-          "On SIGTERM/SIGINT: how long in-flight calls may take to finish before they are cancelled");
-ABSL_FLAG(int, max_receive_bytes, 1 << 20,
-          "Largest request message accepted, in bytes (4096..67108864); a larger one is RESOURCE_EXHAUSTED");
-ABSL_FLAG(int64_t, memory_quota_bytes, int64_t{256} << 20,
-          "gRPC resource quota: memory gRPC may hold for connections and requests in flight, in bytes "
-          "(16777216..17179869184); past it gRPC shrinks flow-control windows and refuses new streams");
-
-ABSL_FLAG(int, max_watches, 1024,
-          "Most WatchInventory streams open at once (0 = no limit); past it a new watch gets RESOURCE_EXHAUSTED");
-ABSL_FLAG(int, max_watches_per_peer, 0,
-          "Most WatchInventory streams open at once per peer (0 = no limit), RESOURCE_EXHAUSTED past it. A peer is "
-          "the client's IP address over TCP (all local TCP clients are one peer) and, over a unix socket, the "
-          "client's user (uid, from the socket's peer credentials)");
-ABSL_FLAG(absl::Duration, keepalive_time, absl::Seconds(60),
-          "How long a connection may be silent before the daemon pings it (1s..2h), on TCP and unix sockets alike");
-ABSL_FLAG(absl::Duration, keepalive_timeout, absl::Seconds(20),
-          "How long the daemon waits for a ping's answer before it drops the connection and its calls and watches "
-          "(1s..10m): a frozen or vanished client is dropped within --keepalive_time + --keepalive_timeout");
-ABSL_FLAG(absl::Duration, liveness_interval, absl::Seconds(5),
-          "How often the daemon calls grpc.health.v1 Check on each of its own listen addresses over a fresh "
-          "connection (0 = never). A listener that fails --liveness_failures checks in a row (e.g. gRPC's accept loop "
-          "gave up after descriptor exhaustion) logs event=listener_dead, and the daemon exits 1 for its supervisor "
-          "(systemd Restart=on-failure, the Kubernetes DaemonSet) to restart it. A tls: listener is checked by a "
-          "connection it must read and close (a failed handshake), as a health call would need a client certificate");
-ABSL_FLAG(int, liveness_failures, 3, "Consecutive failed self-checks that make a listener dead (1..100)");
-ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9465",
-          "Where to serve Prometheus metrics at /metrics over HTTP: IPV4:PORT or [IPV6]:PORT (port 0 picks a free "
-          "port, logged at start); empty disables. Loopback only unless --metrics_allow_remote. If the default "
-          "address 127.0.0.1:9465 is taken the daemon logs a warning and runs without metrics; any other address "
-          "that cannot be bound is fatal (exit 1)");
-ABSL_FLAG(bool, metrics_allow_remote, false,
-          "Allow a non-loopback --metrics_listen (e.g. 0.0.0.0:9465): /metrics names the host's devices and has "
-          "no authentication");
-ABSL_FLAG(std::string, log_level, "info", "Least severe log lines written: debug, info, warn or error");
-ABSL_FLAG(std::string, log_format, "text",
-          "Log line format on stderr: text (TIME LEVEL event=NAME key=value ...) or json (one object per line, "
-          "members time, level and the event's fields). gRPC's and libprotobuf's own lines come through the same "
-          "format as event=library_log, at most 10 a second per library");
-ABSL_FLAG(std::string, nfd_features_file, "",
-          "Keep a Node Feature Discovery local feature file with this host's node labels (namespace "
-          "devplace.feature.node.kubernetes.io), e.g. /etc/kubernetes/node-feature-discovery/features.d/devplace; "
-          "its directory must exist. Rewritten atomically on each new inventory revision, and re-stamped when half "
-          "of --nfd_expiry has passed. Empty: none");
-ABSL_FLAG(absl::Duration, nfd_expiry, absl::Minutes(10),
-          "The feature file's NFD expiry window (# +expiry-time= now + this, at least 1m): the labels vanish "
-          "this long after devplaced stops rewriting the file");
-ABSL_FLAG(absl::Duration, refresh_min_interval, absl::Seconds(1),
-          "RefreshInventory starts at most one probe per this interval (calls arriving while one is queued "
-          "share it); others get RESOURCE_EXHAUSTED with the time to wait. 0 = no limit. RefreshInventory is "
-          "allowed only to root, the daemon's user and --socket_group members over the unix socket, and to "
-          "mTLS-authenticated clients");
-
 namespace devplace {
 namespace {
-
-constexpr char kUsage[] =
-    "the devplace daemon. Probes this host's accelerators and answers ResolveDevice, GetInventory,\n"
-    "WatchInventory, ListBackends and RefreshInventory over gRPC (package devplace.v1, reflection on,\n"
-    "grpc.health.v1 health service). A config file is read only when given: --flagfile=FILE (one\n"
-    "--flag=value per line, e.g. /etc/devplace/devplaced.flags). Signals: SIGHUP re-probes (and re-reads\n"
-    "TLS certificates); SIGTERM/SIGINT stop accepting, finish calls, end watches, exit 0. Exit status 2:\n"
-    "bad flags or configuration; 1: could not listen. Prometheus metrics: http://127.0.0.1:9465/metrics\n"
-    "(--metrics_listen); logs on stderr (--log_level, --log_format=text|json).\n\n"
-    "Remote access: --listen=tls:0.0.0.0:7466 --tls_cert=FILE --tls_key=FILE --tls_client_ca=FILE serves\n"
-    "mutual TLS (clients need a certificate signed by --tls_client_ca); without --tls_client_ca it is\n"
-    "server-only TLS. The files are checked at start (exit 2 naming the flag) and re-read on SIGHUP: new\n"
-    "connections get the new certificate within a second, a broken renewal keeps the old one\n"
-    "(event=tls_reload result=error). A plaintext listener on a non-loopback address is refused unless\n"
-    "--allow_insecure_remote.\n"
-    "Unix sockets: only the default runtime directory (/run/devplace, /tmp/devplace-<uid>) is created;\n"
-    "a socket directory must be owned by root or this user and not writable by others (unless sticky).\n"
-    "SIGHUP also re-creates a deleted socket. RefreshInventory: root, this user or --socket_group members\n"
-    "over the unix socket, or mTLS clients; rate-limited by --refresh_min_interval.\n\n"
-    "Usage: devplaced [--listen=unix:/path,127.0.0.1:7465] [--host_root=/] [--refresh_interval=60s] ...";
-
-// --max_receive_bytes: the largest legitimate request (256 env entries of 4 KiB) fits under 2 MiB;
-// below 4 KiB even a plain ResolveDevice request may not fit.
-constexpr int kMinReceiveBytes = 4096;
-constexpr int kMaxReceiveBytes = 64 << 20;
-constexpr int64_t kMinMemoryQuota = int64_t{16} << 20;
-constexpr int64_t kMaxMemoryQuota = int64_t{16} << 30;
 
 int Usage(const std::string& message) {
   fprintf(stderr, "devplaced: %s (see --help)\n", message.c_str());
   return 2;
-}
-
-std::vector<std::string> DefaultListen() {
-  std::string unix_path = "/run/devplace/devplace.sock";
-  if (geteuid() != 0) {
-    const char* xdg = getenv("XDG_RUNTIME_DIR");
-    unix_path = xdg != nullptr && *xdg != '\0' ? absl::StrCat(xdg, "/devplace.sock")
-                                               : absl::StrCat("/tmp/devplace-", geteuid(), "/devplace.sock");
-  }
-  return {absl::StrCat("unix:", unix_path), "127.0.0.1:7465"};
-}
-
-// `unix:/absolute/path` or `host:port` / `[v6]:port` with a port in 0..65535, where host is a
-// name or an IPv4 address (letters, digits, '.', '-', '_').
-bool ValidListenAddress(const std::string& address) {
-  if (absl::StartsWith(address, "unix:")) {
-    const std::string path = address.substr(5);
-    return path.size() > 1 && path[0] == '/' && path[1] != '/';
-  }
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos || colon == 0) return false;
-  const std::string host = address.substr(0, colon);
-  const bool v6 = host.size() > 2 && host.front() == '[' && host.back() == ']' &&
-                  host.find_first_not_of("[]0123456789abcdefABCDEF:.%") == std::string::npos;
-  const bool name = host.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") ==
-                    std::string::npos;
-  int port = -1;
-  return (v6 || name) && absl::SimpleAtoi(address.substr(colon + 1), &port) && port >= 0 && port <= 65535 &&
-         address.substr(colon + 1).find_first_not_of("0123456789") == std::string::npos;
-}
-
-// Checks every flag on the command line and in --flagfile files before absl parses them (absl
-// would exit 1 on its own): an unknown flag, a value the flag cannot take or an unreadable flag
-// file is one line naming the flag and what it accepts. nullopt when all is well.
-std::optional<std::string> CheckFlags(const std::vector<std::string>& args, bool from_file, int depth = 0) {
-  static const std::set<std::string> kAbslOwn = {"help", "helpfull", "helpshort", "helppackage", "version",
-                                                  "only_check_args", "helpon", "helpmatch", "fromenv",
-                                                  "tryfromenv", "undefok"};
-  for (size_t i = 0; i < args.size(); ++i) {
-    absl::string_view arg = args[i];
-    if (arg == "--") break;
-    if (arg.size() < 2 || arg[0] != '-') continue;  // positional: reported after parsing
-    auto [name, value] = SplitFlagArgument(arg);
-    if (kAbslOwn.count(name) > 0) continue;
-    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
-    if (flag == nullptr && absl::StartsWith(name, "no") && !value) {  // --noflag for a bool
-      const absl::CommandLineFlag* positive = absl::FindCommandLineFlag(name.substr(2));
-      if (positive != nullptr && positive->IsOfType<bool>()) continue;
-    }
-    if (flag == nullptr) {
-      return absl::StrCat("unknown flag --", name, from_file ? " in a --flagfile" : "",
-                          " (devplaced --help lists the flags)");
-    }
-    if (!value) {
-      if (flag->IsOfType<bool>()) continue;
-      if (from_file || i + 1 >= args.size()) return absl::StrCat("flag --", name, " needs a value (--", name, "=VALUE)");
-      value = args[++i];
-    }
-    if (name == "flagfile") {
-      if (depth > 8) return "--flagfile: files include each other more than 8 deep";
-      for (absl::string_view file : absl::StrSplit(*value, ',', absl::SkipEmpty())) {
-        std::ifstream in{std::string(file)};
-        if (!in) {
-          return absl::StrCat("--flagfile=", file, ": cannot read it (", strerror(errno),
-                              "); a flag file holds one --flag=value per line");
-        }
-        std::vector<std::string> lines;
-        for (std::string line; std::getline(in, line);) {
-          absl::string_view l = absl::StripAsciiWhitespace(line);
-          if (!l.empty() && l[0] != '#') lines.emplace_back(l);
-        }
-        if (std::optional<std::string> error = CheckFlags(lines, true, depth + 1)) {
-          return absl::StrCat(*error, " (in --flagfile=", file, ")");
-        }
-      }
-      continue;
-    }
-    std::string error;
-    if (!flag->ParseFrom(*value, &error)) return BadFlagValue(*flag, *value, error);
-  }
-  return std::nullopt;
-}
-
-// `name` next to this binary, in the build tree's `subdir` beside it, or in the installed
-// `../lib/devplace/` (sbin/devplaced, lib/devplace/devplace-probe); empty when none exists.
-std::string SiblingBinary(const std::string& name, const std::string& subdir) {
-  std::error_code ec;
-  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) return "";
-  const std::filesystem::path dir = self.parent_path();
-  for (const std::filesystem::path& candidate :
-       {dir / name, dir / subdir / name, dir.parent_path() / "lib" / "devplace" / name}) {
-    if (std::filesystem::exists(candidate)) return candidate.string();
-  }
-  return "";
-}
-
-// Whether `command` names an executable file (absolute/relative path, or found on PATH).
-bool Executable(const std::string& command) {
-  if (command.find('/') != std::string::npos) return access(command.c_str(), X_OK) == 0;
-  const char* path = getenv("PATH");
-  for (absl::string_view dir : absl::StrSplit(path != nullptr ? path : "", ':', absl::SkipEmpty())) {
-    if (access(absl::StrCat(dir, "/", command).c_str(), X_OK) == 0) return true;
-  }
-  return false;
 }
 
 int Run(int argc, char** argv) {
@@ -317,153 +67,45 @@ int Run(int argc, char** argv) {
   // neither (issue 12: ~3% of the daemon's CPU per call); Debug builds, the tests', keep it.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 #endif
-  absl::SetProgramUsageMessage(kUsage);
-  absl::FlagsUsageConfig usage_config;
-  usage_config.normalize_filename = [](absl::string_view file) {  // "devplaced.cc", not the build path
-    const size_t slash = file.rfind('/');
-    return std::string(slash == absl::string_view::npos ? file : file.substr(slash + 1));
-  };
-  absl::SetFlagsUsageConfig(usage_config);
-  if (std::optional<std::string> error = CheckFlags(std::vector<std::string>(argv + 1, argv + argc), false)) {
+  daemon::SetUpFlagUsage();
+  if (std::optional<std::string> error = daemon::CheckFlags(std::vector<std::string>(argv + 1, argv + argc))) {
     return Usage(*error);
   }
   std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
   if (rest.size() > 1) return Usage(absl::StrCat("unexpected argument '", rest[1], "'"));
+  // ---- flags, all checked before anything starts ----
+  const absl::StatusOr<daemon::ValidConfig> config = daemon::ConfigFromFlags();
+  if (!config.ok()) return Usage(std::string(config.status().message()));
   // Library lines (gRPC core, libprotobuf) per second per library; the rest are counted and
   // reported in one event=library_log_suppressed line (a flood of bad requests logs a line each).
   constexpr int kLibraryLogsPerSecond = 10;
-  const absl::StatusOr<spdlog::level::level_enum> log_level = logging::ParseLevel(absl::GetFlag(FLAGS_log_level));
-  if (!log_level.ok()) return Usage(std::string(log_level.status().message()));
-  const absl::StatusOr<logging::Format> log_format = logging::ParseFormat(absl::GetFlag(FLAGS_log_format));
-  if (!log_format.ok()) return Usage(std::string(log_format.status().message()));
-  logging::Configure(*log_level, *log_format);
+  logging::Configure(config->log_level, config->log_format);
   logging::RouteProtobufLogs(kLibraryLogsPerSecond);
-  service::RouteGrpcLogs(*log_level, kLibraryLogsPerSecond);
-  const std::string metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
-  if (absl::Status s = metrics::CheckMetricsAddress(metrics_listen, absl::GetFlag(FLAGS_metrics_allow_remote));
-      !s.ok()) {
-    return Usage(std::string(s.message()));
-  }
-
-  // ---- flags, all checked before anything starts ----
-  std::vector<std::string> listen = DefaultListen();
-  if (!absl::GetFlag(FLAGS_listen).empty()) listen = absl::StrSplit(absl::GetFlag(FLAGS_listen), ',', absl::SkipEmpty());
-  if (listen.empty()) return Usage("--listen names no address; accepted: unix:/path/to.sock and/or host:port");
-  bool any_tls = false;
-  std::vector<std::string> insecure_remote;
-  for (const std::string& address : listen) {
-    const bool tls = absl::StartsWith(address, "tls:");
-    if (!ValidListenAddress(tls ? address.substr(4) : address) || (tls && absl::StartsWith(address, "tls:unix:"))) {
-      return Usage(absl::StrCat("--listen: '", address,
-                                "' is not unix:/absolute/path.sock, host:port or tls:host:port (a name, IPv4 or [IPv6] "
-                                "address and a port 0..65535, no scheme)"));
-    }
-    any_tls |= tls;
-    if (!tls && !absl::StartsWith(address, "unix:") && !service::IsLoopbackListenAddress(address)) {
-      if (!absl::GetFlag(FLAGS_allow_insecure_remote)) {
-        return Usage(absl::StrCat("--listen: '", address, "' is plaintext and reachable from other hosts; use tls:",
-                                  address, " with --tls_cert, --tls_key and --tls_client_ca, a loopback address, "
-                                  "or --allow_insecure_remote"));
-      }
-      insecure_remote.push_back(address);
-    }
-  }
-  const service::TlsFiles tls_files{absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
-                                    absl::GetFlag(FLAGS_tls_client_ca)};
+  service::RouteGrpcLogs(config->log_level, kLibraryLogsPerSecond);
+  const daemon::DaemonConfig& c = config->config;
   std::unique_ptr<service::ReloadableTlsCredentials> tls;
-  if (any_tls) {
+  if (config->any_tls) {
     absl::StatusOr<std::unique_ptr<service::ReloadableTlsCredentials>> created =
-        service::ReloadableTlsCredentials::Create(tls_files);
+        service::ReloadableTlsCredentials::Create(c.tls);
     if (!created.ok()) return Usage(std::string(created.status().message()));
     tls = *std::move(created);
-  } else if (!tls_files.cert.empty() || !tls_files.key.empty() || !tls_files.client_ca.empty()) {
-    return Usage("--tls_cert/--tls_key/--tls_client_ca are set but no --listen address is tls:host:port");
   }
-  int socket_mode = 0;
-  if (!absl::numbers_internal::safe_strto32_base(absl::GetFlag(FLAGS_socket_mode), &socket_mode, 8) ||
-      socket_mode < 0 || socket_mode > 0777) {
-    return Usage(absl::StrCat("--socket_mode='", absl::GetFlag(FLAGS_socket_mode),
-                              "' is not an octal permission (e.g. 0660)"));
-  }
-  gid_t socket_gid = static_cast<gid_t>(-1);
-  if (const std::string group = absl::GetFlag(FLAGS_socket_group); !group.empty()) {
-    const struct group* g = getgrnam(group.c_str());
-    unsigned gid = 0;
-    if (g != nullptr) {
-      socket_gid = g->gr_gid;
-    } else if (absl::SimpleAtoi(group, &gid)) {
-      socket_gid = static_cast<gid_t>(gid);
-    } else {
-      return Usage(absl::StrCat("--socket_group='", group, "' is neither a group name nor a gid"));
-    }
-  }
-  const absl::Duration probe_timeout = absl::GetFlag(FLAGS_probe_timeout);
-  const absl::Duration interval = absl::GetFlag(FLAGS_refresh_interval);
-  const absl::Duration grace = absl::GetFlag(FLAGS_shutdown_grace);
-  if (probe_timeout < absl::Milliseconds(200)) {
-    return Usage("--probe_timeout must be at least 200ms (e.g. 10s): the probe child gets 60% of it for vendor libraries");
-  }
-  if (interval < absl::ZeroDuration()) return Usage("--refresh_interval must be 0 (off) or positive, e.g. 60s");
-  if (grace < absl::ZeroDuration()) return Usage("--shutdown_grace must not be negative");
-  const absl::Duration refresh_min_interval = absl::GetFlag(FLAGS_refresh_min_interval);
-  if (refresh_min_interval < absl::ZeroDuration()) {
-    return Usage("--refresh_min_interval must be 0 (no limit) or positive, e.g. 1s");
-  }
-  const int max_receive_bytes = absl::GetFlag(FLAGS_max_receive_bytes);
-  if (max_receive_bytes < kMinReceiveBytes || max_receive_bytes > kMaxReceiveBytes) {
-    return Usage(absl::StrCat("--max_receive_bytes=", max_receive_bytes, " is out of range; accepted: ",
-                              kMinReceiveBytes, "..", kMaxReceiveBytes, " bytes"));
-  }
-  const int64_t memory_quota = absl::GetFlag(FLAGS_memory_quota_bytes);
-  if (memory_quota < kMinMemoryQuota || memory_quota > kMaxMemoryQuota) {
-    return Usage(absl::StrCat("--memory_quota_bytes=", memory_quota, " is out of range; accepted: ", kMinMemoryQuota,
-                              "..", kMaxMemoryQuota, " bytes"));
-  }
-  const int max_watches = absl::GetFlag(FLAGS_max_watches);
-  const int max_watches_per_peer = absl::GetFlag(FLAGS_max_watches_per_peer);
-  if (max_watches < 0) return Usage("--max_watches must be 0 (no limit) or positive");
-  if (max_watches_per_peer < 0) return Usage("--max_watches_per_peer must be 0 (no limit) or positive");
-  const absl::Duration keepalive_time = absl::GetFlag(FLAGS_keepalive_time);
-  const absl::Duration keepalive_timeout = absl::GetFlag(FLAGS_keepalive_timeout);
-  if (keepalive_time < absl::Seconds(1) || keepalive_time > absl::Hours(2)) {
-    return Usage("--keepalive_time must be within 1s..2h (e.g. 60s)");
-  }
-  if (keepalive_timeout < absl::Seconds(1) || keepalive_timeout > absl::Minutes(10)) {
-    return Usage("--keepalive_timeout must be within 1s..10m (e.g. 20s)");
-  }
-  const absl::Duration liveness_interval = absl::GetFlag(FLAGS_liveness_interval);
-  const int liveness_failures = absl::GetFlag(FLAGS_liveness_failures);
-  if (liveness_interval < absl::ZeroDuration()) return Usage("--liveness_interval must be 0 (off) or positive, e.g. 5s");
-  if (liveness_failures < 1 || liveness_failures > 100) return Usage("--liveness_failures must be within 1..100");
-  const std::string host_root = absl::GetFlag(FLAGS_host_root);
-  if (!std::filesystem::is_directory(host_root)) {
-    return Usage(absl::StrCat("--host_root=", host_root, " is not a readable directory"));
-  }
-  std::string probe = absl::GetFlag(FLAGS_probe_command);
-  if (probe.empty()) probe = SiblingBinary("devplace-probe", "probe");
-  if (probe.empty()) probe = "devplace-probe";  // from PATH
-  if (!Executable(probe)) return Usage(absl::StrCat("--probe_command: '", probe, "' is not an executable"));
-  std::string torch_probe = absl::GetFlag(FLAGS_torch_probe_command);
-  if (torch_probe.empty()) torch_probe = SiblingBinary("devplace-torch-probe", "torch");
-  if (torch_probe == "none") torch_probe.clear();
-  if (!torch_probe.empty() && !Executable(torch_probe)) {
-    return Usage(absl::StrCat("--torch_probe_command: '", torch_probe, "' is not an executable (\"none\" disables it)"));
-  }
-
-  const std::string nfd_file = absl::GetFlag(FLAGS_nfd_features_file);
-  const absl::Duration nfd_expiry = absl::GetFlag(FLAGS_nfd_expiry);
-  if (!nfd_file.empty()) {
-    const std::filesystem::path nfd_path(nfd_file);
-    const std::filesystem::path nfd_dir = nfd_path.has_parent_path() ? nfd_path.parent_path() : ".";
-    if (!nfd_path.has_filename() || !std::filesystem::is_directory(nfd_dir)) {
-      return Usage(absl::StrCat("--nfd_features_file=", nfd_file,
-                                ": needs a file name in an existing directory (e.g. NFD's features.d)"));
-    }
-    if (std::filesystem::is_directory(nfd_path)) {
-      return Usage(absl::StrCat("--nfd_features_file=", nfd_file, ": is a directory; name a file inside it"));
-    }
-  }
-  if (nfd_expiry < absl::Minutes(1)) return Usage("--nfd_expiry must be at least 1m (e.g. 10m)");
+  const std::vector<std::string>& listen = config->listen;
+  const std::vector<std::string>& insecure_remote = config->insecure_remote;
+  const mode_t socket_mode = config->socket_mode;
+  const gid_t socket_gid = config->socket_gid;
+  const std::string& probe = config->probe_command;
+  const std::string& torch_probe = config->torch_probe_command;
+  const std::string& host_root = c.host_root;
+  const std::string& metrics_listen = c.metrics_listen;
+  const std::string& nfd_file = c.nfd_features_file;
+  const absl::Duration probe_timeout = c.probe_timeout, interval = c.refresh_interval, grace = c.shutdown_grace,
+                       refresh_min_interval = c.refresh_min_interval, keepalive_time = c.keepalive_time,
+                       keepalive_timeout = c.keepalive_timeout, liveness_interval = c.liveness_interval,
+                       nfd_expiry = c.nfd_expiry;
+  const int max_receive_bytes = c.max_receive_bytes, max_watches = c.max_watches,
+            max_watches_per_peer = c.max_watches_per_peer, liveness_failures = c.liveness_failures;
+  const int64_t memory_quota = c.memory_quota_bytes;
 
   // Signals are handled by sigwait in this thread; every thread started later inherits the mask.
   sigset_t signals;
@@ -503,14 +145,14 @@ int Run(int argc, char** argv) {
   // not the whole inventory.
   const absl::Duration vendor_timeout = probe_timeout * 0.6;
   options.probe_command = {probe, absl::StrCat("--host_root=", host_root),
-                           absl::StrCat("--nvml_library=", absl::GetFlag(FLAGS_nvml_library)),
-                           absl::StrCat("--cuda_library=", absl::GetFlag(FLAGS_cuda_library)),
-                           absl::StrCat("--amd_smi_library=", absl::GetFlag(FLAGS_amd_smi_library)),
-                           absl::StrCat("--level_zero_library=", absl::GetFlag(FLAGS_level_zero_library)),
-                           absl::StrCat("--hlml_library=", absl::GetFlag(FLAGS_hlml_library)),
-                           absl::StrCat("--dcmi_library=", absl::GetFlag(FLAGS_dcmi_library)),
-                           absl::StrCat("--cndev_library=", absl::GetFlag(FLAGS_cndev_library)),
-                           absl::StrCat("--mtml_library=", absl::GetFlag(FLAGS_mtml_library)),
+                           absl::StrCat("--nvml_library=", c.nvml_library),
+                           absl::StrCat("--cuda_library=", c.cuda_library),
+                           absl::StrCat("--amd_smi_library=", c.amd_smi_library),
+                           absl::StrCat("--level_zero_library=", c.level_zero_library),
+                           absl::StrCat("--hlml_library=", c.hlml_library),
+                           absl::StrCat("--dcmi_library=", c.dcmi_library),
+                           absl::StrCat("--cndev_library=", c.cndev_library),
+                           absl::StrCat("--mtml_library=", c.mtml_library),
                            absl::StrCat("--probe_timeout=", absl::FormatDuration(vendor_timeout))};
   options.probe_timeout = probe_timeout;
   auto registry = std::make_shared<prometheus::Registry>();  // counters and histograms for /metrics
@@ -571,7 +213,7 @@ int Run(int argc, char** argv) {
     if (started.ok()) {
       metrics_endpoint = std::move(*started);
       spdlog::info("event=metrics_listening url=http://{}/metrics", metrics_endpoint.address);
-    } else if (metrics_listen != absl::GetFlagReflectionHandle(FLAGS_metrics_listen).DefaultValue()) {
+    } else if (metrics_listen != daemon::kDefaultMetricsListen) {
       spdlog::error("event=listen_failed metrics_listen={} error=\"{}\"", metrics_listen,
                     std::string(started.status().message()));
       return 1;
@@ -616,14 +258,14 @@ int Run(int argc, char** argv) {
   // Unix sockets are accepted by devplaced itself (peer credentials for RefreshInventory); only
   // the default runtime directory is created.
   std::vector<std::unique_ptr<service::UnixListener>> unix_listeners;
-  const std::string default_unix = DefaultListen().front().substr(5);
+  const std::string default_unix = daemon::DefaultListen().front().substr(5);
   std::vector<std::string> bound_targets;  // for the liveness check
   for (const std::string& address : listen) {
     ports.push_back(std::make_unique<int>(0));
     if (absl::StartsWith(address, "unix:")) {
       service::UnixListener::Options o;
       o.path = address.substr(5);
-      o.mode = static_cast<mode_t>(socket_mode);
+      o.mode = socket_mode;
       o.gid = socket_gid;
       o.create_directory = o.path == default_unix;
       absl::StatusOr<std::unique_ptr<service::UnixListener>> l = service::UnixListener::Bind(o);
