@@ -1,0 +1,141 @@
+// devplaced's settings as one plain struct, and the one check that turns them into what the
+// daemon runs with.
+//
+// Contract: DaemonConfig holds every setting as its --flag gives it (server/daemon/flags.cc fills
+// it from the flags; a test may fill it directly); a default-constructed DaemonConfig holds the
+// flags' defaults. ValidateConfig checks every setting, in the order devplaced always has, and
+// returns the first problem as INVALID_ARGUMENT whose message is the one line devplaced prints as
+// `devplaced: <message> (see --help)` before it exits 2. It starts nothing (no thread, no socket,
+// no child); it reads the file system only: the TLS files, --host_root, the probe executables,
+// --nfd_features_file's directory, the group database and this binary's location.
+#ifndef DEVPLACE_SERVER_DAEMON_CONFIG_H_
+#define DEVPLACE_SERVER_DAEMON_CONFIG_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/logging/logging.h"
+#include "server/service/tls.h"
+#include "spdlog/common.h"
+
+namespace devplace::daemon {
+
+// --metrics_listen's default. Only this address may be taken by another process: the daemon then
+// runs without metrics (a warning); any other address that cannot be bound is fatal (exit 1).
+inline constexpr char kDefaultMetricsListen[] = "127.0.0.1:9465";
+
+struct DaemonConfig {
+  // ---- listeners ----
+  // Comma-separated listen addresses: unix:/absolute/path.sock, host:port (plaintext) and/or
+  // tls:host:port; host is a name, an IPv4 address or [IPv6], port 0..65535 (0: a free port).
+  // Empty: DefaultListen().
+  std::string listen;
+  // --tls_cert, --tls_key, --tls_client_ca: PEM files of the tls: listeners; set only with one.
+  service::TlsFiles tls;
+  // Allow a plaintext host:port listener on a non-loopback address.
+  bool allow_insecure_remote = false;
+  // Permission bits of unix-socket listeners: octal text, 0..0777.
+  std::string socket_mode = "0660";
+  // Group of unix-socket listeners: a group name or a numeric gid; empty: the daemon's own group.
+  std::string socket_group;
+  // Largest request message accepted, in bytes: kMinReceiveBytes..kMaxReceiveBytes.
+  int max_receive_bytes = 1 << 20;
+  // gRPC resource quota in bytes: kMinMemoryQuota..kMaxMemoryQuota.
+  int64_t memory_quota_bytes = int64_t{256} << 20;
+  // Most WatchInventory streams open at once, in all and per peer: >= 0, 0 = no limit.
+  int max_watches = 1024;
+  int max_watches_per_peer = 0;
+  // Silence before the daemon pings a connection: 1s..2h; how long it waits for the answer:
+  // 1s..10m.
+  absl::Duration keepalive_time = absl::Seconds(60);
+  absl::Duration keepalive_timeout = absl::Seconds(20);
+  // Pause after SIGTERM/SIGINT (or Stop()) for calls in flight to finish: >= 0.
+  absl::Duration shutdown_grace = absl::Seconds(2);
+  // Time between self-checks of every listener: >= 0, 0 = never; consecutive failed checks that
+  // make a listener dead (the daemon then exits 1): 1..100.
+  absl::Duration liveness_interval = absl::Seconds(5);
+  int liveness_failures = 3;
+
+  // ---- probing ----
+  // Directory holding the host's /sys, /proc and /dev; must be a directory.
+  std::string host_root = "/";
+  // The probe executable (a path, or a name looked up on PATH). Empty: devplace-probe next to
+  // this binary, in ../lib/devplace/, else on PATH.
+  std::string probe_command;
+  // The libtorch probe; empty: devplace-torch-probe next to this binary or in ../lib/devplace/
+  // (none when there is none); "none": off.
+  std::string torch_probe_command;
+  // Deadline of one probe child: >= 200ms (the child gets 60% of it for vendor libraries).
+  absl::Duration probe_timeout = absl::Seconds(10);
+  // Vendor libraries the probe child dlopens (file names or paths; empty: none).
+  std::string nvml_library = "libnvidia-ml.so.1";
+  std::string cuda_library = "libcuda.so.1";
+  std::string amd_smi_library = "libamd_smi.so";
+  std::string level_zero_library = "libze_loader.so.1";
+  std::string hlml_library = "libhlml.so";
+  std::string dcmi_library = "libdcmi.so";
+  std::string cndev_library = "libcndev.so";
+  std::string mtml_library = "libmtml.so";
+  // Background re-probe period: >= 0, 0 = only at start, on SIGHUP and on RefreshInventory.
+  absl::Duration refresh_interval = absl::Seconds(60);
+  // RefreshInventory starts at most one probe per this interval: >= 0, 0 = no limit.
+  absl::Duration refresh_min_interval = absl::Seconds(1);
+
+  // ---- metrics, logs, node labels ----
+  // Prometheus /metrics address: IPV4:PORT or [IPV6]:PORT (port 0: a free one), loopback unless
+  // metrics_allow_remote; empty: no metrics.
+  std::string metrics_listen = kDefaultMetricsListen;
+  bool metrics_allow_remote = false;
+  // debug, info, warn or error.
+  std::string log_level = "info";
+  // text or json.
+  std::string log_format = "text";
+  // NFD feature file to keep current: a file name in an existing directory; empty: none.
+  std::string nfd_features_file;
+  // Its expiry window: >= 1m.
+  absl::Duration nfd_expiry = absl::Minutes(10);
+};
+
+// --max_receive_bytes: the largest legitimate request (256 env entries of 4 KiB) fits under 2 MiB;
+// below 4 KiB even a plain ResolveDevice request may not fit.
+inline constexpr int kMinReceiveBytes = 4096;
+inline constexpr int kMaxReceiveBytes = 64 << 20;
+inline constexpr int64_t kMinMemoryQuota = int64_t{16} << 20;
+inline constexpr int64_t kMaxMemoryQuota = int64_t{16} << 30;
+
+// A DaemonConfig that ValidateConfig accepted, with what it resolved on this host. The Daemon
+// runs on it; nothing in it needs checking again.
+struct ValidConfig {
+  DaemonConfig config;  // as given
+  spdlog::level::level_enum log_level = spdlog::level::info;
+  logging::Format log_format = logging::Format::kText;
+  std::vector<std::string> listen;           // config.listen split, or DefaultListen()
+  std::vector<std::string> insecure_remote;  // the plaintext non-loopback ones among them
+  bool any_tls = false;                      // whether one of them is tls:
+  mode_t socket_mode = 0660;
+  gid_t socket_gid = static_cast<gid_t>(-1);  // -1: the daemon's own group
+  std::string probe_command;                  // the executable to run
+  std::string torch_probe_command;            // empty: none
+};
+
+// Checks `config` (see the top of this file); the first problem is INVALID_ARGUMENT.
+absl::StatusOr<ValidConfig> ValidateConfig(const DaemonConfig& config);
+
+// The listen addresses when --listen is empty: unix:/run/devplace/devplace.sock as root, else
+// unix:$XDG_RUNTIME_DIR/devplace.sock (unix:/tmp/devplace-<uid>/devplace.sock without it); and
+// 127.0.0.1:7465.
+std::vector<std::string> DefaultListen();
+
+// Whether `address` is `unix:/absolute/path`, or `host:port` / `[v6]:port` with a port 0..65535
+// where host is a name or an IPv4 address (letters, digits, '.', '-', '_'). (To be replaced by
+// the shared host:port parser.)
+bool ValidListenAddress(const std::string& address);
+
+}  // namespace devplace::daemon
+
+#endif  // DEVPLACE_SERVER_DAEMON_CONFIG_H_

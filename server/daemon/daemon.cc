@@ -1,0 +1,406 @@
+// Daemon: devplaced's start-up, signal loop and shutdown, in the order the daemon has always run
+// them (see daemon.h for the contract). Every log line here is one of devplaced's documented
+// events.
+#include "server/daemon/daemon.h"
+
+#include <grp.h>
+#include <pthread.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "grpc/health/v1/health.pb.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/resource_quota.h"
+#include "spdlog/spdlog.h"
+
+namespace devplace::daemon {
+namespace {
+
+// A deleted socket file is looked for this long after the last signal or check.
+constexpr std::chrono::seconds kSocketCheckEvery{10};
+// How soon Wait() notices Stop().
+constexpr absl::Duration kStopPoll = absl::Milliseconds(200);
+
+}  // namespace
+
+int ExitStatus(const absl::Status& start_error) {
+  return start_error.code() == absl::StatusCode::kInvalidArgument ||
+                 start_error.code() == absl::StatusCode::kFailedPrecondition
+             ? 2
+             : 1;
+}
+
+Daemon::Daemon(ValidConfig config) : config_(std::move(config)) {}
+
+Daemon::~Daemon() {
+  if (state_ == State::kRunning) {
+    Stop();
+    Wait();
+  }
+}
+
+void Daemon::Stop() { stop_requested_ = true; }
+
+absl::Status Daemon::Start() {
+  if (state_ != State::kNew) return absl::FailedPreconditionError("Daemon::Start() may be called once");
+  state_ = State::kDone;  // unless everything below starts
+  const DaemonConfig& c = config_.config;
+  if (config_.any_tls) {
+    absl::StatusOr<std::unique_ptr<service::ReloadableTlsCredentials>> created =
+        service::ReloadableTlsCredentials::Create(c.tls);
+    if (!created.ok()) return absl::InvalidArgumentError(created.status().message());
+    tls_ = *std::move(created);
+  }
+
+  // Signals are handled by sigwait in this thread; every thread started later inherits the mask.
+  sigemptyset(&signals_);
+  sigaddset(&signals_, SIGTERM);
+  sigaddset(&signals_, SIGINT);
+  sigaddset(&signals_, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals_, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  // Descriptors: the soft limit goes up to the hard one, so a connection flood needs the hard limit.
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &files) != 0) {
+      spdlog::warn("event=rlimit_nofile_failed error=\"{}\"", strerror(errno));
+    }
+  }
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0) spdlog::info("event=rlimit_nofile soft={} hard={}", files.rlim_cur, files.rlim_max);
+
+  const std::string& torch_probe = config_.torch_probe_command;
+  spdlog::info("event=start pid={} host_root={} probe_command={} torch_probe_command={} probe_timeout_ms={} "
+               "refresh_interval_s={}",
+               getpid(), c.host_root, config_.probe_command, torch_probe.empty() ? "none" : torch_probe,
+               absl::ToInt64Milliseconds(c.probe_timeout), absl::ToInt64Seconds(c.refresh_interval));
+
+  // A probe grandchild that escapes the group kill with setsid() is re-parented here and killed
+  // after the run (devplaced's only children are probe children).
+  if (const absl::Status s = inventory::EnableOrphanCleanup(); !s.ok()) {
+    spdlog::warn("event=orphan_cleanup_disabled error=\"{}\"", std::string(s.message()));
+  }
+
+  // ---- the store, the libtorch view, the service ----
+  torch_ = std::make_unique<inventory::TorchView>(
+      torch_probe.empty() ? std::vector<std::string>{} : std::vector<std::string>{torch_probe}, c.probe_timeout);
+  inventory::StoreOptions options;
+  // The child's own vendor deadline fires well before ours, so a hung library costs one prober,
+  // not the whole inventory.
+  const absl::Duration vendor_timeout = c.probe_timeout * 0.6;
+  options.probe_command = {config_.probe_command, absl::StrCat("--host_root=", c.host_root),
+                           absl::StrCat("--nvml_library=", c.nvml_library),
+                           absl::StrCat("--cuda_library=", c.cuda_library),
+                           absl::StrCat("--amd_smi_library=", c.amd_smi_library),
+                           absl::StrCat("--level_zero_library=", c.level_zero_library),
+                           absl::StrCat("--hlml_library=", c.hlml_library),
+                           absl::StrCat("--dcmi_library=", c.dcmi_library),
+                           absl::StrCat("--cndev_library=", c.cndev_library),
+                           absl::StrCat("--mtml_library=", c.mtml_library),
+                           absl::StrCat("--probe_timeout=", absl::FormatDuration(vendor_timeout))};
+  options.probe_timeout = c.probe_timeout;
+  registry_ = std::make_shared<prometheus::Registry>();
+  probe_metrics_ = std::make_unique<metrics::ProbeMetrics>(*registry_);
+  rpc_metrics_ = std::make_unique<service::RpcMetrics>(*registry_);
+  options.on_probe = [probe_metrics = probe_metrics_.get()](const inventory::ProbeOutcome& o) {
+    probe_metrics->ObserveRun(o.status.ok(), o.duration);
+    if (o.status.ok()) {
+      spdlog::info("event=probe result=ok duration_ms={} revision={} changed={}",
+                   absl::ToInt64Milliseconds(o.duration), o.revision, o.changed);
+    } else {
+      spdlog::warn("event=probe result=error duration_ms={} code={} error=\"{}\" serving_revision={}",
+                   absl::ToInt64Milliseconds(o.duration), absl::StatusCodeToString(o.status.code()),
+                   absl::CHexEscape(o.status.message()), o.revision);  // the child's stderr is quoted in it
+    }
+  };
+  options.augment = [torch = torch_.get(), probe_metrics = probe_metrics_.get()](v1::Inventory& fresh) {
+    probe_metrics->ObserveReports(fresh);
+    *fresh.mutable_torch() = torch->Last();
+    return absl::OkStatus();
+  };
+  store_ = std::make_unique<inventory::InventoryStore>(options);
+  // A full refresh (RefreshInventory, SIGHUP, start-up) re-runs the libtorch probe, then the host
+  // probe, which publishes the new view. The service runs them on its one refresh worker.
+  auto full_refresh = [this, torch_enabled = !torch_probe.empty()]() -> absl::StatusOr<inventory::Snapshot> {
+    if (stopping_.load()) return absl::UnavailableError("devplaced is shutting down");
+    spdlog::info("event=refresh kind=full");
+    if (torch_enabled) {
+      const absl::Time start = absl::Now();
+      const v1::TorchInfo view = torch_->Run();
+      spdlog::info("event=torch_probe result={} duration_ms={} version={} backends={} error=\"{}\"",
+                   view.probed() ? "ok" : "error", absl::ToInt64Milliseconds(absl::Now() - start), view.version(),
+                   absl::StrJoin(view.compiled_backends(), ","), absl::CHexEscape(view.error()));
+    }
+    if (stopping_.load()) return absl::UnavailableError("devplaced is shutting down");
+    return store_->Refresh();
+  };
+  service::RefreshAccess access;
+  access.peers = &peers_;
+  access.daemon_uid = geteuid();
+  access.socket_gid = config_.socket_gid != static_cast<gid_t>(-1) ? config_.socket_gid : getegid();
+  if (const struct group* g = getgrgid(access.socket_gid); g != nullptr) access.socket_group = g->gr_name;
+  access.min_interval = c.refresh_min_interval;
+  service::ServiceOptions service_options;
+  service_options.max_watches = c.max_watches;
+  service_options.max_watches_per_peer = c.max_watches_per_peer;
+  service_ = std::make_unique<service::DevicePlacementService>(*store_, full_refresh, access, service_options);
+
+  // /metrics before the gRPC listeners: a fatal bind error exits before serving.
+  if (absl::Status s = StartMetrics(); !s.ok()) return s;
+  if (absl::Status s = StartServer(); !s.ok()) return s;
+  StartBackground();
+  state_ = State::kRunning;
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::StartMetrics() {
+  const std::string& address = config_.config.metrics_listen;
+  if (address.empty()) return absl::OkStatus();
+  absl::StatusOr<metrics::MetricsEndpoint> started = metrics::StartMetricsEndpoint(
+      address, {registry_, std::make_shared<metrics::InventoryCollector>([store = store_.get()] { return store->Current(); }),
+                std::make_shared<metrics::ProcessCollector>()});
+  if (started.ok()) {
+    metrics_endpoint_ = std::move(*started);
+    spdlog::info("event=metrics_listening url=http://{}/metrics", metrics_endpoint_.address);
+  } else if (address != kDefaultMetricsListen) {
+    spdlog::error("event=listen_failed metrics_listen={} error=\"{}\"", address, std::string(started.status().message()));
+    return absl::UnavailableError(started.status().message());
+  } else {
+    spdlog::warn("event=metrics_disabled metrics_listen={} error=\"{}\" hint=\"set --metrics_listen to another "
+                 "address, or empty\"",
+                 address, std::string(started.status().message()));
+  }
+  return absl::OkStatus();
+}
+
+// The gRPC server with its TCP/TLS ports and the unix-socket listeners that feed it.
+absl::Status Daemon::StartServer() {
+  const DaemonConfig& c = config_.config;
+  if (tls_ != nullptr) {
+    const service::TlsMaterial m = tls_->current();
+    spdlog::info("event=tls mode={} subject=\"{}\" not_after=\"{}\" client_cas={}",
+                 tls_->mutual() ? "mutual" : "server_only", m.subject, m.not_after, m.client_ca_count);
+  }
+  for (const std::string& address : config_.insecure_remote) {
+    spdlog::warn("event=insecure_remote_listener address={} error=\"plaintext and unauthenticated on a non-loopback "
+                 "address (--allow_insecure_remote)\"",
+                 address);
+  }
+  grpc::EnableDefaultHealthCheckService(true);
+  (void)grpc::health::v1::HealthCheckRequest::descriptor();  // lets reflection describe grpc.health.v1
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.SetMaxReceiveMessageSize(c.max_receive_bytes);
+  // Bounds what gRPC buffers for all connections together (requests being received included).
+  grpc::ResourceQuota quota("devplaced");
+  quota.Resize(static_cast<size_t>(c.memory_quota_bytes));
+  builder.SetResourceQuota(quota);
+  // Keepalive pings on every connection, idle or not and with or without data in between, so a
+  // frozen (SIGSTOPped) or vanished client is dropped on unix sockets as on TCP.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(absl::ToInt64Milliseconds(c.keepalive_time)));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                             static_cast<int>(absl::ToInt64Milliseconds(c.keepalive_timeout)));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // a second daemon must fail, not share the port
+  // Requests handled at once per connection: a flood of streams on one connection queues.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, 100);
+  const std::vector<std::string>& listen = config_.listen;
+  std::vector<std::unique_ptr<int>> ports;
+  // Unix sockets are accepted by devplaced itself (peer credentials for RefreshInventory); only
+  // the default runtime directory is created.
+  const std::string default_unix = DefaultListen().front().substr(5);
+  for (const std::string& address : listen) {
+    ports.push_back(std::make_unique<int>(0));
+    if (absl::StartsWith(address, "unix:")) {
+      service::UnixListener::Options o;
+      o.path = address.substr(5);
+      o.mode = config_.socket_mode;
+      o.gid = config_.socket_gid;
+      o.create_directory = o.path == default_unix;
+      absl::StatusOr<std::unique_ptr<service::UnixListener>> l = service::UnixListener::Bind(o);
+      if (!l.ok()) {
+        spdlog::error("event=listen_failed address={} error=\"{}\"", address, std::string(l.status().message()));
+        fprintf(stderr, "devplaced: --listen=%s: %s\n", address.c_str(), std::string(l.status().message()).c_str());
+        return l.status().code() == absl::StatusCode::kFailedPrecondition
+                   ? l.status()
+                   : absl::UnavailableError(l.status().message());
+      }
+      unix_listeners_.push_back(std::move(*l));
+      continue;
+    }
+    if (absl::StartsWith(address, "tls:")) {
+      builder.AddListeningPort(address.substr(4), tls_->credentials(), ports.back().get());
+    } else {
+      builder.AddListeningPort(address, grpc::InsecureServerCredentials(), ports.back().get());
+    }
+  }
+  builder.RegisterService(service_.get());
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(rpc_metrics_->NewInterceptorFactory());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr) {
+    // Unix sockets were bound above with their errno; this is a TCP port gRPC could not bind
+    // (gRPC's own log line just before, routed through our logger, names the errno).
+    spdlog::error("event=listen_failed addresses={} error=\"could not bind a TCP listener (address in use, or a "
+                  "privileged port): see the library_log line above for the system error\"",
+                  absl::StrJoin(listen, ","));
+    return absl::UnavailableError("could not bind a TCP listener");
+  }
+  // gRPC's default health service starts out SERVING; say NOT_SERVING until the first inventory.
+  // (A client racing the first microseconds after bind may still see SERVING once.)
+  health_ = server_->GetHealthCheckService();
+  // The placement service answers under its own name too (same status as "").
+  health_->SetServingStatus(v1::DevicePlacement::service_full_name(), false);
+  health_->SetServingStatus(false);
+  for (const auto& l : unix_listeners_) l->Start(server_.get(), &peers_);
+  for (size_t i = 0; i < listen.size(); ++i) {  // logged once the sockets have their mode
+    std::string bound = listen[i];
+    if (!absl::StartsWith(bound, "unix:")) {
+      bound = absl::StrCat(bound.substr(0, bound.rfind(':')), ":", *ports[i]);
+    }
+    spdlog::info("event=listening address={}", bound);
+    listening_.push_back(bound);
+  }
+  return absl::OkStatus();
+}
+
+// Liveness self-checks, the NFD writer, the inventory subscription and the first probes.
+void Daemon::StartBackground() {
+  const DaemonConfig& c = config_.config;
+  service::LivenessOptions liveness_options;
+  for (const std::string& bound : listening_) liveness_options.targets.push_back(service::LoopbackTarget(bound));
+  liveness_options.interval = c.liveness_interval;
+  liveness_options.timeout = std::min(absl::Seconds(2), std::max(c.liveness_interval, absl::Milliseconds(500)));
+  liveness_options.max_failures = c.liveness_failures;
+  liveness_options.on_failure = [](const std::string& target, const std::string& error) {
+    spdlog::warn("event=liveness_check_failed address={} error=\"{}\"", target, error);
+  };
+  liveness_options.on_dead = [this](const std::string& target, const std::string& error) {
+    spdlog::error("event=listener_dead address={} error=\"{}\" action=exit status=1", target, error);
+    listener_dead_ = true;
+    health_->SetServingStatus(false);
+    kill(getpid(), SIGTERM);  // Wait()'s sigtimedwait runs the normal shutdown, then returns 1
+  };
+  liveness_ = std::make_unique<service::ListenerLiveness>(liveness_options);
+  if (c.liveness_interval > absl::ZeroDuration()) liveness_->Start();
+
+  // --nfd_features_file: a writer thread keeps the NFD feature file current; errors never stop serving.
+  if (const std::string& nfd_file = c.nfd_features_file; !nfd_file.empty()) {
+    nfd_ = std::make_unique<labels::NfdPublisher>(
+        nfd_file, c.nfd_expiry,
+        [nfd_file](const absl::Status& error) {
+          spdlog::warn("event=nfd_write_failed path={} error=\"{}\"", nfd_file, std::string(error.message()));
+        },
+        [nfd_file](uint64_t revision) { spdlog::info("event=nfd_written path={} revision={}", nfd_file, revision); });
+  }
+  // Health turns SERVING with the first inventory (never again once stopping); each new revision
+  // is logged.
+  subscription_ = store_->Subscribe([this, nfd = nfd_.get()](const inventory::Snapshot& inv) {
+    spdlog::info("event=inventory revision={} backends={}", inv->revision(), inv->backends_size());
+    if (!stopping_.load()) health_->SetServingStatus(true);
+    if (nfd != nullptr) nfd->Publish(inv);
+  });
+  // The timer probes at once, then every --refresh_interval; serving never waits on a probe.
+  store_->Start(c.refresh_interval > absl::ZeroDuration() ? c.refresh_interval : absl::InfiniteDuration());
+  service_->RequestRefresh();  // the libtorch view, once serving
+}
+
+// A deleted socket file is re-created on SIGHUP and by a check every 10 s; a path another
+// process now serves on is left to it (logged).
+void Daemon::CheckSockets(const char* trigger) {
+  for (const auto& l : unix_listeners_) {
+    if (l->PathIsOurs()) continue;
+    const absl::Status s = l->Recreate();
+    if (s.ok()) {
+      spdlog::warn("event=socket_recreated path={} trigger={}", l->path(), trigger);
+    } else {
+      spdlog::error("event=socket_lost path={} trigger={} error=\"{}\"", l->path(), trigger, std::string(s.message()));
+    }
+  }
+}
+
+void Daemon::OnSighup() {
+  spdlog::info("event=refresh_requested trigger=SIGHUP");
+  if (tls_ != nullptr) {  // new connections get the new certificates; a broken renewal keeps the old ones
+    absl::StatusOr<service::TlsMaterial> m = tls_->Reload();
+    if (m.ok()) {
+      spdlog::info("event=tls_reload result=ok subject=\"{}\" not_after=\"{}\" client_cas={}", m->subject,
+                   m->not_after, m->client_ca_count);
+    } else {
+      spdlog::error("event=tls_reload result=error error=\"{}\" (the previous certificates stay in use)",
+                    std::string(m.status().message()));
+    }
+  }
+  CheckSockets("SIGHUP");
+  service_->RequestRefresh();
+}
+
+int Daemon::Wait() {
+  if (state_ != State::kRunning) return 0;
+  // The socket check runs after kSocketCheckEvery without a signal; the wait is cut into
+  // kStopPoll slices so that Stop() is seen without a signal.
+  auto next_check = std::chrono::steady_clock::now() + kSocketCheckEvery;
+  for (;;) {
+    if (stop_requested_.load()) {
+      spdlog::info("event=shutdown signal=none");
+      break;
+    }
+    const auto left = next_check - std::chrono::steady_clock::now();
+    const timespec slice = absl::ToTimespec(
+        std::clamp(absl::FromChrono(left), absl::ZeroDuration(), kStopPoll));
+    const int sig = sigtimedwait(&signals_, nullptr, &slice);
+    if (sig < 0) {
+      if (errno != EAGAIN) {
+        next_check = std::chrono::steady_clock::now() + kSocketCheckEvery;
+      } else if (std::chrono::steady_clock::now() >= next_check) {
+        CheckSockets("check");
+        next_check = std::chrono::steady_clock::now() + kSocketCheckEvery;
+      }
+      continue;
+    }
+    next_check = std::chrono::steady_clock::now() + kSocketCheckEvery;
+    if (sig == SIGHUP) {
+      OnSighup();
+      continue;
+    }
+    spdlog::info("event=shutdown signal={}", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    break;
+  }
+  Shutdown();
+  state_ = State::kDone;
+  return listener_dead_ ? 1 : 0;
+}
+
+// Stop accepting at once; calls in flight get --shutdown_grace (a RefreshInventory waiting on a
+// probe finishes when that probe does, bounded by --probe_timeout); watches end with OK.
+void Daemon::Shutdown() {
+  stopping_ = true;
+  liveness_->Stop();
+  torch_->Cancel();  // a libtorch probe in flight is killed, not waited for
+  health_->SetServingStatus(false);
+  for (const auto& l : unix_listeners_) l->Stop();  // no new unix connections; the file is removed
+  service_->Shutdown();
+  server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(config_.config.shutdown_grace));
+  server_->Wait();
+  store_->Stop();
+  store_->Unsubscribe(*subscription_);
+  if (nfd_ != nullptr) nfd_->Stop();  // the file stays; NFD drops its labels at the expiry time
+  spdlog::info("event=stopped");
+}
+
+}  // namespace devplace::daemon

@@ -1,0 +1,118 @@
+// Daemon: one running devplaced inside a process. It owns the inventory store (probe children),
+// the libtorch view, the DevicePlacement service, the gRPC server and its unix-socket and TCP/TLS
+// listeners, /metrics, the listener self-checks (liveness), the NFD feature-file writer and the
+// handling of SIGHUP, SIGTERM and SIGINT.
+//
+// Contract:
+// - Start() once, then Wait() on the same thread; Stop() from any thread at any time.
+// - Start() blocks SIGTERM, SIGINT and SIGHUP on the calling thread before it starts any thread
+//   of its own (the TLS certificate watcher excepted, as always), so every later thread inherits
+//   the mask and Wait() takes them with sigtimedwait; SIGPIPE is ignored. It also raises this
+//   process's descriptor limit and makes it a child subreaper: children of this process that no
+//   probe run owns are killed after each probe run, so run no other child processes next to a
+//   Daemon.
+// - Wait() serves until SIGTERM/SIGINT or Stop(), then shuts down gracefully (stops accepting,
+//   gives calls in flight --shutdown_grace, ends watches, logs event=stopped) and returns the
+//   exit status for the process: 0, or 1 after event=listener_dead. SIGHUP re-probes, re-reads
+//   the TLS files and re-creates deleted unix sockets; a check every 10 s re-creates them too.
+//   A dead listener raises SIGTERM in this process, which Wait() takes as above.
+// - Nothing here exits the process: devplaced's main ends with std::_Exit(Wait()) so as not to
+//   wait for gRPC's global shutdown; a Daemon destroyed in-process stops and waits first.
+#ifndef DEVPLACE_SERVER_DAEMON_DAEMON_H_
+#define DEVPLACE_SERVER_DAEMON_DAEMON_H_
+
+#include <signal.h>
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "prometheus/registry.h"
+#include "server/daemon/config.h"
+#include "server/export/nfd_writer.h"
+#include "server/inventory/store.h"
+#include "server/inventory/torch_view.h"
+#include "server/metrics/exposer.h"
+#include "server/metrics/inventory_metrics.h"
+#include "server/service/liveness.h"
+#include "server/service/rpc_metrics.h"
+#include "server/service/service.h"
+#include "server/service/tls.h"
+#include "server/service/unix_listener.h"
+
+namespace devplace::daemon {
+
+class Daemon {
+ public:
+  explicit Daemon(ValidConfig config);
+  // Stop() and Wait() when it is still running.
+  ~Daemon();
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  // Starts everything and returns once every listener accepts (health NOT_SERVING until the first
+  // inventory, then SERVING). On failure nothing is left running, and the status says how
+  // devplaced ends (ExitStatus):
+  //   INVALID_ARGUMENT     the TLS credentials could not be built: for the caller to print as
+  //                        `devplaced: <message> (see --help)`; exit 2.
+  //   FAILED_PRECONDITION  a unix socket's directory or path is unsafe; exit 2.
+  //   UNAVAILABLE          a listener or /metrics could not be bound (in use, no permission);
+  //                        exit 1.
+  // Listener failures are logged (event=listen_failed) and, for a unix socket, written to stderr
+  // as `devplaced: --listen=ADDRESS: <why>`, here.
+  absl::Status Start();
+  // See the top of this file. Returns at once (0) when Start() did not succeed.
+  int Wait();
+  // Makes Wait() shut down as on SIGTERM (within 0.2 s), without a signal. Thread-safe.
+  void Stop();
+
+  // The listen addresses as bound and logged (event=listening): unix:/path, host:PORT or
+  // tls:host:PORT with the port picked for :0. Empty before Start().
+  const std::vector<std::string>& listening() const { return listening_; }
+  // The /metrics address as bound ("" when off).
+  const std::string& metrics_address() const { return metrics_endpoint_.address; }
+
+ private:
+  absl::Status StartMetrics();
+  absl::Status StartServer();
+  void StartBackground();
+  void CheckSockets(const char* trigger);
+  void OnSighup();
+  void Shutdown();
+
+  const ValidConfig config_;
+  enum class State { kNew, kRunning, kDone } state_ = State::kNew;
+  sigset_t signals_{};
+  std::atomic<bool> stop_requested_{false};
+  std::atomic<bool> stopping_{false};        // set once shutting down: no new refresh, health stays off
+  std::atomic<bool> listener_dead_{false};   // exit 1
+  // Built by Start() in this order; destroyed in reverse.
+  std::unique_ptr<service::ReloadableTlsCredentials> tls_;
+  std::shared_ptr<prometheus::Registry> registry_;  // counters and histograms for /metrics
+  std::unique_ptr<metrics::ProbeMetrics> probe_metrics_;
+  std::unique_ptr<service::RpcMetrics> rpc_metrics_;
+  std::unique_ptr<inventory::TorchView> torch_;
+  std::unique_ptr<inventory::InventoryStore> store_;
+  service::PeerRegistry peers_;
+  std::unique_ptr<service::DevicePlacementService> service_;
+  metrics::MetricsEndpoint metrics_endpoint_;
+  std::vector<std::unique_ptr<service::UnixListener>> unix_listeners_;
+  std::unique_ptr<grpc::Server> server_;
+  grpc::HealthCheckServiceInterface* health_ = nullptr;  // the server's
+  std::vector<std::string> listening_;
+  std::unique_ptr<service::ListenerLiveness> liveness_;
+  std::unique_ptr<labels::NfdPublisher> nfd_;
+  std::optional<inventory::InventoryStore::SubscriptionId> subscription_;
+};
+
+// The process exit status for a failed Start() (see there): 2 or 1.
+int ExitStatus(const absl::Status& start_error);
+
+}  // namespace devplace::daemon
+
+#endif  // DEVPLACE_SERVER_DAEMON_DAEMON_H_

@@ -1,0 +1,266 @@
+// devplaced's flags (one per DaemonConfig setting; defaults from DaemonConfig's), its --help
+// text, the pre-parse check of every flag, and the DaemonConfig the parsed flags give. See
+// flags.h for the contract.
+#include "server/daemon/flags.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <set>
+
+#include "absl/flags/commandlineflag.h"
+#include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/time.h"
+#include "server/common/flag_errors.h"
+
+namespace {
+
+// The flags' defaults are DaemonConfig's.
+const devplace::daemon::DaemonConfig& Defaults() {
+  static const devplace::daemon::DaemonConfig defaults;
+  return defaults;
+}
+
+}  // namespace
+
+ABSL_FLAG(std::string, listen, Defaults().listen,
+          "Comma-separated listen addresses: unix:/path/to.sock, host:port (plaintext) and/or tls:host:port "
+          "(TLS, needs --tls_cert and --tls_key; mutual TLS with --tls_client_ca); port 0 picks a free port, "
+          "logged at start. A plaintext host:port must be loopback (127.0.0.0/8, [::1], localhost) unless "
+          "--allow_insecure_remote. Default: unix:/run/devplace/devplace.sock (as root; otherwise "
+          "unix:$XDG_RUNTIME_DIR/devplace.sock, or unix:/tmp/devplace-<uid>/devplace.sock without it) and "
+          "127.0.0.1:7465");
+ABSL_FLAG(std::string, tls_cert, Defaults().tls.cert,
+          "PEM certificate chain of the tls: listeners (the daemon's certificate first; it should name the "
+          "host clients dial, e.g. SAN DNS:node1 or IP:10.0.0.5). Re-read on SIGHUP");
+ABSL_FLAG(std::string, tls_key, Defaults().tls.key, "PEM private key of --tls_cert (unencrypted). Re-read on SIGHUP");
+ABSL_FLAG(std::string, tls_client_ca, Defaults().tls.client_ca,
+          "PEM bundle of the CAs that sign client certificates: tls: listeners then require and verify a client "
+          "certificate (mutual TLS). Empty: server-only TLS (encrypted, but any client that reaches the port may "
+          "read). Re-read on SIGHUP");
+ABSL_FLAG(bool, allow_insecure_remote, Defaults().allow_insecure_remote,
+          "Allow a plaintext host:port listener on a non-loopback address (0.0.0.0, [::], a LAN address or host "
+          "name): anyone who reaches it can call the daemon unauthenticated and unencrypted. Logged as "
+          "event=insecure_remote_listener");
+ABSL_FLAG(std::string, host_root, Defaults().host_root,
+          "Directory holding the host's /sys, /proc and /dev, passed to the probe (e.g. /host in a container)");
+ABSL_FLAG(std::string, probe_command, Defaults().probe_command,
+          "The probe executable, run as a child process with --host_root (default: devplace-probe next to this "
+          "binary, or in ../lib/devplace/ when installed). Its stdout must be one serialized devplace.v1.Inventory");
+ABSL_FLAG(std::string, torch_probe_command, Defaults().torch_probe_command,
+          "The libtorch probe (default: devplace-torch-probe next to this binary or in ../lib/devplace/, when "
+          "installed), run once after "
+          "start and on each full refresh (SIGHUP, RefreshInventory); its view is Inventory.torch. \"none\" disables it");
+ABSL_FLAG(absl::Duration, probe_timeout, Defaults().probe_timeout,
+          "Deadline for one probe child; one that overruns is killed and the last good inventory stays. The child "
+          "gets 60% of it as its own deadline for vendor-library probers (a hung NVML call is reported as timed "
+          "out and the rest of the inventory still arrives); this deadline is only the safety net");
+ABSL_FLAG(std::string, nvml_library, Defaults().nvml_library,
+          "NVML library the probe child dlopens for GPU names, UUIDs, memory and MIG instances (empty: none)");
+ABSL_FLAG(std::string, cuda_library, Defaults().cuda_library,
+          "libcuda the probe child dlopens (in two short-lived children of its own) for the CUDA runtime's GPU "
+          "numbering under CUDA_DEVICE_ORDER unset and PCI_BUS_ID (empty: none; the resolver then warns that the "
+          "order may differ on hosts with mixed GPU models)");
+ABSL_FLAG(std::string, amd_smi_library, Defaults().amd_smi_library,
+          "AMD SMI library the probe child dlopens for AMD GPU names, UUIDs, VRAM and partition modes (empty: none)");
+ABSL_FLAG(std::string, level_zero_library, Defaults().level_zero_library,
+          "Level Zero loader the probe child dlopens for Intel GPU names, UUIDs, memory, tiles (Sysman; empty: none)");
+ABSL_FLAG(std::string, hlml_library, Defaults().hlml_library,
+          "HLML library (Intel Gaudi) the probe child dlopens for names, UUIDs, memory and health (empty: none)");
+ABSL_FLAG(std::string, dcmi_library, Defaults().dcmi_library,
+          "DCMI library (Huawei Ascend) the probe child dlopens for ids, names, HBM memory and health (empty: none)");
+ABSL_FLAG(std::string, cndev_library, Defaults().cndev_library,
+          "CNDev library (Cambricon) the probe child dlopens for names, UUIDs, memory and health (empty: none)");
+ABSL_FLAG(std::string, mtml_library, Defaults().mtml_library,
+          "MTML library (Moore Threads) the probe child dlopens for names, UUIDs and memory (empty: none)");
+ABSL_FLAG(absl::Duration, refresh_interval, Defaults().refresh_interval,
+          "How often to re-probe in the background (0 = only at start, on SIGHUP and on RefreshInventory)");
+ABSL_FLAG(std::string, socket_mode, Defaults().socket_mode, "Permission bits of unix-socket listeners (octal)");
+ABSL_FLAG(std::string, socket_group, Defaults().socket_group,
+          "Group that owns unix-socket listeners (name or gid), so jobs in that group can connect; default: the "
+          "daemon's own group");
+ABSL_FLAG(absl::Duration, shutdown_grace, Defaults().shutdown_grace,
+          "On SIGTERM/SIGINT: how long in-flight calls may take to finish before they are cancelled");
+ABSL_FLAG(int, max_receive_bytes, Defaults().max_receive_bytes,
+          "Largest request message accepted, in bytes (4096..67108864); a larger one is RESOURCE_EXHAUSTED");
+ABSL_FLAG(int64_t, memory_quota_bytes, Defaults().memory_quota_bytes,
+          "gRPC resource quota: memory gRPC may hold for connections and requests in flight, in bytes "
+          "(16777216..17179869184); past it gRPC shrinks flow-control windows and refuses new streams");
+
+ABSL_FLAG(int, max_watches, Defaults().max_watches,
+          "Most WatchInventory streams open at once (0 = no limit); past it a new watch gets RESOURCE_EXHAUSTED");
+ABSL_FLAG(int, max_watches_per_peer, Defaults().max_watches_per_peer,
+          "Most WatchInventory streams open at once per peer (0 = no limit), RESOURCE_EXHAUSTED past it. A peer is "
+          "the client's IP address over TCP (all local TCP clients are one peer) and, over a unix socket, the "
+          "client's user (uid, from the socket's peer credentials)");
+ABSL_FLAG(absl::Duration, keepalive_time, Defaults().keepalive_time,
+          "How long a connection may be silent before the daemon pings it (1s..2h), on TCP and unix sockets alike");
+ABSL_FLAG(absl::Duration, keepalive_timeout, Defaults().keepalive_timeout,
+          "How long the daemon waits for a ping's answer before it drops the connection and its calls and watches "
+          "(1s..10m): a frozen or vanished client is dropped within --keepalive_time + --keepalive_timeout");
+ABSL_FLAG(absl::Duration, liveness_interval, Defaults().liveness_interval,
+          "How often the daemon calls grpc.health.v1 Check on each of its own listen addresses over a fresh "
+          "connection (0 = never). A listener that fails --liveness_failures checks in a row (e.g. gRPC's accept loop "
+          "gave up after descriptor exhaustion) logs event=listener_dead, and the daemon exits 1 for its supervisor "
+          "(systemd Restart=on-failure, the Kubernetes DaemonSet) to restart it. A tls: listener is checked by a "
+          "connection it must read and close (a failed handshake), as a health call would need a client certificate");
+ABSL_FLAG(int, liveness_failures, Defaults().liveness_failures, "Consecutive failed self-checks that make a listener dead (1..100)");
+ABSL_FLAG(std::string, metrics_listen, Defaults().metrics_listen,
+          "Where to serve Prometheus metrics at /metrics over HTTP: IPV4:PORT or [IPV6]:PORT (port 0 picks a free "
+          "port, logged at start); empty disables. Loopback only unless --metrics_allow_remote. If the default "
+          "address 127.0.0.1:9465 is taken the daemon logs a warning and runs without metrics; any other address "
+          "that cannot be bound is fatal (exit 1)");
+ABSL_FLAG(bool, metrics_allow_remote, Defaults().metrics_allow_remote,
+          "Allow a non-loopback --metrics_listen (e.g. 0.0.0.0:9465): /metrics names the host's devices and has "
+          "no authentication");
+ABSL_FLAG(std::string, log_level, Defaults().log_level, "Least severe log lines written: debug, info, warn or error");
+ABSL_FLAG(std::string, log_format, Defaults().log_format,
+          "Log line format on stderr: text (TIME LEVEL event=NAME key=value ...) or json (one object per line, "
+          "members time, level and the event's fields). gRPC's and libprotobuf's own lines come through the same "
+          "format as event=library_log, at most 10 a second per library");
+ABSL_FLAG(std::string, nfd_features_file, Defaults().nfd_features_file,
+          "Keep a Node Feature Discovery local feature file with this host's node labels (namespace "
+          "devplace.feature.node.kubernetes.io), e.g. /etc/kubernetes/node-feature-discovery/features.d/devplace; "
+          "its directory must exist. Rewritten atomically on each new inventory revision, and re-stamped when half "
+          "of --nfd_expiry has passed. Empty: none");
+ABSL_FLAG(absl::Duration, nfd_expiry, Defaults().nfd_expiry,
+          "The feature file's NFD expiry window (# +expiry-time= now + this, at least 1m): the labels vanish "
+          "this long after devplaced stops rewriting the file");
+ABSL_FLAG(absl::Duration, refresh_min_interval, Defaults().refresh_min_interval,
+          "RefreshInventory starts at most one probe per this interval (calls arriving while one is queued "
+          "share it); others get RESOURCE_EXHAUSTED with the time to wait. 0 = no limit. RefreshInventory is "
+          "allowed only to root, the daemon's user and --socket_group members over the unix socket, and to "
+          "mTLS-authenticated clients");
+
+namespace devplace::daemon {
+namespace {
+
+constexpr char kUsage[] =
+    "the devplace daemon. Probes this host's accelerators and answers ResolveDevice, GetInventory,\n"
+    "WatchInventory, ListBackends and RefreshInventory over gRPC (package devplace.v1, reflection on,\n"
+    "grpc.health.v1 health service). A config file is read only when given: --flagfile=FILE (one\n"
+    "--flag=value per line, e.g. /etc/devplace/devplaced.flags). Signals: SIGHUP re-probes (and re-reads\n"
+    "TLS certificates); SIGTERM/SIGINT stop accepting, finish calls, end watches, exit 0. Exit status 2:\n"
+    "bad flags or configuration; 1: could not listen. Prometheus metrics: http://127.0.0.1:9465/metrics\n"
+    "(--metrics_listen); logs on stderr (--log_level, --log_format=text|json).\n\n"
+    "Remote access: --listen=tls:0.0.0.0:7466 --tls_cert=FILE --tls_key=FILE --tls_client_ca=FILE serves\n"
+    "mutual TLS (clients need a certificate signed by --tls_client_ca); without --tls_client_ca it is\n"
+    "server-only TLS. The files are checked at start (exit 2 naming the flag) and re-read on SIGHUP: new\n"
+    "connections get the new certificate within a second, a broken renewal keeps the old one\n"
+    "(event=tls_reload result=error). A plaintext listener on a non-loopback address is refused unless\n"
+    "--allow_insecure_remote.\n"
+    "Unix sockets: only the default runtime directory (/run/devplace, /tmp/devplace-<uid>) is created;\n"
+    "a socket directory must be owned by root or this user and not writable by others (unless sticky).\n"
+    "SIGHUP also re-creates a deleted socket. RefreshInventory: root, this user or --socket_group members\n"
+    "over the unix socket, or mTLS clients; rate-limited by --refresh_min_interval.\n\n"
+    "Usage: devplaced [--listen=unix:/path,127.0.0.1:7465] [--host_root=/] [--refresh_interval=60s] ...";
+
+}  // namespace
+
+void SetUpFlagUsage() {
+  absl::SetProgramUsageMessage(kUsage);
+  absl::FlagsUsageConfig usage_config;
+  usage_config.normalize_filename = [](absl::string_view file) {  // "devplaced.cc", not the build path
+    if (file == __FILE__) return std::string("devplaced.cc");     // where these flags were defined first
+    const size_t slash = file.rfind('/');
+    return std::string(slash == absl::string_view::npos ? file : file.substr(slash + 1));
+  };
+  absl::SetFlagsUsageConfig(usage_config);
+}
+
+std::optional<std::string> CheckFlags(const std::vector<std::string>& args, bool from_file, int depth) {
+  static const std::set<std::string> kAbslOwn = {"help", "helpfull", "helpshort", "helppackage", "version",
+                                                  "only_check_args", "helpon", "helpmatch", "fromenv",
+                                                  "tryfromenv", "undefok"};
+  for (size_t i = 0; i < args.size(); ++i) {
+    absl::string_view arg = args[i];
+    if (arg == "--") break;
+    if (arg.size() < 2 || arg[0] != '-') continue;  // positional: reported after parsing
+    auto [name, value] = SplitFlagArgument(arg);
+    if (kAbslOwn.count(name) > 0) continue;
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag == nullptr && absl::StartsWith(name, "no") && !value) {  // --noflag for a bool
+      const absl::CommandLineFlag* positive = absl::FindCommandLineFlag(name.substr(2));
+      if (positive != nullptr && positive->IsOfType<bool>()) continue;
+    }
+    if (flag == nullptr) {
+      return absl::StrCat("unknown flag --", name, from_file ? " in a --flagfile" : "",
+                          " (devplaced --help lists the flags)");
+    }
+    if (!value) {
+      if (flag->IsOfType<bool>()) continue;
+      if (from_file || i + 1 >= args.size()) return absl::StrCat("flag --", name, " needs a value (--", name, "=VALUE)");
+      value = args[++i];
+    }
+    if (name == "flagfile") {
+      if (depth > 8) return "--flagfile: files include each other more than 8 deep";
+      for (absl::string_view file : absl::StrSplit(*value, ',', absl::SkipEmpty())) {
+        std::ifstream in{std::string(file)};
+        if (!in) {
+          return absl::StrCat("--flagfile=", file, ": cannot read it (", strerror(errno),
+                              "); a flag file holds one --flag=value per line");
+        }
+        std::vector<std::string> lines;
+        for (std::string line; std::getline(in, line);) {
+          absl::string_view l = absl::StripAsciiWhitespace(line);
+          if (!l.empty() && l[0] != '#') lines.emplace_back(l);
+        }
+        if (std::optional<std::string> error = CheckFlags(lines, true, depth + 1)) {
+          return absl::StrCat(*error, " (in --flagfile=", file, ")");
+        }
+      }
+      continue;
+    }
+    std::string error;
+    if (!flag->ParseFrom(*value, &error)) return BadFlagValue(*flag, *value, error);
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<ValidConfig> ConfigFromFlags() {
+  DaemonConfig c;
+  c.listen = absl::GetFlag(FLAGS_listen);
+  c.tls = {absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_client_ca)};
+  c.allow_insecure_remote = absl::GetFlag(FLAGS_allow_insecure_remote);
+  c.socket_mode = absl::GetFlag(FLAGS_socket_mode);
+  c.socket_group = absl::GetFlag(FLAGS_socket_group);
+  c.max_receive_bytes = absl::GetFlag(FLAGS_max_receive_bytes);
+  c.memory_quota_bytes = absl::GetFlag(FLAGS_memory_quota_bytes);
+  c.max_watches = absl::GetFlag(FLAGS_max_watches);
+  c.max_watches_per_peer = absl::GetFlag(FLAGS_max_watches_per_peer);
+  c.keepalive_time = absl::GetFlag(FLAGS_keepalive_time);
+  c.keepalive_timeout = absl::GetFlag(FLAGS_keepalive_timeout);
+  c.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
+  c.liveness_interval = absl::GetFlag(FLAGS_liveness_interval);
+  c.liveness_failures = absl::GetFlag(FLAGS_liveness_failures);
+  c.host_root = absl::GetFlag(FLAGS_host_root);
+  c.probe_command = absl::GetFlag(FLAGS_probe_command);
+  c.torch_probe_command = absl::GetFlag(FLAGS_torch_probe_command);
+  c.probe_timeout = absl::GetFlag(FLAGS_probe_timeout);
+  c.nvml_library = absl::GetFlag(FLAGS_nvml_library);
+  c.cuda_library = absl::GetFlag(FLAGS_cuda_library);
+  c.amd_smi_library = absl::GetFlag(FLAGS_amd_smi_library);
+  c.level_zero_library = absl::GetFlag(FLAGS_level_zero_library);
+  c.hlml_library = absl::GetFlag(FLAGS_hlml_library);
+  c.dcmi_library = absl::GetFlag(FLAGS_dcmi_library);
+  c.cndev_library = absl::GetFlag(FLAGS_cndev_library);
+  c.mtml_library = absl::GetFlag(FLAGS_mtml_library);
+  c.refresh_interval = absl::GetFlag(FLAGS_refresh_interval);
+  c.refresh_min_interval = absl::GetFlag(FLAGS_refresh_min_interval);
+  c.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  c.metrics_allow_remote = absl::GetFlag(FLAGS_metrics_allow_remote);
+  c.log_level = absl::GetFlag(FLAGS_log_level);
+  c.log_format = absl::GetFlag(FLAGS_log_format);
+  c.nfd_features_file = absl::GetFlag(FLAGS_nfd_features_file);
+  c.nfd_expiry = absl::GetFlag(FLAGS_nfd_expiry);
+  return ValidateConfig(c);
+}
+
+}  // namespace devplace::daemon

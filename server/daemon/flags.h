@@ -1,0 +1,35 @@
+// devplaced's command line: the --flags (defined in flags.cc, one per DaemonConfig setting), the
+// --help text, the check of every flag before absl parses them, and the DaemonConfig they give.
+//
+// Contract: SetUpFlagUsage() before parsing; CheckFlags() on the raw arguments (absl would exit 1
+// on a bad flag by itself; devplaced exits 2 with CheckFlags' line); then absl::ParseCommandLine;
+// then ConfigFromFlags(). Every error is one line for `devplaced: <message> (see --help)`.
+#ifndef DEVPLACE_SERVER_DAEMON_FLAGS_H_
+#define DEVPLACE_SERVER_DAEMON_FLAGS_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/daemon/config.h"
+
+namespace devplace::daemon {
+
+// Installs devplaced's usage message and lists the flags of flags.cc under "Flags from
+// devplaced.cc" in --help (as they always were, when they lived there), so --help and
+// --helpshort stay as they were.
+void SetUpFlagUsage();
+
+// Checks every flag in `args` (argv without argv[0]) and in --flagfile files before absl parses
+// them: an unknown flag, a value the flag cannot take or an unreadable flag file is one line
+// naming the flag and what it accepts. nullopt when all is well. `from_file` and `depth` are for
+// the recursion into flag files.
+std::optional<std::string> CheckFlags(const std::vector<std::string>& args, bool from_file = false, int depth = 0);
+
+// The DaemonConfig the parsed flags give, checked by ValidateConfig.
+absl::StatusOr<ValidConfig> ConfigFromFlags();
+
+}  // namespace devplace::daemon
+
+#endif  // DEVPLACE_SERVER_DAEMON_FLAGS_H_
