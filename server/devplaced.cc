@@ -17,8 +17,6 @@
 #include "server/daemon/config.h"
 #include "server/daemon/daemon.h"
 #include "server/daemon/flags.h"
-#include "server/logging/logging.h"
-#include "server/service/grpc_log.h"
 #include "spdlog/spdlog.h"
 
 namespace devplace {
@@ -45,12 +43,7 @@ int Run(int argc, char** argv) {
   absl::StatusOr<daemon::ValidConfig> config = daemon::ConfigFromFlags();
   if (!config.ok()) return Usage(std::string(config.status().message()));
 
-  // Library lines (gRPC core, libprotobuf) per second per library; the rest are counted and
-  // reported in one event=library_log_suppressed line (a flood of bad requests logs a line each).
-  constexpr int kLibraryLogsPerSecond = 10;
-  logging::Configure(config->log_level, config->log_format);
-  logging::RouteProtobufLogs(kLibraryLogsPerSecond);
-  service::RouteGrpcLogs(config->log_level, kLibraryLogsPerSecond);
+  daemon::ConfigureLogging(*config);
 
   daemon::Daemon d(*std::move(config));
   if (const absl::Status s = d.Start(); !s.ok()) {

@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "server/common/address.h"
 #include "server/metrics/exposer.h"
 
 namespace devplace::daemon {
@@ -52,7 +53,7 @@ absl::Status CheckListen(const DaemonConfig& config, ValidConfig& out) {
   if (out.listen.empty()) return Bad("--listen names no address; accepted: unix:/path/to.sock and/or host:port");
   for (const std::string& address : out.listen) {
     const bool tls = absl::StartsWith(address, "tls:");
-    if (!ValidListenAddress(tls ? address.substr(4) : address) || (tls && absl::StartsWith(address, "tls:unix:"))) {
+    if (!ParseAddress(tls ? address.substr(4) : address, AddressUse::kListen) || (tls && absl::StartsWith(address, "tls:unix:"))) {
       return Bad(absl::StrCat("--listen: '", address,
                               "' is not unix:/absolute/path.sock, host:port or tls:host:port (a name, IPv4 or [IPv6] "
                               "address and a port 0..65535, no scheme)"));
@@ -174,23 +175,6 @@ std::vector<std::string> DefaultListen() {
                                                : absl::StrCat("/tmp/devplace-", geteuid(), "/devplace.sock");
   }
   return {absl::StrCat("unix:", unix_path), "127.0.0.1:7465"};
-}
-
-bool ValidListenAddress(const std::string& address) {
-  if (absl::StartsWith(address, "unix:")) {
-    const std::string path = address.substr(5);
-    return path.size() > 1 && path[0] == '/' && path[1] != '/';
-  }
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos || colon == 0) return false;
-  const std::string host = address.substr(0, colon);
-  const bool v6 = host.size() > 2 && host.front() == '[' && host.back() == ']' &&
-                  host.find_first_not_of("[]0123456789abcdefABCDEF:.%") == std::string::npos;
-  const bool name = host.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") ==
-                    std::string::npos;
-  int port = -1;
-  return (v6 || name) && absl::SimpleAtoi(address.substr(colon + 1), &port) && port >= 0 && port <= 65535 &&
-         address.substr(colon + 1).find_first_not_of("0123456789") == std::string::npos;
 }
 
 absl::StatusOr<ValidConfig> ValidateConfig(const DaemonConfig& config) {

@@ -131,11 +131,6 @@ absl::StatusOr<ValidConfig> ValidateConfig(const DaemonConfig& config);
 // 127.0.0.1:7465.
 std::vector<std::string> DefaultListen();
 
-// Whether `address` is `unix:/absolute/path`, or `host:port` / `[v6]:port` with a port 0..65535
-// where host is a name or an IPv4 address (letters, digits, '.', '-', '_'). (To be replaced by
-// the shared host:port parser.)
-bool ValidListenAddress(const std::string& address);
-
 }  // namespace devplace::daemon
 
 #endif  // DEVPLACE_SERVER_DAEMON_CONFIG_H_

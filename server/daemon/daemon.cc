@@ -23,6 +23,8 @@
 #include "grpc/health/v1/health.pb.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/resource_quota.h"
+#include "server/logging/logging.h"
+#include "server/service/grpc_log.h"
 #include "spdlog/spdlog.h"
 
 namespace devplace::daemon {
@@ -401,6 +403,15 @@ void Daemon::Shutdown() {
   store_->Unsubscribe(*subscription_);
   if (nfd_ != nullptr) nfd_->Stop();  // the file stays; NFD drops its labels at the expiry time
   spdlog::info("event=stopped");
+}
+
+void ConfigureLogging(const ValidConfig& config) {
+  // Library lines (gRPC core, libprotobuf) per second per library; the rest are counted and
+  // reported in one event=library_log_suppressed line (a flood of bad requests logs a line each).
+  constexpr int kLibraryLogsPerSecond = 10;
+  logging::Configure(config.log_level, config.log_format);
+  logging::RouteProtobufLogs(kLibraryLogsPerSecond);
+  service::RouteGrpcLogs(config.log_level, kLibraryLogsPerSecond);
 }
 
 }  // namespace devplace::daemon

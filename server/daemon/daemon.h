@@ -113,6 +113,11 @@ class Daemon {
 // The process exit status for a failed Start() (see there): 2 or 1.
 int ExitStatus(const absl::Status& start_error);
 
+// Sets up this process's log lines as `config` says (--log_level, --log_format): devplaced's own
+// events on stderr, and gRPC core's and libprotobuf's lines routed through the same format as
+// event=library_log, at most 10 a second per library. Call once, before Start().
+void ConfigureLogging(const ValidConfig& config);
+
 }  // namespace devplace::daemon
 
 #endif  // DEVPLACE_SERVER_DAEMON_DAEMON_H_
