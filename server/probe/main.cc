@@ -21,12 +21,12 @@
 #include "absl/time/time.h"
 #include "server/common/json.h"
 #include "server/probe/build_inventory.h"
-#include "server/probe/vendor/cuda_prober.h"
-#include "server/probe/vendor/amdsmi_prober.h"
-#include "server/probe/vendor/accel_library.h"
+#include "server/probe/vendor_libs/cuda_prober.h"
+#include "server/probe/vendor_libs/amdsmi_prober.h"
+#include "server/probe/vendor_libs/accel_library.h"
 #include "server/probe/host/host_root.h"
-#include "server/probe/vendor/level_zero_prober.h"
-#include "server/probe/vendor/nvml_prober.h"
+#include "server/probe/vendor_libs/level_zero_prober.h"
+#include "server/probe/vendor_libs/nvml_prober.h"
 #include "server/probe/probers.h"
 
 ABSL_FLAG(std::string, host_root, "/",

@@ -3,11 +3,11 @@
 #include <utility>
 #include <vector>
 
-#include "server/probe/vendor/accel_library.h"
-#include "server/probe/vendor/amdsmi_prober.h"
-#include "server/probe/vendor/cuda_prober.h"
-#include "server/probe/vendor/level_zero_prober.h"
-#include "server/probe/vendor/nvml_prober.h"
+#include "server/probe/vendor_libs/accel_library.h"
+#include "server/probe/vendor_libs/amdsmi_prober.h"
+#include "server/probe/vendor_libs/cuda_prober.h"
+#include "server/probe/vendor_libs/level_zero_prober.h"
+#include "server/probe/vendor_libs/nvml_prober.h"
 
 namespace devplace::probe {
 

@@ -1,5 +1,5 @@
 // fake_amdsmi: a stand-in for libamd_smi.so in tests. It exports the AMD SMI functions devplace's
-// prober looks up (server/probe/vendor/amdsmi_api.h, same signatures) and answers them from a scripted
+// prober looks up (server/probe/vendor_libs/amdsmi_api.h, same signatures) and answers them from a scripted
 // fixture file. Built as libfake_amdsmi.so; libfake_amdsmi_nopartition.so is the same without the
 // partition functions (an older library).
 //
@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "server/probe/vendor/amdsmi_api.h"
+#include "server/probe/vendor_libs/amdsmi_api.h"
 #include "tests/fakes/fake_script.h"
 
 #define FAKE_EXPORT extern "C" __attribute__((visibility("default")))

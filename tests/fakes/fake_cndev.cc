@@ -1,5 +1,5 @@
 // fake_cndev: a stand-in for libcndev.so (Cambricon) in tests. Exports the CNDev functions
-// devplace's prober looks up (server/probe/vendor/cndev_api.h) and answers them from a script (format in
+// devplace's prober looks up (server/probe/vendor_libs/cndev_api.h) and answers them from a script (format in
 // accel_fake_script.h) named by FAKE_CNDEV_CONFIG; FAKE_CNDEV_LOG logs the calls. Device keys: bus_id,
 // name, uuid, memory <total> <used> in bytes (answered in MB; absent: not supported),
 // health <flag> <device state> <driver state> (default "1 1 4": healthy, good, running). Every
@@ -12,7 +12,7 @@
 #include <map>
 #include <string>
 
-#include "server/probe/vendor/cndev_api.h"
+#include "server/probe/vendor_libs/cndev_api.h"
 #include "tests/fakes/accel_fake_script.h"
 
 #define FAKE_EXPORT extern "C" __attribute__((visibility("default")))

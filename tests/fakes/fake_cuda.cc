@@ -1,5 +1,5 @@
 // fake_cuda: a stand-in for libcuda.so.1 in tests. It exports exactly the CUDA driver API
-// functions devplace's cuda prober looks up (server/probe/vendor/cuda_api.h, same signatures) and
+// functions devplace's cuda prober looks up (server/probe/vendor_libs/cuda_api.h, same signatures) and
 // answers them from a scripted fixture file, honouring CUDA_DEVICE_ORDER and CUDA_VISIBLE_DEVICES
 // the way the real runtime does: both are read once, at cuInit.
 //
@@ -32,7 +32,7 @@
 #include <string>
 #include <vector>
 
-#include "server/probe/vendor/cuda_api.h"
+#include "server/probe/vendor_libs/cuda_api.h"
 
 #define FAKE_CUDA_EXPORT extern "C" __attribute__((visibility("default")))
 

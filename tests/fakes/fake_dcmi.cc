@@ -1,5 +1,5 @@
 // fake_dcmi: a stand-in for libdcmi.so (Huawei Ascend) in tests. Exports the DCMI functions
-// devplace's prober looks up (server/probe/vendor/dcmi_api.h) and answers them from a script (format in
+// devplace's prober looks up (server/probe/vendor_libs/dcmi_api.h) and answers them from a script (format in
 // accel_fake_script.h) named by FAKE_DCMI_CONFIG; FAKE_DCMI_LOG logs the calls. Device keys: bus_id,
 // card <card id> (default: the device number; chips of one card are numbered in script order),
 // logic_id and phy_id (default: the device number), name (chip_name, e.g. 910B3; chip_type is
@@ -14,7 +14,7 @@
 #include <set>
 #include <string>
 
-#include "server/probe/vendor/dcmi_api.h"
+#include "server/probe/vendor_libs/dcmi_api.h"
 #include "tests/fakes/accel_fake_script.h"
 
 #define FAKE_EXPORT extern "C" __attribute__((visibility("default")))

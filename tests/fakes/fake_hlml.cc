@@ -1,5 +1,5 @@
 // fake_hlml: a stand-in for libhlml.so (Intel Gaudi) in tests. Exports the HLML functions
-// devplace's prober looks up (server/probe/vendor/hlml_api.h, same signatures) and answers them from a
+// devplace's prober looks up (server/probe/vendor_libs/hlml_api.h, same signatures) and answers them from a
 // script (format in accel_fake_script.h) named by FAKE_HLML_CONFIG; FAKE_HLML_LOG logs the calls.
 // Device keys: bus_id, name, uuid, serial, module_id, memory <total> <used> (bytes; absent:
 // HLML_ERROR_NOT_SUPPORTED). `fail` codes: the hlml_return_t names without HLML_ERROR_
@@ -11,7 +11,7 @@
 #include <map>
 #include <string>
 
-#include "server/probe/vendor/hlml_api.h"
+#include "server/probe/vendor_libs/hlml_api.h"
 #include "tests/fakes/accel_fake_script.h"
 
 #define FAKE_EXPORT extern "C" __attribute__((visibility("default")))

@@ -1,5 +1,5 @@
 // fake_mtml: a stand-in for libmtml.so (Moore Threads) in tests. Exports the MTML functions
-// devplace's prober looks up (server/probe/vendor/mtml_api.h) and answers them from a script (format in
+// devplace's prober looks up (server/probe/vendor_libs/mtml_api.h) and answers them from a script (format in
 // accel_fake_script.h) named by FAKE_MTML_CONFIG; FAKE_MTML_LOG logs the calls. Device keys: bus_id,
 // name, uuid, memory <total> <used> (bytes; absent: MTML_ERROR_NOT_SUPPORTED). `fail` codes: the
 // MtmlReturn names without MTML_ERROR_ (DRIVER_NOT_LOADED, DRIVER_FAILURE, NOT_SUPPORTED,
@@ -11,7 +11,7 @@
 #include <map>
 #include <string>
 
-#include "server/probe/vendor/mtml_api.h"
+#include "server/probe/vendor_libs/mtml_api.h"
 #include "tests/fakes/accel_fake_script.h"
 
 #define FAKE_EXPORT extern "C" __attribute__((visibility("default")))

@@ -1,5 +1,5 @@
 // fake_nvml: a stand-in for libnvidia-ml.so.1 in tests, in the spirit of DCGM's NVML injection.
-// It exports exactly the NVML functions devplace's prober looks up (server/probe/vendor/nvml_api.h,
+// It exports exactly the NVML functions devplace's prober looks up (server/probe/vendor_libs/nvml_api.h,
 // same signatures) and answers them from a scripted fixture file, including errors, slow calls
 // and calls that never return. Built as libfake_nvml.so; libfake_nvml_nomig.so is the same
 // library without the MIG functions (a library too old for MIG).
@@ -60,7 +60,7 @@
 #include <thread>
 #include <vector>
 
-#include "server/probe/vendor/nvml_api.h"
+#include "server/probe/vendor_libs/nvml_api.h"
 #include "tests/fakes/fake_script.h"
 
 #define FAKE_NVML_EXPORT extern "C" __attribute__((visibility("default")))

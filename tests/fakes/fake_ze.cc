@@ -1,5 +1,5 @@
 // fake_ze: a stand-in for the Level Zero loader (libze_loader.so.1) in tests. It exports the
-// Sysman functions devplace's prober looks up (server/probe/vendor/level_zero_api.h, same signatures)
+// Sysman functions devplace's prober looks up (server/probe/vendor_libs/level_zero_api.h, same signatures)
 // and answers them from a scripted fixture file named by FAKE_ZE_CONFIG, read at each zesInit
 // (unset or malformed: zesInit fails with ZE_RESULT_ERROR_UNKNOWN and says why on stderr). With
 // FAKE_ZE_LOG naming a file, every call is appended as "<function> <target>".
@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "server/probe/vendor/level_zero_api.h"
+#include "server/probe/vendor_libs/level_zero_api.h"
 #include "tests/fakes/fake_script.h"
 
 #define FAKE_EXPORT extern "C" __attribute__((visibility("default")))

@@ -14,8 +14,8 @@ ROOMS = {
     "server/common": [],
     "server/placement": ["server/common"],
     "server/probe/host": ["server/common", "server/placement"],
-    "server/probe/vendor": ["server/common", "server/placement", "server/probe/host"],
-    "server/probe": ["server/common", "server/placement", "server/probe/host", "server/probe/vendor"],
+    "server/probe/vendor_libs": ["server/common", "server/placement", "server/probe/host"],
+    "server/probe": ["server/common", "server/placement", "server/probe/host", "server/probe/vendor_libs"],
     "server/export": ["server/common", "server/placement"],
     "server/metrics": ["server/common", "server/placement"],
     "server/logging": ["server/common"],
@@ -30,7 +30,7 @@ ROOMS = {
     "client": ["client/include"],
     "client/python": ["client/include"],
     "client/cli": ["client/include", "client", "server/common", "server/placement", "server/probe/host",
-                   "server/probe/vendor", "server/probe", "server/export"],
+                   "server/probe/vendor_libs", "server/probe", "server/export"],
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"((?:server|client|devplace)/[^"]+)"')
 

@@ -1,4 +1,4 @@
-// The HLML, DCMI, CNDev and MTML probers (server/probe/vendor/accel_library.h) against their fakes
+// The HLML, DCMI, CNDev and MTML probers (server/probe/vendor_libs/accel_library.h) against their fakes
 // (tests/fakes/fake_<lib>.cc, loaded with a real dlopen) on the Gaudi, Ascend, Cambricon and Moore
 // Threads fixture hosts: merge by bus id, names / UUIDs / memory with their source, lost and
 // faulty devices, unsupported and failing calls, a missing library or symbol, a wrong library
@@ -14,7 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/probe/build_inventory.h"
-#include "server/probe/vendor/accel_library.h"
+#include "server/probe/vendor_libs/accel_library.h"
 #include "server/probe/host/host_root.h"
 #include "server/probe/probers.h"
 #include "tests/common/temp_dir.h"

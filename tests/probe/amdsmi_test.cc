@@ -12,7 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/probe/build_inventory.h"
-#include "server/probe/vendor/amdsmi_prober.h"
+#include "server/probe/vendor_libs/amdsmi_prober.h"
 #include "server/probe/probers.h"
 #include "tests/probe/nvml_test_util.h"
 #include "tests/probe/test_util.h"

@@ -12,7 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/probe/build_inventory.h"
-#include "server/probe/vendor/level_zero_prober.h"
+#include "server/probe/vendor_libs/level_zero_prober.h"
 #include "server/probe/probers.h"
 #include "tests/probe/test_util.h"
 

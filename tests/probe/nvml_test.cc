@@ -14,7 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/probe/build_inventory.h"
-#include "server/probe/vendor/nvml_prober.h"
+#include "server/probe/vendor_libs/nvml_prober.h"
 #include "server/probe/probers.h"
 #include "tests/common/temp_dir.h"
 #include "tests/probe/nvml_test_util.h"

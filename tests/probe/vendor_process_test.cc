@@ -1,4 +1,4 @@
-// The vendor-prober runner (server/probe/vendor/vendor_process.h): every vendor prober runs in its own
+// The vendor-prober runner (server/probe/vendor_libs/vendor_process.h): every vendor prober runs in its own
 // child process, forked after the sysfs probers. Probers written here hang, crash, exit and
 // merge for real (a real fork, a real signal); the runner must report each one and keep the
 // others' data.
@@ -14,7 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/probe/probers.h"
-#include "server/probe/vendor/vendor_process.h"
+#include "server/probe/vendor_libs/vendor_process.h"
 #include "tests/probe/test_util.h"
 
 namespace devplace::testing {

@@ -2,7 +2,7 @@
 // (sysfs, procfs, devfs) through a HostRoot and records what it finds in HostFacts. RunProbers
 // runs them in order, times each and turns its outcome into a v1::ProbeReport; a prober that fails
 // is reported as PROBE_STATUS_ERROR and the others still run (whatever a failing prober recorded
-// before failing is kept). Vendor-library probers build on this in server/probe/vendor/.
+// before failing is kept). Vendor-library probers build on this in server/probe/vendor_libs/.
 #ifndef DEVPLACE_SERVER_PROBE_HOST_PROBER_H_
 #define DEVPLACE_SERVER_PROBE_HOST_PROBER_H_
 

@@ -7,8 +7,8 @@
 // Reading (ReadNvml) and merging (MergeNvml) are separate: both run in the vendor prober's own
 // child process under a deadline (vendor_prober.h, VendorProber); the reading collects into a private
 // NvmlSnapshot and only a finished snapshot is merged.
-#ifndef DEVPLACE_SERVER_PROBE_VENDOR_NVML_PROBER_H_
-#define DEVPLACE_SERVER_PROBE_VENDOR_NVML_PROBER_H_
+#ifndef DEVPLACE_SERVER_PROBE_VENDOR_LIBS_NVML_PROBER_H_
+#define DEVPLACE_SERVER_PROBE_VENDOR_LIBS_NVML_PROBER_H_
 
 #include <cstdint>
 #include <optional>
@@ -18,7 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "server/probe/host/facts.h"
-#include "server/probe/vendor/vendor_prober.h"
+#include "server/probe/vendor_libs/vendor_prober.h"
 
 namespace devplace::probe {
 
@@ -102,4 +102,4 @@ std::string CudaVersionString(int version);
 
 }  // namespace devplace::probe
 
-#endif  // DEVPLACE_SERVER_PROBE_VENDOR_NVML_PROBER_H_
+#endif  // DEVPLACE_SERVER_PROBE_VENDOR_LIBS_NVML_PROBER_H_

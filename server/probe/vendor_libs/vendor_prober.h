@@ -1,8 +1,8 @@
 // Vendor-library probers: a prober that reads a vendor management library (NVML, AMD SMI, Level
 // Zero, HLML, DCMI, CNDev, MTML, libcuda) through dlopen, after the host probers, each in its own
 // child process under a deadline (vendor_process.h); which of them run (ProbeOptions).
-#ifndef DEVPLACE_SERVER_PROBE_VENDOR_VENDOR_PROBER_H_
-#define DEVPLACE_SERVER_PROBE_VENDOR_VENDOR_PROBER_H_
+#ifndef DEVPLACE_SERVER_PROBE_VENDOR_LIBS_VENDOR_PROBER_H_
+#define DEVPLACE_SERVER_PROBE_VENDOR_LIBS_VENDOR_PROBER_H_
 
 #include <atomic>
 #include <chrono>
@@ -77,4 +77,4 @@ void RunVendorProber(const VendorProber& prober, std::chrono::milliseconds timeo
 
 }  // namespace devplace::probe
 
-#endif  // DEVPLACE_SERVER_PROBE_VENDOR_VENDOR_PROBER_H_
+#endif  // DEVPLACE_SERVER_PROBE_VENDOR_LIBS_VENDOR_PROBER_H_

@@ -9,8 +9,8 @@
 // DCMI addresses a chip as (card_id, device_id): the cards dcmi_get_card_num_list lists, the
 // chips 0..n-1 of dcmi_get_device_num_in_card. Every function returns 0 (DCMI_OK) or a negative
 // error code.
-#ifndef DEVPLACE_SERVER_PROBE_VENDOR_DCMI_API_H_
-#define DEVPLACE_SERVER_PROBE_VENDOR_DCMI_API_H_
+#ifndef DEVPLACE_SERVER_PROBE_VENDOR_LIBS_DCMI_API_H_
+#define DEVPLACE_SERVER_PROBE_VENDOR_LIBS_DCMI_API_H_
 
 extern "C" {
 
@@ -85,4 +85,4 @@ int dcmi_get_device_health(int card_id, int device_id, unsigned int* health);
 
 }  // extern "C"
 
-#endif  // DEVPLACE_SERVER_PROBE_VENDOR_DCMI_API_H_
+#endif  // DEVPLACE_SERVER_PROBE_VENDOR_LIBS_DCMI_API_H_

@@ -3,8 +3,8 @@
 // (ROW_CUDA_AMD), matched by PCI bus id: marketing name, the library's UUID, VRAM total and used,
 // the compute and memory partition modes (SPX/DPX/TPX/QPX/CPX, NPS1/2/4/8) and the driver version.
 // It runs in its own child process like every vendor prober (vendor_prober.h, VendorProber).
-#ifndef DEVPLACE_SERVER_PROBE_VENDOR_AMDSMI_PROBER_H_
-#define DEVPLACE_SERVER_PROBE_VENDOR_AMDSMI_PROBER_H_
+#ifndef DEVPLACE_SERVER_PROBE_VENDOR_LIBS_AMDSMI_PROBER_H_
+#define DEVPLACE_SERVER_PROBE_VENDOR_LIBS_AMDSMI_PROBER_H_
 
 #include <cstdint>
 #include <optional>
@@ -14,7 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "server/probe/host/facts.h"
-#include "server/probe/vendor/vendor_prober.h"
+#include "server/probe/vendor_libs/vendor_prober.h"
 
 namespace devplace::probe {
 
@@ -71,4 +71,4 @@ std::string AmdSmiStatusName(int code);
 
 }  // namespace devplace::probe
 
-#endif  // DEVPLACE_SERVER_PROBE_VENDOR_AMDSMI_PROBER_H_
+#endif  // DEVPLACE_SERVER_PROBE_VENDOR_LIBS_AMDSMI_PROBER_H_

@@ -8,8 +8,8 @@
 //
 // Only the global namespace and C linkage are used, as in hlml.h; do not include this header next
 // to the real hlml.h.
-#ifndef DEVPLACE_SERVER_PROBE_VENDOR_HLML_API_H_
-#define DEVPLACE_SERVER_PROBE_VENDOR_HLML_API_H_
+#ifndef DEVPLACE_SERVER_PROBE_VENDOR_LIBS_HLML_API_H_
+#define DEVPLACE_SERVER_PROBE_VENDOR_LIBS_HLML_API_H_
 
 extern "C" {
 
@@ -81,4 +81,4 @@ hlml_return_t hlml_device_get_memory_info(hlml_device_t device, hlml_memory_t* m
 
 }  // extern "C"
 
-#endif  // DEVPLACE_SERVER_PROBE_VENDOR_HLML_API_H_
+#endif  // DEVPLACE_SERVER_PROBE_VENDOR_LIBS_HLML_API_H_

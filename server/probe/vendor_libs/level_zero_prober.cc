@@ -1,4 +1,4 @@
-#include "server/probe/vendor/level_zero_prober.h"
+#include "server/probe/vendor_libs/level_zero_prober.h"
 
 #include <algorithm>
 #include <cstring>
@@ -9,9 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "server/probe/vendor/level_zero_api.h"
+#include "server/probe/vendor_libs/level_zero_api.h"
 #include "server/probe/host/prober_util.h"
-#include "server/probe/vendor/vendor_library.h"
+#include "server/probe/vendor_libs/vendor_library.h"
 
 namespace devplace::probe {
 namespace {

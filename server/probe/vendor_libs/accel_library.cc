@@ -1,4 +1,4 @@
-#include "server/probe/vendor/accel_library.h"
+#include "server/probe/vendor_libs/accel_library.h"
 
 #include <dlfcn.h>
 

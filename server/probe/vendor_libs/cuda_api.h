@@ -8,8 +8,8 @@
 //
 // Only the global namespace and C linkage are used, as in cuda.h; do not include this header next
 // to the real cuda.h.
-#ifndef DEVPLACE_SERVER_PROBE_VENDOR_CUDA_API_H_
-#define DEVPLACE_SERVER_PROBE_VENDOR_CUDA_API_H_
+#ifndef DEVPLACE_SERVER_PROBE_VENDOR_LIBS_CUDA_API_H_
+#define DEVPLACE_SERVER_PROBE_VENDOR_LIBS_CUDA_API_H_
 
 extern "C" {
 
@@ -46,4 +46,4 @@ CUresult cuDeviceGetName(char* name, int len, CUdevice device);
 
 }  // extern "C"
 
-#endif  // DEVPLACE_SERVER_PROBE_VENDOR_CUDA_API_H_
+#endif  // DEVPLACE_SERVER_PROBE_VENDOR_LIBS_CUDA_API_H_

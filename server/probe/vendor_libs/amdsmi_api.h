@@ -4,8 +4,8 @@
 // SMI C API reference. Structures whose layout changed between releases (amdsmi_asic_info_t,
 // amdsmi_driver_info_t) are not declared: devplace reads only their first member, a NUL-terminated
 // char array at offset 0 in every release, into a buffer larger than any release's structure.
-#ifndef DEVPLACE_SERVER_PROBE_VENDOR_AMDSMI_API_H_
-#define DEVPLACE_SERVER_PROBE_VENDOR_AMDSMI_API_H_
+#ifndef DEVPLACE_SERVER_PROBE_VENDOR_LIBS_AMDSMI_API_H_
+#define DEVPLACE_SERVER_PROBE_VENDOR_LIBS_AMDSMI_API_H_
 
 #include <cstdint>
 
@@ -81,4 +81,4 @@ amdsmi_status_t amdsmi_get_gpu_memory_partition(amdsmi_processor_handle processo
 
 }  // extern "C"
 
-#endif  // DEVPLACE_SERVER_PROBE_VENDOR_AMDSMI_API_H_
+#endif  // DEVPLACE_SERVER_PROBE_VENDOR_LIBS_AMDSMI_API_H_

@@ -1,4 +1,4 @@
-#include "server/probe/vendor/vendor_process.h"
+#include "server/probe/vendor_libs/vendor_process.h"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -8,8 +8,8 @@
 //
 // Every struct starts with `version`, which the caller sets to the API version it was written
 // against; the library answers CNDEV_ERROR_UNSUPPORTED_API_VERSION when it cannot serve it.
-#ifndef DEVPLACE_SERVER_PROBE_VENDOR_CNDEV_API_H_
-#define DEVPLACE_SERVER_PROBE_VENDOR_CNDEV_API_H_
+#ifndef DEVPLACE_SERVER_PROBE_VENDOR_LIBS_CNDEV_API_H_
+#define DEVPLACE_SERVER_PROBE_VENDOR_LIBS_CNDEV_API_H_
 
 #include <cstdint>
 
@@ -101,4 +101,4 @@ cndevRet_t cndevGetCardHealthState(cndevCardHealthState_t* cardHealthState, cnde
 
 }  // extern "C"
 
-#endif  // DEVPLACE_SERVER_PROBE_VENDOR_CNDEV_API_H_
+#endif  // DEVPLACE_SERVER_PROBE_VENDOR_LIBS_CNDEV_API_H_

@@ -1,4 +1,4 @@
-#include "server/probe/vendor/cuda_prober.h"
+#include "server/probe/vendor_libs/cuda_prober.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -20,7 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "server/probe/vendor/cuda_api.h"
+#include "server/probe/vendor_libs/cuda_api.h"
 #include "server/probe/host/parsers.h"
 #include "server/probe/host/prober_util.h"
 

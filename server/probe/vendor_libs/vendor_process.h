@@ -6,8 +6,8 @@
 // (SIGSEGV, SIGABRT, a wrong ABI guess), never returns, or exits costs only that prober's data.
 //
 // Not part of the probers' API: vendor_prober.h (RunVendorProbers) calls it.
-#ifndef DEVPLACE_SERVER_PROBE_VENDOR_VENDOR_PROCESS_H_
-#define DEVPLACE_SERVER_PROBE_VENDOR_VENDOR_PROCESS_H_
+#ifndef DEVPLACE_SERVER_PROBE_VENDOR_LIBS_VENDOR_PROCESS_H_
+#define DEVPLACE_SERVER_PROBE_VENDOR_LIBS_VENDOR_PROCESS_H_
 
 #include <chrono>
 #include <string>
@@ -15,7 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/probe/host/facts.h"
-#include "server/probe/vendor/vendor_prober.h"
+#include "server/probe/vendor_libs/vendor_prober.h"
 
 namespace devplace::probe {
 
@@ -56,4 +56,4 @@ void ApplyVendorChanges(const HostFacts& before, const HostFacts& after, HostFac
 
 }  // namespace devplace::probe
 
-#endif  // DEVPLACE_SERVER_PROBE_VENDOR_VENDOR_PROCESS_H_
+#endif  // DEVPLACE_SERVER_PROBE_VENDOR_LIBS_VENDOR_PROCESS_H_

@@ -3,8 +3,8 @@
 // to the Intel GPU row (ROW_XPU), matched by PCI bus id: name, UUID, device memory per module and
 // in total, tiles (sub-devices) and the device count each FLAT/COMPOSITE hierarchy presents. It
 // runs in its own child process like every vendor prober (vendor_prober.h, VendorProber).
-#ifndef DEVPLACE_SERVER_PROBE_VENDOR_LEVEL_ZERO_PROBER_H_
-#define DEVPLACE_SERVER_PROBE_VENDOR_LEVEL_ZERO_PROBER_H_
+#ifndef DEVPLACE_SERVER_PROBE_VENDOR_LIBS_LEVEL_ZERO_PROBER_H_
+#define DEVPLACE_SERVER_PROBE_VENDOR_LIBS_LEVEL_ZERO_PROBER_H_
 
 #include <cstdint>
 #include <optional>
@@ -14,7 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "server/probe/host/facts.h"
-#include "server/probe/vendor/vendor_prober.h"
+#include "server/probe/vendor_libs/vendor_prober.h"
 
 namespace devplace::probe {
 
@@ -73,4 +73,4 @@ std::string ZeResultName(uint32_t code);
 
 }  // namespace devplace::probe
 
-#endif  // DEVPLACE_SERVER_PROBE_VENDOR_LEVEL_ZERO_PROBER_H_
+#endif  // DEVPLACE_SERVER_PROBE_VENDOR_LIBS_LEVEL_ZERO_PROBER_H_

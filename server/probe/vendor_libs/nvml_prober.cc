@@ -1,4 +1,4 @@
-#include "server/probe/vendor/nvml_prober.h"
+#include "server/probe/vendor_libs/nvml_prober.h"
 
 #include <algorithm>
 #include <dlfcn.h>
@@ -12,7 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "server/probe/vendor/nvml_api.h"
+#include "server/probe/vendor_libs/nvml_api.h"
 #include "server/probe/host/parsers.h"
 #include "server/probe/host/prober_util.h"
 

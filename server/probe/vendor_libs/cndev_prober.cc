@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "server/probe/vendor/accel_library.h"
-#include "server/probe/vendor/cndev_api.h"
+#include "server/probe/vendor_libs/accel_library.h"
+#include "server/probe/vendor_libs/cndev_api.h"
 
 namespace devplace::probe {
 namespace {

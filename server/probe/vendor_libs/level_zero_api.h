@@ -3,8 +3,8 @@
 // values and layouts follow the public headers level_zero/ze_api.h and level_zero/zes_api.h of the
 // Level Zero specification 1.5 and later (github.com/oneapi-src/level-zero); zesInit exists since
 // 1.5, so devplace needs no zeInit and no ZES_ENABLE_SYSMAN.
-#ifndef DEVPLACE_SERVER_PROBE_VENDOR_LEVEL_ZERO_API_H_
-#define DEVPLACE_SERVER_PROBE_VENDOR_LEVEL_ZERO_API_H_
+#ifndef DEVPLACE_SERVER_PROBE_VENDOR_LIBS_LEVEL_ZERO_API_H_
+#define DEVPLACE_SERVER_PROBE_VENDOR_LIBS_LEVEL_ZERO_API_H_
 
 #include <cstdint>
 
@@ -129,4 +129,4 @@ ze_result_t zesMemoryGetState(zes_mem_handle_t hMemory, zes_mem_state_t* pState)
 
 }  // extern "C"
 
-#endif  // DEVPLACE_SERVER_PROBE_VENDOR_LEVEL_ZERO_API_H_
+#endif  // DEVPLACE_SERVER_PROBE_VENDOR_LIBS_LEVEL_ZERO_API_H_

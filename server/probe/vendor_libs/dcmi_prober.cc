@@ -11,8 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "server/probe/vendor/accel_library.h"
-#include "server/probe/vendor/dcmi_api.h"
+#include "server/probe/vendor_libs/accel_library.h"
+#include "server/probe/vendor_libs/dcmi_api.h"
 
 namespace devplace::probe {
 namespace {

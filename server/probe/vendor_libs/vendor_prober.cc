@@ -1,7 +1,7 @@
-#include "server/probe/vendor/vendor_prober.h"
+#include "server/probe/vendor_libs/vendor_prober.h"
 
 #include "absl/strings/str_cat.h"
-#include "server/probe/vendor/vendor_process.h"
+#include "server/probe/vendor_libs/vendor_process.h"
 
 namespace devplace::probe {
 

@@ -7,8 +7,8 @@
 //
 // Only the global namespace and C linkage are used, as in nvml.h; do not include this header
 // next to the real nvml.h.
-#ifndef DEVPLACE_SERVER_PROBE_VENDOR_NVML_API_H_
-#define DEVPLACE_SERVER_PROBE_VENDOR_NVML_API_H_
+#ifndef DEVPLACE_SERVER_PROBE_VENDOR_LIBS_NVML_API_H_
+#define DEVPLACE_SERVER_PROBE_VENDOR_LIBS_NVML_API_H_
 
 extern "C" {
 
@@ -95,4 +95,4 @@ nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int* i
 
 }  // extern "C"
 
-#endif  // DEVPLACE_SERVER_PROBE_VENDOR_NVML_API_H_
+#endif  // DEVPLACE_SERVER_PROBE_VENDOR_LIBS_NVML_API_H_

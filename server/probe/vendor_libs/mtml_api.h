@@ -8,8 +8,8 @@
 //
 // MTML works with opaque objects: a library object from mtmlLibraryInit, device objects from it,
 // and memory objects from a device.
-#ifndef DEVPLACE_SERVER_PROBE_VENDOR_MTML_API_H_
-#define DEVPLACE_SERVER_PROBE_VENDOR_MTML_API_H_
+#ifndef DEVPLACE_SERVER_PROBE_VENDOR_LIBS_MTML_API_H_
+#define DEVPLACE_SERVER_PROBE_VENDOR_LIBS_MTML_API_H_
 
 extern "C" {
 
@@ -70,4 +70,4 @@ MtmlReturn mtmlMemoryGetUsed(const MtmlMemory* mem, unsigned long long* used);
 
 }  // extern "C"
 
-#endif  // DEVPLACE_SERVER_PROBE_VENDOR_MTML_API_H_
+#endif  // DEVPLACE_SERVER_PROBE_VENDOR_LIBS_MTML_API_H_

@@ -2,8 +2,8 @@
 // build-time dependency on the vendor (AMD SMI, Level Zero, ...): opening, telling "not installed"
 // (the prober is skipped) from "cannot be loaded" (an error), and looking up the entry points,
 // required and optional.
-#ifndef DEVPLACE_SERVER_PROBE_VENDOR_VENDOR_LIBRARY_H_
-#define DEVPLACE_SERVER_PROBE_VENDOR_VENDOR_LIBRARY_H_
+#ifndef DEVPLACE_SERVER_PROBE_VENDOR_LIBS_VENDOR_LIBRARY_H_
+#define DEVPLACE_SERVER_PROBE_VENDOR_LIBS_VENDOR_LIBRARY_H_
 
 #include <dlfcn.h>
 
@@ -78,4 +78,4 @@ class VendorLibrary {
 
 }  // namespace devplace::probe
 
-#endif  // DEVPLACE_SERVER_PROBE_VENDOR_VENDOR_LIBRARY_H_
+#endif  // DEVPLACE_SERVER_PROBE_VENDOR_LIBS_VENDOR_LIBRARY_H_

@@ -21,8 +21,8 @@
 // when the library is not found, or when it says the driver is not loaded; ERROR when the
 // library lacks a required function or refuses to start (e.g. a wrong version); ERROR after
 // merging when a call failed unexpectedly.
-#ifndef DEVPLACE_SERVER_PROBE_VENDOR_ACCEL_LIBRARY_H_
-#define DEVPLACE_SERVER_PROBE_VENDOR_ACCEL_LIBRARY_H_
+#ifndef DEVPLACE_SERVER_PROBE_VENDOR_LIBS_ACCEL_LIBRARY_H_
+#define DEVPLACE_SERVER_PROBE_VENDOR_LIBS_ACCEL_LIBRARY_H_
 
 #include <cstdint>
 #include <functional>
@@ -37,7 +37,7 @@
 #include "absl/strings/string_view.h"
 #include "devplace/v1/devplace.pb.h"
 #include "server/probe/host/facts.h"
-#include "server/probe/vendor/vendor_prober.h"
+#include "server/probe/vendor_libs/vendor_prober.h"
 
 namespace devplace::probe {
 
@@ -197,4 +197,4 @@ std::vector<std::string> UnlistedBusIds(const std::vector<std::string>& bus_ids,
 
 }  // namespace devplace::probe
 
-#endif  // DEVPLACE_SERVER_PROBE_VENDOR_ACCEL_LIBRARY_H_
+#endif  // DEVPLACE_SERVER_PROBE_VENDOR_LIBS_ACCEL_LIBRARY_H_

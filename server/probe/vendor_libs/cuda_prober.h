@@ -10,8 +10,8 @@
 // with CUDA_VISIBLE_DEVICES unset so the whole host is enumerated), reads the child's lines from a
 // pipe, and kills a child that is still running shortly before the prober's deadline. The result is recorded
 // per NVIDIA device (matched by PCI bus id) as Device.runtime_ordinal and runtime_ordinal_pci.
-#ifndef DEVPLACE_SERVER_PROBE_VENDOR_CUDA_PROBER_H_
-#define DEVPLACE_SERVER_PROBE_VENDOR_CUDA_PROBER_H_
+#ifndef DEVPLACE_SERVER_PROBE_VENDOR_LIBS_CUDA_PROBER_H_
+#define DEVPLACE_SERVER_PROBE_VENDOR_LIBS_CUDA_PROBER_H_
 
 #include <chrono>
 #include <optional>
@@ -21,7 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "server/probe/host/facts.h"
-#include "server/probe/vendor/vendor_prober.h"
+#include "server/probe/vendor_libs/vendor_prober.h"
 
 namespace devplace::probe {
 
@@ -76,4 +76,4 @@ std::string CudaResultName(int code);
 
 }  // namespace devplace::probe
 
-#endif  // DEVPLACE_SERVER_PROBE_VENDOR_CUDA_PROBER_H_
+#endif  // DEVPLACE_SERVER_PROBE_VENDOR_LIBS_CUDA_PROBER_H_

@@ -5,8 +5,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "server/probe/vendor/accel_library.h"
-#include "server/probe/vendor/hlml_api.h"
+#include "server/probe/vendor_libs/accel_library.h"
+#include "server/probe/vendor_libs/hlml_api.h"
 #include "server/probe/host/parsers.h"
 
 namespace devplace::probe {
