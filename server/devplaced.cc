@@ -1,6 +1,6 @@
 // devplaced: the per-host device placement daemon. Probes the host through the devplace-probe
 // child process, keeps the inventory snapshot, and serves the DevicePlacement gRPC service with
-// server reflection and the grpc.health.v1 health service. See README.md and DESIGN.md.
+// server reflection and the grpc.health.v1 health service. See README.md and docs/ARCHITECTURE.md.
 //
 // This file is the process around server/daemon/: the command line (flags.h), the log set-up,
 // one Daemon (daemon.h), and the exit. Exit status 2: bad flags or configuration, one line

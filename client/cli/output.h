@@ -32,8 +32,8 @@ std::string Strip(absl::string_view prefix, const std::string& enum_name);
 // The row's name ("cuda/nvidia"), or the enum name for a row devplace does not know.
 std::string RowName(v1::Row row);
 
-// Prints the protobuf JSON mapping of `message` (ToJson, server/common/json.h: default-valued fields
-// included, maps sorted) indented by two spaces, then a newline, on stdout, flushed. Returns 0, or
+// Prints the protobuf JSON mapping of `message` (ToJson, server/common/json.h: default-valued scalar
+// fields included, maps sorted) indented by two spaces, then a newline, on stdout, flushed. Returns 0, or
 // Fail()'s status after its error line when the message cannot be converted.
 int PrintJson(const google::protobuf::Message& message);
 

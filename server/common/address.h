@@ -1,6 +1,6 @@
-// Addresses as devplace writes them, parsed in one place for every user: devplaced's --listen,
-// the CLI's --address and `fleet --targets`, and the loopback test behind the daemon's refusal of
-// plaintext remote listeners. The forms (no scheme, no gRPC URI prefixes such as dns:):
+// Addresses as devplace writes them, parsed in one place for every user: devplaced's --listen
+// and --metrics_listen, the CLI's --address and `fleet --targets`, and the loopback test behind
+// the daemon's refusal of plaintext remote listeners and remote /metrics. The forms (no scheme, no gRPC URI prefixes such as dns:):
 //   unix:/absolute/path.sock          a unix-domain socket
 //   host:port                         host: a name or IPv4 address (letters, digits, '.', '-', '_')
 //   [ipv6]:port                       e.g. [::1]:7465, [fe80::1%eth0]:7465
@@ -30,11 +30,6 @@ enum class AddressUse {
 
 // The address `text` names, or nullopt when it is none of the forms above for `use`.
 std::optional<Address> ParseAddress(absl::string_view text, AddressUse use);
-
-// The accepted forms, for error messages.
-inline constexpr const char* kListenAddressForms =
-    "unix:/absolute/path.sock or host:port (a name, IPv4 or [IPv6] address and a port 0..65535, no scheme)";
-inline constexpr const char* kDialAddressForms = "host:port, [v6]:port (port 1..65535) or unix:/absolute/path";
 
 // Whether a TCP address's host can only be reached from this machine: "localhost" (any case),
 // 127.0.0.0/8, ::1 and ::ffff:127.0.0.0/104. Names other than localhost are not resolved: false.

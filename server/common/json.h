@@ -10,8 +10,9 @@
 namespace devplace {
 
 // The protobuf JSON mapping of `message` (lowerCamelCase names, enums by name, 64-bit integers
-// as strings), pretty-printed, with fields at their default value included, and map entries
-// sorted by key so the same message always prints the same text. Ends without a newline.
+// as strings), pretty-printed, with scalar, enum, repeated and map fields at their default value
+// included (unset sub-messages are left out), and map entries sorted by key so the same message
+// always prints the same text. Ends without a newline.
 // Errors: Internal when the conversion fails.
 absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message);
 

@@ -6,8 +6,9 @@
 // flags' defaults. ValidateConfig checks every setting, in the order devplaced always has, and
 // returns the first problem as INVALID_ARGUMENT whose message is the one line devplaced prints as
 // `devplaced: <message> (see --help)` before it exits 2. It starts nothing (no thread, no socket,
-// no child); it reads the file system only: the TLS files, --host_root, the probe executables,
-// --nfd_features_file's directory, the group database and this binary's location.
+// no child); it only reads: the TLS files, --host_root, the probe executables,
+// --nfd_features_file's directory, the group database, this binary's location, PATH and
+// XDG_RUNTIME_DIR, and the effective uid (for the default socket path).
 #ifndef DEVPLACE_SERVER_DAEMON_CONFIG_H_
 #define DEVPLACE_SERVER_DAEMON_CONFIG_H_
 

@@ -56,8 +56,9 @@ class Daemon {
   Daemon& operator=(const Daemon&) = delete;
 
   // Starts everything and returns once every listener accepts (health NOT_SERVING until the first
-  // inventory, then SERVING). On failure nothing is left running, and the status says how
-  // devplaced ends (ExitStatus):
+  // inventory, then SERVING). On failure no gRPC server runs and the status says how devplaced
+  // ends (ExitStatus); what was started before the failing step (/metrics, unix sockets already
+  // bound, the signal mask) stays until the Daemon is destroyed:
   //   INVALID_ARGUMENT     the TLS credentials could not be built: for the caller to print as
   //                        `devplaced: <message> (see --help)`; exit 2.
   //   FAILED_PRECONDITION  a unix socket's directory or path is unsafe; exit 2.

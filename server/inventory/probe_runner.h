@@ -1,6 +1,6 @@
 // ProbeRunner: runs a probe program (devplace-probe, later devplace-torch-probe) as a child
 // process under a deadline and reads the one serialized devplace.v1.Inventory it writes to
-// stdout. Probe code never runs inside the daemon (DESIGN.md "Probing"): a probe that hangs,
+// stdout. Probe code never runs inside the daemon: a probe that hangs,
 // crashes or writes garbage is killed and reported here, never taking the caller down.
 #ifndef DEVPLACE_SERVER_INVENTORY_PROBE_RUNNER_H_
 #define DEVPLACE_SERVER_INVENTORY_PROBE_RUNNER_H_

@@ -50,7 +50,7 @@ struct ProbeOutcome {
 struct StoreOptions {
   // The probe program and its arguments, e.g. {"/usr/libexec/devplace-probe", "--host_root=/"}.
   std::vector<std::string> probe_command;
-  // Deadline for one probe run (DESIGN.md's --probe_timeout); the probe is killed when it runs out.
+  // Deadline for one probe run (devplaced's --probe_timeout); the probe is killed when it runs out.
   absl::Duration probe_timeout = absl::Seconds(10);
   // Optional hook run on each fresh, successfully parsed probe result before it is compared with
   // the current snapshot and published; e.g. merges the last devplace-torch-probe view into

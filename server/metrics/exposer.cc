@@ -3,51 +3,35 @@
 #include <arpa/inet.h>
 
 #include <exception>
+#include <optional>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "server/common/address.h"
 
 namespace devplace::metrics {
 namespace {
 
 constexpr char kAccepted[] = "accepted: empty (off), IPV4:PORT or [IPV6]:PORT, e.g. 127.0.0.1:9465 or [::1]:9465";
 
-struct HostPort {
-  std::string host;  // without brackets
-  bool v6 = false;
-  int port = -1;
-};
-
-bool Split(const std::string& address, HostPort* out) {
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos || colon == 0) return false;
-  const std::string port = address.substr(colon + 1);
-  if (port.empty() || port.find_first_not_of("0123456789") != std::string::npos ||
-      !absl::SimpleAtoi(port, &out->port) || out->port > 65535) {
-    return false;
-  }
-  std::string host = address.substr(0, colon);
+// ParseAddress's host:port or [v6]:port whose host is an IP literal: civetweb binds addresses,
+// it does not resolve names.
+std::optional<Address> ParseMetricsAddress(const std::string& address) {
+  std::optional<Address> parsed = ParseAddress(address, AddressUse::kListen);
+  if (!parsed.has_value() || parsed->is_unix) return std::nullopt;
   unsigned char buf[16];
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-    out->host = host.substr(1, host.size() - 2);
-    out->v6 = true;
-    return inet_pton(AF_INET6, out->host.c_str(), buf) == 1;
-  }
-  out->host = host;
-  return inet_pton(AF_INET, host.c_str(), buf) == 1;
+  if (inet_pton(parsed->ipv6 ? AF_INET6 : AF_INET, parsed->host.c_str(), buf) != 1) return std::nullopt;
+  return parsed;
 }
 
 }  // namespace
 
 absl::Status CheckMetricsAddress(const std::string& address, bool allow_remote) {
   if (address.empty()) return absl::OkStatus();
-  HostPort hp;
-  if (!Split(address, &hp)) {
+  const std::optional<Address> parsed = ParseMetricsAddress(address);
+  if (!parsed.has_value()) {
     return absl::InvalidArgumentError(absl::StrCat("--metrics_listen='", address, "' is not an address; ", kAccepted));
   }
-  const bool loopback = hp.v6 ? hp.host == "::1" : absl::StartsWith(hp.host, "127.");
-  if (!loopback && !allow_remote) {
+  if (!IsLoopbackHost(parsed->host) && !allow_remote) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--metrics_listen='", address,
         "' is not a loopback address; /metrics names this host's devices, so serving it beyond the host needs "
@@ -58,8 +42,8 @@ absl::Status CheckMetricsAddress(const std::string& address, bool allow_remote) 
 
 absl::StatusOr<MetricsEndpoint> StartMetricsEndpoint(
     const std::string& address, const std::vector<std::shared_ptr<prometheus::Collectable>>& collectables) {
-  HostPort hp;
-  if (!Split(address, &hp)) return absl::InvalidArgumentError(absl::StrCat("--metrics_listen: ", kAccepted));
+  const std::optional<Address> parsed = ParseMetricsAddress(address);
+  if (!parsed.has_value()) return absl::InvalidArgumentError(absl::StrCat("--metrics_listen: ", kAccepted));
   MetricsEndpoint endpoint;
   try {
     // One worker thread: scrapes are rare and the collectors are quick.
@@ -72,8 +56,8 @@ absl::StatusOr<MetricsEndpoint> StartMetricsEndpoint(
     endpoint.exposer->RegisterCollectable(collectable);
   }
   const std::vector<int> ports = endpoint.exposer->GetListeningPorts();
-  const int port = ports.empty() ? hp.port : ports.front();
-  endpoint.address = hp.v6 ? absl::StrCat("[", hp.host, "]:", port) : absl::StrCat(hp.host, ":", port);
+  const int port = ports.empty() ? parsed->port : ports.front();
+  endpoint.address = parsed->ipv6 ? absl::StrCat("[", parsed->host, "]:", port) : absl::StrCat(parsed->host, ":", port);
   return endpoint;
 }
 

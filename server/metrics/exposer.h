@@ -15,9 +15,10 @@
 namespace devplace::metrics {
 
 // Checks a --metrics_listen value: empty (metrics off), IPV4:PORT or [IPV6]:PORT with an IP
-// literal and a port 0..65535 (0 picks a free port). A non-loopback address (anything outside
-// 127.0.0.0/8 and ::1, e.g. 0.0.0.0 or a NIC's address) is refused unless `allow_remote`, because
-// /metrics names the host's devices to whoever can reach it. INVALID_ARGUMENT naming the flag.
+// literal and a port 0..65535 (0 picks a free port; server/common/address.h). A non-loopback
+// address (IsLoopbackHost: anything outside 127.0.0.0/8, ::1 and ::ffff:127.0.0.0/104, e.g.
+// 0.0.0.0 or a NIC's address) is refused unless `allow_remote`, because /metrics names the
+// host's devices to whoever can reach it. INVALID_ARGUMENT naming the flag.
 absl::Status CheckMetricsAddress(const std::string& address, bool allow_remote);
 
 struct MetricsEndpoint {

@@ -1,5 +1,5 @@
 // devplace-torch-probe: what a stock PyTorch (libtorch) runtime on this host can use. The only
-// devplace code that links libtorch (DESIGN.md "Probing"): libtorch costs ~0.8 s and ~150 MB at
+// devplace code that links libtorch: libtorch costs ~0.8 s and ~150 MB at
 // start-up, so devplaced runs this as a short-lived child process and merges the view it prints
 // (one serialized devplace.v1.Inventory whose `torch` field is set) into its inventory.
 // Exit status: 0 when a view was written (libtorch errors are reported in `torch.error`, never

@@ -1,5 +1,5 @@
 // The scripted core shared by the fake accelerator libraries (fake_hlml, fake_dcmi, fake_cndev,
-// fake_mtml): each fake exports its vendor's functions (declared in server/probe/<lib>_api.h)
+// fake_mtml): each fake exports its vendor's functions (declared in server/probe/vendor_libs/<lib>_api.h)
 // and answers them from a script file named by an environment variable, in the spirit of
 // fake_nvml.cc. The script is read when the library is initialised (hlml_init, dcmi_init,
 // cndevInit, mtmlLibraryInit); an unset variable or a malformed script makes that call fail with

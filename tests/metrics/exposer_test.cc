@@ -16,6 +16,8 @@ TEST(CheckMetricsAddress, LoopbackByDefaultRemoteOnlyWhenAllowed) {
   EXPECT_TRUE(CheckMetricsAddress("", false).ok());
   EXPECT_TRUE(CheckMetricsAddress("127.0.0.1:9465", false).ok());
   EXPECT_TRUE(CheckMetricsAddress("[::1]:0", false).ok());
+  EXPECT_TRUE(CheckMetricsAddress("[::ffff:127.0.0.1]:0", false).ok());  // the daemon's loopback rule
+  EXPECT_THAT(CheckMetricsAddress("[::ffff:10.0.0.1]:0", false).message(), HasSubstr("--metrics_allow_remote"));
   EXPECT_THAT(CheckMetricsAddress("0.0.0.0:9465", false).message(), HasSubstr("--metrics_allow_remote"));
   EXPECT_TRUE(CheckMetricsAddress("0.0.0.0:9465", true).ok());
   EXPECT_THAT(CheckMetricsAddress("localhost:9465", false).message(),

@@ -61,7 +61,7 @@ std::optional<int64_t> ReadOptionalDecimal(const HostRoot& root, absl::string_vi
 // Lower-case hex with `digits` digits, e.g. HexId(0x10de, 4) = "10de".
 std::string HexId(uint32_t value, int digits);
 
-// The probers (registered in AllProbers(), probers.cc), by source file:
+// The probers (registered in AllProbers(), host/prober.cc), by source file:
 // host_probers.cc
 absl::StatusOr<ProbeOutcome> ProbeHostIdentity(const HostRoot& root, HostFacts& facts);
 absl::StatusOr<ProbeOutcome> ProbeMemory(const HostRoot& root, HostFacts& facts);

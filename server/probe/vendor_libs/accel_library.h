@@ -1,9 +1,9 @@
-// The accelerator management-library probers of issue 13 part B: HLML (Intel Gaudi, libhlml.so),
+// The accelerator management-library probers: HLML (Intel Gaudi, libhlml.so),
 // DCMI (Huawei Ascend, libdcmi.so), CNDev (Cambricon, libcndev.so) and MTML (Moore Threads,
 // libmtml.so). Each is a plain VendorProber (vendor_prober.h) modelled on the NVML one: the library is
 // loaded with dlopen at run time (no build-time vendor header or library; the few types and
 // functions used are declared in hlml_api.h, dcmi_api.h, cndev_api.h and mtml_api.h, citing the
-// vendor header they follow), read into a private LibrarySnapshot on the prober's thread, and
+// vendor header they follow), read into a private LibrarySnapshot in the prober's child process, and
 // merged into its row by canonical PCI bus id (MergeLibrarySnapshot).
 //
 // Merge rules, the same for the four libraries:
@@ -189,7 +189,7 @@ std::string NamedCode(absl::Span<const std::pair<int, const char*>> names, const
 std::string BufferText(const char* buffer, size_t size);
 
 // Appends a device read by bus id unless one with that bus id is already in `out` (then a
-// problem naming `where` is recorded and false returned).
+// problem naming `library` is recorded and false returned).
 bool AddLibraryDevice(LibraryDevice device, const char* library, LibrarySnapshot& out);
 
 // The bus ids of `bus_ids` that no device of `out` has, for a by-bus-id lookup or a note.

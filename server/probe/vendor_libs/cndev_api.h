@@ -2,7 +2,7 @@
 // Cambricon Neuware SDK / MLU driver 5.x-6.x and in Cambricon's Apache-2.0
 // cambricon-k8s-device-plugin, API version CNDEV_VERSION_5) for the few types, constants and
 // functions devplace calls. Declared here so that building devplace needs no Cambricon header or
-// library: libcndev.so is loaded with dlopen at run time (server/probe/cndev_prober.cc). The fake
+// library: libcndev.so is loaded with dlopen at run time (server/probe/vendor_libs/cndev_prober.cc). The fake
 // CNDev of the tests (tests/fakes/fake_cndev.cc) defines the same functions from these
 // declarations.
 //

@@ -2,7 +2,7 @@
 // Initialization, Device Management) for the few types, constants and functions devplace calls.
 // They are declared here, faithfully to the library's public ABI, so that building devplace needs
 // no CUDA header or library: libcuda.so.1 is loaded with dlopen at run time
-// (server/probe/cuda_prober.cc) and the functions are looked up by name with dlsym. The fake
+// (server/probe/vendor_libs/cuda_prober.cc) and the functions are looked up by name with dlsym. The fake
 // libcuda for the tests (tests/fakes/fake_cuda.cc) defines the same functions from these
 // declarations.
 //

@@ -3,7 +3,7 @@
 // is shipped in Ascend's ascend-docker-runtime and mind-cluster repositories) for the few types,
 // constants and functions devplace calls. Declared here so that building devplace needs no
 // Ascend header or library: libdcmi.so is loaded with dlopen at run time
-// (server/probe/dcmi_prober.cc). The fake DCMI of the tests (tests/fakes/fake_dcmi.cc) defines
+// (server/probe/vendor_libs/dcmi_prober.cc). The fake DCMI of the tests (tests/fakes/fake_dcmi.cc) defines
 // the same functions from these declarations.
 //
 // DCMI addresses a chip as (card_id, device_id): the cards dcmi_get_card_num_list lists, the

@@ -3,7 +3,7 @@
 // gohlml and pyhlml bindings) for the few types, constants and functions devplace calls. They
 // are declared here, faithfully to the library's public ABI, so that building devplace needs no
 // Habana header or library: libhlml.so is loaded with dlopen at run time
-// (server/probe/hlml_prober.cc) and the functions are looked up by name. The fake HLML of the
+// (server/probe/vendor_libs/hlml_prober.cc) and the functions are looked up by name. The fake HLML of the
 // tests (tests/fakes/fake_hlml.cc) defines the same functions from these declarations.
 //
 // Only the global namespace and C linkage are used, as in hlml.h; do not include this header next

@@ -2,7 +2,7 @@
 // 1.x-2.x as shipped with the MUSA driver and documented in its "MTML API Reference"; the 2.2.0
 // header is mirrored in the mthreads-ml-py bindings) for the few types, constants and functions
 // devplace calls. Declared here so that building devplace needs no Moore Threads header or
-// library: libmtml.so is loaded with dlopen at run time (server/probe/mtml_prober.cc). The fake
+// library: libmtml.so is loaded with dlopen at run time (server/probe/vendor_libs/mtml_prober.cc). The fake
 // MTML of the tests (tests/fakes/fake_mtml.cc) defines the same functions from these
 // declarations.
 //

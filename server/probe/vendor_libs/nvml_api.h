@@ -1,7 +1,7 @@
 // The NVML C API's public declarations (nvml.h of the NVIDIA Management Library) for the few
 // types, constants and functions devplace calls. They are declared here, faithfully to the
 // library's public ABI, so that building devplace needs no NVIDIA header or library:
-// libnvidia-ml.so.1 is loaded with dlopen at run time (server/probe/nvml_prober.cc) and the
+// libnvidia-ml.so.1 is loaded with dlopen at run time (server/probe/vendor_libs/nvml_prober.cc) and the
 // functions are looked up by name with dlsym. The fake NVML for the tests
 // (tests/fakes/fake_nvml.cc) defines the same functions from these declarations.
 //

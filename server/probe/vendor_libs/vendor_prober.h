@@ -33,8 +33,9 @@ class VendorCall {
   std::atomic<int> device_{-1};
 };
 
-// What a vendor prober's reading step hands back: applies what it read to the facts, on the
-// caller's thread, and says what was found (or fails, as a Prober does).
+// What a vendor prober's reading step hands back: applies what it read to the facts (in the
+// prober's child process, on its copy; see VendorProber) and says what was found (or fails, as a
+// Prober does).
 using VendorMerge = std::function<absl::StatusOr<ProbeOutcome>(HostFacts& facts)>;
 
 // A prober that calls into a vendor management library through dlopen. A library call can hang
