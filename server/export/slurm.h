@@ -52,7 +52,8 @@ struct GresDevice {
 
 // The records for every row with devices (cpu aside), rows in table order, each row's devices in
 // the order its runtime numbers them (placement::ComputeVisibility with no mask), so Slurm's
-// position index and the runtime's ordinal agree. Devices without device nodes are left out.
+// position index and the runtime's ordinal agree. Left out: devices the runtime does not number
+// (placement::RuntimeEnumerates: driver not loaded, unhealthy, ...) and devices without nodes.
 std::vector<GresDevice> GresDevices(const v1::Inventory& inventory, GresNaming naming);
 
 // The gres.conf text: a header comment, the slurm.conf lines as comments ("# slurm.conf:
