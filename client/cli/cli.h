@@ -43,6 +43,8 @@ Command HealthCommand();
 Command RefreshCommand();
 Command ProbeCommand();
 Command FleetCommand();
+Command SlurmGresCommand();        // slurm.cc: "slurm gres"
+Command SlurmTaskPrologCommand();  // slurm.cc: "slurm task-prolog"
 
 // ---- devplace.cc: exit statuses and error lines ----
 

@@ -26,6 +26,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "client/cli/cli.h"
@@ -74,6 +75,7 @@ const std::vector<Command>& Commands() {
   static const std::vector<Command>* const kCommands = new std::vector<Command>{
       ResolveCommand(), InventoryCommand(), LabelsCommand(), BackendsCommand(), WatchCommand(),
       HealthCommand(),  RefreshCommand(),   ProbeCommand(),  FleetCommand(),
+      SlurmGresCommand(), SlurmTaskPrologCommand(),
   };
   return *kCommands;
 }
@@ -194,7 +196,7 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
       PrintGeneralHelp(stdout);
       result.exit_status = 0;
     } else {
-      result.exit_status = UsageError("", "missing command (one of resolve, inventory, labels, backends, watch, health, refresh, probe, fleet)");
+      result.exit_status = UsageError("", "missing command (one of resolve, inventory, labels, backends, watch, health, refresh, probe, fleet, slurm)");
     }
     return result;
   }
@@ -207,8 +209,23 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
       return result;
     }
   }
+  // Two-word commands ("slurm gres"): the group word and its subcommand name one command.
+  if (positional.size() >= 2 && FindCommand(absl::StrCat(positional[0], " ", positional[1])) != nullptr) {
+    positional[0] = absl::StrCat(positional[0], " ", positional[1]);
+    positional.erase(positional.begin() + 1);
+  }
   const Command* command = FindCommand(positional[0]);
   if (command == nullptr) {
+    std::vector<std::string> subcommands;
+    for (const Command& c : Commands()) {
+      absl::string_view name = c.name;
+      if (absl::ConsumePrefix(&name, absl::StrCat(positional[0], " "))) subcommands.emplace_back(name);
+    }
+    if (!subcommands.empty()) {
+      result.exit_status = UsageError("", absl::StrCat(positional.size() > 1 ? absl::StrCat("unknown subcommand \"", positional[0], " ", positional[1], "\"") : absl::StrCat("missing subcommand after \"", positional[0], "\""),
+                                                       " (one of ", absl::StrJoin(subcommands, ", "), ")"));
+      return result;
+    }
     result.exit_status = UsageError("", absl::StrCat("unknown command \"", positional[0], "\""));
     return result;
   }

@@ -165,6 +165,12 @@ TEST_F(CliTest, UsageErrorsExitTwo) {
            {"health extra", "devplace: health: unexpected argument \"extra\""},
            {"health --timeout=soon", "devplace: health: --timeout=soon"},
            {"health --address=unix:", "devplace: health: --address"},
+           {"slurm", "devplace: missing subcommand after \"slurm\" (one of gres, task-prolog)"},
+           {"slurm gpus", "devplace: unknown subcommand \"slurm gpus\" (one of gres, task-prolog)"},
+           {"slurm gres --name=rows", "devplace: slurm gres: --name='rows': accepted forms: gpu, per-row"},
+           {"slurm task-prolog --step_numbering=pos", "devplace: slurm task-prolog: --step_numbering='pos': accepted forms: dev_num, index"},
+           {"slurm gres --step_numbering=index", "devplace: slurm gres: flag --step_numbering does not apply"},
+           {"slurm gres extra", "devplace: slurm gres: unexpected argument \"extra\""},
        }) {
     const CommandResult r = Run(c.args);
     EXPECT_EQ(r.exit_code, 2) << c.args << ": " << r.err;
@@ -191,6 +197,12 @@ TEST_F(CliTest, HelpExplainsCommandsAndFlags) {
   r = Run("help probe");
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_THAT(r.out, HasSubstr("--host_root"));
+  r = Run("slurm task-prolog --help");
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* word : {"Usage: devplace slurm task-prolog", "SLURM_STEP_GPUS", "--step_numbering", "--inventory"}) {
+    EXPECT_THAT(r.out, HasSubstr(word));
+  }
+  EXPECT_THAT(Run("--help").out, HasSubstr("slurm gres"));
 }
 
 TEST_F(CliTest, UnreachableDaemonExitsOneWithUnavailable) {

@@ -22,6 +22,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "tests/common/temp_dir.h"
+#include "tests/export/fixture_inventories.h"
 #include "tests/export/k8s_syntax.h"
 
 namespace devplace::testing {
@@ -40,14 +41,6 @@ bool UpdateGoldens() {
   return v != nullptr && std::string(v) == "1";
 }
 
-v1::Inventory LoadInventory(const std::string& path) {
-  v1::Inventory inv;
-  const std::string json = ReadFile(path);
-  EXPECT_FALSE(json.empty()) << path;
-  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(json, &inv).ok()) << path;
-  return inv;
-}
-
 std::string LabelText(const v1::Inventory& inv) {
   std::string text;
   for (const auto& [key, value] : labels::NodeLabels(inv)) text += key + "=" + value + "\n";
@@ -58,21 +51,6 @@ std::map<std::string, std::string> LabelMap(const v1::Inventory& inv) {
   std::map<std::string, std::string> out;
   for (const auto& [key, value] : labels::NodeLabels(inv)) {
     EXPECT_TRUE(out.emplace(key.substr(std::string(kPrefix).size()), value).second) << "duplicate key " << key;
-  }
-  return out;
-}
-
-// Every fixture inventory: <golden name> -> source JSON.
-std::map<std::string, std::string> Fixtures() {
-  std::map<std::string, std::string> out;
-  for (const auto& e : fs::directory_iterator(DEVPLACE_PROBE_GOLDEN_DIR)) {
-    out[e.path().stem().string()] = e.path().string();
-  }
-  for (const auto& e : fs::directory_iterator(DEVPLACE_NVML_GOLDEN_DIR)) {
-    out["nvml-" + e.path().stem().string()] = e.path().string();
-  }
-  for (const auto& e : fs::directory_iterator(DEVPLACE_ACCEL_GOLDEN_DIR)) {
-    out["accel-" + e.path().stem().string()] = e.path().string();
   }
   return out;
 }
