@@ -37,6 +37,16 @@ constexpr absl::Duration kStopPoll = absl::Milliseconds(200);
 
 }  // namespace
 
+sigset_t BlockDaemonSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+
 int ExitStatus(const absl::Status& start_error) {
   return start_error.code() == absl::StatusCode::kInvalidArgument ||
                  start_error.code() == absl::StatusCode::kFailedPrecondition
@@ -59,20 +69,16 @@ absl::Status Daemon::Start() {
   if (state_ != State::kNew) return absl::FailedPreconditionError("Daemon::Start() may be called once");
   state_ = State::kDone;  // unless everything below starts
   const DaemonConfig& c = config_.config;
+  // Signals are taken by sigtimedwait in Wait(); every thread started later (the TLS certificate
+  // watcher's and gRPC's below included) inherits the mask, so none of them can be killed by one.
+  signals_ = BlockDaemonSignals();
+  signal(SIGPIPE, SIG_IGN);
   if (config_.any_tls) {
     absl::StatusOr<std::unique_ptr<service::ReloadableTlsCredentials>> created =
         service::ReloadableTlsCredentials::Create(c.tls);
     if (!created.ok()) return absl::InvalidArgumentError(created.status().message());
     tls_ = *std::move(created);
   }
-
-  // Signals are handled by sigwait in this thread; every thread started later inherits the mask.
-  sigemptyset(&signals_);
-  sigaddset(&signals_, SIGTERM);
-  sigaddset(&signals_, SIGINT);
-  sigaddset(&signals_, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &signals_, nullptr);
-  signal(SIGPIPE, SIG_IGN);
 
   // Descriptors: the soft limit goes up to the hard one, so a connection flood needs the hard limit.
   rlimit files{};

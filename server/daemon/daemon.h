@@ -5,9 +5,11 @@
 //
 // Contract:
 // - Start() once, then Wait() on the same thread; Stop() from any thread at any time.
-// - Start() blocks SIGTERM, SIGINT and SIGHUP on the calling thread before it starts any thread
-//   of its own (the TLS certificate watcher excepted, as always), so every later thread inherits
-//   the mask and Wait() takes them with sigtimedwait; SIGPIPE is ignored. It also raises this
+// - Start() blocks SIGTERM, SIGINT and SIGHUP on the calling thread (BlockDaemonSignals) before
+//   it starts any thread of its own, so every later thread inherits the mask and Wait() takes them
+//   with sigtimedwait; SIGPIPE is ignored. Threads that already run keep their mask: a process
+//   that starts threads before Start() (devplaced's main does not) must block the signals first,
+//   or a signal sent to the process may land on one of them and kill it. It also raises this
 //   process's descriptor limit and makes it a child subreaper: children of this process that no
 //   probe run owns are killed after each probe run, so run no other child processes next to a
 //   Daemon.
@@ -109,6 +111,10 @@ class Daemon {
   std::unique_ptr<labels::NfdPublisher> nfd_;
   std::optional<inventory::InventoryStore::SubscriptionId> subscription_;
 };
+
+// Blocks SIGTERM, SIGINT and SIGHUP in the calling thread and returns that set. devplaced's main
+// calls it first thing, before any thread exists; Start() calls it again.
+sigset_t BlockDaemonSignals();
 
 // The process exit status for a failed Start() (see there): 2 or 1.
 int ExitStatus(const absl::Status& start_error);
