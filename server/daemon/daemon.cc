@@ -166,6 +166,24 @@ absl::Status Daemon::Start() {
   service_options.max_watches_per_peer = c.max_watches_per_peer;
   service_ = std::make_unique<service::DevicePlacementService>(*store_, full_refresh, access, service_options);
 
+  // --nfd_features_file: a writer thread keeps the NFD feature file current in the directory
+  // opened (and checked) here, once; write errors never stop serving, an unsafe directory stops
+  // the start.
+  if (const std::string& nfd_file = c.nfd_features_file; !nfd_file.empty()) {
+    nfd_ = std::make_unique<labels::NfdPublisher>(
+        nfd_file, c.nfd_expiry,
+        [nfd_file](const absl::Status& error) {
+          spdlog::warn("event=nfd_write_failed path={} error=\"{}\" (retried with back-off; logged again when the "
+                       "error changes)",
+                       nfd_file, std::string(error.message()));
+        },
+        [nfd_file](uint64_t revision) { spdlog::info("event=nfd_written path={} revision={}", nfd_file, revision); });
+    if (!nfd_->directory_status().ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--nfd_features_file=", nfd_file, ": ", nfd_->directory_status().message()));
+    }
+  }
+
   // /metrics before the gRPC listeners: a fatal bind error exits before serving.
   if (absl::Status s = StartMetrics(); !s.ok()) return s;
   if (absl::Status s = StartServer(); !s.ok()) return s;
@@ -307,15 +325,6 @@ void Daemon::StartBackground() {
   liveness_ = std::make_unique<service::ListenerLiveness>(liveness_options);
   if (c.liveness_interval > absl::ZeroDuration()) liveness_->Start();
 
-  // --nfd_features_file: a writer thread keeps the NFD feature file current; errors never stop serving.
-  if (const std::string& nfd_file = c.nfd_features_file; !nfd_file.empty()) {
-    nfd_ = std::make_unique<labels::NfdPublisher>(
-        nfd_file, c.nfd_expiry,
-        [nfd_file](const absl::Status& error) {
-          spdlog::warn("event=nfd_write_failed path={} error=\"{}\"", nfd_file, std::string(error.message()));
-        },
-        [nfd_file](uint64_t revision) { spdlog::info("event=nfd_written path={} revision={}", nfd_file, revision); });
-  }
   // Health turns SERVING with the first inventory (never again once stopping); each new revision
   // is logged.
   subscription_ = store_->Subscribe([this, nfd = nfd_.get()](const inventory::Snapshot& inv) {

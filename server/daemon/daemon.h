@@ -60,7 +60,8 @@ class Daemon {
   // Starts everything and returns once every listener accepts (health NOT_SERVING until the first
   // inventory, then SERVING). On failure nothing is left running, and the status says how
   // devplaced ends (ExitStatus):
-  //   INVALID_ARGUMENT     the TLS credentials could not be built: for the caller to print as
+  //   INVALID_ARGUMENT     the TLS credentials could not be built, or --nfd_features_file's
+  //                        directory could not be opened or is unsafe: for the caller to print as
   //                        `devplaced: <message> (see --help)`; exit 2.
   //   FAILED_PRECONDITION  a unix socket's directory or path is unsafe; exit 2.
   //   UNAVAILABLE          a listener or /metrics could not be bound (in use, no permission);
