@@ -28,6 +28,10 @@ int Usage(const std::string& message) {
 }
 
 int Run(int argc, char** argv) {
+  // Before any thread exists (gRPC's, the TLS certificate watcher's, the log set-up's): every
+  // thread inherits the mask, so SIGHUP/SIGTERM/SIGINT reach only Daemon::Wait()'s sigtimedwait
+  // and never the default action (death, which systemd counts as a clean exit for SIGHUP).
+  daemon::BlockDaemonSignals();
 #ifdef NDEBUG
   // Debian builds libabsl without NDEBUG, so every absl::Mutex (gRPC's included) runs lock-order
   // deadlock detection and aborts on a cycle it suspects. Release builds of the daemon pay

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "server/common/address.h"
+#include "server/export/nfd_writer.h"
 #include "server/metrics/exposer.h"
 
 namespace devplace::daemon {
@@ -160,6 +161,10 @@ absl::Status CheckNfd(const DaemonConfig& config) {
     if (std::filesystem::is_directory(nfd_path)) {
       return Bad(absl::StrCat("--nfd_features_file=", nfd_file, ": is a directory; name a file inside it"));
     }
+    // The directory must be one no other user controls (the daemon, often root, writes there).
+    absl::StatusOr<int> dir_fd = labels::OpenFeatureDirectory(labels::FeatureDirectory(nfd_file));
+    if (!dir_fd.ok()) return Bad(absl::StrCat("--nfd_features_file=", nfd_file, ": ", dir_fd.status().message()));
+    close(*dir_fd);
   }
   if (config.nfd_expiry < absl::Minutes(1)) return Bad("--nfd_expiry must be at least 1m (e.g. 10m)");
   return absl::OkStatus();

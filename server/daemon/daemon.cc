@@ -37,6 +37,16 @@ constexpr absl::Duration kStopPoll = absl::Milliseconds(200);
 
 }  // namespace
 
+sigset_t BlockDaemonSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+
 int ExitStatus(const absl::Status& start_error) {
   return start_error.code() == absl::StatusCode::kInvalidArgument ||
                  start_error.code() == absl::StatusCode::kFailedPrecondition
@@ -59,20 +69,16 @@ absl::Status Daemon::Start() {
   if (state_ != State::kNew) return absl::FailedPreconditionError("Daemon::Start() may be called once");
   state_ = State::kDone;  // unless everything below starts
   const DaemonConfig& c = config_.config;
+  // Signals are taken by sigtimedwait in Wait(); every thread started later (the TLS certificate
+  // watcher's and gRPC's below included) inherits the mask, so none of them can be killed by one.
+  signals_ = BlockDaemonSignals();
+  signal(SIGPIPE, SIG_IGN);
   if (config_.any_tls) {
     absl::StatusOr<std::unique_ptr<service::ReloadableTlsCredentials>> created =
         service::ReloadableTlsCredentials::Create(c.tls);
     if (!created.ok()) return absl::InvalidArgumentError(created.status().message());
     tls_ = *std::move(created);
   }
-
-  // Signals are handled by sigwait in this thread; every thread started later inherits the mask.
-  sigemptyset(&signals_);
-  sigaddset(&signals_, SIGTERM);
-  sigaddset(&signals_, SIGINT);
-  sigaddset(&signals_, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &signals_, nullptr);
-  signal(SIGPIPE, SIG_IGN);
 
   // Descriptors: the soft limit goes up to the hard one, so a connection flood needs the hard limit.
   rlimit files{};
@@ -159,6 +165,24 @@ absl::Status Daemon::Start() {
   service_options.max_watches = c.max_watches;
   service_options.max_watches_per_peer = c.max_watches_per_peer;
   service_ = std::make_unique<service::DevicePlacementService>(*store_, full_refresh, access, service_options);
+
+  // --nfd_features_file: a writer thread keeps the NFD feature file current in the directory
+  // opened (and checked) here, once; write errors never stop serving, an unsafe directory stops
+  // the start.
+  if (const std::string& nfd_file = c.nfd_features_file; !nfd_file.empty()) {
+    nfd_ = std::make_unique<labels::NfdPublisher>(
+        nfd_file, c.nfd_expiry,
+        [nfd_file](const absl::Status& error) {
+          spdlog::warn("event=nfd_write_failed path={} error=\"{}\" (retried with back-off; logged again when the "
+                       "error changes)",
+                       nfd_file, std::string(error.message()));
+        },
+        [nfd_file](uint64_t revision) { spdlog::info("event=nfd_written path={} revision={}", nfd_file, revision); });
+    if (!nfd_->directory_status().ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--nfd_features_file=", nfd_file, ": ", nfd_->directory_status().message()));
+    }
+  }
 
   // /metrics before the gRPC listeners: a fatal bind error exits before serving.
   if (absl::Status s = StartMetrics(); !s.ok()) return s;
@@ -301,15 +325,6 @@ void Daemon::StartBackground() {
   liveness_ = std::make_unique<service::ListenerLiveness>(liveness_options);
   if (c.liveness_interval > absl::ZeroDuration()) liveness_->Start();
 
-  // --nfd_features_file: a writer thread keeps the NFD feature file current; errors never stop serving.
-  if (const std::string& nfd_file = c.nfd_features_file; !nfd_file.empty()) {
-    nfd_ = std::make_unique<labels::NfdPublisher>(
-        nfd_file, c.nfd_expiry,
-        [nfd_file](const absl::Status& error) {
-          spdlog::warn("event=nfd_write_failed path={} error=\"{}\"", nfd_file, std::string(error.message()));
-        },
-        [nfd_file](uint64_t revision) { spdlog::info("event=nfd_written path={} revision={}", nfd_file, revision); });
-  }
   // Health turns SERVING with the first inventory (never again once stopping); each new revision
   // is logged.
   subscription_ = store_->Subscribe([this, nfd = nfd_.get()](const inventory::Snapshot& inv) {

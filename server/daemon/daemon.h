@@ -5,9 +5,11 @@
 //
 // Contract:
 // - Start() once, then Wait() on the same thread; Stop() from any thread at any time.
-// - Start() blocks SIGTERM, SIGINT and SIGHUP on the calling thread before it starts any thread
-//   of its own (the TLS certificate watcher excepted, as always), so every later thread inherits
-//   the mask and Wait() takes them with sigtimedwait; SIGPIPE is ignored. It also raises this
+// - Start() blocks SIGTERM, SIGINT and SIGHUP on the calling thread (BlockDaemonSignals) before
+//   it starts any thread of its own, so every later thread inherits the mask and Wait() takes them
+//   with sigtimedwait; SIGPIPE is ignored. Threads that already run keep their mask: a process
+//   that starts threads before Start() (devplaced's main does not) must block the signals first,
+//   or a signal sent to the process may land on one of them and kill it. It also raises this
 //   process's descriptor limit and makes it a child subreaper: children of this process that no
 //   probe run owns are killed after each probe run, so run no other child processes next to a
 //   Daemon.
@@ -59,7 +61,8 @@ class Daemon {
   // inventory, then SERVING). On failure no gRPC server runs and the status says how devplaced
   // ends (ExitStatus); what was started before the failing step (/metrics, unix sockets already
   // bound, the signal mask) stays until the Daemon is destroyed:
-  //   INVALID_ARGUMENT     the TLS credentials could not be built: for the caller to print as
+  //   INVALID_ARGUMENT     the TLS credentials could not be built, or --nfd_features_file's
+  //                        directory could not be opened or is unsafe: for the caller to print as
   //                        `devplaced: <message> (see --help)`; exit 2.
   //   FAILED_PRECONDITION  a unix socket's directory or path is unsafe; exit 2.
   //   UNAVAILABLE          a listener or /metrics could not be bound (in use, no permission);
@@ -110,6 +113,10 @@ class Daemon {
   std::unique_ptr<labels::NfdPublisher> nfd_;
   std::optional<inventory::InventoryStore::SubscriptionId> subscription_;
 };
+
+// Blocks SIGTERM, SIGINT and SIGHUP in the calling thread and returns that set. devplaced's main
+// calls it first thing, before any thread exists; Start() calls it again.
+sigset_t BlockDaemonSignals();
 
 // The process exit status for a failed Start() (see there): 2 or 1.
 int ExitStatus(const absl::Status& start_error);

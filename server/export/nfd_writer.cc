@@ -1,6 +1,7 @@
 #include "server/export/nfd_writer.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/common/safe_directory.h"
 #include "server/export/labels.h"
 
 namespace devplace::labels {
@@ -21,58 +23,117 @@ absl::Status Errno(absl::string_view what, const std::string& path) {
 
 }  // namespace
 
-absl::Status WriteFileAtomically(const std::string& path, absl::string_view content) {
+std::string FeatureDirectory(const std::string& path) {
   const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
-  const std::string temp = absl::StrCat(dir, "/.", name, ".tmp-", getpid());
-  // A fresh file only: whatever sits at the temp path (a leftover, or a link planted by someone
+  return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+}
+
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view content) {
+  const std::string dir = FeatureDirectory(path);
+  const int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) return Errno("cannot open directory", dir);
+  absl::Status status = WriteFileAtomicallyAt(dir_fd, dir, path.substr(path.rfind('/') + 1), content);
+  close(dir_fd);
+  return status;
+}
+
+absl::Status WriteFileAtomicallyAt(int dir_fd, const std::string& dir, const std::string& name,
+                                   absl::string_view content) {
+  const std::string temp = absl::StrCat(".", name, ".tmp-", getpid());
+  const std::string temp_path = absl::StrCat(dir, "/", temp), path = absl::StrCat(dir, "/", name);
+  // A fresh file only: whatever sits at the temp name (a leftover, or a link planted by someone
   // who can write the directory) is removed, and O_EXCL | O_NOFOLLOW never follows or reuses one.
-  unlink(temp.c_str());
-  const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) return Errno("cannot create", temp);
+  unlinkat(dir_fd, temp.c_str(), 0);
+  const int fd = openat(dir_fd, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return Errno("cannot create", temp_path);
   size_t done = 0;
   while (done < content.size()) {
     const ssize_t n = write(fd, content.data() + done, content.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      absl::Status status = Errno("cannot write", temp);
+      absl::Status status = Errno("cannot write", temp_path);
       close(fd);
-      unlink(temp.c_str());
+      unlinkat(dir_fd, temp.c_str(), 0);
       return status;
     }
     done += static_cast<size_t>(n);
   }
   if (fsync(fd) != 0) {
-    absl::Status status = Errno("cannot fsync", temp);
+    absl::Status status = Errno("cannot fsync", temp_path);
     close(fd);
-    unlink(temp.c_str());
+    unlinkat(dir_fd, temp.c_str(), 0);
     return status;
   }
   close(fd);
-  if (rename(temp.c_str(), path.c_str()) != 0) {
-    absl::Status status = Errno(absl::StrCat("cannot rename ", temp, " to"), path);
-    unlink(temp.c_str());
+  if (renameat(dir_fd, temp.c_str(), dir_fd, name.c_str()) != 0) {
+    absl::Status status = Errno(absl::StrCat("cannot rename ", temp_path, " to"), path);
+    unlinkat(dir_fd, temp.c_str(), 0);
     return status;
   }
-  const int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd >= 0) {  // makes the rename durable; the file is already in place either way
-    fsync(dir_fd);
-    close(dir_fd);
-  }
+  fsync(dir_fd);  // makes the rename durable; the file is already in place either way
   return absl::OkStatus();
 }
 
-NfdFileWriter::NfdFileWriter(std::string path, absl::Duration expiry) : path_(std::move(path)), expiry_(expiry) {}
+absl::StatusOr<int> OpenFeatureDirectory(const std::string& dir) {
+  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    struct stat link {};
+    // O_NOFOLLOW | O_DIRECTORY on a link fails with ENOTDIR (or ELOOP): say why.
+    if ((errno == ENOTDIR || errno == ELOOP) && lstat(dir.c_str(), &link) == 0 && S_ISLNK(link.st_mode)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "directory ", dir, " is a symbolic link: name the directory itself (a link could be re-pointed)"));
+    }
+    return Errno("cannot open directory", dir);
+  }
+  struct stat st {};
+  absl::Status status = fstat(fd, &st) == 0 ? CheckSafeDirectory(st, absl::StrCat("directory ", dir), geteuid(),
+                                                                 "another user could replace the feature file "
+                                                                 "or the directory, and choose what is written where")
+                                            : Errno("cannot stat directory", dir);
+  if (!status.ok()) {
+    close(fd);
+    return status;
+  }
+  return fd;
+}
+
+NfdFileWriter::NfdFileWriter(std::string path, absl::Duration expiry) : path_(std::move(path)), expiry_(expiry) {
+  OpenDirectory();
+}
+
+NfdFileWriter::~NfdFileWriter() {
+  if (dir_fd_ >= 0) close(dir_fd_);
+}
+
+void NfdFileWriter::OpenDirectory() {
+  absl::StatusOr<int> fd = OpenFeatureDirectory(FeatureDirectory(path_));
+  directory_status_ = fd.status();
+  if (fd.ok()) dir_fd_ = *fd;
+}
 
 absl::Time NfdFileWriter::NextRestamp() const {
   return written_revision_ ? written_at_ + expiry_ / 2 : absl::InfiniteFuture();
 }
 
+absl::Status NfdFileWriter::Write(absl::string_view text) {
+  if (dir_fd_ < 0) OpenDirectory();
+  if (!directory_status_.ok()) return directory_status_;
+  return WriteFileAtomicallyAt(dir_fd_, FeatureDirectory(path_), path_.substr(path_.rfind('/') + 1), text);
+}
+
 absl::StatusOr<bool> NfdFileWriter::Update(const v1::Inventory& inventory, absl::Time now) {
   const bool new_revision = !written_revision_ || *written_revision_ != inventory.revision();
   if (!new_revision && now < NextRestamp()) return false;
-  absl::Status status = WriteFileAtomically(path_, FeatureFileText(inventory, now + expiry_));
+  const std::string text = FeatureFileText(inventory, now + expiry_);
+  absl::Status status = Write(text);
+  // A directory that was removed (not merely renamed) is opened again by its path, checked as at
+  // the start: a package that re-creates features.d gets its file back.
+  struct stat st {};
+  if (!status.ok() && dir_fd_ >= 0 && fstat(dir_fd_, &st) == 0 && st.st_nlink == 0) {
+    close(dir_fd_);
+    dir_fd_ = -1;
+    status = Write(text);
+  }
   if (!status.ok()) return status;
   written_revision_ = inventory.revision();
   written_at_ = now;
@@ -81,7 +142,10 @@ absl::StatusOr<bool> NfdFileWriter::Update(const v1::Inventory& inventory, absl:
 
 NfdPublisher::NfdPublisher(std::string path, absl::Duration expiry, std::function<void(const absl::Status&)> on_error,
                            std::function<void(uint64_t)> on_written)
-    : writer_(std::move(path), expiry), on_error_(std::move(on_error)), on_written_(std::move(on_written)) {
+    : writer_(std::move(path), expiry),
+      directory_status_(writer_.directory_status()),
+      on_error_(std::move(on_error)),
+      on_written_(std::move(on_written)) {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -102,14 +166,17 @@ void NfdPublisher::Stop() {
 }
 
 void NfdPublisher::Loop() {
-  // After a failed write, retry no sooner than this (a full disk must not spin the thread).
-  const absl::Duration kRetry = absl::Seconds(5);
-  absl::Time retry_at = absl::InfiniteFuture();
+  // After a failed write the next try waits (a full disk or a removed directory must not spin the
+  // thread, and a re-stamp that is overdue stays overdue until a write succeeds).
+  constexpr absl::Duration kFirstRetry = absl::Seconds(1), kMaxRetry = absl::Minutes(1);
+  absl::Duration backoff = kFirstRetry;
+  absl::Time retry_at = absl::InfinitePast();  // past: no failure pending
+  std::optional<absl::Status> reported;         // the failure on_error_ last heard of
   for (;;) {
     std::shared_ptr<const v1::Inventory> snapshot;
     {
       absl::MutexLock lock(&mu_);
-      const absl::Time deadline = std::min(writer_.NextRestamp(), retry_at);
+      const absl::Time deadline = retry_at != absl::InfinitePast() ? retry_at : writer_.NextRestamp();
       auto ready = [this] { return stopping_ || fresh_; };
       mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
       if (stopping_) return;
@@ -119,11 +186,17 @@ void NfdPublisher::Loop() {
     if (snapshot == nullptr) continue;
     absl::StatusOr<bool> wrote = writer_.Update(*snapshot, absl::Now());
     if (!wrote.ok()) {
-      retry_at = absl::Now() + kRetry;
-      if (on_error_) on_error_(wrote.status());
+      retry_at = absl::Now() + backoff;
+      backoff = std::min(backoff * 2, kMaxRetry);
+      if (reported != wrote.status()) {
+        reported = wrote.status();
+        if (on_error_) on_error_(wrote.status());
+      }
       continue;
     }
-    retry_at = absl::InfiniteFuture();
+    retry_at = absl::InfinitePast();
+    backoff = kFirstRetry;
+    reported.reset();
     if (*wrote && on_written_) on_written_(snapshot->revision());
   }
 }

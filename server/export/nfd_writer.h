@@ -30,11 +30,36 @@ namespace devplace::labels {
 // partial one. Errors: the errno-derived status of the failing step, message naming the path.
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view content);
 
+// The same, relative to the open directory `dir_fd` (openat, renameat): the file lands in that
+// directory whatever is at its path by now. `dir` names it in error messages.
+absl::Status WriteFileAtomicallyAt(int dir_fd, const std::string& dir, const std::string& name,
+                                   absl::string_view content);
+
+// Opens `dir` as the daemon writes its feature file there: O_DIRECTORY | O_NOFOLLOW (a symbolic
+// link is refused, not followed), then the rule of server/common/safe_directory.h applied to the
+// opened directory, so the directory checked is the one written to. Returns the descriptor (the
+// caller closes it) or FAILED_PRECONDITION / the errno's code with a message that names `dir`.
+absl::StatusOr<int> OpenFeatureDirectory(const std::string& dir);
+
+// The directory part of a feature-file path ("." when it has none).
+std::string FeatureDirectory(const std::string& path);
+
 // Decides when to write; not thread-safe (NfdPublisher serialises it).
+//
+// The directory is opened once (OpenFeatureDirectory), at construction or, while that fails, at
+// the next Update; from then on every write goes into that directory through its descriptor, so
+// replacing the directory's path (say, by a link to a directory only root may write) does not
+// move where the daemon writes. Only a directory that was removed is opened again by its path.
 class NfdFileWriter {
  public:
   // `expiry` > 0: the window each stamp covers.
   NfdFileWriter(std::string path, absl::Duration expiry);
+  ~NfdFileWriter();
+  NfdFileWriter(const NfdFileWriter&) = delete;
+  NfdFileWriter& operator=(const NfdFileWriter&) = delete;
+
+  // OK once the directory is open; otherwise why it could not be opened (as OpenFeatureDirectory).
+  const absl::Status& directory_status() const { return directory_status_; }
 
   // Writes the file for `inventory` when its revision differs from the last one written, or when
   // `now` is at least half the window past the last write (a re-stamp). Returns whether it wrote;
@@ -46,20 +71,28 @@ class NfdFileWriter {
   const std::string& path() const { return path_; }
 
  private:
+  void OpenDirectory();
+  absl::Status Write(absl::string_view text);
+
   const std::string path_;
   const absl::Duration expiry_;
+  int dir_fd_ = -1;
+  absl::Status directory_status_;
   std::optional<uint64_t> written_revision_;
   absl::Time written_at_ = absl::InfinitePast();
 };
 
 // The daemon's wiring: Publish() (called from the store's subscription, quick) hands the newest
 // snapshot to a thread that runs NfdFileWriter::Update on each new snapshot and at each re-stamp.
-// Write errors go to `on_error` and are retried at the next snapshot or re-stamp; they never stop
-// the thread.
+// A failed write is retried after a back-off (1 s, doubling up to 1 min; a new snapshot tries at
+// once) and never stops the thread. `on_error` hears of each failure once: not again while writes
+// keep failing the same way, again when the error changes or after a write succeeded.
 class NfdPublisher {
  public:
   NfdPublisher(std::string path, absl::Duration expiry, std::function<void(const absl::Status&)> on_error,
                std::function<void(uint64_t revision)> on_written = nullptr);
+  // The writer's directory_status() as of construction: OK when the directory was opened.
+  const absl::Status& directory_status() const { return directory_status_; }
   // Stops the thread (as Stop()).
   ~NfdPublisher();
   NfdPublisher(const NfdPublisher&) = delete;
@@ -72,7 +105,8 @@ class NfdPublisher {
  private:
   void Loop();
 
-  NfdFileWriter writer_;  // used by the thread only
+  NfdFileWriter writer_;  // used by the thread only (after construction)
+  const absl::Status directory_status_;
   const std::function<void(const absl::Status&)> on_error_;
   const std::function<void(uint64_t)> on_written_;
   absl::Mutex mu_;

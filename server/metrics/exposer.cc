@@ -46,8 +46,12 @@ absl::StatusOr<MetricsEndpoint> StartMetricsEndpoint(
   if (!parsed.has_value()) return absl::InvalidArgumentError(absl::StrCat("--metrics_listen: ", kAccepted));
   MetricsEndpoint endpoint;
   try {
-    // One worker thread: scrapes are rare and the collectors are quick.
-    endpoint.exposer = std::make_unique<prometheus::Exposer>(address, 1);
+    // civetweb gives each connection a worker until its request is read, so workers and the time
+    // a request may take to arrive bound how long idle or slow connections can keep a scrape
+    // waiting (with one worker and civetweb's default 30 s, one idle connection did).
+    endpoint.exposer = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+        "listening_ports", address, "num_threads", std::to_string(kMetricsWorkers), "request_timeout_ms",
+        std::to_string(absl::ToInt64Milliseconds(kMetricsRequestTimeout))});
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", address, ": ", e.what()));
   }

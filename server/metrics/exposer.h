@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "prometheus/collectable.h"
 #include "prometheus/exposer.h"
 
@@ -28,7 +29,14 @@ struct MetricsEndpoint {
   std::string address;  // as bound, with the port picked for :0
 };
 
-// Serves the given collectables at http://ADDRESS/metrics (text exposition format 0.0.4).
+// The HTTP server's workers (each serves one connection at a time) and how long a connection may
+// take to send its whole request before it is closed (civetweb's request_timeout_ms; its default
+// is 30 s). A scrape is served at once while fewer than kMetricsWorkers connections are open.
+inline constexpr int kMetricsWorkers = 8;
+inline constexpr absl::Duration kMetricsRequestTimeout = absl::Seconds(5);
+
+// Serves the given collectables at http://ADDRESS/metrics (text exposition format 0.0.4), with
+// kMetricsWorkers and kMetricsRequestTimeout.
 // `address` must have passed CheckMetricsAddress and be non-empty. UNAVAILABLE naming the address
 // when it cannot be bound (in use, no permission).
 absl::StatusOr<MetricsEndpoint> StartMetricsEndpoint(

@@ -91,13 +91,18 @@ grpc::Status NoInventory(const inventory::InventoryStore& store) {
                                                     error->status.message(), "); retrying with backoff")));
 }
 
+// One Inventory as the bytes of a message to write.
+std::shared_ptr<grpc::ByteBuffer> Serialized(const v1::Inventory& inventory) {
+  return std::make_shared<grpc::ByteBuffer>(SharedBytes(std::make_shared<const std::string>(inventory.SerializeAsString())));
+}
+
 }  // namespace
 
 // One WatchInventory stream. Kept alive by shared pointers held by itself (until gRPC's OnDone),
 // by the store subscription and by the service's registry, so a store callback that races with
 // the end of the stream never touches freed memory. At most one gRPC operation is started at a
 // time (`writing_`), and StartWrite/Finish are called without holding `mu_`.
-class WatchReactor final : public grpc::ServerWriteReactor<v1::Inventory>,
+class WatchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
                            public std::enable_shared_from_this<WatchReactor> {
  public:
   WatchReactor(DevicePlacementService* service, std::string peer, uint64_t known_epoch, uint64_t known_revision)
@@ -126,7 +131,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Inventory>,
   // Queues a snapshot newer than anything queued so far. A watcher holds at most one undelivered
   // snapshot (the newest): a slow or frozen client costs one snapshot, not its history.
   void Push(std::shared_ptr<const v1::Inventory> inv) {
-    std::shared_ptr<const v1::Inventory> write_now;
+    const grpc::ByteBuffer* write_now = nullptr;
     {
       absl::MutexLock lock(&mu_);
       if (finishing_ || inv->revision() <= last_queued_) return;
@@ -136,10 +141,10 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Inventory>,
         return;
       }
       writing_ = true;
-      in_flight_ = inv;
-      write_now = std::move(inv);
+      in_flight_ = Serialized(*inv);
+      write_now = in_flight_.get();
     }
-    StartWrite(write_now.get());
+    StartWrite(write_now);
   }
 
   // Keeps this reactor alive until gRPC's OnDone (Start does it too).
@@ -151,7 +156,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Inventory>,
   void Refuse(const grpc::Status& status) { FinishWith(status); }
 
   void OnWriteDone(bool ok) override {
-    std::shared_ptr<const v1::Inventory> next;
+    const grpc::ByteBuffer* next = nullptr;
     bool finish = false;
     {
       absl::MutexLock lock(&mu_);
@@ -162,13 +167,14 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Inventory>,
         finish = !finish_called_;
         finish_called_ = true;
       } else if (next_ != nullptr) {
-        next = std::move(next_);
         writing_ = true;
-        in_flight_ = next;
+        in_flight_ = Serialized(*next_);
+        next_.reset();
+        next = in_flight_.get();
       }
     }
     if (finish) Finish(status_);
-    if (next) StartWrite(next.get());
+    if (next != nullptr) StartWrite(next);
   }
 
   void OnCancel() override { FinishWith(grpc::Status::CANCELLED); }
@@ -202,11 +208,17 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Inventory>,
   absl::Mutex mu_;
   uint64_t last_queued_ ABSL_GUARDED_BY(mu_) = 0;
   std::shared_ptr<const v1::Inventory> next_ ABSL_GUARDED_BY(mu_);  // newest undelivered, if any
-  std::shared_ptr<const v1::Inventory> in_flight_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<grpc::ByteBuffer> in_flight_ ABSL_GUARDED_BY(mu_);  // the message being written
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
   bool finish_called_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status status_ ABSL_GUARDED_BY(mu_);
+};
+
+// A WatchInventory stream ended before it started (a request that does not parse); deletes itself.
+class RefusedStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+ public:
+  void OnDone() override { delete this; }
 };
 
 std::string PeerKey(const std::string& peer) {
@@ -293,9 +305,14 @@ grpc::ServerUnaryReactor* DevicePlacementService::ListBackends(grpc::CallbackSer
 }
 
 grpc::ServerUnaryReactor* DevicePlacementService::RefreshInventory(grpc::CallbackServerContext* ctx,
-                                                                   const v1::RefreshInventoryRequest*,
-                                                                   v1::Inventory* response) {
+                                                                   const grpc::ByteBuffer* request_bytes,
+                                                                   grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  v1::RefreshInventoryRequest request;
+  if (grpc::Status bad; !ParseRequest(request_bytes, &request, &bad)) {
+    reactor->Finish(bad);
+    return reactor;
+  }
   if (grpc::Status denied = Authorize(ctx); !denied.ok()) {
     reactor->Finish(denied);
     return reactor;
@@ -381,16 +398,27 @@ void DevicePlacementService::RefreshWorker() {
     }
     // Calls that queued up while the previous round ran share this one probe run.
     const absl::StatusOr<inventory::Snapshot> fresh = refresh_();
+    std::shared_ptr<const std::string> bytes;  // serialized once for the round
     for (const PendingRefresh& p : round) {
       if (p.reactor == nullptr) continue;
-      if (fresh.ok()) *p.response = **fresh;
+      if (fresh.ok()) {
+        if (bytes == nullptr) bytes = std::make_shared<const std::string>((*fresh)->SerializeAsString());
+        *p.response = SharedBytes(bytes);
+      }
       p.reactor->Finish(ToGrpc(fresh.status()));
     }
   }
 }
 
-grpc::ServerWriteReactor<v1::Inventory>* DevicePlacementService::WatchInventory(
-    grpc::CallbackServerContext* ctx, const v1::WatchInventoryRequest* request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* DevicePlacementService::WatchInventory(
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request_bytes) {
+  v1::WatchInventoryRequest parsed;
+  if (grpc::Status bad; !ParseRequest(request_bytes, &parsed, &bad)) {
+    auto* refused = new RefusedStream();
+    refused->Finish(bad);
+    return refused;
+  }
+  const v1::WatchInventoryRequest* request = &parsed;
   // A unix-socket peer counts by its user (credentials read at accept), a TCP one by its address.
   std::string peer = PeerKey(ctx->peer());
   if (access_.peers != nullptr) {

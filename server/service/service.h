@@ -61,16 +61,19 @@ std::string PeerKey(const std::string& peer);
 
 // Serves one host's inventory store. Thread-safe; every handler returns without blocking a gRPC
 // thread (RefreshInventory waits for the probe on a thread of its own).
-// ResolveDevice is registered raw (ByteBuffer in and out) so that a request that does not parse
+// Every method is registered raw (ByteBuffer in and out) so that a request that does not parse
 // gets INVALID_ARGUMENT with a message: gRPC 1.51's typed callback handler answers such a request
-// UNIMPLEMENTED with an empty message. GetInventory and ListBackends are raw too, to send bytes
-// serialized once (per snapshot, per daemon) instead of copying and serializing a message per call.
+// UNIMPLEMENTED with an empty message. GetInventory and ListBackends also send bytes serialized
+// once (per snapshot, per daemon) instead of copying and serializing a message per call.
 // Issue 12: answers come from a PreparedSnapshot (server/service/answer_cache.h) built once per
 // published snapshot: its serialized inventory and a bounded cache of ResolveDevice answers.
 class DevicePlacementService final
-    : public v1::DevicePlacement::WithRawCallbackMethod_ListBackends<
-          v1::DevicePlacement::WithRawCallbackMethod_GetInventory<
-              v1::DevicePlacement::WithRawCallbackMethod_ResolveDevice<v1::DevicePlacement::CallbackService>>> {
+    : public v1::DevicePlacement::WithRawCallbackMethod_WatchInventory<
+          v1::DevicePlacement::WithRawCallbackMethod_RefreshInventory<
+              v1::DevicePlacement::WithRawCallbackMethod_ListBackends<
+                  v1::DevicePlacement::WithRawCallbackMethod_GetInventory<
+                      v1::DevicePlacement::WithRawCallbackMethod_ResolveDevice<
+                          v1::DevicePlacement::CallbackService>>>>> {
  public:
   // What RefreshInventory runs: by default store.Refresh(); devplaced passes a "full" refresh
   // that re-runs the libtorch probe first.
@@ -98,16 +101,19 @@ class DevicePlacementService final
   // (DEADLINE_EXCEEDED, INTERNAL, ...) and the last good snapshot stays. Calls that arrive while a
   // refresh runs share the next one: one worker thread serves them all, whatever their number.
   // UNAVAILABLE once shutdown began; PERMISSION_DENIED for callers RefreshAccess does not allow;
-  // RESOURCE_EXHAUSTED ("retry in N ms") past RefreshAccess::min_interval.
-  grpc::ServerUnaryReactor* RefreshInventory(grpc::CallbackServerContext* ctx,
-                                             const v1::RefreshInventoryRequest* request,
-                                             v1::Inventory* response) override;
+  // RESOURCE_EXHAUSTED ("retry in N ms") past RefreshAccess::min_interval. `request` is a
+  // serialized v1::RefreshInventoryRequest (INVALID_ARGUMENT when it does not parse), `response`
+  // gets a serialized v1::Inventory.
+  grpc::ServerUnaryReactor* RefreshInventory(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                             grpc::ByteBuffer* response) override;
   // Streams the current snapshot (unless both its epoch and revision equal `known_epoch` and
   // `known_revision`), then every newer revision, until the client cancels or the service shuts
   // down (the stream then ends with OK). A slow client is sent only the newest revision it has not
-  // had. RESOURCE_EXHAUSTED past ServiceOptions' caps.
-  grpc::ServerWriteReactor<v1::Inventory>* WatchInventory(grpc::CallbackServerContext* ctx,
-                                                          const v1::WatchInventoryRequest* request) override;
+  // had. RESOURCE_EXHAUSTED past ServiceOptions' caps. `request` is a serialized
+  // v1::WatchInventoryRequest (INVALID_ARGUMENT when it does not parse); each message written is a
+  // serialized v1::Inventory.
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchInventory(grpc::CallbackServerContext* ctx,
+                                                             const grpc::ByteBuffer* request) override;
 
   // Asks the refresh worker for a refresh without a caller waiting on it (SIGHUP, start-up); it
   // shares a round with concurrent RefreshInventory calls. Ignored once shutdown began.
@@ -122,7 +128,7 @@ class DevicePlacementService final
   friend class WatchReactor;
   struct PendingRefresh {
     grpc::ServerUnaryReactor* reactor;  // null for RequestRefresh()
-    v1::Inventory* response;
+    grpc::ByteBuffer* response;         // a serialized v1::Inventory
   };
   void Forget(WatchReactor* watch, const std::string& peer);
   void RefreshWorker();

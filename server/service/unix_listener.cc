@@ -13,8 +13,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "grpcpp/server.h"
+#include "server/common/safe_directory.h"
 #include "grpcpp/server_posix.h"
 
 #ifndef SO_PEERGROUPS
@@ -87,17 +87,8 @@ absl::Status CheckSocketDirectory(const std::string& dir, uid_t owner_ok) {
     return absl::FailedPreconditionError(absl::StrCat("socket directory ", dir, ": ", Errno(errno)));
   }
   if (!S_ISDIR(st.st_mode)) return absl::FailedPreconditionError(absl::StrCat(dir, " is not a directory"));
-  if (st.st_uid != 0 && st.st_uid != owner_ok) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "socket directory ", dir, " is owned by uid ", st.st_uid, ", not by root or uid ", owner_ok,
-        ": another user could have put a socket there"));
-  }
-  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "socket directory ", dir, " is writable by group or others without the sticky bit (mode ",
-        absl::StrFormat("%04o", st.st_mode & 07777), "): another user could replace the socket"));
-  }
-  return absl::OkStatus();
+  return CheckSafeDirectory(st, absl::StrCat("socket directory ", dir), owner_ok,
+                            "another user could replace the socket");
 }
 
 absl::StatusOr<std::unique_ptr<UnixListener>> UnixListener::Bind(const Options& options) {

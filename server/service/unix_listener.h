@@ -52,8 +52,9 @@ class PeerRegistry {
   std::map<std::string, PeerCredentials> peers_ ABSL_GUARDED_BY(mu_);
 };
 
-// The directory rule above for `dir`: OK, or FAILED_PRECONDITION saying what is wrong (owner,
-// mode, not a directory). `owner_ok` is the other uid besides root that may own it.
+// The directory rule above (server/common/safe_directory.h, which --nfd_features_file's directory
+// follows too) for `dir`: OK, or FAILED_PRECONDITION saying what is wrong (owner, mode, not a
+// directory). `owner_ok` is the other uid besides root that may own it.
 absl::Status CheckSocketDirectory(const std::string& dir, uid_t owner_ok);
 
 class UnixListener {

@@ -4,6 +4,7 @@
 #include "server/daemon/config.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <functional>
 #include <ostream>
@@ -216,6 +217,23 @@ std::vector<BadCase> BadCases() {
          c.nfd_features_file = d.File("features.d");
        },
        "--nfd_features_file=<dir>/features.d: is a directory; name a file inside it"},
+      {"nfd_directory_writable_by_others",
+       [](DaemonConfig& c, const TempDir& d) {
+         d.Touch("features.d/");
+         chmod(d.File("features.d").c_str(), 0777);
+         c.nfd_features_file = d.File("features.d/devplace");
+       },
+       "--nfd_features_file=<dir>/features.d/devplace: directory <dir>/features.d is writable by group or others "
+       "without the sticky bit (mode 0777): another user could replace the feature file or the directory, and "
+       "choose what is written where"},
+      {"nfd_directory_is_a_link",
+       [](DaemonConfig& c, const TempDir& d) {
+         d.Touch("features.d/");
+         symlink(d.File("features.d").c_str(), d.File("link").c_str());
+         c.nfd_features_file = d.File("link/devplace");
+       },
+       "--nfd_features_file=<dir>/link/devplace: directory <dir>/link is a symbolic link: name the directory itself "
+       "(a link could be re-pointed)"},
       {"nfd_expiry", [](DaemonConfig& c, const TempDir&) { c.nfd_expiry = absl::Seconds(59); },
        "--nfd_expiry must be at least 1m (e.g. 10m)"},
       // Several problems: the first in devplaced's order of checks is the one reported.

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <fstream>
 #include <filesystem>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -186,6 +187,77 @@ TEST(NfdPublisherTest, ErrorsGoToTheCallbackAndTheThreadKeepsRunning) {
   ASSERT_TRUE(first_error.WaitForNotificationWithTimeout(absl::Seconds(20)));
   publisher.Stop();  // returns although the writer keeps failing
   EXPECT_GE(errors.load(), 1);
+}
+
+// The directory is opened once: swapping its path for a link to another directory (say, one only
+// root may write) afterwards does not move the file there; it keeps going to the directory opened.
+TEST(NfdFileWriterTest, WritesIntoTheDirectoryItOpenedWhenItsPathIsSwappedForALink) {
+  TempDir dir;
+  dir.Touch("features.d/");
+  dir.Touch("root-only/");
+  labels::NfdFileWriter writer(dir.File("features.d/devplace"), absl::Minutes(10));
+  ASSERT_TRUE(writer.Update(Inventory(1, 1), kT0).value());
+  ASSERT_EQ(rename(dir.File("features.d").c_str(), dir.File("features.d.old").c_str()), 0);
+  ASSERT_EQ(symlink(dir.File("root-only").c_str(), dir.File("features.d").c_str()), 0);
+  ASSERT_TRUE(writer.Update(Inventory(2, 3), kT0).value());
+  EXPECT_TRUE(std::filesystem::is_empty(dir.File("root-only")));
+  EXPECT_TRUE(absl::StrContains(ReadFile(dir.File("features.d.old/devplace")), "cuda-nvidia.count=3\n"));
+}
+
+// The directory rule of server/common/safe_directory.h, on the opened directory: others' write
+// access without the sticky bit and a link are refused; the sticky bit makes it safe.
+TEST(NfdFileWriterTest, RefusesADirectoryOthersCouldSwap) {
+  TempDir dir;
+  dir.Touch("open/");
+  ASSERT_EQ(chmod(dir.File("open").c_str(), 0777), 0);
+  labels::NfdFileWriter open_dir(dir.File("open/devplace"), absl::Minutes(10));
+  EXPECT_EQ(open_dir.directory_status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(open_dir.directory_status().message(),
+            absl::StrCat("directory ", dir.File("open"),
+                         " is writable by group or others without the sticky bit (mode 0777): another user could "
+                         "replace the feature file or the directory, and choose what is written where"));
+  absl::StatusOr<bool> wrote = open_dir.Update(Inventory(1, 1), kT0);
+  EXPECT_FALSE(wrote.ok());
+  EXPECT_FALSE(std::filesystem::exists(dir.File("open/devplace")));
+
+  ASSERT_EQ(symlink(dir.path().c_str(), dir.File("link").c_str()), 0);
+  labels::NfdFileWriter link(dir.File("link/devplace"), absl::Minutes(10));
+  EXPECT_EQ(link.directory_status().message(),
+            absl::StrCat("directory ", dir.File("link"),
+                         " is a symbolic link: name the directory itself (a link could be re-pointed)"));
+
+  ASSERT_EQ(chmod(dir.File("open").c_str(), 01777), 0);
+  labels::NfdFileWriter sticky(dir.File("open/devplace"), absl::Minutes(10));
+  EXPECT_TRUE(sticky.directory_status().ok()) << sticky.directory_status();
+  EXPECT_TRUE(sticky.Update(Inventory(1, 1), kT0).value());
+}
+
+// A re-stamp that keeps failing (the directory removed) is retried with back-off and reported
+// once, not in a loop (it once logged ~18,000 lines a second); a re-created directory is written
+// again.
+TEST(NfdPublisherTest, AFailingRestampBacksOffIsReportedOnceAndRecovers) {
+  TempDir dir;
+  dir.Touch("features.d/");
+  std::atomic<int> errors{0}, writes{0};
+  // A 200 ms window: a re-stamp every 100 ms.
+  labels::NfdPublisher publisher(
+      dir.File("features.d/devplace"), absl::Milliseconds(200), [&](const absl::Status&) { ++errors; },
+      [&](uint64_t) { ++writes; });
+  publisher.Publish(std::make_shared<v1::Inventory>(Inventory(1, 1)));
+  for (int i = 0; i < 200 && writes.load() < 3; ++i) absl::SleepFor(absl::Milliseconds(50));
+  ASSERT_GE(writes.load(), 3) << "re-stamps every 100 ms";
+  std::filesystem::remove_all(dir.File("features.d"));
+  constexpr absl::Duration kWatch = absl::Milliseconds(2500);
+  absl::SleepFor(kWatch);
+  const int failures = errors.load();
+  std::cout << "failure reports in " << kWatch << " of failing re-stamps: " << failures << "\n";
+  EXPECT_EQ(failures, 1);
+  const int before = writes.load();
+  dir.Touch("features.d/");
+  for (int i = 0; i < 200 && writes.load() == before; ++i) absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_GT(writes.load(), before) << "written again once the directory is back (within the back-off)";
+  EXPECT_TRUE(std::filesystem::exists(dir.File("features.d/devplace")));
+  publisher.Stop();
 }
 
 }  // namespace

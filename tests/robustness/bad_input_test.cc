@@ -35,7 +35,10 @@ class BadInput : public ::testing::Test {
     return stub_->ResolveDevice(&ctx, request, &response);
   }
   // Sends `bytes` as the ResolveDevice request body, unparsed.
-  grpc::Status ResolveRaw(const std::string& bytes) {
+  grpc::Status ResolveRaw(const std::string& bytes) { return Raw("ResolveDevice", bytes); }
+  // Sends `bytes` as the request body of `method`, unparsed, and waits for its status (for a
+  // stream: one that ends before its first message).
+  grpc::Status Raw(const std::string& method, const std::string& bytes) {
     grpc::GenericStub generic(channel_);
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
@@ -43,7 +46,7 @@ class BadInput : public ::testing::Test {
     grpc::ByteBuffer request(&slice, 1), response;
     grpc::Status status;
     absl::Notification done;
-    generic.UnaryCall(&ctx, "/devplace.v1.DevicePlacement/ResolveDevice", grpc::StubOptions(), &request, &response,
+    generic.UnaryCall(&ctx, "/devplace.v1.DevicePlacement/" + method, grpc::StubOptions(), &request, &response,
                       [&](grpc::Status s) {
                         status = std::move(s);
                         done.Notify();
@@ -102,6 +105,37 @@ TEST_F(BadInput, UnparsableRequestIsInvalidArgumentWithAMessage) {
   v1::ResolveDeviceRequest good;
   good.set_workload(v1::WORKLOAD_INFERENCE);
   EXPECT_TRUE(ResolveRaw(good.SerializeAsString()).ok());
+}
+
+// Every method, the streaming WatchInventory and the refreshing RefreshInventory included,
+// answers bytes that do not parse with INVALID_ARGUMENT naming the message type (gRPC's typed
+// handlers answered UNIMPLEMENTED with an empty message).
+TEST_F(BadInput, UnparsableRequestToAnyMethodIsInvalidArgumentWithAMessage) {
+  const std::string truncated = std::string("\x0a\x7f" "abc", 5);
+  for (const std::string method : {"ResolveDevice", "GetInventory", "ListBackends", "WatchInventory",
+                                   "RefreshInventory"}) {
+    SCOPED_TRACE(method);
+    const grpc::Status s = Raw(method, truncated);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    EXPECT_THAT(s.error_message(), HasSubstr("5 bytes that do not parse as a devplace.v1." + method + "Request"));
+  }
+  // The raw paths still serve well-formed requests: a watch's first snapshot, a refresh's inventory.
+  grpc::ClientContext watch_ctx;
+  watch_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::WatchInventoryRequest watch;
+  std::unique_ptr<grpc::ClientReader<v1::Inventory>> reader = stub_->WatchInventory(&watch_ctx, watch);
+  v1::Inventory first;
+  ASSERT_TRUE(reader->Read(&first));
+  EXPECT_GE(first.revision(), 1u);
+  EXPECT_GT(first.backends_size(), 0);
+  watch_ctx.TryCancel();
+  grpc::ClientContext refresh_ctx;
+  refresh_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  v1::Inventory refreshed;
+  const grpc::Status refresh = stub_->RefreshInventory(&refresh_ctx, {}, &refreshed);
+  ASSERT_TRUE(refresh.ok()) << refresh.error_message();
+  EXPECT_EQ(refreshed.epoch(), first.epoch());
+  EXPECT_GT(refreshed.backends_size(), 0);
 }
 
 }  // namespace

@@ -151,6 +151,10 @@ TEST(TlsPeer, AHandlerTellsAVerifiedClientCertificateFromEveryOtherPeer) {
   ASSERT_TRUE(who.ok()) << who.status();
   EXPECT_EQ(*who, "scheduler.example,scheduler2.example");
   EXPECT_EQ(Hostname(mtls, pki.ca.cert, nullptr).status().code(), absl::StatusCode::kUnavailable);
+  // A certificate from the client CA whose extended key usage leaves out clientAuth (the daemon's
+  // own serverAuth one) is no client identity: the handshake fails (OpenSSL checks the client
+  // purpose of the peer's leaf certificate).
+  EXPECT_EQ(Hostname(mtls, pki.ca.cert, &pki.server).status().code(), absl::StatusCode::kUnavailable);
 
   // Server-only TLS: a client certificate is not asked for, so nobody is authenticated.
   who = Hostname(absl::StrCat("127.0.0.1:", tls_port), pki.ca.cert, &pki.client);

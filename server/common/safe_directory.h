@@ -1,0 +1,27 @@
+// The rule for a directory devplaced (often root) creates files in: its unix sockets' directory
+// and --nfd_features_file's. Whoever may rename or replace entries in that directory decides what
+// the daemon's file is (a socket a client trusts, a feature file NFD turns into node labels) and,
+// by swapping the directory itself for a link, where the daemon writes. So the directory must be
+// owned by root or the daemon's own user, and must not be writable by group or others unless the
+// sticky bit is set (then only an entry's owner may rename or remove it, as in /tmp).
+#ifndef DEVPLACE_SERVER_COMMON_SAFE_DIRECTORY_H_
+#define DEVPLACE_SERVER_COMMON_SAFE_DIRECTORY_H_
+
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace devplace {
+
+// Applies the rule to `st` (from stat/fstat of the directory). `name` starts each message (e.g.
+// "socket directory /run/devplace"), `risk` ends it (what another user could do). OK, or
+// FAILED_PRECONDITION: "<name> is not a directory", "<name> is owned by uid U, not by root or uid
+// <owner_ok>: <risk>", "<name> is writable by group or others without the sticky bit (mode
+// 0777): <risk>".
+absl::Status CheckSafeDirectory(const struct stat& st, absl::string_view name, uid_t owner_ok, absl::string_view risk);
+
+}  // namespace devplace
+
+#endif  // DEVPLACE_SERVER_COMMON_SAFE_DIRECTORY_H_
