@@ -127,6 +127,7 @@ v1::ResolveDeviceRequest ResolveOptions::ToRequest() const {
   if (model_size_bytes) request.set_model_size_bytes(*model_size_bytes);
   request.set_transformers_version(transformers_version);
   request.set_accelerate_version(accelerate_version);
+  if (job_environment) *request.mutable_job_environment() = *job_environment;
   return request;
 }
 

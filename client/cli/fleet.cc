@@ -51,7 +51,7 @@ constexpr int kMaxConcurrency = 1024;
 constexpr const char* kRequestFlags[] = {"workload",   "convention", "device_map",       "use_cpu",
                                          "local_rank", "world_size", "runtime_backends", "strict",
                                          "model_size_bytes", "env",  "job_device_nodes",
-                                         "transformers_version", "accelerate_version"};
+                                         "transformers_version", "accelerate_version", "python_env", "python"};
 
 constexpr const char* kAccepted = kTargetForms;
 

@@ -49,6 +49,14 @@ ABSL_FLAG(bool, no_environment, false,
 ABSL_FLAG(std::string, job_device_nodes, "",
           "Comma list of the job's accelerator /dev nodes (e.g. /dev/nvidia1), or `none` for a job that "
           "sees none; default: scan this process's /dev (not done with --inventory or --no_environment)");
+ABSL_FLAG(std::string, python_env, "",
+          "The job's Python environment, read without running it: a venv or conda prefix, or a "
+          "site-packages directory. Its torch build and plug-ins fill an empty --runtime_backends, its "
+          "transformers / accelerate releases an empty --transformers_version / --accelerate_version "
+          "(package metadata: *.dist-info, *.egg-info); the answer says which were used and where from");
+ABSL_FLAG(std::string, python, "",
+          "The job's Python interpreter (e.g. /opt/venv/bin/python), asked once with -I for the same "
+          "facts as --python_env (importlib.metadata over its sys.path; nothing of the job is imported)");
 
 namespace devplace::cli {
 
@@ -130,6 +138,20 @@ absl::StatusOr<ResolveOptions> OptionsFromFlags(bool offline, bool use_environme
     options.env[key] = value;
     if (key == "LOCAL_RANK" && !absl::GetFlag(FLAGS_local_rank)) options.local_rank.reset();
     if (key == "WORLD_SIZE" && !absl::GetFlag(FLAGS_world_size)) options.world_size.reset();
+  }
+  const std::string python_env = absl::GetFlag(FLAGS_python_env), python = absl::GetFlag(FLAGS_python);
+  if (!python_env.empty() && !python.empty()) {
+    return absl::InvalidArgumentError("--python_env and --python both given: name the job's environment once "
+                                      "(a directory with --python_env, or its interpreter with --python)");
+  }
+  if (!python_env.empty() || !python.empty()) {
+    absl::StatusOr<v1::JobEnvironment> job =
+        python_env.empty() ? AskPythonInterpreter(python) : ReadPythonEnvironment(python_env);
+    if (!job.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(python_env.empty() ? "--python=" : "--python_env=",
+                                                     job.status().message()));
+    }
+    options.job_environment = *std::move(job);
   }
   const std::string nodes = absl::GetFlag(FLAGS_job_device_nodes);
   if (nodes == "none") {

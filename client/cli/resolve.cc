@@ -11,6 +11,7 @@
 #include "absl/flags/flag.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "client/cli/cli.h"
@@ -36,7 +37,18 @@ void PrintExplanation(const v1::ResolveDeviceResponse& r) {
   if (!r.devices().empty()) absl::StrAppend(&out, "devices:    ", absl::StrJoin(r.devices(), ", "), "\n");
   if (!r.transformers_version().empty()) {
     absl::StrAppend(&out, "versions:   Transformers ", r.transformers_version(), ", Accelerate ", r.accelerate_version(),
-                    " (rules emulated; the V step below says why)\n");
+                    " (rules emulated; the V steps below say why)\n");
+    auto from = [](v1::Provenance p) {
+      return p == v1::PROVENANCE_UNSPECIFIED ? std::string("?")
+                                             : absl::AsciiStrToLower(v1::Provenance_Name(p).substr(11));
+    };
+    if (r.runtime_backends_from() != v1::PROVENANCE_UNSPECIFIED) {
+      absl::StrAppend(&out, "from:       transformers ", from(r.transformers_version_from()), ", accelerate ",
+                      from(r.accelerate_version_from()), ", runtime backends ", from(r.runtime_backends_from()), " (",
+                      r.runtime_backends().empty() ? "every present row's package assumed"
+                                                   : absl::StrJoin(r.runtime_backends(), ", "),
+                      ")\n");
+    }
   }
   for (const v1::PlacedDevice& p : r.placed()) {
     absl::StrAppend(&out, "placed:     ", p.device(), " = host #", p.host_index(),
@@ -108,8 +120,8 @@ Command ResolveCommand() {
           "unless --quiet; --explain adds the reasoning on stderr; --json prints the whole\n"
           "ResolveDeviceResponse on stdout instead.",
           {"workload", "convention", "device_map", "use_cpu", "local_rank", "world_size", "runtime_backends", "strict",
-           "model_size_bytes", "transformers_version", "accelerate_version", "env", "no_environment",
-           "job_device_nodes", "explain", "quiet", "inventory"},
+           "model_size_bytes", "transformers_version", "accelerate_version", "python_env", "python", "env",
+           "no_environment", "job_device_nodes", "explain", "quiet", "inventory"},
           &RunResolve};
 }
 

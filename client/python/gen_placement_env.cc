@@ -1,6 +1,7 @@
 // devplace_py_gen: writes the Python module devplace/_placement_env.py from libdevplace's own
 // PlacementEnvironmentVariables(), so the Python client's environment capture uses the very list
-// ResolveOptions::FromEnvironment() uses (one source, no copy kept by hand).
+// ResolveOptions::FromEnvironment() uses (one source, no copy kept by hand), and the distributions
+// of JobPythonPackages() that devplace.job_environment() looks for.
 // Usage: devplace_py_gen OUTPUT.py
 #include <cstdio>
 #include <fstream>
@@ -20,6 +21,11 @@ int main(int argc, char** argv) {
          "\n"
          "PLACEMENT_ENVIRONMENT_VARIABLES = (\n";
   for (const std::string& name : devplace::PlacementEnvironmentVariables()) out << "    \"" << name << "\",\n";
+  out << ")\n"
+         "\n"
+         "# devplace::JobPythonPackages(): the distributions (PEP 503 names) whose metadata describes a job.\n"
+         "JOB_PYTHON_PACKAGES = (\n";
+  for (const std::string& name : devplace::JobPythonPackages()) out << "    \"" << name << "\",\n";
   out << ")\n";
   out.close();
   if (!out) {

@@ -19,6 +19,7 @@
 #include "server/common/status_macros.h"
 #include "server/placement/backends.h"
 #include "server/placement/device_string.h"
+#include "server/placement/job_environment.h"
 #include "server/placement/versions.h"
 #include "server/placement/visibility.h"
 
@@ -126,6 +127,7 @@ class Resolution {
     }
     RETURN_IF_ERROR(ValidateRequest());
     out_.add_explanation(versions_.Describe());
+    DescribeJobPython();
     RETURN_IF_ERROR(ComputeRows());
     if (req_.workload() == v1::WORKLOAD_TRAINING) {
       RETURN_IF_ERROR(Training());
@@ -144,7 +146,55 @@ class Resolution {
     out_.set_inventory_revision(inv_.revision());
     out_.set_transformers_version(versions_.transformers().ToString());
     out_.set_accelerate_version(versions_.accelerate().ToString());
+    auto from = [](bool given, bool detected) {
+      return given ? v1::PROVENANCE_GIVEN : detected ? v1::PROVENANCE_DETECTED : v1::PROVENANCE_DEFAULT;
+    };
+    out_.set_transformers_version_from(from(!req_.transformers_version().empty(), versions_.transformers_detected()));
+    out_.set_accelerate_version_from(from(!req_.accelerate_version().empty(), versions_.accelerate_detected()));
+    out_.set_runtime_backends_from(runtime_from_);
+    for (const std::string& r : runtime_list_) out_.add_runtime_backends(r);
     return absl::OkStatus();
+  }
+
+  // V-JOB: what the job's packages said, and each library the convention needs that is absent.
+  void DescribeJobPython() {
+    if (!job_) return;
+    const JobPython& job = *job_;
+    auto have = [](const char* name, const std::optional<std::string>& v) {
+      return v ? absl::StrCat(name, " ", *v) : absl::StrCat(name, " not installed");
+    };
+    std::string backends;
+    if (runtime_from_ == v1::PROVENANCE_GIVEN) {
+      backends = "runtime_backends given in the request";
+    } else if (runtime_from_ == v1::PROVENANCE_DETECTED) {
+      backends = absl::StrCat("runtime_backends detected: ", absl::StrJoin(runtime_list_, ", "), " (V-JOB-BUILD: ",
+                              job.backends_reason, ")");
+    } else {
+      backends = absl::StrCat("runtime_backends not told (", job.backends_reason.empty() ? "no torch" : job.backends_reason,
+                              "): every present row's package assumed");
+    }
+    out_.add_explanation(absl::StrCat("V-JOB the job's packages (", job.source, "): ", have("torch", job.torch), ", ",
+                                      have("transformers", job.transformers), ", ", have("accelerate", job.accelerate),
+                                      job.plugins.empty() ? "" : absl::StrCat(", ", absl::StrJoin(job.plugins, ", ")),
+                                      "; ", backends));
+    if (!job.torch) {
+      out_.add_warnings(absl::StrCat("torch is not installed in ", job.source,
+                                     ": the job cannot use any device string until it installs torch (V-JOB)"));
+    }
+    if (!job.transformers && req_.transformers_version().empty() && convention_ != v1::CONVENTION_ACCELERATE) {
+      out_.add_warnings(absl::StrCat("transformers is not installed in ", job.source, ": ", v1::Convention_Name(convention_),
+                                     " is Transformers' API, so these cannot be the job's own rules; Transformers ",
+                                     versions_.transformers().ToString(), "'s were applied (V-JOB)"));
+    }
+    const bool needs_accelerate = convention_ == v1::CONVENTION_TRAINING_ARGUMENTS ||
+                                  convention_ == v1::CONVENTION_ACCELERATE ||
+                                  (convention_ == v1::CONVENTION_FROM_PRETRAINED && !req_.device_map().empty());
+    if (!job.accelerate && req_.accelerate_version().empty() && needs_accelerate) {
+      out_.add_warnings(absl::StrCat("accelerate is not installed in ", job.source, ": ", v1::Convention_Name(convention_),
+                                     convention_ == v1::CONVENTION_FROM_PRETRAINED ? " with a device_map" : "",
+                                     " needs it (the job fails with ImportError), so these cannot be the job's own "
+                                     "rules; Accelerate ", versions_.accelerate().ToString(), "'s were applied (V-JOB)"));
+    }
   }
 
  private:
@@ -183,7 +233,21 @@ class Resolution {
           "CONVENTION_ACCELERATE (2), CONVENTION_FROM_PRETRAINED (3), CONVENTION_PIPELINE (4)"));
     }
     const bool training = req_.workload() == v1::WORKLOAD_TRAINING;
-    ASSIGN_OR_RETURN(versions_, LibraryVersions::FromRequest(req_.transformers_version(), req_.accelerate_version()));
+    // V-JOB: the job's packages fill what the request leaves empty.
+    if (req_.has_job_environment()) {
+      ASSIGN_OR_RETURN(JobPython job, ReadJobPython(req_.job_environment()));
+      job_ = std::move(job);
+    }
+    LibraryVersions::Requested tf{req_.transformers_version(), ""}, acc{req_.accelerate_version(), ""};
+    if (job_ && tf.text.empty() && job_->transformers) tf = {*job_->transformers, job_->source};
+    if (job_ && acc.text.empty() && job_->accelerate) acc = {*job_->accelerate, job_->source};
+    ASSIGN_OR_RETURN(versions_, LibraryVersions::FromRequest(tf, acc));
+    runtime_list_.assign(req_.runtime_backends().begin(), req_.runtime_backends().end());
+    runtime_from_ = runtime_list_.empty() ? v1::PROVENANCE_DEFAULT : v1::PROVENANCE_GIVEN;
+    if (runtime_list_.empty() && job_ && !job_->backends.empty()) {
+      runtime_list_ = job_->backends;
+      runtime_from_ = v1::PROVENANCE_DETECTED;
+    }
     if (req_.workload() == v1::WORKLOAD_UNSPECIFIED) {
       return absl::InvalidArgumentError("workload: required; accepted: WORKLOAD_TRAINING, WORKLOAD_INFERENCE");
     }
@@ -267,7 +331,7 @@ class Resolution {
                                                      "; accepted: 0..", *world_size_ - 1));
     }
     // runtime_backends.
-    for (const std::string& r : req_.runtime_backends()) {
+    for (const std::string& r : runtime_list_) {
       if (!IsRuntimeBackendToken(r)) {
         return absl::InvalidArgumentError(absl::StrCat("runtime_backends: unknown backend '", r,
                                                        "'; accepted: ", RuntimeBackendTokens()));
@@ -330,7 +394,8 @@ class Resolution {
                    "xla / xla:0; the native tpu device needs torch-tpu";
       } else if (!RuntimeHas(b)) {
         r.reason = absl::StrCat(b.hardware(), " present but the job's PyTorch has no ", b.device_type(),
-                                " backend (runtime_backends: ", absl::StrJoin(req_.runtime_backends(), ", "), "): ",
+                                " backend (runtime_backends", runtime_from_ == v1::PROVENANCE_DETECTED ? " detected" : "",
+                                ": ", absl::StrJoin(runtime_list_, ", "), "): ",
                                 FindBackend(b.row())->install_hint);
         r.hazard = true;
       } else {
@@ -1078,6 +1143,9 @@ class Resolution {
   std::optional<int> local_rank_;
   std::optional<int64_t> world_size_;
   std::set<std::string> runtime_;
+  std::vector<std::string> runtime_list_;  // the runtime backends applied: given, else detected
+  v1::Provenance runtime_from_ = v1::PROVENANCE_DEFAULT;
+  std::optional<JobPython> job_;           // the request's job_environment, read
   bool accelerate_use_cpu_ = false;
   bool use_torch_xla_ = true;
   std::optional<DeviceString> torch_device_env_;

@@ -191,17 +191,33 @@ absl::StatusOr<Version> ParseLibraryVersion(Library lib, absl::string_view text,
 
 absl::StatusOr<LibraryVersions> LibraryVersions::FromRequest(absl::string_view transformers,
                                                              absl::string_view accelerate) {
+  return FromRequest(Requested{std::string(transformers), ""}, Requested{std::string(accelerate), ""});
+}
+
+absl::StatusOr<LibraryVersions> LibraryVersions::FromRequest(const Requested& requested_transformers,
+                                                             const Requested& requested_accelerate) {
+  const absl::string_view transformers = requested_transformers.text, accelerate = requested_accelerate.text;
+  // A detected release names where it came from, and how to override it, in any error.
+  auto field = [](absl::string_view name, absl::string_view package, const Requested& r) {
+    return r.detected_in.empty() ? std::string(name)
+                                 : absl::StrCat(name, " (empty; job_environment has ", package, " ", r.text, " in ",
+                                                r.detected_in, ": set ", name, " to override)");
+  };
   LibraryVersions v;
+  v.transformers_detected_in_ = requested_transformers.detected_in;
+  v.accelerate_detected_in_ = requested_accelerate.detected_in;
   v.transformers_ = NewestVersion(Library::kTransformers);
   v.accelerate_ = NewestVersion(Library::kAccelerate);
   if (!transformers.empty()) {
-    absl::StatusOr<Version> t = ParseLibraryVersion(Library::kTransformers, transformers, "transformers_version");
+    absl::StatusOr<Version> t = ParseLibraryVersion(Library::kTransformers, transformers,
+                                                   field("transformers_version", "transformers", requested_transformers));
     if (!t.ok()) return t.status();
     v.transformers_ = *t;
     v.transformers_newest_ = false;
   }
   if (!accelerate.empty()) {
-    absl::StatusOr<Version> a = ParseLibraryVersion(Library::kAccelerate, accelerate, "accelerate_version");
+    absl::StatusOr<Version> a = ParseLibraryVersion(Library::kAccelerate, accelerate,
+                                                   field("accelerate_version", "accelerate", requested_accelerate));
     if (!a.ok()) return a.status();
     v.accelerate_ = *a;
     v.accelerate_newest_ = false;
@@ -259,7 +275,8 @@ std::string LibraryVersions::Cite(const OrderRule& r) const {
 }
 
 std::string LibraryVersions::Describe() const {
-  auto one = [](Library lib, const Version& v, bool newest) {
+  auto one = [](Library lib, const Version& v, bool newest, const std::string& detected_in) {
+    if (!detected_in.empty()) return absl::StrCat(LibraryName(lib), " ", v.ToString(), " (detected in ", detected_in, ")");
     return absl::StrCat(LibraryName(lib), " ", v.ToString(),
                         newest ? absl::StrCat(" (", lib == Library::kTransformers ? "transformers_version" : "accelerate_version",
                                               " empty: the newest devplace knows)")
@@ -269,9 +286,9 @@ std::string LibraryVersions::Describe() const {
       transformers_v4_for_accelerate_
           ? absl::StrCat("Transformers ", transformers_.ToString(),
                          " (transformers_version empty, and Transformers 5 needs Accelerate >= 1.1.0: the last 4.x line)")
-          : one(Library::kTransformers, transformers_, transformers_newest_);
+          : one(Library::kTransformers, transformers_, transformers_newest_, transformers_detected_in_);
   return absl::StrCat("V emulating ", tf, " and ",
-                      one(Library::kAccelerate, accelerate_, accelerate_newest_),
+                      one(Library::kAccelerate, accelerate_, accelerate_newest_, accelerate_detected_in_),
                       "; version rules: docs/SEMANTICS.md section 10");
 }
 

@@ -98,9 +98,19 @@ class LibraryVersions {
   // Accelerate < 1.1.0 (v5's minimum). With transformers empty and Accelerate < 1.1.0, the last
   // Transformers 4.x line (4.57.0) is emulated instead of the newest.
   static absl::StatusOr<LibraryVersions> FromRequest(absl::string_view transformers, absl::string_view accelerate);
+  // A release as the request names it: `text` empty = the newest; `detected_in` non-empty = `text`
+  // was read from the job's packages there (ResolveDeviceRequest.job_environment, V-JOB-VERSION),
+  // which the explanation and any INVALID_ARGUMENT say.
+  struct Requested {
+    std::string text;
+    std::string detected_in;
+  };
+  static absl::StatusOr<LibraryVersions> FromRequest(const Requested& transformers, const Requested& accelerate);
 
   const Version& transformers() const { return transformers_; }
   const Version& accelerate() const { return accelerate_; }
+  bool transformers_detected() const { return !transformers_detected_in_.empty(); }
+  bool accelerate_detected() const { return !accelerate_detected_in_.empty(); }
   bool transformers_newest() const { return transformers_newest_; }
   bool accelerate_newest() const { return accelerate_newest_; }
 
@@ -120,6 +130,7 @@ class LibraryVersions {
   Version transformers_, accelerate_;
   bool transformers_newest_ = true, accelerate_newest_ = true;
   bool transformers_v4_for_accelerate_ = false;
+  std::string transformers_detected_in_, accelerate_detected_in_;
 };
 
 }  // namespace devplace::placement

@@ -56,6 +56,9 @@ for f in /usr/share/devplace/proto/devplace/v1/devplace.proto /lib/systemd/syste
          /etc/devplace/devplaced.flags /usr/include/devplace/client.h /usr/lib/pkgconfig/devplace.pc; do
   [ -f "$f" ] || fail "$f is not installed"
 done
+# The Python client's wheel, for jobs in their own venv or image (client/README.md "The wheel").
+compgen -G '/usr/share/devplace/python/devplace-*-py3-none-any.whl' >/dev/null ||
+  fail "/usr/share/devplace/python/devplace-<version>-py3-none-any.whl is not installed"
 dpkg-query -W -f='${Conffiles}\n' devplace | grep -q '/etc/devplace/devplaced.flags' ||
   fail "/etc/devplace/devplaced.flags is not a conffile"
 getent group devplace >/dev/null || fail "postinst did not create the devplace group"
@@ -98,7 +101,7 @@ echo "ok: the installed devplaced answers the installed devplace CLI"
 dpkg --purge devplace >"$tmp/purge.log" 2>&1 || { cat "$tmp/purge.log"; fail "dpkg --purge failed"; }
 installed=0
 for f in /usr/sbin/devplaced /usr/bin/devplace /usr/lib/devplace /etc/devplace /lib/systemd/system/devplaced.service \
-         /usr/lib/python3/dist-packages/devplace \
+         /usr/lib/python3/dist-packages/devplace /usr/share/devplace/python \
          /etc/systemd/system/multi-user.target.wants/devplaced.service; do
   [ ! -e "$f" ] && [ ! -L "$f" ] || fail "$f is still there after dpkg --purge"
 done

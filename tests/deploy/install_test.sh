@@ -25,6 +25,8 @@ for f in share/devplace/proto/devplace/v1/devplace.proto lib/systemd/system/devp
          etc/devplace/devplaced.flags share/doc/devplace/README.md include/devplace/client.h; do
   [ -f "$prefix/$f" ] || fail "$f is not installed"
 done
+compgen -G "$prefix/share/devplace/python/devplace-*-py3-none-any.whl" >/dev/null ||
+  fail "share/devplace/python/devplace-<version>-py3-none-any.whl (the Python client's wheel) is not installed"
 cmp "$prefix/share/devplace/proto/devplace/v1/devplace.proto" "$here/../../proto/devplace/v1/devplace.proto" ||
   fail "the installed proto differs from proto/devplace/v1/devplace.proto"
 # Every line of the default flag file is a comment or blank: defaults are documented, not set.

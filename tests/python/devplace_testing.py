@@ -15,6 +15,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -30,7 +31,9 @@ FAKE_NVML = os.environ.get("DEVPLACE_FAKE_NVML", "")
 FIXTURES = os.environ.get("DEVPLACE_FIXTURES_DIR", "")
 SOURCE_DIR = os.environ.get("DEVPLACE_SOURCE_DIR", "")
 BINARY_DIR = os.environ.get("DEVPLACE_BINARY_DIR", "")
-PYTHON = "/usr/bin/python3"  # Debian's, the supported interpreter (not whatever is first on PATH)
+# Debian's, the supported interpreter (not whatever is first on PATH); inside a venv (test_wheel.py runs
+# these tests from one, the wheel installed in it), that venv's.
+PYTHON = sys.executable if sys.prefix != sys.base_prefix else "/usr/bin/python3"
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 

@@ -187,6 +187,9 @@ struct ResolveOptions {
   // knows. Malformed or unsupported: INVALID_ARGUMENT naming the field and the supported range.
   std::string transformers_version;
   std::string accelerate_version;
+  // The job's Python packages (ReadPythonEnvironment, AskPythonInterpreter); nullopt = not read.
+  // The daemon fills empty runtime_backends / *_version from them (rules V-JOB-BUILD, V-JOB-VERSION).
+  std::optional<v1::JobEnvironment> job_environment;
 
   // The request message carrying these options.
   v1::ResolveDeviceRequest ToRequest() const;
@@ -220,6 +223,24 @@ struct ResolveOptions {
 // explained, H-HPU), TPU_VISIBLE_CHIPS, LOCAL_RANK, WORLD_SIZE, ACCELERATE_USE_CPU,
 // ACCELERATE_TORCH_DEVICE, USE_TORCH_XLA.
 const std::vector<std::string>& PlacementEnvironmentVariables();
+
+// The Python distributions whose metadata describes a job, PEP 503-normalised: torch, its device
+// plug-ins (torch-npu, torch-mlu, torch-musa, torch-sdaa, intel-extension-for-pytorch,
+// habana-torch-plugin, habana-frameworks, torch-xla, torch-neuronx, torch-tpu), transformers,
+// accelerate. The Python client's JOB_PYTHON_PACKAGES is generated from this list.
+const std::vector<std::string>& JobPythonPackages();
+
+// Reads those distributions' metadata (*.dist-info/METADATA, *.egg-info/PKG-INFO) in a Python
+// environment without running anything: `dir` is a venv or conda prefix (its
+// lib/python3.*/site-packages, then lib/python3/dist-packages) or a site-packages directory itself
+// (one holding *.dist-info or *.egg-info entries). The first of each name wins, in that order.
+// INVALID_ARGUMENT when `dir` is not a directory or is neither of these.
+absl::StatusOr<v1::JobEnvironment> ReadPythonEnvironment(const std::string& dir);
+
+// Asks the interpreter `python` once (`python -I -c ...`, isolated: no user site, no PYTHON*
+// variables) for the same, read with importlib.metadata over its sys.path. INVALID_ARGUMENT when it
+// cannot be run or fails (its stderr's last line in the message).
+absl::StatusOr<v1::JobEnvironment> AskPythonInterpreter(const std::string& python);
 
 // The accelerator device nodes under `dev_dir` (default "/dev"), as sorted "/dev/..." paths:
 // nvidia[0-9]*, dri/renderD*, dri/card*, neuron*, vfio/[0-9]*, accel* and accel/accel*,

@@ -1,7 +1,7 @@
 """devplace: ask the host's devplaced which device this PyTorch job should use.
 
-The Python peer of libdevplace (client/README.md), over Debian's python3-grpcio and
-python3-protobuf::
+The Python peer of libdevplace (client/README.md), over grpcio and protobuf (pip's, or Debian's
+python3-grpcio and python3-protobuf)::
 
     from devplace import resolve_device
     device = resolve_device("inference", device_map="auto")   # "cuda:0", "npu:0", "cpu", ...
@@ -22,8 +22,25 @@ subclass per gRPC code, carrying ``.code`` and ``.message`` (see :mod:`devplace.
 Messages, enums and stubs of devplace.proto: ``devplace.v1.devplace_pb2`` / ``devplace_pb2_grpc``.
 """
 
+import importlib as _importlib
+import sys as _sys
+
+__version__ = "@PROJECT_VERSION@"  # the project's version (CMake's project(VERSION)), written in by the build
+
+# The two runtime dependencies (pyproject.toml; their ranges: client/README.md "Python"), checked first
+# so that a venv or image without them gets what to install rather than "No module named 'grpc'".
+for _module, _package in (("grpc", "grpcio"), ("google.protobuf", "protobuf")):
+    try:
+        _importlib.import_module(_module)
+    except ImportError as _missing:
+        raise ImportError(
+            f"devplace needs the {_package} package, which this Python ({_sys.executable}) cannot import "
+            f"({_missing}): pip install 'grpcio>=1.51' 'protobuf>=4.21.12,<6' (with Debian's /usr/bin/python3: "
+            "apt-get install python3-grpcio python3-protobuf)") from _missing
+
 from ._client import Client, Resolution, TlsOptions, Watch, make_request, resolve_device
-from ._environment import PLACEMENT_ENVIRONMENT_VARIABLES, for_job, from_environment, job_device_nodes
+from ._environment import (JOB_PYTHON_PACKAGES, PLACEMENT_ENVIRONMENT_VARIABLES, for_job, from_environment,
+                           job_device_nodes, job_environment)
 from ._target import check_unix_socket, default_target
 from .errors import (AbortedError, AlreadyExistsError, CancelledError, DataLossError, DeadlineExceededError, Error,
                      FailedPreconditionError, InternalError, InvalidArgumentError, NotFoundError, OutOfRangeError,
@@ -31,8 +48,9 @@ from .errors import (AbortedError, AlreadyExistsError, CancelledError, DataLossE
                      UnavailableError, UnimplementedError, UnknownError)
 
 __all__ = [
-    "Client", "Resolution", "TlsOptions", "Watch", "make_request", "resolve_device",
-    "PLACEMENT_ENVIRONMENT_VARIABLES", "for_job", "from_environment", "job_device_nodes",
+    "__version__", "Client", "Resolution", "TlsOptions", "Watch", "make_request", "resolve_device",
+    "PLACEMENT_ENVIRONMENT_VARIABLES", "JOB_PYTHON_PACKAGES", "for_job", "from_environment", "job_device_nodes",
+    "job_environment",
     "check_unix_socket", "default_target",
     "Error", "ResolveError", "AbortedError", "AlreadyExistsError", "CancelledError", "DataLossError",
     "DeadlineExceededError", "FailedPreconditionError", "InternalError", "InvalidArgumentError", "NotFoundError",

@@ -24,7 +24,7 @@ _UINT64_MAX = 2**64 - 1
 #: The keyword overrides ``resolve()`` / ``make_request()`` accept: request fields (``job_device_nodes``
 #: fills ``job_devices``).
 OVERRIDES = ("env", "local_rank", "world_size", "runtime_backends", "job_device_nodes", "transformers_version",
-             "accelerate_version")
+             "accelerate_version", "job_environment")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,12 +140,21 @@ def make_request(workload: Union[str, int],
     ``env`` LOCAL_RANK / WORLD_SIZE drops the captured ``local_rank`` / ``world_size`` unless that is
     given too.
 
+    The job's packages (``job_environment``): by default, with ``from_environment``, this
+    interpreter's own (:func:`devplace.job_environment`, package metadata only, nothing imported),
+    sent when torch is installed here (a process without torch is not the job's runtime, e.g. an
+    init container: then nothing is sent and the answer is as without). Pass a
+    ``devplace_pb2.JobEnvironment`` (``devplace.job_environment([site_packages_dir])``) to describe
+    another environment, or ``None`` to send none. The daemon fills empty ``runtime_backends`` /
+    ``transformers_version`` / ``accelerate_version`` from it; :class:`Resolution` says where each
+    came from.
+
     Raises:
         InvalidArgumentError: an argument the request cannot carry (names the argument and the
             accepted forms).
         TypeError: an override that is not one of ``env``, ``local_rank``, ``world_size``,
             ``runtime_backends``, ``job_device_nodes``, ``transformers_version``,
-            ``accelerate_version``.
+            ``accelerate_version``, ``job_environment``.
     """
     unknown = sorted(set(overrides) - set(OVERRIDES))
     if unknown:
@@ -204,6 +213,18 @@ def make_request(workload: Union[str, int],
                                        "(X.Y or X.Y.Z, optionally with a suffix like '.dev0' or 'rc1'), or None for "
                                        "the newest devplace knows")
         setattr(request, name, version or "")  # the daemon checks the form and the supported range
+    if "job_environment" in overrides:
+        job = overrides["job_environment"]
+        request.ClearField("job_environment")
+        if job is not None:
+            if not isinstance(job, devplace_pb2.JobEnvironment):
+                raise InvalidArgumentError(f"job_environment={job!r}: want a devplace_pb2.JobEnvironment "
+                                           "(devplace.job_environment(...)) or None")
+            request.job_environment.CopyFrom(job)
+    elif from_environment:
+        job = _environment.job_environment()
+        if any(_environment.normalize_name(p.name) == "torch" for p in job.packages):
+            request.job_environment.CopyFrom(job)
     if "job_device_nodes" in overrides:
         nodes = overrides["job_device_nodes"]
         request.ClearField("job_devices")
@@ -223,6 +244,11 @@ def _max_memory(response: devplace_pb2.ResolveDeviceResponse) -> Dict[Union[int,
     last = {"mps": 0, "cpu": 2, "disk": 3}
     named.sort(key=lambda kv: (last.get(kv[0], 1), kv[0]))
     return dict(numbered + named)
+
+
+def _provenance(value: int) -> str:
+    """"given", "detected", "default" (or "" from a daemon that does not say)."""
+    return devplace_pb2.Provenance.Name(value)[len("PROVENANCE_"):].lower() if value else ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -247,6 +273,11 @@ class Resolution:
             below 1.1.0 applies Transformers 4.57.0 (the newest that runs with it).
         accelerate_version: the Accelerate release whose rules were applied (the one asked for,
             else the newest devplace knows, "1.15.0").
+        versions_from: where each came from and where the runtime backends came from:
+            ``{"transformers": "detected", "accelerate": "given", "runtime_backends": "default"}``
+            ("given": the request's field; "detected": the job's packages; "default": devplace's).
+        runtime_backends: the runtime backends applied (given or detected); empty = every present
+            row's package assumed.
         response: the whole ``devplace_pb2.ResolveDeviceResponse``.
     """
 
@@ -261,6 +292,8 @@ class Resolution:
     inventory_revision: int
     transformers_version: str
     accelerate_version: str
+    versions_from: Dict[str, str]
+    runtime_backends: List[str]
     response: devplace_pb2.ResolveDeviceResponse = dataclasses.field(repr=False, compare=False)
 
     @classmethod
@@ -270,7 +303,11 @@ class Resolution:
                    placed=list(response.placed), backend=devplace_pb2.Row.Name(response.backend),
                    package=response.package, inventory_revision=response.inventory_revision,
                    transformers_version=response.transformers_version,
-                   accelerate_version=response.accelerate_version, response=response)
+                   accelerate_version=response.accelerate_version,
+                   versions_from={k: _provenance(getattr(response, f)) for k, f in (
+                       ("transformers", "transformers_version_from"), ("accelerate", "accelerate_version_from"),
+                       ("runtime_backends", "runtime_backends_from"))},
+                   runtime_backends=list(response.runtime_backends), response=response)
 
     def __str__(self) -> str:
         return self.device

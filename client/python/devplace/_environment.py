@@ -18,13 +18,16 @@ tests/python/test_environment.py checks all of this against the C++ capture, by 
 from __future__ import annotations
 
 import os
+import re
+import sys
 from typing import Callable, Iterable, List, Mapping, Optional
 
-from ._placement_env import PLACEMENT_ENVIRONMENT_VARIABLES
+from ._placement_env import JOB_PYTHON_PACKAGES, PLACEMENT_ENVIRONMENT_VARIABLES
 from .errors import InvalidArgumentError
 from .v1 import devplace_pb2
 
-__all__ = ["PLACEMENT_ENVIRONMENT_VARIABLES", "job_device_nodes", "from_environment", "for_job"]
+__all__ = ["PLACEMENT_ENVIRONMENT_VARIABLES", "JOB_PYTHON_PACKAGES", "job_device_nodes", "from_environment", "for_job",
+           "job_environment"]
 
 _INT32_MAX = 2**31 - 1
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -131,3 +134,34 @@ def for_job(job_env: Mapping[str, str],
         request.job_devices.SetInParent()
         request.job_devices.device_nodes.extend(job_device_nodes)
     return request
+
+
+def normalize_name(name: str) -> str:
+    """A distribution name as PEP 503 compares them ("Torch_NPU" -> "torch-npu")."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def job_environment(path: Optional[List[str]] = None) -> devplace_pb2.JobEnvironment:
+    """The job's Python packages that decide an answer, read with ``importlib.metadata``.
+
+    Never imports torch, a plug-in, transformers or accelerate: only their installed metadata
+    (``*.dist-info`` / ``*.egg-info``) is read, so this stays fast. Looks for the distributions of
+    :data:`JOB_PYTHON_PACKAGES` (generated from libdevplace's ``JobPythonPackages()``, the list
+    ``devplace resolve --python_env`` reads) on ``path`` (default: this interpreter's ``sys.path``),
+    the first of each name winning as it does for ``import``. The daemon turns them into the
+    request's runtime backends and library versions (rules V-JOB-BUILD, V-JOB-VERSION).
+    """
+    from importlib import metadata  # Python >= 3.8
+
+    wanted = set(JOB_PYTHON_PACKAGES)
+    found = devplace_pb2.JobEnvironment()
+    where = sys.executable if path is None else os.pathsep.join(path)
+    found.source = f"importlib.metadata of {where}"
+    seen = set()
+    for dist in metadata.distributions(**({} if path is None else {"path": list(path)})):
+        name = dist.metadata["Name"] or ""
+        key = normalize_name(name)
+        if key in wanted and key not in seen:
+            seen.add(key)
+            found.packages.add(name=name, version=dist.version or "")
+    return found
