@@ -216,14 +216,28 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
   }
   const Command* command = FindCommand(positional[0]);
   if (command == nullptr) {
-    std::vector<std::string> subcommands;
+    std::vector<const Command*> subcommands;  // "slurm" names the group of "slurm gres", ...
+    std::vector<std::string> names;
     for (const Command& c : Commands()) {
       absl::string_view name = c.name;
-      if (absl::ConsumePrefix(&name, absl::StrCat(positional[0], " "))) subcommands.emplace_back(name);
+      if (absl::ConsumePrefix(&name, absl::StrCat(positional[0], " "))) {
+        subcommands.push_back(&c);
+        names.emplace_back(name);
+      }
+    }
+    if (!subcommands.empty() && help && positional.size() == 1) {  // devplace slurm --help
+      std::string text = absl::StrCat("Subcommands of devplace ", positional[0], ":\n");
+      for (const Command* c : subcommands) absl::StrAppend(&text, "\n  ", c->usage, "\n      ", c->summary, "\n");
+      absl::StrAppend(&text, "\ndevplace ", positional[0], " SUBCOMMAND --help describes one.\n");
+      std::fputs(text.c_str(), stdout);
+      result.exit_status = 0;
+      return result;
     }
     if (!subcommands.empty()) {
-      result.exit_status = UsageError("", absl::StrCat(positional.size() > 1 ? absl::StrCat("unknown subcommand \"", positional[0], " ", positional[1], "\"") : absl::StrCat("missing subcommand after \"", positional[0], "\""),
-                                                       " (one of ", absl::StrJoin(subcommands, ", "), ")"));
+      const std::string problem =
+          positional.size() > 1 ? absl::StrCat("unknown subcommand \"", positional[0], " ", positional[1], "\"")
+                                : absl::StrCat("missing subcommand after \"", positional[0], "\"");
+      result.exit_status = UsageError("", absl::StrCat(problem, " (one of ", absl::StrJoin(names, ", "), ")"));
       return result;
     }
     result.exit_status = UsageError("", absl::StrCat("unknown command \"", positional[0], "\""));

@@ -203,6 +203,12 @@ TEST_F(CliTest, HelpExplainsCommandsAndFlags) {
     EXPECT_THAT(r.out, HasSubstr(word));
   }
   EXPECT_THAT(Run("--help").out, HasSubstr("slurm gres"));
+  for (const char* group_help : {"slurm --help", "help slurm"}) {  // the group lists its subcommands
+    r = Run(group_help);
+    EXPECT_EQ(r.exit_code, 0) << group_help << ": " << r.err;
+    EXPECT_THAT(r.out, HasSubstr("devplace slurm gres [--inventory=FILE]")) << group_help;
+    EXPECT_THAT(r.out, HasSubstr("devplace slurm task-prolog [--inventory=FILE]")) << group_help;
+  }
 }
 
 TEST_F(CliTest, UnreachableDaemonExitsOneWithUnavailable) {
