@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include <unistd.h>  // environ
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -78,7 +80,40 @@ ResolveOptions PlacementOptions(Lookup lookup) {
   return options;
 }
 
+// Adds the first kMaxCapturedNearMisses names (in byte order) that PossiblePlacementTypo()
+// accepts to options->env with an empty value.
+void AddNearMisses(std::vector<std::string> names, ResolveOptions* options) {
+  std::sort(names.begin(), names.end());
+  int added = 0;
+  for (const std::string& name : names) {
+    if (added == kMaxCapturedNearMisses) break;
+    if (!PossiblePlacementTypo(name)) continue;
+    options->env.emplace(name, "");
+    ++added;
+  }
+}
+
 }  // namespace
+
+bool PossiblePlacementTypo(const std::string& name) {
+  const std::vector<std::string>& known = PlacementEnvironmentVariables();
+  if (std::find(known.begin(), known.end(), name) != known.end()) return false;
+  if (!std::all_of(name.begin(), name.end(), [](char c) { return absl::ascii_isprint(static_cast<unsigned char>(c)); })) {
+    return false;
+  }
+  int counts[256] = {};
+  for (char c : name) ++counts[static_cast<unsigned char>(absl::ascii_toupper(static_cast<unsigned char>(c)))];
+  for (const std::string& target : known) {
+    if (std::max(name.size(), target.size()) - std::min(name.size(), target.size()) > 2) continue;
+    int diff[256];
+    std::copy(std::begin(counts), std::end(counts), diff);
+    for (char c : target) --diff[static_cast<unsigned char>(c)];
+    int total = 0;
+    for (int d : diff) total += d < 0 ? -d : d;
+    if (total <= 4) return true;
+  }
+  return false;
+}
 
 const std::vector<std::string>& PlacementEnvironmentVariables() {
   static const std::vector<std::string>* const kVariables = new std::vector<std::string>{
@@ -135,6 +170,12 @@ ResolveOptions ResolveOptions::FromEnvironment() { return FromEnvironment("/dev"
 
 ResolveOptions ResolveOptions::FromEnvironment(const std::string& dev_dir) {
   ResolveOptions options = PlacementOptions([](const std::string& name) { return std::getenv(name.c_str()); });
+  std::vector<std::string> names;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    const absl::string_view text(*entry);
+    names.emplace_back(text.substr(0, text.find('=')));
+  }
+  AddNearMisses(std::move(names), &options);
   options.job_device_nodes = JobDeviceNodes(dev_dir);
   return options;
 }
@@ -145,6 +186,9 @@ ResolveOptions ResolveOptions::ForJob(v1::Workload workload, const std::map<std:
     const auto it = job_env.find(name);
     return it == job_env.end() ? nullptr : it->second.c_str();
   });
+  std::vector<std::string> names;
+  for (const auto& [name, value] : job_env) names.push_back(name);
+  AddNearMisses(std::move(names), &options);
   options.workload = workload;
   options.job_device_nodes = std::move(job_device_nodes);
   return options;

@@ -23,6 +23,11 @@ int main(int argc, char** argv) {
   for (const std::string& name : devplace::PlacementEnvironmentVariables()) out << "    \"" << name << "\",\n";
   out << ")\n"
          "\n"
+         "# devplace::kMaxCapturedNearMisses: at most this many near misses of those names are captured.\n"
+         "MAX_CAPTURED_NEAR_MISSES = "
+      << devplace::kMaxCapturedNearMisses
+      << "\n"
+         "\n"
          "# devplace::JobPythonPackages(): the distributions (PEP 503 names) whose metadata describes a job.\n"
          "JOB_PYTHON_PACKAGES = (\n";
   for (const std::string& name : devplace::JobPythonPackages()) out << "    \"" << name << "\",\n";

@@ -19,6 +19,7 @@
 #include "server/common/status_macros.h"
 #include "server/placement/backends.h"
 #include "server/placement/device_string.h"
+#include "server/placement/env_typos.h"
 #include "server/placement/job_environment.h"
 #include "server/placement/versions.h"
 #include "server/placement/visibility.h"
@@ -138,6 +139,8 @@ class Resolution {
     }
     // H-FOREIGN: visibility variables that cannot apply to the answer's row.
     for (std::string& w : ForeignMaskWarnings(inv_, out_.backend(), req_.env())) out_.add_warnings(std::move(w));
+    // E-TYPO: near misses of placement variables (warnings only, never hazards: nothing reads them).
+    for (std::string& w : EnvTypoWarnings(req_.env())) out_.add_warnings(std::move(w));
     if (req_.strict() && !hazards_.empty()) {
       return absl::FailedPreconditionError(
           absl::StrCat("strict: ", absl::StrJoin(hazards_, "; "), " (answer without strict: ", out_.device(), ")"));

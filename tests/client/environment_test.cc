@@ -1,5 +1,7 @@
 // ResolveOptions: FromEnvironment over setenv and a fake /dev tree, ToRequest, and the request it
 // builds fed to the real resolver.
+#include <algorithm>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -8,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/placement/backends.h"
+#include "server/placement/env_typos.h"
 #include "server/placement/resolver.h"
 #include "tests/client/test_server.h"
 #include "tests/common/temp_dir.h"
@@ -77,6 +80,61 @@ TEST_F(EnvironmentTest, CopiesTheLevelZeroOrderAndGaudiContainerVariables) {
       v1::WORKLOAD_TRAINING, {{"ZE_ENABLE_PCI_ID_DEVICE_ORDER", "1"}, {"HABANA_VISIBLE_DEVICES", "all"}});
   EXPECT_EQ(job.env, (std::map<std::string, std::string>{{"HABANA_VISIBLE_DEVICES", "all"},
                                                          {"ZE_ENABLE_PCI_ID_DEVICE_ORDER", "1"}}));
+}
+
+TEST_F(EnvironmentTest, ListIsTheOneTheDaemonsTypoRuleKnows) {
+  EXPECT_EQ(PlacementEnvironmentVariables(), placement::ReadEnvironmentVariables());
+}
+
+// Every single edit of every placement variable (over a few letters) that the daemon calls a near
+// miss, and a set of two-edit ones, pass the client's cheap filter: the filter is a superset.
+TEST_F(EnvironmentTest, TypoFilterIsASupersetOfTheDaemonsRule) {
+  auto check = [](const std::string& name) {
+    if (placement::NearMissOf(name)) {
+      EXPECT_TRUE(PossiblePlacementTypo(name)) << name;
+    }
+  };
+  int near_misses = 0;
+  for (const std::string& v : PlacementEnvironmentVariables()) {
+    std::vector<std::string> edits;
+    for (size_t i = 0; i <= v.size(); ++i) {
+      for (char c : std::string("A_sz")) {
+        edits.push_back(v.substr(0, i) + c + v.substr(i));                          // insertion
+        if (i < v.size()) edits.push_back(v.substr(0, i) + c + v.substr(i + 1));  // substitution
+      }
+      if (i < v.size()) edits.push_back(v.substr(0, i) + v.substr(i + 1));  // deletion
+      if (i + 1 < v.size()) edits.push_back(v.substr(0, i) + v[i + 1] + v[i] + v.substr(i + 2));  // transposition
+    }
+    for (const std::string& e : edits) {
+      check(e);
+      near_misses += placement::NearMissOf(e) ? 1 : 0;
+      check(e.substr(1));        // a second edit: first character dropped
+      check(e + "S");            // or one appended
+    }
+  }
+  EXPECT_GT(near_misses, 1000);
+  EXPECT_FALSE(PossiblePlacementTypo("CUDA_VISIBLE_DEVICES"));  // exact names are not typos
+  EXPECT_FALSE(PossiblePlacementTypo("PATH"));
+  EXPECT_FALSE(PossiblePlacementTypo("CUDA_VISIBLE_DEVIC\xc3\x89"));  // non-ASCII names are never sent
+}
+
+TEST_F(EnvironmentTest, CapturesAtMostEightNearMissesWithoutTheirValues) {
+  Set("CUDA_VISIBLE_DEVICES", "1");
+  const char* typos[] = {"CUDA_VISIBLE_DEVICE", "cuda_visible_devices", "LOCAL_RANKS", "WORLDSIZE",
+                         "ROCR_VISIBLE_DEVICE", "HIP_VISIBLE_DEVICE", "TPU_VISIBLE_CHIP", "USE_TORCH_XLAA",
+                         "ZE_AFFINITY_MASKS", "ACCELERATE_USE_GPU"};
+  for (const char* name : typos) Set(name, "a value that is not sent");
+  Set("DEVPLACE_UNRELATED", "x");
+  std::vector<std::string> expected(std::begin(typos), std::end(typos));
+  std::sort(expected.begin(), expected.end());
+  expected.resize(kMaxCapturedNearMisses);
+  std::map<std::string, std::string> want{{"CUDA_VISIBLE_DEVICES", "1"}};
+  for (const std::string& name : expected) want[name] = "";
+
+  EXPECT_EQ(ResolveOptions::FromEnvironment(dev_.path()).env, want);
+  std::map<std::string, std::string> job_env{{"CUDA_VISIBLE_DEVICES", "1"}, {"DEVPLACE_UNRELATED", "x"}};
+  for (const char* name : typos) job_env[name] = "v";
+  EXPECT_EQ(ResolveOptions::ForJob(v1::WORKLOAD_INFERENCE, job_env).env, want);
 }
 
 TEST_F(EnvironmentTest, LocalRankAndWorldSizeBecomeFields) {

@@ -41,6 +41,10 @@ ENVIRONMENTS = [
      "NEURON_RT_NUM_CORES": "2", "ROCR_VISIBLE_DEVICES": "GPU-1", "NOT_A_PLACEMENT_VARIABLE": "x",
      "CUDA_VISIBLE_DEVICES_EXTRA": "1"},
     {"ZE_ENABLE_PCI_ID_DEVICE_ORDER": "1", "HABANA_VISIBLE_DEVICES": "0,1", "HABANA_VISIBLE_MODULES": ""},
+    # Near misses of placement variables (E-TYPO): more than the capture's bound of 8.
+    {"CUDA_VISIBLE_DEVICE": "0", "cuda_visible_devices": "1", "LOCAL_RANKS": "1", "WORLDSIZE": "2",
+     "ROCR_VISIBLE_DEVICE": "", "HIP_VISIBLE_DEVICE": "0", "TPU_VISIBLE_CHIP": "0", "USE_TORCH_XLAA": "1",
+     "ZE_AFFINITY_MASKS": "0", "ACCELERATE_USE_GPU": "1", "CUDA_VISIBLE_DEVICES": "1"},
 ]
 
 def make_tree(root, nodes):
@@ -94,6 +98,20 @@ class CaptureMatchesLibdevplace(unittest.TestCase):
             request = devplace.from_environment(dir.file("missing"), environ={
                 "ZE_ENABLE_PCI_ID_DEVICE_ORDER": "1", "HABANA_VISIBLE_DEVICES": "3"})
             self.assertEqual(dict(request.env), {"ZE_ENABLE_PCI_ID_DEVICE_ORDER": "1", "HABANA_VISIBLE_DEVICES": "3"})
+
+    def test_near_misses_are_bounded_and_sent_without_values(self):
+        typos = ["CUDA_VISIBLE_DEVICE", "cuda_visible_devices", "LOCAL_RANKS", "WORLDSIZE", "ROCR_VISIBLE_DEVICE",
+                 "HIP_VISIBLE_DEVICE", "TPU_VISIBLE_CHIP", "USE_TORCH_XLAA", "ZE_AFFINITY_MASKS", "ACCELERATE_USE_GPU"]
+        env = {name: "secret" for name in typos}
+        env.update({"CUDA_VISIBLE_DEVICES": "1", "PATH": "/bin", "LOCAL_WORLD_SIZE": "2"})
+        expected = {name: "" for name in sorted(typos)[:8]}
+        expected["CUDA_VISIBLE_DEVICES"] = "1"
+        self.assertEqual(devplace.MAX_CAPTURED_NEAR_MISSES, 8)
+        self.assertEqual(dict(devplace.from_environment("/nonexistent", environ=env).env), expected)
+        self.assertEqual(dict(devplace.for_job(env).env), expected)
+        self.assertTrue(devplace.possible_placement_typo("LOCAL_RANKS"))
+        self.assertFalse(devplace.possible_placement_typo("LOCAL_RANK"))
+        self.assertFalse(devplace.possible_placement_typo("CUDA_VISIBLE_DEVIC\u00c9"))
 
     def test_for_job_reads_nothing_of_this_process(self):
         request = devplace.for_job({"LOCAL_RANK": "2", "PATH": "/bin", "CUDA_VISIBLE_DEVICES": "3"})

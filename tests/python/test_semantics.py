@@ -2,11 +2,14 @@
 Python client and by the C++ client (the `devplace` CLI, --no_environment), must give the same
 answer (the whole response, or the same code and message) and the answer the rules say."""
 
+import json
+import os
 import unittest
+from unittest import mock
 
 import devplace
 from google.protobuf import json_format
-from devplace_testing import Daemon, cli, cli_answer, fixture, h100_with_nvml
+from devplace_testing import Daemon, clean_env, cli, cli_answer, fixture, h100_with_nvml
 
 H100 = "nvidia-2x-h100"
 
@@ -187,6 +190,37 @@ class SemanticsOverTheWire(unittest.TestCase):
             newest = client.resolve("training", from_environment=False, transformers_version=None)
             self.assertEqual((newest.device, newest.transformers_version, newest.accelerate_version),
                              ("hpu:0", "5.8.0", "1.15.0"))
+
+    def test_environment_typos_warn_over_the_wire(self):
+        """E-TYPO: a near miss in the job's environment reaches the daemon through both clients' capture
+        and through `--env`; the exact name never warns."""
+        daemon = self.daemons[H100]
+        typo = "env CUDA_VISIBLE_DEVICE is not read by anything; did you mean CUDA_VISIBLE_DEVICES? (E-TYPO)"
+        job = {"CUDA_VISIBLE_DEVICE": "1", "local_rank": "1"}
+        with devplace.Client(daemon.unix_target) as client:
+            with mock.patch.dict(os.environ, job):
+                captured = client.resolve("inference", device_map="auto")
+            exact = client.resolve("inference", device_map="auto", from_environment=False,
+                                   env={"CUDA_VISIBLE_DEVICES": "1"})
+            strict = client.resolve("inference", device_map="auto", from_environment=False, strict=True,
+                                    env={"LOCAL_RANKS": "1"})
+        # (the capture also reads this machine's /dev, so the device itself is not asserted here)
+        self.assertIn(typo, captured.warnings)
+        self.assertIn("env local_rank is not read by anything; did you mean LOCAL_RANK? (E-TYPO)", captured.warnings)
+        self.assertFalse([w for w in exact.warnings if "E-TYPO" in w], exact.warnings)
+        self.assertIn("env LOCAL_RANKS is not read by anything; did you mean LOCAL_RANK? (E-TYPO)", strict.warnings)
+        address = f"--address={daemon.unix_target}"
+        flags = ["resolve", "--workload=inference", "--device_map=auto"]
+        by_flag = cli([address, "--json"] + flags + ["--no_environment", "--env=CUDA_VISIBLE_DEVICE=1"])
+        self.assertEqual(by_flag.returncode, 0, by_flag.stderr)
+        answer = json.loads(by_flag.stdout)
+        self.assertEqual(answer["device"], "cuda:0")  # the misspelt mask narrows nothing
+        self.assertIn(typo, answer["warnings"])
+        by_capture = cli([address] + flags, env=clean_env(job))
+        self.assertEqual(by_capture.returncode, 0, by_capture.stderr)
+        self.assertIn(f"devplace: warning: {typo}", by_capture.stderr)
+        exact_cli = cli([address] + flags, env=clean_env({"CUDA_VISIBLE_DEVICES": "1"}))
+        self.assertNotIn("E-TYPO", exact_cli.stderr)
 
 
 if __name__ == "__main__":

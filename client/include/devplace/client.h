@@ -224,6 +224,16 @@ struct ResolveOptions {
 // ACCELERATE_TORCH_DEVICE, USE_TORCH_XLA.
 const std::vector<std::string>& PlacementEnvironmentVariables();
 
+// Near misses of those variables (CUDA_VISIBLE_DEVICE, LOCAL_RANKS, cuda_visible_devices) are
+// captured too, so the daemon can warn that nothing reads them (rule E-TYPO, decided by the
+// daemon). PossiblePlacementTypo() is a cheap superset of the daemon's rule: `name` is ASCII, not
+// exactly a placement variable, and for some placement variable its length differs by at most 2
+// and its upper-cased character counts differ by at most 4 in total (what 2 edits can change).
+// FromEnvironment() and ForJob() put at most kMaxCapturedNearMisses such names, the first in byte
+// order, into `env` with an empty value (the value is never read, and is not shared).
+inline constexpr int kMaxCapturedNearMisses = 8;
+bool PossiblePlacementTypo(const std::string& name);
+
 // The Python distributions whose metadata describes a job, PEP 503-normalised: torch, its device
 // plug-ins (torch-npu, torch-mlu, torch-musa, torch-sdaa, intel-extension-for-pytorch,
 // habana-torch-plugin, habana-frameworks, torch-xla, torch-neuronx, torch-tpu), transformers,

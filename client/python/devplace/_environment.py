@@ -9,6 +9,9 @@
   Integers are read as Python's ``int()`` reads them, restricted to ASCII: surrounding whitespace,
   an optional sign, digits. Anything else (``abc``, Accelerate's ``-1``, out of range) stays in
   ``env`` verbatim, so the daemon applies its rules and answers INVALID_ARGUMENT where it is wrong.
+- Near misses of those names (``CUDA_VISIBLE_DEVICE``, ``local_rank``): at most
+  MAX_CAPTURED_NEAR_MISSES names that :func:`possible_placement_typo` accepts, the first in byte
+  order, go into ``env`` with an empty value, so the daemon can warn (rule E-TYPO).
 - ``job_devices`` lists the process's accelerator /dev nodes (:func:`job_device_nodes`), present
   even when empty: "this process sees no accelerator" (a container without GPU access).
 
@@ -20,13 +23,14 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections import Counter
 from typing import Callable, Iterable, List, Mapping, Optional
 
-from ._placement_env import JOB_PYTHON_PACKAGES, PLACEMENT_ENVIRONMENT_VARIABLES
+from ._placement_env import JOB_PYTHON_PACKAGES, MAX_CAPTURED_NEAR_MISSES, PLACEMENT_ENVIRONMENT_VARIABLES
 from .errors import InvalidArgumentError
 from .v1 import devplace_pb2
 
-__all__ = ["PLACEMENT_ENVIRONMENT_VARIABLES", "JOB_PYTHON_PACKAGES", "job_device_nodes", "from_environment", "for_job",
+__all__ = ["PLACEMENT_ENVIRONMENT_VARIABLES", "JOB_PYTHON_PACKAGES", "MAX_CAPTURED_NEAR_MISSES", "possible_placement_typo", "job_device_nodes", "from_environment", "for_job",
            "job_environment"]
 
 _INT32_MAX = 2**31 - 1
@@ -84,6 +88,35 @@ def job_device_nodes(dev_dir: str = "/dev") -> List[str]:
     return sorted(nodes)
 
 
+def possible_placement_typo(name: str) -> bool:
+    """Whether ``name`` may be a near miss of a placement variable, as libdevplace's
+    ``PossiblePlacementTypo()``: a cheap superset of the daemon's rule E-TYPO. ``name`` is
+    printable ASCII, not exactly a placement variable, and for some placement variable its length
+    differs by at most 2 and its upper-cased character counts differ by at most 4 in total."""
+    if name in PLACEMENT_ENVIRONMENT_VARIABLES or not all(" " <= c <= "~" for c in name):
+        return False
+    counts = Counter(c.upper() if "a" <= c <= "z" else c for c in name)
+    for target in PLACEMENT_ENVIRONMENT_VARIABLES:
+        if abs(len(name) - len(target)) > 2:
+            continue
+        diff = counts.copy()
+        diff.subtract(target)
+        if sum(abs(v) for v in diff.values()) <= 4:
+            return True
+    return False
+
+
+def _add_near_misses(request: devplace_pb2.ResolveDeviceRequest, names: Iterable[str]) -> None:
+    """The first MAX_CAPTURED_NEAR_MISSES possible typos of ``names`` (byte order), value empty."""
+    added = 0
+    for name in sorted(names, key=lambda n: n.encode("utf-8", "surrogateescape")):
+        if added == MAX_CAPTURED_NEAR_MISSES:
+            break
+        if possible_placement_typo(name):
+            request.env[name] = ""
+            added += 1
+
+
 def _placement_request(lookup: Callable[[str], Optional[str]]) -> devplace_pb2.ResolveDeviceRequest:
     request = devplace_pb2.ResolveDeviceRequest()
     for name in PLACEMENT_ENVIRONMENT_VARIABLES:
@@ -116,6 +149,7 @@ def from_environment(dev_dir: str = "/dev",
     """
     source = os.environ if environ is None else environ
     request = _placement_request(source.get)
+    _add_near_misses(request, source.keys())
     request.job_devices.SetInParent()  # present even when empty: this process sees no accelerator
     request.job_devices.device_nodes.extend(job_device_nodes(dev_dir))
     return request
@@ -130,6 +164,7 @@ def for_job(job_env: Mapping[str, str],
     job's accelerator /dev nodes (None: unknown, every host node assumed visible; empty: none).
     """
     request = _placement_request(job_env.get)
+    _add_near_misses(request, job_env.keys())
     if job_device_nodes is not None:
         request.job_devices.SetInParent()
         request.job_devices.device_nodes.extend(job_device_nodes)
