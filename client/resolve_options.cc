@@ -101,16 +101,20 @@ bool PossiblePlacementTypo(const std::string& name) {
   if (!std::all_of(name.begin(), name.end(), [](char c) { return absl::ascii_isprint(static_cast<unsigned char>(c)); })) {
     return false;
   }
-  int counts[256] = {};
-  for (char c : name) ++counts[static_cast<unsigned char>(absl::ascii_toupper(static_cast<unsigned char>(c)))];
+  const std::string upper = absl::AsciiStrToUpper(name);
+  std::map<std::string, int> bigrams;  // upper-cased two-character pieces of `name`, counted
+  for (size_t i = 0; i + 1 < upper.size(); ++i) ++bigrams[upper.substr(i, 2)];
   for (const std::string& target : known) {
     if (std::max(name.size(), target.size()) - std::min(name.size(), target.size()) > 2) continue;
-    int diff[256];
-    std::copy(std::begin(counts), std::end(counts), diff);
-    for (char c : target) --diff[static_cast<unsigned char>(c)];
-    int total = 0;
-    for (int d : diff) total += d < 0 ? -d : d;
-    if (total <= 4) return true;
+    std::map<std::string, int> left = bigrams;
+    int shared = 0;
+    for (size_t i = 0; i + 1 < target.size(); ++i) {
+      int& count = left[target.substr(i, 2)];
+      if (count > 0) --count, ++shared;
+    }
+    // Each edit breaks at most 3 of the target's pieces (a transposition), so 2 edits leave
+    // at least size - 1 - 6 of them shared.
+    if (shared + 7 >= static_cast<int>(target.size())) return true;
   }
   return false;
 }

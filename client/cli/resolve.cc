@@ -116,7 +116,9 @@ Command ResolveCommand() {
           "  DEVICE=$(devplace resolve --workload=inference --device_map=auto)\n"
           "By default the job's placement variables (CUDA_VISIBLE_DEVICES, LOCAL_RANK, ...) come from this\n"
           "process's environment and its accelerator /dev nodes from this process's /dev; --env and the\n"
-          "other flags override them. Warnings (a present accelerator the job cannot use, ...) go to stderr\n"
+          "other flags override them. Up to 8 names that look like a misspelt placement variable\n"
+          "(CUDA_VISIBLE_DEVICE, local_rank) are sent too, without their values, so the daemon can warn\n"
+          "which variable was meant (rule E-TYPO). Warnings (a present accelerator the job cannot use, ...) go to stderr\n"
           "unless --quiet; --explain adds the reasoning on stderr; --json prints the whole\n"
           "ResolveDeviceResponse on stdout instead.",
           {"workload", "convention", "device_map", "use_cpu", "local_rank", "world_size", "runtime_backends", "strict",

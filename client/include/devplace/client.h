@@ -226,9 +226,10 @@ const std::vector<std::string>& PlacementEnvironmentVariables();
 
 // Near misses of those variables (CUDA_VISIBLE_DEVICE, LOCAL_RANKS, cuda_visible_devices) are
 // captured too, so the daemon can warn that nothing reads them (rule E-TYPO, decided by the
-// daemon). PossiblePlacementTypo() is a cheap superset of the daemon's rule: `name` is ASCII, not
-// exactly a placement variable, and for some placement variable its length differs by at most 2
-// and its upper-cased character counts differ by at most 4 in total (what 2 edits can change).
+// daemon). PossiblePlacementTypo() is a cheap superset of the daemon's rule: `name` is printable
+// ASCII, not exactly a placement variable, and for some placement variable of length n its length
+// differs by at most 2 and at least n - 7 of that variable's upper-cased two-character pieces
+// occur in it (an edit breaks at most 3 pieces, so 2 edits leave n - 1 - 6).
 // FromEnvironment() and ForJob() put at most kMaxCapturedNearMisses such names, the first in byte
 // order, into `env` with an empty value (the value is never read, and is not shared).
 inline constexpr int kMaxCapturedNearMisses = 8;
