@@ -45,6 +45,7 @@ Command ProbeCommand();
 Command FleetCommand();
 Command SlurmGresCommand();        // slurm.cc: "slurm gres"
 Command SlurmTaskPrologCommand();  // slurm.cc: "slurm task-prolog"
+Command VersionCommand();
 
 // ---- devplace.cc: exit statuses and error lines ----
 

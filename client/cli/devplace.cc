@@ -2,7 +2,8 @@
 // the global --json flag, the help texts, the command-line parser and main.
 //
 //   devplace [global flags] <command> [command flags]
-//   commands: resolve, inventory, labels, backends, watch, health, refresh, probe, fleet
+//   commands: resolve, inventory, labels, backends, watch, health, refresh, probe, fleet, slurm, version
+//   devplace --version: prints `devplace VERSION` (server/common/version.h) and exits 0
 //
 // Each command is a file of its own (resolve.cc, ..., fleet.cc) defining its flags, its Command
 // entry (cli.h) and what it runs; what several share is output.{h,cc} (tables, JSON),
@@ -32,6 +33,7 @@
 #include "client/cli/cli.h"
 #include "client/cli/connect_flags.h"
 #include "server/common/flag_errors.h"
+#include "server/common/version.h"
 
 ABSL_FLAG(bool, json, false, "Print the protobuf JSON mapping (as grpcurl would) instead of tables");
 
@@ -75,7 +77,7 @@ const std::vector<Command>& Commands() {
   static const std::vector<Command>* const kCommands = new std::vector<Command>{
       ResolveCommand(), InventoryCommand(), LabelsCommand(), BackendsCommand(), WatchCommand(),
       HealthCommand(),  RefreshCommand(),   ProbeCommand(),  FleetCommand(),
-      SlurmGresCommand(), SlurmTaskPrologCommand(),
+      SlurmGresCommand(), SlurmTaskPrologCommand(), VersionCommand(),
   };
   return *kCommands;
 }
@@ -121,7 +123,8 @@ void PrintGeneralHelp(FILE* out) {
   absl::StrAppend(&text,
                   "\nExit status: 0 success; 1 error from the daemon or the work itself, reported as one line\n"
                   "on stderr `devplace: <command>: <gRPC code>: <message>`; 2 usage error.\n"
-                  "`devplace <command> --help` describes a command and its flags.\n");
+                  "`devplace <command> --help` describes a command and its flags; `devplace --version` prints\n"
+                  "this client's version, `devplace version` the daemon's too.\n");
   std::fputs(text.c_str(), out);
 }
 
@@ -147,6 +150,7 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
   std::vector<std::string> positional;
   std::vector<std::pair<std::string, std::string>> given;  // flag name, value
   bool help = false;
+  bool version = false;  // --version: the client's version, whatever else the command line says
   std::string error;  // the first bad flag, reported once the command is known
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
@@ -161,6 +165,10 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
     auto [name, value] = SplitFlagArgument(arg);
     if (name == "help" || name == "h" || name == "helpfull" || name == "helpshort") {
       help = true;
+      continue;
+    }
+    if (name == "version" && !value) {
+      version = true;
       continue;
     }
     const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
@@ -189,6 +197,11 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
     given.emplace_back(name, *value);
   }
 
+  if (version && !help) {
+    std::printf("devplace %s\n", kVersion);
+    result.exit_status = 0;
+    return result;
+  }
   if (positional.empty()) {
     if (!error.empty()) {
       result.exit_status = UsageError("", error);
@@ -196,7 +209,7 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
       PrintGeneralHelp(stdout);
       result.exit_status = 0;
     } else {
-      result.exit_status = UsageError("", "missing command (one of resolve, inventory, labels, backends, watch, health, refresh, probe, fleet, slurm)");
+      result.exit_status = UsageError("", "missing command (one of resolve, inventory, labels, backends, watch, health, refresh, probe, fleet, slurm, version)");
     }
     return result;
   }

@@ -23,6 +23,7 @@
 #include "grpc/health/v1/health.pb.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/resource_quota.h"
+#include "server/common/version.h"
 #include "server/logging/logging.h"
 #include "server/service/grpc_log.h"
 #include "spdlog/spdlog.h"
@@ -91,9 +92,9 @@ absl::Status Daemon::Start() {
   if (getrlimit(RLIMIT_NOFILE, &files) == 0) spdlog::info("event=rlimit_nofile soft={} hard={}", files.rlim_cur, files.rlim_max);
 
   const std::string& torch_probe = config_.torch_probe_command;
-  spdlog::info("event=start pid={} host_root={} probe_command={} torch_probe_command={} probe_timeout_ms={} "
+  spdlog::info("event=start version={} pid={} host_root={} probe_command={} torch_probe_command={} probe_timeout_ms={} "
                "refresh_interval_s={}",
-               getpid(), c.host_root, config_.probe_command, torch_probe.empty() ? "none" : torch_probe,
+               kVersion, getpid(), c.host_root, config_.probe_command, torch_probe.empty() ? "none" : torch_probe,
                absl::ToInt64Milliseconds(c.probe_timeout), absl::ToInt64Seconds(c.refresh_interval));
 
   // A probe grandchild that escapes the group kill with setsid() is re-parented here and killed
@@ -122,6 +123,7 @@ absl::Status Daemon::Start() {
   options.probe_timeout = c.probe_timeout;
   registry_ = std::make_shared<prometheus::Registry>();
   probe_metrics_ = std::make_unique<metrics::ProbeMetrics>(*registry_);
+  metrics::RegisterBuildInfo(*registry_);
   rpc_metrics_ = std::make_unique<service::RpcMetrics>(*registry_);
   options.on_probe = [probe_metrics = probe_metrics_.get()](const inventory::ProbeOutcome& o) {
     probe_metrics->ObserveRun(o.status.ok(), o.duration);

@@ -19,6 +19,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "server/common/flag_errors.h"
+#include "server/common/version.h"
 
 namespace {
 
@@ -174,6 +175,7 @@ void SetUpFlagUsage() {
     const size_t slash = file.rfind('/');
     return std::string(slash == absl::string_view::npos ? file : file.substr(slash + 1));
   };
+  usage_config.version_string = [] { return absl::StrCat("devplaced ", kVersion, "\n"); };
   absl::SetFlagsUsageConfig(usage_config);
 }
 

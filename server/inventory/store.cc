@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/message_differencer.h"
+#include "server/common/version.h"
 
 namespace devplace::inventory {
 namespace {
@@ -108,6 +109,7 @@ absl::StatusOr<Snapshot> InventoryStore::Refresh() {
   if (fresh.ok()) {
     fresh->clear_revision();
     fresh->set_epoch(epoch_);
+    fresh->set_daemon_version(kVersion);
     *fresh->mutable_probed_at() = ToTimestamp(finished);
     const uint64_t revision = previous ? previous->revision() : 0;
     changed = previous == nullptr || !SameContent(*previous, *fresh);

@@ -15,6 +15,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "google/protobuf/util/time_util.h"
+#include "prometheus/gauge.h"
+#include "server/common/version.h"
 
 namespace devplace::metrics {
 namespace {
@@ -124,6 +126,15 @@ std::vector<MetricFamily> InventoryCollector::Collect() const {
   const std::shared_ptr<const v1::Inventory> inventory = current_();
   if (inventory == nullptr) return {};
   return InventoryFamilies(*inventory, absl::Now());
+}
+
+void RegisterBuildInfo(prometheus::Registry& registry) {
+  prometheus::BuildGauge()
+      .Name("devplace_build_info")
+      .Help("A constant 1 labelled with the version of this devplaced")
+      .Register(registry)
+      .Add({{"version", kVersion}})
+      .Set(1);
 }
 
 ProbeMetrics::ProbeMetrics(prometheus::Registry& registry)

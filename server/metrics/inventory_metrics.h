@@ -52,6 +52,11 @@ class InventoryCollector : public prometheus::Collectable {
   std::function<std::shared_ptr<const v1::Inventory>()> current_;
 };
 
+// Registers devplace_build_info{version="MAJOR.MINOR.PATCH"} 1 in `registry` (the Prometheus
+// convention for a build's identity: a constant 1, the facts in labels; the version is kVersion,
+// server/common/version.h). `registry` keeps the gauge for its lifetime.
+void RegisterBuildInfo(prometheus::Registry& registry);
+
 // Counters over probe runs, registered in `registry` (which must outlive this object):
 //   devplace_probe_runs_total{result=ok|error}      one per run of the probe child
 //   devplace_probe_run_duration_seconds             histogram of those runs (spawn to reap)

@@ -20,6 +20,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "server/common/json.h"
+#include "server/common/version.h"
 #include "server/probe/build_inventory.h"
 #include "server/probe/vendor_libs/cuda_prober.h"
 #include "server/probe/vendor_libs/amdsmi_prober.h"
@@ -176,6 +177,7 @@ int main(int argc, char** argv) {
   config.contains_help_flags = [](absl::string_view file) {
     return absl::EndsWith(file, "server/probe/main.cc");
   };
+  config.version_string = [] { return absl::StrCat("devplace-probe ", devplace::kVersion, "\n"); };
   absl::SetFlagsUsageConfig(config);
   if (const std::string error = CommandLineError(argc, argv); !error.empty()) return Fail(2, error);
   const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);

@@ -16,7 +16,10 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/str_cat.h"
 #include "devplace/v1/devplace.pb.h"
+#include "server/common/version.h"
 #include "google/protobuf/util/json_util.h"
 #include "torch/cuda.h"
 #include "torch/version.h"
@@ -58,7 +61,10 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "devplace-torch-probe: reports what this host's libtorch can use (version, compiled backends, CUDA "
       "device count) as one devplace.v1.Inventory with only `torch` set, for devplaced.\n\n"
-      "Usage: devplace-torch-probe [--json]");
+      "Usage: devplace-torch-probe [--json] [--version]");
+  absl::FlagsUsageConfig config;
+  config.version_string = [] { return absl::StrCat("devplace-torch-probe ", devplace::kVersion, "\n"); };
+  absl::SetFlagsUsageConfig(config);
   std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
   if (rest.size() > 1) {
     std::fprintf(stderr, "devplace-torch-probe: unexpected argument '%s' (see --help)\n", rest[1]);

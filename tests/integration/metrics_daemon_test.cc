@@ -194,6 +194,16 @@ TEST(MetricsDaemon, PrometheusScrapesDevicesAndRpcCounters) {
   EXPECT_EQ(d.WaitExit(absl::Seconds(10)), 0);
 }
 
+TEST(MetricsDaemon, BuildInfoCarriesTheProjectVersion) {
+  TempDir dir;
+  DaemonProcess d(dir.path(), {"--host_root=" DEVPLACE_FIXTURES_DIR "/hosts/cpu-only", "--metrics_listen=127.0.0.1:0"});
+  const std::string metrics = MetricsAddress(d);
+  const CommandResult scrape = RunCommand(absl::StrCat("curl -sS --max-time 10 http://", metrics, "/metrics"));
+  ASSERT_EQ(scrape.exit_code, 0) << scrape.err;
+  EXPECT_THAT(scrape.out, HasSubstr("# TYPE devplace_build_info gauge\n"));
+  EXPECT_THAT(scrape.out, HasSubstr(absl::StrCat("devplace_build_info{version=\"", DEVPLACE_PROJECT_VERSION, "\"} 1\n")));
+}
+
 TEST(MetricsDaemon, OpenWatchStreamsAreCounted) {
   TempDir dir;
   DaemonProcess d(dir.path(), {"--host_root=" DEVPLACE_FIXTURES_DIR "/hosts/nvidia-2x-h100",
