@@ -1080,9 +1080,9 @@ class Resolution {
     // Said in every error about the rewritten string.
     const std::string because =
         rewritten.empty() ? ""
-                          : absl::StrCat(" (device_map \"cuda\" became ", rewritten, " from the job's LOCAL_RANK, ",
-                                         versions_.Rule(Feature::kTfDeviceMapCudaRank).id,
-                                         "; with one visible GPU per process pass device_map=\"cuda:0\")");
+                          : absl::StrCat(" (device_map \"cuda\" became ", rewritten, " from the job's LOCAL_RANK",
+                                         local_rank_ ? "" : " (unset: 0)", ", ",
+                                         versions_.Rule(Feature::kTfDeviceMapCudaRank).id, ")");
     absl::StatusOr<DeviceString> parsed = ParseDeviceString(text, field);
     if (!parsed.ok() && !rewritten.empty()) return absl::InvalidArgumentError(absl::StrCat(parsed.status().message(), because));
     if (!parsed.ok()) {
@@ -1127,8 +1127,9 @@ class Resolution {
       if (r.available || (d.type == "xla" && !r.vis.units.empty() && (runtime_.empty() || runtime_.count("xla")))) {
         const int idx = d.has_index() ? d.index : 0;
         if (idx >= static_cast<int>(r.vis.units.size())) {
-          return absl::FailedPreconditionError(absl::StrCat(field, ": ", canon, " is not visible to this job: it sees ",
-                                                            Visible(r), because));
+          return absl::FailedPreconditionError(absl::StrCat(
+              field, ": ", canon, " is not visible to this job: it sees ", Visible(r), because,
+              rewritten.empty() ? "" : "; with one visible GPU per process pass device_map=\"cuda:0\""));
         }
         Answer(r, canon);
         if (d.type == "xla") out_.set_package("torch_xla");

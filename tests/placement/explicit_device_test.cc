@@ -81,6 +81,11 @@ std::vector<Case> Cases() {
                .request = Req::Infer("cuda").Rank(1, 2).Env("CUDA_VISIBLE_DEVICES", "1"), .code = Code::kFailedPrecondition,
                .words = {"device_map: cuda:1 is not visible to this job", "device_map \"cuda\" became cuda:1",
                          "pass device_map=\"cuda:0\""}});
+  // A job whose torch cannot use the GPUs: the error says where cuda:0 came from.
+  c.push_back({.id = "N22_cuda_runtime_cpu", .host = cuda2, .request = Req::Infer("cuda").Runtime({"cpu"}),
+               .code = Code::kFailedPrecondition,
+               .words = {"device_map: cuda:0 cannot be used by this job",
+                         "(device_map \"cuda\" became cuda:0 from the job's LOCAL_RANK (unset: 0), V-TF-CUDA-RANK)"}});
   // AMD GPUs are cuda too; other types and other spellings are not rewritten.
   c.push_back({.id = "N22_cuda_amd_rank1", .host = amd2, .request = Req::Infer("cuda").Rank(1, 2), .device = "cuda:1",
                .host_index = 1});
