@@ -11,6 +11,7 @@ The marker is the fenced block's info string (docs/DEVELOPING.md "Docs that run"
     ```sh manual                      not run: it needs what a test cannot give (a remote node, root's
                                       system paths, a long build); say so next to it
 
+A command line of a runnable block whose comment is `# => TEXT` must print exactly TEXT (stdout).
 A runnable block runs as it is written, after the README's run command: in a copy of the source
 tree (top-level entries linked) where build/release and build/dev are this build tree, with
 build/release/client on PATH (the quick start's export) and bash's -e -u -o pipefail, so any
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import socket
 import subprocess
 import sys
@@ -138,6 +140,27 @@ def substituted(text: str, daemon: devplace_testing.Daemon, metrics: str, tls_po
             .replace(":7466", f":{tls_port}"))
 
 
+# A command line whose comment is "# => TEXT" must print exactly TEXT on stdout.
+EXPECTED_OUTPUT = re.compile(r"^(?P<command>[^#\\]*[^#\s\\])\s+# => (?P<want>.+?)\s*$")
+
+
+def with_expectations(script: str) -> str:
+    """The script with each `command   # => TEXT` line checked: it still runs the command as written,
+    prints its output, and fails the block when the output is not TEXT."""
+    lines = []
+    continued = False  # the line before ended in a backslash: this one is part of its command
+    for line in script.splitlines():
+        match = None if continued else EXPECTED_OUTPUT.match(line)
+        continued = line.endswith("\\")
+        if match is None:
+            lines.append(line)
+            continue
+        want = shlex.quote(match.group("want"))
+        lines.append(f"__out=$({match.group('command')}); printf '%s\\n' \"$__out\"; "
+                     f"[ \"$__out\" = {want} ] || {{ echo \"docs: printed '$__out'; the docs say:\" {want} >&2; exit 1; }}")
+    return "\n".join(lines) + "\n"
+
+
 def run(path: str) -> int:
     runnable = [b for b in blocks(path) if "runnable" in b.options]
     if not runnable:
@@ -158,7 +181,7 @@ def run(path: str) -> int:
                     daemons[host] = daemon
                 daemon = daemons[host]
                 metrics = "127.0.0.1:" + metrics_port(daemon)
-                script = substituted(block.text, daemon, metrics, tls_port)
+                script = with_expectations(substituted(block.text, daemon, metrics, tls_port))
                 env = devplace_testing.clean_env({
                     "DEVPLACE_ADDRESS": daemon.unix_target,
                     "PATH": os.path.join(sandbox.root, "build", "release", "client") + ":" + os.environ["PATH"],
