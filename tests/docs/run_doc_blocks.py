@@ -2,7 +2,8 @@
 fixture host, so the docs cannot drift from the binaries.
 
 Usage: run_doc_blocks.py run FILE.md          every runnable block of FILE, in order
-       run_doc_blocks.py check FILE.md...     every sh block carries a marker; no internal issue numbers
+       run_doc_blocks.py check FILE.md...     every sh block carries a marker; no internal issue numbers;
+                                              relative links lead to a file (and heading) that exists
 
 The marker is the fenced block's info string (docs/DEVELOPING.md "Docs that run"):
 
@@ -87,9 +88,47 @@ def blocks(path: str) -> List[Block]:
     return found
 
 
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def anchors(path: str) -> List[str]:
+    """GitHub's anchors of a Markdown file's headings: lower case, punctuation but '-' dropped,
+    spaces as '-' (outside code blocks)."""
+    found = []
+    fenced = False
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if re.match(r"^ {0,3}```", line):
+                fenced = not fenced
+            heading = None if fenced else re.match(r"^#{1,6}\s+(.*?)\s*$", line)
+            if heading:
+                found.append(re.sub(r"[^\w\- ]", "", heading.group(1).lower()).replace(" ", "-"))
+    return found
+
+
+def link_errors(path: str) -> List[str]:
+    """Relative links of a page that lead nowhere: a missing file, or an anchor no heading has."""
+    errors = []
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    for match in LINK.finditer(text):
+        target = match.group(1)
+        if re.match(r"^[a-z]+:", target):
+            continue  # https:, mailto:
+        file, _, anchor = target.partition("#")
+        resolved = os.path.normpath(os.path.join(os.path.dirname(path), file)) if file else path
+        line = text.count("\n", 0, match.start()) + 1
+        if not os.path.exists(resolved):
+            errors.append(f"{path}:{line}: link to {target}: no such file")
+        elif anchor and resolved.endswith(".md") and anchor not in anchors(resolved):
+            errors.append(f"{path}:{line}: link to {target}: no heading with that anchor")
+    return errors
+
+
 def check(paths: List[str]) -> int:
     errors = []
     for path in paths:
+        errors += link_errors(path)
         for block in blocks(path):
             if block.language in SHELL_LANGUAGES and not any(m in block.options for m in MARKERS):
                 errors.append(f"{path}:{block.line}: ```{block.language} block without a marker: add `runnable` "
