@@ -1,11 +1,14 @@
 // --inventory=FILE: `resolve` and `labels` work offline against a saved inventory (cli.h's
 // ReadInventory).
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 
 #include "absl/flags/flag.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -22,7 +25,7 @@ namespace {
 // The inventory in `path`: protobuf JSON, or the serialized message devplace-probe writes.
 absl::StatusOr<v1::Inventory> ParseInventoryFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("--inventory=", path, ": cannot open"));
+  if (!in) return absl::NotFoundError(absl::StrCat("--inventory=", path, ": cannot read: ", std::strerror(errno)));
   std::stringstream buffer;
   buffer << in.rdbuf();
   const std::string content = buffer.str();
@@ -44,7 +47,7 @@ absl::StatusOr<v1::Inventory> ParseInventoryFile(const std::string& path) {
 
 absl::StatusOr<v1::Inventory> ReadInventory(const std::string& path) {
   if (std::filesystem::is_directory(path)) {
-    return absl::InvalidArgumentError(absl::StrCat("--inventory=", path, ": is a directory, not an inventory file"));
+    return absl::NotFoundError(absl::StrCat("--inventory=", path, ": is a directory, not an inventory file"));
   }
   absl::StatusOr<v1::Inventory> inv = ParseInventoryFile(path);
   // Every probe reports the cpu row first; anything else parsed by accident ("{}", stray bytes).
@@ -54,6 +57,13 @@ absl::StatusOr<v1::Inventory> ReadInventory(const std::string& path) {
         "or `devplace-probe --json`"));
   }
   return inv;
+}
+
+int WithInventoryFile(const std::string& path, absl::FunctionRef<int(const v1::Inventory&)> body) {
+  absl::StatusOr<v1::Inventory> inv = ReadInventory(path);
+  if (absl::IsNotFound(inv.status())) return UsageError(g_command, inv.status().message());
+  if (!inv.ok()) return Fail(inv.status());
+  return body(*inv);
 }
 
 }  // namespace devplace::cli

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
@@ -158,6 +159,13 @@ absl::StatusOr<ResolveOptions> OptionsFromFlags(bool offline, bool use_environme
     options.job_device_nodes = std::vector<std::string>();
   } else if (!nodes.empty()) {
     options.job_device_nodes = absl::StrSplit(nodes, ',', absl::SkipEmpty());
+    for (const std::string& node : *options.job_device_nodes) {
+      if (!absl::StartsWith(node, "/")) {
+        return absl::InvalidArgumentError(absl::StrCat("--job_device_nodes: '", node, "' is not an absolute path; "
+                                                       "accepted: a comma list of /dev paths (e.g. /dev/nvidia1,"
+                                                       "/dev/dri/renderD129) or `none`"));
+      }
+    }
   }
   return options;
 }

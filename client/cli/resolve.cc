@@ -100,9 +100,9 @@ int RunResolve() {
   if (inventory_path.empty()) {
     return WithClient([&](Client& client) { return PrintResolved(client.Resolve(*options)); });
   }
-  absl::StatusOr<v1::Inventory> inv = ReadInventory(inventory_path);
-  if (!inv.ok()) return Fail(inv.status());
-  return PrintResolved(placement::Resolve(*inv, options->ToRequest()));
+  return WithInventoryFile(inventory_path, [&](const v1::Inventory& inv) {
+    return PrintResolved(placement::Resolve(inv, options->ToRequest()));
+  });
 }
 
 }  // namespace

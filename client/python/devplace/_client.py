@@ -421,8 +421,13 @@ def make_request(workload: Union[str, int],
             if isinstance(nodes, str):
                 raise InvalidArgumentError(f"job_device_nodes={nodes!r}: want a list of /dev paths ([] = none, "
                                            "None = unknown)")
+            nodes = [str(n) for n in nodes]
+            for node in nodes:
+                if not node.startswith("/"):
+                    raise InvalidArgumentError(f"job_device_nodes: {node!r} is not an absolute path; want /dev "
+                                               "paths such as /dev/nvidia1 ([] = none, None = unknown)")
             request.job_devices.SetInParent()
-            request.job_devices.device_nodes.extend(str(n) for n in nodes)
+            request.job_devices.device_nodes.extend(nodes)
     return request
 
 
