@@ -123,7 +123,7 @@ Command ResolveCommand() {
           "ResolveDeviceResponse on stdout instead.",
           {"workload", "convention", "device_map", "use_cpu", "local_rank", "world_size", "runtime_backends", "strict",
            "model_size_bytes", "transformers_version", "accelerate_version", "python_env", "python", "env",
-           "no_environment", "job_device_nodes", "explain", "quiet", "inventory"},
+           "no_environment", "job_device_nodes", "explain", "quiet", "inventory", "fallback"},
           &RunResolve};
 }
 

@@ -8,6 +8,7 @@ import os
 import socket
 import ssl
 import threading
+import warnings
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 import grpc
@@ -15,8 +16,8 @@ from google.protobuf import wrappers_pb2
 
 from . import _environment
 from ._target import check_unix_socket, default_target
-from .errors import (AbortedError, Error, FailedPreconditionError, InvalidArgumentError, NotFoundError,
-                     error_for)
+from .errors import (AbortedError, DeadlineExceededError, Error, FailedPreconditionError, InvalidArgumentError,
+                     NotFoundError, UnavailableError, error_for)
 from .v1 import devplace_pb2, devplace_pb2_grpc
 
 __all__ = ["Client", "TlsOptions", "Resolution", "Watch", "make_request", "resolve_device"]
@@ -637,7 +638,7 @@ class Client:
     def resolve(self, workload: Union[str, int], device_map: Union[str, int, None] = None, *,
                 convention: Union[str, int, None] = None, use_cpu: bool = False, strict: bool = False,
                 model_size_bytes: Optional[int] = None, from_environment: bool = True,
-                **overrides: Any) -> Resolution:
+                fallback: Optional[str] = None, **overrides: Any) -> Resolution:
         """Asks the daemon which device this job should use (ResolveDevice).
 
         Args:
@@ -654,6 +655,11 @@ class Client:
             model_size_bytes: model size in bytes, for "balanced" budgets.
             from_environment: send this process's placement variables and accelerator /dev nodes
                 (as libdevplace's ``FromEnvironment()``); False sends only the arguments.
+            fallback: what to answer when the daemon gives no answer (UnavailableError: not running,
+                unreachable, no inventory yet; DeadlineExceededError): "none" raises (the default),
+                "cpu" returns a ``cpu`` Resolution whose first warning starts "devplace fallback:"
+                and quotes the error, and issues it as a ``RuntimeWarning`` too. None: env
+                DEVPLACE_FALLBACK when ``from_environment``, else "none". Other errors always raise.
             **overrides: request fields that win over the environment: ``env={...}`` (a None
                 value removes a variable), ``local_rank=1``, ``world_size=2``,
                 ``runtime_backends=["cuda"]``, ``job_device_nodes=["/dev/nvidia1"]`` ([] = the job
@@ -673,9 +679,19 @@ class Client:
             DeadlineExceededError: ``timeout`` passed.
             TypeError: an unknown override.
         """
+        if fallback is None:
+            fallback = os.environ.get("DEVPLACE_FALLBACK", "") if from_environment else ""
+        if fallback not in ("", "none", "cpu"):
+            raise InvalidArgumentError(f"fallback (DEVPLACE_FALLBACK) {fallback[:64]!r}: accepted: cpu (answer cpu "
+                                       "with a warning when the daemon gives no answer) or none (the default)")
         request = make_request(workload, device_map, convention=convention, use_cpu=use_cpu, strict=strict,
                                model_size_bytes=model_size_bytes, from_environment=from_environment, **overrides)
-        return self.resolve_request(request)
+        try:
+            return self.resolve_request(request)
+        except (UnavailableError, DeadlineExceededError) as e:
+            if fallback != "cpu":
+                raise
+            return _cpu_fallback(e)
 
     def resolve_request(self, request: devplace_pb2.ResolveDeviceRequest) -> Resolution:
         """ResolveDevice with a request built by the caller (e.g. :func:`devplace.for_job` for a scheduler)."""
@@ -752,6 +768,17 @@ class Client:
         return error_for(code, message)
 
 
+def _cpu_fallback(error: Error) -> Resolution:
+    """The answer of ``fallback="cpu"`` (libdevplace's Client::Resolve gives the same)."""
+    warning = ("devplace fallback: answered cpu without the daemon (fallback=cpu); accelerators, if any, "
+               f"are unused: {error}")
+    warnings.warn(warning, RuntimeWarning, stacklevel=3)
+    response = devplace_pb2.ResolveDeviceResponse(
+        device="cpu", backend=devplace_pb2.ROW_CPU, package="torch", devices=["cpu"],
+        explanation=["FALLBACK no answer from the daemon; fallback=cpu answers cpu without it"], warnings=[warning])
+    return Resolution.from_response(response)
+
+
 def resolve_device(workload: Union[str, int], device_map: Union[str, int, None] = None, *,
                    address: Optional[str] = None, timeout: Optional[float] = 5.0,
                    tls: Optional[TlsOptions] = None, **kwargs: Any) -> str:
@@ -763,6 +790,8 @@ def resolve_device(workload: Union[str, int], device_map: Union[str, int, None] 
     ``--transformers_version=4.46.3`` does (``accelerate_version`` likewise).
     ``address``, ``timeout`` and ``tls`` are :class:`Client`'s; everything else is
     :meth:`Client.resolve`'s. Raises what those raise (every error is a ``devplace.ResolveError``).
+    ``fallback="cpu"`` (or env DEVPLACE_FALLBACK=cpu) answers ``"cpu"`` with a ``RuntimeWarning``
+    when the daemon gives no answer, so a pod's first line does not stop the pod.
     """
     with Client(address, timeout, tls) as client:
         return client.resolve(workload, device_map, **kwargs).device
