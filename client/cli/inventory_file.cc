@@ -47,7 +47,7 @@ absl::StatusOr<v1::Inventory> ParseInventoryFile(const std::string& path) {
 
 absl::StatusOr<v1::Inventory> ReadInventory(const std::string& path) {
   if (std::filesystem::is_directory(path)) {
-    return absl::NotFoundError(absl::StrCat("--inventory=", path, ": is a directory, not an inventory file"));
+    return absl::InvalidArgumentError(absl::StrCat("--inventory=", path, ": is a directory, not an inventory file"));
   }
   absl::StatusOr<v1::Inventory> inv = ParseInventoryFile(path);
   // Every probe reports the cpu row first; anything else parsed by accident ("{}", stray bytes).
@@ -61,7 +61,6 @@ absl::StatusOr<v1::Inventory> ReadInventory(const std::string& path) {
 
 int WithInventoryFile(const std::string& path, absl::FunctionRef<int(const v1::Inventory&)> body) {
   absl::StatusOr<v1::Inventory> inv = ReadInventory(path);
-  if (absl::IsNotFound(inv.status())) return UsageError(g_command, inv.status().message());
   if (!inv.ok()) return Fail(inv.status());
   return body(*inv);
 }
