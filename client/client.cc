@@ -72,7 +72,26 @@ absl::StatusOr<Client> Client::Connect(ConnectOptions options) {
 Client::Client(std::shared_ptr<Connection> connection) : connection_(std::move(connection)) {}
 
 absl::StatusOr<v1::ResolveDeviceResponse> Client::Resolve(const ResolveOptions& options) const {
-  return connection_->ResolveDevice(options.ToRequest());
+  if (!options.fallback.empty() && options.fallback != "none" && options.fallback != "cpu") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "fallback (DEVPLACE_FALLBACK) '", options.fallback.substr(0, 64),
+        "': accepted: cpu (answer cpu with a warning when the daemon gives no answer) or none (the default)"));
+  }
+  absl::StatusOr<v1::ResolveDeviceResponse> answer = connection_->ResolveDevice(options.ToRequest());
+  if (answer.ok() || options.fallback != "cpu" ||
+      !(absl::IsUnavailable(answer.status()) || absl::IsDeadlineExceeded(answer.status()))) {
+    return answer;
+  }
+  v1::ResolveDeviceResponse cpu;
+  cpu.set_device("cpu");
+  cpu.set_backend(v1::ROW_CPU);
+  cpu.set_package("torch");
+  cpu.add_devices("cpu");
+  cpu.add_explanation("FALLBACK no answer from the daemon; fallback=cpu answers cpu without it");
+  cpu.add_warnings(absl::StrCat("devplace fallback: answered cpu without the daemon (fallback=cpu); "
+                                "accelerators, if any, are unused: ",
+                                absl::StatusCodeToString(answer.status().code()), ": ", answer.status().message()));
+  return cpu;
 }
 
 absl::StatusOr<v1::Inventory> Client::Inventory() const { return connection_->GetInventory(); }

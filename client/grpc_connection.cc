@@ -26,6 +26,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "client/connect_diagnosis.h"
 #include "devplace/client.h"
 #include "devplace/v1/devplace.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -43,15 +44,28 @@ namespace health = ::grpc::health::v1;
 constexpr char kSystemSocket[] = "/run/devplace/devplace.sock";
 constexpr char kDefaultTcpTarget[] = "127.0.0.1:7465";
 
-// `note` (where the call went, what was passed over) is appended to UNAVAILABLE messages when the
-// daemon could not be reached (`channel` not READY), not when the daemon itself answered so.
-absl::Status FromGrpc(const grpc::Status& status, const std::string& note = "", grpc::Channel* channel = nullptr) {
+// Where the call went, for UNAVAILABLE messages: the target and the TLS settings its channel uses,
+// and `note` (where the target came from, what was passed over).
+struct Destination {
+  std::string target;
+  internal::TlsSettings tls;
+  std::string note;
+};
+
+// When the daemon could not be reached (`channel` not READY; not when the daemon itself answered
+// UNAVAILABLE), the message starts with the cause found by dialling `to` again
+// (DiagnoseUnreachable: not running, a TLS mistake and the flag that fixes it), keeps gRPC's text,
+// and ends with `to.note`.
+absl::Status FromGrpc(const grpc::Status& status, const Destination* to = nullptr, grpc::Channel* channel = nullptr,
+                      absl::Duration timeout = absl::Seconds(3)) {
   if (status.ok()) return absl::OkStatus();
   // grpc::StatusCode and absl::StatusCode share numbering and names (OK = 0 ... UNAUTHENTICATED = 16).
   std::string message = status.error_message();
-  if (status.error_code() == grpc::StatusCode::UNAVAILABLE && channel != nullptr &&
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE && channel != nullptr && to != nullptr &&
       channel->GetState(false) != GRPC_CHANNEL_READY) {
-    message += note;
+    const std::string cause = internal::DiagnoseUnreachable(to->target, to->tls, timeout);
+    if (!cause.empty()) message = absl::StrCat(cause, " (gRPC: ", message, ")");
+    message += to->note;
   }
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), message);
 }
@@ -79,13 +93,13 @@ void SetDeadline(grpc::ClientContext& context, absl::Duration timeout) {
 
 class GrpcConnection final : public Connection {
  public:
-  GrpcConnection(std::shared_ptr<grpc::Channel> channel, const ConnectOptions& options, std::string note)
+  GrpcConnection(std::shared_ptr<grpc::Channel> channel, const ConnectOptions& options, Destination to)
       : channel_(channel),
         placement_(v1::DevicePlacement::NewStub(channel)),
         health_(health::Health::NewStub(channel)),
         timeout_(options.timeout),
         watch_timeout_(options.watch_timeout),
-        note_(std::move(note)) {}
+        to_(std::move(to)) {}
 
   absl::StatusOr<v1::ResolveDeviceResponse> ResolveDevice(const v1::ResolveDeviceRequest& request) override {
     return Unary<v1::ResolveDeviceResponse>([&](grpc::ClientContext* c, v1::ResolveDeviceResponse* r) {
@@ -147,7 +161,7 @@ class GrpcConnection final : public Connection {
     if (status.ok()) {
       return absl::AbortedError("the daemon ended the watch (it is shutting down); reconnect to keep watching");
     }
-    return FromGrpc(status, note_, channel_.get());
+    return FromGrpc(status, &to_, channel_.get(), timeout_);
   }
 
   absl::StatusOr<bool> Health() override {
@@ -169,7 +183,7 @@ class GrpcConnection final : public Connection {
     SetDeadline(context, timeout_);
     Response response;
     const grpc::Status status = call(&context, &response);
-    if (!status.ok()) return FromGrpc(status, note_, channel_.get());
+    if (!status.ok()) return FromGrpc(status, &to_, channel_.get(), timeout_);
     return response;
   }
 
@@ -178,7 +192,7 @@ class GrpcConnection final : public Connection {
   std::unique_ptr<health::Health::Stub> health_;
   absl::Duration timeout_;
   absl::Duration watch_timeout_;
-  std::string note_;
+  Destination to_;
 };
 
 // A Connection whose every call fails with `status` (MakeGrpcConnection with unusable TLS files).
@@ -230,7 +244,8 @@ absl::StatusOr<std::string> ReadPemFile(const std::string& source, const std::st
 
 // The channel's credentials and arguments for `target` under `options` (+ environment).
 absl::Status ChannelSetup(const std::string& target, const ConnectOptions& given,
-                          std::shared_ptr<grpc::ChannelCredentials>* credentials, grpc::ChannelArguments* args) {
+                          std::shared_ptr<grpc::ChannelCredentials>* credentials, grpc::ChannelArguments* args,
+                          internal::TlsSettings* used) {
   *credentials = grpc::InsecureChannelCredentials();
   if (absl::StartsWith(target, "unix:") || absl::StartsWith(target, "unix-abstract:")) return absl::OkStatus();
   ConnectOptions options = given;
@@ -267,6 +282,7 @@ absl::Status ChannelSetup(const std::string& target, const ConnectOptions& given
   }
   *credentials = grpc::SslCredentials(ssl);
   if (!options.tls_server_name.empty()) args->SetSslTargetNameOverride(options.tls_server_name);
+  *used = {true, options.tls_ca, options.tls_cert, options.tls_key, options.tls_server_name};
   return absl::OkStatus();
 }
 
@@ -285,9 +301,10 @@ absl::StatusOr<std::shared_ptr<Connection>> ConnectGrpc(const std::string& targe
                                                         std::string note) {
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   grpc::ChannelArguments args;
-  if (absl::Status status = ChannelSetup(target, options, &credentials, &args); !status.ok()) return status;
+  Destination to{target, {}, std::move(note)};
+  if (absl::Status status = ChannelSetup(target, options, &credentials, &args, &to.tls); !status.ok()) return status;
   return std::shared_ptr<Connection>(std::make_shared<GrpcConnection>(
-      grpc::CreateCustomChannel(target, credentials, args), options, std::move(note)));
+      grpc::CreateCustomChannel(target, credentials, args), options, std::move(to)));
 }
 
 }  // namespace internal

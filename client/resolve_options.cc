@@ -181,6 +181,7 @@ ResolveOptions ResolveOptions::FromEnvironment(const std::string& dev_dir) {
   }
   AddNearMisses(std::move(names), &options);
   options.job_device_nodes = JobDeviceNodes(dev_dir);
+  if (const char* fallback = std::getenv("DEVPLACE_FALLBACK"); fallback != nullptr) options.fallback = fallback;
   return options;
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/flags/declare.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -84,10 +85,14 @@ absl::StatusOr<ResolveOptions> OptionsFromFlags(bool offline, bool use_environme
 
 // The saved inventory in `path`: protobuf JSON (`devplace inventory --json`, `devplace probe
 // --json`, `devplace-probe --json`; unknown fields ignored) or devplace-probe's binary output.
-// Errors, each starting with `--inventory=PATH: `: NOT_FOUND when it cannot be opened,
-// INVALID_ARGUMENT for a directory, an unparsable file, or one without the cpu row every probe
-// reports first.
+// Errors, each starting with `--inventory=PATH: `: NOT_FOUND when it cannot be read (with the OS
+// error: "cannot read: No such file or directory"), INVALID_ARGUMENT for a directory, an
+// unparsable file or one without the cpu row every probe reports first.
 absl::StatusOr<v1::Inventory> ReadInventory(const std::string& path);
+
+// Runs `body` on ReadInventory(path), or reports its error (Fail: exit 1, `devplace: <command>:
+// NOT_FOUND: --inventory=PATH: cannot read: <OS error>`); else body's status.
+int WithInventoryFile(const std::string& path, absl::FunctionRef<int(const v1::Inventory&)> body);
 
 }  // namespace devplace::cli
 

@@ -13,6 +13,8 @@
 // `labels --inventory=FILE` run the probers / the resolver / the label mapping in-process and need
 // no daemon. The parser here checks the command line itself (each command accepts only the global
 // flags and its own) so that usage errors exit with status 2.
+#include <stdlib.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <optional>
@@ -34,6 +36,7 @@
 #include "client/cli/connect_flags.h"
 #include "server/common/flag_errors.h"
 #include "server/common/version.h"
+#include "server/placement/env_typos.h"
 
 ABSL_FLAG(bool, json, false, "Print the protobuf JSON mapping (as grpcurl would) instead of tables");
 
@@ -123,6 +126,7 @@ void PrintGeneralHelp(FILE* out) {
   absl::StrAppend(&text,
                   "\nExit status: 0 success; 1 error from the daemon or the work itself, reported as one line\n"
                   "on stderr `devplace: <command>: <gRPC code>: <message>`; 2 usage error.\n"
+                  "Flag names take - or _ alike (--device-map is --device_map).\n"
                   "`devplace <command> --help` describes a command and its flags; `devplace --version` prints\n"
                   "this client's version, `devplace version` the daemon's too.\n");
   std::fputs(text.c_str(), out);
@@ -139,6 +143,15 @@ void PrintCommandHelp(const Command& command) {
   std::fputs(text.c_str(), stdout);
 }
 
+// "; did you mean --X?" for an unknown flag `name` near one of `command`'s or the global flags
+// (underscores as written in --help), or "".
+std::string FlagSuggestion(const Command& command, const std::string& name) {
+  std::vector<std::string> flags(kGlobalFlags.begin(), kGlobalFlags.end());
+  flags.insert(flags.end(), command.flags.begin(), command.flags.end());
+  const std::optional<std::string> near = placement::ClosestName(name, flags, 2);
+  return near ? absl::StrCat("; did you mean --", *near, "?") : "";
+}
+
 // Parses argv: sets the flags, returns the command, or the exit status to end with.
 struct ParsedCommandLine {
   const Command* command = nullptr;
@@ -152,6 +165,7 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
   bool help = false;
   bool version = false;  // --version: the client's version, whatever else the command line says
   std::string error;  // the first bad flag, reported once the command is known
+  std::string unknown_flag;  // its name when that flag does not exist, for "did you mean"
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
     if (arg == "--") {
@@ -163,6 +177,7 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
       continue;
     }
     auto [name, value] = SplitFlagArgument(arg);
+    std::replace(name.begin(), name.end(), '-', '_');  // --device-map is --device_map
     if (name == "help" || name == "h" || name == "helpfull" || name == "helpshort") {
       help = true;
       continue;
@@ -181,7 +196,10 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
       }
     }
     if (flag == nullptr || name == "flagfile" || name == "fromenv" || name == "tryfromenv" || name == "undefok") {
-      if (error.empty()) error = absl::StrCat("unknown flag --", name);
+      if (error.empty()) {
+        error = absl::StrCat("unknown flag --", name);
+        unknown_flag = name;
+      }
       continue;
     }
     if (!value) {
@@ -253,11 +271,19 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
       result.exit_status = UsageError("", absl::StrCat(problem, " (one of ", absl::StrJoin(names, ", "), ")"));
       return result;
     }
-    result.exit_status = UsageError("", absl::StrCat("unknown command \"", positional[0], "\""));
+    std::vector<std::string> known;  // command names and group words ("slurm")
+    for (const Command& c : Commands()) {
+      const std::string word(absl::string_view(c.name).substr(0, absl::string_view(c.name).find(' ')));
+      if (std::find(known.begin(), known.end(), word) == known.end()) known.push_back(word);
+    }
+    const std::optional<std::string> near = placement::ClosestName(positional[0], known, 2);
+    result.exit_status = UsageError("", absl::StrCat("unknown command \"", positional[0], "\"",
+                                                     near ? absl::StrCat("; did you mean \"", *near, "\"?") : ""));
     return result;
   }
   g_command = command->name;
   if (!error.empty()) {
+    if (!unknown_flag.empty()) absl::StrAppend(&error, FlagSuggestion(*command, unknown_flag));
     result.exit_status = UsageError(command->name, error);
     return result;
   }
@@ -293,6 +319,9 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
 }  // namespace devplace::cli
 
 int main(int argc, char** argv) {
+  // gRPC's own log lines ("Handshake failed ...") would reach the terminal beside the one error
+  // line each command prints; an explicit GRPC_VERBOSITY (e.g. DEBUG) still wins.
+  ::setenv("GRPC_VERBOSITY", "NONE", /*overwrite=*/0);
   const devplace::cli::ParsedCommandLine parsed = devplace::cli::ParseCommandLine(argc, argv);
   if (parsed.exit_status) return *parsed.exit_status;
   return parsed.command->run();

@@ -4,7 +4,9 @@
 // output keeps the targets' order.
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -57,7 +59,7 @@ constexpr const char* kAccepted = kTargetForms;
 
 absl::StatusOr<std::vector<std::string>> ReadTargetsFile(const std::string& path) {
   std::ifstream in(path);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat("--targets=", path, ": cannot read the file"));
+  if (!in) return absl::InvalidArgumentError(absl::StrCat("--targets=", path, ": cannot read: ", std::strerror(errno)));
   std::vector<std::string> targets;
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
@@ -131,7 +133,11 @@ void Summarize(const v1::Inventory& inv, FleetNode& node) {
     for (const v1::Device& d : b.devices()) {
       if (d.usable()) row.set_usable(row.usable() + 1);
       if (std::find(row.models().begin(), row.models().end(), d.name()) == row.models().end()) row.add_models(d.name());
-      row.add_memory_total_bytes(d.has_memory_total_bytes() ? d.memory_total_bytes() : 0);
+      if (d.has_memory_total_bytes()) {
+        row.add_memory_total_bytes(d.memory_total_bytes());
+      } else {
+        row.set_memory_unknown(row.memory_unknown() + 1);
+      }
     }
   }
 }
@@ -157,20 +163,42 @@ void Query(const std::optional<ResolveOptions>& job, FleetNode& node) {
     status = inv.status();
   }
   node.set_code(absl::StatusCodeToString(status.code()));
-  node.set_error(std::string(status.message()));
+  // libdevplace ends an unreachable target's message with how to choose another daemon
+  // (DEVPLACE_ADDRESS, --address); here the target comes from --targets.
+  std::string error(status.message());
+  if (const size_t note = error.find(" [devplace target "); note != std::string::npos) {
+    error = absl::StrCat(error.substr(0, note), " [target ", node.target(), " from --targets]");
+  }
+  node.set_error(error);
 }
 
-// One line, printable, bounded: a node's message may quote anything.
-std::string Cell(std::string text) {
+// The widest a table cell may be, per column kind: a row must fit a terminal, whatever a node
+// says. --json has every text in full.
+constexpr size_t kNameWidth = 40;     // target, hostname, models
+constexpr size_t kWarningWidth = 60;  // the first warning, and how many more
+constexpr size_t kErrorWidth = 90;
+
+// One line, printable, at most `width` characters (cut ones end in "..."): a node's message may
+// quote anything.
+std::string Cell(std::string text, size_t width = kNameWidth) {
   for (char& c : text) {
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
   }
-  if (text.size() > 300) text = text.substr(0, 300) + "...";
+  if (text.size() > width) {
+    text = text.substr(0, width - 3) + "...";
+  }
   return text.empty() ? "-" : text;
 }
 
 std::string ErrorCell(const FleetNode& node) {
-  return node.code() == "OK" ? "-" : Cell(absl::StrCat(node.code(), ": ", node.error()));
+  return node.code() == "OK" ? "-" : Cell(absl::StrCat(node.code(), ": ", node.error()), kErrorWidth);
+}
+
+// The first warning, shortened, and "(+N more)".
+std::string WarningsCell(const v1::ResolveDeviceResponse& r) {
+  if (r.warnings().empty()) return "-";
+  const std::string more = r.warnings_size() > 1 ? absl::StrCat(" (+", r.warnings_size() - 1, " more)") : "";
+  return Cell(r.warnings(0), kWarningWidth - more.size()) + more;
 }
 
 void PrintInventoryTable(const FleetReport& report) {
@@ -178,7 +206,7 @@ void PrintInventoryTable(const FleetReport& report) {
       {"TARGET", "HOSTNAME", "ROWS", "STATE", "DEVICES", "MODELS", "MEMORY", "ERROR"}};
   for (const FleetNode& node : report.nodes()) {
     if (node.code() != "OK") {
-      rows.push_back({node.target(), "-", "-", "-", "-", "-", "-", ErrorCell(node)});
+      rows.push_back({Cell(node.target()), "-", "-", "-", "-", "-", "-", ErrorCell(node)});
       continue;
     }
     std::vector<std::string> names, states, devices, models, memory;
@@ -191,18 +219,19 @@ void PrintInventoryTable(const FleetReport& report) {
       }));
       std::vector<std::string> sizes;  // distinct, in host order
       for (uint64_t bytes : row.memory_total_bytes()) {
-        const std::string size = bytes == 0 ? "?" : Bytes(bytes);
+        const std::string size = Bytes(bytes);
         if (std::find(sizes.begin(), sizes.end(), size) == sizes.end()) sizes.push_back(size);
       }
+      if (row.memory_unknown() > 0) sizes.push_back("?");
       memory.push_back(absl::StrJoin(sizes, ", "));
     }
     if (names.empty()) {  // no accelerator: the cpu row only
-      rows.push_back({node.target(), Cell(node.hostname()), "cpu only", "-", "-", "-", "-", "-"});
+      rows.push_back({Cell(node.target()), Cell(node.hostname()), "cpu only", "-", "-", "-", "-", "-"});
       continue;
     }
-    rows.push_back({node.target(), Cell(node.hostname()), absl::StrJoin(names, "; "), absl::StrJoin(states, "; "),
-                    absl::StrJoin(devices, "; "), Cell(absl::StrJoin(models, "; ")), absl::StrJoin(memory, "; "),
-                    "-"});
+    rows.push_back({Cell(node.target()), Cell(node.hostname()), Cell(absl::StrJoin(names, "; ")),
+                    Cell(absl::StrJoin(states, "; ")), Cell(absl::StrJoin(devices, "; ")),
+                    Cell(absl::StrJoin(models, "; ")), Cell(absl::StrJoin(memory, "; ")), "-"});
   }
   PrintTable(rows);
 }
@@ -211,13 +240,12 @@ void PrintResolveTable(const FleetReport& report) {
   std::vector<std::vector<std::string>> rows = {{"TARGET", "DEVICE", "BACKEND", "DEVICES", "WARNINGS", "ERROR"}};
   for (const FleetNode& node : report.nodes()) {
     if (node.code() != "OK") {
-      rows.push_back({node.target(), "-", "-", "-", "-", ErrorCell(node)});
+      rows.push_back({Cell(node.target()), "-", "-", "-", "-", ErrorCell(node)});
       continue;
     }
     const v1::ResolveDeviceResponse& r = node.resolved();
-    rows.push_back({node.target(), r.device(), RowName(r.backend()),
-                    r.devices().empty() ? "-" : absl::StrJoin(r.devices(), ","),
-                    r.warnings().empty() ? "-" : Cell(absl::StrJoin(r.warnings(), " | ")), "-"});
+    rows.push_back({Cell(node.target()), Cell(r.device()), RowName(r.backend()),
+                    r.devices().empty() ? "-" : Cell(absl::StrJoin(r.devices(), ",")), WarningsCell(r), "-"});
   }
   PrintTable(rows);
 }
@@ -276,6 +304,7 @@ int RunFleet() {
   } else {
     PrintInventoryTable(report);
   }
+
   return report.failed() > 0 ? kExitSomeFailed : 0;
 }
 
@@ -295,9 +324,12 @@ Command FleetCommand() {
           "FAILED_PRECONDITION: the node cannot satisfy the request). Only the flags describe the job:\n"
           "this process's environment and /dev are not sent (--no_environment is implied).\n"
           "A target that fails (unreachable: UNAVAILABLE; too slow: DEADLINE_EXCEEDED; or the daemon's\n"
-          "refusal) is one error row; the other rows still come. --json prints a devplace.cli.FleetReport\n"
+          "refusal) is one error row naming its --targets entry; the other rows still come. Table cells are\n"
+          "cut to fit a terminal (targets, names and models at 40 characters, the first warning and a count\n"
+          "of the others at 60, errors at 90; a cut cell ends in ...). --json prints a devplace.cli.FleetReport\n"
           "(client/cli/fleet.proto) in the protobuf JSON mapping instead, with each node's whole inventory\n"
-          "or ResolveDeviceResponse.\n"
+          "or ResolveDeviceResponse and every message in full; a memory size a node does not know is left\n"
+          "out (memoryUnknown counts it), never written as 0.\n"
           "--timeout=0 sets no deadline (a target that accepts connections but never answers then holds\n"
           "its row until gRPC gives up connecting).\n"
           "Exit status: 0 every target answered; 1 at least one row is an error (all rows are still\n"

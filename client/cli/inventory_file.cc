@@ -1,11 +1,14 @@
 // --inventory=FILE: `resolve` and `labels` work offline against a saved inventory (cli.h's
 // ReadInventory).
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 
 #include "absl/flags/flag.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -22,7 +25,7 @@ namespace {
 // The inventory in `path`: protobuf JSON, or the serialized message devplace-probe writes.
 absl::StatusOr<v1::Inventory> ParseInventoryFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("--inventory=", path, ": cannot open"));
+  if (!in) return absl::NotFoundError(absl::StrCat("--inventory=", path, ": cannot read: ", std::strerror(errno)));
   std::stringstream buffer;
   buffer << in.rdbuf();
   const std::string content = buffer.str();
@@ -54,6 +57,12 @@ absl::StatusOr<v1::Inventory> ReadInventory(const std::string& path) {
         "or `devplace-probe --json`"));
   }
   return inv;
+}
+
+int WithInventoryFile(const std::string& path, absl::FunctionRef<int(const v1::Inventory&)> body) {
+  absl::StatusOr<v1::Inventory> inv = ReadInventory(path);
+  if (!inv.ok()) return Fail(inv.status());
+  return body(*inv);
 }
 
 }  // namespace devplace::cli

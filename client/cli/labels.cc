@@ -41,9 +41,7 @@ int RunLabels() {
       return inv.ok() ? PrintLabels(*inv) : Fail(inv.status());
     });
   }
-  absl::StatusOr<v1::Inventory> inv = ReadInventory(inventory_path);
-  if (!inv.ok()) return Fail(inv.status());
-  return PrintLabels(*inv);
+  return WithInventoryFile(inventory_path, PrintLabels);
 }
 
 }  // namespace

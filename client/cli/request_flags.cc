@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
@@ -52,6 +53,10 @@ ABSL_FLAG(bool, no_environment, false,
 ABSL_FLAG(std::string, job_device_nodes, "",
           "Comma list of the job's accelerator /dev nodes (e.g. /dev/nvidia1), or `none` for a job that "
           "sees none; default: scan this process's /dev (not done with --inventory or --no_environment)");
+ABSL_FLAG(std::string, fallback, "",
+          "When the daemon gives no answer (not running, unreachable, no inventory yet, --timeout passed): "
+          "none = fail (exit 1), cpu = print cpu and a `devplace: warning: devplace fallback: ...` line naming "
+          "the error (exit 0). Default: env DEVPLACE_FALLBACK (unless --no_environment), else none");
 ABSL_FLAG(std::string, python_env, "",
           "The job's Python environment, read without running it: a venv or conda prefix, or a "
           "site-packages directory. Its torch build and plug-ins fill an empty --runtime_backends, its "
@@ -156,11 +161,23 @@ absl::StatusOr<ResolveOptions> OptionsFromFlags(bool offline, bool use_environme
     }
     options.job_environment = *std::move(job);
   }
+  if (const std::string fallback = absl::GetFlag(FLAGS_fallback); !fallback.empty()) options.fallback = fallback;
+  if (options.fallback != "" && options.fallback != "none" && options.fallback != "cpu") {
+    return absl::InvalidArgumentError(absl::StrCat(absl::GetFlag(FLAGS_fallback).empty() ? "env DEVPLACE_FALLBACK=" : "--fallback=",
+                                                   options.fallback, ": accepted: cpu or none"));
+  }
   const std::string nodes = absl::GetFlag(FLAGS_job_device_nodes);
   if (nodes == "none") {
     options.job_device_nodes = std::vector<std::string>();
   } else if (!nodes.empty()) {
     options.job_device_nodes = absl::StrSplit(nodes, ',', absl::SkipEmpty());
+    for (const std::string& node : *options.job_device_nodes) {
+      if (!absl::StartsWith(node, "/")) {
+        return absl::InvalidArgumentError(absl::StrCat("--job_device_nodes: '", node, "' is not an absolute path; "
+                                                       "accepted: a comma list of /dev paths (e.g. /dev/nvidia1,"
+                                                       "/dev/dri/renderD129) or `none`"));
+      }
+    }
   }
   return options;
 }

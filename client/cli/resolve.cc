@@ -100,9 +100,9 @@ int RunResolve() {
   if (inventory_path.empty()) {
     return WithClient([&](Client& client) { return PrintResolved(client.Resolve(*options)); });
   }
-  absl::StatusOr<v1::Inventory> inv = ReadInventory(inventory_path);
-  if (!inv.ok()) return Fail(inv.status());
-  return PrintResolved(placement::Resolve(*inv, options->ToRequest()));
+  return WithInventoryFile(inventory_path, [&](const v1::Inventory& inv) {
+    return PrintResolved(placement::Resolve(inv, options->ToRequest()));
+  });
 }
 
 }  // namespace
@@ -123,7 +123,7 @@ Command ResolveCommand() {
           "ResolveDeviceResponse on stdout instead.",
           {"workload", "convention", "device_map", "use_cpu", "local_rank", "world_size", "runtime_backends", "strict",
            "model_size_bytes", "transformers_version", "accelerate_version", "python_env", "python", "env",
-           "no_environment", "job_device_nodes", "explain", "quiet", "inventory"},
+           "no_environment", "job_device_nodes", "explain", "quiet", "inventory", "fallback"},
           &RunResolve};
 }
 

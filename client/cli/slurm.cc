@@ -42,8 +42,7 @@ int WithInventory(const std::function<int(const v1::Inventory&, bool offline)>& 
       return inv.ok() ? body(*inv, false) : Fail(inv.status());
     });
   }
-  absl::StatusOr<v1::Inventory> inv = ReadInventory(path);
-  return inv.ok() ? body(*inv, true) : Fail(inv.status());
+  return WithInventoryFile(path, [&](const v1::Inventory& inv) { return body(inv, true); });
 }
 
 int PrintJson(const google::protobuf::Struct& s) {

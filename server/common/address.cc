@@ -1,9 +1,17 @@
 #include "server/common/address.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
@@ -68,6 +76,33 @@ bool IsLoopbackHost(absl::string_view host) {
     return IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127;
   }
   return false;
+}
+
+absl::Status CheckTcpBindable(const Address& address) {
+  if (address.is_unix || address.port == 0) return absl::OkStatus();
+  const std::string where =
+      address.ipv6 ? absl::StrCat("[", address.host, "]:", address.port) : absl::StrCat(address.host, ":", address.port);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  const std::string port = std::to_string(address.port);
+  if (const int e = ::getaddrinfo(address.host.empty() ? nullptr : address.host.c_str(), port.c_str(), &hints, &found);
+      e != 0) {
+    return absl::UnavailableError(absl::StrCat("cannot resolve ", address.host, ": ", ::gai_strerror(e)));
+  }
+  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> list(found, &::freeaddrinfo);
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    const int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    const int bound = ::bind(fd, a->ai_addr, a->ai_addrlen);
+    const int error = errno;
+    ::close(fd);
+    if (bound != 0) return absl::UnavailableError(absl::StrCat("cannot bind ", where, ": ", std::strerror(error)));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace devplace

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
 namespace devplace {
@@ -30,6 +31,13 @@ enum class AddressUse {
 
 // The address `text` names, or nullopt when it is none of the forms above for `use`.
 std::optional<Address> ParseAddress(absl::string_view text, AddressUse use);
+
+// Whether a TCP listener could bind `address` (host:port, as ParseAddress reads it) now: binds a
+// socket (SO_REUSEADDR, as gRPC and civetweb do) to each address the host resolves to and closes
+// it. OK for port 0. Otherwise UNAVAILABLE "cannot bind HOST:PORT: <errno text>" (e.g. "Address
+// already in use", "Permission denied" for a privileged port), or "cannot resolve HOST: ...". Lets a
+// daemon report a busy port as one line of its own before a library tries and logs its own text.
+absl::Status CheckTcpBindable(const Address& address);
 
 // Whether a TCP address's host can only be reached from this machine: "localhost" (any case),
 // 127.0.0.0/8, ::1 and ::ffff:127.0.0.0/104. Names other than localhost are not resolved: false.

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/escaping.h"
@@ -23,6 +24,7 @@
 #include "grpc/health/v1/health.pb.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/resource_quota.h"
+#include "server/common/address.h"
 #include "server/common/version.h"
 #include "server/logging/logging.h"
 #include "server/service/grpc_log.h"
@@ -205,6 +207,7 @@ absl::Status Daemon::StartMetrics() {
     spdlog::info("event=metrics_listening url=http://{}/metrics", metrics_endpoint_.address);
   } else if (address != kDefaultMetricsListen) {
     spdlog::error("event=listen_failed metrics_listen={} error=\"{}\"", address, std::string(started.status().message()));
+    fprintf(stderr, "devplaced: --metrics_listen=%s: %s\n", address.c_str(), std::string(started.status().message()).c_str());
     return absl::UnavailableError(started.status().message());
   } else {
     spdlog::warn("event=metrics_disabled metrics_listen={} error=\"{}\" hint=\"set --metrics_listen to another "
@@ -269,6 +272,15 @@ absl::Status Daemon::StartServer() {
       }
       unix_listeners_.push_back(std::move(*l));
       continue;
+    }
+    const std::string host_port = absl::StartsWith(address, "tls:") ? address.substr(4) : address;
+    // A busy or privileged port is one line of ours, before gRPC tries and logs its own.
+    if (std::optional<Address> parsed = ParseAddress(host_port, AddressUse::kListen); parsed.has_value()) {
+      if (absl::Status bindable = CheckTcpBindable(*parsed); !bindable.ok()) {
+        spdlog::error("event=listen_failed address={} error=\"{}\"", address, std::string(bindable.message()));
+        fprintf(stderr, "devplaced: --listen=%s: %s\n", address.c_str(), std::string(bindable.message()).c_str());
+        return bindable;
+      }
     }
     if (absl::StartsWith(address, "tls:")) {
       builder.AddListeningPort(address.substr(4), tls_->credentials(), ports.back().get());

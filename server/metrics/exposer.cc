@@ -44,6 +44,10 @@ absl::StatusOr<MetricsEndpoint> StartMetricsEndpoint(
     const std::string& address, const std::vector<std::shared_ptr<prometheus::Collectable>>& collectables) {
   const std::optional<Address> parsed = ParseMetricsAddress(address);
   if (!parsed.has_value()) return absl::InvalidArgumentError(absl::StrCat("--metrics_listen: ", kAccepted));
+  // A busy port is our one line; civetweb would say "null context when constructing CivetServer".
+  if (absl::Status bindable = CheckTcpBindable(*parsed); !bindable.ok()) {
+    return bindable;
+  }
   MetricsEndpoint endpoint;
   try {
     // civetweb gives each connection a worker until its request is read, so workers and the time

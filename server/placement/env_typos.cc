@@ -45,6 +45,21 @@ int FoldedEditDistance(absl::string_view a_in, absl::string_view b_in) {
   return d[n][m];
 }
 
+std::optional<std::string> ClosestName(absl::string_view name, const std::vector<std::string>& candidates,
+                                       int max_distance) {
+  if (std::find(candidates.begin(), candidates.end(), name) != candidates.end()) return std::nullopt;
+  std::optional<std::string> best;
+  int best_distance = max_distance + 1;
+  for (const std::string& candidate : candidates) {
+    const int distance = FoldedEditDistance(name, candidate);
+    if (distance < best_distance) {
+      best = candidate;
+      best_distance = distance;
+    }
+  }
+  return best;
+}
+
 std::optional<std::string> NearMissOf(absl::string_view name) {
   const std::vector<std::string>& known = ReadEnvironmentVariables();
   if (std::find(known.begin(), known.end(), name) != known.end()) return std::nullopt;

@@ -23,6 +23,13 @@ const std::vector<std::string>& ReadEnvironmentVariables();
 // characters each count 1.
 int FoldedEditDistance(absl::string_view a, absl::string_view b);
 
+// The entry of `candidates` closest to `name` by FoldedEditDistance when that distance is at most
+// `max_distance` and `name` is not itself one of them (exact); the first of equally close ones;
+// nullopt otherwise. For "did you mean" hints (device_map keywords here, the CLI's commands and
+// flags).
+std::optional<std::string> ClosestName(absl::string_view name, const std::vector<std::string>& candidates,
+                                       int max_distance);
+
 // The placement variable `name` is a near miss of, or nullopt: `name` is not itself one of
 // ReadEnvironmentVariables() (exact, case-sensitive), and its FoldedEditDistance to one of them
 // is at most 2 (every placement variable is at least 8 characters long, so a 2-edit slip never

@@ -285,6 +285,14 @@ class Resolution {
       return absl::InvalidArgumentError(absl::StrCat("runtime_backends / job_devices.device_nodes: at most ",
                                                      kMaxListEntries, " entries"));
     }
+    for (int i = 0; i < req_.job_devices().device_nodes_size(); ++i) {
+      const std::string& node = req_.job_devices().device_nodes(i);
+      if (node.empty() || node[0] != '/') {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "job_devices.device_nodes[", i, "]: '", node.substr(0, 64), "' is not an absolute path; accepted: ",
+            "/dev paths such as /dev/nvidia1 or /dev/dri/renderD129 (P1)"));
+      }
+    }
     if (training && !req_.device_map().empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "device_map: '", req_.device_map(), "' given for a training workload; TrainingArguments and Accelerator "
@@ -1090,6 +1098,10 @@ class Resolution {
       const std::string lower = absl::AsciiStrToLower(s);
       if (kKeywords.count(lower) && !pipeline) hint = absl::StrCat(" (keywords are case-sensitive: did you mean '", lower, "'?)");
       if (kKeywords.count(s) && pipeline) hint = " (pipeline's device takes a device, not a device_map keyword)";
+      if (hint.empty() && !pipeline) {
+        const std::vector<std::string> keywords(kKeywords.begin(), kKeywords.end());
+        if (std::optional<std::string> near = ClosestName(s, keywords, 2)) hint = absl::StrCat(" (did you mean '", *near, "'?)");
+      }
       return absl::InvalidArgumentError(absl::StrCat(
           parsed.status().message(),
           pipeline ? "; or an int (-1 = the model's device, 0, 1, ...)"

@@ -15,6 +15,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/ascii.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -205,6 +207,55 @@ TEST_F(FleetTest, ResolveRequestFlagsAndRefusals) {
   // The job's cuda:0 is the host's second GPU.
   EXPECT_EQ(resolved.at("placed").list_value().values(0).struct_value().fields().at("pciBusId").string_value(),
             "0000:9a:00.0");
+}
+
+// Every table cell is bounded whatever a node says (a long warning, an unreachable node's long
+// message); --json keeps every text in full, names --targets in error rows, and leaves out
+// memory a node does not know rather than writing 0.
+TEST_F(FleetTest, TableCellsAreBoundedAndJsonKeepsTheFullText) {
+  const std::string job = "--resolve --workload=inference --device_map=auto --env=CUDA_VISIBLE_DEVICE=1 "
+                          "--env=LOCAL_RANKS=0 --targets=" + nvidia_ + "," + stopped_;
+  const CommandResult r = RunCli("fleet " + job);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, IsEmpty());  // no gRPC log lines either
+  const std::vector<std::string> lines = Lines(r.out);
+  ASSERT_EQ(lines.size(), 3u) << r.out;
+  // The columns start where their headings do.
+  const size_t warnings_at = lines[0].find("WARNINGS"), error_at = lines[0].find("ERROR");
+  ASSERT_NE(warnings_at, std::string::npos);
+  ASSERT_NE(error_at, std::string::npos);
+  // The first warning, cut at 60 characters with the count of the others; the error cut at 90.
+  const std::string warning_cell(absl::StripTrailingAsciiWhitespace(lines[1].substr(warnings_at, error_at - warnings_at)));
+  EXPECT_LE(warning_cell.size(), 60u) << warning_cell;
+  EXPECT_THAT(warning_cell, MatchesRegex(".*\\.\\.\\. \\(\\+[0-9]+ more\\)"));
+  const std::string error_cell = lines[2].substr(error_at);
+  EXPECT_LE(error_cell.size(), 90u) << error_cell;
+  EXPECT_THAT(error_cell, StartsWith("UNAVAILABLE: nothing listens on " + stopped_));
+  EXPECT_THAT(error_cell, ::testing::EndsWith("..."));
+
+  const CommandResult json = RunCli("fleet --json " + job);
+  google::protobuf::Struct doc;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json.out, &doc).ok()) << json.out;
+  const auto& nodes = doc.fields().at("nodes").list_value();
+  const auto& warnings = nodes.values(0).struct_value().fields().at("resolved").struct_value().fields().at("warnings");
+  ASSERT_GE(warnings.list_value().values_size(), 2);
+  std::string all;
+  for (const auto& w : warnings.list_value().values()) all += w.string_value() + "\n";
+  EXPECT_THAT(all, HasSubstr("env CUDA_VISIBLE_DEVICE is not read by anything; did you mean CUDA_VISIBLE_DEVICES?"));
+  EXPECT_THAT(all, HasSubstr("env LOCAL_RANKS is not read by anything; did you mean LOCAL_RANK?"));
+  const std::string error = nodes.values(1).struct_value().fields().at("error").string_value();
+  EXPECT_THAT(error, HasSubstr("devplaced is probably not running"));
+  EXPECT_THAT(error, HasSubstr("[target " + stopped_ + " from --targets]"));
+  EXPECT_THAT(error, Not(HasSubstr("--address")));  // fleet refuses --address
+
+  // The NVIDIA node without NVML does not know its GPUs' memory: absent and counted, not "0".
+  const CommandResult inventory = RunCli("fleet --json --targets=" + nvidia_);
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(inventory.out, &doc).ok()) << inventory.out;
+  const auto& row = doc.fields().at("nodes").list_value().values(0).struct_value().fields().at("rows")
+                        .list_value().values(0).struct_value().fields();
+  EXPECT_EQ(row.at("memoryTotalBytes").list_value().values_size(), 0);
+  EXPECT_EQ(row.at("memoryUnknown").number_value(), 2);
+  EXPECT_THAT(RunCli("fleet --targets=" + nvidia_).out, HasSubstr("?"));
 }
 
 TEST_F(FleetTest, ATargetThatNeverAnswersIsADeadlineRow) {

@@ -25,6 +25,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "tests/common/command.h"
+#include "tests/common/ports.h"
 #include "tests/common/temp_dir.h"
 #include "tests/integration/daemon_process.h"
 
@@ -34,21 +35,6 @@ namespace devplace::testing {
 namespace {
 
 using ::testing::HasSubstr;
-
-// A TCP socket bound to a free loopback port (its number in `*port`); aborts on failure.
-int BoundLoopbackSocket(int* port) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    abort();
-  }
-  *port = ntohs(addr.sin_port);
-  return fd;
-}
 
 // A loopback TCP port that was free a moment ago (for Prometheus' own web listener).
 int FreePort() {

@@ -83,6 +83,11 @@ ConnectOptions Tls(const std::string& target, const std::string& ca, const CertF
   return options;
 }
 
+// `devplace --address=TARGET` (under a 30 s timeout), for more words.
+std::string CliAt(const std::string& target) {
+  return absl::StrCat("timeout 30 ", DEVPLACE_CLI_BINARY, " --address=", target);
+}
+
 // GetInventory over a fresh connection with `options`.
 absl::StatusOr<v1::Inventory> InventoryWith(const ConnectOptions& options) {
   absl::StatusOr<Client> client = Client::Connect(options);
@@ -314,6 +319,53 @@ TEST(Tls, CliOverTls) {
   for (const char* flag : {"--tls_ca", "--tls_cert", "--tls_key", "--tls_server_name"}) {
     EXPECT_THAT(r.out, HasSubstr(flag));
   }
+}
+
+// Each TLS mistake gets a message of its own naming the flag that fixes it (the client dials the
+// target again with OpenSSL to find out), from libdevplace and on the CLI's one error line.
+TEST(Tls, EachMistakeNamesItsCauseAndTheFlagThatFixesIt) {
+  TempDir dir;
+  Pki pki(dir.path());
+  TlsDaemon d(dir, pki);
+  const std::string cli = CliAt(d.tls_target);
+  WaitServing(d.daemon);
+  const std::string ca = " --tls_ca=" + pki.ca.cert;
+  const std::string mine = " --tls_cert=" + pki.client.cert + " --tls_key=" + pki.client.key;
+  const std::string stranger = " --tls_cert=" + pki.other_client.cert + " --tls_key=" + pki.other_client.key;
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {"", {d.tls_target + " is a TLS listener", "this client spoke plaintext: pass --tls_ca"}},
+      {ca, {"requires a client certificate (mutual TLS) and none was given: pass --tls_cert and --tls_key"}},
+      {ca + stranger,
+       {"refused the client certificate --tls_cert=" + pki.other_client.cert, "subject CN=intruder, issued by CN=ca2",
+        "the daemon's --tls_client_ca"}},
+      {" --tls_ca=" + pki.other_ca.cert + mine,
+       {"the daemon's certificate (subject CN=server, issued by CN=ca1) is not trusted",
+        "with --tls_ca=" + pki.other_ca.cert + "; pass the CA that signed it"}},
+      {ca + mine + " --tls_server_name=node1.example",
+       {"the daemon's certificate names IP:127.0.0.1, DNS:localhost, not node1.example",
+        "pass --tls_server_name=NAME"}},
+  };
+  for (const auto& [flags, words] : cases) {
+    SCOPED_TRACE(flags);
+    const CommandResult r = RunCommand(cli + flags + " health");
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_THAT(r.err, StartsWith("devplace: health: UNAVAILABLE: "));
+    for (const std::string& w : words) EXPECT_THAT(r.err, HasSubstr(w));
+    EXPECT_THAT(r.err, HasSubstr("(gRPC: "));  // gRPC's own text is kept, after the cause
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;  // no gRPC log lines
+  }
+  // TLS to the plaintext TCP listener.
+  CommandResult r = RunCommand(CliAt(d.daemon.tcp_target()) + ca + mine + " health");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr(d.daemon.tcp_target() + " did not answer the TLS handshake: it is probably a "
+                               "plaintext listener"));
+  // The library says the same.
+  absl::StatusOr<v1::Inventory> refused = InventoryWith(Tls(d.tls_target, pki.ca.cert, nullptr));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("requires a client certificate"));
+  // Right settings: no diagnosis needed.
+  r = RunCommand(cli + ca + mine + " health");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
 TEST(Tls, PlaintextRemoteListenerNeedsAllowInsecureRemote) {

@@ -115,6 +115,68 @@ class UnreachableAndEarly(unittest.TestCase):
                     daemon.wait_serving()
                     self.assertEqual(client.resolve("inference", from_environment=False).device, "cpu")
 
+    def test_no_daemon_names_the_likely_cause_and_the_command_that_starts_it(self):
+        with TempDir() as dir:
+            path = dir.file("devplace.sock")
+            with devplace.Client("unix:" + path) as client:
+                with self.assertRaises(devplace.UnavailableError) as raised:
+                    client.inventory()
+            self.assertTrue(raised.exception.message.startswith(
+                f"no socket at {path}: devplaced is probably not running: start it with "
+                "`sudo systemctl start devplaced`"), raised.exception.message)
+        free = socket.socket()
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+        free.close()  # nothing listens there now
+        with devplace.Client(f"127.0.0.1:{port}") as client:
+            with self.assertRaises(devplace.UnavailableError) as raised:
+                client.health()
+        self.assertIn(f"nothing listens on 127.0.0.1:{port} (connection refused): devplaced is probably not running",
+                      raised.exception.message)
+        self.assertIn("(gRPC: ", raised.exception.message)
+        self.assertIn(f"[devplace target 127.0.0.1:{port} (from address)", raised.exception.message)
+
+    def test_cpu_fallback_is_opt_in_and_only_for_no_answer(self):
+        with TempDir() as dir:
+            nowhere = "unix:" + dir.file("none.sock")
+            with mock.patch.dict(os.environ, {"DEVPLACE_FALLBACK": ""}):
+                with self.assertRaises(devplace.UnavailableError):  # off by default
+                    devplace.resolve_device("inference", "auto", address=nowhere)
+            with self.assertWarns(RuntimeWarning) as warned:
+                answer = devplace.Client(nowhere).resolve("inference", "auto", fallback="cpu")
+            self.assertEqual((answer.device, answer.devices, answer.backend), ("cpu", ["cpu"], "ROW_CPU"))
+            self.assertEqual(len(answer.warnings), 1)
+            self.assertTrue(answer.warnings[0].startswith("devplace fallback: answered cpu without the daemon"))
+            self.assertIn("UNAVAILABLE: no socket at", answer.warnings[0])
+            self.assertEqual(str(warned.warning), answer.warnings[0])
+            # From the environment, as a pod sets it; the one-liner too.
+            with mock.patch.dict(os.environ, {"DEVPLACE_FALLBACK": "cpu"}):
+                with self.assertWarns(RuntimeWarning):
+                    self.assertEqual(devplace.resolve_device("training", address=nowhere), "cpu")
+                with self.assertRaises(devplace.UnavailableError):  # the environment is not read
+                    devplace.resolve_device("training", address=nowhere, from_environment=False)
+            with self.assertRaises(devplace.InvalidArgumentError) as raised:
+                devplace.resolve_device("training", address=nowhere, fallback="gpu")
+            self.assertIn("accepted: cpu", raised.exception.message)
+            # With a daemon, its answers and refusals stand.
+            with Daemon(fixture("nvidia-2x-h100"), dir=dir.path) as daemon:
+                daemon.wait_serving()
+                with devplace.Client(daemon.unix_target) as client:
+                    self.assertEqual(client.resolve("inference", "auto", from_environment=False,
+                                                    fallback="cpu").device, "cuda:0")
+                    with self.assertRaises(devplace.FailedPreconditionError):
+                        client.resolve("inference", "cuda:7", from_environment=False, fallback="cpu")
+        # The CLI, over libdevplace, gives the same answer.
+        result = cli(["--address=" + nowhere, "resolve", "--workload=inference", "--no_environment",
+                      "--fallback=cpu"], env=clean_env())
+        self.assertEqual((result.returncode, result.stdout), (0, "cpu\n"), result.stderr)
+        self.assertIn("devplace: warning: devplace fallback: answered cpu without the daemon", result.stderr)
+
+    def test_relative_device_nodes_are_refused(self):
+        with self.assertRaises(devplace.InvalidArgumentError) as raised:
+            devplace.make_request("training", job_device_nodes=["nvidia0"])
+        self.assertIn("'nvidia0' is not an absolute path", raised.exception.message)
+
 
 class SocketTrust(unittest.TestCase):
     def setUp(self):

@@ -99,6 +99,35 @@ class MutualTls(unittest.TestCase):
                     client.health()
                 self.assertEqual(raised.exception.code, grpc.StatusCode.UNAVAILABLE)
 
+    def test_each_mistake_names_its_cause_and_the_setting_that_fixes_it(self):
+        ca, cert, key = self.ca[0], self.client_cert[0], self.client_cert[1]
+        cases = (
+            ("plaintext to the TLS port", None,
+             [f"{self.target} is a TLS listener", "this client spoke plaintext", "pass --tls_ca"]),
+            ("no client certificate", devplace.TlsOptions(ca=ca),
+             ["requires a client certificate (mutual TLS) and none was given", "--tls_cert and --tls_key"]),
+            ("a client certificate from another CA", devplace.TlsOptions(ca=ca, cert=self.stranger[0],
+                                                                         key=self.stranger[1]),
+             [f"refused the client certificate --tls_cert={self.stranger[0]}", "daemon's --tls_client_ca"]),
+            ("the daemon's CA unknown", devplace.TlsOptions(ca=self.other_ca[0], cert=cert, key=key),
+             ["the daemon's certificate is not trusted", f"--tls_ca={self.other_ca[0]}"]),
+            ("a name the certificate lacks", devplace.TlsOptions(ca=ca, cert=cert, key=key, server_name="node2"),
+             ["the daemon's certificate names DNS:node1, IP:127.0.0.1, not node2", "--tls_server_name"]),
+        )
+        for name, tls, words in cases:
+            with self.subTest(name), devplace.Client(self.target, tls=tls) as client:
+                with self.assertRaises(devplace.UnavailableError) as raised:
+                    client.health()
+                for w in words:
+                    self.assertIn(w, raised.exception.message)
+                self.assertIn("(gRPC: ", raised.exception.message)  # gRPC's own text is kept
+        # TLS to the plaintext TCP listener.
+        with devplace.Client(self.daemon.tcp_target, tls=devplace.TlsOptions(ca=ca)) as client:
+            with self.assertRaises(devplace.UnavailableError) as raised:
+                client.health()
+            self.assertIn("did not answer the TLS handshake: it is probably a plaintext listener",
+                          raised.exception.message)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -190,6 +190,16 @@ struct ResolveOptions {
   // The job's Python packages (ReadPythonEnvironment, AskPythonInterpreter); nullopt = not read.
   // The daemon fills empty runtime_backends / *_version from them (rules V-JOB-BUILD, V-JOB-VERSION).
   std::optional<v1::JobEnvironment> job_environment;
+  // What Client::Resolve answers when it gets no answer from the daemon (UNAVAILABLE: not running,
+  // not reachable, or no inventory yet; DEADLINE_EXCEEDED: no answer within the timeout). Not sent.
+  //   "" or "none"  return that error (the default: a job that must not run on the wrong device
+  //                 stops);
+  //   "cpu"         answer device "cpu" (backend ROW_CPU, devices ["cpu"]) with a warning that
+  //                 starts "devplace fallback:" and quotes the error, so the job still starts.
+  // Any other value: Resolve returns INVALID_ARGUMENT naming DEVPLACE_FALLBACK and the accepted
+  // values. FromEnvironment() reads it from env DEVPLACE_FALLBACK. Other errors (a bad request,
+  // FAILED_PRECONDITION, a refused socket) are never replaced.
+  std::string fallback;
 
   // The request message carrying these options.
   v1::ResolveDeviceRequest ToRequest() const;
@@ -199,7 +209,8 @@ struct ResolveOptions {
   // and WORLD_SIZE (an integer >= 1) fill `local_rank` / `world_size` instead; other values of
   // those two (malformed, out of range, Accelerate's "-1") stay in `env` verbatim so the daemon
   // applies its rules and reports INVALID_ARGUMENT where they are wrong. `job_device_nodes` is
-  // JobDeviceNodes("/dev") (present even when empty: this process sees no accelerator). Other
+  // JobDeviceNodes("/dev") (present even when empty: this process sees no accelerator);
+  // `fallback` is env DEVPLACE_FALLBACK (unset = ""). Other
   // fields keep their defaults; set `workload` before resolving.
   static ResolveOptions FromEnvironment();
   // The same, scanning `dev_dir` (a fake /dev tree in tests) for device nodes; the nodes are still
@@ -276,7 +287,8 @@ class Client {
   // A client over `connection` (e.g. a MockConnection in tests). `connection` must not be null.
   explicit Client(std::shared_ptr<Connection> connection);
 
-  // ResolveDevice(options.ToRequest()): the device string, devices, explanation and warnings.
+  // ResolveDevice(options.ToRequest()): the device string, devices, explanation and warnings; when
+  // the daemon gives no answer and options.fallback is "cpu", the fallback answer described there.
   absl::StatusOr<v1::ResolveDeviceResponse> Resolve(const ResolveOptions& options) const;
   // The current inventory snapshot.
   absl::StatusOr<v1::Inventory> Inventory() const;

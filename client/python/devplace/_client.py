@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
+import socket
+import ssl
 import threading
+import warnings
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 import grpc
@@ -12,8 +16,8 @@ from google.protobuf import wrappers_pb2
 
 from . import _environment
 from ._target import check_unix_socket, default_target
-from .errors import (AbortedError, Error, FailedPreconditionError, InvalidArgumentError, NotFoundError,
-                     error_for)
+from .errors import (AbortedError, DeadlineExceededError, Error, FailedPreconditionError, InvalidArgumentError,
+                     NotFoundError, UnavailableError, error_for)
 from .v1 import devplace_pb2, devplace_pb2_grpc
 
 __all__ = ["Client", "TlsOptions", "Resolution", "Watch", "make_request", "resolve_device"]
@@ -71,10 +75,196 @@ def _read_pem(source: str, path: str, what: str) -> bytes:
     return pem
 
 
-def _channel(target: str, tls: Optional[TlsOptions]) -> grpc.Channel:
-    """The channel to ``target``: plaintext, or TLS as TlsOptions says (environment included)."""
+# ---- why a daemon did not answer: the peer of libdevplace's client/connect_diagnosis.cc ----
+# After gRPC reports UNAVAILABLE (its text says "Socket closed" for most TLS mistakes), the target
+# is dialled once more with the standard library's socket and ssl to name the cause and the
+# setting that fixes it: devplaced not running (no socket, a stale socket, connection refused),
+# plaintext sent to a TLS listener, TLS sent to a plaintext one, a daemon certificate from an
+# unknown CA or without the dialled name, a required client certificate missing, or a client
+# certificate the daemon refused.
+
+_START_HINT = ("devplaced is probably not running: start it with `sudo systemctl start devplaced` (the package's "
+              "unit) or run `devplaced`")
+_CERT_FIX = ("pass --tls_cert and --tls_key (DEVPLACE_TLS_CERT, DEVPLACE_TLS_KEY; TlsOptions cert/key): a client "
+             "certificate issued by the CA in the daemon's --tls_client_ca")
+# HTTP/2's client preface and an empty SETTINGS frame: a gRPC server answers with its SETTINGS.
+_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
+def _unix(path: str) -> str:
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        return f"no socket at {path}: {_START_HINT}"
+    except OSError:
+        return ""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(path)
+    except ConnectionRefusedError:
+        return f"{path} is a socket nobody accepts on (left behind by a devplaced that stopped): {_START_HINT}"
+    except OSError:
+        return ""
+    finally:
+        s.close()
+    return ""
+
+
+def _split(target: str) -> Optional[Tuple[str, str]]:
+    for prefix in ("dns:///", "dns:", "ipv4:", "ipv6:"):
+        if target.startswith(prefix):
+            target = target[len(prefix):]
+            break
+    host, sep, port = target.rpartition(":")
+    if not sep or not port or not host:
+        return None
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host, port
+
+
+def _dial(host: str, port: str, timeout: float) -> Tuple[Optional[socket.socket], str]:
+    where = f"{host}:{port}"
+    try:
+        s = socket.create_connection((host, int(port)), timeout=timeout)
+    except ConnectionRefusedError:
+        return None, (f"nothing listens on {where} (connection refused): {_START_HINT}, or it listens elsewhere "
+                      "(its --listen)")
+    except socket.timeout:
+        return None, f"{where} accepted no connection within {int(timeout * 1000)} ms (a firewall, or the wrong host?)"
+    except (OSError, ValueError):
+        return None, ""
+    return s, ""
+
+
+def _context(tls: Dict[str, str], verify: bool) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_REQUIRED if verify else ssl.CERT_NONE
+    if verify:
+        if tls.get("ca"):
+            ctx.load_verify_locations(tls["ca"])
+        else:
+            ctx.load_default_certs()
+    if tls.get("cert"):
+        ctx.load_cert_chain(tls["cert"], tls["key"])
+    ctx.set_alpn_protocols(["h2"])  # gRPC servers insist on ALPN h2
+    return ctx
+
+
+def _names(cert: dict) -> str:
+    names = [f"{'IP' if kind == 'IP Address' else kind}:{value.strip()}"
+             for kind, value in cert.get("subjectAltName", ()) if kind in ("DNS", "IP Address")]
+    return ", ".join(names) or "no subject alternative names"
+
+
+def _tls(host: str, port: str, tls: Optional[Dict[str, str]], timeout: float) -> str:
+    where = f"{host}:{port}"
+    settings = tls or {}
+    sni = settings.get("server_name") or host
+    # 1. Does the port speak TLS, and does the daemon take this client (its certificate, or none)?
+    # A gRPC daemon that accepts answers HTTP/2's preface with its SETTINGS; one that refuses the
+    # client's certificate (TLS 1.3 settles it after the handshake) closes the connection.
+    s, why = _dial(host, port, timeout)
+    if s is None:
+        return why
+    handshake = accepted = False
+    alert = ""
+    try:
+        with _context(settings, verify=False).wrap_socket(s, server_hostname=sni) as conn:
+            handshake = True
+            try:
+                conn.sendall(_PREFACE)
+                accepted = bool(conn.recv(64))
+            except ssl.SSLError as e:
+                alert = str(e.reason or "")
+            except OSError:
+                pass
+    except ssl.SSLError as e:
+        alert = str(e.reason or "")
+    except OSError:
+        pass
+    finally:
+        s.close()
+    if tls is None:
+        if not handshake and "ALERT" not in alert:
+            return ""  # not a TLS listener either
+        return (f"{where} is a TLS listener (devplaced --listen=tls:...) and this client spoke plaintext: pass "
+                "--tls_ca (DEVPLACE_TLS_CA; TlsOptions ca), the CA that signed the daemon's certificate" +
+                ("" if accepted else f"; the daemon also wants a client certificate: {_CERT_FIX}"))
+    if not handshake and "ALERT" not in alert:
+        return (f"{where} did not answer the TLS handshake: it is probably a plaintext listener; dial the daemon's "
+                "tls: listener, or leave out --tls_ca/--tls_cert (and DEVPLACE_TLS_*) for this one")
+    # 2. Is the daemon's certificate from the CA given, and does it carry the name dialled?
+    s, why = _dial(host, port, timeout)
+    if s is None:
+        return why
+    try:
+        with _context(settings, verify=True).wrap_socket(s, server_hostname=sni) as conn:
+            cert = conn.getpeercert() or {}
+        if not _matches(cert, sni):
+            return (f"the daemon's certificate names {_names(cert)}, not {sni}: dial one of those names, or pass "
+                    "--tls_server_name=NAME (DEVPLACE_TLS_SERVER_NAME; TlsOptions server_name) with a name it carries")
+    except ssl.SSLCertVerificationError as e:
+        given = (f" with --tls_ca={settings['ca']}; pass the CA that signed it (DEVPLACE_TLS_CA)" if settings.get("ca")
+                 else "; pass --tls_ca (DEVPLACE_TLS_CA), the CA that signed it")
+        return f"the daemon's certificate is not trusted: {e.verify_message}{given}"
+    except (ssl.SSLError, OSError):
+        pass
+    finally:
+        s.close()
+    # 3. The client certificate, as the first connection saw it.
+    if accepted:
+        return ""
+    if not settings.get("cert"):
+        return f"the daemon at {where} requires a client certificate (mutual TLS) and none was given: {_CERT_FIX}"
+    told = f", TLS alert: {alert.lower()}" if alert else ""
+    return (f"the daemon at {where} refused the client certificate --tls_cert={settings['cert']}{told}; use one "
+            "issued by the CA in the daemon's --tls_client_ca")
+
+
+def _matches(cert: dict, name: str) -> bool:
+    """Whether `cert` (getpeercert()) carries `name`: an IP address SAN, or a DNS SAN (one leading *.)."""
+    try:
+        ip = ipaddress.ip_address(name)
+    except ValueError:
+        ip = None
+    for kind, value in cert.get("subjectAltName", ()):
+        if ip is not None and kind == "IP Address":
+            try:
+                if ipaddress.ip_address(value.strip()) == ip:
+                    return True
+            except ValueError:
+                continue
+        elif ip is None and kind == "DNS":
+            pattern, host = value.lower(), name.lower()
+            if pattern == host or (pattern.startswith("*.") and host.partition(".")[2] == pattern[2:]):
+                return True
+    return False
+
+
+def _diagnose_unreachable(target: str, tls: Optional[Dict[str, str]], timeout: Optional[float]) -> str:
+    """One sentence naming why ``target`` did not answer and what fixes it, or "" when no cause is found.
+
+    ``tls`` is None for a plaintext channel, else its settings after the DEVPLACE_TLS_* fill (keys
+    ca, cert, key, server_name)."""
+    wait = min(timeout, 3.0) if timeout else 3.0
+    if target.startswith("unix:"):
+        path = target[len("unix:"):]
+        return _unix(path[2:] if path.startswith("//") else path)
+    if target.startswith("unix-abstract:"):
+        return ""
+    split = _split(target)
+    if split is None:
+        return ""
+    return _tls(split[0], split[1], tls, wait)
+
+
+def _channel(target: str, tls: Optional[TlsOptions]) -> Tuple[grpc.Channel, Optional[Dict[str, str]]]:
+    """The channel to ``target``: plaintext, or TLS as TlsOptions says (environment included); and
+    the TLS settings used (None for plaintext), for :func:`_diagnose_unreachable`."""
     if target.startswith("unix:") or target.startswith("unix-abstract:"):
-        return grpc.insecure_channel(target)
+        return grpc.insecure_channel(target), None
     given = tls or TlsOptions()
     values: Dict[str, str] = {}
     source: Dict[str, str] = {}
@@ -86,7 +276,7 @@ def _channel(target: str, tls: Optional[TlsOptions]) -> grpc.Channel:
             source[field] = variable
         values[field] = value
     if not (values["ca"] or values["cert"] or values["key"]):
-        return grpc.insecure_channel(target)
+        return grpc.insecure_channel(target), None
     if bool(values["cert"]) != bool(values["key"]):
         missing, present = ("tls_cert", "key") if not values["cert"] else ("tls_key", "cert")
         raise InvalidArgumentError(f"{source[present]} is set without {missing}: a client certificate needs its "
@@ -100,7 +290,7 @@ def _channel(target: str, tls: Optional[TlsOptions]) -> grpc.Channel:
     options: List[Tuple[str, Any]] = []
     if values["server_name"]:
         options.append(("grpc.ssl_target_name_override", values["server_name"]))
-    return grpc.secure_channel(target, credentials, options=options)
+    return grpc.secure_channel(target, credentials, options=options), values
 
 
 def _enum(value: Union[str, int, None], enum: Any, prefix: str, field: str, accepted: str) -> int:
@@ -232,8 +422,13 @@ def make_request(workload: Union[str, int],
             if isinstance(nodes, str):
                 raise InvalidArgumentError(f"job_device_nodes={nodes!r}: want a list of /dev paths ([] = none, "
                                            "None = unknown)")
+            nodes = [str(n) for n in nodes]
+            for node in nodes:
+                if not node.startswith("/"):
+                    raise InvalidArgumentError(f"job_device_nodes: {node!r} is not an absolute path; want /dev "
+                                               "paths such as /dev/nvidia1 ([] = none, None = unknown)")
             request.job_devices.SetInParent()
-            request.job_devices.device_nodes.extend(str(n) for n in nodes)
+            request.job_devices.device_nodes.extend(nodes)
     return request
 
 
@@ -413,7 +608,7 @@ class Client:
                 except FailedPreconditionError as e:
                     raise FailedPreconditionError(f"refusing {target} ({origin}): {e.message}") from None
         self.target = target
-        self._channel = _channel(target, tls)
+        self._channel, self._tls = _channel(target, tls)
         self._stub = devplace_pb2_grpc.DevicePlacementStub(self._channel)
         self._health = self._channel.unary_unary(
             # grpc.health.v1 (Debian has no grpcio-health-checking): HealthCheckRequest{string service = 1}
@@ -443,7 +638,7 @@ class Client:
     def resolve(self, workload: Union[str, int], device_map: Union[str, int, None] = None, *,
                 convention: Union[str, int, None] = None, use_cpu: bool = False, strict: bool = False,
                 model_size_bytes: Optional[int] = None, from_environment: bool = True,
-                **overrides: Any) -> Resolution:
+                fallback: Optional[str] = None, **overrides: Any) -> Resolution:
         """Asks the daemon which device this job should use (ResolveDevice).
 
         Args:
@@ -460,6 +655,11 @@ class Client:
             model_size_bytes: model size in bytes, for "balanced" budgets.
             from_environment: send this process's placement variables and accelerator /dev nodes
                 (as libdevplace's ``FromEnvironment()``); False sends only the arguments.
+            fallback: what to answer when the daemon gives no answer (UnavailableError: not running,
+                unreachable, no inventory yet; DeadlineExceededError): "none" raises (the default),
+                "cpu" returns a ``cpu`` Resolution whose first warning starts "devplace fallback:"
+                and quotes the error, and issues it as a ``RuntimeWarning`` too. None: env
+                DEVPLACE_FALLBACK when ``from_environment``, else "none". Other errors always raise.
             **overrides: request fields that win over the environment: ``env={...}`` (a None
                 value removes a variable), ``local_rank=1``, ``world_size=2``,
                 ``runtime_backends=["cuda"]``, ``job_device_nodes=["/dev/nvidia1"]`` ([] = the job
@@ -479,9 +679,19 @@ class Client:
             DeadlineExceededError: ``timeout`` passed.
             TypeError: an unknown override.
         """
+        if fallback is None:
+            fallback = os.environ.get("DEVPLACE_FALLBACK", "") if from_environment else ""
+        if fallback not in ("", "none", "cpu"):
+            raise InvalidArgumentError(f"fallback (DEVPLACE_FALLBACK) {fallback[:64]!r}: accepted: cpu (answer cpu "
+                                       "with a warning when the daemon gives no answer) or none (the default)")
         request = make_request(workload, device_map, convention=convention, use_cpu=use_cpu, strict=strict,
                                model_size_bytes=model_size_bytes, from_environment=from_environment, **overrides)
-        return self.resolve_request(request)
+        try:
+            return self.resolve_request(request)
+        except (UnavailableError, DeadlineExceededError) as e:
+            if fallback != "cpu":
+                raise
+            return _cpu_fallback(e)
 
     def resolve_request(self, request: devplace_pb2.ResolveDeviceRequest) -> Resolution:
         """ResolveDevice with a request built by the caller (e.g. :func:`devplace.for_job` for a scheduler)."""
@@ -551,8 +761,22 @@ class Client:
         code = e.code() if hasattr(e, "code") else grpc.StatusCode.UNKNOWN
         message = (e.details() if hasattr(e, "details") else None) or ""
         if code == grpc.StatusCode.UNAVAILABLE and not self._ready():
+            cause = _diagnose_unreachable(self.target, self._tls, self._timeout)
+            if cause:
+                message = f"{cause} (gRPC: {message})"
             message += self._note
         return error_for(code, message)
+
+
+def _cpu_fallback(error: Error) -> Resolution:
+    """The answer of ``fallback="cpu"`` (libdevplace's Client::Resolve gives the same)."""
+    warning = ("devplace fallback: answered cpu without the daemon (fallback=cpu); accelerators, if any, "
+               f"are unused: {error}")
+    warnings.warn(warning, RuntimeWarning, stacklevel=3)
+    response = devplace_pb2.ResolveDeviceResponse(
+        device="cpu", backend=devplace_pb2.ROW_CPU, package="torch", devices=["cpu"],
+        explanation=["FALLBACK no answer from the daemon; fallback=cpu answers cpu without it"], warnings=[warning])
+    return Resolution.from_response(response)
 
 
 def resolve_device(workload: Union[str, int], device_map: Union[str, int, None] = None, *,
@@ -566,6 +790,8 @@ def resolve_device(workload: Union[str, int], device_map: Union[str, int, None] 
     ``--transformers_version=4.46.3`` does (``accelerate_version`` likewise).
     ``address``, ``timeout`` and ``tls`` are :class:`Client`'s; everything else is
     :meth:`Client.resolve`'s. Raises what those raise (every error is a ``devplace.ResolveError``).
+    ``fallback="cpu"`` (or env DEVPLACE_FALLBACK=cpu) answers ``"cpu"`` with a ``RuntimeWarning``
+    when the daemon gives no answer, so a pod's first line does not stop the pod.
     """
     with Client(address, timeout, tls) as client:
         return client.resolve(workload, device_map, **kwargs).device

@@ -1,0 +1,36 @@
+// libdevplace, internal: why a daemon could not be reached, found out by trying it directly after
+// gRPC reported UNAVAILABLE (gRPC's own text says "Socket closed" for most TLS mistakes). Not
+// installed.
+#ifndef DEVPLACE_CLIENT_CONNECT_DIAGNOSIS_H_
+#define DEVPLACE_CLIENT_CONNECT_DIAGNOSIS_H_
+
+#include <string>
+
+#include "absl/time/time.h"
+
+namespace devplace::internal {
+
+// The TLS settings a channel was made with, after the DEVPLACE_TLS_* fill; `tls` false for a
+// plaintext channel.
+struct TlsSettings {
+  bool tls = false;
+  std::string ca, cert, key, server_name;
+};
+
+// One sentence naming why `target` did not answer and what fixes it, or "" when no cause is found
+// (the daemon answered after all, or the target is not a unix: or host:port target). It dials the
+// target once (a unix socket: connect(); host:port: a TCP connection and, where it helps, a TLS
+// handshake with OpenSSL, within `timeout`) and tells apart:
+//   - nothing listening (no socket file, a stale socket, connection refused): devplaced is
+//     probably not running, and the command that starts it;
+//   - a plaintext client at a TLS listener: --tls_ca (DEVPLACE_TLS_CA);
+//   - a TLS client at a plaintext listener;
+//   - a daemon certificate not signed by a CA in tls_ca (or the system roots): --tls_ca;
+//   - a daemon certificate that does not name the host dialled: --tls_server_name;
+//   - a daemon that requires a client certificate and got none: --tls_cert / --tls_key;
+//   - a daemon that refused the client certificate given (not from its --tls_client_ca).
+std::string DiagnoseUnreachable(const std::string& target, const TlsSettings& tls, absl::Duration timeout);
+
+}  // namespace devplace::internal
+
+#endif  // DEVPLACE_CLIENT_CONNECT_DIAGNOSIS_H_
