@@ -71,9 +71,11 @@ absl::Status CheckBounds(const v1::DeviceAllocation& allocation) {
     for (const auto& [name, value] : fields) {
       if (value->size() > kMaxStringBytes) return too_long(absl::StrCat(at, name), value->size(), kMaxStringBytes);
     }
-    if (d.driver().empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("device_allocation.", at, "driver: empty; the DRA driver's name, "
-                                                     "e.g. gpu.nvidia.com, is required"));
+    for (const auto& [name, value] : fields) {
+      if (value->empty()) {
+        return absl::InvalidArgumentError(absl::StrCat("device_allocation.", at, name, ": empty; required (1 to ",
+                                                       kMaxStringBytes, " bytes, as the metadata file gives it)"));
+      }
     }
     if (d.attributes_size() > kMaxAttributes) {
       return absl::InvalidArgumentError(absl::StrCat("device_allocation.", at, "attributes: ", d.attributes_size(),

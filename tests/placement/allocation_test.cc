@@ -202,7 +202,8 @@ TEST(Allocation, BoundsAreInvalidArgumentNamingTheField) {
   auto wide = Resolve(inv, WithAllocation(Req::Train(), {Dev("gpu.nvidia.com", "gpu-0", attributes)}));
   EXPECT_EQ(wide.status().message(), "device_allocation.devices[0].attributes: 65 entries; at most 64");
   auto no_driver = Resolve(inv, WithAllocation(Req::Train(), {Dev("", "gpu-0", {})}));
-  EXPECT_THAT(no_driver.status().message(), HasSubstr("device_allocation.devices[0].driver: empty"));
+  EXPECT_EQ(no_driver.status().message(),
+            "device_allocation.devices[0].driver: empty; required (1 to 256 bytes, as the metadata file gives it)");
   auto long_value = Resolve(inv, WithAllocation(Req::Train(), {Dev("gpu.nvidia.com", "gpu-0", {{"uuid", std::string(300, 'x')}})}));
   EXPECT_EQ(long_value.status().message(), "device_allocation.devices[0].attributes.uuid: 300 bytes; at most 256");
 }
