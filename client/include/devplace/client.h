@@ -237,7 +237,7 @@ bool PossiblePlacementTypo(const std::string& name);
 
 // The Python distributions whose metadata describes a job, PEP 503-normalised: torch, its device
 // plug-ins (torch-npu, torch-mlu, torch-musa, torch-sdaa, intel-extension-for-pytorch,
-// habana-torch-plugin, habana-frameworks, torch-xla, torch-neuronx, torch-tpu), transformers,
+// habana-torch-plugin, torch-xla, torch-neuronx, torch-tpu), transformers,
 // accelerate. The Python client's JOB_PYTHON_PACKAGES is generated from this list.
 const std::vector<std::string>& JobPythonPackages();
 
