@@ -14,6 +14,8 @@
   order, go into ``env`` with an empty value, so the daemon can warn (rule E-TYPO).
 - ``job_devices`` lists the process's accelerator /dev nodes (:func:`job_device_nodes`), present
   even when empty: "this process sees no accelerator" (a container without GPU access).
+- ``device_allocation``: the Kubernetes DRA devices of this container (devplace/_dra.py), when its
+  metadata directory exists.
 
 tests/python/test_environment.py checks all of this against the C++ capture, by running it.
 """
@@ -26,6 +28,7 @@ import sys
 from collections import Counter
 from typing import Callable, Iterable, List, Mapping, Optional
 
+from ._dra import device_allocation
 from ._placement_env import JOB_PYTHON_PACKAGES, MAX_CAPTURED_NEAR_MISSES, PLACEMENT_ENVIRONMENT_VARIABLES
 from .errors import InvalidArgumentError
 from .v1 import devplace_pb2
@@ -142,8 +145,10 @@ def from_environment(dev_dir: str = "/dev",
     """A ``ResolveDeviceRequest`` describing the calling process, as ``ResolveOptions::FromEnvironment()``.
 
     Fills ``env``, ``local_rank``, ``world_size`` (see the module docstring) from ``environ``
-    (default: ``os.environ``) and ``job_devices`` from :func:`job_device_nodes` (``dev_dir``: a fake
-    /dev tree in tests). ``workload`` and the other fields are left unset.
+    (default: ``os.environ``), ``job_devices`` from :func:`job_device_nodes` (``dev_dir``: a fake
+    /dev tree in tests) and ``device_allocation`` from :func:`devplace.device_allocation` when
+    /var/run/kubernetes.io/dra-device-attributes exists (rule P-DRA). ``workload`` and the other
+    fields are left unset.
 
     Raises:
         InvalidArgumentError: a placement variable's value is not valid UTF-8.
@@ -153,6 +158,9 @@ def from_environment(dev_dir: str = "/dev",
     _add_near_misses(request, source.keys())
     request.job_devices.SetInParent()  # present even when empty: this process sees no accelerator
     request.job_devices.device_nodes.extend(job_device_nodes(dev_dir))
+    allocation = device_allocation()  # None outside a container of a pod with DRA claims
+    if allocation is not None:
+        request.device_allocation.CopyFrom(allocation)
     return request
 
 
