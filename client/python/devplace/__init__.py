@@ -40,9 +40,9 @@ for _module, _package in (("grpc", "grpcio"), ("google.protobuf", "protobuf")):
             "apt-get install python3-grpcio python3-protobuf)") from _missing
 
 from ._client import Client, Resolution, TlsOptions, Watch, make_request, resolve_device
-from ._dra import DRA_METADATA_DIR, device_allocation
-from ._environment import (JOB_PYTHON_PACKAGES, MAX_CAPTURED_NEAR_MISSES, PLACEMENT_ENVIRONMENT_VARIABLES, for_job,
-                           from_environment, job_device_nodes, job_environment, possible_placement_typo)
+from ._environment import (DRA_METADATA_DIR, JOB_PYTHON_PACKAGES, MAX_CAPTURED_NEAR_MISSES, PLACEMENT_ENVIRONMENT_VARIABLES,
+                           device_allocation, for_job, from_environment, job_device_nodes, job_environment,
+                           possible_placement_typo)
 from ._target import check_unix_socket, default_target
 from .errors import (AbortedError, AlreadyExistsError, CancelledError, DataLossError, DeadlineExceededError, Error,
                      FailedPreconditionError, InternalError, InvalidArgumentError, NotFoundError, OutOfRangeError,
