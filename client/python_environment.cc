@@ -82,7 +82,7 @@ std::vector<fs::path> Sorted(const fs::path& dir) {
 const std::vector<std::string>& JobPythonPackages() {
   static const std::vector<std::string>* const kPackages = new std::vector<std::string>{
       "torch",       "torch-npu",          "torch-mlu",         "torch-musa",   "torch-sdaa",
-      "intel-extension-for-pytorch",       "habana-torch-plugin", "habana-frameworks",
+      "intel-extension-for-pytorch",       "habana-torch-plugin",
       "torch-xla",   "torch-neuronx",      "torch-tpu",         "transformers", "accelerate",
   };
   return *kPackages;

@@ -167,6 +167,7 @@ v1::ResolveDeviceRequest ResolveOptions::ToRequest() const {
   request.set_transformers_version(transformers_version);
   request.set_accelerate_version(accelerate_version);
   if (job_environment) *request.mutable_job_environment() = *job_environment;
+  if (device_allocation) *request.mutable_device_allocation() = *device_allocation;
   return request;
 }
 
@@ -182,6 +183,9 @@ ResolveOptions ResolveOptions::FromEnvironment(const std::string& dev_dir) {
   AddNearMisses(std::move(names), &options);
   options.job_device_nodes = JobDeviceNodes(dev_dir);
   if (const char* fallback = std::getenv("DEVPLACE_FALLBACK"); fallback != nullptr) options.fallback = fallback;
+  if (absl::StatusOr<v1::DeviceAllocation> allocation = ReadDeviceAllocation(kDraMetadataDir); allocation.ok()) {
+    options.device_allocation = *std::move(allocation);
+  }
   return options;
 }
 

@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -48,8 +49,8 @@ ABSL_FLAG(std::string, env, "",
           "(a piece without '=' continues the previous value: --env=CUDA_VISIBLE_DEVICES=0,1). Overrides "
           "the CLI's own environment");
 ABSL_FLAG(bool, no_environment, false,
-          "Do not read the CLI's own environment (placement variables, LOCAL_RANK, WORLD_SIZE) and /dev "
-          "nodes; send only what the flags say");
+          "Do not read the CLI's own environment (placement variables, LOCAL_RANK, WORLD_SIZE), /dev "
+          "nodes and DRA device metadata; send only what the flags say");
 ABSL_FLAG(std::string, job_device_nodes, "",
           "Comma list of the job's accelerator /dev nodes (e.g. /dev/nvidia1), or `none` for a job that "
           "sees none; default: scan this process's /dev (not done with --inventory or --no_environment)");
@@ -65,6 +66,12 @@ ABSL_FLAG(std::string, python_env, "",
 ABSL_FLAG(std::string, python, "",
           "The job's Python interpreter (e.g. /opt/venv/bin/python), asked once with -I for the same "
           "facts as --python_env (importlib.metadata over its sys.path; nothing of the job is imported)");
+
+ABSL_FLAG(std::string, dra_metadata_dir, "",
+          "The job's Kubernetes DRA device metadata directory (<claim>/<request>/<driver>-metadata.json files "
+          "under resourceclaims/ and resourceclaimtemplates/); default: "
+          "/var/run/kubernetes.io/dra-device-attributes when it exists (not read with --inventory or "
+          "--no_environment); `none` sends none. The devices it lists are the job's devices (rule P-DRA)");
 
 namespace devplace::cli {
 
@@ -107,7 +114,7 @@ absl::StatusOr<ResolveOptions> OptionsFromFlags(bool offline, bool use_environme
   const bool no_env = !use_environment || absl::GetFlag(FLAGS_no_environment);
   ResolveOptions options = no_env ? ResolveOptions() : ResolveOptions::FromEnvironment();
   // A saved inventory describes some host, not necessarily this one: this /dev says nothing.
-  if (offline) options.job_device_nodes.reset();
+  if (offline) options.job_device_nodes.reset(), options.device_allocation.reset();
 
   const std::string workload = absl::GetFlag(FLAGS_workload);
   if (workload.empty()) return absl::InvalidArgumentError("--workload is required: training or inference");
@@ -165,6 +172,16 @@ absl::StatusOr<ResolveOptions> OptionsFromFlags(bool offline, bool use_environme
   if (options.fallback != "" && options.fallback != "none" && options.fallback != "cpu") {
     return absl::InvalidArgumentError(absl::StrCat(absl::GetFlag(FLAGS_fallback).empty() ? "env DEVPLACE_FALLBACK=" : "--fallback=",
                                                    options.fallback, ": accepted: cpu or none"));
+  }
+  const std::string dra = absl::GetFlag(FLAGS_dra_metadata_dir);
+  if (dra == "none") {
+    options.device_allocation.reset();
+  } else if (!dra.empty()) {
+    absl::StatusOr<v1::DeviceAllocation> allocation = ReadDeviceAllocation(dra);
+    if (!allocation.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--dra_metadata_dir=", allocation.status().message()));
+    }
+    options.device_allocation = *std::move(allocation);
   }
   const std::string nodes = absl::GetFlag(FLAGS_job_device_nodes);
   if (nodes == "none") {

@@ -118,12 +118,15 @@ Command ResolveCommand() {
           "process's environment and its accelerator /dev nodes from this process's /dev; --env and the\n"
           "other flags override them. Up to 8 names that look like a misspelt placement variable\n"
           "(CUDA_VISIBLE_DEVICE, local_rank) are sent too, without their values, so the daemon can warn\n"
-          "which variable was meant (rule E-TYPO). Warnings (a present accelerator the job cannot use, ...) go to stderr\n"
+          "which variable was meant (rule E-TYPO). In a Kubernetes pod with DRA claims, the devices allocated\n"
+          "to this container are read from its DRA device metadata (/var/run/kubernetes.io/dra-device-attributes,\n"
+          "or --dra_metadata_dir) and are the job's devices (rule P-DRA).\n"
+          "Warnings (a present accelerator the job cannot use, ...) go to stderr\n"
           "unless --quiet; --explain adds the reasoning on stderr; --json prints the whole\n"
           "ResolveDeviceResponse on stdout instead.",
           {"workload", "convention", "device_map", "use_cpu", "local_rank", "world_size", "runtime_backends", "strict",
            "model_size_bytes", "transformers_version", "accelerate_version", "python_env", "python", "env",
-           "no_environment", "job_device_nodes", "explain", "quiet", "inventory", "fallback"},
+           "no_environment", "job_device_nodes", "dra_metadata_dir", "explain", "quiet", "inventory", "fallback"},
           &RunResolve};
 }
 

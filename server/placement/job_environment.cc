@@ -54,7 +54,7 @@ const std::vector<PluginPackage>& PluginPackages() {
       {"torch-npu", "npu"},           {"torch-mlu", "mlu"},
       {"torch-musa", "musa"},         {"torch-sdaa", "sdaa"},
       {"intel-extension-for-pytorch", "xpu"},
-      {"habana-torch-plugin", "hpu"}, {"habana-frameworks", "hpu"},
+      {"habana-torch-plugin", "hpu"},  // Intel Gaudi's PyTorch bridge (import habana_frameworks.torch)
       {"torch-xla", "xla"},           {"torch-neuronx", "neuron"},
       {"torch-tpu", "tpu"},
   };

@@ -17,6 +17,7 @@
 #include "absl/strings/str_replace.h"
 #include "google/protobuf/arena.h"
 #include "server/common/status_macros.h"
+#include "server/placement/allocation.h"
 #include "server/placement/backends.h"
 #include "server/placement/device_string.h"
 #include "server/placement/env_typos.h"
@@ -403,6 +404,16 @@ class Resolution {
 
   absl::Status ComputeRows() {
     const v1::JobDevices* job = req_.has_job_devices() ? &req_.job_devices() : nullptr;
+    // P-DRA: the devices Kubernetes allocated to the job.
+    std::optional<JobAllocation> allocation;
+    if (req_.has_device_allocation()) {
+      ASSIGN_OR_RETURN(allocation, MatchAllocation(inv_, req_.device_allocation()));
+      for (const std::string& e : allocation->explanation) out_.add_explanation(e);
+      for (const std::string& w : allocation->unmatched) {
+        out_.add_warnings(w);
+        hazards_.push_back(w);
+      }
+    }
     for (const v1::Backend& b : inv_.backends()) {
       if (b.row() == v1::ROW_CPU) {
         cpu_ = &b;
@@ -410,14 +421,14 @@ class Resolution {
       }
       RowState r;
       r.backend = &b;
-      ASSIGN_OR_RETURN(r.vis, ComputeVisibility(b, req_.env(), job));
+      ASSIGN_OR_RETURN(r.vis, ComputeVisibility(b, req_.env(), job, allocation ? &*allocation : nullptr));
       for (const std::string& e : r.vis.explanation) out_.add_explanation(e);
       for (const std::string& w : r.vis.warnings) out_.add_warnings(w);
       const auto supported = std::find_if(r.vis.units.begin(), r.vis.units.end(),
                                           [](const VisibleUnit& u) { return u.device->supported(); });
       if (r.vis.units.empty()) {
         r.reason = r.vis.hidden_reason;
-        r.hazard = r.vis.hidden != Hidden::kMaskEmpty;
+        r.hazard = r.vis.hidden != Hidden::kMaskEmpty && r.vis.hidden != Hidden::kAllocation;
       } else if (supported == r.vis.units.end()) {
         // Hardware the row's PyTorch backend does not support is not a job misconfiguration.
         r.reason = absl::StrCat(b.hardware(), " present but no device the job sees is a PyTorch ", b.device_type(),

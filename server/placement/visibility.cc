@@ -652,7 +652,8 @@ absl::Status CheckHpuIndex(absl::string_view device, int index, absl::string_vie
 }
 
 absl::StatusOr<RowVisibility> ComputeVisibility(const v1::Backend& backend, const Env& env,
-                                                const v1::JobDevices* job_devices) {
+                                                const v1::JobDevices* job_devices,
+                                                const JobAllocation* allocation) {
   RowVisibility out;
   out.backend = &backend;
   const std::string& type = backend.device_type();
@@ -704,6 +705,34 @@ absl::StatusOr<RowVisibility> ComputeVisibility(const v1::Backend& backend, cons
       out.hidden_reason = absl::StrCat(backend.hardware(), " present but not visible to the job: job_devices lists none of ",
                                        absl::StrJoin(wanted, ", "),
                                        " (start the job's container with access to those device nodes)");
+      return out;
+    }
+    cards = std::move(kept);
+  }
+
+  // P-DRA: the devices Kubernetes allocated to the job's container, whatever order their claims list them in.
+  if (allocation != nullptr && !allocation->devices.empty()) {
+    std::vector<VisibleUnit> kept;
+    std::vector<std::string> named;
+    for (const VisibleUnit& u : cards) {
+      const auto it = allocation->devices.find(u.device);
+      if (it == allocation->devices.end()) continue;
+      kept.push_back(u);
+      named.push_back(absl::StrCat(DescribeUnit(u), " [", it->second, "]"));
+    }
+    out.explanation.push_back(absl::StrCat("P-DRA ", backend.name(), ": ", kept.size(), " of ", cards.size(),
+                                           " usable device(s) allocated to the job",
+                                           named.empty() ? "" : absl::StrCat(": ", absl::StrJoin(named, ", "))));
+    if (kept.empty()) {
+      const bool allocated_here = std::any_of(backend.devices().begin(), backend.devices().end(), [&](const v1::Device& d) {
+        return allocation->devices.count(&d) > 0;
+      });
+      // An allocated device the host cannot use is P4's case (a hazard), not a deliberate choice.
+      out.hidden = allocated_here ? Hidden::kHost : Hidden::kAllocation;
+      out.hidden_reason = allocated_here
+                              ? absl::StrCat(backend.hardware(), " allocated to the job by DRA but not usable on the host")
+                              : absl::StrCat(backend.hardware(), " present but not allocated to the job: its DRA "
+                                             "resource claims hold none of these devices");
       return out;
     }
     cards = std::move(kept);

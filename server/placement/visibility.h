@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "devplace/v1/devplace.pb.h"
 #include "google/protobuf/map.h"
+#include "server/placement/allocation.h"
 
 namespace devplace::placement {
 
@@ -29,6 +30,7 @@ enum class Hidden {
   kJobDevices,    // P1: job_devices lists none of the usable devices' nodes
   kMaskEmpty,     // a mask variable was set to the empty string: deliberately none
   kMask,          // a mask variable (or its parse: repeat, invalid entry) left none
+  kAllocation,    // P-DRA: the job's DRA claims hold none of the row's devices
 };
 
 struct RowVisibility {
@@ -59,7 +61,8 @@ bool RuntimeEnumerates(const v1::Device& device);
 // Device.runtime_ordinal / runtime_ordinal_pci, PCI bus order for PCI_BUS_ID, else PCI order
 // with a warning when models differ), then masked, then reduced to the single MIG instance CUDA
 // enumerates when MIG is on (E-MIG). `job_devices` null means absent (all host nodes assumed
-// visible). Errors: INVALID_ARGUMENT naming the variable (`env.<NAME>`) and its accepted forms
+// visible). `allocation` (P-DRA), when not null and not empty, keeps only the devices Kubernetes
+// allocated to the job, after P1 and before the order and the masks. Errors: INVALID_ARGUMENT naming the variable (`env.<NAME>`) and its accepted forms
 // for masks that the runtime rejects (HIP_VISIBLE_DEVICES longer than ROCR_VISIBLE_DEVICES or
 // pointing past it, a CUDA_DEVICE_ORDER other than FASTEST_FIRST / PCI_BUS_ID, ASCEND_RT_VISIBLE_DEVICES not ascending or naming a missing id, malformed
 // ZE_AFFINITY_MASK / NEURON_RT_VISIBLE_CORES / HABANA_VISIBLE_MODULES / TPU_VISIBLE_CHIPS);
@@ -68,7 +71,8 @@ bool RuntimeEnumerates(const v1::Device& device);
 // CUDA-style lists (CUDA_/MLU_/CN_/MUSA_VISIBLE_DEVICES) follow PyTorch's
 // `_parse_visible_devices` and never fail: an invalid entry ends the list, a repeat empties it.
 absl::StatusOr<RowVisibility> ComputeVisibility(const v1::Backend& backend, const Env& env,
-                                                const v1::JobDevices* job_devices);
+                                                const v1::JobDevices* job_devices,
+                                                const JobAllocation* allocation = nullptr);
 
 // PyTorch's `_parse_visible_devices` for a CUDA-style list (exposed for tests): ordinals, or
 // `GPU-`/`MIG-` UUID (prefix) entries. `truncated_at` is the first entry that ended the list

@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "server/placement/backends.h"
 #include "server/placement/env_typos.h"
+#include "server/placement/job_environment.h"
 #include "server/placement/resolver.h"
 #include "tests/client/test_server.h"
 #include "tests/common/temp_dir.h"
@@ -261,6 +262,49 @@ TEST_F(EnvironmentTest, ForJobReadsNothingOfTheCallingProcess) {
   EXPECT_TRUE(none.env.empty());
   ASSERT_TRUE(none.job_device_nodes.has_value());
   EXPECT_TRUE(none.job_device_nodes->empty());
+}
+
+// The packages libdevplace reads from a job's environment (and the Python client's
+// JOB_PYTHON_PACKAGES, generated from them) are torch, every device plug-in the resolver knows
+// (V-JOB-BUILD), transformers and accelerate: a plug-in added to one list and not the other would
+// be read and ignored, or never read.
+TEST(JobPythonPackagesTest, AreTorchTheResolversPluginsAndTheTwoLibraries) {
+  std::vector<std::string> expected = {"torch"};
+  for (const placement::PluginPackage& p : placement::PluginPackages()) expected.push_back(std::string(p.name));
+  expected.push_back("transformers");
+  expected.push_back("accelerate");
+  EXPECT_EQ(JobPythonPackages(), expected);
+  for (const std::string& name : JobPythonPackages()) EXPECT_EQ(placement::NormalizePackageName(name), name);
+}
+
+// ReadDeviceAllocation over the NVIDIA DRA fixture (tests/fixtures/dra): the v1alpha1 object of the
+// stream, its device and scalar attributes, carried by ToRequest and resolved to the claimed GPU.
+TEST(DeviceAllocationTest, ReadsTheFixtureAndTheResolverKeepsTheClaimedGpu) {
+  absl::StatusOr<v1::DeviceAllocation> allocation =
+      ReadDeviceAllocation(std::string(DEVPLACE_FIXTURES_DIR) + "/dra/nvidia");
+  ASSERT_TRUE(allocation.ok()) << allocation.status();
+  ASSERT_EQ(allocation->devices_size(), 1);
+  EXPECT_THAT(allocation->problems(), IsEmpty());
+  const v1::AllocatedDevice& d = allocation->devices(0);
+  EXPECT_EQ(d.claim(), "gpu-claim");
+  EXPECT_EQ(d.driver(), "gpu.nvidia.com");
+  EXPECT_EQ(d.attributes().at("uuid"), "GPU-00000000-0000-4000-8000-000000000002");
+  EXPECT_EQ(d.attributes().at("index"), "1");
+  EXPECT_EQ(d.attributes().at("cudaComputeCapability"), "9.0.0");
+  EXPECT_EQ(d.attributes().size(), 12u);
+
+  ResolveOptions options = ResolveOptions::ForJob(v1::WORKLOAD_TRAINING, {});
+  options.device_allocation = *allocation;
+  const v1::Inventory inventory = FixtureInventory("nvidia-2x-h100");
+  absl::StatusOr<v1::ResolveDeviceResponse> answer = placement::Resolve(inventory, options.ToRequest());
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(answer->device(), "cuda:0");
+  ASSERT_EQ(answer->placed_size(), 1);
+  EXPECT_EQ(answer->placed(0).host_index(), 1);
+
+  EXPECT_EQ(ReadDeviceAllocation("/nonexistent/dra").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(ReadDeviceAllocation(std::string(DEVPLACE_FIXTURES_DIR) + "/dra/README.md").status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -200,6 +200,9 @@ struct ResolveOptions {
   // values. FromEnvironment() reads it from env DEVPLACE_FALLBACK. Other errors (a bad request,
   // FAILED_PRECONDITION, a refused socket) are never replaced.
   std::string fallback;
+  // The devices Kubernetes DRA allocated to the job (ReadDeviceAllocation); nullopt = not known.
+  // The daemon treats exactly the ones it matches as the job's (rule P-DRA).
+  std::optional<v1::DeviceAllocation> device_allocation;
 
   // The request message carrying these options.
   v1::ResolveDeviceRequest ToRequest() const;
@@ -210,8 +213,10 @@ struct ResolveOptions {
   // those two (malformed, out of range, Accelerate's "-1") stay in `env` verbatim so the daemon
   // applies its rules and reports INVALID_ARGUMENT where they are wrong. `job_device_nodes` is
   // JobDeviceNodes("/dev") (present even when empty: this process sees no accelerator);
-  // `fallback` is env DEVPLACE_FALLBACK (unset = ""). Other
-  // fields keep their defaults; set `workload` before resolving.
+  // `fallback` is env DEVPLACE_FALLBACK (unset = "").
+  // `device_allocation` is ReadDeviceAllocation(kDraMetadataDir) when that directory exists (a
+  // container of a Kubernetes pod with DRA claims), else nullopt. Other fields keep their
+  // defaults; set `workload` before resolving.
   static ResolveOptions FromEnvironment();
   // The same, scanning `dev_dir` (a fake /dev tree in tests) for device nodes; the nodes are still
   // reported as "/dev/..." paths.
@@ -248,7 +253,7 @@ bool PossiblePlacementTypo(const std::string& name);
 
 // The Python distributions whose metadata describes a job, PEP 503-normalised: torch, its device
 // plug-ins (torch-npu, torch-mlu, torch-musa, torch-sdaa, intel-extension-for-pytorch,
-// habana-torch-plugin, habana-frameworks, torch-xla, torch-neuronx, torch-tpu), transformers,
+// habana-torch-plugin, torch-xla, torch-neuronx, torch-tpu), transformers,
 // accelerate. The Python client's JOB_PYTHON_PACKAGES is generated from this list.
 const std::vector<std::string>& JobPythonPackages();
 
@@ -263,6 +268,23 @@ absl::StatusOr<v1::JobEnvironment> ReadPythonEnvironment(const std::string& dir)
 // variables) for the same, read with importlib.metadata over its sys.path. INVALID_ARGUMENT when it
 // cannot be run or fails (its stderr's last line in the message).
 absl::StatusOr<v1::JobEnvironment> AskPythonInterpreter(const std::string& python);
+
+// Where the kubelet puts Kubernetes DRA Device Metadata inside a container (Kubernetes
+// documentation, "Access DRA Device Metadata"; beta in Kubernetes 1.37).
+inline constexpr char kDraMetadataDir[] = "/var/run/kubernetes.io/dra-device-attributes";
+
+// The devices Kubernetes Dynamic Resource Allocation allocated to this container, for
+// ResolveOptions::device_allocation (rule P-DRA): every `<claim>/<request>/<driver>-metadata.json`
+// under `dir`/resourceclaims (claims the pod names) and `dir`/resourceclaimtemplates (claims made
+// from a template, by the pod's claim name), in path order. Of each file, a stream of DeviceMetadata
+// objects (one per API version, newest first), the first of apiVersion
+// metadata.resource.k8s.io/v1alpha1 is read: each requests[].devices[] entry becomes one
+// AllocatedDevice with its scalar attributes as text (the first 64 by name, each key and value at
+// most 256 bytes; more than 1024 devices are cut, with a problem saying so). A file that cannot be
+// read, is not JSON, holds no object of that apiVersion or is empty (a driver may write it after
+// the container starts) is listed in `problems` ("<path under dir>: <why>"), which the daemon warns
+// about. NOT_FOUND when `dir` does not exist; INVALID_ARGUMENT when it is not a directory.
+absl::StatusOr<v1::DeviceAllocation> ReadDeviceAllocation(const std::string& dir = kDraMetadataDir);
 
 // The accelerator device nodes under `dev_dir` (default "/dev"), as sorted "/dev/..." paths:
 // nvidia[0-9]*, dri/renderD*, dri/card*, neuron*, vfio/[0-9]*, accel* and accel/accel*,

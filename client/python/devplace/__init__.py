@@ -16,8 +16,9 @@ python3-grpcio and python3-protobuf)::
             for inventory in revisions: ...
 
 Like ``devplace resolve``, ``resolve()`` sends this process's placement variables and accelerator
-/dev nodes, captured exactly as libdevplace's ``ResolveOptions::FromEnvironment()`` does
-(:func:`from_environment`). Errors raise :class:`ResolveError` (alias of :class:`Error`), one
+/dev nodes (and, in a Kubernetes pod with DRA claims, its allocated devices), captured exactly as
+libdevplace's ``ResolveOptions::FromEnvironment()`` does (:func:`from_environment`,
+:func:`device_allocation`). Errors raise :class:`ResolveError` (alias of :class:`Error`), one
 subclass per gRPC code, carrying ``.code`` and ``.message`` (see :mod:`devplace.errors`).
 Messages, enums and stubs of devplace.proto: ``devplace.v1.devplace_pb2`` / ``devplace_pb2_grpc``.
 """
@@ -39,8 +40,9 @@ for _module, _package in (("grpc", "grpcio"), ("google.protobuf", "protobuf")):
             "apt-get install python3-grpcio python3-protobuf)") from _missing
 
 from ._client import Client, Resolution, TlsOptions, Watch, make_request, resolve_device
-from ._environment import (JOB_PYTHON_PACKAGES, MAX_CAPTURED_NEAR_MISSES, PLACEMENT_ENVIRONMENT_VARIABLES, for_job,
-                           from_environment, job_device_nodes, job_environment, possible_placement_typo)
+from ._environment import (DRA_METADATA_DIR, JOB_PYTHON_PACKAGES, MAX_CAPTURED_NEAR_MISSES, PLACEMENT_ENVIRONMENT_VARIABLES,
+                           device_allocation, for_job, from_environment, job_device_nodes, job_environment,
+                           possible_placement_typo)
 from ._target import check_unix_socket, default_target
 from .errors import (AbortedError, AlreadyExistsError, CancelledError, DataLossError, DeadlineExceededError, Error,
                      FailedPreconditionError, InternalError, InvalidArgumentError, NotFoundError, OutOfRangeError,
@@ -50,7 +52,7 @@ from .errors import (AbortedError, AlreadyExistsError, CancelledError, DataLossE
 __all__ = [
     "__version__", "Client", "Resolution", "TlsOptions", "Watch", "make_request", "resolve_device",
     "PLACEMENT_ENVIRONMENT_VARIABLES", "JOB_PYTHON_PACKAGES", "for_job", "from_environment", "job_device_nodes",
-    "job_environment", "MAX_CAPTURED_NEAR_MISSES", "possible_placement_typo",
+    "job_environment", "MAX_CAPTURED_NEAR_MISSES", "possible_placement_typo", "DRA_METADATA_DIR", "device_allocation",
     "check_unix_socket", "default_target",
     "Error", "ResolveError", "AbortedError", "AlreadyExistsError", "CancelledError", "DataLossError",
     "DeadlineExceededError", "FailedPreconditionError", "InternalError", "InvalidArgumentError", "NotFoundError",

@@ -28,7 +28,7 @@ _UINT64_MAX = 2**64 - 1
 #: The keyword overrides ``resolve()`` / ``make_request()`` accept: request fields (``job_device_nodes``
 #: fills ``job_devices``).
 OVERRIDES = ("env", "local_rank", "world_size", "runtime_backends", "job_device_nodes", "transformers_version",
-             "accelerate_version", "job_environment")
+             "accelerate_version", "job_environment", "device_allocation")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -312,6 +312,17 @@ def _int_field(name: str, value: Any, low: int, high: int) -> int:
     return value
 
 
+def _set_message(request: devplace_pb2.ResolveDeviceRequest, name: str, value: Any, cls: Any) -> None:
+    """Sets message field ``name`` (cleared for None) from an override made by ``devplace.<name>(...)``."""
+    request.ClearField(name)
+    if value is None:
+        return
+    if not isinstance(value, cls):
+        raise InvalidArgumentError(f"{name}={value!r}: want a devplace_pb2.{cls.__name__} (devplace.{name}(...)) "
+                                   "or None")
+    getattr(request, name).CopyFrom(value)
+
+
 def make_request(workload: Union[str, int],
                  device_map: Union[str, int, None] = None,
                  *,
@@ -339,12 +350,18 @@ def make_request(workload: Union[str, int],
     ``transformers_version`` / ``accelerate_version`` from it; :class:`Resolution` says where each
     came from.
 
+    The job's Kubernetes DRA devices (``device_allocation``): by default, with ``from_environment``,
+    read from this container's DRA device metadata when /var/run/kubernetes.io/dra-device-attributes
+    exists (:func:`devplace.device_allocation`); pass ``devplace.device_allocation(DIR)`` to read
+    another directory, or ``None`` to send none. The daemon treats the devices it matches as the
+    job's, numbered in the runtime's order, and names their claims in the explanation (rule P-DRA).
+
     Raises:
         InvalidArgumentError: an argument the request cannot carry (names the argument and the
             accepted forms).
         TypeError: an override that is not one of ``env``, ``local_rank``, ``world_size``,
             ``runtime_backends``, ``job_device_nodes``, ``transformers_version``,
-            ``accelerate_version``, ``job_environment``.
+            ``accelerate_version``, ``job_environment``, ``device_allocation``.
     """
     unknown = sorted(set(overrides) - set(OVERRIDES))
     if unknown:
@@ -404,17 +421,13 @@ def make_request(workload: Union[str, int],
                                        "the newest devplace knows")
         setattr(request, name, version or "")  # the daemon checks the form and the supported range
     if "job_environment" in overrides:
-        job = overrides["job_environment"]
-        request.ClearField("job_environment")
-        if job is not None:
-            if not isinstance(job, devplace_pb2.JobEnvironment):
-                raise InvalidArgumentError(f"job_environment={job!r}: want a devplace_pb2.JobEnvironment "
-                                           "(devplace.job_environment(...)) or None")
-            request.job_environment.CopyFrom(job)
+        _set_message(request, "job_environment", overrides["job_environment"], devplace_pb2.JobEnvironment)
     elif from_environment:
         job = _environment.job_environment()
         if any(_environment.normalize_name(p.name) == "torch" for p in job.packages):
             request.job_environment.CopyFrom(job)
+    if "device_allocation" in overrides:
+        _set_message(request, "device_allocation", overrides["device_allocation"], devplace_pb2.DeviceAllocation)
     if "job_device_nodes" in overrides:
         nodes = overrides["job_device_nodes"]
         request.ClearField("job_devices")
@@ -653,8 +666,8 @@ class Client:
             use_cpu: ``TrainingArguments(use_cpu=True)`` / ``Accelerator(cpu=True)``.
             strict: turn hazards into :class:`FailedPreconditionError` instead of warnings.
             model_size_bytes: model size in bytes, for "balanced" budgets.
-            from_environment: send this process's placement variables and accelerator /dev nodes
-                (as libdevplace's ``FromEnvironment()``); False sends only the arguments.
+            from_environment: send this process's placement variables, accelerator /dev nodes and
+                DRA devices (as libdevplace's ``FromEnvironment()``); False sends only the arguments.
             fallback: what to answer when the daemon gives no answer (UnavailableError: not running,
                 unreachable, no inventory yet; DeadlineExceededError): "none" raises (the default),
                 "cpu" returns a ``cpu`` Resolution whose first warning starts "devplace fallback:"
@@ -666,7 +679,9 @@ class Client:
                 sees no accelerator, None = unknown), ``transformers_version="4.46.3"``,
                 ``accelerate_version="0.34.2"`` (the releases whose rules to apply, docs/SEMANTICS.md
                 section 10: Transformers 4.30.0 up to 5.x, Accelerate 0.25.0 up to 1.15.x; None or
-                "" = the newest devplace knows).
+                "" = the newest devplace knows), ``job_environment=devplace.job_environment([...])``,
+                ``device_allocation=devplace.device_allocation(DIR)`` (the job's Kubernetes DRA
+                devices; None sends none).
 
         Returns:
             The :class:`Resolution`; ``str()`` of it is the device string.

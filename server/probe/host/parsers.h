@@ -11,14 +11,12 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "server/common/pci_bus_id.h"
 
 namespace devplace::probe {
 
-// Canonical PCI address "dddd:bb:dd.f", lower-case hex, from any of the forms hosts print:
-// sysfs / procfs "0000:9a:00.0", NVML busId "00000000:9A:00.0" (8-digit upper-case domain),
-// legacy "0000:9A:00.0", or "9a:00.0" (domain 0). Surrounding whitespace is ignored.
-// InvalidArgument for anything else (device > 0x1f, function > 7, non-hex digits, ...).
-absl::StatusOr<std::string> NormalizePciBusId(absl::string_view bus_id);
+// Canonical PCI address "dddd:bb:dd.f" (server/common/pci_bus_id.h, shared with the resolver).
+using ::devplace::NormalizePciBusId;
 
 // A hex number with or without "0x" (sysfs ids: "0x10de\n"). InvalidArgument when malformed.
 absl::StatusOr<uint32_t> ParseHex(absl::string_view text);
