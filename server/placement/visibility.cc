@@ -313,6 +313,8 @@ absl::Status KeepBusView(std::vector<VisibleUnit> bus_order, const std::vector<V
     out.renumbering.reset();
     return absl::OkStatus();
   }
+  for (const VisibleUnit& u : job_order) out.renumbering->runtime_all.push_back(u.device);
+  for (const VisibleUnit& u : bus_order) out.renumbering->bus_all.push_back(u.device);
   RowVisibility scratch;  // the same masks, read in PCI order; their steps and warnings are not the job's
   RETURN_IF_ERROR(apply_masks(bus_order, scratch));
   out.renumbering->bus_units = std::move(bus_order);
@@ -679,11 +681,14 @@ std::string RenumberingWarning(const RowVisibility& vis, const std::vector<int>&
   if (!vis.renumbering || vis.backend == nullptr) return "";
   const Renumbering& rn = *vis.renumbering;
   const std::string& type = vis.backend->device_type();
-  // A device in PCI bus numbering: nvidia-smi's index is NVML's, the PCI_BUS_ID ordinal.
+  const auto position = [](const std::vector<const v1::Device*>& all, const v1::Device& d) {
+    return std::find(all.begin(), all.end(), &d) - all.begin();
+  };
+  // A device in PCI bus numbering: nvidia-smi's index is NVML's, PCI bus order.
   const auto bus_name = [&](const v1::Device& d) {
-    const int64_t index = rn.nvidia && d.has_runtime_ordinal_pci() ? d.runtime_ordinal_pci() : d.host_index();
-    return absl::StrCat(rn.nvidia ? "nvidia-smi GPU " : "GPU ", index, rn.nvidia ? "" : " in PCI bus order", " (",
-                        d.pci_bus_id(), d.name().empty() ? "" : absl::StrCat(" ", d.name()), ")");
+    return absl::StrCat(rn.nvidia ? "nvidia-smi GPU " : "GPU ", position(rn.bus_all, d),
+                        rn.nvidia ? "" : " in PCI bus order", " (", d.pci_bus_id(),
+                        d.name().empty() ? "" : absl::StrCat(" ", d.name()), ")");
   };
   std::vector<std::string> listed, meant_uuids;
   int differing = 0;
@@ -693,7 +698,7 @@ std::string RenumberingWarning(const RowVisibility& vis, const std::vector<int>&
     const v1::Device* meant = i < static_cast<int>(rn.bus_units.size()) ? rn.bus_units[i].device : nullptr;
     if (meant == &job) continue;
     if (++differing > kMaxRenumberedListed) continue;
-    listed.push_back(absl::StrCat(type, ":", i, " = ", rn.runtime, " device ", job.runtime_ordinal(), " = ",
+    listed.push_back(absl::StrCat(type, ":", i, " = ", rn.runtime, " device ", position(rn.runtime_all, job), " = ",
                                   bus_name(job), ", where counting in PCI bus order gives ",
                                   meant == nullptr ? "no device" : bus_name(*meant)));
     if (meant != nullptr && !meant->uuid().empty()) meant_uuids.push_back(meant->uuid());

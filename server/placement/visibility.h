@@ -38,6 +38,10 @@ enum class Hidden {
 // FASTEST_FIRST, HIP's KFD topology order).
 struct Renumbering {
   std::vector<VisibleUnit> bus_units;  // bus_units[i]: the device a user counting in PCI order means by <type>:i
+  // The devices the job could see before any mask, in the runtime's order and in PCI bus order:
+  // positions in them are the runtime's ordinals and the tools' indices (within the job's devices,
+  // as nvidia-smi inside a container numbers only the GPUs mounted there).
+  std::vector<const v1::Device*> runtime_all, bus_all;
   std::string runtime;                 // "CUDA" or "HIP": whose ordinals the job uses
   std::string order;                   // the job's order in words, e.g. "FASTEST_FIRST (CUDA_DEVICE_ORDER unset)"
   std::string masks;                   // the list variables applied, e.g. "CUDA_VISIBLE_DEVICES=1"; empty when none

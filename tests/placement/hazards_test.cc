@@ -334,6 +334,12 @@ std::vector<Case> Cases() {
                .warnings = {"cuda:1 = CUDA device 1 = nvidia-smi GPU 2 (0000:22:00.0",
                             "counting in PCI bus order gives nvidia-smi GPU 1 (0000:21:00.0"},
                .absent_warnings = {"cuda:0 ="}});
+  c.push_back({.id = "ORDERSMI_ContainerNumbersOnlyItsOwnGpus",  // nvidia-smi and CUDA inside see two GPUs
+               .host = ThreeGpusLastTwoSwapped,
+               .request = Req::Infer("cuda:0").JobNodes({"/dev/nvidia1", "/dev/nvidia2"}),
+               .device = "cuda:0", .host_indices = {2},
+               .warnings = {"cuda:0 = CUDA device 0 = nvidia-smi GPU 1 (0000:22:00.0",
+                            "counting in PCI bus order gives nvidia-smi GPU 0 (0000:21:00.0"}});
   c.push_back({.id = "ORDERSMI_MaskPickingTheSameCardIsSilent",
                .host = ThreeGpusLastTwoSwapped,
                .request = Req::Train(TA).Env("CUDA_VISIBLE_DEVICES", "0"),
