@@ -184,11 +184,6 @@ std::string DescribePartition(const v1::Device& d, const v1::Partition& p) {
                       " on host device ", d.host_index(), d.pci_bus_id().empty() ? "" : absl::StrCat(" (", d.pci_bus_id(), ")"));
 }
 
-// E-ORDER: puts `units` in the order the CUDA runtime enumerates them for this job's
-// CUDA_DEVICE_ORDER (CUDA programming guide, "CUDA Environment Variables": FASTEST_FIRST, the
-// default, or PCI_BUS_ID). The order comes from libcuda's own enumeration when the inventory has
-// it (Device.runtime_ordinal / runtime_ordinal_pci); PCI_BUS_ID is PCI bus order by definition.
-// Only when neither is known and the models differ does the answer carry the "may differ" caveat.
 // Sorts `units` by the runtime's probed whole-host ordinal (runtime_ordinal_pci when `pci`) when
 // every unit has one; false (units unchanged) otherwise.
 bool SortByRuntimeOrdinal(std::vector<VisibleUnit>& units, bool pci) {
@@ -218,6 +213,12 @@ bool SameDevices(const std::vector<VisibleUnit>& a, const std::vector<VisibleUni
                     [](const VisibleUnit& x, const VisibleUnit& y) { return x.device == y.device; });
 }
 
+// E-ORDER: puts `units` in the order the CUDA runtime enumerates them for this job's
+// CUDA_DEVICE_ORDER (CUDA programming guide, "CUDA Environment Variables": FASTEST_FIRST, the
+// default, or PCI_BUS_ID). The order comes from libcuda's own enumeration when the inventory has
+// it (Device.runtime_ordinal / runtime_ordinal_pci); PCI_BUS_ID is PCI bus order by definition.
+// Only when neither is known and the models differ does the answer carry the "may differ" caveat.
+// A probed FASTEST_FIRST order starts out.renumbering (E-ORDER-SMI), completed by MaskNvidia.
 absl::Status OrderNvidia(const Env& env, std::vector<VisibleUnit>& units, RowVisibility& out) {
   const std::string* order = Get(env, "CUDA_DEVICE_ORDER");
   if (order != nullptr && order->empty()) order = nullptr;  // set but empty: the default
