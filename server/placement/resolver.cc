@@ -139,6 +139,7 @@ class Resolution {
     } else {
       RETURN_IF_ERROR(FromPretrained());
     }
+    RenumberingWarnings();
     // H-FOREIGN: visibility variables that cannot apply to the answer's row.
     for (std::string& w : ForeignMaskWarnings(inv_, out_.backend(), req_.env())) out_.add_warnings(std::move(w));
     // E-TYPO: near misses of placement variables (warnings only, never hazards: nothing reads them).
@@ -159,6 +160,18 @@ class Resolution {
     out_.set_runtime_backends_from(runtime_from_);
     for (const std::string& r : runtime_list_) out_.add_runtime_backends(r);
     return absl::OkStatus();
+  }
+
+  // E-ORDER-SMI: the devices the answer uses, in the job's numbering, against PCI bus order.
+  void RenumberingWarnings() {
+    for (const auto& [row, indices] : used_) {
+      const bool keyed = !out_.max_memory().empty() && out_.backend() == row->backend->row();
+      std::string w = RenumberingWarning(row->vis, std::vector<int>(indices.begin(), indices.end()), keyed);
+      if (w.empty()) continue;
+      out_.add_explanation(absl::StrCat("E-ORDER-SMI ", row->backend->name(), ": the job's ordinals of the devices used "
+                                        "differ from PCI bus order (warning given)"));
+      out_.add_warnings(std::move(w));
+    }
   }
 
   // V-JOB: what the job's packages said, and each library the convention needs that is absent.
@@ -524,6 +537,7 @@ class Resolution {
 
   v1::PlacedDevice* Place(const RowState& r, int job_index) {
     const VisibleUnit& u = r.vis.units[job_index];
+    used_[&r].insert(job_index);
     const bool indexed = r.backend->row() != v1::ROW_MPS;
     const bool listed = ++placed_total_ <= kMaxPlacedDevices;
     v1::PlacedDevice* p = listed ? out_.add_placed() : &beyond_;
@@ -1248,6 +1262,7 @@ class Resolution {
   const v1::ResolveDeviceRequest& req_;
   v1::ResolveDeviceResponse& out_;
   int placed_total_ = 0;          // Place() calls: devices the answer uses
+  std::map<const RowState*, std::set<int>> used_;  // job indices Place() used, per row (E-ORDER-SMI)
   v1::PlacedDevice beyond_;       // scratch entry for devices past kMaxPlacedDevices
   v1::Convention convention_ = v1::CONVENTION_UNSPECIFIED;
   LibraryVersions versions_;

@@ -184,11 +184,41 @@ std::string DescribePartition(const v1::Device& d, const v1::Partition& p) {
                       " on host device ", d.host_index(), d.pci_bus_id().empty() ? "" : absl::StrCat(" (", d.pci_bus_id(), ")"));
 }
 
+// Sorts `units` by the runtime's probed whole-host ordinal (runtime_ordinal_pci when `pci`) when
+// every unit has one; false (units unchanged) otherwise.
+bool SortByRuntimeOrdinal(std::vector<VisibleUnit>& units, bool pci) {
+  const bool known = std::all_of(units.begin(), units.end(), [&](const VisibleUnit& u) {
+    return pci ? u.device->has_runtime_ordinal_pci() : u.device->has_runtime_ordinal();
+  });
+  if (!known) return false;
+  std::stable_sort(units.begin(), units.end(), [&](const VisibleUnit& a, const VisibleUnit& b) {
+    return pci ? a.device->runtime_ordinal_pci() < b.device->runtime_ordinal_pci()
+               : a.device->runtime_ordinal() < b.device->runtime_ordinal();
+  });
+  return true;
+}
+
+// "ordinal 0 = host device 1 (0000:02:00.0) NVIDIA GeForce GTX 1080 Ti, ordinal 1 = ..."
+std::string OrdinalList(const std::vector<VisibleUnit>& units) {
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < units.size(); ++i) {
+    absl::StrAppend(&parts.emplace_back(), "ordinal ", i, " = ", DescribeUnit(units[i]),
+                    units[i].device->name().empty() ? "" : absl::StrCat(" ", units[i].device->name()));
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
+bool SameDevices(const std::vector<VisibleUnit>& a, const std::vector<VisibleUnit>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                    [](const VisibleUnit& x, const VisibleUnit& y) { return x.device == y.device; });
+}
+
 // E-ORDER: puts `units` in the order the CUDA runtime enumerates them for this job's
 // CUDA_DEVICE_ORDER (CUDA programming guide, "CUDA Environment Variables": FASTEST_FIRST, the
 // default, or PCI_BUS_ID). The order comes from libcuda's own enumeration when the inventory has
 // it (Device.runtime_ordinal / runtime_ordinal_pci); PCI_BUS_ID is PCI bus order by definition.
 // Only when neither is known and the models differ does the answer carry the "may differ" caveat.
+// A probed FASTEST_FIRST order starts out.renumbering (E-ORDER-SMI), completed by MaskNvidia.
 absl::Status OrderNvidia(const Env& env, std::vector<VisibleUnit>& units, RowVisibility& out) {
   const std::string* order = Get(env, "CUDA_DEVICE_ORDER");
   if (order != nullptr && order->empty()) order = nullptr;  // set but empty: the default
@@ -200,21 +230,15 @@ absl::Status OrderNvidia(const Env& env, std::vector<VisibleUnit>& units, RowVis
   const std::string setting = order == nullptr ? "CUDA_DEVICE_ORDER unset (FASTEST_FIRST)"
                                                : absl::StrCat("CUDA_DEVICE_ORDER=", *order);
   if (units.size() < 2) return absl::OkStatus();
-  const bool known = std::all_of(units.begin(), units.end(), [&](const VisibleUnit& u) {
-    return pci ? u.device->has_runtime_ordinal_pci() : u.device->has_runtime_ordinal();
-  });
-  if (known) {
-    std::stable_sort(units.begin(), units.end(), [&](const VisibleUnit& a, const VisibleUnit& b) {
-      return pci ? a.device->runtime_ordinal_pci() < b.device->runtime_ordinal_pci()
-                 : a.device->runtime_ordinal() < b.device->runtime_ordinal();
-    });
-    std::vector<std::string> parts;
-    for (size_t i = 0; i < units.size(); ++i) {
-      absl::StrAppend(&parts.emplace_back(), "ordinal ", i, " = ", DescribeUnit(units[i]),
-                      units[i].device->name().empty() ? "" : absl::StrCat(" ", units[i].device->name()));
-    }
+  if (SortByRuntimeOrdinal(units, pci)) {
     out.explanation.push_back(absl::StrCat("E-ORDER ", setting, ": the CUDA runtime's own enumeration (libcuda, probed): ",
-                                           absl::StrJoin(parts, ", ")));
+                                           OrdinalList(units)));
+    if (!pci) {
+      Renumbering& rn = out.renumbering.emplace();
+      rn.runtime = "CUDA";
+      rn.order = setting;
+      rn.nvidia = true;
+    }
     return absl::OkStatus();
   }
   if (pci) {
@@ -279,8 +303,29 @@ void ApplyMig(std::vector<VisibleUnit>& units, RowVisibility& out) {
   units = {{first->device, -1, &p}};
 }
 
+// E-ORDER-SMI: keeps, in `out.renumbering` (set by the ordering step when the job's order is a
+// probed one), what `apply_masks` picks from `bus_order` (the row's devices in PCI bus order),
+// or drops the renumbering when that order is the job's own.
+absl::Status KeepBusView(std::vector<VisibleUnit> bus_order, const std::vector<VisibleUnit>& job_order,
+                         const std::function<absl::Status(std::vector<VisibleUnit>&, RowVisibility&)>& apply_masks,
+                         RowVisibility& out) {
+  if (!out.renumbering) return absl::OkStatus();
+  if (SameDevices(bus_order, job_order)) {
+    out.renumbering.reset();
+    return absl::OkStatus();
+  }
+  for (const VisibleUnit& u : job_order) out.renumbering->runtime_all.push_back(u.device);
+  for (const VisibleUnit& u : bus_order) out.renumbering->bus_all.push_back(u.device);
+  RowVisibility scratch;  // the same masks, read in PCI order; their steps and warnings are not the job's
+  RETURN_IF_ERROR(apply_masks(bus_order, scratch));
+  out.renumbering->bus_units = std::move(bus_order);
+  return absl::OkStatus();
+}
+
 absl::Status MaskNvidia(const Env& env, std::vector<VisibleUnit>& units, RowVisibility& out) {
+  const std::vector<VisibleUnit> bus_order = units;
   RETURN_IF_ERROR(OrderNvidia(env, units, out));
+  const std::vector<VisibleUnit> job_order = units;
   const std::string* v = Get(env, "CUDA_VISIBLE_DEVICES");
   if (v != nullptr) {
     MarkMasked(out, "CUDA_VISIBLE_DEVICES", *v);
@@ -288,13 +333,23 @@ absl::Status MaskNvidia(const Env& env, std::vector<VisibleUnit>& units, RowVisi
     RETURN_IF_ERROR(ApplyCudaStyle("CUDA_VISIBLE_DEVICES", *v, units, out));
     out.explanation.push_back(absl::StrCat("E-CUDA CUDA_VISIBLE_DEVICES=", *v, " (", before,
                                            " GPU(s) before): ", UnitList(units, "cuda")));
-    if (absl::StartsWith(*v, "MIG-")) return absl::OkStatus();
+    if (absl::StartsWith(*v, "MIG-")) {
+      out.renumbering.reset();  // one MIG instance, named by UUID: no ordinal to misread
+      return absl::OkStatus();
+    }
   }
+  if (out.renumbering) out.renumbering->masks = v == nullptr ? "" : absl::StrCat("CUDA_VISIBLE_DEVICES=", *v);
+  RETURN_IF_ERROR(KeepBusView(bus_order, job_order, [&](std::vector<VisibleUnit>& u, RowVisibility& o) {
+    return v == nullptr ? absl::OkStatus() : ApplyCudaStyle("CUDA_VISIBLE_DEVICES", *v, u, o);
+  }, out));
   ApplyMig(units, out);
+  if (out.mig_implicit) out.renumbering.reset();  // CUDA picked one instance itself
   return absl::OkStatus();
 }
 
-absl::Status MaskAmd(const Env& env, std::vector<VisibleUnit>& units, RowVisibility& out) {
+// E-ROCm: ROCR_VISIBLE_DEVICES, then HIP_VISIBLE_DEVICES (else CUDA_VISIBLE_DEVICES), on `units`
+// in the job's order.
+absl::Status ApplyAmdMasks(const Env& env, std::vector<VisibleUnit>& units, RowVisibility& out) {
   const std::string* rocr = Get(env, "ROCR_VISIBLE_DEVICES");
   const std::string* hip = Get(env, "HIP_VISIBLE_DEVICES");
   const std::string* cvd = Get(env, "CUDA_VISIBLE_DEVICES");
@@ -325,6 +380,35 @@ absl::Status MaskAmd(const Env& env, std::vector<VisibleUnit>& units, RowVisibil
                                                          : ": ",
                                          UnitList(units, "cuda")));
   return absl::OkStatus();
+}
+
+// E-ORDER (HIP): ROCr enumerates GPU agents in KFD topology node order and HIP numbers them so;
+// the probe records that order as Device.runtime_ordinal (sysfs, no vendor library). Masks index
+// the devices in that order. Unknown (a device without the ordinal): PCI bus order, silently, as
+// the two agree on most hosts.
+absl::Status MaskAmd(const Env& env, std::vector<VisibleUnit>& units, RowVisibility& out) {
+  const std::vector<VisibleUnit> bus_order = units;
+  if (units.size() > 1 && SortByRuntimeOrdinal(units, false)) {
+    out.explanation.push_back(absl::StrCat(
+        "E-ORDER HIP numbers GPUs in the KFD topology's node order (ROCr's agent order, probed from sysfs): ",
+        OrdinalList(units)));
+    Renumbering& rn = out.renumbering.emplace();
+    rn.runtime = "HIP";
+    rn.order = "the KFD topology's node order";
+  }
+  const std::vector<VisibleUnit> job_order = units;
+  RETURN_IF_ERROR(ApplyAmdMasks(env, units, out));
+  if (out.renumbering) {
+    std::vector<std::string> masks;
+    const bool hip = Get(env, "HIP_VISIBLE_DEVICES") != nullptr;  // CUDA_VISIBLE_DEVICES is read only without it
+    for (const char* var : {"ROCR_VISIBLE_DEVICES", hip ? "HIP_VISIBLE_DEVICES" : "CUDA_VISIBLE_DEVICES"}) {
+      if (const std::string* v = Get(env, var)) masks.push_back(absl::StrCat(var, "=", *v));
+    }
+    out.renumbering->masks = absl::StrJoin(masks, " ");
+  }
+  return KeepBusView(bus_order, job_order, [&](std::vector<VisibleUnit>& u, RowVisibility& o) {
+    return ApplyAmdMasks(env, u, o);
+  }, out);
 }
 
 absl::Status MaskCudaLike(const Env& env, absl::string_view rule, std::initializer_list<const char*> vars,
@@ -382,15 +466,51 @@ absl::Status MaskXpu(const Env& env, const std::vector<VisibleUnit>& cards, bool
   // E-ORDER (Level Zero): ZE_ENABLE_PCI_ID_DEVICE_ORDER=1 makes the driver report devices by PCI
   // id; otherwise the order is the driver's, which devplace does not probe.
   const std::string* pci_order = Get(env, "ZE_ENABLE_PCI_ID_DEVICE_ORDER");
+  const bool pci_set = pci_order != nullptr && *pci_order == "1";
+  const std::string* v = Get(env, "ZE_AFFINITY_MASK");
+  const bool masked = v != nullptr && !v->empty();
   std::set<std::string> models;
   for (const VisibleUnit& c : cards) models.insert(c.device->device_id());
-  if (models.size() > 1 && (pci_order == nullptr || *pci_order != "1")) {
+  // E-XPU-PIN: an integrated GPU comes first in PCI bus order, so the PCI order alone points the
+  // job at it; the advice is the mask of the discrete root devices, in PCI order (`units` is).
+  const auto igpu = std::find_if(cards.begin(), cards.end(), [](const VisibleUnit& c) { return c.device->integrated(); });
+  std::vector<std::string> pin, pinned;
+  for (size_t i = 0; i < units.size(); ++i) {
+    if (units[i].device->integrated()) continue;
+    pin.push_back(absl::StrCat(i));
+    pinned.push_back(absl::StrCat("xpu:", pinned.size(), " = ", DescribeUnit(units[i])));
+  }
+  const bool mixed = igpu != cards.end() && !pin.empty();
+  const std::string pin_advice = absl::StrCat(
+      "pin the discrete card", pin.size() > 1 ? "s" : "", " with ", pci_set ? "" : "ZE_ENABLE_PCI_ID_DEVICE_ORDER=1 ",
+      "ZE_AFFINITY_MASK=", absl::StrJoin(pin, ","), " (Level Zero's root devices in PCI bus order; the job then sees ",
+      absl::StrJoin(pinned, ", "), ")");
+  const std::string igpu_words =
+      mixed ? absl::StrCat("the integrated GPU ", DescribeUnit(*igpu),
+                           igpu->device->name().empty() ? "" : absl::StrCat(" ", igpu->device->name()))
+            : "";
+  if (mixed && (!pci_set || !masked)) {
+    out.explanation.push_back(absl::StrCat("E-XPU-PIN ", igpu_words, " is first in PCI bus order; the discrete root "
+                                           "devices are ZE_AFFINITY_MASK=", absl::StrJoin(pin, ","), " in that order"));
+  }
+  if (mixed && !pci_set) {
+    out.warnings.push_back(absl::StrCat(
+        "E-XPU-PIN: visible Intel GPUs include ", igpu_words, " next to discrete ones and ZE_ENABLE_PCI_ID_DEVICE_ORDER is "
+        "not 1: Level Zero's numbering then depends on the driver release (Intel compute-runtime lists discrete GPUs "
+        "first in current releases, by PCI bus id in older ones)",
+        masked ? absl::StrCat(", and so does what ZE_AFFINITY_MASK=", *v, " selects") : "",
+        "; PCI bus order, which devplace assumes here and ZE_ENABLE_PCI_ID_DEVICE_ORDER=1 selects, puts the integrated "
+        "GPU first (xpu:0), so that variable alone points the job at the slow chip; ", pin_advice));
+  } else if (mixed && pci_set && !masked) {
+    out.warnings.push_back(absl::StrCat(
+        "E-XPU-PIN: ZE_ENABLE_PCI_ID_DEVICE_ORDER=1 numbers Intel GPUs by PCI bus id, which puts ", igpu_words,
+        " first: it is xpu:0; ", pin_advice));
+  } else if (models.size() > 1 && !pci_set) {
     out.warnings.push_back(
         "visible Intel GPUs differ in model and ZE_ENABLE_PCI_ID_DEVICE_ORDER is not 1: Level Zero then reports devices "
         "in its driver's own order, which may differ from the PCI bus order used here; set "
         "ZE_ENABLE_PCI_ID_DEVICE_ORDER=1");
   }
-  const std::string* v = Get(env, "ZE_AFFINITY_MASK");
   if (v == nullptr) return absl::OkStatus();
   if (v->empty()) {
     out.explanation.push_back("E-XPU ZE_AFFINITY_MASK is empty: Level Zero applies no filter");
@@ -554,6 +674,54 @@ CudaStyleList ParseCudaStyleList(const std::string& value) {
       break;
     }
     out.ordinals.push_back(static_cast<int>(x));
+  }
+  return out;
+}
+
+std::string RenumberingWarning(const RowVisibility& vis, const std::vector<int>& used, bool max_memory) {
+  if (!vis.renumbering || vis.backend == nullptr) return "";
+  const Renumbering& rn = *vis.renumbering;
+  const std::string& type = vis.backend->device_type();
+  const auto position = [](const std::vector<const v1::Device*>& all, const v1::Device& d) {
+    return std::find(all.begin(), all.end(), &d) - all.begin();
+  };
+  // A device in PCI bus numbering: nvidia-smi's index is NVML's, PCI bus order.
+  const auto bus_name = [&](const v1::Device& d) {
+    return absl::StrCat(rn.nvidia ? "nvidia-smi GPU " : "GPU ", position(rn.bus_all, d),
+                        rn.nvidia ? "" : " in PCI bus order", " (", d.pci_bus_id(),
+                        d.name().empty() ? "" : absl::StrCat(" ", d.name()), ")");
+  };
+  std::vector<std::string> listed, meant_uuids;
+  int differing = 0;
+  for (int i : used) {
+    if (i < 0 || i >= static_cast<int>(vis.units.size())) continue;
+    const v1::Device& job = *vis.units[i].device;
+    const v1::Device* meant = i < static_cast<int>(rn.bus_units.size()) ? rn.bus_units[i].device : nullptr;
+    if (meant == &job) continue;
+    if (++differing > kMaxRenumberedListed) continue;
+    listed.push_back(absl::StrCat(type, ":", i, " = ", rn.runtime, " device ", position(rn.runtime_all, job), " = ",
+                                  bus_name(job), ", where counting in PCI bus order gives ",
+                                  meant == nullptr ? "no device" : bus_name(*meant)));
+    if (meant != nullptr && !meant->uuid().empty()) meant_uuids.push_back(meant->uuid());
+  }
+  if (differing == 0) return "";
+  if (differing > kMaxRenumberedListed) listed.push_back(absl::StrCat("and ", differing - kMaxRenumberedListed, " more"));
+  std::string out = absl::StrCat(
+      "E-ORDER-SMI: the job numbers its ", vis.backend->hardware(), "s in ", rn.runtime, "'s order, ", rn.order,
+      ", not in PCI bus order", rn.nvidia ? " (nvidia-smi's)" : "", ", and the two differ on the devices this answer uses: ",
+      absl::StrJoin(listed, "; "));
+  if (!rn.masks.empty()) absl::StrAppend(&out, "; ", rn.masks, " counts in ", rn.runtime, "'s order too");
+  if (max_memory) {
+    absl::StrAppend(&out, "; max_memory keys are the job's ordinals (\"0\" is ", type, ":0 = ",
+                    bus_name(*vis.units[0].device), ")");
+  }
+  if (rn.nvidia) {
+    absl::StrAppend(&out, "; to number GPUs as nvidia-smi does, set CUDA_DEVICE_ORDER=PCI_BUS_ID");
+  } else {
+    absl::StrAppend(&out, "; HIP has no variable that selects PCI order: count in HIP's order as listed",
+                    meant_uuids.empty() ? ""
+                                        : absl::StrCat(", or name the cards meant by UUID, ROCR_VISIBLE_DEVICES=",
+                                                       absl::StrJoin(meant_uuids, ",")));
   }
   return out;
 }

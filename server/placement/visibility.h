@@ -4,6 +4,7 @@
 #ifndef DEVPLACE_SERVER_PLACEMENT_VISIBILITY_H_
 #define DEVPLACE_SERVER_PLACEMENT_VISIBILITY_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,22 @@ enum class Hidden {
   kAllocation,    // P-DRA: the job's DRA claims hold none of the row's devices
 };
 
+// E-ORDER-SMI: the same visibility variables read in the numbering the vendor's tools show (PCI
+// bus order: nvidia-smi's GPU index, lspci / rocm-smi --showbus bus ids), kept when the job's
+// runtime numbers the row's devices in a probed order that differs from it (libcuda's
+// FASTEST_FIRST, HIP's KFD topology order).
+struct Renumbering {
+  std::vector<VisibleUnit> bus_units;  // bus_units[i]: the device a user counting in PCI order means by <type>:i
+  // The devices the job could see before any mask, in the runtime's order and in PCI bus order:
+  // positions in them are the runtime's ordinals and the tools' indices (within the job's devices,
+  // as nvidia-smi inside a container numbers only the GPUs mounted there).
+  std::vector<const v1::Device*> runtime_all, bus_all;
+  std::string runtime;                 // "CUDA" or "HIP": whose ordinals the job uses
+  std::string order;                   // the job's order in words, e.g. "FASTEST_FIRST (CUDA_DEVICE_ORDER unset)"
+  std::string masks;                   // the list variables applied, e.g. "CUDA_VISIBLE_DEVICES=1"; empty when none
+  bool nvidia = false;                 // names "nvidia-smi GPU <n>" and fixes with CUDA_DEVICE_ORDER=PCI_BUS_ID
+};
+
 struct RowVisibility {
   const v1::Backend* backend = nullptr;
   std::vector<VisibleUnit> units;  // units[i] is `<device_type>:i` in the job
@@ -49,6 +66,8 @@ struct RowVisibility {
   // Every MIG instance on the GPUs the job could name, described ("MIG-<uuid> on host device 0
   // (0000:07:00.0)"), for the fix in MIG warnings.
   std::vector<std::string> mig_instances;
+  // E-ORDER-SMI: set when the job's numbering of this row differs from PCI bus order.
+  std::optional<Renumbering> renumbering;
 };
 
 // Whether the row's runtime numbers this device: usable ones, and also healthy, driven devices
@@ -73,6 +92,16 @@ bool RuntimeEnumerates(const v1::Device& device);
 absl::StatusOr<RowVisibility> ComputeVisibility(const v1::Backend& backend, const Env& env,
                                                 const v1::JobDevices* job_devices,
                                                 const JobAllocation* allocation = nullptr);
+
+// E-ORDER-SMI: one warning when the devices an answer uses (`used`: job indices into
+// `vis.units`) are not the devices the same indices name in PCI bus order (nvidia-smi's numbering;
+// the bus ids rocm-smi --showbus lists), giving both numberings of each such device, what the
+// visibility variables counted in, whether `max_memory` keys (the job's indices) are affected, and
+// the fix (CUDA_DEVICE_ORDER=PCI_BUS_ID; for HIP, which has no order switch, the UUIDs for
+// ROCR_VISIBLE_DEVICES). Empty when they agree or the row has no renumbering. At most
+// kMaxRenumberedListed devices are listed, then a count.
+inline constexpr int kMaxRenumberedListed = 8;
+std::string RenumberingWarning(const RowVisibility& vis, const std::vector<int>& used, bool max_memory);
 
 // PyTorch's `_parse_visible_devices` for a CUDA-style list (exposed for tests): ordinals, or
 // `GPU-`/`MIG-` UUID (prefix) entries. `truncated_at` is the first entry that ended the list

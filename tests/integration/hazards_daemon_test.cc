@@ -193,6 +193,65 @@ TEST(DaemonHazards, CudaOrderFromLibcudaNumbersTheJobsGpus) {
   EXPECT_EQ(d.process.WaitExit(absl::Seconds(10)), 0);
 }
 
+// E-ORDER (HIP), E-ORDER-SMI and E-XPU-PIN over the wire: real daemons on fixture hosts (the KFD
+// topology of amd-2x-mi210-kfd-order lists 83:00.0 first; nvidia-mixed-models with the fake
+// libcuda; xpu-2x-arc's UHD 770 next to two Arc A770), asked by the devplace CLI with --explain.
+TEST(DaemonHazards, RenumberingIsWarnedOverTheWire) {
+  ScopedEnv cuda("FAKE_CUDA_CONFIG", Fixture("cuda/mixed-models.txt"));
+  const std::vector<std::string> no_libraries = {"--nvml_library=", "--amd_smi_library=", "--level_zero_library=",
+                                                 "--cuda_library="};
+  Daemon amd("amd-2x-mi210-kfd-order", no_libraries);
+  Daemon nv("nvidia-mixed-models", {"--nvml_library=", "--cuda_library=" DEVPLACE_FAKE_CUDA});
+  Daemon xpu("xpu-2x-arc", no_libraries);
+  for (Daemon* d : {&amd, &nv, &xpu}) {
+    ASSERT_TRUE(d->process.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d->process.Log();
+  }
+  auto resolve = [](Daemon& d, const std::string& args) {
+    return RunCommand(std::string(DEVPLACE_CLI_BINARY) + " --address=" + d.process.unix_target() +
+                      " resolve --no_environment --explain " + args);
+  };
+  CommandResult r = resolve(amd, "--workload=training --env=HIP_VISIBLE_DEVICES=1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "cuda:0\n");
+  EXPECT_THAT(r.err, HasSubstr("E-ORDER HIP numbers GPUs in the KFD topology's node order (ROCr's agent order, probed "
+                               "from sysfs): ordinal 0 = host device 1 (0000:83:00.0)"));
+  EXPECT_THAT(r.err, HasSubstr("E-ORDER-SMI cuda/amd"));
+  EXPECT_THAT(r.err, HasSubstr("cuda:0 = HIP device 1 = GPU 0 in PCI bus order (0000:63:00.0"));
+  EXPECT_THAT(r.err, HasSubstr("ROCR_VISIBLE_DEVICES=GPU-0de0b6b3a7640002"));
+  r = resolve(amd, "--workload=inference --device_map=auto --json");
+  EXPECT_THAT(r.out, HasSubstr("\"0\": \"64407732224\""));  // 83:00.0's free memory: HIP device 0
+  EXPECT_THAT(r.out, HasSubstr("max_memory keys are the job's ordinals"));  // a warning in the JSON answer
+  EXPECT_THAT(r.out, HasSubstr("is cuda:0 = GPU 1 in PCI bus order (0000:83:00.0"));
+  r = resolve(amd, "--workload=training --env=ROCR_VISIBLE_DEVICES=GPU-0de0b6b3a7640002");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, Not(HasSubstr("E-ORDER-SMI")));
+
+  r = resolve(nv, "--workload=training --env=CUDA_VISIBLE_DEVICES=1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "cuda:0\n");
+  EXPECT_THAT(r.err, HasSubstr("E-ORDER-SMI cuda/nvidia"));
+  EXPECT_THAT(r.err, HasSubstr("cuda:0 = CUDA device 1 = nvidia-smi GPU 0 (0000:01:00.0"));
+  EXPECT_THAT(r.err, HasSubstr("set CUDA_DEVICE_ORDER=PCI_BUS_ID"));
+  r = resolve(nv, "--workload=training --env=CUDA_VISIBLE_DEVICES=1,CUDA_DEVICE_ORDER=PCI_BUS_ID");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, Not(HasSubstr("E-ORDER-SMI")));
+
+  r = resolve(xpu, "--workload=training --env=ZE_ENABLE_PCI_ID_DEVICE_ORDER=1");
+  EXPECT_EQ(r.out, "xpu:0\n");
+  EXPECT_THAT(r.err, HasSubstr("E-XPU-PIN the integrated GPU host device 0 (0000:00:02.0)"));
+  EXPECT_THAT(r.err, HasSubstr("it is xpu:0; pin the discrete cards with ZE_AFFINITY_MASK=1,2"));
+  r = resolve(xpu, "--workload=training");
+  EXPECT_THAT(r.err, HasSubstr("pin the discrete cards with ZE_ENABLE_PCI_ID_DEVICE_ORDER=1 ZE_AFFINITY_MASK=1,2"));
+  r = resolve(xpu, "--workload=training --json --env=ZE_ENABLE_PCI_ID_DEVICE_ORDER=1,ZE_AFFINITY_MASK=1,2");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\"pciBusId\": \"0000:03:00.0\""));  // the first Arc A770
+  EXPECT_THAT(r.err + r.out, Not(HasSubstr("E-XPU-PIN")));
+  for (Daemon* d : {&amd, &nv, &xpu}) {
+    d->process.Signal(SIGTERM);
+    EXPECT_EQ(d->process.WaitExit(absl::Seconds(10)), 0);
+  }
+}
+
 TEST(DaemonHazards, CliProbeShowsTheRuntimesNumbering) {
   const CommandResult r = RunCommand("FAKE_CUDA_CONFIG=" + Fixture("cuda/mixed-models.txt") + " " DEVPLACE_CLI_BINARY
                                      " probe --nvml_library= --cuda_library=" DEVPLACE_FAKE_CUDA " --host_root=" +

@@ -88,6 +88,58 @@ v1::Inventory MixedModels(bool ordinals) {
   return b.Build();
 }
 
+// E-ORDER-SMI: three NVIDIA GPUs at buses 01, 02, 03 (nvidia-smi GPUs 0, 1, 2); libcuda's
+// FASTEST_FIRST order is 01, 03, 02: only the second and third swap.
+v1::Inventory ThreeGpusLastTwoSwapped() {
+  InventoryBuilder b;
+  b.Add(CUDA, 3);
+  const int fastest_first[3] = {0, 2, 1};
+  for (int i = 0; i < 3; ++i) {
+    b.Device(CUDA, i).set_runtime_ordinal(fastest_first[i]);
+    b.Device(CUDA, i).set_runtime_ordinal_pci(i);
+  }
+  return b.Build();
+}
+
+// E-ORDER (HIP): two MI210s whose KFD topology lists the second PCI device first (HIP device 0 is
+// host device 1), as on the amd-2x-mi210-kfd-order fixture host; `kfd` false: no ordinals probed.
+v1::Inventory AmdKfdSwapped(bool kfd) {
+  InventoryBuilder b;
+  b.Add(v1::ROW_CUDA_AMD, 2);
+  if (kfd) {
+    b.Device(v1::ROW_CUDA_AMD, 0).set_runtime_ordinal(1);
+    b.Device(v1::ROW_CUDA_AMD, 1).set_runtime_ordinal(0);
+  }
+  return b.Build();
+}
+
+v1::Inventory AmdKfdInPciOrder() {
+  InventoryBuilder b;
+  b.Add(v1::ROW_CUDA_AMD, 2);
+  for (int i = 0; i < 2; ++i) b.Device(v1::ROW_CUDA_AMD, i).set_runtime_ordinal(i);
+  return b.Build();
+}
+
+// E-XPU-PIN: a UHD 770 iGPU at 00:02.0 (host device 0; PyTorch does not support it, Level Zero
+// enumerates it) and `arcs` discrete cards; `tiles` > 1 gives each card that many tiles.
+v1::Inventory IgpuAndArcs(int arcs, int tiles = 1) {
+  InventoryBuilder b;
+  b.Add(v1::ROW_XPU, 1 + arcs);
+  v1::Device& igpu = b.Device(v1::ROW_XPU, 0);
+  igpu.set_pci_bus_id("0000:00:02.0");
+  igpu.set_device_id("a780");
+  igpu.set_name("Intel(R) UHD Graphics 770");
+  igpu.set_integrated(true);
+  igpu.set_supported(false);
+  igpu.set_usable(false);
+  igpu.set_unusable_reason("Intel GPU 8086:a780 is not supported by PyTorch's xpu backend");
+  for (int i = 1; i <= arcs; ++i) {
+    b.Device(v1::ROW_XPU, i).set_device_id("56a0");
+    if (tiles > 1) b.Device(v1::ROW_XPU, i).set_sub_device_count(tiles);
+  }
+  return b.Build();
+}
+
 std::function<v1::Inventory()> Rows(std::initializer_list<std::pair<v1::Row, int>> rows) {
   std::vector<std::pair<v1::Row, int>> copy(rows);
   return [copy] {
@@ -237,6 +289,139 @@ std::vector<Case> Cases() {
                .host = two_arcs,
                .request = Req::Train(TA).Env("ZE_ENABLE_PCI_ID_DEVICE_ORDER", "1"),
                .device = "xpu:0", .host_indices = {0}, .absent_warnings = {"ZE_ENABLE_PCI_ID_DEVICE_ORDER"}});
+  // ---- E-ORDER-SMI: the job's CUDA ordinals against nvidia-smi's, on the devices used ----
+  c.push_back({.id = "ORDERSMI_MaskMeantAsNvidiaSmiGpuGetsTheOtherCard",
+               .host = [] { return MixedModels(true); },
+               .request = Req::Train(TA).Env("CUDA_VISIBLE_DEVICES", "1"),
+               .device = "cuda:0", .host_indices = {0},
+               .warnings = {"E-ORDER-SMI: the job numbers its NVIDIA GPUs in CUDA's order, CUDA_DEVICE_ORDER unset "
+                            "(FASTEST_FIRST), not in PCI bus order (nvidia-smi's)",
+                            "cuda:0 = CUDA device 1 = nvidia-smi GPU 0 (0000:01:00.0 NVIDIA GeForce GTX 745), where "
+                            "counting in PCI bus order gives nvidia-smi GPU 1 (0000:02:00.0 NVIDIA GeForce GTX 1080 Ti)",
+                            "CUDA_VISIBLE_DEVICES=1 counts in CUDA's order too",
+                            "to number GPUs as nvidia-smi does, set CUDA_DEVICE_ORDER=PCI_BUS_ID"},
+               .absent_warnings = {"max_memory"},
+               .explanation = {"E-ORDER-SMI cuda/nvidia"}});
+  c.push_back({.id = "ORDERSMI_PciBusIdIsNvidiaSmisNumbering",
+               .host = [] { return MixedModels(true); },
+               .request = Req::Train(TA).Env("CUDA_VISIBLE_DEVICES", "1").Env("CUDA_DEVICE_ORDER", "PCI_BUS_ID"),
+               .device = "cuda:0", .host_indices = {1}, .absent_warnings = {"E-ORDER-SMI"}});
+  c.push_back({.id = "ORDERSMI_NoMaskTheFastestIsCuda0",
+               .host = [] { return MixedModels(true); },
+               .request = Req::Train(TA),
+               .device = "cuda:0", .host_indices = {1, 0},  // DataParallel over both
+               .warnings = {"cuda:0 = CUDA device 0 = nvidia-smi GPU 1", "cuda:1 = CUDA device 1 = nvidia-smi GPU 0"},
+               .absent_warnings = {"counts in CUDA's order too"}});
+  c.push_back({.id = "ORDERSMI_MaxMemoryKeysAreTheJobsOrdinals",
+               .host = [] { return MixedModels(true); },
+               .request = Req::Infer("sequential"),
+               .device = "cuda:0", .host_indices = {1, 0},
+               .warnings = {"max_memory keys are the job's ordinals (\"0\" is cuda:0 = nvidia-smi GPU 1 (0000:02:00.0"},
+               .max_memory = {{"0", k11GiB}, {"1", k4GiB}, {"cpu", kHostRamAvailable}}});
+  c.push_back({.id = "ORDERSMI_UnknownOrderSaysMayDifferInstead",
+               .host = [] { return MixedModels(false); },
+               .request = Req::Train(TA).Env("CUDA_VISIBLE_DEVICES", "1"),
+               .device = "cuda:0", .host_indices = {1},
+               .warnings = {"may differ"}, .absent_warnings = {"E-ORDER-SMI"}});
+  c.push_back({.id = "ORDERSMI_DeviceUsedIsTheSameInBothOrders",
+               .host = ThreeGpusLastTwoSwapped,
+               .request = Req::Infer("cuda:0"),
+               .device = "cuda:0", .host_indices = {0}, .absent_warnings = {"E-ORDER-SMI"}});
+  c.push_back({.id = "ORDERSMI_DeviceUsedDiffers",
+               .host = ThreeGpusLastTwoSwapped,
+               .request = Req::Infer("cuda:1"),
+               .device = "cuda:1", .host_indices = {2},
+               .warnings = {"cuda:1 = CUDA device 1 = nvidia-smi GPU 2 (0000:22:00.0",
+                            "counting in PCI bus order gives nvidia-smi GPU 1 (0000:21:00.0"},
+               .absent_warnings = {"cuda:0 ="}});
+  c.push_back({.id = "ORDERSMI_ContainerNumbersOnlyItsOwnGpus",  // nvidia-smi and CUDA inside see two GPUs
+               .host = ThreeGpusLastTwoSwapped,
+               .request = Req::Infer("cuda:0").JobNodes({"/dev/nvidia1", "/dev/nvidia2"}),
+               .device = "cuda:0", .host_indices = {2},
+               .warnings = {"cuda:0 = CUDA device 0 = nvidia-smi GPU 1 (0000:22:00.0",
+                            "counting in PCI bus order gives nvidia-smi GPU 0 (0000:21:00.0"}});
+  c.push_back({.id = "ORDERSMI_MaskPickingTheSameCardIsSilent",
+               .host = ThreeGpusLastTwoSwapped,
+               .request = Req::Train(TA).Env("CUDA_VISIBLE_DEVICES", "0"),
+               .device = "cuda:0", .host_indices = {0}, .absent_warnings = {"E-ORDER-SMI"}});
+  // ---- E-ORDER (HIP): KFD topology order, and E-ORDER-SMI for ROCm's masks ----
+  c.push_back({.id = "HIPORDER_HipVisibleDevicesCountsInKfdOrder",
+               .host = [] { return AmdKfdSwapped(true); },
+               .request = Req::Train(TA).Env("HIP_VISIBLE_DEVICES", "1"),
+               .device = "cuda:0", .host_indices = {0},
+               .warnings = {"E-ORDER-SMI: the job numbers its AMD GPUs in HIP's order, the KFD topology's node order",
+                            "cuda:0 = HIP device 1 = GPU 0 in PCI bus order (0000:30:00.0",
+                            "counting in PCI bus order gives GPU 1 in PCI bus order (0000:31:00.0",
+                            "HIP_VISIBLE_DEVICES=1 counts in HIP's order too",
+                            absl::StrCat("ROCR_VISIBLE_DEVICES=", TestUuid(v1::ROW_CUDA_AMD, 1))},
+               .explanation = {"E-ORDER HIP numbers GPUs in the KFD topology's node order (ROCr's agent order, probed "
+                               "from sysfs): ordinal 0 = host device 1", "E-ORDER-SMI cuda/amd"}});
+  c.push_back({.id = "HIPORDER_RocrVisibleDevicesCountsInKfdOrder",
+               .host = [] { return AmdKfdSwapped(true); },
+               .request = Req::Train(TA).Env("ROCR_VISIBLE_DEVICES", "0"),
+               .device = "cuda:0", .host_indices = {1},
+               .warnings = {"ROCR_VISIBLE_DEVICES=0 counts in HIP's order too"}});
+  c.push_back({.id = "HIPORDER_CudaVisibleDevicesIsReadWithoutHip",
+               .host = [] { return AmdKfdSwapped(true); },
+               .request = Req::Train(TA).Env("CUDA_VISIBLE_DEVICES", "0"),
+               .device = "cuda:0", .host_indices = {1},
+               .warnings = {"CUDA_VISIBLE_DEVICES=0 counts in HIP's order too"}});
+  c.push_back({.id = "HIPORDER_UuidMaskIsOrderFree",
+               .host = [] { return AmdKfdSwapped(true); },
+               .request = Req::Train(TA).Env("ROCR_VISIBLE_DEVICES", TestUuid(v1::ROW_CUDA_AMD, 0)),
+               .device = "cuda:0", .host_indices = {0}, .absent_warnings = {"E-ORDER-SMI"}});
+  c.push_back({.id = "HIPORDER_KfdInPciOrderIsSilent",
+               .host = AmdKfdInPciOrder,
+               .request = Req::Train(TA).Env("HIP_VISIBLE_DEVICES", "1"),
+               .device = "cuda:0", .host_indices = {1}, .absent_warnings = {"E-ORDER-SMI"}});
+  c.push_back({.id = "HIPORDER_NotProbedKeepsPciOrder",
+               .host = [] { return AmdKfdSwapped(false); },
+               .request = Req::Train(TA).Env("HIP_VISIBLE_DEVICES", "1"),
+               .device = "cuda:0", .host_indices = {1}, .absent_warnings = {"E-ORDER-SMI"}});
+  // ---- E-XPU-PIN: an Intel iGPU next to Arc cards ----
+  c.push_back({.id = "XPUPIN_NoOrderVariableNamesThePinningMask",
+               .host = [] { return IgpuAndArcs(2); },
+               .request = Req::Train(TA),
+               .device = "xpu:0", .host_indices = {0},
+               .warnings = {"E-XPU-PIN: visible Intel GPUs include the integrated GPU host device 0 (0000:00:02.0) Intel(R) "
+                            "UHD Graphics 770 next to discrete ones and ZE_ENABLE_PCI_ID_DEVICE_ORDER is not 1",
+                            "so that variable alone points the job at the slow chip",
+                            "pin the discrete cards with ZE_ENABLE_PCI_ID_DEVICE_ORDER=1 ZE_AFFINITY_MASK=1,2 (",
+                            "the job then sees xpu:0 = host device 1 (0000:61:00.0), xpu:1 = host device 2 (0000:62:00.0)"},
+               .absent_warnings = {"may differ from the PCI bus order used here"},
+               .explanation = {"E-XPU-PIN the integrated GPU host device 0 (0000:00:02.0)"}});
+  c.push_back({.id = "XPUPIN_PciOrderAlonePointsAtTheIgpu",
+               .host = [] { return IgpuAndArcs(2); },
+               .request = Req::Train(TA).Env("ZE_ENABLE_PCI_ID_DEVICE_ORDER", "1"),
+               .device = "xpu:0", .host_indices = {0},
+               .warnings = {"E-XPU-PIN: ZE_ENABLE_PCI_ID_DEVICE_ORDER=1 numbers Intel GPUs by PCI bus id",
+                            "it is xpu:0; pin the discrete cards with ZE_AFFINITY_MASK=1,2 ("},
+               .absent_warnings = {"ZE_ENABLE_PCI_ID_DEVICE_ORDER is not 1"}});
+  c.push_back({.id = "XPUPIN_PinnedIsSilent",
+               .host = [] { return IgpuAndArcs(2); },
+               .request = Req::Train(TA).Env("ZE_ENABLE_PCI_ID_DEVICE_ORDER", "1").Env("ZE_AFFINITY_MASK", "1,2"),
+               .device = "xpu:0", .host_indices = {1}, .absent_warnings = {"E-XPU-PIN", "PyTorch does not support"}});
+  c.push_back({.id = "XPUPIN_MaskWithoutOrderVariableDependsOnTheDriver",
+               .host = [] { return IgpuAndArcs(2); },
+               .request = Req::Train(TA).Env("ZE_AFFINITY_MASK", "1,2"),
+               .device = "xpu:0", .host_indices = {1},
+               .warnings = {"and so does what ZE_AFFINITY_MASK=1,2 selects",
+                            "ZE_ENABLE_PCI_ID_DEVICE_ORDER=1 ZE_AFFINITY_MASK=1,2"}});
+  c.push_back({.id = "XPUPIN_OneCard",
+               .host = [] { return IgpuAndArcs(1); },
+               .request = Req::Train(TA).Env("ZE_ENABLE_PCI_ID_DEVICE_ORDER", "1"),
+               .device = "xpu:0", .host_indices = {0},
+               .warnings = {"pin the discrete card with ZE_AFFINITY_MASK=1 ("}});
+  c.push_back({.id = "XPUPIN_FlatTilesAreRootDevices",
+               .host = [] { return IgpuAndArcs(1, 2); },
+               .request = Req::Train(TA).Env("ZE_ENABLE_PCI_ID_DEVICE_ORDER", "1"),
+               .device = "xpu:0", .host_indices = {0},
+               .warnings = {"ZE_AFFINITY_MASK=1,2 (", "xpu:0 = sub-device 0 of host device 1"}});
+  c.push_back({.id = "XPUPIN_CompositeCardIsOneRootDevice",
+               .host = [] { return IgpuAndArcs(1, 2); },
+               .request = Req::Train(TA).Env("ZE_ENABLE_PCI_ID_DEVICE_ORDER", "1").Env("ZE_FLAT_DEVICE_HIERARCHY", "COMPOSITE"),
+               .device = "xpu:0", .host_indices = {0},
+               .warnings = {"pin the discrete card with ZE_AFFINITY_MASK=1 ("}});
   // ---- H-FOREIGN (item 10) ----
   c.push_back({.id = "FOREIGN_CudaMaskOnAscend",
                .host = Rows({{v1::ROW_NPU, 2}}),

@@ -16,6 +16,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 absl::StatusOr<v1::ResolveDeviceResponse> On(const std::string& host, const v1::ResolveDeviceRequest& req) {
   return placement::Resolve(ProbeHost(host), req);
@@ -120,6 +121,37 @@ TEST(FixtureResolve, AmdRocrSelectsByOrdinalOrUuid) {
   r = On("amd-2x-mi210", Req::Infer("auto"));
   EXPECT_EQ(r->max_memory().at("0"), 68691628032u);  // 2 GPUs, no model size: each one's free memory
   EXPECT_EQ(r->max_memory().at("1"), 64407732224u);
+}
+
+// E-ORDER (HIP): the KFD topology of amd-2x-mi210-kfd-order lists 83:00.0 as node 1 and 63:00.0
+// as node 2, so HIP device 0 is the second card on the bus; on amd-2x-mi210 the orders agree.
+TEST(FixtureResolve, AmdMasksCountInTheKfdTopologysOrder) {
+  const v1::Inventory inv = ProbeHost("amd-2x-mi210-kfd-order");
+  const v1::Device* first = FindDevice(inv, "0000:63:00.0");
+  const v1::Device* second = FindDevice(inv, "0000:83:00.0");
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ(first->runtime_ordinal(), 1);
+  EXPECT_EQ(second->runtime_ordinal(), 0);
+  EXPECT_FALSE(first->has_runtime_ordinal_pci());  // HIP has no PCI-order switch
+  EXPECT_EQ(FindDevice(ProbeHost("amd-2x-mi210"), "0000:63:00.0")->runtime_ordinal(), 0);
+
+  auto r = On("amd-2x-mi210-kfd-order", Req::Train().Env("HIP_VISIBLE_DEVICES", "1"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->device(), "cuda:0");
+  EXPECT_THAT(Buses(*r), ElementsAre("0000:63:00.0"));
+  EXPECT_THAT(Warnings(*r), HasSubstr("cuda:0 = HIP device 1 = GPU 0 in PCI bus order (0000:63:00.0"));
+  EXPECT_THAT(Warnings(*r), HasSubstr("ROCR_VISIBLE_DEVICES=GPU-0de0b6b3a7640002"));  // 83:00.0, PCI GPU 1
+  r = On("amd-2x-mi210-kfd-order", Req::Train().Env("ROCR_VISIBLE_DEVICES", "GPU-0de0b6b3a7640002"));
+  EXPECT_THAT(Buses(*r), ElementsAre("0000:83:00.0"));
+  EXPECT_THAT(Warnings(*r), Not(HasSubstr("E-ORDER-SMI")));
+  r = On("amd-2x-mi210-kfd-order", Req::Infer("auto"));
+  EXPECT_THAT(Buses(*r), ElementsAre("0000:83:00.0", "0000:63:00.0"));
+  EXPECT_EQ(r->max_memory().at("0"), 64407732224u);  // 83:00.0's free memory: HIP device 0
+  EXPECT_THAT(Warnings(*r), HasSubstr("max_memory keys are the job's ordinals"));
+  r = On("amd-2x-mi210", Req::Train().Env("HIP_VISIBLE_DEVICES", "1"));
+  EXPECT_THAT(Buses(*r), ElementsAre("0000:83:00.0"));
+  EXPECT_THAT(Warnings(*r), Not(HasSubstr("E-ORDER-SMI")));
 }
 
 TEST(FixtureResolve, NeuronCoresAreTheJobsDevices) {

@@ -128,6 +128,11 @@ absl::StatusOr<ProbeOutcome> ProbeAmd(const HostRoot& root, HostFacts& facts) {
   }
 
   int kfd_gpus = 0;
+  // E-ORDER (HIP): libhsakmt numbers the topology's nodes in ascending sysfs node id and ROCr
+  // makes one GPU agent per node with SIMDs, in that order; HIP's device ordinals (and the
+  // ordinals of ROCR_VISIBLE_DEVICES) follow those agents. So the n-th GPU node here is HIP
+  // device n, whatever its PCI position (docs/SEMANTICS.md section 3).
+  int32_t hip_ordinal = 0;
   for (const auto& [node, name] : ListNumbered(root, kKfdNodes, "")) {
     const std::string dir = absl::StrCat(kKfdNodes, "/", name);
     absl::StatusOr<std::string> text = root.ReadFile(dir + "/properties");
@@ -140,6 +145,7 @@ absl::StatusOr<ProbeOutcome> ProbeAmd(const HostRoot& root, HostFacts& facts) {
       return it != props.end() && absl::SimpleAtoi(it->second, &value) ? value : 0;
     };
     if (number("simd_count") == 0) continue;  // a CPU node
+    const int32_t ordinal = hip_ordinal++;    // counted even when the node matches no PCI GPU
     // location_id = bus << 8 | device << 3 | function (bits 31:28: partition id).
     const uint64_t location = number("location_id");
     const std::string bus_id = absl::StrFormat("%04x:%02x:%02x.%x", number("domain"), (location >> 8) & 0xff,
@@ -151,6 +157,7 @@ absl::StatusOr<ProbeOutcome> ProbeAmd(const HostRoot& root, HostFacts& facts) {
     }
     ++kfd_gpus;
     v1::Device& d = fn->device;
+    d.set_runtime_ordinal(ordinal);
     if (const uint64_t gfx = number("gfx_target_version"); gfx > 0) {
       (*d.mutable_attributes())["gfx_target_version"] = GfxTargetName(static_cast<uint32_t>(gfx));
     }
