@@ -63,6 +63,12 @@ absl::StatusOr<Client> Client::Connect(ConnectOptions options) {
       return absl::FailedPreconditionError(absl::StrCat("refusing ", target, " (", origin, "): ", safe.message()));
     }
   }
+  if (options.address.empty() && !from_env && !absl::StartsWith(target, "unix:")) {
+    // The implicit TCP fallback: nobody chose it, so refuse a listener another user could have bound.
+    if (const absl::Status safe = CheckLocalListener(target); !safe.ok() && !absl::IsNotFound(safe)) {
+      return absl::FailedPreconditionError(absl::StrCat("refusing ", target, " (", origin, "): ", safe.message()));
+    }
+  }
   absl::StatusOr<std::shared_ptr<Connection>> connection =
       internal::ConnectGrpc(target, options, internal::TargetNote(target, origin, notes));
   if (!connection.ok()) return connection.status();

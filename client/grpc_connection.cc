@@ -309,35 +309,6 @@ absl::StatusOr<std::shared_ptr<Connection>> ConnectGrpc(const std::string& targe
 
 }  // namespace internal
 
-absl::Status CheckUnixSocket(const std::string& path) {
-  struct stat st;
-  if (::lstat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": no such socket"));
-    return absl::FailedPreconditionError(absl::StrCat(path, ": ", std::strerror(errno)));
-  }
-  const uid_t me = ::geteuid();
-  if (!S_ISSOCK(st.st_mode)) return absl::FailedPreconditionError(absl::StrCat(path, " is not a socket"));
-  if (st.st_uid != 0 && st.st_uid != me) {
-    return absl::FailedPreconditionError(absl::StrCat("socket ", path, " is owned by uid ", st.st_uid,
-                                                      ", not root or you (uid ", me, "): refused as possibly squatted"));
-  }
-  const std::string dir = std::filesystem::path(path).parent_path().string();
-  struct stat d;
-  if (::stat(dir.empty() ? "." : dir.c_str(), &d) != 0) {
-    return absl::FailedPreconditionError(absl::StrCat(dir, ": ", std::strerror(errno)));
-  }
-  if (d.st_uid != 0 && d.st_uid != me) {
-    return absl::FailedPreconditionError(absl::StrCat("socket directory ", dir, " is owned by uid ", d.st_uid,
-                                                      ", not root or you (uid ", me, "): refused as possibly squatted"));
-  }
-  if ((d.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (d.st_mode & S_ISVTX) == 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "socket directory ", dir, " is writable by group or others without the sticky bit: refused, another "
-        "user could have replaced the socket"));
-  }
-  return absl::OkStatus();
-}
-
 std::string DefaultTarget() { return DefaultTarget(nullptr); }
 
 std::string DefaultTarget(std::vector<std::string>* notes) {

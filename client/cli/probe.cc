@@ -35,8 +35,10 @@ ABSL_FLAG(std::string, cndev_library, "libcndev.so",
 ABSL_FLAG(std::string, mtml_library, "libmtml.so",
           "MTML library (Moore Threads) to dlopen for names, UUIDs and memory (empty: do not read MTML)");
 ABSL_FLAG(absl::Duration, probe_timeout, absl::Seconds(5),
-          "Deadline of the vendor-library probers (NVML, libcuda, AMD SMI, Level Zero, HLML, DCMI, CNDev, MTML), each in its own process; one that overruns is "
-          "reported as timed out, one that crashes as crashed");
+          "Deadline of the whole probe: the sysfs/procfs probers, then the vendor-library probers (NVML, libcuda, AMD "
+          "SMI, Level Zero, HLML, DCMI, CNDev, MTML), each in its own process, with what is left; one that overruns is "
+          "reported as timed out, one that crashes as crashed; a host read that never returns ends the command 1s "
+          "past the deadline with exit status 3");
 
 namespace devplace::cli {
 namespace {
@@ -64,6 +66,7 @@ int RunProbe() {
   options.cndev_library = absl::GetFlag(FLAGS_cndev_library);
   options.mtml_library = absl::GetFlag(FLAGS_mtml_library);
   options.vendor_timeout = std::chrono::milliseconds(absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_probe_timeout)));
+  probe::ExitWhenOverdue(options.vendor_timeout, "devplace probe");
   const probe::ProbeRun run = probe::RunProbers(*root, options);
   v1::Inventory inv = probe::BuildInventory(run);
   StampNow(inv);
@@ -78,8 +81,9 @@ Command ProbeCommand() {
           "Runs devplace's probers in this process against --host_root (NVML through --nvml_library, libcuda's\n"
           "GPU numbering through --cuda_library, AMD SMI, Level Zero, HLML, DCMI, CNDev and MTML through\n"
           "--amd_smi_library, --level_zero_library, --hlml_library, --dcmi_library, --cndev_library,\n"
-          "--mtml_library, each in its own child process under\n"
-          "--probe_timeout) and prints the inventory it builds (the same content devplace-probe writes).\n"
+          "--mtml_library, each in its own child process) and prints the inventory it builds (the same content\n"
+          "devplace-probe writes). --probe_timeout bounds the whole probe: a read that never returns ends it\n"
+          "1s past the deadline with exit status 3. FIFOs and device nodes are never opened.\n"
           "Save it with --json for `resolve --inventory`.",
           {"host_root", "nvml_library", "cuda_library", "amd_smi_library", "level_zero_library", "hlml_library",
            "dcmi_library", "cndev_library", "mtml_library", "probe_timeout"},

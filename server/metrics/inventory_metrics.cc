@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -76,12 +77,18 @@ std::vector<MetricFamily> InventoryFamilies(const v1::Inventory& inventory, absl
   MetricFamily health = Gauge("devplace_device_health", "1 for the device's health state, 0 for the others");
   MetricFamily row_state = Gauge("devplace_backend_state", "1 for the row's state, 0 for the others");
   MetricFamily row_devices = Gauge("devplace_backend_devices", "Devices found in the row");
+  MetricFamily without_series = Gauge("devplace_backend_devices_without_series",
+                                      "Devices of the row past the per-row bound on per-device series");
   for (const v1::Backend& backend : inventory.backends()) {
     const std::string row = RowLabel(backend.row());
     AddStateSet<v1::BackendState>(row_state, {{"row", row}}, "state", v1::BackendState_descriptor(), backend.state(),
                                   "BACKEND_STATE_");
     Add(row_devices, {{"row", row}}, backend.devices_size());
-    for (const v1::Device& device : backend.devices()) {
+    if (backend.devices_size() > kMaxDeviceSeriesPerRow) {
+      Add(without_series, {{"row", row}}, backend.devices_size() - kMaxDeviceSeriesPerRow);
+    }
+    for (int i = 0; i < std::min(backend.devices_size(), kMaxDeviceSeriesPerRow); ++i) {
+      const v1::Device& device = backend.devices(i);
       const std::vector<ClientMetric::Label> labels = {{"host_index", absl::StrCat(device.host_index())},
                                                        {"name", device.name()},
                                                        {"pci_bus_id", device.pci_bus_id()},
@@ -112,8 +119,8 @@ std::vector<MetricFamily> InventoryFamilies(const v1::Inventory& inventory, absl
   }
 
   std::vector<MetricFamily> out;
-  for (MetricFamily* family : {&memory_total, &memory_free, &usable, &health, &row_state, &row_devices, &revision,
-                               &age, &prober_duration, &prober_status}) {
+  for (MetricFamily* family : {&memory_total, &memory_free, &usable, &health, &row_state, &row_devices,
+                               &without_series, &revision, &age, &prober_duration, &prober_status}) {
     PushIfAny(out, std::move(*family));
   }
   return out;

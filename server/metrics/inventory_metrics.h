@@ -22,15 +22,22 @@
 
 namespace devplace::metrics {
 
+// Devices with per-device series, per row: the first ones in host order (the probe keeps at most
+// 256 per row, docs/SEMANTICS.md I-BOUND; this bounds a scrape whatever the inventory holds).
+inline constexpr int kMaxDeviceSeriesPerRow = 256;
+
 // The families one inventory maps to, at time `now` (for the age). Every device family carries
-// the labels row (e.g. "cuda_nvidia"), host_index, pci_bus_id, uuid and name; values in base
-// units (bytes, seconds). Families (names as exposed):
+// the labels row (e.g. "cuda_nvidia"), host_index, pci_bus_id, uuid and name, for the first
+// kMaxDeviceSeriesPerRow devices of each row; values in base units (bytes, seconds). Families
+// (names as exposed):
 //   devplace_device_memory_total_bytes / _free_bytes  gauge, only for devices that report it
 //   devplace_device_usable                            gauge 1/0 (Device.usable)
 //   devplace_device_health{state=ok|lost|fault|unspecified}  gauge 1 for the device's state, 0 else
 //   devplace_backend_state{row,state=ready|driver_not_loaded|no_device_nodes|unusable|unspecified}
 //                                                     gauge 1 for the row's state, 0 else
 //   devplace_backend_devices{row}                     gauge, devices found in the row
+//   devplace_backend_devices_without_series{row}      gauge, devices past kMaxDeviceSeriesPerRow
+//                                                     (only for a row that has some)
 //   devplace_inventory_revision                       gauge, Inventory.revision
 //   devplace_inventory_age_seconds                    gauge, now - probed_at (>= 0)
 //   devplace_prober_duration_seconds{prober}          gauge, the last run's ProbeReport.duration_ms

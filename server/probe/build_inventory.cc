@@ -1,5 +1,6 @@
 #include "server/probe/build_inventory.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -177,6 +178,8 @@ void SanitizeUtf8(v1::Inventory& inv) {
 v1::Inventory BuildInventory(const probe::ProbeRun& run) {
   v1::Inventory inv;
   *inv.mutable_host() = run.facts.host;
+  std::vector<std::string> left_out;  // "<row>: kept K of N"
+  int kept_total = 0;
   // placement::Backends() is in row order, cpu first.
   for (const BackendSpec& spec : placement::Backends()) {
     if (spec.row == v1::ROW_CPU) {
@@ -188,6 +191,13 @@ v1::Inventory BuildInventory(const probe::ProbeRun& run) {
       if (fn.row == spec.row) functions.push_back(&fn);
     }
     if (functions.empty()) continue;
+    // The bound (I-BOUND): the first devices in PCI bus order, so every answer built from the
+    // inventory (inventory, resolve's devices and max_memory, /metrics) stays small on any host.
+    const size_t keep = std::min({functions.size(), static_cast<size_t>(probe::kMaxDevicesPerRow),
+                                  static_cast<size_t>(probe::kMaxDevices - kept_total)});
+    if (keep < functions.size()) left_out.push_back(absl::StrCat(spec.name, ": kept ", keep, " of ", functions.size()));
+    if (keep == 0) continue;
+    kept_total += static_cast<int>(keep);
     v1::Backend& b = AddBackend(spec, inv);
     const auto version = run.facts.driver_versions.find(spec.row);
     if (version != run.facts.driver_versions.end()) b.set_driver_version(version->second);
@@ -195,13 +205,30 @@ v1::Inventory BuildInventory(const probe::ProbeRun& run) {
     if (attributes != run.facts.backend_attributes.end()) {
       b.mutable_attributes()->insert(attributes->second.begin(), attributes->second.end());
     }
-    for (const probe::PciFunction* fn : functions) {
+    for (size_t i = 0; i < keep; ++i) {
       const auto host_index = static_cast<uint32_t>(b.devices_size());
-      DeriveDevice(spec, *fn, host_index, *b.add_devices());
+      DeriveDevice(spec, *functions[i], host_index, *b.add_devices());
     }
     DeriveState(spec, b);
   }
-  for (const v1::ProbeReport& report : run.reports) *inv.add_probe_reports() = report;
+  for (const v1::ProbeReport& report : run.reports) {
+    v1::ProbeReport& copy = *inv.add_probe_reports();
+    copy = report;
+    // A report is for people: a hostile tree must not turn it into megabytes (SanitizeUtf8 below
+    // repairs a sequence cut in the middle).
+    if (copy.message().size() > kMaxReportMessageBytes) {
+      copy.set_message(absl::StrCat(copy.message().substr(0, kMaxReportMessageBytes), "... (",
+                                    report.message().size(), " bytes in all)"));
+    }
+  }
+  if (!left_out.empty()) {
+    v1::ProbeReport& report = *inv.add_probe_reports();
+    report.set_name("device_bound");
+    report.set_status(v1::PROBE_STATUS_ERROR);
+    report.set_message(absl::StrCat("devices left out of the inventory (at most ", probe::kMaxDevicesPerRow,
+                                    " per row and ", probe::kMaxDevices, " in all, the first in PCI bus order): ",
+                                    absl::StrJoin(left_out, ", ")));
+  }
   SanitizeUtf8(inv);
   return inv;
 }

@@ -4,16 +4,26 @@
 #ifndef DEVPLACE_SERVER_PROBE_BUILD_INVENTORY_H_
 #define DEVPLACE_SERVER_PROBE_BUILD_INVENTORY_H_
 
+#include <cstddef>
+
 #include "devplace/v1/devplace.pb.h"
 #include "server/probe/host/host_root.h"
 #include "server/probe/probers.h"
 
 namespace devplace::probe {
 
+// A probe report's message longer than kMaxReportMessageBytes is cut there, ending
+// "... (N bytes in all)".
+inline constexpr size_t kMaxReportMessageBytes = 4096;
+
 // The inventory of one probe run: host facts, the cpu row first (always present, READY, no
 // devices), then one Backend per row with hardware on the PCI bus, sorted by row; devices in PCI
 // bus order with host_index 0..n-1; the probe reports in run order. `revision` is 0 and
-// `probed_at` unset (the caller stamps them).
+// `probed_at` unset (the caller stamps them). A row with more than kMaxDevicesPerRow devices
+// (host/facts.h; the pci prober already keeps no more, a vendor prober could add some), or
+// past kMaxDevices in all (rows in row order), keeps the first ones in PCI bus order, and a last
+// probe report "device_bound" (PROBE_STATUS_ERROR) says which rows kept how many of how many.
+// Report messages are cut at kMaxReportMessageBytes.
 v1::Inventory BuildInventory(const probe::ProbeRun& run);
 
 // RunProbers(root), then BuildInventory. Never fails: prober errors are in probe_reports. Runs

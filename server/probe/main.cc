@@ -66,11 +66,13 @@ ABSL_FLAG(std::string, mtml_library, std::string(devplace::probe::kDefaultMtmlLi
           "Loaded only when the PCI scan found a Moore Threads GPU; not found: the mtml prober is reported "
           "skipped");
 ABSL_FLAG(absl::Duration, probe_timeout, absl::Seconds(5),
-          "This probe's own deadline for the vendor-library probers (NVML, libcuda, AMD SMI, Level Zero, HLML, DCMI, CNDev, MTML), which run at once, "
-          "each in its own child process: one that has not finished by then is killed and reported "
+          "This probe's own deadline, for the whole probe: the sysfs/procfs probers first, then the vendor-library "
+          "probers (NVML, libcuda, AMD SMI, Level Zero, HLML, DCMI, CNDev, MTML), which run at once, each in its own "
+          "child process, with what is left: one that has not finished by then is killed and reported "
           "PROBE_STATUS_TIMED_OUT, naming the call that did not return; one whose process dies of a "
-          "signal is reported PROBE_STATUS_CRASHED; the rest of the inventory is still written. Keep it "
-          "below devplaced's --probe_timeout (default 10s), which kills the whole probe and is only "
+          "signal is reported PROBE_STATUS_CRASHED; the rest of the inventory is still written. A host read "
+          "that never returns (a driver's sysfs file) ends the probe 1s past the deadline with exit status 3. "
+          "Keep it below devplaced's --probe_timeout (default 10s), which kills the whole probe and is only "
           "the safety net");
 ABSL_FLAG(bool, json, false,
           "Print the inventory as pretty JSON (the protobuf JSON mapping) for people, instead of "
@@ -87,7 +89,10 @@ constexpr char kUsage[] =
     "Output: the serialized protobuf message (binary; what devplaced reads) by default, or the "
     "protobuf JSON mapping with --json.\n"
     "Exit status: 0 when an inventory was written (probers that failed or timed out are reported in its "
-    "probe_reports), 2 on bad flags or an unreadable --host_root, 1 when writing failed.";
+    "probe_reports), 2 on bad flags or an unreadable --host_root, 1 when writing failed, 3 when a read "
+    "never returned and the probe overran --probe_timeout (nothing written).\n"
+    "Files that are not regular files (a FIFO, a device node) are never opened; the sysfs/procfs probers run "
+    "under an address-space cap (512 MiB above the process's size).";
 
 int Fail(int code, const std::string& message) {
   std::fprintf(stderr, "devplace-probe: %s\n", message.c_str());
@@ -198,6 +203,7 @@ int main(int argc, char** argv) {
   options.cndev_library = absl::GetFlag(FLAGS_cndev_library);
   options.mtml_library = absl::GetFlag(FLAGS_mtml_library);
   options.vendor_timeout = absl::ToChronoMilliseconds(absl::GetFlag(FLAGS_probe_timeout));
+  devplace::probe::ExitWhenOverdue(options.vendor_timeout, "devplace-probe");
   const devplace::probe::ProbeRun run = devplace::probe::RunProbers(*root, options);
   const int status = Write(devplace::probe::BuildInventory(run));
   return status;

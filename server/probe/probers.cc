@@ -1,8 +1,18 @@
 #include "server/probe/probers.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "server/probe/vendor_libs/accel_library.h"
 #include "server/probe/vendor_libs/amdsmi_prober.h"
 #include "server/probe/vendor_libs/cuda_prober.h"
@@ -10,17 +20,74 @@
 #include "server/probe/vendor_libs/nvml_prober.h"
 
 namespace devplace::probe {
+namespace {
+
+// This process's address space now (VmSize), in bytes; 0 when /proc/self/statm cannot be read.
+uint64_t AddressSpaceBytes() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t pages = 0;
+  if (!(statm >> pages)) return 0;
+  return pages * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+// Lowers the soft RLIMIT_AS to the address space now plus kHostProbeAddressSpaceBytes for its
+// lifetime, then puts the old limit back (the vendor probers' children, forked later, load vendor
+// libraries such as libcuda that reserve large address ranges, so they run without it).
+class AddressSpaceCap {
+ public:
+  AddressSpaceCap() {
+    const uint64_t now = AddressSpaceBytes();
+    if (now == 0 || getrlimit(RLIMIT_AS, &old_) != 0) return;
+    rlimit capped = old_;
+    const uint64_t cap = now + kHostProbeAddressSpaceBytes;
+    if (old_.rlim_cur != RLIM_INFINITY && old_.rlim_cur <= cap) return;  // already tighter
+    capped.rlim_cur = old_.rlim_max == RLIM_INFINITY ? cap : std::min<uint64_t>(cap, old_.rlim_max);
+    set_ = setrlimit(RLIMIT_AS, &capped) == 0;
+  }
+  ~AddressSpaceCap() {
+    if (set_) setrlimit(RLIMIT_AS, &old_);
+  }
+  AddressSpaceCap(const AddressSpaceCap&) = delete;
+  AddressSpaceCap& operator=(const AddressSpaceCap&) = delete;
+
+ private:
+  rlimit old_{};
+  bool set_ = false;
+};
+
+}  // namespace
 
 ProbeRun RunProbers(const HostRoot& root, const ProbeOptions& options) {
-  ProbeRun run = RunProbers(root);
+  const auto start = std::chrono::steady_clock::now();
+  ProbeRun run;
+  {
+    const AddressSpaceCap cap;
+    run = RunProbers(root);
+  }
   std::vector<VendorProber> vendor;
   if (!options.nvml_library.empty()) vendor.push_back(NvmlProber(options.nvml_library));
   if (!options.cuda_library.empty()) vendor.push_back(CudaProber(options.cuda_library, options.vendor_timeout));
   if (!options.amd_smi_library.empty()) vendor.push_back(AmdSmiProber(options.amd_smi_library));
   if (!options.level_zero_library.empty()) vendor.push_back(LevelZeroProber(options.level_zero_library));
   for (VendorProber& prober : AcceleratorLibraryProbers(options)) vendor.push_back(std::move(prober));
-  RunVendorProbers(vendor, options.vendor_timeout, run);
+  // The vendor probers get what is left of the whole probe's deadline (none: each is reported
+  // timed out at once).
+  RunVendorProbers(vendor, options.vendor_timeout, run, start + options.vendor_timeout);
   return run;
+}
+
+void ExitWhenOverdue(std::chrono::milliseconds timeout, std::string program) {
+  std::thread([timeout, program = std::move(program)] {
+    std::this_thread::sleep_for(timeout + kOverdueGrace);
+    const absl::string_view prober = RunningHostProber();
+    const std::string line =
+        absl::StrCat(program, ": gave up: the probe did not finish within --probe_timeout=", timeout.count(), "ms",
+                     prober.empty() ? "" : absl::StrCat(" (the ", prober, " prober's read never returned)"), "\n");
+    // write(2) and _exit(2) only: the main thread may hold any lock.
+    ssize_t ignored = write(STDERR_FILENO, line.data(), line.size());
+    (void)ignored;
+    _exit(kOverdueExitCode);
+  }).detach();
 }
 
 }  // namespace devplace::probe

@@ -58,7 +58,8 @@ complaints=$(verify "$tmp/broken/devplaced.service")
 grep -q ProtectSystm <<<"$complaints" || fail "systemd-analyze verify did not notice a misspelled directive"
 echo "ok: and it names a misspelled directive: $complaints"
 for directive in RuntimeDirectory=devplace ProtectSystem=strict ProtectHome=yes NoNewPrivileges=yes PrivateTmp=yes \
-                 'RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6' Restart=on-failure 'ExecReload=/bin/kill -HUP $MAINPID'; do
+                 'RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6' Restart=on-failure StartLimitIntervalSec=0 \
+                 'ExecReload=/bin/kill -HUP $MAINPID'; do
   grep -qxF "$directive" "$unit" || fail "the unit lacks $directive"
 done
 if grep -Eq '^(PrivateDevices=yes|DevicePolicy=|ProcSubset=pid)' "$unit"; then

@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
@@ -85,6 +86,31 @@ TEST(InventoryFamilies, ADeviceThatDisappearsTakesItsSeriesWithIt) {
   EXPECT_THAT(text, HasSubstr(kGpu0));
   EXPECT_THAT(text, Not(HasSubstr("GPU-b")));
   EXPECT_THAT(text, HasSubstr("devplace_backend_devices{row=\"cuda_nvidia\"} 1\n"));
+}
+
+TEST(InventoryFamilies, PerDeviceSeriesAreBoundedPerRow) {
+  // An inventory the probe would not build (it keeps 256 per row), as a custom --probe_command could
+  // write it: 300 GPUs get series for the first 256 only, and one gauge counts the rest.
+  v1::Inventory inv = Parse(kTwoGpus);
+  v1::Backend& cuda = *inv.mutable_backends(1);
+  cuda.clear_devices();
+  for (int i = 0; i < 300; ++i) {
+    v1::Device& d = *cuda.add_devices();
+    d.set_host_index(i);
+    d.set_uuid(absl::StrCat("GPU-", i));
+    d.set_usable(true);
+  }
+  const std::string text = Text(InventoryFamilies(inv, absl::FromUnixSeconds(1030)));
+  int usable = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) usable += absl::StartsWith(line, "devplace_device_usable{");
+  EXPECT_EQ(usable, kMaxDeviceSeriesPerRow);
+  EXPECT_THAT(text, HasSubstr("uuid=\"GPU-255\""));
+  EXPECT_THAT(text, Not(HasSubstr("uuid=\"GPU-256\"")));
+  EXPECT_THAT(text, HasSubstr("devplace_backend_devices{row=\"cuda_nvidia\"} 300\n"));
+  EXPECT_THAT(text, HasSubstr("devplace_backend_devices_without_series{row=\"cuda_nvidia\"} 44\n"));
+  // Below the bound the family is not there at all.
+  EXPECT_THAT(Text(InventoryFamilies(Parse(kTwoGpus), absl::FromUnixSeconds(1030))),
+              Not(HasSubstr("devplace_backend_devices_without_series")));
 }
 
 TEST(InventoryFamilies, AgeIsNeverNegative) {

@@ -1,10 +1,13 @@
 // Probers on modified copies of fixture hosts: failures are reported per prober while the rest
 // of the inventory still comes out, and state/health rules not covered by a fixture as-is.
 #include <filesystem>
+#include <new>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/probe/host/prober.h"
 #include "tests/probe/test_util.h"
 
 namespace devplace::testing {
@@ -200,6 +203,24 @@ TEST(ErrorPathsTest, TpuV4UsesAccelNodes) {
   EXPECT_EQ(tpu->devices(1).memory_total_bytes(), 32ull << 30);
   EXPECT_THAT(tpu->devices(1).device_nodes(), ElementsAre("/dev/accel1"));
   EXPECT_TRUE(tpu->devices(1).usable());
+}
+
+// A prober that runs out of memory (std::bad_alloc, as under the probe's address-space cap) is
+// reported RESOURCE_EXHAUSTED, and the probers after it still run.
+TEST(ErrorPathsTest, AProberOutOfMemoryIsReportedAndTheRestRun) {
+  const std::vector<probe::Prober> probers = {
+      {"greedy", [](const probe::HostRoot&, probe::HostFacts&) -> absl::StatusOr<probe::ProbeOutcome> {
+         throw std::bad_alloc();
+       }},
+      {"after", [](const probe::HostRoot&, probe::HostFacts&) -> absl::StatusOr<probe::ProbeOutcome> {
+         return probe::Found("ran");
+       }}};
+  const probe::ProbeRun run = probe::RunProbers(probe::HostRoot(HostDir("cpu-only")), probers);
+  ASSERT_EQ(run.reports.size(), 2u);
+  EXPECT_EQ(run.reports[0].status(), v1::PROBE_STATUS_ERROR);
+  EXPECT_EQ(run.reports[0].message(), "ran out of memory (the probe's address-space cap); not read");
+  EXPECT_EQ(run.reports[1].status(), v1::PROBE_STATUS_OK);
+  EXPECT_EQ(probe::RunningHostProber(), "");
 }
 
 }  // namespace

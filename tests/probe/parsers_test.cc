@@ -73,6 +73,23 @@ TEST(ParseCpuListTest, RangesListsAndEmpty) {
   EXPECT_FALSE(ParseCpuList("1,,2").ok());
 }
 
+TEST(ParseCpuRangesTest, MergesRangesWithoutMaterialisingCpus) {
+  const CpuRanges merged = ParseCpuRanges("8-9,0-3,4,2-5,11\n").value();
+  EXPECT_THAT(merged.ranges, ElementsAre(std::make_pair(0u, 5u), std::make_pair(8u, 9u), std::make_pair(11u, 11u)));
+  EXPECT_EQ(merged.count, 9u);
+  // 1 MiB of the widest range a list may hold, repeated: one range of 2^20 CPUs, not 10^11 entries.
+  std::string bomb;
+  while (bomb.size() < (1u << 20)) bomb += "0-1048575,";
+  bomb += "4294967295";
+  const CpuRanges parsed = ParseCpuRanges(bomb).value();
+  EXPECT_THAT(parsed.ranges, ElementsAre(std::make_pair(0u, 1048575u), std::make_pair(4294967295u, 4294967295u)));
+  EXPECT_EQ(parsed.count, (uint64_t{1} << 20) + 1);
+  EXPECT_EQ(ParseCpuList(bomb).status().message(), "cpulist names 1048577 CPUs, more than the 65536 accepted");
+  EXPECT_EQ(ParseCpuRanges("0-1048576").status().message(), "bad cpulist \"0-1048576\"");
+  EXPECT_EQ(ParseCpuRanges(bomb + ",x").status().message(),
+            "bad cpulist \"0-1048575,0-1048575,0-1048575,0-1048575,0-1048575,0-1048575,0-10...\"");
+}
+
 TEST(ParseColonFieldsTest, NvidiaInformationFile) {
   EXPECT_THAT(ParseColonFields(ReadFixture("nvidia-2x-h100", "proc/driver/nvidia/gpus/0000:9a:00.0/information")),
               IsSupersetOf({Pair("Model", "NVIDIA H100 80GB HBM3"),

@@ -2,8 +2,10 @@
 // pin everything; these say what matters and why).
 #include <string>
 
+#include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/probe/build_inventory.h"
 #include "tests/probe/test_util.h"
 
 namespace devplace::testing {
@@ -267,6 +269,38 @@ TEST(TrickyCasesTest, Arm64CpuWithMemoryOnlyNode) {
   ASSERT_EQ(inv.host().numa_nodes_size(), 2);
   EXPECT_EQ(inv.host().numa_nodes(1).cpulist(), "");
   EXPECT_GT(inv.host().numa_nodes(1).memory_total_bytes(), 0u);
+}
+
+// I-BOUND's last guard: devices a vendor prober added past the pci prober's bound (here 300 per
+// row for five rows, straight in the facts) are dropped by BuildInventory, 256 per row and 1024 in
+// all (the fifth row keeps none and is left out), with a report that says so; a report's message
+// is cut at 4 KiB.
+TEST(TrickyCasesTest, BuildInventoryBoundsDevicesPerRowAndInAll) {
+  probe::ProbeRun run;
+  const v1::Row rows[] = {v1::ROW_CUDA_NVIDIA, v1::ROW_CUDA_AMD, v1::ROW_NEURON, v1::ROW_XPU, v1::ROW_HPU};
+  for (int i = 0; i < 1500; ++i) {
+    probe::PciFunction fn;
+    fn.row = rows[i / 300];
+    fn.device.set_pci_bus_id(absl::StrFormat("%04x:%02x:%02x.%x", i >> 16, (i >> 8) & 0xff, (i >> 3) & 0x1f, i & 7));
+    run.facts.pci[fn.device.pci_bus_id()] = fn;
+  }
+  run.reports.emplace_back().set_message(std::string(10000, 'x'));  // e.g. 10,000 bad /proc entries listed
+  const v1::Inventory inv = probe::BuildInventory(run);
+  ASSERT_EQ(inv.probe_reports_size(), 2);
+  EXPECT_EQ(inv.probe_reports(0).message(), std::string(4096, 'x') + "... (10000 bytes in all)");
+  int total = 0;
+  for (const v1::Backend& b : inv.backends()) {
+    EXPECT_NE(b.row(), v1::ROW_HPU);
+    EXPECT_LE(b.devices_size(), probe::kMaxDevicesPerRow) << b.name();
+    total += b.devices_size();
+  }
+  EXPECT_EQ(total, probe::kMaxDevices);
+  EXPECT_EQ(inv.probe_reports(1).name(), "device_bound");
+  EXPECT_EQ(inv.probe_reports(1).status(), v1::PROBE_STATUS_ERROR);
+  EXPECT_EQ(inv.probe_reports(1).message(),
+            "devices left out of the inventory (at most 256 per row and 1024 in all, the first in PCI bus order): "
+            "cuda/nvidia: kept 256 of 300, cuda/amd: kept 256 of 300, neuron: kept 256 of 300, xpu: kept 256 of 300, "
+            "hpu: kept 0 of 300");
 }
 
 }  // namespace

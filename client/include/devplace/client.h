@@ -136,7 +136,7 @@ struct ConnectOptions {
 // "unix:$XDG_RUNTIME_DIR/devplace.sock" and "unix:/tmp/devplace-<euid>/devplace.sock" that is a
 // socket this process may read and write and that CheckUnixSocket() accepts; else
 // "127.0.0.1:7465" (so a job outside the socket's group still reaches a root daemon over
-// loopback TCP). `notes`, when not null, receives one line per candidate passed over and why
+// loopback TCP; Client::Connect then checks its owner with CheckLocalListener()). `notes`, when not null, receives one line per candidate passed over and why
 // (e.g. "unix:/tmp/devplace-0/devplace.sock refused: directory ... is owned by uid 65534").
 std::string DefaultTarget();
 std::string DefaultTarget(std::vector<std::string>* notes);
@@ -146,6 +146,18 @@ std::string DefaultTarget(std::vector<std::string>* notes);
 // owned by root or that uid and not writable by group or others unless it has the sticky bit.
 // OK, NOT_FOUND when `path` does not exist, or FAILED_PRECONDITION saying what is wrong.
 absl::Status CheckUnixSocket(const std::string& path);
+
+// Whether the TCP listener on this host at `address` (a numeric loopback "127.0.0.1:7465" or
+// "[::1]:7465") may be trusted as the daemon, so that an unprivileged user who binds the port while
+// no daemon holds it cannot answer in its place: every listening socket that would receive the
+// connection (/proc/net/tcp and tcp6: the same address, its wildcard, an IPv6 wildcard or
+// v4-mapped address for IPv4) is owned by root or this process's effective uid. OK;
+// NOT_FOUND when nothing listens there; FAILED_PRECONDITION naming the owner's uid; INVALID_ARGUMENT
+// for anything but a numeric loopback host:port. Client::Connect applies it to the default
+// 127.0.0.1:7465 only: an address named in ConnectOptions::address or DEVPLACE_ADDRESS is the
+// caller's choice. The check happens before the channel connects (a listener that changes in
+// between is not seen).
+absl::Status CheckLocalListener(const std::string& address);
 
 // A Connection over a gRPC channel to `target` ("unix:/path" or "host:port"), with the deadlines
 // and TLS settings of `options` (options.address is ignored; TLS as described at

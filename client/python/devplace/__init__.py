@@ -43,7 +43,7 @@ from ._client import Client, Resolution, TlsOptions, Watch, make_request, resolv
 from ._environment import (DRA_METADATA_DIR, JOB_PYTHON_PACKAGES, MAX_CAPTURED_NEAR_MISSES, PLACEMENT_ENVIRONMENT_VARIABLES,
                            device_allocation, for_job, from_environment, job_device_nodes, job_environment,
                            possible_placement_typo)
-from ._target import check_unix_socket, default_target
+from ._target import check_local_listener, check_unix_socket, default_target
 from .errors import (AbortedError, AlreadyExistsError, CancelledError, DataLossError, DeadlineExceededError, Error,
                      FailedPreconditionError, InternalError, InvalidArgumentError, NotFoundError, OutOfRangeError,
                      PermissionDeniedError, ResolveError, ResourceExhaustedError, UnauthenticatedError,
@@ -53,7 +53,7 @@ __all__ = [
     "__version__", "Client", "Resolution", "TlsOptions", "Watch", "make_request", "resolve_device",
     "PLACEMENT_ENVIRONMENT_VARIABLES", "JOB_PYTHON_PACKAGES", "for_job", "from_environment", "job_device_nodes",
     "job_environment", "MAX_CAPTURED_NEAR_MISSES", "possible_placement_typo", "DRA_METADATA_DIR", "device_allocation",
-    "check_unix_socket", "default_target",
+    "check_local_listener", "check_unix_socket", "default_target",
     "Error", "ResolveError", "AbortedError", "AlreadyExistsError", "CancelledError", "DataLossError",
     "DeadlineExceededError", "FailedPreconditionError", "InternalError", "InvalidArgumentError", "NotFoundError",
     "OutOfRangeError", "PermissionDeniedError", "ResourceExhaustedError", "UnauthenticatedError",

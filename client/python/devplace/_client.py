@@ -9,13 +9,13 @@ import socket
 import ssl
 import threading
 import warnings
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 import grpc
 from google.protobuf import wrappers_pb2
 
 from . import _environment
-from ._target import check_unix_socket, default_target
+from ._target import check_local_listener, check_unix_socket, default_target
 from .errors import (AbortedError, DeadlineExceededError, Error, FailedPreconditionError, InvalidArgumentError,
                      NotFoundError, UnavailableError, error_for)
 from .v1 import devplace_pb2, devplace_pb2_grpc
@@ -573,6 +573,16 @@ class Watch(Iterator[devplace_pb2.Inventory]):
         self.cancel()
 
 
+def _refuse_untrusted(check: Callable[[str], None], what: str, target: str, origin: str) -> None:
+    """Runs a trust check (_target.py) on ``what``; a missing socket or listener is left for the call to report."""
+    try:
+        check(what)
+    except NotFoundError:
+        pass
+    except FailedPreconditionError as e:
+        raise FailedPreconditionError(f"refusing {target} ({origin}): {e.message}") from None
+
+
 class Client:
     """A connection to devplaced; a context manager (``with devplace.Client() as c: ...``).
 
@@ -595,7 +605,9 @@ class Client:
             (the message starts with the option, ``tls_ca=PATH: ``, or the variable,
             ``DEVPLACE_TLS_CA=PATH: ``, it came from).
         FailedPreconditionError: an explicit unix socket (argument or DEVPLACE_ADDRESS) that fails
-            :func:`devplace.check_unix_socket`.
+            :func:`devplace.check_unix_socket`.; the default ``127.0.0.1:7465`` (no address, no
+            DEVPLACE_ADDRESS, no daemon socket) when a listener there fails
+            :func:`devplace.check_local_listener` (owned by another user).
     """
 
     def __init__(self, address: Optional[str] = None, timeout: Optional[float] = 5.0,
@@ -614,12 +626,10 @@ class Client:
                 raise InvalidArgumentError(f"address '{target}': a unix: target needs a socket path, "
                                            "e.g. unix:/run/devplace/devplace.sock")
             if not trust_any_socket:
-                try:
-                    check_unix_socket(path)
-                except NotFoundError:
-                    pass  # left for the call to report
-                except FailedPreconditionError as e:
-                    raise FailedPreconditionError(f"refusing {target} ({origin}): {e.message}") from None
+                _refuse_untrusted(check_unix_socket, path, target, origin)
+        elif not address and not from_env:
+            # The implicit TCP fallback: nobody chose it, so refuse a listener another user could have bound.
+            _refuse_untrusted(check_local_listener, target, target, origin)
         self.target = target
         self._channel, self._tls = _channel(target, tls)
         self._stub = devplace_pb2_grpc.DevicePlacementStub(self._channel)

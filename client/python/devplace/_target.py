@@ -1,17 +1,23 @@
-"""Where the daemon is: the same default target and socket-trust rules as libdevplace.
+"""Where the daemon is, and whether to trust what answers there: the Python client's one place for
+the default target and the trust rules.
 
-Mirrors ``devplace::DefaultTarget()`` and ``devplace::CheckUnixSocket()``
-(client/grpc_connection.cc): same candidates, same order, same refusals and messages.
+Mirrors ``devplace::DefaultTarget()`` (client/grpc_connection.cc) and ``devplace::CheckUnixSocket()``
+and ``devplace::CheckLocalListener()`` (client/trust.cc): same candidates, same order, same
+refusals and messages; both clients are tested against one table (tests/client/trust_table.txt).
 """
 
 from __future__ import annotations
 
 import errno
+import ipaddress
 import os
 import stat
-from typing import List, Optional
+import sys
+from typing import List, Optional, Tuple, Union
 
-from .errors import FailedPreconditionError, NotFoundError
+from .errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
+
+_Address = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
 
 SYSTEM_SOCKET = "/run/devplace/devplace.sock"
 DEFAULT_TCP_TARGET = "127.0.0.1:7465"
@@ -56,6 +62,84 @@ def check_unix_socket(path: str) -> None:
             "another user could have replaced the socket")
 
 
+def _loopback_endpoint(address: str) -> Tuple[_Address, int]:
+    host, sep, port_text = address.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    try:
+        port = int(port_text, 10) if sep and port_text.isdigit() else 0
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        ip, port = None, 0
+    if ip is None or not 0 < port <= 0xFFFF or not ip.is_loopback:
+        raise InvalidArgumentError(
+            f"address '{address}': want a loopback host:port, e.g. 127.0.0.1:7465 or [::1]:7465")
+    return ip, port
+
+
+def _proc_endpoint(text: str, v6: bool) -> Tuple[_Address, int]:
+    """``0100007F:1D29`` from /proc/net/tcp{,6}: each 32-bit word is printed in host byte order."""
+    hex_addr, _, hex_port = text.partition(":")
+    words = [int(hex_addr[i:i + 8], 16) for i in range(0, len(hex_addr), 8)]
+    raw = b"".join(w.to_bytes(4, sys.byteorder) for w in words)
+    return (ipaddress.IPv6Address(raw) if v6 else ipaddress.IPv4Address(raw)), int(hex_port, 16)
+
+
+def _receives(bound: _Address, target: _Address) -> bool:
+    """Whether a listener bound to ``bound`` receives connections to ``target`` (same port)."""
+    if bound.version == target.version:
+        return bound == target or bound.is_unspecified
+    if bound.version == 4:
+        return False  # an IPv4 socket never receives an IPv6 connection
+    mapped = bound.ipv4_mapped
+    return bound.is_unspecified or (mapped is not None and (mapped == target or mapped.is_unspecified))
+
+
+def check_local_listener(address: str) -> None:
+    """Whether the TCP listener on this host at ``address`` may be trusted as the daemon.
+
+    ``address`` is a numeric loopback ``127.0.0.1:7465`` or ``[::1]:7465``. Trusted: every listening
+    socket that would receive the connection (/proc/net/tcp and tcp6: the same address, its
+    wildcard, an IPv6 wildcard or v4-mapped address for IPv4) is owned by root or this process's
+    effective uid, so an unprivileged user who binds the port while no daemon holds it cannot
+    answer in its place. :class:`Client` applies it to the default ``127.0.0.1:7465`` only; an
+    address named explicitly is the caller's choice.
+
+    Raises:
+        InvalidArgumentError: ``address`` is not a numeric loopback host:port.
+        NotFoundError: nothing listens there.
+        FailedPreconditionError: a listener there is owned by another uid (the message names it).
+    """
+    target, port = _loopback_endpoint(address)
+    me = os.geteuid()
+    found = False
+    for table, v6 in (("/proc/net/tcp", False), ("/proc/net/tcp6", True)):
+        try:
+            with open(table, encoding="ascii") as f:
+                lines = f.read().splitlines()[1:]
+        except OSError:
+            if v6:
+                continue
+            raise FailedPreconditionError(
+                f"cannot read {table} to see who owns the listener on {address}: refused") from None
+        for line in lines:
+            # sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode ...
+            f = line.split()
+            if len(f) < 8 or f[3] != "0A":  # 0A: TCP_LISTEN
+                continue
+            bound, bound_port = _proc_endpoint(f[1], v6)
+            if bound_port != port or not _receives(bound, target):
+                continue
+            found = True
+            uid = int(f[7])
+            if uid not in (0, me):
+                raise FailedPreconditionError(
+                    f"the listener on {address} is owned by uid {uid}, not root or you (uid {me}): refused as "
+                    "possibly an impersonator (name the address explicitly to trust it)")
+    if not found:
+        raise NotFoundError(f"{address}: no listening socket")
+
+
 def _usable_socket(path: str) -> Optional[str]:
     """None when the daemon may be reached and trusted at ``path``; else why not."""
     try:
@@ -74,7 +158,8 @@ def default_target(notes: Optional[List[str]] = None) -> str:
     ``unix:/run/devplace/devplace.sock``, ``unix:$XDG_RUNTIME_DIR/devplace.sock`` and
     ``unix:/tmp/devplace-<euid>/devplace.sock`` that this process may open and that
     :func:`check_unix_socket` accepts; else ``127.0.0.1:7465`` (the daemon's loopback listener, for
-    jobs outside the socket's group). ``notes``, when given, receives one line per candidate passed
+    jobs outside the socket's group; :class:`Client` then checks its owner with
+    :func:`check_local_listener`). ``notes``, when given, receives one line per candidate passed
     over and why.
     """
     address = os.environ.get("DEVPLACE_ADDRESS", "")

@@ -32,6 +32,16 @@ struct PciFunction {
   std::string inaccessible_reason;
 };
 
+// The most devices an inventory holds, per row and in all (docs/SEMANTICS.md I-BOUND): far above
+// any real host (16 GPUs, or 16 Trainium2 devices, per node), low enough that the inventory,
+// every ResolveDevice answer (`devices`, `max_memory`) and /metrics stay well inside the clients'
+// 4 MiB message limit. The pci prober records at most these and stops reading the bus after
+// kMaxAcceleratorFunctionsRead accelerator functions, so a hostile bus costs bounded time too;
+// BuildInventory applies the same bound to whatever the vendor probers added.
+inline constexpr int kMaxDevicesPerRow = 256;
+inline constexpr int kMaxDevices = 1024;
+inline constexpr int kMaxAcceleratorFunctionsRead = 4 * kMaxDevices;
+
 // Everything the probers found on one host.
 struct HostFacts {
   // Accelerator functions by canonical bus id; std::map order is PCI bus order.

@@ -80,28 +80,36 @@ absl::StatusOr<ProbeOutcome> ProbeCpu(const HostRoot& root, HostFacts& facts) {
   cpu.set_model_name(info.model_name);
 
   // Topology from sysfs; CPUs whose topology files are missing count as their own core.
-  std::vector<uint32_t> online;
+  CpuRanges online;
   if (std::optional<std::string> list = ReadOptional(root, "/sys/devices/system/cpu/online")) {
-    ASSIGN_OR_RETURN(online, ParseCpuList(*list));
-  } else {
-    for (uint32_t i = 0; i < info.processors; ++i) online.push_back(i);
+    ASSIGN_OR_RETURN(online, ParseCpuRanges(*list));
+  } else if (info.processors > 0) {
+    online.ranges.emplace_back(0, info.processors - 1);
+    online.count = info.processors;
+  }
+  // Each online CPU costs two reads below: refuse a list no host has rather than walk it.
+  if (online.count > kMaxCpus) {
+    return absl::InvalidArgumentError(absl::StrCat("/sys/devices/system/cpu/online names ", online.count,
+                                                   " CPUs, more than the ", kMaxCpus, " accepted"));
   }
   std::set<int64_t> packages;
   std::set<std::pair<int64_t, int64_t>> cores;
-  for (uint32_t n : online) {
-    const std::string topo = absl::StrCat("/sys/devices/system/cpu/cpu", n, "/topology/");
-    const std::optional<int64_t> package = ReadOptionalDecimal(root, topo + "physical_package_id");
-    const std::optional<int64_t> core = ReadOptionalDecimal(root, topo + "core_id");
-    packages.insert(package.value_or(-1));
-    if (package && core) {
-      cores.emplace(*package, *core);
-    } else {
-      cores.emplace(-1 - static_cast<int64_t>(n), 0);
+  for (const auto& [first, last] : online.ranges) {
+    for (uint64_t n = first; n <= last; ++n) {
+      const std::string topo = absl::StrCat("/sys/devices/system/cpu/cpu", n, "/topology/");
+      const std::optional<int64_t> package = ReadOptionalDecimal(root, topo + "physical_package_id");
+      const std::optional<int64_t> core = ReadOptionalDecimal(root, topo + "core_id");
+      packages.insert(package.value_or(-1));
+      if (package && core) {
+        cores.emplace(*package, *core);
+      } else {
+        cores.emplace(-1 - static_cast<int64_t>(n), 0);
+      }
     }
   }
   cpu.set_sockets(static_cast<uint32_t>(packages.size()));
   cpu.set_cores(static_cast<uint32_t>(cores.size()));
-  cpu.set_threads(static_cast<uint32_t>(online.size()));
+  cpu.set_threads(static_cast<uint32_t>(online.count));
 
   cpu.clear_isa_flags();
   const absl::Span<const absl::string_view> torch_flags =
@@ -129,7 +137,7 @@ absl::StatusOr<ProbeOutcome> ProbeNuma(const HostRoot& root, HostFacts& facts) {
     absl::StatusOr<std::string> cpulist = root.ReadTrimmed(dir + "/cpulist");
     problems.Add(cpulist.status());
     if (cpulist.ok()) {
-      absl::Status valid = ParseCpuList(*cpulist).status();
+      absl::Status valid = ParseCpuRanges(*cpulist).status();
       problems.Add(valid);
       if (valid.ok()) node.set_cpulist(*cpulist);
     }

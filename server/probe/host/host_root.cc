@@ -33,6 +33,16 @@ absl::Status ErrnoStatus(int err, absl::string_view what, absl::string_view path
   }
 }
 
+absl::Status NotRegular(absl::string_view path, mode_t mode) {
+  const char* kind = S_ISFIFO(mode)  ? "a FIFO"
+                     : S_ISCHR(mode) ? "a character device"
+                     : S_ISBLK(mode) ? "a block device"
+                     : S_ISSOCK(mode) ? "a socket"
+                     : S_ISDIR(mode)  ? "a directory"
+                                      : "not a regular file";
+  return absl::FailedPreconditionError(absl::StrCat("not read: ", path, " is ", kind, ", not a regular file"));
+}
+
 }  // namespace
 
 HostRoot::HostRoot(std::string root) : root_(std::move(root)) {
@@ -61,8 +71,19 @@ std::string HostRoot::Resolve(absl::string_view path) const {
 
 absl::StatusOr<std::string> HostRoot::ReadFile(absl::string_view path, size_t max_bytes) const {
   const std::string real = Resolve(path);
-  const int fd = open(real.c_str(), O_RDONLY | O_CLOEXEC);
+  // Only regular files (every sysfs attribute and /proc file is one): opening a FIFO blocks until
+  // a writer comes, and opening a device node runs its driver. stat() first, so neither is opened;
+  // O_NONBLOCK and fstat() cover a swap between the two calls.
+  struct stat st;
+  if (stat(real.c_str(), &st) != 0) return ErrnoStatus(errno, "cannot open", real);
+  if (!S_ISREG(st.st_mode)) return NotRegular(real, st.st_mode);
+  const int fd = open(real.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) return ErrnoStatus(errno, "cannot open", real);
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return NotRegular(real, st.st_mode);
+  }
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   std::string out;
   char buf[4096];
   while (out.size() < max_bytes) {

@@ -35,7 +35,8 @@ class HostRoot {
   std::string Resolve(absl::string_view path) const;
 
   // The file's content, at most `max_bytes` bytes (sysfs files report a size of 4096 whatever
-  // they hold, so this reads until end of file).
+  // they hold, so this reads until end of file). FailedPrecondition, without opening it, when
+  // `path` is not a regular file (a FIFO would block the probe, a device node runs its driver).
   absl::StatusOr<std::string> ReadFile(absl::string_view path,
                                        size_t max_bytes = 1 << 20) const;
 

@@ -1,6 +1,7 @@
 #include "server/probe/host/parsers.h"
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -11,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "server/common/status_macros.h"
 
 namespace devplace::probe {
 namespace {
@@ -59,20 +61,47 @@ absl::StatusOr<int64_t> ParseDecimal(absl::string_view text) {
   return value;
 }
 
-absl::StatusOr<std::vector<uint32_t>> ParseCpuList(absl::string_view text) {
-  std::vector<uint32_t> cpus;
+absl::StatusOr<CpuRanges> ParseCpuRanges(absl::string_view text) {
+  CpuRanges out;
   const absl::string_view s = absl::StripAsciiWhitespace(text);
-  if (s.empty()) return cpus;
+  if (s.empty()) return out;
+  std::vector<std::pair<uint32_t, uint32_t>>& ranges = out.ranges;
   for (absl::string_view range : absl::StrSplit(s, ',')) {
-    const std::vector<absl::string_view> ends = absl::StrSplit(range, '-');
+    const size_t dash = range.find('-');
+    const absl::string_view first = range.substr(0, dash);
+    const absl::string_view last = dash == absl::string_view::npos ? first : range.substr(dash + 1);
     uint32_t lo = 0, hi = 0;
-    const bool ok = ends.size() <= 2 && absl::SimpleAtoi(ends[0], &lo) &&
-                    absl::SimpleAtoi(ends.back(), &hi) && lo <= hi && hi - lo < (1u << 20);
-    if (!ok) return absl::InvalidArgumentError(absl::StrCat("bad cpulist \"", s, "\""));
-    for (uint32_t cpu = lo; cpu <= hi; ++cpu) cpus.push_back(cpu);
+    const bool ok = absl::SimpleAtoi(first, &lo) && absl::SimpleAtoi(last, &hi) && lo <= hi && hi - lo < (1u << 20);
+    if (!ok) {  // the list may be 1 MiB: quote its start only
+      return absl::InvalidArgumentError(absl::StrCat("bad cpulist \"", s.substr(0, 64), s.size() > 64 ? "...\"" : "\""));
+    }
+    ranges.emplace_back(lo, hi);
   }
-  std::sort(cpus.begin(), cpus.end());
-  cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
+  std::sort(ranges.begin(), ranges.end());
+  size_t kept = 0;
+  for (const auto& [lo, hi] : ranges) {
+    if (kept > 0 && static_cast<uint64_t>(lo) <= static_cast<uint64_t>(ranges[kept - 1].second) + 1) {
+      ranges[kept - 1].second = std::max(ranges[kept - 1].second, hi);
+    } else {
+      ranges[kept++] = {lo, hi};
+    }
+  }
+  ranges.resize(kept);
+  for (const auto& [lo, hi] : ranges) out.count += static_cast<uint64_t>(hi) - lo + 1;
+  return out;
+}
+
+absl::StatusOr<std::vector<uint32_t>> ParseCpuList(absl::string_view text) {
+  ASSIGN_OR_RETURN(const CpuRanges parsed, ParseCpuRanges(text));
+  if (parsed.count > kMaxCpus) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cpulist names ", parsed.count, " CPUs, more than the ", kMaxCpus, " accepted"));
+  }
+  std::vector<uint32_t> cpus;
+  cpus.reserve(parsed.count);
+  for (const auto& [lo, hi] : parsed.ranges) {
+    for (uint64_t cpu = lo; cpu <= hi; ++cpu) cpus.push_back(static_cast<uint32_t>(cpu));
+  }
   return cpus;
 }
 

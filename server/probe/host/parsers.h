@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -24,8 +25,21 @@ absl::StatusOr<uint32_t> ParseHex(absl::string_view text);
 // A signed decimal number (sysfs numa_node: "-1\n"). InvalidArgument when malformed.
 absl::StatusOr<int64_t> ParseDecimal(absl::string_view text);
 
+// The most CPUs a cpulist may name: far above any Linux host (the kernel's NR_CPUS is at most
+// 8192 on x86_64), low enough that walking them stays cheap.
+inline constexpr uint64_t kMaxCpus = 65536;
+
+// A kernel cpulist as ascending, disjoint, non-adjacent ranges [first, last] and the number of
+// CPUs they hold, without materialising each CPU: a hostile 1 MiB list costs one pair per range.
+struct CpuRanges {
+  std::vector<std::pair<uint32_t, uint32_t>> ranges;
+  uint64_t count = 0;
+};
+// InvalidArgument when malformed (e.g. "3-1", "a", a range of 2^20 CPUs or more).
+absl::StatusOr<CpuRanges> ParseCpuRanges(absl::string_view text);
+
 // The CPUs of a kernel cpulist ("0-1,4-5", "0,2", "" = none), ascending, without duplicates.
-// InvalidArgument when malformed (e.g. "3-1", "a").
+// InvalidArgument when malformed (e.g. "3-1", "a") or when it names more than kMaxCpus CPUs.
 absl::StatusOr<std::vector<uint32_t>> ParseCpuList(absl::string_view text);
 
 // "Key: value" lines (NVIDIA and Cambricon `information` files): key and value trimmed of

@@ -78,19 +78,39 @@ absl::StatusOr<ProbeOutcome> ProbePci(const HostRoot& root, HostFacts& facts) {
   if (absl::IsNotFound(names.status())) return Skipped("no /sys/bus/pci/devices");
   if (!names.ok()) return names.status();
   Problems problems;
-  std::map<v1::Row, int> per_row;
+  std::map<v1::Row, int> per_row, seen_per_row;
+  int kept = 0, seen = 0;
+  size_t read = 0;
   for (const std::string& name : *names) {
+    if (seen >= kMaxAcceleratorFunctionsRead) break;  // a hostile bus: bounded time too
+    ++read;
     PciFunction fn;
     absl::StatusOr<bool> accelerator = ReadPciFunction(root, name, fn);
     problems.Add(accelerator.status());
     if (!accelerator.ok() || !*accelerator) continue;
+    ++seen;
+    ++seen_per_row[fn.row];
+    if (per_row[fn.row] >= kMaxDevicesPerRow || kept >= kMaxDevices) continue;  // past the bound: left out
     ++per_row[fn.row];
+    ++kept;
     const std::string bus_id = fn.device.pci_bus_id();
     facts.pci[bus_id] = std::move(fn);
   }
-  std::vector<std::string> rows;
+  std::vector<std::string> rows, left_out;
   for (const auto& [row, count] : per_row) {
     rows.push_back(absl::StrCat(count, " ", placement::FindBackend(row)->name));
+    if (seen_per_row[row] > count) {
+      left_out.push_back(absl::StrCat(placement::FindBackend(row)->name, " kept ", count, " of ", seen_per_row[row]));
+    }
+  }
+  if (read < names->size()) {
+    problems.AddFirst(absl::StrCat("stopped reading the bus after ", kMaxAcceleratorFunctionsRead,
+                                   " accelerator functions: ", names->size() - read, " of ", names->size(),
+                                   " PCI functions not read"));
+  }
+  if (!left_out.empty()) {
+    problems.AddFirst(absl::StrCat("devices left out (at most ", kMaxDevicesPerRow, " per row and ", kMaxDevices,
+                                   " in all, the first in PCI bus order): ", absl::StrJoin(left_out, ", ")));
   }
   return problems.Finish(absl::StrCat(names->size(), " PCI functions; accelerators: ",
                                       rows.empty() ? "none" : absl::StrJoin(rows, ", ")));

@@ -1,6 +1,8 @@
 #include "server/probe/host/prober.h"
 
+#include <atomic>
 #include <chrono>
+#include <new>
 
 #include "server/probe/host/prober_util.h"
 
@@ -32,6 +34,8 @@ ProbeRun RunProbers(const HostRoot& root) { return RunProbers(root, AllProbers()
 
 namespace {
 
+std::atomic<const char*> g_running{nullptr};
+
 uint32_t MillisecondsSince(std::chrono::steady_clock::time_point start) {
   return static_cast<uint32_t>(
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count());
@@ -58,10 +62,22 @@ ProbeRun RunProbers(const HostRoot& root, const std::vector<Prober>& probers) {
   ProbeRun run;
   for (const Prober& prober : probers) {
     const auto start = std::chrono::steady_clock::now();
-    const absl::StatusOr<ProbeOutcome> outcome = prober.run(root, run.facts);
+    g_running.store(prober.name.data());
+    absl::StatusOr<ProbeOutcome> outcome;
+    try {
+      outcome = prober.run(root, run.facts);
+    } catch (const std::bad_alloc&) {  // under the probe's address-space cap (probers.h)
+      outcome = absl::ResourceExhaustedError("ran out of memory (the probe's address-space cap); not read");
+    }
     Report(run, prober.name, start, outcome);
   }
+  g_running.store(nullptr);
   return run;
+}
+
+absl::string_view RunningHostProber() {
+  const char* name = g_running.load();
+  return name == nullptr ? absl::string_view() : absl::string_view(name);
 }
 
 }  // namespace devplace::probe

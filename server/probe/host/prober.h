@@ -47,9 +47,14 @@ struct ProbeRun {
   std::vector<v1::ProbeReport> reports;  // in run order; duration_ms is wall time
 };
 
-// Runs `probers` (default: AllProbers()) against `root`. Never fails: errors are in the reports.
+// Runs `probers` (default: AllProbers()) against `root`. Never fails: errors are in the reports
+// (a prober that runs out of memory, std::bad_alloc, is reported RESOURCE_EXHAUSTED as an error).
 ProbeRun RunProbers(const HostRoot& root);
 ProbeRun RunProbers(const HostRoot& root, const std::vector<Prober>& probers);
+
+// The name of the host prober RunProbers is running now (any thread may ask), or "" between runs:
+// what a watchdog names when a read never returns.
+absl::string_view RunningHostProber();
 
 // torch.backends.cpu.get_cpu_capability() for a CPU with these /proc/cpuinfo features:
 // x86_64 "AVX512" (avx512f+bw+vl+dq), "AVX2" (avx2+fma), else "NO AVX"; aarch64 "SVE256" when

@@ -12,12 +12,24 @@
 namespace devplace::probe {
 
 void Problems::Add(const absl::Status& status) {
-  if (!status.ok()) list_.emplace_back(status.message());
+  if (!status.ok()) Add(std::string(status.message()));
 }
+
+void Problems::Add(std::string problem) {
+  if (list_.size() < kMaxListed) {
+    list_.push_back(std::move(problem));
+  } else {
+    ++more_;
+  }
+}
+
+void Problems::AddFirst(std::string problem) { list_.insert(list_.begin(), std::move(problem)); }
 
 absl::StatusOr<ProbeOutcome> Problems::Finish(std::string found) const {
   if (list_.empty()) return Found(std::move(found));
-  return absl::InternalError(absl::StrCat(absl::StrJoin(list_, "; "), " (found anyway: ", found, ")"));
+  return absl::InternalError(absl::StrCat(absl::StrJoin(list_, "; "),
+                                          more_ > 0 ? absl::StrCat("; and ", more_, " more") : "",
+                                          " (found anyway: ", found, ")"));
 }
 
 void MarkLost(v1::Device& d, const std::string& reason) {

@@ -16,17 +16,23 @@
 
 namespace devplace::probe {
 
-// Collects the problems one prober meets while it goes on recording what it can.
+// Collects the problems one prober meets while it goes on recording what it can. At most
+// kMaxListed are kept (a hostile tree can hold 100,000 bad entries; the report is inventory
+// content), the rest only counted.
 class Problems {
  public:
+  static constexpr size_t kMaxListed = 16;
   void Add(const absl::Status& status);
-  void Add(std::string problem) { list_.push_back(std::move(problem)); }
-  // Found(`found`) when there were no problems; else an Internal error naming the problems and
-  // what was found anyway.
+  void Add(std::string problem);
+  // Adds `problem` before the others (what matters most, e.g. the device bound), never dropped.
+  void AddFirst(std::string problem);
+  // Found(`found`) when there were no problems; else an Internal error naming the problems (then
+  // "and K more" past kMaxListed) and what was found anyway.
   absl::StatusOr<ProbeOutcome> Finish(std::string found) const;
 
  private:
   std::vector<std::string> list_;
+  size_t more_ = 0;
 };
 
 // Helpers for the vendor-library merges (nvml, amd_smi, ...).

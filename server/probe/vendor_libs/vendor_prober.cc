@@ -24,8 +24,9 @@ std::string VendorCall::Describe() const {
   return device < 0 ? call : absl::StrCat(call, " (device ", device, ")");
 }
 
-void RunVendorProbers(const std::vector<VendorProber>& probers, std::chrono::milliseconds timeout, ProbeRun& run) {
-  RunVendorProbersIsolated(probers, timeout, run);
+void RunVendorProbers(const std::vector<VendorProber>& probers, std::chrono::milliseconds timeout, ProbeRun& run,
+                      std::chrono::steady_clock::time_point ends_by) {
+  RunVendorProbersIsolated(probers, timeout, run, ends_by);
 }
 
 void RunVendorProber(const VendorProber& prober, std::chrono::milliseconds timeout, ProbeRun& run) {

@@ -66,13 +66,16 @@ struct ProbeOptions {
   // Paths or sonames of HLML (Gaudi), DCMI (Ascend), CNDev (Cambricon) and MTML (Moore Threads);
   // empty: that prober does not run (accel_library.h).
   std::string hlml_library, dcmi_library, cndev_library, mtml_library;
-  // Deadline of the vendor probers, which run at once (from their start to their merge).
+  // Deadline of the whole probe (--probe_timeout): RunProbers(root, options) gives the vendor
+  // probers, which run at once, what the host probers left of it.
   std::chrono::milliseconds vendor_timeout{5000};
 };
 
 // Runs `probers` at once, each in its own child process under `timeout`, and appends their
 // reports to `run` in order (vendor_process.h says what each outcome means).
-void RunVendorProbers(const std::vector<VendorProber>& probers, std::chrono::milliseconds timeout, ProbeRun& run);
+// `ends_by`, when earlier than now + `timeout`, is their deadline instead (the whole probe's).
+void RunVendorProbers(const std::vector<VendorProber>& probers, std::chrono::milliseconds timeout, ProbeRun& run,
+                      std::chrono::steady_clock::time_point ends_by = std::chrono::steady_clock::time_point::max());
 // RunVendorProbers with one prober.
 void RunVendorProber(const VendorProber& prober, std::chrono::milliseconds timeout, ProbeRun& run);
 

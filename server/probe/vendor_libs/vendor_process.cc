@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -371,13 +372,13 @@ void ApplyVendorChanges(const HostFacts& before, const HostFacts& after, HostFac
 }
 
 void RunVendorProbersIsolated(const std::vector<VendorProber>& probers, std::chrono::milliseconds timeout,
-                              ProbeRun& run) {
+                              ProbeRun& run, Clock::time_point ends_by) {
   if (probers.empty()) return;
   const HostFacts before = run.facts;
   SharedCalls calls(probers.size());
   std::vector<Child> children(probers.size());
   const Clock::time_point start = Clock::now();
-  const Clock::time_point deadline = start + timeout;
+  const Clock::time_point deadline = std::min(start + timeout, ends_by);
   const pid_t self = getpid();
   std::fflush(nullptr);  // nothing buffered is written twice
   for (size_t i = 0; i < probers.size(); ++i) {

@@ -39,9 +39,12 @@ namespace devplace::probe {
 // child needs (devplace-probe and `devplace probe` are single-threaded here); a child that blocks
 // anyway is killed at `timeout` like a hung library. Measured on the dev machine: a run of
 // devplace-probe with one vendor prober costs ~5 ms more than without (fork, pipe, facts round
-// trip); two never-returning libraries cost one deadline together, not two.
+// trip); two never-returning libraries cost one deadline together, not two. `ends_by`, when
+// earlier than now + `timeout`, is the deadline instead (the whole probe's, probers.h); messages
+// still name `timeout` as the --probe_timeout.
 void RunVendorProbersIsolated(const std::vector<VendorProber>& probers, std::chrono::milliseconds timeout,
-                              ProbeRun& run);
+                              ProbeRun& run,
+                              std::chrono::steady_clock::time_point ends_by = std::chrono::steady_clock::time_point::max());
 
 // The wire form of HostFacts between a vendor child and devplace-probe (exposed for tests).
 std::string EncodeFacts(const HostFacts& facts);
