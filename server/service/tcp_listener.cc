@@ -163,7 +163,9 @@ TcpListener::~TcpListener() {
 
 void TcpListener::Start(grpc::experimental::ExternalConnectionAcceptor* acceptor, ConnectionGate* gate,
                         const SelfConnections* self, uid_t owner_uid, AcceptErrorHook on_error) {
-  thread_ = std::thread([=, on_error = std::move(on_error)] { AcceptLoop(acceptor, gate, self, owner_uid, on_error); });
+  thread_ = std::thread([this, acceptor, gate, self, owner_uid, on_error = std::move(on_error)] {
+    AcceptLoop(acceptor, gate, self, owner_uid, on_error);
+  });
 }
 
 void TcpListener::AcceptLoop(grpc::experimental::ExternalConnectionAcceptor* acceptor, ConnectionGate* gate,
