@@ -23,13 +23,16 @@ ABSL_FLAG(std::string, convention, "",
           "(inference); default: training_arguments for training, from_pretrained for inference");
 ABSL_FLAG(std::string, device_map, "",
           "from_pretrained's device_map (auto, balanced, balanced_low_0, sequential, a device string such "
-          "as cuda:1, or an int), or pipeline's device; empty = None");
+          "as cuda:1, or an int), or pipeline's device; empty = None. From Transformers 5.0 from_pretrained "
+          "reads exactly cuda as cuda:<LOCAL_RANK, else 0> (rule I-CUDA-RANK)");
 ABSL_FLAG(bool, use_cpu, false, "TrainingArguments(use_cpu=True) / Accelerator(cpu=True)");
 ABSL_FLAG(std::optional<int>, local_rank, std::nullopt, "The process's local rank (>= 0); marks a distributed job");
 ABSL_FLAG(std::optional<int>, world_size, std::nullopt, "Processes in the job (>= 1)");
 ABSL_FLAG(std::vector<std::string>, runtime_backends, {},
           "Comma list of backends the job's PyTorch can use: cuda, rocm, xpu, mps, hpu, npu, mlu, musa, "
-          "neuron, sdaa, tpu, xla, cpu; empty = assume every present row's package is installed");
+          "neuron, sdaa, tpu, xla, cpu; empty = assume every present row's package is installed. Given, a "
+          "plug-in device type not listed (npu, mlu, musa, sdaa, neuron, tpu) in --device_map or "
+          "ACCELERATE_TORCH_DEVICE is the job's start-up error, naming the package (rule G-PLUGIN)");
 ABSL_FLAG(bool, strict, false, "Turn hazards into FAILED_PRECONDITION errors instead of warnings");
 ABSL_FLAG(std::optional<uint64_t>, model_size_bytes, std::nullopt,
           "Model size in bytes, for balanced max_memory budgets over several devices");

@@ -21,6 +21,7 @@
 #include "server/placement/device_string.h"
 #include "server/placement/env_typos.h"
 #include "server/placement/job_environment.h"
+#include "server/placement/torch_device_types.h"
 #include "server/placement/versions.h"
 #include "server/placement/visibility.h"
 
@@ -350,10 +351,31 @@ class Resolution {
       RETURN_IF_ERROR(EnvFlag("ACCELERATE_USE_CPU", "Accelerate and Transformers raise ValueError", accelerate_use_cpu_));
       if (const std::string* v = Env("ACCELERATE_TORCH_DEVICE")) {
         ASSIGN_OR_RETURN(DeviceString d, ParseDeviceString(*v, "env.ACCELERATE_TORCH_DEVICE"));
+        // G-PLUGIN: PartialState.__init__ hands the string to torch.device() before anything else,
+        // and TrainingArguments builds a PartialState too, so both stop there.
+        const TorchParse parse = CanTorchParse(d.type, JobTorchOf());
+        if (parse.verdict == TorchParse::kFails) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "env.ACCELERATE_TORCH_DEVICE=", *v, ": the job's PyTorch cannot parse device type '", d.type, "': ",
+              parse.why, "; PartialState.__init__ calls torch.device(\"", *v, "\") before anything else, so ",
+              "Accelerator() and TrainingArguments both stop at start-up with RuntimeError \"Expected one of cpu, "
+              "cuda, ... device type at start of device string: ", d.type, "\"; ", parse.fix,
+              ", or unset ACCELERATE_TORCH_DEVICE (G-PLUGIN)"));
+        }
         torch_device_env_ = d;
+        torch_device_env_note_ = parse.verdict == TorchParse::kNotTold ? parse.why : "";
       }
     }
     return absl::OkStatus();
+  }
+
+  // What the request tells about the job's torch build (G-PLUGIN): runtime_backends as given, and
+  // the job's packages.
+  JobTorch JobTorchOf() const {
+    JobTorch t;
+    if (runtime_from_ == v1::PROVENANCE_GIVEN) t.runtime_given = runtime_list_;
+    t.job = job_ ? &*job_ : nullptr;
+    return t;
   }
 
   // ---- availability (P4, P5) ---------------------------------------------------------------
@@ -708,7 +730,12 @@ class Resolution {
     out_.set_backend(v1::ROW_UNSPECIFIED);
     out_.add_devices(s);
     out_.add_warnings(absl::StrCat("ACCELERATE_TORCH_DEVICE=", s, " is used verbatim, but no ", d.type,
-                                   " device is available to this job"));
+                                   " device is available to this job",
+                                   torch_device_env_note_.empty()
+                                       ? ""
+                                       : absl::StrCat("; ", torch_device_env_note_,
+                                                      ", and without it torch.device fails at start-up (runtime_backends "
+                                                      "not told, G-PLUGIN)")));
     return absl::OkStatus();
   }
 
@@ -1044,7 +1071,20 @@ class Resolution {
           field, ": 'disk' is only valid as a value inside a device_map dict, not as the whole device_map; accepted: a "
           "device name (cpu, cuda:0, ...), an int, or auto, balanced, balanced_low_0, sequential"));
     }
-    absl::StatusOr<DeviceString> parsed = ParseDeviceString(s, field);
+    // I-CUDA-RANK: from_pretrained (Transformers >= 5.0) turns the bare "cuda" into the process's own.
+    std::string rewritten;
+    if (!pipeline && s == "cuda") {
+      ASSIGN_OR_RETURN(rewritten, CudaForRank());
+    }
+    const std::string& text = rewritten.empty() ? s : rewritten;
+    // Said in every error about the rewritten string.
+    const std::string because =
+        rewritten.empty() ? ""
+                          : absl::StrCat(" (device_map \"cuda\" became ", rewritten, " from the job's LOCAL_RANK",
+                                         local_rank_ ? "" : " (unset: 0)", ", ",
+                                         versions_.Rule(Feature::kTfDeviceMapCudaRank).id, ")");
+    absl::StatusOr<DeviceString> parsed = ParseDeviceString(text, field);
+    if (!parsed.ok() && !rewritten.empty()) return absl::InvalidArgumentError(absl::StrCat(parsed.status().message(), because));
     if (!parsed.ok()) {
       std::string hint;
       const std::string lower = absl::AsciiStrToLower(s);
@@ -1059,6 +1099,22 @@ class Resolution {
     const DeviceString& d = *parsed;
     const std::string canon = d.ToString();
     if (d.type == "hpu") RETURN_IF_ERROR(CheckHpuIndex(canon, d.index, field, req_.env()));  // H-HPU
+    // G-PLUGIN: torch.device() is the first thing both APIs do with the string.
+    const TorchParse parse = CanTorchParse(d.type, JobTorchOf());
+    if (parse.verdict == TorchParse::kFails) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          field, ": ", s, ": the job's PyTorch cannot parse device type '", d.type, "': ", parse.why, "; ",
+          pipeline ? "pipeline's torch.device(" : "from_pretrained's torch.device(", "\"", s,
+          "\") raises RuntimeError \"Expected one of cpu, cuda, ... device type at start of device string: ", d.type,
+          "\"", pipeline ? "" : ", reported as ValueError \"When passing device_map as a string, the value needs to be a "
+                                 "device name ...\"",
+          "; ", parse.fix, " (G-PLUGIN)"));
+    }
+    if (!parse.why.empty()) {
+      out_.add_explanation(absl::StrCat("G-PLUGIN ", parse.why, parse.verdict == TorchParse::kParses
+                                                                      ? ": the job has it"
+                                                                      : ": runtime_backends not told, assumed installed"));
+    }
     out_.add_explanation(absl::StrCat("I-STR device string '", s, "' -> ", canon));
     if (d.type == "cpu") {
       AnswerCpu("I-STR cpu is always available");
@@ -1071,8 +1127,9 @@ class Resolution {
       if (r.available || (d.type == "xla" && !r.vis.units.empty() && (runtime_.empty() || runtime_.count("xla")))) {
         const int idx = d.has_index() ? d.index : 0;
         if (idx >= static_cast<int>(r.vis.units.size())) {
-          return absl::FailedPreconditionError(absl::StrCat(field, ": ", canon, " is not visible to this job: it sees ",
-                                                            Visible(r)));
+          return absl::FailedPreconditionError(absl::StrCat(
+              field, ": ", canon, " is not visible to this job: it sees ", Visible(r), because,
+              rewritten.empty() ? "" : "; with one visible GPU per process pass device_map=\"cuda:0\""));
         }
         Answer(r, canon);
         if (d.type == "xla") out_.set_package("torch_xla");
@@ -1082,10 +1139,38 @@ class Resolution {
       present = &r;
     }
     if (present != nullptr) {
-      return absl::FailedPreconditionError(absl::StrCat(field, ": ", canon, " cannot be used by this job: ", present->reason));
+      return absl::FailedPreconditionError(
+          absl::StrCat(field, ": ", canon, " cannot be used by this job: ", present->reason, because));
     }
     return absl::FailedPreconditionError(absl::StrCat(field, ": ", canon, " names ", want,
-                                                      ", but this host has no such device; available: ", AvailableText()));
+                                                      ", but this host has no such device; available: ", AvailableText(),
+                                                      because));
+  }
+
+  // I-CUDA-RANK: what from_pretrained's check_and_set_device_map makes of device_map "cuda": from
+  // Transformers 5.0, cuda:<int(LOCAL_RANK), default 0>; before, "cuda" itself (empty return).
+  absl::StatusOr<std::string> CudaForRank() {
+    const FeatureRule& rule = versions_.Rule(Feature::kTfDeviceMapCudaRank);
+    if (!versions_.Has(Feature::kTfDeviceMapCudaRank)) {
+      out_.add_explanation(absl::StrCat("I-CUDA-RANK device_map \"cuda\" stays cuda: ",
+                                        versions_.Cite(Feature::kTfDeviceMapCudaRank)));
+      return std::string();
+    }
+    // LOCAL_RANK=-1 (Accelerate's "not distributed") is no exception here: "cuda:-1" does not parse.
+    const std::string* env_rank = Env("LOCAL_RANK");
+    if (!req_.has_local_rank() && env_rank != nullptr && PyInt(*env_rank) == -1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "device_map: cuda with env.LOCAL_RANK=", *env_rank, ": Transformers ", versions_.transformers().ToString(),
+          " turns device_map \"cuda\" into \"cuda:-1\" (", rule.id, "), which torch.device() refuses, so "
+          "from_pretrained raises ValueError; accepted: unset LOCAL_RANK or set it to 0, 1, ..., or pass "
+          "device_map=\"cuda:0\""));
+    }
+    const int rank = local_rank_.value_or(0);
+    const std::string device = absl::StrCat("cuda:", rank);
+    out_.add_explanation(absl::StrCat("I-CUDA-RANK device_map \"cuda\" -> ", device, " (LOCAL_RANK ",
+                                      local_rank_ ? absl::StrCat("= ", rank) : "unset: 0", "): ",
+                                      versions_.Cite(Feature::kTfDeviceMapCudaRank)));
+    return device;
   }
 
   std::string AvailableText() const {
@@ -1152,6 +1237,7 @@ class Resolution {
   bool accelerate_use_cpu_ = false;
   bool use_torch_xla_ = true;
   std::optional<DeviceString> torch_device_env_;
+  std::string torch_device_env_note_;  // G-PLUGIN: who registers its type, when the build is not told
   const v1::Backend* cpu_ = nullptr;
   std::vector<RowState> rows_;
   std::vector<std::string> hazards_;

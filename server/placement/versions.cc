@@ -67,6 +67,13 @@ std::vector<FeatureRule> MakeFeatureRules() {
        "no TPU branch",
        "huggingface/transformers:src/transformers/training_args.py TrainingArguments._setup_devices (PR #45918, "
        "merged 2026-05-12; first release not pinned, taken as 5.8.0)"},
+      // Rules of device_map normalisation (docs/SEMANTICS.md section 6, I-CUDA-RANK).
+      {F::kTfDeviceMapCudaRank, L::kTransformers, {5, 0, 0}, "V-TF-CUDA-RANK",
+       "check_and_set_device_map turns the exact string \"cuda\" into cuda:<int(LOCAL_RANK), default 0> before "
+       "torch.device(); no other device type is rewritten; before 5.0 from_pretrained passed torch.device(\"cuda\") "
+       "on, the current CUDA device (cuda:0 unless the job called torch.cuda.set_device)",
+       "huggingface/transformers:src/transformers/integrations/accelerate.py check_and_set_device_map (PR #42897, "
+       "merged 2025-12-17 after v5.0.0rc1; 4.x: modeling_utils.py PreTrainedModel.from_pretrained)"},
   };
 }
 

@@ -43,6 +43,7 @@ enum class Feature {
   kTfPipelineAccelDefault,  // pipeline(device=None) means accelerator index 0 (before: cpu)
   kTfV5,                  // v5: no_cuda / use_mps_device removed, Accelerate >= 1.1.0 required
   kTfNativeTpu,           // TrainingArguments selects tpu:0 when torch_tpu is available
+  kTfDeviceMapCudaRank,   // from_pretrained(device_map="cuda") becomes cuda:<LOCAL_RANK or 0>
 };
 
 struct FeatureRule {

@@ -53,9 +53,13 @@ for f in /usr/bin/devplace /usr/sbin/devplaced /usr/lib/devplace/devplace-probe;
   [ -x "$f" ] || fail "$f is not installed as an executable"
 done
 for f in /usr/share/devplace/proto/devplace/v1/devplace.proto /lib/systemd/system/devplaced.service \
-         /etc/devplace/devplaced.flags /usr/include/devplace/client.h /usr/lib/pkgconfig/devplace.pc; do
+         /etc/devplace/devplaced.flags /usr/include/devplace/client.h /usr/lib/pkgconfig/devplace.pc \
+         /usr/share/man/man1/devplace.1.gz /usr/share/man/man8/devplaced.8.gz \
+         /usr/share/bash-completion/completions/devplace /usr/share/doc/devplace/docs/OPERATOR.md; do
   [ -f "$f" ] || fail "$f is not installed"
 done
+# `man devplace` finds the packaged page through man-db's own search path, not only by file name.
+man -w devplace | grep -qx /usr/share/man/man1/devplace.1.gz || fail "man -w devplace: $(man -w devplace 2>&1)"
 # The Python client's wheel, for jobs in their own venv or image (client/README.md "The wheel").
 compgen -G '/usr/share/devplace/python/devplace-*-py3-none-any.whl' >/dev/null ||
   fail "/usr/share/devplace/python/devplace-<version>-py3-none-any.whl is not installed"
@@ -126,6 +130,7 @@ if [ -n "$live_daemon" ]; then
 fi
 for f in /usr/sbin/devplaced /usr/bin/devplace /usr/lib/devplace /etc/devplace /lib/systemd/system/devplaced.service \
          /usr/lib/python3/dist-packages/devplace /usr/share/devplace/python \
+         /usr/share/man/man1/devplace.1.gz /usr/share/bash-completion/completions/devplace \
          /etc/systemd/system/multi-user.target.wants/devplaced.service; do
   [ ! -e "$f" ] && [ ! -L "$f" ] || fail "$f is still there after dpkg --purge"
 done

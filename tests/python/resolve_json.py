@@ -19,6 +19,10 @@ def main() -> int:
     address, out, requests = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
     with devplace.Client(address) as client:
         for i, (workload, kwargs) in enumerate(requests):
+            # The CLI describes no Python environment unless --python/--python_env is given; the
+            # Python client describes its own interpreter when torch is installed there. Compare
+            # like with like: the parity of job descriptions is test_job_environment's.
+            kwargs.setdefault("job_environment", None)
             base = os.path.join(out, f"py-{i}")
             answer, error = "", ""
             try:

@@ -146,11 +146,17 @@ class JobEnvironment(unittest.TestCase):
                 f"importlib.metadata of {python}",
                 "[('accelerate', '0.25.0'), ('torch', '2.5.1+cu124'), ('transformers', '4.46.3')]"])
 
-    def test_without_torch_the_client_sends_no_job_environment(self):
-        # Debian's python3 of these tests has no torch: the process is not a job's runtime.
+    def test_the_client_describes_its_interpreter_only_when_torch_is_installed(self):
+        # A process without torch is not a job's runtime (an init container, a scheduler): it
+        # sends no job environment. Debian's python3 of these tests usually has no torch; where
+        # python3-torch is installed, the same rule must send this interpreter's packages.
         request = devplace.make_request("inference")
-        self.assertFalse(request.HasField("job_environment"))
-        self.assertIsInstance(devplace.job_environment(), devplace_pb2.JobEnvironment)
+        here = devplace.job_environment()
+        self.assertIsInstance(here, devplace_pb2.JobEnvironment)
+        has_torch = any(p.name.lower() == "torch" for p in here.packages)
+        self.assertEqual(request.HasField("job_environment"), has_torch)
+        if has_torch:
+            self.assertEqual(request.job_environment, here)
 
     def test_bad_flags_are_usage_errors(self):
         for flags, message in (

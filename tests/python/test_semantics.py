@@ -9,7 +9,7 @@ from unittest import mock
 
 import devplace
 from google.protobuf import json_format
-from devplace_testing import Daemon, clean_env, cli, cli_answer, fixture, h100_with_nvml
+from devplace_testing import FIXTURES, Daemon, clean_env, cli, cli_answer, fixture, h100_with_nvml
 
 H100 = "nvidia-2x-h100"
 
@@ -94,6 +94,19 @@ CASES = [
     ("V04_0.34.2", "xpu-2x-arc", dict(workload="training", convention="accelerate", accelerate_version="0.34.2"),
      "xpu:0"),
     ("V04_1.0.0", "xpu-2x-arc", dict(workload="training", convention="accelerate", accelerate_version="1.0.0"), "xpu"),
+    # I-CUDA-RANK: device_map "cuda" is the rank's own GPU from Transformers 5.0 (V-TF-CUDA-RANK).
+    ("V24_4.57.0", H100, dict(workload="inference", device_map="cuda", local_rank=1, world_size=2,
+                              transformers_version="4.57.0"), "cuda"),
+    ("V24_5.0.0", H100, dict(workload="inference", device_map="cuda", local_rank=1, world_size=2,
+                             transformers_version="5.0.0"), "cuda:1"),
+    ("N22_minus1", H100, dict(workload="inference", device_map="cuda", env={"LOCAL_RANK": "-1"}), "INVALID_ARGUMENT"),
+    # G-PLUGIN: a type only a plug-in registers, with the build told (the job's error) and not told.
+    ("N23_told", H100, dict(workload="training", convention="accelerate", runtime_backends=["cuda"],
+                            env={"ACCELERATE_TORCH_DEVICE": "npu"}), "FAILED_PRECONDITION"),
+    ("N23_not_told", H100, dict(workload="training", convention="accelerate", env={"ACCELERATE_TORCH_DEVICE": "npu"}),
+     "npu"),
+    ("N25_told", "npu-2x-910b", dict(workload="inference", device_map="npu:1", runtime_backends=["cuda"]),
+     "FAILED_PRECONDITION"),
 ]
 
 # The releases each V case's answer must name (transformers_version, accelerate_version): the one
@@ -104,6 +117,8 @@ ECHOED_VERSIONS = {
     "V16_5.0.0": ("5.0.0", "1.15.0"),
     "V04_0.34.2": ("4.57.0", "0.34.2"),
     "V04_1.0.0": ("4.57.0", "1.0.0"),
+    "V24_4.57.0": ("4.57.0", "1.15.0"),
+    "V24_5.0.0": ("5.0.0", "1.15.0"),
 }
 
 
@@ -161,7 +176,7 @@ class SemanticsOverTheWire(unittest.TestCase):
                 cxx = cli_answer(cli([f"--address={daemon.unix_target}", "--json", "resolve"] + cli_flags(kwargs)))
                 self.assertEqual(py, cxx)
                 self.assertEqual(got, want, py)
-                if case_id in ("S04", "S31", "S42"):  # the job's cuda:0 is host GPU 1
+                if case_id in ("S04", "S31", "S42", "V24_5.0.0"):  # the job's cuda:0 (V24: cuda:1) is host GPU 1
                     self.assertEqual(answer.placed[0].host_index, 1)
                 if case_id in ("S46", "S46_container"):  # the container case: cpu, with the warning
                     self.assertTrue(any("/dev" in w for w in answer.warnings), answer.warnings)
@@ -190,6 +205,45 @@ class SemanticsOverTheWire(unittest.TestCase):
             newest = client.resolve("training", from_environment=False, transformers_version=None)
             self.assertEqual((newest.device, newest.transformers_version, newest.accelerate_version),
                              ("hpu:0", "5.8.0", "1.15.0"))
+
+    def test_explicit_devices_name_their_rule_over_the_wire(self):
+        """I-CUDA-RANK and G-PLUGIN reach both clients, `--explain` names the rule, and a job
+        environment read by each client (--python_env, devplace.job_environment) tells the build."""
+        daemon = self.daemons[H100]
+        address = f"--address={daemon.unix_target}"
+        explained = cli([address, "resolve", "--workload=inference", "--device_map=cuda", "--no_environment",
+                         "--env=LOCAL_RANK=1", "--explain"])
+        self.assertEqual(explained.returncode, 0, explained.stderr)
+        self.assertEqual(explained.stdout.strip(), "cuda:1")
+        self.assertIn('I-CUDA-RANK device_map "cuda" -> cuda:1 (LOCAL_RANK = 1)', explained.stderr)
+        self.assertIn("V-TF-CUDA-RANK (Transformers 5.8.0 >= 5.0.0", explained.stderr)
+        not_told = cli([f"--address={self.daemons['npu-2x-910b'].unix_target}", "resolve", "--workload=inference",
+                        "--device_map=npu:0", "--no_environment", "--explain"])
+        self.assertEqual(not_told.returncode, 0, not_told.stderr)
+        self.assertIn("G-PLUGIN npu exists in torch only once the torch-npu plug-in is imported", not_told.stderr)
+        # The job's packages: torch without any plug-in (untagged-site) and torch with torch_npu (npu-venv).
+        envs = os.path.join(FIXTURES, "python_envs")
+        training = ["resolve", "--workload=training", "--convention=accelerate", "--no_environment",
+                    "--env=ACCELERATE_TORCH_DEVICE=npu"]
+        for tree, site, want in (("untagged-site", "", None), ("npu-venv", "lib/python3.9/site-packages", "npu")):
+            with self.subTest(tree=tree):
+                by_cli = cli([address] + training + [f"--python_env={os.path.join(envs, tree)}"])
+                with devplace.Client(daemon.unix_target) as client:
+                    job = devplace.job_environment([os.path.join(envs, tree, site)])
+                    try:
+                        got = client.resolve("training", convention="accelerate", from_environment=False,
+                                             job_environment=job, env={"ACCELERATE_TORCH_DEVICE": "npu"}).device
+                    except devplace.ResolveError as e:
+                        got = e.message
+                if want is None:
+                    self.assertNotEqual(by_cli.returncode, 0)
+                    for words in ("env.ACCELERATE_TORCH_DEVICE=npu: the job's PyTorch cannot parse device type 'npu'",
+                                  "have torch 2.5.1 but no torch-npu", "install torch-npu", "(G-PLUGIN)"):
+                        self.assertIn(words, by_cli.stderr)
+                        self.assertIn(words, got)
+                else:
+                    self.assertEqual(by_cli.returncode, 0, by_cli.stderr)
+                    self.assertEqual((by_cli.stdout.strip(), got), (want, want))
 
     def test_environment_typos_warn_over_the_wire(self):
         """E-TYPO: a near miss in the job's environment reaches the daemon through both clients' capture

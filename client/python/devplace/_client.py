@@ -29,7 +29,7 @@ OVERRIDES = ("env", "local_rank", "world_size", "runtime_backends", "job_device_
 
 @dataclasses.dataclass(frozen=True)
 class TlsOptions:
-    """TLS to a daemon's ``tls:host:port`` listener (README.md "Remote access (TLS)").
+    """TLS to a daemon's ``tls:host:port`` listener (docs/OPERATOR.md "Remote access (TLS)").
 
     Each field left ``None`` or empty is filled from its environment variable when that is set and
     non-empty (``DEVPLACE_TLS_CA``, ``DEVPLACE_TLS_CERT``, ``DEVPLACE_TLS_KEY``,
