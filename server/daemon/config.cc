@@ -112,6 +112,17 @@ absl::Status CheckLimits(const DaemonConfig& config) {
     return Bad(absl::StrCat("--memory_quota_bytes=", config.memory_quota_bytes, " is out of range; accepted: ",
                             kMinMemoryQuota, "..", kMaxMemoryQuota, " bytes"));
   }
+  if (config.max_connections < 1 || config.max_connections > kMaxConnectionsLimit) {
+    return Bad(absl::StrCat("--max_connections=", config.max_connections, " is out of range; accepted: 1..",
+                            kMaxConnectionsLimit));
+  }
+  if (config.max_connections_per_peer < 1 || config.max_connections_per_peer > kMaxConnectionsLimit) {
+    return Bad(absl::StrCat("--max_connections_per_peer=", config.max_connections_per_peer,
+                            " is out of range; accepted: 1..", kMaxConnectionsLimit));
+  }
+  if (config.handshake_timeout < absl::Seconds(1) || config.handshake_timeout > absl::Seconds(120)) {
+    return Bad("--handshake_timeout must be within 1s..120s (e.g. 10s)");
+  }
   if (config.max_watches < 0) return Bad("--max_watches must be 0 (no limit) or positive");
   if (config.max_watches_per_peer < 0) return Bad("--max_watches_per_peer must be 0 (no limit) or positive");
   if (config.keepalive_time < absl::Seconds(1) || config.keepalive_time > absl::Hours(2)) {

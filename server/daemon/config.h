@@ -48,6 +48,15 @@ struct DaemonConfig {
   int max_receive_bytes = 1 << 20;
   // gRPC resource quota in bytes: kMinMemoryQuota..kMaxMemoryQuota.
   int64_t memory_quota_bytes = int64_t{256} << 20;
+  // Most connections open at once, all ordinary peers together (lowered at start to fit the
+  // descriptor limit: soft RLIMIT_NOFILE - kConnectionReserve - kDescriptorHeadroom) and per peer
+  // (a unix or loopback client's uid, else the client's IP address): 1..1048576. Past either a new
+  // connection is closed at accept. A TLS connection counts from accept, its handshake included.
+  int max_connections = 4096;
+  int max_connections_per_peer = 128;
+  // How long a new connection may take to finish its TLS handshake (and, on any listener, to send
+  // the HTTP/2 preface) before it is closed: 1s..120s.
+  absl::Duration handshake_timeout = absl::Seconds(10);
   // Most WatchInventory streams open at once, in all and per peer: >= 0, 0 = no limit.
   int max_watches = 1024;
   int max_watches_per_peer = 0;
@@ -107,6 +116,12 @@ struct DaemonConfig {
 inline constexpr int kMinReceiveBytes = 4096;
 inline constexpr int kMaxReceiveBytes = 64 << 20;
 inline constexpr int64_t kMinMemoryQuota = int64_t{16} << 20;
+// Connections beyond --max_connections that only the daemon's own liveness checks, root and the
+// daemon's own user may use (health probes get in during a flood); and the descriptors kept for
+// everything else the daemon opens (gRPC's own, probe children's pipes, /metrics, files).
+inline constexpr int kConnectionReserve = 32;
+inline constexpr int kDescriptorHeadroom = 128;
+inline constexpr int kMaxConnectionsLimit = 1 << 20;
 inline constexpr int64_t kMaxMemoryQuota = int64_t{16} << 30;
 
 // A DaemonConfig that ValidateConfig accepted, with what it resolved on this host. The Daemon

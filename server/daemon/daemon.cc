@@ -4,6 +4,7 @@
 #include "server/daemon/daemon.h"
 
 #include <grp.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -33,8 +34,16 @@
 namespace devplace::daemon {
 namespace {
 
-// A deleted socket file is looked for this long after the last signal or check.
-constexpr std::chrono::seconds kSocketCheckEvery{10};
+// A deleted socket file (or runtime directory) is looked for this long after the last signal or
+// check: well within the liveness checks' default 3 x 5 s, so a removed socket is back before it
+// could be found dead.
+constexpr std::chrono::seconds kSocketCheckEvery{2};
+// Connections are re-counted (and refusals reported) this often.
+constexpr absl::Duration kConnectionCheckEvery = absl::Seconds(1);
+// The heap is trimmed after this many connections closed since the last trim, and once more a
+// little later (gRPC frees a closed connection's buffers on its own threads, not at once).
+constexpr int kTrimAfterClosed = 64;
+constexpr absl::Duration kTrimAgainAfter = absl::Seconds(3);
 // How soon Wait() notices Stop().
 constexpr absl::Duration kStopPoll = absl::Milliseconds(200);
 
@@ -92,6 +101,26 @@ absl::Status Daemon::Start() {
     }
   }
   if (getrlimit(RLIMIT_NOFILE, &files) == 0) spdlog::info("event=rlimit_nofile soft={} hard={}", files.rlim_cur, files.rlim_max);
+  // The connection caps stay below the descriptor limit: a flood is refused at accept, never met
+  // by EMFILE.
+  service::ConnectionLimits limits;
+  limits.max_total = c.max_connections;
+  limits.max_per_peer = c.max_connections_per_peer;
+  limits.reserve = kConnectionReserve;
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY) {
+    const int64_t fit = static_cast<int64_t>(files.rlim_cur) - kConnectionReserve - kDescriptorHeadroom;
+    if (fit < limits.max_total) {
+      limits.max_total = static_cast<int>(std::max<int64_t>(fit, 1));
+      spdlog::warn("event=max_connections_lowered max_connections={} to={} rlimit_nofile={} (reserve {} and {} "
+                   "descriptors for the daemon itself)",
+                   c.max_connections, limits.max_total, files.rlim_cur, kConnectionReserve, kDescriptorHeadroom);
+    }
+  }
+  limits.max_per_peer = std::min(limits.max_per_peer, limits.max_total);
+  spdlog::info("event=connection_limits max_connections={} max_connections_per_peer={} reserve={} "
+               "handshake_timeout_ms={}",
+               limits.max_total, limits.max_per_peer, limits.reserve, absl::ToInt64Milliseconds(c.handshake_timeout));
+  gate_ = std::make_unique<service::ConnectionGate>(limits);
 
   const std::string& torch_probe = config_.torch_probe_command;
   spdlog::info("event=start version={} pid={} host_root={} probe_command={} torch_probe_command={} probe_timeout_ms={} "
@@ -249,6 +278,10 @@ absl::Status Daemon::StartServer() {
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // a second daemon must fail, not share the port
   // Requests handled at once per connection: a flood of streams on one connection queues.
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, 100);
+  // A connection that has not finished its TLS handshake (or sent the HTTP/2 preface) in time is
+  // closed: gRPC's default, 120 s, let stalled handshakes pile up.
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                             static_cast<int>(absl::ToInt64Milliseconds(c.handshake_timeout)));
   const std::vector<std::string>& listen = config_.listen;
   std::vector<std::unique_ptr<int>> ports;
   // Unix sockets are accepted by devplaced itself (peer credentials for RefreshInventory); only
@@ -273,20 +306,21 @@ absl::Status Daemon::StartServer() {
       unix_listeners_.push_back(std::move(*l));
       continue;
     }
-    const std::string host_port = absl::StartsWith(address, "tls:") ? address.substr(4) : address;
-    // A busy or privileged port is one line of ours, before gRPC tries and logs its own.
-    if (std::optional<Address> parsed = ParseAddress(host_port, AddressUse::kListen); parsed.has_value()) {
-      if (absl::Status bindable = CheckTcpBindable(*parsed); !bindable.ok()) {
-        spdlog::error("event=listen_failed address={} error=\"{}\"", address, std::string(bindable.message()));
-        fprintf(stderr, "devplaced: --listen=%s: %s\n", address.c_str(), std::string(bindable.message()).c_str());
-        return bindable;
-      }
+    // TCP and TLS: accepted by devplaced (the connection caps), handed to gRPC with the
+    // listener's credentials, whose TLS handshake gRPC runs.
+    const bool tls = absl::StartsWith(address, "tls:");
+    absl::StatusOr<std::unique_ptr<service::TcpListener>> l =
+        service::TcpListener::Bind(tls ? address.substr(4) : address, tls);
+    if (!l.ok()) {
+      spdlog::error("event=listen_failed address={} error=\"{}\"", address, std::string(l.status().message()));
+      fprintf(stderr, "devplaced: --listen=%s: %s\n", address.c_str(), std::string(l.status().message()).c_str());
+      return absl::UnavailableError(l.status().message());
     }
-    if (absl::StartsWith(address, "tls:")) {
-      builder.AddListeningPort(address.substr(4), tls_->credentials(), ports.back().get());
-    } else {
-      builder.AddListeningPort(address, grpc::InsecureServerCredentials(), ports.back().get());
-    }
+    *ports.back() = (*l)->port();
+    acceptors_.push_back(builder.experimental().AddExternalConnectionAcceptor(
+        grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD,
+        tls ? tls_->credentials() : grpc::InsecureServerCredentials()));
+    tcp_listeners_.push_back(std::move(*l));
   }
   builder.RegisterService(service_.get());
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
@@ -294,12 +328,12 @@ absl::Status Daemon::StartServer() {
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   server_ = builder.BuildAndStart();
   if (server_ == nullptr) {
-    // Unix sockets were bound above with their errno; this is a TCP port gRPC could not bind
-    // (gRPC's own log line just before, routed through our logger, names the errno).
-    spdlog::error("event=listen_failed addresses={} error=\"could not bind a TCP listener (address in use, or a "
-                  "privileged port): see the library_log line above for the system error\"",
+    // Every socket was bound above with its errno; gRPC's own log line just before, routed
+    // through our logger, says what failed.
+    spdlog::error("event=listen_failed addresses={} error=\"the gRPC server did not start: see the library_log "
+                  "line above\"",
                   absl::StrJoin(listen, ","));
-    return absl::UnavailableError("could not bind a TCP listener");
+    return absl::UnavailableError("the gRPC server did not start");
   }
   // gRPC's default health service starts out SERVING; say NOT_SERVING until the first inventory.
   // (A client racing the first microseconds after bind may still see SERVING once.)
@@ -307,7 +341,14 @@ absl::Status Daemon::StartServer() {
   // The placement service answers under its own name too (same status as "").
   health_->SetServingStatus(v1::DevicePlacement::service_full_name(), false);
   health_->SetServingStatus(false);
-  for (const auto& l : unix_listeners_) l->Start(server_.get(), &peers_);
+  const service::AcceptErrorHook on_accept_error = [](const std::string& listener, int error) {
+    spdlog::warn("event=accept_failed address={} error=\"{}\" (retried every 100 ms; logged at most once a second)",
+                 listener, strerror(error));
+  };
+  for (const auto& l : unix_listeners_) l->Start(server_.get(), &peers_, gate_.get(), on_accept_error);
+  for (size_t i = 0; i < tcp_listeners_.size(); ++i) {
+    tcp_listeners_[i]->Start(acceptors_[i].get(), gate_.get(), &self_connections_, geteuid(), on_accept_error);
+  }
   for (size_t i = 0; i < listen.size(); ++i) {  // logged once the sockets have their mode
     std::string bound = listen[i];
     if (!absl::StartsWith(bound, "unix:")) {
@@ -323,7 +364,16 @@ absl::Status Daemon::StartServer() {
 void Daemon::StartBackground() {
   const DaemonConfig& c = config_.config;
   service::LivenessOptions liveness_options;
-  for (const std::string& bound : listening_) liveness_options.targets.push_back(service::LoopbackTarget(bound));
+  size_t next_unix = 0, next_tcp = 0;
+  for (const std::string& bound : listening_) {
+    liveness_options.targets.push_back(service::LoopbackTarget(bound));
+    if (absl::StartsWith(bound, "unix:")) {
+      liveness_options.progress.push_back([l = unix_listeners_[next_unix++].get()] { return l->accepted(); });
+    } else {
+      liveness_options.progress.push_back([l = tcp_listeners_[next_tcp++].get()] { return l->accepted(); });
+    }
+  }
+  liveness_options.self = &self_connections_;
   liveness_options.interval = c.liveness_interval;
   liveness_options.timeout = std::min(absl::Seconds(2), std::max(c.liveness_interval, absl::Milliseconds(500)));
   liveness_options.max_failures = c.liveness_failures;
@@ -365,6 +415,34 @@ void Daemon::CheckSockets(const char* trigger) {
   }
 }
 
+// Re-counts the open connections, reports refusals since the last report (one line, however
+// many), and returns freed heap to the system after many connections closed: gRPC's buffers for
+// thousands of connections (stalled TLS handshakes above all) are freed into glibc's arenas, which
+// keep them (RSS stays at its peak) until trimmed.
+void Daemon::CheckConnections() {
+  const int open = gate_->Sweep();
+  const service::ConnectionGate::Stats stats = gate_->stats();
+  const uint64_t refused = stats.refused_peer + stats.refused_total;
+  if (refused != reported_refused_) {
+    spdlog::warn("event=connections_refused count={} peer_cap_total={} total_cap_total={} open={} max_connections={} "
+                 "max_connections_per_peer={}",
+                 refused - reported_refused_, stats.refused_peer, stats.refused_total, open,
+                 gate_->limits().max_total, gate_->limits().max_per_peer);
+    reported_refused_ = refused;
+  }
+  open_since_trim_ = std::max({open_since_trim_, gate_->TakePeak(), open});
+  const bool many_closed = open_since_trim_ - open >= kTrimAfterClosed;
+  if (!many_closed && !(trim_again_at_.has_value() && absl::Now() >= *trim_again_at_)) return;
+  const struct mallinfo2 before = mallinfo2();
+  malloc_trim(0);
+  const struct mallinfo2 after = mallinfo2();
+  spdlog::info("event=heap_trimmed connections_closed={} open={} heap_bytes={} free_bytes_before={} "
+               "free_bytes_after={} mmap_bytes={}",
+               open_since_trim_ - open, open, after.arena, before.fordblks, after.fordblks, after.hblkhd);
+  open_since_trim_ = open;
+  trim_again_at_ = many_closed ? std::optional<absl::Time>(absl::Now() + kTrimAgainAfter) : std::nullopt;
+}
+
 void Daemon::OnSighup() {
   spdlog::info("event=refresh_requested trigger=SIGHUP");
   if (tls_ != nullptr) {  // new connections get the new certificates; a broken renewal keeps the old ones
@@ -386,7 +464,12 @@ int Daemon::Wait() {
   // The socket check runs after kSocketCheckEvery without a signal; the wait is cut into
   // kStopPoll slices so that Stop() is seen without a signal.
   auto next_check = std::chrono::steady_clock::now() + kSocketCheckEvery;
+  absl::Time next_connection_check = absl::Now() + kConnectionCheckEvery;
   for (;;) {
+    if (absl::Now() >= next_connection_check) {
+      CheckConnections();
+      next_connection_check = absl::Now() + kConnectionCheckEvery;
+    }
     if (stop_requested_.load()) {
       spdlog::info("event=shutdown signal=none");
       break;
@@ -425,6 +508,7 @@ void Daemon::Shutdown() {
   torch_->Cancel();  // a libtorch probe in flight is killed, not waited for
   health_->SetServingStatus(false);
   for (const auto& l : unix_listeners_) l->Stop();  // no new unix connections; the file is removed
+  for (const auto& l : tcp_listeners_) l->Stop();
   service_->Shutdown();
   server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(config_.config.shutdown_grace));
   server_->Wait();

@@ -16,7 +16,10 @@
 // - Wait() serves until SIGTERM/SIGINT or Stop(), then shuts down gracefully (stops accepting,
 //   gives calls in flight --shutdown_grace, ends watches, logs event=stopped) and returns the
 //   exit status for the process: 0, or 1 after event=listener_dead. SIGHUP re-probes, re-reads
-//   the TLS files and re-creates deleted unix sockets; a check every 10 s re-creates them too.
+//   the TLS files and re-creates deleted unix sockets; a check every 2 s re-creates them too
+//   (with the default runtime directory, when that was removed). Every second it re-counts the
+//   open connections, logs refusals by the connection caps and, after many connections closed,
+//   gives the freed heap back to the system (malloc_trim).
 //   A dead listener raises SIGTERM in this process, which Wait() takes as above.
 // - Nothing here exits the process: devplaced's main ends with std::_Exit(Wait()) so as not to
 //   wait for gRPC's global shutdown; a Daemon destroyed in-process stops and waits first.
@@ -42,8 +45,10 @@
 #include "server/metrics/exposer.h"
 #include "server/metrics/inventory_metrics.h"
 #include "server/service/liveness.h"
+#include "server/service/connection_gate.h"
 #include "server/service/rpc_metrics.h"
 #include "server/service/service.h"
+#include "server/service/tcp_listener.h"
 #include "server/service/tls.h"
 #include "server/service/unix_listener.h"
 
@@ -86,6 +91,7 @@ class Daemon {
   absl::Status StartServer();
   void StartBackground();
   void CheckSockets(const char* trigger);
+  void CheckConnections();
   void OnSighup();
   void Shutdown();
 
@@ -105,13 +111,23 @@ class Daemon {
   service::PeerRegistry peers_;
   std::unique_ptr<service::DevicePlacementService> service_;
   metrics::MetricsEndpoint metrics_endpoint_;
+  std::unique_ptr<service::ConnectionGate> gate_;  // the connection caps of every listener
+  service::SelfConnections self_connections_;      // the liveness checks' own TCP connections
   std::vector<std::unique_ptr<service::UnixListener>> unix_listeners_;
+  // gRPC's side of the TCP/TLS listeners (one each, with its credentials); outlives them.
+  std::vector<std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor>> acceptors_;
+  std::vector<std::unique_ptr<service::TcpListener>> tcp_listeners_;
   std::unique_ptr<grpc::Server> server_;
   grpc::HealthCheckServiceInterface* health_ = nullptr;  // the server's
   std::vector<std::string> listening_;
   std::unique_ptr<service::ListenerLiveness> liveness_;
   std::unique_ptr<labels::NfdPublisher> nfd_;
   std::optional<inventory::InventoryStore::SubscriptionId> subscription_;
+  // CheckConnections(): what the last report said, and the most connections open since the heap
+  // was last trimmed.
+  uint64_t reported_refused_ = 0;
+  int open_since_trim_ = 0;
+  std::optional<absl::Time> trim_again_at_;
 };
 
 // Blocks SIGTERM, SIGINT and SIGHUP in the calling thread and returns that set. devplaced's main

@@ -95,6 +95,18 @@ ABSL_FLAG(int64_t, memory_quota_bytes, Defaults().memory_quota_bytes,
           "gRPC resource quota: memory gRPC may hold for connections and requests in flight, in bytes "
           "(16777216..17179869184); past it gRPC shrinks flow-control windows and refuses new streams");
 
+ABSL_FLAG(int, max_connections, Defaults().max_connections,
+          "Most connections open at once on all listeners together (1..1048576); past it a new connection is "
+          "closed at accept. Lowered at start to fit the descriptor limit (soft RLIMIT_NOFILE - 160), logged as "
+          "event=connection_limits. 32 more are kept for the daemon's own liveness checks and for root and the "
+          "daemon's user (health probes)");
+ABSL_FLAG(int, max_connections_per_peer, Defaults().max_connections_per_peer,
+          "Most connections open at once per peer (1..1048576), closed at accept past it. A peer is the client's "
+          "user (uid) over a unix socket or loopback TCP, else its IP address. A TLS connection counts from accept, "
+          "its handshake included");
+ABSL_FLAG(absl::Duration, handshake_timeout, Defaults().handshake_timeout,
+          "How long a new connection may take to complete its TLS handshake and send the HTTP/2 preface before it "
+          "is closed (1s..120s; gRPC's own default is 120s)");
 ABSL_FLAG(int, max_watches, Defaults().max_watches,
           "Most WatchInventory streams open at once (0 = no limit); past it a new watch gets RESOURCE_EXHAUSTED");
 ABSL_FLAG(int, max_watches_per_peer, Defaults().max_watches_per_peer,
@@ -108,10 +120,12 @@ ABSL_FLAG(absl::Duration, keepalive_timeout, Defaults().keepalive_timeout,
           "(1s..10m): a frozen or vanished client is dropped within --keepalive_time + --keepalive_timeout");
 ABSL_FLAG(absl::Duration, liveness_interval, Defaults().liveness_interval,
           "How often the daemon calls grpc.health.v1 Check on each of its own listen addresses over a fresh "
-          "connection (0 = never). A listener that fails --liveness_failures checks in a row (e.g. gRPC's accept loop "
-          "gave up after descriptor exhaustion) logs event=listener_dead, and the daemon exits 1 for its supervisor "
-          "(systemd Restart=on-failure, the Kubernetes DaemonSet) to restart it. A tls: listener is checked by a "
-          "connection it must read and close (a failed handshake), as a health call would need a client certificate");
+          "connection (0 = never), admitted into the connection reserve. A listener that fails "
+          "--liveness_failures checks in a row while accepting nothing else logs event=listener_dead, and the daemon "
+          "exits 1 for its supervisor (systemd Restart=on-failure, the Kubernetes DaemonSet) to restart it; a failed "
+          "check while the listener accepted other connections is a busy listener (a flood), logged but not "
+          "counted. A tls: listener is checked by a connection its accept loop closes at once (no handshake), as a "
+          "health call would need a client certificate");
 ABSL_FLAG(int, liveness_failures, Defaults().liveness_failures, "Consecutive failed self-checks that make a listener dead (1..100)");
 ABSL_FLAG(std::string, metrics_listen, Defaults().metrics_listen,
           "Where to serve Prometheus metrics at /metrics over HTTP: IPV4:PORT or [IPV6]:PORT (port 0 picks a free "
@@ -239,6 +253,9 @@ absl::StatusOr<ValidConfig> ConfigFromFlags() {
   c.memory_quota_bytes = absl::GetFlag(FLAGS_memory_quota_bytes);
   c.max_watches = absl::GetFlag(FLAGS_max_watches);
   c.max_watches_per_peer = absl::GetFlag(FLAGS_max_watches_per_peer);
+  c.max_connections = absl::GetFlag(FLAGS_max_connections);
+  c.max_connections_per_peer = absl::GetFlag(FLAGS_max_connections_per_peer);
+  c.handshake_timeout = absl::GetFlag(FLAGS_handshake_timeout);
   c.keepalive_time = absl::GetFlag(FLAGS_keepalive_time);
   c.keepalive_timeout = absl::GetFlag(FLAGS_keepalive_timeout);
   c.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);

@@ -1,12 +1,15 @@
-// ListenerLiveness: checks from inside the daemon that every listener still accepts, by calling
-// grpc.health.v1.Health/Check over a fresh connection to each listen address, every interval.
-// gRPC 1.51's accept loop can give up for good after EMFILE (descriptor exhaustion,
-// grpc/grpc#20418): the process then looks alive but serves nobody. When one address fails
+// ListenerLiveness: checks from inside the daemon that every listener still accepts and serves, by
+// calling grpc.health.v1.Health/Check over a fresh connection to each listen address, every
+// interval. The daemon accepts its connections itself (unix_listener.h, tcp_listener.h), and its
+// own checks are admitted into the connection reserve, so a flood of other peers cannot make them
+// fail; a check that fails while the listener's accept count still advanced is "busy" (logged, not
+// counted), one that fails while nothing was accepted is a failure. When one address fails
 // `max_failures` checks in a row the checker calls `on_dead` once (devplaced exits 1 so that its
 // supervisor restarts it: systemd Restart=on-failure, the Kubernetes DaemonSet).
 #ifndef DEVPLACE_SERVER_SERVICE_LIVENESS_H_
 #define DEVPLACE_SERVER_SERVICE_LIVENESS_H_
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <thread>
@@ -14,21 +17,27 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/service/connection_gate.h"
 
 namespace devplace::service {
 
 struct LivenessOptions {
   // gRPC targets to check: "unix:/path" or "host:port" with the bound port (a wildcard host such
   // as 0.0.0.0 or [::] is checked on the loopback address), or "tls:host:port" for a TLS listener,
-  // checked by a connection the listener must read and close (a failed handshake), since a
-  // health call would need a client certificate.
+  // checked by a connection its accept loop must close at once (it knows the port from `self`),
+  // since a health call would need a client certificate: no handshake is started, none fails.
   std::vector<std::string> targets;
+  // Per target, in the same order (or empty): how many connections its listener accepted so far.
+  std::vector<std::function<uint64_t()>> progress;
+  // Where the checks' local ports are registered for the TCP and TLS listeners to recognise.
+  SelfConnections* self = nullptr;
   // Time between rounds; each check has `timeout` as its deadline.
   absl::Duration interval = absl::Seconds(5);
   absl::Duration timeout = absl::Seconds(2);
   // Consecutive failed checks of one target that make it dead (>= 1).
   int max_failures = 3;
-  // Called for each failed check (target, error message) and once for the first dead target.
+  // Called for each failed check (target, error message; the message starts with "busy: " when
+  // the listener accepted connections meanwhile) and once for the first dead target.
   std::function<void(const std::string& target, const std::string& error)> on_failure;
   std::function<void(const std::string& target, const std::string& error)> on_dead;
 };

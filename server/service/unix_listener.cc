@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "grpcpp/server.h"
 #include "server/common/safe_directory.h"
 #include "grpcpp/server_posix.h"
@@ -67,6 +68,18 @@ PeerCredentials ReadCredentials(int fd) {
   return c;
 }
 
+// Creates the socket's directory (mode 0755) when it is missing, `create` is set and its parent
+// exists (no mkdir -p).
+absl::Status MakeDirectory(const std::string& dir, bool create) {
+  struct stat st;
+  if (!create || stat(dir.c_str(), &st) == 0 || errno != ENOENT) return absl::OkStatus();
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return absl::FailedPreconditionError(absl::StrCat("cannot create socket directory ", dir, ": ", Errno(errno)));
+  }
+  chmod(dir.c_str(), 0755);  // whatever the umask
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void PeerRegistry::Set(const std::string& peer, PeerCredentials credentials) {
@@ -94,15 +107,8 @@ absl::Status CheckSocketDirectory(const std::string& dir, uid_t owner_ok) {
 absl::StatusOr<std::unique_ptr<UnixListener>> UnixListener::Bind(const Options& options) {
   const std::string& path = options.path;
   const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (absl::Status s = MakeDirectory(dir.string(), options.create_directory); !s.ok()) return s;
   struct stat st;
-  if (stat(dir.c_str(), &st) != 0 && errno == ENOENT && options.create_directory) {
-    // Only the runtime directory itself: its parent must exist (no mkdir -p).
-    if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-      return absl::FailedPreconditionError(absl::StrCat("cannot create socket directory ", dir.string(), ": ",
-                                                        Errno(errno)));
-    }
-    chmod(dir.c_str(), 0755);  // whatever the umask
-  }
   if (stat(dir.c_str(), &st) != 0 && errno == ENOENT) {
     return absl::FailedPreconditionError(absl::StrCat(
         "socket directory ", dir.string(), " does not exist (devplaced creates only its default runtime "
@@ -180,11 +186,16 @@ UnixListener::~UnixListener() {
   }
 }
 
-void UnixListener::Start(grpc::Server* server, PeerRegistry* peers) {
-  thread_ = std::thread([this, server, peers] { AcceptLoop(server, peers); });
+void UnixListener::Start(grpc::Server* server, PeerRegistry* peers, ConnectionGate* gate, AcceptErrorHook on_error) {
+  thread_ = std::thread(
+      [this, server, peers, gate, on_error = std::move(on_error)] { AcceptLoop(server, peers, gate, on_error); });
 }
 
-void UnixListener::AcceptLoop(grpc::Server* server, PeerRegistry* peers) {
+void UnixListener::AcceptLoop(grpc::Server* server, PeerRegistry* peers, ConnectionGate* gate,
+                              const AcceptErrorHook& on_error) {
+  const pid_t self = getpid();
+  const uid_t owner = geteuid();
+  absl::Time last_error = absl::InfinitePast();
   int polled = -1;
   for (;;) {
     int fd;
@@ -205,10 +216,24 @@ void UnixListener::AcceptLoop(grpc::Server* server, PeerRegistry* peers) {
     const int conn = accept4(fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (conn < 0) {
       // Out of descriptors (EMFILE/ENFILE) or memory: back off briefly and keep accepting.
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) poll(nullptr, 0, 100);
+      const int e = errno;
+      if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
+        if (on_error && absl::Now() - last_error >= absl::Seconds(1)) {
+          last_error = absl::Now();
+          on_error(absl::StrCat("unix:", options_.path), e);
+        }
+        poll(nullptr, 0, 100);
+      }
       continue;
     }
-    peers->Set(absl::StrCat("fd:", conn), ReadCredentials(conn));
+    accepted_.fetch_add(1);
+    PeerCredentials credentials = ReadCredentials(conn);
+    const bool reserved = credentials.pid == self || credentials.uid == 0 || credentials.uid == owner;
+    if (gate->Admit(conn, absl::StrCat("uid:", credentials.uid), reserved) != Admission::kAdmitted) {
+      close(conn);
+      continue;
+    }
+    peers->Set(absl::StrCat("fd:", conn), std::move(credentials));
     grpc::AddInsecureChannelFromFd(server, conn);
   }
   absl::MutexLock lock(&mu_);
@@ -233,6 +258,9 @@ absl::Status UnixListener::Recreate() {
     }
     unlink(options_.path.c_str());
   }
+  const std::string dir = std::filesystem::path(options_.path).parent_path().string();
+  if (absl::Status s = MakeDirectory(dir, options_.create_directory); !s.ok()) return s;
+  if (absl::Status s = CheckSocketDirectory(dir, geteuid()); !s.ok()) return s;
   return BindNew();
 }
 

@@ -13,6 +13,8 @@
 
 #include <sys/types.h>
 
+#include <atomic>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -23,6 +25,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "server/service/connection_gate.h"
+#include "server/service/tcp_listener.h"
 
 namespace grpc {
 class Server;
@@ -74,13 +78,18 @@ class UnixListener {
   static absl::StatusOr<std::unique_ptr<UnixListener>> Bind(const Options& options);
   ~UnixListener();
 
-  // Accepts connections on a thread of its own, records their credentials in `peers` and hands
-  // them to `server` (already started; both outlive Stop()).
-  void Start(grpc::Server* server, PeerRegistry* peers);
+  // Accepts connections on a thread of its own, asks `gate` (peer "uid:<N>"; reserved: this
+  // process, root and the daemon's own user), records the admitted ones' credentials in `peers`
+  // and hands them to `server` (already started; all outlive Stop()). A refused connection is
+  // closed at once.
+  void Start(grpc::Server* server, PeerRegistry* peers, ConnectionGate* gate, AcceptErrorHook on_error);
+  // Connections accepted so far (admitted or refused).
+  uint64_t accepted() const { return accepted_.load(); }
   // Whether the path still names the socket this listener bound (same device and inode).
   bool PathIsOurs() const;
   // Re-creates the socket file when it was deleted (or replaced by a stale socket nobody accepts
-  // on); keeps serving on the old one otherwise. ALREADY_EXISTS when another process now serves
+  // on), and its directory too when it was removed and Options::create_directory is set (a
+  // package purge's `rm -rf /run/devplace`); keeps serving on the old one otherwise. ALREADY_EXISTS when another process now serves
   // on the path (it is left alone).
   absl::Status Recreate();
   // Stops accepting (joins the thread) and removes the socket file if it is still ours.
@@ -91,7 +100,7 @@ class UnixListener {
  private:
   explicit UnixListener(const Options& options) : options_(options) {}
   absl::Status BindNew();  // binds a fresh socket at the path and makes it the one accepted on
-  void AcceptLoop(grpc::Server* server, PeerRegistry* peers);
+  void AcceptLoop(grpc::Server* server, PeerRegistry* peers, ConnectionGate* gate, const AcceptErrorHook& on_error);
 
   Options options_;
   mutable absl::Mutex mu_;
@@ -99,6 +108,7 @@ class UnixListener {
   dev_t dev_ ABSL_GUARDED_BY(mu_) = 0;
   ino_t ino_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<uint64_t> accepted_{0};
   int wake_[2] = {-1, -1};  // a byte here makes the accept loop re-read fd_ / stopping_
   std::thread thread_;
 };

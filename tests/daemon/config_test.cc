@@ -95,6 +95,9 @@ TEST(DaemonConfig, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(c.refresh_interval, absl::Seconds(60));
   EXPECT_EQ(c.nfd_expiry, absl::Minutes(10));
   EXPECT_EQ(c.log_level, "info");
+  EXPECT_EQ(c.max_connections, 4096);
+  EXPECT_EQ(c.max_connections_per_peer, 128);
+  EXPECT_EQ(c.handshake_timeout, absl::Seconds(10));
 }
 
 struct BadCase {
@@ -173,6 +176,16 @@ std::vector<BadCase> BadCases() {
        "--memory_quota_bytes=16777215 is out of range; accepted: 16777216..17179869184 bytes"},
       {"memory_quota_high", [](DaemonConfig& c, const TempDir&) { c.memory_quota_bytes = (int64_t{16} << 30) + 1; },
        "--memory_quota_bytes=17179869185 is out of range; accepted: 16777216..17179869184 bytes"},
+      {"max_connections_low", [](DaemonConfig& c, const TempDir&) { c.max_connections = 0; },
+       "--max_connections=0 is out of range; accepted: 1..1048576"},
+      {"max_connections_high", [](DaemonConfig& c, const TempDir&) { c.max_connections = (1 << 20) + 1; },
+       "--max_connections=1048577 is out of range; accepted: 1..1048576"},
+      {"max_connections_per_peer", [](DaemonConfig& c, const TempDir&) { c.max_connections_per_peer = 0; },
+       "--max_connections_per_peer=0 is out of range; accepted: 1..1048576"},
+      {"handshake_timeout_low", [](DaemonConfig& c, const TempDir&) { c.handshake_timeout = absl::Milliseconds(999); },
+       "--handshake_timeout must be within 1s..120s (e.g. 10s)"},
+      {"handshake_timeout_high", [](DaemonConfig& c, const TempDir&) { c.handshake_timeout = absl::Seconds(121); },
+       "--handshake_timeout must be within 1s..120s (e.g. 10s)"},
       {"max_watches", [](DaemonConfig& c, const TempDir&) { c.max_watches = -1; },
        "--max_watches must be 0 (no limit) or positive"},
       {"max_watches_per_peer", [](DaemonConfig& c, const TempDir&) { c.max_watches_per_peer = -1; },

@@ -102,8 +102,32 @@ stop_daemon
 echo "ok: the installed devplaced answers the installed devplace CLI"
 
 # ---- purge ----
+# A daemon still running on the default socket (started by hand, not by the unit: prerm stops only
+# the unit) keeps its runtime directory through the purge.
+run_socket=/run/devplace/devplace.sock
+live_daemon=""
+if [ -S "$run_socket" ] && "$build/client/devplace" --address="unix:$run_socket" --timeout=1s health >/dev/null 2>&1; then
+  echo "note: a devplaced already serves on $run_socket; the purge-while-running check is skipped"
+else
+  /usr/sbin/devplaced --listen="unix:$run_socket" --host_root="$fixture" --nvml_library= --metrics_listen= \
+    --torch_probe_command=none >"$tmp/run-daemon.log" 2>&1 &
+  live_daemon=$!
+  for _ in $(seq 1 300); do
+    "$build/client/devplace" --address="unix:$run_socket" --timeout=1s health >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+fi
 dpkg --purge devplace >"$tmp/purge.log" 2>&1 || { cat "$tmp/purge.log"; fail "dpkg --purge failed"; }
 installed=0
+if [ -n "$live_daemon" ]; then
+  [ -S "$run_socket" ] || { kill "$live_daemon"; fail "the purge removed $run_socket under a running devplaced"; }
+  "$build/client/devplace" --address="unix:$run_socket" --timeout=2s health >/dev/null ||
+    { kill "$live_daemon"; cat "$tmp/run-daemon.log"; fail "the running devplaced stopped serving after the purge"; }
+  kill -TERM "$live_daemon"
+  wait "$live_daemon" || fail "the devplaced that ran through the purge exited $? on SIGTERM"
+  rmdir /run/devplace 2>/dev/null || true
+  echo "ok: the purge left /run/devplace to the devplaced running there"
+fi
 for f in /usr/sbin/devplaced /usr/bin/devplace /usr/lib/devplace /etc/devplace /lib/systemd/system/devplaced.service \
          /usr/lib/python3/dist-packages/devplace /usr/share/devplace/python \
          /usr/share/man/man1/devplace.1.gz /usr/share/bash-completion/completions/devplace \

@@ -18,7 +18,8 @@ extern char** environ;
 
 namespace devplace::testing {
 
-DaemonProcess::DaemonProcess(const std::string& dir, const std::vector<std::string>& extra_flags) {
+DaemonProcess::DaemonProcess(const std::string& dir, const std::vector<std::string>& extra_flags,
+                             const std::vector<std::string>& prefix) {
   socket_path_ = dir + "/d.sock";
   unix_target_ = "unix:" + socket_path_;
   std::vector<std::string> args = {DEVPLACE_DAEMON_BINARY, absl::StrCat("--listen=", unix_target_, ",127.0.0.1:0")};
@@ -34,6 +35,7 @@ DaemonProcess::DaemonProcess(const std::string& dir, const std::vector<std::stri
                    [](const std::string& f) { return f.rfind("--metrics_listen", 0) == 0; })) {
     args.push_back("--metrics_listen=");
   }
+  args.insert(args.begin(), prefix.begin(), prefix.end());
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -66,6 +68,15 @@ DaemonProcess::DaemonProcess(const std::string& dir, const std::vector<std::stri
     abort();
   }
   tcp_target_ = m[1];
+}
+
+std::string DaemonProcess::tls_target() {
+  const std::string log = Log();
+  const std::string needle = "event=listening address=tls:127.0.0.1:";
+  const size_t found = log.find(needle);
+  if (found == std::string::npos) return "";
+  const size_t at = found + needle.size();
+  return "127.0.0.1:" + log.substr(at, log.find_first_not_of("0123456789", at) - at);
 }
 
 DaemonProcess::~DaemonProcess() {

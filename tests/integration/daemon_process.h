@@ -20,7 +20,10 @@ class DaemonProcess {
   // Starts devplaced with `--listen=unix:<dir>/d.sock,127.0.0.1:0` plus `extra_flags` (and
   // `--torch_probe_command=none` and `--metrics_listen=` unless they name them), and waits
   // (up to 20 s) until it logged both listen addresses. Aborts the test binary on failure.
-  DaemonProcess(const std::string& dir, const std::vector<std::string>& extra_flags);
+  // `prefix`, when given, is the command that runs devplaced and must exec it in place (so that the
+  // pid is the daemon's), e.g. {"/usr/bin/prlimit", "--nofile=256:256", "--"}.
+  DaemonProcess(const std::string& dir, const std::vector<std::string>& extra_flags,
+                const std::vector<std::string>& prefix = {});
   // SIGKILLs the daemon if it still runs.
   ~DaemonProcess();
 
@@ -29,6 +32,8 @@ class DaemonProcess {
   const std::string& socket_path() const { return socket_path_; }
   pid_t pid() const { return pid_; }
 
+  // "127.0.0.1:<port>" of the tls:127.0.0.1:0 listener as logged (event=listening); "" without one.
+  std::string tls_target();
   // Waits until the log contains `needle` (true) or `timeout` passes (false).
   bool WaitForLog(const std::string& needle, absl::Duration timeout);
   std::string Log();

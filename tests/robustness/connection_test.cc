@@ -1,0 +1,285 @@
+// Connection floods and stalled TLS handshakes against the real daemon, from real unprivileged
+// users (setpriv) running tests/robustness/peer.py under Debian's python3; the daemon's own
+// liveness self-checks of a TLS listener; and a runtime directory removed under a running daemon
+// (what a package purge's `rm -rf /run/devplace` does). Needs root for setpriv: skipped otherwise.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/common/command.h"
+#include "tests/common/temp_dir.h"
+#include "tests/common/test_pki.h"
+#include "tests/integration/daemon_process.h"
+
+namespace devplace::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::string Host(const std::string& name) { return std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/" + name; }
+
+// `peer.py ARGS` as the unprivileged user `uid` (its own group, no supplementary groups).
+std::string AsUser(uid_t uid, const std::string& args) {
+  return absl::StrCat("setpriv --reuid=", uid, " --regid=", uid, " --clear-groups /usr/bin/python3 ",
+                      DEVPLACE_PEER_SCRIPT, " ", args);
+}
+
+// The number after `needle` in `text` up to a ',', '}' or ' ' (-1 when absent).
+double NumberAfter(const std::string& text, const std::string& needle) {
+  const size_t at = text.find(needle);
+  double value = -1;
+  if (at == std::string::npos) return value;
+  const std::string rest = text.substr(at + needle.size());
+  (void)absl::SimpleAtod(rest.substr(0, rest.find_first_of(",} ")), &value);
+  return value;
+}
+// The number `key` of peer.py's one-line JSON report.
+double Field(const std::string& report, const std::string& key) {
+  return NumberAfter(report, absl::StrCat("\"", key, "\": "));
+}
+
+// Runs every command at once and returns their stdout, in order.
+std::vector<std::string> RunTogether(const std::vector<std::string>& commands) {
+  std::vector<std::string> out(commands.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < commands.size(); ++i) {
+    threads.emplace_back([&, i] {
+      const CommandResult r = RunCommand(commands[i]);
+      out[i] = r.out;
+      if (r.exit_code != 0) out[i] += absl::StrCat(" exit ", r.exit_code, " stderr: ", r.err);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return out;
+}
+
+bool Serves(const std::string& target) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  auto stub = grpc::health::v1::Health::NewStub(grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  grpc::health::v1::HealthCheckResponse response;
+  return stub->Check(&ctx, {}, &response).ok();
+}
+
+int64_t RssKib(pid_t pid) {
+  for (absl::string_view line : absl::StrSplit(ReadFile(absl::StrCat("/proc/", pid, "/status")), '\n')) {
+    if (absl::ConsumePrefix(&line, "VmRSS:")) {
+      int64_t kib = 0;
+      if (absl::SimpleAtoi(absl::StripSuffix(absl::StripAsciiWhitespace(line), " kB"), &kib)) return kib;
+    }
+  }
+  return -1;
+}
+
+std::string Tail(const std::string& log) { return log.substr(log.size() > 3000 ? log.size() - 3000 : 0); }
+
+#define SKIP_UNLESS_ROOT()                                                          \
+  if (geteuid() != 0) GTEST_SKIP() << "setpriv (a real unprivileged peer) needs root"
+
+constexpr uid_t kFlooder = 65534;  // nobody
+constexpr uid_t kOtherUser = 4242;
+
+// A local user floods TCP (from three loopback source addresses, so that a per-address cap would
+// not hold it) and the unix socket with silent connections, far past the daemon's 256
+// descriptors. The flood is refused at accept past the user's cap; another unprivileged user and
+// root are served by every call throughout, the liveness checks never find a listener dead, and
+// the daemon never runs out of descriptors nor exits.
+TEST(Connections, AFloodFromOneUserIsRefusedAtAcceptWhileOtherPeersAreServedThroughout) {
+  SKIP_UNLESS_ROOT();
+  TempDir dir;
+  ASSERT_EQ(chmod(dir.path().c_str(), 0755), 0);  // the socket's directory, for the unprivileged peers
+  DaemonProcess d(dir.path(),
+                  {"--host_root=" + Host("cpu-only"), "--socket_mode=0666", "--liveness_interval=1s",
+                   "--liveness_failures=3", "--max_connections_per_peer=24"},
+                  {"/usr/bin/prlimit", "--nofile=256:256", "--"});
+  ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
+  // 256 descriptors: 96 connections, 32 reserved, 128 for the daemon itself.
+  EXPECT_THAT(d.Log(), HasSubstr("event=connection_limits max_connections=96 max_connections_per_peer=24 reserve=32"));
+
+  constexpr int kPerFlood = 300;
+  std::vector<std::string> commands;
+  for (const char* source : {"127.0.0.1", "127.0.0.2", "127.0.0.3"}) {
+    commands.push_back(AsUser(kFlooder, absl::StrCat("hold ", d.tcp_target(), " ", kPerFlood, " 8 --source ", source)));
+  }
+  commands.push_back(AsUser(kFlooder, absl::StrCat("hold ", d.unix_target(), " ", kPerFlood, " 8")));
+  commands.push_back(AsUser(kOtherUser, absl::StrCat("calls ", d.tcp_target(), " 10")));
+  commands.push_back(AsUser(kOtherUser, absl::StrCat("calls ", d.unix_target(), " 10")));
+  // Root's own calls, every 200 ms throughout.
+  int root_ok = 0, root_failed = 0;
+  std::atomic<bool> done{false};
+  std::thread root([&] {
+    while (!done.load()) {
+      (Serves(d.tcp_target()) && Serves(d.unix_target()) ? root_ok : root_failed)++;
+      absl::SleepFor(absl::Milliseconds(200));
+    }
+  });
+  const std::vector<std::string> reports = RunTogether(commands);
+  done = true;
+  root.join();
+  for (const std::string& r : reports) fprintf(stderr, "%s", r.c_str());
+  fprintf(stderr, "root: %d rounds served, %d failed\n", root_ok, root_failed);
+
+  double held = 0, refused = 0;
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(Field(reports[i], "connect_failed"), 0) << reports[i];
+    held += Field(reports[i], "open_at_end");
+    refused += Field(reports[i], "closed");  // by the server, before --handshake_timeout (10 s) could
+  }
+  // One user, however many source addresses and sockets: at most its 24 connections were held.
+  EXPECT_LE(held, 24) << "the flooding user held more than its cap";
+  EXPECT_GE(refused, 4 * kPerFlood - 24) << "the excess was not closed at accept";
+  for (size_t i = 4; i < 6; ++i) {
+    EXPECT_EQ(Field(reports[i], "failed"), 0) << "another user's calls failed during the flood: " << reports[i];
+    EXPECT_GT(Field(reports[i], "ok"), 20) << reports[i];
+  }
+  EXPECT_EQ(root_failed, 0);
+  EXPECT_GT(root_ok, 10);
+  EXPECT_EQ(d.WaitExit(absl::ZeroDuration()), -1) << "devplaced exited: " << Tail(d.Log());
+  const std::string log = d.Log();
+  EXPECT_THAT(log, HasSubstr("event=connections_refused"));
+  EXPECT_THAT(log, Not(HasSubstr("Too many open files"))) << Tail(log);
+  EXPECT_THAT(log, Not(HasSubstr("event=listener_dead"))) << Tail(log);
+  EXPECT_TRUE(Serves(d.tcp_target()) && Serves(d.unix_target()));
+}
+
+// Connections that send 11 bytes of a TLS ClientHello and stall: each user gets at most its cap of
+// them (the rest are closed at accept), the daemon closes them after --handshake_timeout, and the
+// memory they took is given back to the system (glibc keeps freed heap until malloc_trim).
+TEST(Connections, StalledTlsHandshakesAreBoundedInNumberAndTimeAndTheirMemoryIsReturned) {
+  SKIP_UNLESS_ROOT();
+  TempDir dir;
+  const CertFiles ca = MakeCa(dir.path(), "ca");
+  const CertFiles server = MakeLeaf(dir.path(), ca, "server", "IP:127.0.0.1", /*client=*/false);
+  DaemonProcess d(dir.path(), {"--listen=unix:" + dir.File("d.sock") + ",127.0.0.1:0,tls:127.0.0.1:0",
+                               "--host_root=" + Host("cpu-only"), "--tls_cert=" + server.cert,
+                               "--tls_key=" + server.key, "--handshake_timeout=2s", "--liveness_interval=1s"});
+  ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
+  const std::string tls_target = d.tls_target();
+  ASSERT_FALSE(tls_target.empty()) << d.Log();
+  absl::SleepFor(absl::Seconds(1));
+  const int64_t before = RssKib(d.pid());
+
+  // 8 users x 400 stalled handshakes; the default cap is 128 per user.
+  constexpr int kUsers = 8, kPerUser = 400, kCap = 128;
+  std::vector<std::string> commands;
+  for (int u = 0; u < kUsers; ++u) {
+    commands.push_back(AsUser(5000 + u, absl::StrCat("hold ", tls_target, " ", kPerUser, " 8 --hello")));
+  }
+  int64_t peak = before;
+  size_t peak_descriptors = 0;
+  std::atomic<bool> done{false};
+  std::thread sampler([&] {
+    while (!done.load()) {
+      peak = std::max(peak, RssKib(d.pid()));
+      const auto fds = std::filesystem::directory_iterator(absl::StrCat("/proc/", d.pid(), "/fd"));
+      peak_descriptors = std::max<size_t>(peak_descriptors, std::distance(begin(fds), end(fds)));
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+  });
+  const std::vector<std::string> reports = RunTogether(commands);
+  done = true;
+  sampler.join();
+  // The heap is trimmed within a few seconds of the connections' end.
+  absl::SleepFor(absl::Seconds(5));
+  const int64_t after = RssKib(d.pid());
+  for (const std::string& r : reports) fprintf(stderr, "%s", r.c_str());
+  fprintf(stderr, "RSS before %lld KiB, peak %lld KiB, 5 s after %lld KiB; at most %zu descriptors open\n",
+          static_cast<long long>(before), static_cast<long long>(peak), static_cast<long long>(after),
+          peak_descriptors);
+  // Refused by each user's cap, as the daemon counted them (its last report).
+  double refused = 0;
+  for (absl::string_view line : absl::StrSplit(d.Log(), '\n')) {
+    if (absl::StrContains(line, "event=connections_refused")) refused = NumberAfter(std::string(line), "peer_cap_total=");
+  }
+
+  for (const std::string& r : reports) {
+    EXPECT_EQ(Field(r, "opened"), kPerUser) << r;
+    EXPECT_EQ(Field(r, "open_at_end"), 0) << "a stalled handshake outlived --handshake_timeout: " << r;
+    EXPECT_LE(Field(r, "latest_close_s"), 6.0) << "closed well after the 2 s handshake timeout: " << r;
+  }
+  // Never more handshakes at once than the users' caps (plus the daemon's own descriptors); the
+  // accept loop may lag the connects on a loaded machine, so early ones may time out and free a
+  // slot before the last are refused: at least half the excess is refused.
+  EXPECT_LE(peak_descriptors, static_cast<size_t>(kUsers * kCap + 64));
+  EXPECT_GE(refused, kUsers * (kPerUser - kCap) / 2) << Tail(d.Log());
+  EXPECT_GT(peak - before, 10 * 1024) << "the stalled handshakes did not cost memory; nothing was measured";
+  EXPECT_LT(after - before, (peak - before) / 2) << "the memory the handshakes took was not given back";
+  EXPECT_THAT(d.Log(), HasSubstr("event=heap_trimmed"));
+  EXPECT_EQ(d.WaitExit(absl::ZeroDuration()), -1) << Tail(d.Log());
+  EXPECT_THAT(d.Log(), Not(HasSubstr("event=listener_dead")));
+}
+
+// The TLS listener's liveness check is a connection its accept loop closes at once: no handshake
+// starts, so none fails and nothing is logged (the old check logged a handshake error each time).
+TEST(Connections, TlsLivenessChecksPassWithoutLoggingAHandshakeError) {
+  TempDir dir;
+  const CertFiles ca = MakeCa(dir.path(), "ca");
+  const CertFiles server = MakeLeaf(dir.path(), ca, "server", "IP:127.0.0.1", /*client=*/false);
+  DaemonProcess d(dir.path(), {"--listen=unix:" + dir.File("d.sock") + ",127.0.0.1:0,tls:127.0.0.1:0",
+                               "--host_root=" + Host("cpu-only"), "--tls_cert=" + server.cert,
+                               "--tls_key=" + server.key, "--liveness_interval=500ms"});
+  ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
+  absl::SleepFor(absl::Seconds(3));  // 6 rounds
+  const std::string log = d.Log();
+  EXPECT_THAT(log, Not(HasSubstr("event=library_log"))) << log;
+  EXPECT_THAT(log, Not(HasSubstr("event=liveness_check_failed"))) << log;
+}
+
+// The daemon's default runtime directory removed under it (`rm -rf /run/devplace`, as a purge
+// did): it re-creates the directory and its socket within seconds, keeps serving, and does not
+// exit (it used to be found dead ~17 s later). Run as an unprivileged user without
+// XDG_RUNTIME_DIR, whose default socket is /tmp/devplace-<uid>/devplace.sock.
+TEST(Connections, ARemovedRuntimeDirectoryIsRecreatedAndTheDaemonKeepsServing) {
+  SKIP_UNLESS_ROOT();
+  constexpr uid_t kUser = 4243;
+  const std::string runtime_dir = absl::StrCat("/tmp/devplace-", kUser);
+  const std::string socket = runtime_dir + "/devplace.sock";
+  std::filesystem::remove_all(runtime_dir);
+  TempDir dir;
+  ASSERT_EQ(chmod(dir.path().c_str(), 0777), 0);
+  DaemonProcess d(dir.path(),
+                  {"--listen=unix:" + socket + ",127.0.0.1:0", "--host_root=" + Host("cpu-only"),
+                   "--liveness_interval=1s", "--liveness_failures=3"},
+                  {"/usr/bin/setpriv", absl::StrCat("--reuid=", kUser), absl::StrCat("--regid=", kUser),
+                   "--clear-groups", "/usr/bin/env", "-u", "XDG_RUNTIME_DIR", "--"});
+  ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
+  ASSERT_TRUE(Serves("unix:" + socket)) << d.Log();
+
+  std::filesystem::remove_all(runtime_dir);
+  ASSERT_TRUE(d.WaitForLog("event=socket_recreated path=" + socket, absl::Seconds(6))) << Tail(d.Log());
+  struct stat st;
+  ASSERT_EQ(stat(runtime_dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0755u);
+  EXPECT_EQ(st.st_uid, kUser);
+  EXPECT_TRUE(Serves("unix:" + socket)) << Tail(d.Log());
+  // Well past the three failed checks that used to make it exit.
+  EXPECT_EQ(d.WaitExit(absl::Seconds(8)), -1) << Tail(d.Log());
+  EXPECT_THAT(d.Log(), Not(HasSubstr("event=listener_dead")));
+  EXPECT_TRUE(Serves("unix:" + socket));
+  d.Signal(SIGTERM);
+  EXPECT_EQ(d.WaitExit(absl::Seconds(20)), 0);
+  std::filesystem::remove_all(runtime_dir);
+}
+
+}  // namespace
+}  // namespace devplace::testing

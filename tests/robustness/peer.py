@@ -1,0 +1,111 @@
+"""A hostile or ordinary peer of devplaced for the connection tests (tests/robustness/connection_test.cc),
+run under /usr/bin/python3 as whichever user setpriv makes it. Prints one JSON line.
+
+  peer.py hold TARGET N SECONDS [--source IP] [--hello]
+      Opens N connections to TARGET (HOST:PORT or unix:/PATH), optionally from source address IP,
+      optionally sending the first 11 bytes of a TLS ClientHello and nothing more (a stalled
+      handshake), and holds them silent for SECONDS. Reports how many were opened, how many the
+      server closed (at once: within 0.5 s of connecting; and the latest close, in seconds after
+      connecting) and how many were still open at the end.
+  peer.py calls TARGET SECONDS
+      Calls grpc.health.v1.Health/Check on TARGET every 50 ms over one channel for SECONDS, each with a
+      2 s deadline. Reports the calls that succeeded and those that failed (with the first errors).
+"""
+import json
+import select
+import socket
+import sys
+import time
+
+# A TLS record header and the start of a ClientHello: the server waits for the rest.
+PARTIAL_CLIENT_HELLO = b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"
+
+
+def connect(target, source):
+    if target.startswith("unix:"):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(5)
+        s.connect(target[5:])
+        return s
+    host, port = target.rsplit(":", 1)
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.settimeout(5)
+    if source:
+        s.bind((source, 0))
+    s.connect((host, int(port)))
+    return s
+
+
+def hold(target, n, seconds, source, hello):
+    socks, failed = [], 0
+    poller = select.poll()
+    by_fd = {}
+    closed_after = {}
+
+    def harvest(timeout_ms):
+        for fd, _ in poller.poll(timeout_ms):
+            i = by_fd[fd]
+            try:
+                data = socks[i][0].recv(4096)
+            except OSError:
+                data = b""
+            if data == b"":
+                closed_after[i] = time.monotonic() - socks[i][1]
+                poller.unregister(fd)
+
+    for _ in range(n):
+        try:
+            s = connect(target, source)
+            if hello:
+                s.send(PARTIAL_CLIENT_HELLO)
+        except OSError:
+            failed += 1
+            continue
+        s.setblocking(False)
+        socks.append((s, time.monotonic()))
+        by_fd[s.fileno()] = len(socks) - 1
+        poller.register(s.fileno(), select.POLLIN)
+        harvest(0)  # closes are timed while the flood is still being opened
+    end = time.monotonic() + seconds
+    while len(closed_after) < len(socks) and time.monotonic() < end:
+        harvest(100)
+    print(json.dumps({
+        "opened": len(socks),
+        "connect_failed": failed,
+        "closed": len(closed_after),
+        "closed_at_once": sum(1 for t in closed_after.values() if t < 0.5),
+        "latest_close_s": round(max(closed_after.values()), 2) if closed_after else None,
+        "open_at_end": len(socks) - len(closed_after),
+    }), flush=True)
+
+
+def calls(target, seconds):
+    import grpc
+    channel = grpc.insecure_channel(target)
+    check = channel.unary_unary("/grpc.health.v1.Health/Check")
+    ok, failed, errors = 0, 0, []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            check(b"", timeout=2)
+            ok += 1
+        except grpc.RpcError as e:
+            failed += 1
+            if len(errors) < 5:
+                errors.append(f"{e.code()}: {e.details()}")
+        time.sleep(0.05)
+    print(json.dumps({"ok": ok, "failed": failed, "errors": errors}), flush=True)
+
+
+def main(argv):
+    if len(argv) >= 5 and argv[1] == "hold":
+        source = argv[argv.index("--source") + 1] if "--source" in argv else None
+        hold(argv[2], int(argv[3]), float(argv[4]), source, "--hello" in argv)
+    elif len(argv) == 4 and argv[1] == "calls":
+        calls(argv[2], float(argv[3]))
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
