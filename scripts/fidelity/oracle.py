@@ -177,6 +177,22 @@ if not hasattr(torch.optim.lr_scheduler, "LRScheduler"):
 for _mod, _attr in ((torch.utils._pytree, "register_pytree_node"),):
     if not hasattr(_mod, _attr):
         setattr(_mod, _attr, lambda *a, **k: None)
+for _dtype in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu", "uint16",
+               "uint32", "uint64", "float4_e2m1fn_x2"):
+    if not hasattr(torch, _dtype):
+        setattr(torch, _dtype, torch.float16)  # dtype tables built at import; never used to choose a device
+for _name in ("compiler",):
+    if not hasattr(torch, _name):
+        setattr(torch, _name, sys.modules.setdefault(f"torch.{_name}", _Stub(f"torch.{_name}")))
+if not hasattr(torch, "compile"):
+    torch.compile = lambda model=None, **k: model if model is not None else (lambda f: f)
+import torch.cpu  # noqa: E402
+if not hasattr(torch.cpu, "device_count"):
+    torch.cpu.device_count = lambda: 1
+if not hasattr(torch.cpu, "set_device"):
+    torch.cpu.set_device = lambda *a, **k: None
+_no_grad = torch.no_grad
+torch.no_grad = lambda func=None: _no_grad()(func) if callable(func) else _no_grad()  # bare @torch.no_grad (torch 2)
 _tensor = torch.tensor
 torch.tensor = lambda *a, device=None, **k: _tensor(*a, **k)  # "initialise" a simulated device
 
@@ -294,6 +310,10 @@ def set_host(host):
             delattr(torch, dtype)
             sys.modules.pop(f"torch.{dtype}", None)
     _install_plugins(host.get("packages", []))
+    # torch >= 2.5 imports installed device plug-ins itself (its "torch.backends" entry points), so
+    # torch.<type> exists before any library asks, as it would in the job.
+    for pkg in host.get("packages", []):
+        importlib.import_module("habana_frameworks.torch" if pkg == "habana_frameworks" else pkg)
     if host.get("stock_xpu"):
         attach("xpu")  # torch >= 2.4 ships torch.xpu itself
 
