@@ -40,10 +40,10 @@ ABSL_FLAG(std::optional<uint64_t>, model_size_bytes, std::nullopt,
           "Model size in bytes, for balanced max_memory budgets over several devices");
 ABSL_FLAG(std::string, transformers_version, "",
           "Transformers release whose rules to emulate, e.g. 4.46.3 or 5.0.0 (4.30.0 up to 5.x); empty = the "
-          "newest devplace knows");
+          "newest release devplace knows (5.15.0)");
 ABSL_FLAG(std::string, accelerate_version, "",
           "Accelerate release whose rules to emulate, e.g. 0.25.0 or 1.14.0 (0.25.0 up to 1.15.x); empty = the "
-          "newest devplace knows");
+          "newest release devplace knows (1.14.0)");
 ABSL_FLAG(std::string, env, "",
           "K=V placement variable for the job (e.g. CUDA_VISIBLE_DEVICES=1); repeatable, or a comma list "
           "(a piece without '=' continues the previous value: --env=CUDA_VISIBLE_DEVICES=0,1). Overrides "

@@ -861,6 +861,7 @@ class Resolution {
     const OrderRule& other_rule = versions_.Order(acc ? OrderKind::kTfSingle : OrderKind::kAccDefaultDevice);
     const std::vector<std::string>& order = rule.order;
     const RowState* r = FirstAvailable(order);
+    const bool ta_env_fallback = versions_.Has(Feature::kTfTaTorchDeviceFallback);
     AutomaticChoiceHazards();
     const char* id = acc ? "T-ACC" : "T-TA";
     out_.add_explanation(absl::StrCat(id, " single-process order ", versions_.Cite(rule)));
@@ -873,15 +874,20 @@ class Resolution {
     }
     NeverPicked(order, acc ? absl::StrCat("Accelerator().device (Accelerate ", versions_.accelerate().ToString(), ")")
                            : absl::StrCat("TrainingArguments.device (Transformers ", versions_.transformers().ToString(), ")"),
-                std::string(rule.id), r == nullptr && !(!acc && torch_device_env_),
+                std::string(rule.id), r == nullptr && !(!acc && torch_device_env_ && ta_env_fallback),
                 acc ? "Accelerate has no branch for it; use TrainingArguments (Transformers >= 5.8 for tpu:0) or name "
                       "the device (<type>) yourself"
                     : "name the device (<type>) yourself");
     if (r == nullptr) {
-      if (!acc && torch_device_env_) {
+      if (!acc && torch_device_env_ && ta_env_fallback) {
         out_.add_explanation(absl::StrCat("T-TA no row of ", OrderText(order),
-                                          " is available: TrainingArguments falls back to ACCELERATE_TORCH_DEVICE"));
+                                          " is available: TrainingArguments falls back to ACCELERATE_TORCH_DEVICE (",
+                                          versions_.Cite(Feature::kTfTaTorchDeviceFallback), ")"));
         return AnswerVerbatim(*torch_device_env_);
+      }
+      if (!acc && torch_device_env_) {
+        out_.add_explanation(absl::StrCat("T-TA ACCELERATE_TORCH_DEVICE=", torch_device_env_->ToString(),
+                                          " is not read: ", versions_.Cite(Feature::kTfTaTorchDeviceFallback)));
       }
       AnswerCpu(absl::StrCat(id, " no row of ", OrderText(order), " is available: cpu"));
       return absl::OkStatus();
@@ -1052,6 +1058,12 @@ class Resolution {
   absl::Status IntDevice(int64_t n, const std::vector<std::string>& order, const char* rule) {
     const RowState* r = FirstAvailable(order);
     if (r == nullptr) {
+      if (convention_ == v1::CONVENTION_PIPELINE && !versions_.Has(Feature::kTfPipelineAccelDefault)) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "device_map (pipeline device): ", n, " unrecognized or not available: no row of ", OrderText(order),
+            " is available to this job, and the pipeline raises ValueError (", versions_.Cite(Feature::kTfPipelineAccelDefault),
+            "); pass device=-1 for cpu", Unavailable()));
+      }
       if (convention_ == v1::CONVENTION_PIPELINE) {
         AutomaticChoiceHazards();
         AnswerCpu(absl::StrCat(rule, " device=", n, " with no row of ", OrderText(order), " available: cpu"));
@@ -1239,7 +1251,8 @@ class Resolution {
       const std::string device = absl::StrCat(type, ":0");  // mps too: pipeline builds torch.device(f"mps:{device}")
       out_.add_explanation(absl::StrCat("I-PIPE device=None: accelerator index 0 of the first available of ",
                                         OrderText(kPipelineOrder), " (", versions_.Rule(Feature::kTfPipelineAccelDefault).id,
-                                        ", Transformers >= 4.42) -> ", device));
+                                        ", Transformers >= ", versions_.Rule(Feature::kTfPipelineAccelDefault).since.ToString(),
+                                        ") -> ", device));
       Answer(*r, device);
       Place(*r, 0)->set_device(device);
       return absl::OkStatus();

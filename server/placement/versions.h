@@ -19,7 +19,7 @@ struct Version {
   int major = 0;
   int minor = 0;
   int patch = 0;
-  std::string ToString() const;  // "1.15.0"
+  std::string ToString() const;  // "1.14.0"
   friend bool operator<(const Version& a, const Version& b) {
     if (a.major != b.major) return a.major < b.major;
     if (a.minor != b.minor) return a.minor < b.minor;
@@ -41,6 +41,7 @@ enum class Feature {
   kAccMultiCpuNeedsCpu,   // a multi-process launch without accelerator is MULTI_CPU only with cpu=True
   kTfUseCpu,              // TrainingArguments has use_cpu (before: no_cuda)
   kTfPipelineAccelDefault,  // pipeline(device=None) means accelerator index 0 (before: cpu)
+  kTfTaTorchDeviceFallback,  // single-process TrainingArguments falls back to ACCELERATE_TORCH_DEVICE (before: cpu)
   kTfV5,                  // v5: no_cuda / use_mps_device removed, Accelerate >= 1.1.0 required
   kTfNativeTpu,           // TrainingArguments selects tpu:0 when torch_tpu is available
   kTfDeviceMapCudaRank,   // from_pretrained(device_map="cuda") becomes cuda:<LOCAL_RANK or 0>
@@ -76,9 +77,9 @@ struct OrderRule {
 const std::vector<FeatureRule>& FeatureRules();
 const std::vector<OrderRule>& OrderRules();
 
-// Supported ranges, for messages and docs: Transformers 4.30.0 <= v < 6.0.0 (newest known: the
-// v5 line with torch_tpu, taken as 5.8.0), Accelerate 0.25.0 <= v < 1.16.0 (newest: 1.15.0, the
-// 1.15.0.dev0 HEAD read).
+// Supported ranges, for messages and docs: Transformers 4.30.0 <= v < 6.0.0 (newest release:
+// 5.15.0), Accelerate 0.25.0 <= v < 1.16.0 (newest release: 1.14.0; 1.15.x, the main branch's
+// 1.15.0.dev0, is accepted and follows 1.14.0's rules). The newest releases are the default.
 Version MinVersion(Library lib);
 Version NewestVersion(Library lib);
 std::string SupportedRange(Library lib);  // "0.25.0 up to 1.15.x"

@@ -40,7 +40,7 @@ TEST(VersionsOverTheWire, AccelerateReleaseChangesTheAnswerThroughTheLibrary) {
     absl::StatusOr<v1::ResolveDeviceResponse> newest = client->Resolve(job);
     ASSERT_TRUE(newest.ok()) << newest.status();
     EXPECT_EQ(newest->device(), "neuron");
-    EXPECT_EQ(newest->accelerate_version(), "1.15.0");
+    EXPECT_EQ(newest->accelerate_version(), "1.14.0");
     job.accelerate_version = "0.25.0";
     absl::StatusOr<v1::ResolveDeviceResponse> old = client->Resolve(job);
     ASSERT_TRUE(old.ok()) << old.status();
@@ -71,12 +71,14 @@ TEST(VersionsOverTheWire, CliFlagsExplainAndUsageErrors) {
   EXPECT_EQ(old.out, "cpu\n");
   EXPECT_THAT(old.err, HasSubstr("versions:   Transformers 4.57.0, Accelerate 0.25.0"));
   EXPECT_THAT(old.err, HasSubstr("V-ACC-DD-0.25"));
-  // TrainingArguments: v5 has neuron:0, the 4.x line falls through to cpu (V-TF-TA-4).
+  // TrainingArguments: neuron:0 joined the chain in 5.4 (V-TF-TA-5.4); before, it falls through to cpu.
   CommandResult ta = Cli(at + " resolve --workload=training --no_environment --transformers_version=4.46.3");
   EXPECT_EQ(ta.exit_code, 0) << ta.err;
   EXPECT_EQ(ta.out, "cpu\n");
-  CommandResult ta5 = Cli(at + " resolve --workload=training --no_environment --transformers_version=5.0.0");
+  CommandResult ta5 = Cli(at + " resolve --workload=training --no_environment --transformers_version=5.4.0");
   EXPECT_EQ(ta5.out, "neuron:0\n") << ta5.err;
+  CommandResult ta53 = Cli(at + " resolve --workload=training --no_environment --transformers_version=5.3.0");
+  EXPECT_EQ(ta53.out, "cpu\n") << ta53.err;
   CommandResult usage = Cli(base + " --accelerate_version=1.x");
   EXPECT_EQ(usage.exit_code, 2);
   EXPECT_EQ(usage.out, "");

@@ -4,6 +4,7 @@
 // rule that decided (explanation, warning or error).
 #include <functional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_join.h"
@@ -128,7 +129,7 @@ std::vector<Case> Cases() {
   c.push_back({.id = "V03_dd_npu_0_25_vs_newest", .host = npu_cuda, .request = Acc("0.25.0", Req::Train(ACC)),
                .device = "cuda", .accelerate_answered = "0.25.0"});
   c.push_back({.id = "V03_dd_npu_newest", .host = npu_cuda, .request = Req::Train(ACC), .device = "npu",
-               .words = {"accelerate_version empty: the newest devplace knows"}, .accelerate_answered = "1.15.0"});
+               .words = {"accelerate_version empty: the newest devplace knows"}, .accelerate_answered = "1.14.0"});
   const auto xpu1 = H({{v1::ROW_XPU, 1}});
   c.push_back({.id = "V04_xpu_0_34", .host = xpu1, .request = Acc("0.34.2", Req::Train(ACC)), .device = "xpu:0",
                .words = {"V-ACC-DD-0.34"}});
@@ -178,15 +179,53 @@ std::vector<Case> Cases() {
   c.push_back({.id = "V16_ta_hpu_4_46", .host = hpu8, .request = Tf("4.46.3", Req::Train(TA)), .device = "cpu",
                .words = {"V-TF-TA-4", "Intel Gaudi (hpu) is available, but TrainingArguments.device (Transformers 4.46.3)"}});
   c.push_back({.id = "V16_ta_hpu_5_0", .host = hpu8, .request = Tf("5.0.0", Req::Train(TA)), .device = "hpu:0",
-               .words = {"V-TF-TA-5"}});
+               .words = {"V-TF-TA-4.50"}});
   c.push_back({.id = "V17_ta_tpu_5_7", .host = tpu2, .request = Tf("5.7.0", Req::Train(TA)), .device = "cpu"});
   c.push_back({.id = "V17_ta_tpu_5_8", .host = tpu2, .request = Tf("5.8.0", Req::Train(TA)), .device = "tpu:0"});
   c.push_back({.id = "V18_use_cpu_4_31", .host = cuda2, .request = Tf("4.31.0", Req::Train(TA).UseCpu()), .device = "cpu",
                .words = {"V-TF-USE-CPU (Transformers 4.31.0 < 4.32.0", "no_cuda=True"}});
   c.push_back({.id = "V18_use_cpu_4_32", .host = cuda2, .request = Tf("4.32.0", Req::Train(TA).UseCpu()), .device = "cpu"});
-  c.push_back({.id = "V19_pipe_none_4_41", .host = cuda2, .request = Tf("4.41.2", Req::Pipe("")), .device = "cpu",
-               .words = {"V-TF-PIPE-DEFAULT (Transformers 4.41.2 < 4.42.0", "pass device=0 to use cuda:0"}});
-  c.push_back({.id = "V19_pipe_none_4_42", .host = cuda2, .request = Tf("4.42.0", Req::Pipe("")), .device = "cuda:0"});
+  // V19 moved with the executed code (docs/SEMANTICS.md section 10): 4.42's PR #31398 only warned;
+  // device=None became accelerator 0 in 4.46 (PR #34026).
+  c.push_back({.id = "V19_pipe_none_4_45", .host = cuda2, .request = Tf("4.45.2", Req::Pipe("")), .device = "cpu",
+               .words = {"V-TF-PIPE-DEFAULT (Transformers 4.45.2 < 4.46.0", "pass device=0 to use cuda:0"}});
+  c.push_back({.id = "V19_pipe_none_4_46", .host = cuda2, .request = Tf("4.46.0", Req::Pipe("")), .device = "cuda:0",
+               .words = {"V-TF-PIPE-DEFAULT, Transformers >= 4.46.0"}});
+  const auto cpu_only = H({});
+  c.push_back({.id = "V19_pipe_int_no_accel_4_45", .host = cpu_only, .request = Tf("4.45.0", Req::Pipe("0")),
+               .code = kPrecondition, .words = {"0 unrecognized or not available", "V-TF-PIPE-DEFAULT"}});
+  c.push_back({.id = "V19_pipe_int_no_accel_4_46", .host = cpu_only, .request = Tf("4.46.0", Req::Pipe("0")),
+               .device = "cpu"});
+  // V26: the single-process TrainingArguments chain, row by row (V-TF-TA-*), each type on both
+  // sides of the release that added it.
+  const auto npu2 = H({{v1::ROW_NPU, 2}});
+  const auto xpu2 = H({{v1::ROW_XPU, 2}});
+  const auto mlu2 = H({{v1::ROW_MLU, 2}});
+  const auto musa2 = H({{v1::ROW_MUSA, 2}});
+  for (const auto& [type, host, before, since, id] :
+       std::vector<std::tuple<std::string, std::function<v1::Inventory()>, std::string, std::string, std::string>>{
+           {"npu", npu2, "4.31.0", "4.32.0", "V-TF-TA-4.32"},
+           {"xpu", xpu2, "4.33.3", "4.34.0", "V-TF-TA-4.34"},
+           {"mlu", mlu2, "4.39.3", "4.40.0", "V-TF-TA-4.40"},
+           {"musa", musa2, "4.44.2", "4.45.0", "V-TF-TA-4.45"},
+           {"hpu", hpu8, "4.49.0", "4.50.0", "V-TF-TA-4.50"},
+           {"neuron", neuron2, "5.3.0", "5.4.0", "V-TF-TA-5.4"}}) {
+    c.push_back({.id = "V26_ta_" + type + "_before", .host = host, .request = Tf(before, Req::Train(TA)),
+                 .device = "cpu", .words = {"never picks it"}});
+    c.push_back({.id = "V26_ta_" + type + "_since", .host = host, .request = Tf(since, Req::Train(TA)),
+                 .device = type + ":0", .words = {id}});
+  }
+  // V27: with no accelerator in its chain, TrainingArguments reads ACCELERATE_TORCH_DEVICE from 4.43.
+  c.push_back({.id = "V27_ta_env_4_42", .host = neuron2,
+               .request = Tf("4.42.4", Req::Train(TA).Env("ACCELERATE_TORCH_DEVICE", "neuron:1")), .device = "cpu",
+               .words = {"is not read: V-TF-TA-ENV"}});
+  c.push_back({.id = "V27_ta_env_4_43", .host = neuron2,
+               .request = Tf("4.43.0", Req::Train(TA).Env("ACCELERATE_TORCH_DEVICE", "neuron:1")), .device = "neuron:1",
+               .words = {"falls back to ACCELERATE_TORCH_DEVICE"}});
+  // V28: the newest releases are the default, and the range reaches them.
+  c.push_back({.id = "V28_tf_newest_5_15", .host = cuda2, .request = Tf("5.15.0", Req::Train(TA)), .device = "cuda:0"});
+  c.push_back({.id = "V28_acc_newest_1_14", .host = cuda2, .request = Acc("1.14.0", Req::Train(ACC)), .device = "cuda",
+               .accelerate_answered = "1.14.0"});
   // ---- version strings -----------------------------------------------------------------------
   c.push_back({.id = "V20_v5_needs_acc_1_1", .host = cuda2, .request = Acc("1.0.1", Tf("5.0.0", Req::Train(TA))),
                .code = kInvalid, .words = {"accelerate_version", "Transformers 5 requires Accelerate >= 1.1.0"}});

@@ -17,12 +17,12 @@ ENVS = os.path.join(FIXTURES, "python_envs")
 # tree -> (its site-packages inside the tree, runtime_backends, transformers, accelerate, their sources)
 EXPECTED = {
     "cuda-venv": ("lib/python3.11/site-packages", ["cuda", "cpu"], "4.46.3", "0.25.0", "detected", "detected", "detected"),
-    "rocm-site": ("", ["rocm", "cpu"], "4.46.3", "1.15.0", "detected", "default", "detected"),
+    "rocm-site": ("", ["rocm", "cpu"], "4.46.3", "1.14.0", "detected", "default", "detected"),
     "xpu-conda": ("lib/python3.10/site-packages", ["xpu", "cpu"], "4.57.0", "1.10.0", "detected", "detected", "detected"),
     "cpu-site": ("", ["cpu"], "5.0.0", "1.2.0", "detected", "detected", "detected"),
     "npu-venv": ("lib/python3.9/site-packages", ["npu", "cpu"], "4.41.2", "1.0.0", "detected", "detected", "detected"),
     "gaudi-site": ("", ["hpu", "cpu"], "4.49.0", "1.5.0", "detected", "detected", "detected"),
-    "untagged-site": ("", [], "5.8.0", "1.15.0", "default", "default", "default"),
+    "untagged-site": ("", [], "5.15.0", "1.14.0", "default", "default", "default"),
 }
 
 
@@ -88,11 +88,11 @@ class JobEnvironment(unittest.TestCase):
         _, answer = self.python_resolve(os.path.join(ENVS, "untagged-site"))
         site = os.path.join(ENVS, "untagged-site")
         self.assertIn(f"transformers is not installed in importlib.metadata of {site}: CONVENTION_FROM_PRETRAINED is "
-                      "Transformers' API, so these cannot be the job's own rules; Transformers 5.8.0's were applied "
+                      "Transformers' API, so these cannot be the job's own rules; Transformers 5.15.0's were applied "
                       "(V-JOB)", answer.warnings)
         self.assertIn(f"accelerate is not installed in importlib.metadata of {site}: CONVENTION_FROM_PRETRAINED with a "
                       "device_map needs it (the job fails with ImportError), so these cannot be the job's own rules; "
-                      "Accelerate 1.15.0's were applied (V-JOB)", answer.warnings)
+                      "Accelerate 1.14.0's were applied (V-JOB)", answer.warnings)
         line = [e for e in answer.explanation if e.startswith("V-JOB ")][0]
         self.assertIn("torch 2.5.1, transformers not installed, accelerate not installed", line)
         self.assertIn("runtime_backends not told (torch 2.5.1 (no +cuXXX/+rocmX/+xpu/+cpu tag", line)

@@ -113,8 +113,8 @@ CASES = [
 # asked for, and for the other library the newest, or Transformers 4.57.0 (the last 4.x line) when
 # only an Accelerate below 1.1.0 is named.
 ECHOED_VERSIONS = {
-    "V16_4.46.3": ("4.46.3", "1.15.0"),
-    "V16_5.0.0": ("5.0.0", "1.15.0"),
+    "V16_4.46.3": ("4.46.3", "1.14.0"),
+    "V16_5.0.0": ("5.0.0", "1.14.0"),
     "V04_0.34.2": ("4.57.0", "0.34.2"),
     "V04_1.0.0": ("4.57.0", "1.0.0"),
     "V24_4.57.0": ("4.57.0", "1.15.0"),
@@ -204,7 +204,7 @@ class SemanticsOverTheWire(unittest.TestCase):
             self.assertIn("accelerate_version=1.0", raised.exception.message)
             newest = client.resolve("training", from_environment=False, transformers_version=None)
             self.assertEqual((newest.device, newest.transformers_version, newest.accelerate_version),
-                             ("hpu:0", "5.8.0", "1.15.0"))
+                             ("hpu:0", "5.15.0", "1.14.0"))
 
     def test_explicit_devices_name_their_rule_over_the_wire(self):
         """I-CUDA-RANK and G-PLUGIN reach both clients, `--explain` names the rule, and a job

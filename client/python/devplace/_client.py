@@ -477,10 +477,10 @@ class Resolution:
         package: the Python package the job needs for that row ("torch", "torch-npu", ...).
         inventory_revision: revision of the inventory the answer was computed from.
         transformers_version: the Transformers release whose rules were applied: the one asked
-            for; else the newest devplace knows ("5.8.0"), except that naming only an Accelerate
+            for; else the newest devplace knows ("5.15.0"), except that naming only an Accelerate
             below 1.1.0 applies Transformers 4.57.0 (the newest that runs with it).
         accelerate_version: the Accelerate release whose rules were applied (the one asked for,
-            else the newest devplace knows, "1.15.0").
+            else the newest devplace knows, "1.14.0").
         versions_from: where each came from and where the runtime backends came from:
             ``{"transformers": "detected", "accelerate": "given", "runtime_backends": "default"}``
             ("given": the request's field; "detected": the job's packages; "default": devplace's).

@@ -1,0 +1,416 @@
+#!/usr/bin/python3
+"""Executes Accelerate's and Transformers' own device-choosing code against simulated hardware.
+
+Run by run.py, one process per (release pair, simulated host): reads a JSON job on stdin
+({"accelerate": DIR, "transformers": DIR or null, "host": {...}, "cases": [...]}) and prints one
+JSON line per case with the device string the library chose, or the exception it raised.
+
+Nothing in the libraries is edited: their source trees are put on sys.path as checked out, and
+the hardware they see is simulated by patching torch at run time (torch.cuda.*, torch.backends.mps,
+torch.distributed) and by registering stand-in plug-in packages (torch_npu, torch_mlu, torch_musa,
+torch_sdaa, habana_frameworks.torch, intel_extension_for_pytorch, torch_neuronx) that attach a
+simulated `torch.<type>` module when imported, as the real plug-ins do. huggingface_hub,
+safetensors and tokenizers, which play no part in device choice, are replaced by stand-ins.
+"""
+import functools
+import importlib
+import importlib.abc
+import importlib.machinery
+import json
+import os
+import sys
+import tempfile
+import traceback
+import types
+
+JOB = json.load(sys.stdin)
+HOST = {}  # {"count": {"cuda": 2}, "packages": ["torch_npu"], "mps": false, "stock_xpu": false}
+COUNT = {}
+TORCH_VERSION = JOB.get("torch", "2.8.0")
+
+# ---------------------------------------------------------------- stand-in packages on disk
+SITE = tempfile.mkdtemp(prefix="fidelity-site-")
+PLUGINS = {  # package -> (device type it attaches, distribution name)
+    "torch_npu": ("npu", "torch_npu"),
+    "torch_mlu": ("mlu", "torch_mlu"),
+    "torch_musa": ("musa", "torch_musa"),
+    "torch_sdaa": ("sdaa", "torch_sdaa"),
+    "intel_extension_for_pytorch": ("xpu", "intel_extension_for_pytorch"),
+    "torch_neuronx": ("neuron", "torch_neuronx"),
+    "habana_frameworks": ("hpu", "habana_frameworks"),
+}
+
+
+def _dist_info(name, version):
+    d = os.path.join(SITE, f"{name}-{version}.dist-info")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "METADATA"), "w") as f:
+        f.write(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+
+
+_dist_info("torch", TORCH_VERSION)
+_dist_info("accelerate", JOB.get("accelerate_version", "1.0.0"))  # the checked-out tree, as if installed
+if JOB.get("transformers_version"):
+    _dist_info("transformers", JOB["transformers_version"])
+
+
+def _install_plugins(packages):
+    """Leaves exactly `packages` of the stand-in plug-ins installed in SITE."""
+    import shutil
+    for pkg, (dtype, dist) in PLUGINS.items():
+        for path in [os.path.join(SITE, pkg)] + [os.path.join(SITE, d) for d in os.listdir(SITE)
+                                                 if d.startswith(dist + "-") and d.endswith(".dist-info")]:
+            shutil.rmtree(path, ignore_errors=True)
+        for name in [m for m in sys.modules if m == pkg or m.startswith(pkg + ".")]:
+            del sys.modules[name]
+    for pkg in packages:
+        dtype, dist = PLUGINS[pkg]
+        root = os.path.join(SITE, pkg)
+        os.makedirs(root, exist_ok=True)
+        if pkg == "habana_frameworks":
+            open(os.path.join(root, "__init__.py"), "w").close()
+            for sub in ("torch", "torch/distributed", "torch/utils"):
+                os.makedirs(os.path.join(root, sub), exist_ok=True)
+            with open(os.path.join(root, "torch", "__init__.py"), "w") as f:
+                f.write("import _fidelity_hw\n_fidelity_hw.attach('hpu')\n")
+            open(os.path.join(root, "torch", "distributed", "__init__.py"), "w").close()
+            open(os.path.join(root, "torch", "distributed", "hccl.py"), "w").close()
+            open(os.path.join(root, "torch", "utils", "__init__.py"), "w").close()
+            with open(os.path.join(root, "torch", "utils", "experimental.py"), "w") as f:
+                f.write("class synDeviceType:\n    synDeviceGaudi = 1\n    synDeviceGaudi2 = 2\n"
+                        "def _get_device_type():\n    return synDeviceType.synDeviceGaudi2\n")
+        else:
+            with open(os.path.join(root, "__init__.py"), "w") as f:
+                f.write(f"import _fidelity_hw\n_fidelity_hw.attach({dtype!r})\n__version__ = {TORCH_VERSION!r}\n")
+        # IPEX must match torch's major.minor; the others only need to be installed.
+        _dist_info(dist, TORCH_VERSION if pkg == "intel_extension_for_pytorch" else "2.1.0")
+    importlib.invalidate_caches()
+
+
+sys.path.insert(0, SITE)
+
+
+class _Stub(types.ModuleType):
+    """A module, a function (a decorator returns what it decorates) and a namespace of stand-ins at once."""
+
+    def __init__(self, name):
+        super().__init__(name)
+        self.__path__ = []
+        self.__version__ = JOB.get("hub_version", "0.30.0") if name == "huggingface_hub" else "0.21.0"
+
+    def __call__(self, *a, **k):
+        if len(a) == 1 and callable(a[0]) and not k:
+            return a[0]  # used as a decorator
+        return self  # a decorator factory, or a value nobody here looks at
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        if attr.isupper() or attr.startswith("_") and attr[1:].isupper():
+            value = os.path.join(SITE, "hf-" + attr.lower())
+        elif attr[:1].isupper():
+            value = type(attr, (Exception,), {"__init__": lambda self, *a, **k: None})
+        else:
+            value = sys.modules.setdefault(f"{self.__name__}.{attr}", _Stub(f"{self.__name__}.{attr}"))
+        setattr(self, attr, value)
+        return value
+
+
+class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """huggingface_hub, safetensors, tokenizers: any name imported from them is a harmless stand-in."""
+
+    ROOTS = ("huggingface_hub", "safetensors", "tokenizers", "httpx")
+
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in self.ROOTS:
+            return importlib.machinery.ModuleSpec(name, self, is_package=True)
+        return None
+
+    def create_module(self, spec):
+        return _Stub(spec.name)
+
+    def exec_module(self, module):
+        pass
+
+
+sys.meta_path.insert(0, _StubFinder())
+for root in _StubFinder.ROOTS:
+    _dist_info(root.replace("_", "-"), JOB.get("hub_version", "0.30.0") if root == "huggingface_hub" else "0.21.0")
+
+# ---------------------------------------------------------------- simulated torch hardware
+import torch  # noqa: E402  (the real one, Debian's python3-torch)
+import torch.distributed  # noqa: E402
+
+torch.__version__ = TORCH_VERSION
+
+# Names newer libraries import from a newer torch, none of them used to choose a device.
+# Debian's torch 1.13 on Python 3.11: torch.distributed._shard declares a dataclass field whose
+# default is a dataclass instance, which Python 3.11 refuses; give such fields a default_factory.
+import copy  # noqa: E402
+import dataclasses  # noqa: E402
+
+_get_field = dataclasses._get_field
+
+
+def _lenient_get_field(cls, a_name, *rest):
+    try:
+        return _get_field(cls, a_name, *rest)
+    except ValueError:
+        default = cls.__dict__.get(a_name)
+        setattr(cls, a_name, dataclasses.field(default_factory=lambda d=default: copy.copy(d)))
+        return _get_field(cls, a_name, *rest)
+
+
+dataclasses._get_field = _lenient_get_field
+try:
+    import torch.distributed.fsdp  # noqa: E402,F401
+finally:
+    dataclasses._get_field = _get_field
+
+import torch.amp  # noqa: E402
+if not hasattr(torch.amp, "GradScaler"):
+    torch.amp.GradScaler = torch.cuda.amp.GradScaler
+import torch.optim.lr_scheduler  # noqa: E402
+import torch.utils._pytree  # noqa: E402
+if not hasattr(torch.optim.lr_scheduler, "LRScheduler"):
+    torch.optim.lr_scheduler.LRScheduler = torch.optim.lr_scheduler._LRScheduler
+for _mod, _attr in ((torch.utils._pytree, "register_pytree_node"),):
+    if not hasattr(_mod, _attr):
+        setattr(_mod, _attr, lambda *a, **k: None)
+for _dtype in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu", "uint16",
+               "uint32", "uint64", "float4_e2m1fn_x2"):
+    if not hasattr(torch, _dtype):
+        setattr(torch, _dtype, torch.float16)  # dtype tables built at import; never used to choose a device
+for _name in ("compiler",):
+    if not hasattr(torch, _name):
+        setattr(torch, _name, sys.modules.setdefault(f"torch.{_name}", _Stub(f"torch.{_name}")))
+if not hasattr(torch, "compile"):
+    torch.compile = lambda model=None, **k: model if model is not None else (lambda f: f)
+import torch.cpu  # noqa: E402
+if not hasattr(torch.cpu, "device_count"):
+    torch.cpu.device_count = lambda: 1
+if not hasattr(torch.cpu, "set_device"):
+    torch.cpu.set_device = lambda *a, **k: None
+_no_grad = torch.no_grad
+torch.no_grad = lambda func=None: _no_grad()(func) if callable(func) else _no_grad()  # bare @torch.no_grad (torch 2)
+_tensor = torch.tensor
+torch.tensor = lambda *a, device=None, **k: _tensor(*a, **k)  # "initialise" a simulated device
+
+
+class _TorchStubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Last on sys.meta_path: a torch submodule this torch lacks (torch.distributed.tensor...) is a stand-in."""
+
+    def find_spec(self, name, path=None, target=None):
+        return importlib.machinery.ModuleSpec(name, self, is_package=True) if name.startswith("torch.") else None
+
+    create_module = _StubFinder.create_module
+
+    def exec_module(self, module):
+        pass
+
+
+sys.meta_path.append(_TorchStubFinder())
+
+
+class FakeDevice:
+    """torch.device for every type, including the plug-ins' (c10 in torch 1.13 knows few)."""
+
+    def __init__(self, type, index=None):
+        if isinstance(type, FakeDevice):
+            type, index = type.type, type.index
+        elif isinstance(type, int):
+            type, index = "cuda", type
+        elif ":" in type:
+            if index is not None:
+                raise RuntimeError(f"type (string) must not include an index because index was passed explicitly: {type}")
+            type, idx = type.split(":", 1)
+            index = int(idx)
+        self.type, self.index = type, index
+
+    def __str__(self):
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+    __repr__ = lambda self: f"device(type='{self.type}'" + ("" if self.index is None else f", index={self.index}") + ")"
+
+    def __eq__(self, other):
+        return isinstance(other, FakeDevice) and (self.type, self.index) == (other.type, other.index)
+
+    def __hash__(self):
+        return hash((self.type, self.index))
+
+
+MEMORY_ASKED = []  # device types whose memory get_max_memory read, in order
+
+
+class FakeAccelerator(types.ModuleType):
+    def __init__(self, dtype):
+        super().__init__(f"torch.{dtype}")
+        self.dtype = dtype
+        self.current = 0
+
+    def is_available(self):
+        return COUNT.get(self.dtype, 0) > 0
+
+    def device_count(self):
+        return COUNT.get(self.dtype, 0)
+
+    def current_device(self):
+        return self.current
+
+    def set_device(self, d):
+        idx = d if isinstance(d, int) else (FakeDevice(d).index or 0) if not isinstance(d, FakeDevice) else (d.index or 0)
+        if idx >= self.device_count():
+            raise RuntimeError(f"simulated {self.dtype}: invalid device ordinal {idx}")
+        self.current = idx
+
+    def mem_get_info(self, i=0):
+        MEMORY_ASKED.append(self.dtype)
+        return (60 << 30, 64 << 30)
+
+    def max_memory_allocated(self, i=0):
+        MEMORY_ASKED.append(self.dtype)
+        return 0
+
+    def is_bf16_supported(self, *a, **k):
+        return True
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return lambda *a, **k: None
+
+
+def attach(dtype):
+    if not hasattr(torch, dtype) or not isinstance(getattr(torch, dtype), FakeAccelerator):
+        setattr(torch, dtype, FakeAccelerator(dtype))
+        sys.modules[f"torch.{dtype}"] = getattr(torch, dtype)
+
+
+_hw = types.ModuleType("_fidelity_hw")
+_hw.attach = attach
+sys.modules["_fidelity_hw"] = _hw
+
+torch.device = FakeDevice
+_cuda = FakeAccelerator("cuda")
+for name in ("is_available", "device_count", "current_device", "set_device", "mem_get_info", "is_bf16_supported"):
+    setattr(torch.cuda, name, getattr(_cuda, name))
+torch.cuda.get_device_name = lambda *a, **k: "simulated"
+torch.backends.mps.is_available = lambda: bool(HOST.get("mps"))
+torch.backends.mps.is_built = lambda: bool(HOST.get("mps"))
+
+
+def set_host(host):
+    """The simulated host: device counts, MPS, stock torch.xpu, installed plug-ins."""
+    HOST.clear()
+    HOST.update(host)
+    COUNT.clear()
+    COUNT.update(host.get("count", {}))
+    for dtype in ("npu", "mlu", "musa", "sdaa", "xpu", "hpu", "neuron"):
+        if isinstance(getattr(torch, dtype, None), FakeAccelerator):
+            delattr(torch, dtype)
+            sys.modules.pop(f"torch.{dtype}", None)
+    _install_plugins(host.get("packages", []))
+    # torch >= 2.5 imports installed device plug-ins itself (its "torch.backends" entry points), so
+    # torch.<type> exists before any library asks, as it would in the job.
+    for pkg in host.get("packages", []):
+        importlib.import_module("habana_frameworks.torch" if pkg == "habana_frameworks" else pkg)
+    if host.get("stock_xpu"):
+        attach("xpu")  # torch >= 2.4 ships torch.xpu itself
+
+_dist = {"init": False}
+
+
+def _init_process_group(*a, **k):
+    _dist["init"] = True
+    _dist["backend"] = k.get("backend", a[0] if a else None)
+
+
+torch.distributed.init_process_group = _init_process_group
+torch.distributed.is_initialized = lambda: _dist["init"]
+torch.distributed.get_rank = lambda *a, **k: int(os.environ.get("RANK", 0))
+torch.distributed.get_world_size = lambda *a, **k: int(os.environ.get("WORLD_SIZE", 1))
+torch.distributed.barrier = lambda *a, **k: None
+torch.distributed.destroy_process_group = lambda *a, **k: _dist.update(init=False)
+torch.distributed.distributed_c10d.is_xccl_available = lambda: True
+if not hasattr(torch.distributed, "is_xccl_available"):
+    torch.distributed.is_xccl_available = lambda: True
+
+# ---------------------------------------------------------------- the libraries, as checked out
+sys.path.insert(0, os.path.join(JOB["accelerate"], "src"))
+if JOB.get("transformers"):
+    sys.path.insert(0, os.path.join(JOB["transformers"], "src"))
+    # The install-time pins (tokenizers, huggingface_hub) do not concern device choice.
+    _dvc = types.ModuleType("transformers.dependency_versions_check")
+    _dvc.dep_version_check = lambda *a, **k: None
+    sys.modules["transformers.dependency_versions_check"] = _dvc
+
+# Some releases read what is installed once, when imported (Transformers 4.3x: Intel Extension for
+# PyTorch), and Accelerate imports Transformers: the first host is in place before either is imported.
+set_host(JOB["cases"][0]["host"])
+import accelerate  # noqa: E402
+import accelerate.state  # noqa: E402
+import accelerate.utils.imports  # noqa: E402
+
+PLACEMENT_ENV = ("LOCAL_RANK", "RANK", "WORLD_SIZE", "ACCELERATE_USE_CPU", "ACCELERATE_TORCH_DEVICE", "MASTER_ADDR",
+                 "MASTER_PORT", "CUDA_VISIBLE_DEVICES")
+
+
+def _clear_caches():
+    mods = [accelerate.utils.imports]
+    if "transformers.utils.import_utils" in sys.modules:
+        mods.append(sys.modules["transformers.utils.import_utils"])
+    for m in mods:
+        for v in vars(m).values():
+            if isinstance(v, functools._lru_cache_wrapper):
+                v.cache_clear()
+    state = accelerate.state
+    if hasattr(state, "AcceleratorState"):
+        state.AcceleratorState._reset_state(True) if "reset_partial_state" in state.AcceleratorState._reset_state.__code__.co_varnames else state.AcceleratorState._reset_state()
+    if hasattr(state, "PartialState") and hasattr(state.PartialState, "_reset_state"):
+        state.PartialState._reset_state()
+    _dist["init"] = False
+    for acc in [getattr(torch, t) for t in ("npu", "mlu", "musa", "sdaa", "xpu", "hpu", "neuron") if hasattr(torch, t)]:
+        if isinstance(acc, FakeAccelerator):
+            acc.current = 0
+
+
+def run_case(case):
+    for k in PLACEMENT_ENV:
+        os.environ.pop(k, None)
+    env = dict(case.get("env", {}))
+    if case.get("local_rank") is not None:
+        env.update(LOCAL_RANK=str(case["local_rank"]), RANK=str(case["local_rank"]),
+                   WORLD_SIZE=str(case.get("world_size", 2)), MASTER_ADDR="127.0.0.1", MASTER_PORT="29500")
+    os.environ.update(env)
+    _clear_caches()
+    conv = case["convention"]
+    if conv == "accelerate":
+        ps = accelerate.state.PartialState(cpu=bool(case.get("use_cpu")))
+        return str(ps.device)
+    if conv == "max_memory":
+        from accelerate.utils import get_max_memory
+        del MEMORY_ASKED[:]
+        keys = list(get_max_memory().keys())
+        return f"{MEMORY_ASKED[0]}:0" if MEMORY_ASKED else ("mps" if "mps" in keys else "cpu")
+    if conv == "training_arguments":
+        import transformers
+        kw = {"output_dir": tempfile.mkdtemp(prefix="fidelity-out-"), "report_to": []}
+        if case.get("use_cpu"):
+            kw["use_cpu" if "use_cpu" in transformers.TrainingArguments.__dataclass_fields__ else "no_cuda"] = True
+        args = transformers.TrainingArguments(**kw)
+        return str(args.device)
+    raise ValueError(conv)
+
+
+_host_id = JOB["cases"][0]["host"]["id"]
+for case in JOB["cases"]:
+    if case["host"]["id"] != _host_id:
+        _host_id = case["host"]["id"]
+        set_host(case["host"])
+    try:
+        out = {"device": run_case(case)}
+    except BaseException as e:  # the job's start-up error is an answer too
+        out = {"error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]}
+        if os.environ.get("FIDELITY_TRACE"):
+            traceback.print_exc()
+    print(json.dumps({"id": case["id"], **out}), flush=True)
