@@ -117,8 +117,8 @@ ECHOED_VERSIONS = {
     "V16_5.0.0": ("5.0.0", "1.14.0"),
     "V04_0.34.2": ("4.57.0", "0.34.2"),
     "V04_1.0.0": ("4.57.0", "1.0.0"),
-    "V24_4.57.0": ("4.57.0", "1.15.0"),
-    "V24_5.0.0": ("5.0.0", "1.15.0"),
+    "V24_4.57.0": ("4.57.0", "1.14.0"),
+    "V24_5.0.0": ("5.0.0", "1.14.0"),
 }
 
 
@@ -216,7 +216,7 @@ class SemanticsOverTheWire(unittest.TestCase):
         self.assertEqual(explained.returncode, 0, explained.stderr)
         self.assertEqual(explained.stdout.strip(), "cuda:1")
         self.assertIn('I-CUDA-RANK device_map "cuda" -> cuda:1 (LOCAL_RANK = 1)', explained.stderr)
-        self.assertIn("V-TF-CUDA-RANK (Transformers 5.8.0 >= 5.0.0", explained.stderr)
+        self.assertIn("V-TF-CUDA-RANK (Transformers 5.15.0 >= 5.0.0", explained.stderr)
         not_told = cli([f"--address={self.daemons['npu-2x-910b'].unix_target}", "resolve", "--workload=inference",
                         "--device_map=npu:0", "--no_environment", "--explain"])
         self.assertEqual(not_told.returncode, 0, not_told.stderr)
