@@ -44,26 +44,35 @@ namespace devplace::cli {
 
 const char* g_command = "";
 
-int UsageError(absl::string_view command, absl::string_view message) {
-  if (command.empty()) {
-    std::fprintf(stderr, "devplace: %s (see devplace --help)\n", std::string(message).c_str());
-  } else {
-    std::fprintf(stderr, "devplace: %s: %s (see devplace %s --help)\n", std::string(command).c_str(),
-                 std::string(message).c_str(), std::string(command).c_str());
-  }
-  return kExitUsage;
-}
+namespace {
 
-int Fail(const absl::Status& status) {
-  // One line, printable, bounded: messages may quote file contents or long inputs.
-  std::string message(status.message());
+// One line, printable, bounded: messages may quote file contents or long inputs.
+std::string OneLine(absl::string_view text) {
+  std::string message(text);
   for (char& c : message) {
     if (c == '\n' || c == '\r' || c == '\t') c = ' ';
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
   }
   if (message.size() > 1000) message = message.substr(0, 1000) + "... (truncated)";
+  return message;
+}
+
+}  // namespace
+
+int UsageError(absl::string_view command, absl::string_view message) {
+  const std::string line = OneLine(message);
+  if (command.empty()) {
+    std::fprintf(stderr, "devplace: %s (see devplace --help)\n", line.c_str());
+  } else {
+    std::fprintf(stderr, "devplace: %s: %s (see devplace %s --help)\n", std::string(command).c_str(), line.c_str(),
+                 std::string(command).c_str());
+  }
+  return kExitUsage;
+}
+
+int Fail(const absl::Status& status) {
   std::fprintf(stderr, "devplace: %s: %s: %s\n", g_command, absl::StatusCodeToString(status.code()).c_str(),
-               message.c_str());
+               OneLine(status.message()).c_str());
   return kExitError;
 }
 

@@ -61,7 +61,9 @@ absl::StatusOr<v1::Inventory> ReadInventory(const std::string& path) {
 
 int WithInventoryFile(const std::string& path, absl::FunctionRef<int(const v1::Inventory&)> body) {
   absl::StatusOr<v1::Inventory> inv = ReadInventory(path);
-  if (!inv.ok()) return Fail(inv.status());
+  // A file that cannot be read or is not an inventory is the caller's input: a usage error (exit
+  // 2) naming --inventory and the OS error, as every other file flag has it.
+  if (!inv.ok()) return UsageError(g_command, inv.status().message());
   return body(*inv);
 }
 

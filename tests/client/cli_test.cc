@@ -142,9 +142,11 @@ TEST_F(CliTest, ResolveErrorsExitOneWithTheCode) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, StartsWith("devplace: resolve: INVALID_ARGUMENT: "));
 
+  // A file that cannot be read is a usage error (exit 2) naming the flag and the OS error.
   r = Run("resolve --inventory=" + tmp_.path() + "/missing.json --workload=inference");
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err, StartsWith("devplace: resolve: NOT_FOUND: "));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, StartsWith("devplace: resolve: --inventory=" + tmp_.path() +
+                                "/missing.json: cannot read: No such file or directory"));
 }
 
 TEST_F(CliTest, UsageErrorsExitTwo) {

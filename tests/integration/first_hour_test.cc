@@ -214,7 +214,7 @@ TEST(FirstHour, UnreadableFilesNameTheOsErrorAndRelativeDeviceNodesAreUsageError
   for (const std::string command : {"resolve --workload=training", "labels", "slurm gres"}) {
     SCOPED_TRACE(command);
     const CommandResult r = Cli(command + " --inventory=" + missing);
-    EXPECT_EQ(r.exit_code, 1) << r.err;  // as tests/client/cli_test.cc has it: NOT_FOUND, an error of the work
+    EXPECT_EQ(r.exit_code, 2) << r.err;  // a usage error, as for every file flag
     EXPECT_THAT(r.err, HasSubstr("--inventory=" + missing + ": cannot read: No such file or directory"));
     EXPECT_EQ(Lines(r.err), 1);
   }

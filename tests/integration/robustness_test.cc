@@ -183,7 +183,7 @@ TEST(Robustness, ResolveAgainstAFileThatIsNotAnInventoryIsRefusedOnOneLine) {
     const std::string file = dir.Write("inv", content);
     const CommandResult r =
         RunCommand(absl::StrCat(DEVPLACE_CLI_BINARY, " resolve --workload=training --inventory=", file));
-    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_EQ(r.exit_code, 2) << r.err;  // the caller's input: a usage error
     EXPECT_THAT(r.err, HasSubstr(words));
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   }
