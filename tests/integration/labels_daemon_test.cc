@@ -119,7 +119,7 @@ TEST(LabelsCli, OfflineFromEverySavedFixtureInventoryPrintsTheGolden) {
   EXPECT_THAT(json.out, StartsWith("{\n  \"devplace.feature.node.kubernetes.io/"));
   EXPECT_THAT(json.out, HasSubstr("\"devplace.feature.node.kubernetes.io/cuda-nvidia.count\": \"2\""));
   const CommandResult missing = RunCommand(absl::StrCat(DEVPLACE_CLI_BINARY, " labels --inventory=", kRoot, "/nope.json"));
-  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_EQ(missing.exit_code, 2);  // a file flag that cannot be read: a usage error
   EXPECT_THAT(missing.err, HasSubstr("--inventory="));
 }
 
