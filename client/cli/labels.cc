@@ -51,7 +51,7 @@ Command LabelsCommand() {
           "devplace labels [--inventory=FILE]",
           "Prints the node labels devplaced writes to --nfd_features_file (namespace\n"
           "devplace.feature.node.kubernetes.io), one key=value line each, sorted; --json prints one JSON\n"
-          "object instead. From the daemon's inventory, or offline from --inventory=FILE. README.md\n"
+          "object instead. From the daemon's inventory, or offline from --inventory=FILE. docs/OPERATOR.md\n"
           "(\"Node labels\") lists the keys and the rules for unknown and heterogeneous values.",
           {"inventory"}, &RunLabels};
 }

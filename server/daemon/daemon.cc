@@ -25,7 +25,6 @@
 #include "grpc/health/v1/health.pb.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/resource_quota.h"
-#include "server/common/address.h"
 #include "server/common/version.h"
 #include "server/logging/logging.h"
 #include "server/service/grpc_log.h"
