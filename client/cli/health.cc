@@ -5,6 +5,7 @@
 #include "absl/status/statusor.h"
 #include "client/cli/cli.h"
 #include "client/cli/connect_flags.h"
+#include "client/cli/output.h"
 #include "devplace/client.h"
 
 namespace devplace::cli {
@@ -16,7 +17,7 @@ int RunHealth() {
     if (!serving.ok()) return Fail(serving.status());
     const char* word = *serving ? "SERVING" : "NOT_SERVING";
     if (absl::GetFlag(FLAGS_json)) {
-      std::printf("{\n  \"status\": \"%s\"\n}\n", word);
+      if (const int printed = PrintJsonObject({{"status", word}}); printed != 0) return printed;
     } else {
       std::printf("%s\n", word);
     }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -15,6 +16,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "client/cli/cli.h"
+#include "google/protobuf/struct.pb.h"
 #include "server/common/json.h"
 #include "server/placement/backends.h"
 
@@ -107,6 +109,21 @@ int PrintJson(const google::protobuf::Message& message) {
   absl::StatusOr<std::string> json = devplace::ToJson(message);
   if (!json.ok()) return Fail(json.status());
   std::printf("%s\n", TwoSpaceIndent(*json).c_str());
+  std::fflush(stdout);
+  return 0;
+}
+
+int PrintJsonObject(const std::vector<std::pair<std::string, std::string>>& fields) {
+  google::protobuf::Struct object;
+  for (const auto& [key, value] : fields) (*object.mutable_fields())[key].set_string_value(value);
+  return PrintJson(object);
+}
+
+int PrintKeyValues(const std::vector<std::pair<std::string, std::string>>& pairs) {
+  if (absl::GetFlag(FLAGS_json)) return PrintJsonObject(pairs);
+  std::string out;
+  for (const auto& [key, value] : pairs) absl::StrAppend(&out, key, "=", value, "\n");
+  std::fputs(out.c_str(), stdout);
   std::fflush(stdout);
   return 0;
 }

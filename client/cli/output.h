@@ -1,11 +1,12 @@
 // The devplace CLI's shared output on stdout: text tables, sizes, timestamps, enum and row names,
-// the --json printer, and the inventory view that `inventory`, `refresh` and `probe` all print.
+// the --json printers (messages, string objects, key=value lists), and the inventory view that `inventory`, `refresh` and `probe` all print.
 // Error lines on stderr are cli.h's UsageError() and Fail().
 #ifndef DEVPLACE_CLIENT_CLI_OUTPUT_H_
 #define DEVPLACE_CLIENT_CLI_OUTPUT_H_
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -36,6 +37,14 @@ std::string RowName(v1::Row row);
 // fields included, maps sorted) indented by two spaces, then a newline, on stdout, flushed. Returns 0, or
 // Fail()'s status after its error line when the message cannot be converted.
 int PrintJson(const google::protobuf::Message& message);
+
+// Prints `fields` as one JSON object of strings (a google.protobuf.Struct through PrintJson: keys
+// sorted, two-space indent; `{}` when empty). Returns PrintJson()'s status.
+int PrintJsonObject(const std::vector<std::pair<std::string, std::string>>& fields);
+
+// Prints `pairs`: with --json as PrintJsonObject(), else one KEY=VALUE line each, in their order.
+// Returns PrintJson()'s status, or 0.
+int PrintKeyValues(const std::vector<std::pair<std::string, std::string>>& pairs);
 
 // Prints an inventory: with --json as PrintJson(), else the host/CPU/memory/revision/torch lines,
 // then the tables of backends, devices, partitions, runtime orders and probe reports (the last
