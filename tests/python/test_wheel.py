@@ -18,7 +18,7 @@ PACKAGE_FILES = ["devplace/__init__.py", "devplace/_client.py", "devplace/_envir
                  "devplace/_placement_env.py", "devplace/_target.py", "devplace/errors.py", "devplace/py.typed",
                  "devplace/v1/__init__.py", "devplace/v1/devplace_pb2.py", "devplace/v1/devplace_pb2_grpc.py"]
 # The client's tests that need only the package, the daemon and the CLI (not cmake --install).
-VENV_TESTS = ["test_rpcs", "test_errors", "test_environment", "test_semantics"]
+VENV_TESTS = ["test_api", "test_rpcs", "test_errors", "test_environment", "test_semantics"]
 
 
 def project_version():
