@@ -24,9 +24,11 @@ class Install(unittest.TestCase):
             self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
             site = os.path.join(prefix, "lib", f"python{MINOR}", "dist-packages")
             installed = files_under(os.path.join(site, "devplace"))
-            self.assertEqual(installed, ["__init__.py", "_client.py", "_environment.py", "_placement_env.py",
-                                         "_target.py", "errors.py", "py.typed", "v1/__init__.py",
-                                         "v1/devplace_pb2.py", "v1/devplace_pb2_grpc.py"])
+            self.assertEqual(installed, ["__init__.py", "_client.py", "_connect_diagnosis.py", "_device_metadata.py",
+                                         "_grpc_connection.py", "_placement_env.py", "_python_environment.py",
+                                         "_resolution.py", "_resolve_options.py", "_target.py", "errors.py",
+                                         "py.typed", "v1/__init__.py", "v1/devplace_pb2.py",
+                                         "v1/devplace_pb2_grpc.py"])
             self.assertTrue(os.path.isfile(os.path.join(prefix, "share", "doc", "devplace", "examples",
                                                         "pod_entrypoint.py")))
             with Daemon(fixture("cpu-only")) as daemon:

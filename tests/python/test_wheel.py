@@ -14,11 +14,15 @@ from devplace_testing import BINARY_DIR, HERE, SOURCE_DIR, TempDir, clean_env, r
 
 DEBIAN_PYTHON = "/usr/bin/python3"
 DIST = os.path.join(BINARY_DIR, "client", "python", "dist")
-PACKAGE_FILES = ["devplace/__init__.py", "devplace/_client.py", "devplace/_environment.py",
-                 "devplace/_placement_env.py", "devplace/_target.py", "devplace/errors.py", "devplace/py.typed",
-                 "devplace/v1/__init__.py", "devplace/v1/devplace_pb2.py", "devplace/v1/devplace_pb2_grpc.py"]
+PACKAGE_FILES = ["devplace/__init__.py", "devplace/_client.py", "devplace/_connect_diagnosis.py",
+                 "devplace/_device_metadata.py", "devplace/_grpc_connection.py", "devplace/_placement_env.py",
+                 "devplace/_python_environment.py", "devplace/_resolution.py", "devplace/_resolve_options.py",
+                 "devplace/_target.py", "devplace/errors.py", "devplace/py.typed", "devplace/v1/__init__.py",
+                 "devplace/v1/devplace_pb2.py", "devplace/v1/devplace_pb2_grpc.py"]
+# What the build writes into the package (protoc, devplace_py_gen); every other file comes from the source tree.
+GENERATED_FILES = ["devplace/_placement_env.py", "devplace/v1/devplace_pb2.py", "devplace/v1/devplace_pb2_grpc.py"]
 # The client's tests that need only the package, the daemon and the CLI (not cmake --install).
-VENV_TESTS = ["test_rpcs", "test_errors", "test_environment", "test_semantics"]
+VENV_TESTS = ["test_api", "test_rpcs", "test_errors", "test_environment", "test_semantics"]
 
 
 def project_version():
@@ -53,6 +57,15 @@ class Wheel(unittest.TestCase):
         installed = run(pip + [self.wheel], env=venv_env(), timeout=180)
         self.assertEqual(installed.returncode, 0, installed.stdout + installed.stderr)
         return venv, python
+
+    def test_package_files_are_the_source_trees_and_the_generated(self):
+        # A module added to client/python/devplace but not to client/python/CMakeLists.txt's `sources`
+        # would be missing from the build tree, the wheel and the install: this list names them all.
+        package = os.path.join(SOURCE_DIR, "client", "python")
+        written = sorted(os.path.relpath(os.path.join(d, f), package)
+                         for d, dirs, fs in os.walk(os.path.join(package, "devplace"))
+                         for f in fs if "__pycache__" not in d and not f.endswith(".pyc"))
+        self.assertEqual(sorted(written + GENERATED_FILES), PACKAGE_FILES)
 
     def test_wheel_holds_the_stubs_version_and_dependencies(self):
         self.assertEqual(sorted(os.listdir(DIST)), sorted([os.path.basename(self.wheel), os.path.basename(self.sdist)]))

@@ -1,0 +1,193 @@
+"""Why a daemon did not answer: the Python peer of libdevplace's client/connect_diagnosis.cc. After
+gRPC reports UNAVAILABLE (its text says "Socket closed" for most TLS mistakes), the target is dialled
+once more with the standard library's socket and ssl to name the cause and the setting that fixes
+it: devplaced not running (no socket, a stale socket, connection refused), plaintext sent to a TLS
+listener, TLS sent to a plaintext one, a daemon certificate from an unknown CA or without the dialled
+name, a required client certificate missing, or a client certificate the daemon refused.
+:func:`diagnose_unreachable` is what _grpc_connection.py calls (tests/python/test_tls.py and
+test_errors.py check its sentences).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+import ssl
+from typing import Dict, Optional, Tuple
+
+_START_HINT = ("devplaced is probably not running: start it with `sudo systemctl start devplaced` (the package's "
+              "unit) or run `devplaced`")
+_CERT_FIX = ("pass --tls_cert and --tls_key (DEVPLACE_TLS_CERT, DEVPLACE_TLS_KEY; TlsOptions cert/key): a client "
+             "certificate issued by the CA in the daemon's --tls_client_ca")
+# HTTP/2's client preface and an empty SETTINGS frame: a gRPC server answers with its SETTINGS.
+_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
+def _unix(path: str) -> str:
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        return f"no socket at {path}: {_START_HINT}"
+    except OSError:
+        return ""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(path)
+    except ConnectionRefusedError:
+        return f"{path} is a socket nobody accepts on (left behind by a devplaced that stopped): {_START_HINT}"
+    except OSError:
+        return ""
+    finally:
+        s.close()
+    return ""
+
+
+def _split(target: str) -> Optional[Tuple[str, str]]:
+    for prefix in ("dns:///", "dns:", "ipv4:", "ipv6:"):
+        if target.startswith(prefix):
+            target = target[len(prefix):]
+            break
+    host, sep, port = target.rpartition(":")
+    if not sep or not port or not host:
+        return None
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host, port
+
+
+def _dial(host: str, port: str, timeout: float) -> Tuple[Optional[socket.socket], str]:
+    where = f"{host}:{port}"
+    try:
+        s = socket.create_connection((host, int(port)), timeout=timeout)
+    except ConnectionRefusedError:
+        return None, (f"nothing listens on {where} (connection refused): {_START_HINT}, or it listens elsewhere "
+                      "(its --listen)")
+    except socket.timeout:
+        return None, f"{where} accepted no connection within {int(timeout * 1000)} ms (a firewall, or the wrong host?)"
+    except (OSError, ValueError):
+        return None, ""
+    return s, ""
+
+
+def _context(tls: Dict[str, str], verify: bool) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_REQUIRED if verify else ssl.CERT_NONE
+    if verify:
+        if tls.get("ca"):
+            ctx.load_verify_locations(tls["ca"])
+        else:
+            ctx.load_default_certs()
+    if tls.get("cert"):
+        ctx.load_cert_chain(tls["cert"], tls["key"])
+    ctx.set_alpn_protocols(["h2"])  # gRPC servers insist on ALPN h2
+    return ctx
+
+
+def _names(cert: dict) -> str:
+    names = [f"{'IP' if kind == 'IP Address' else kind}:{value.strip()}"
+             for kind, value in cert.get("subjectAltName", ()) if kind in ("DNS", "IP Address")]
+    return ", ".join(names) or "no subject alternative names"
+
+
+def _tls(host: str, port: str, tls: Optional[Dict[str, str]], timeout: float) -> str:
+    where = f"{host}:{port}"
+    settings = tls or {}
+    sni = settings.get("server_name") or host
+    # 1. Does the port speak TLS, and does the daemon take this client (its certificate, or none)?
+    # A gRPC daemon that accepts answers HTTP/2's preface with its SETTINGS; one that refuses the
+    # client's certificate (TLS 1.3 settles it after the handshake) closes the connection.
+    s, why = _dial(host, port, timeout)
+    if s is None:
+        return why
+    handshake = accepted = False
+    alert = ""
+    try:
+        with _context(settings, verify=False).wrap_socket(s, server_hostname=sni) as conn:
+            handshake = True
+            try:
+                conn.sendall(_PREFACE)
+                accepted = bool(conn.recv(64))
+            except ssl.SSLError as e:
+                alert = str(e.reason or "")
+            except OSError:
+                pass
+    except ssl.SSLError as e:
+        alert = str(e.reason or "")
+    except OSError:
+        pass
+    finally:
+        s.close()
+    if tls is None:
+        if not handshake and "ALERT" not in alert:
+            return ""  # not a TLS listener either
+        return (f"{where} is a TLS listener (devplaced --listen=tls:...) and this client spoke plaintext: pass "
+                "--tls_ca (DEVPLACE_TLS_CA; TlsOptions ca), the CA that signed the daemon's certificate" +
+                ("" if accepted else f"; the daemon also wants a client certificate: {_CERT_FIX}"))
+    if not handshake and "ALERT" not in alert:
+        return (f"{where} did not answer the TLS handshake: it is probably a plaintext listener; dial the daemon's "
+                "tls: listener, or leave out --tls_ca/--tls_cert (and DEVPLACE_TLS_*) for this one")
+    # 2. Is the daemon's certificate from the CA given, and does it carry the name dialled?
+    s, why = _dial(host, port, timeout)
+    if s is None:
+        return why
+    try:
+        with _context(settings, verify=True).wrap_socket(s, server_hostname=sni) as conn:
+            cert = conn.getpeercert() or {}
+        if not _matches(cert, sni):
+            return (f"the daemon's certificate names {_names(cert)}, not {sni}: dial one of those names, or pass "
+                    "--tls_server_name=NAME (DEVPLACE_TLS_SERVER_NAME; TlsOptions server_name) with a name it carries")
+    except ssl.SSLCertVerificationError as e:
+        given = (f" with --tls_ca={settings['ca']}; pass the CA that signed it (DEVPLACE_TLS_CA)" if settings.get("ca")
+                 else "; pass --tls_ca (DEVPLACE_TLS_CA), the CA that signed it")
+        return f"the daemon's certificate is not trusted: {e.verify_message}{given}"
+    except (ssl.SSLError, OSError):
+        pass
+    finally:
+        s.close()
+    # 3. The client certificate, as the first connection saw it.
+    if accepted:
+        return ""
+    if not settings.get("cert"):
+        return f"the daemon at {where} requires a client certificate (mutual TLS) and none was given: {_CERT_FIX}"
+    told = f", TLS alert: {alert.lower()}" if alert else ""
+    return (f"the daemon at {where} refused the client certificate --tls_cert={settings['cert']}{told}; use one "
+            "issued by the CA in the daemon's --tls_client_ca")
+
+
+def _matches(cert: dict, name: str) -> bool:
+    """Whether `cert` (getpeercert()) carries `name`: an IP address SAN, or a DNS SAN (one leading *.)."""
+    try:
+        ip = ipaddress.ip_address(name)
+    except ValueError:
+        ip = None
+    for kind, value in cert.get("subjectAltName", ()):
+        if ip is not None and kind == "IP Address":
+            try:
+                if ipaddress.ip_address(value.strip()) == ip:
+                    return True
+            except ValueError:
+                continue
+        elif ip is None and kind == "DNS":
+            pattern, host = value.lower(), name.lower()
+            if pattern == host or (pattern.startswith("*.") and host.partition(".")[2] == pattern[2:]):
+                return True
+    return False
+
+
+def diagnose_unreachable(target: str, tls: Optional[Dict[str, str]], timeout: Optional[float]) -> str:
+    """One sentence naming why ``target`` did not answer and what fixes it, or "" when no cause is found.
+
+    ``tls`` is None for a plaintext channel, else its settings after the DEVPLACE_TLS_* fill (keys
+    ca, cert, key, server_name)."""
+    wait = min(timeout, 3.0) if timeout else 3.0
+    if target.startswith("unix:"):
+        path = target[len("unix:"):]
+        return _unix(path[2:] if path.startswith("//") else path)
+    if target.startswith("unix-abstract:"):
+        return ""
+    split = _split(target)
+    if split is None:
+        return ""
+    return _tls(split[0], split[1], tls, wait)

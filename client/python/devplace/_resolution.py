@@ -1,0 +1,152 @@
+"""What the daemon answers, as Python objects: :class:`Resolution` wraps the
+``ResolveDeviceResponse`` that libdevplace's ``Client::Resolve`` returns (``max_memory`` in
+Accelerate's key format, where each version came from) and :class:`Watch` is the Python form of
+``Client::Watch`` with its ``WatchCanceller`` (client/client.cc, client/include/devplace/client.h):
+an iterator that any thread may cancel. A watch's errors are worded by the client's connection
+(_grpc_connection.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Union
+
+import grpc
+
+from .errors import AbortedError
+from .v1 import devplace_pb2
+
+if TYPE_CHECKING:
+    from ._client import Client
+
+__all__ = ["Resolution", "Watch"]
+
+
+def _max_memory(response: devplace_pb2.ResolveDeviceResponse) -> Dict[Union[int, str], int]:
+    """max_memory in Accelerate's key format: device indices as ints, then "mps", others, "cpu", "disk"."""
+    numbered = sorted((int(k), v) for k, v in response.max_memory.items() if k.isascii() and k.isdigit())
+    named = [(k, v) for k, v in response.max_memory.items() if not (k.isascii() and k.isdigit())]
+    last = {"mps": 0, "cpu": 2, "disk": 3}
+    named.sort(key=lambda kv: (last.get(kv[0], 1), kv[0]))
+    return dict(numbered + named)
+
+
+def _provenance(value: int) -> str:
+    """"given", "detected", "default" (or "" from a daemon that does not say)."""
+    return devplace_pb2.Provenance.Name(value)[len("PROVENANCE_"):].lower() if value else ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Resolution:
+    """The daemon's answer to ``resolve()``.
+
+    Attributes:
+        device: the device string for PyTorch in the job's numbering ("cuda:0", "cuda", "npu:1",
+            "cpu", ...): ready for ``torch.device(...)``, ``from_pretrained(device_map=...)`` and
+            ``pipeline(device=...)``. ``str(resolution)`` is this.
+        devices: every device the job may use, primary first.
+        max_memory: budgets in bytes in Accelerate's key format (``{0: 77309411328, "cpu": ...}``);
+            filled for device_map keywords, else empty.
+        warnings: hazards and hints, each naming the cause and the fix.
+        explanation: ordered steps, each starting with a rule id.
+        placed: host identity of each accelerator in ``devices`` (``devplace_pb2.PlacedDevice``).
+        backend: the row chosen, as its enum name ("ROW_CUDA_NVIDIA", "ROW_CPU", ...).
+        package: the Python package the job needs for that row ("torch", "torch-npu", ...).
+        inventory_revision: revision of the inventory the answer was computed from.
+        transformers_version: the Transformers release whose rules were applied: the one asked
+            for; else the newest devplace knows ("5.15.0"), except that naming only an Accelerate
+            below 1.1.0 applies Transformers 4.57.0 (the newest that runs with it).
+        accelerate_version: the Accelerate release whose rules were applied (the one asked for,
+            else the newest devplace knows, "1.14.0").
+        versions_from: where each came from and where the runtime backends came from:
+            ``{"transformers": "detected", "accelerate": "given", "runtime_backends": "default"}``
+            ("given": the request's field; "detected": the job's packages; "default": devplace's).
+        runtime_backends: the runtime backends applied (given or detected); empty = every present
+            row's package assumed.
+        response: the whole ``devplace_pb2.ResolveDeviceResponse``.
+    """
+
+    device: str
+    devices: List[str]
+    max_memory: Dict[Union[int, str], int]
+    warnings: List[str]
+    explanation: List[str]
+    placed: List[devplace_pb2.PlacedDevice]
+    backend: str
+    package: str
+    inventory_revision: int
+    transformers_version: str
+    accelerate_version: str
+    versions_from: Dict[str, str]
+    runtime_backends: List[str]
+    response: devplace_pb2.ResolveDeviceResponse = dataclasses.field(repr=False, compare=False)
+
+    @classmethod
+    def from_response(cls, response: devplace_pb2.ResolveDeviceResponse) -> "Resolution":
+        return cls(device=response.device, devices=list(response.devices), max_memory=_max_memory(response),
+                   warnings=list(response.warnings), explanation=list(response.explanation),
+                   placed=list(response.placed), backend=devplace_pb2.Row.Name(response.backend),
+                   package=response.package, inventory_revision=response.inventory_revision,
+                   transformers_version=response.transformers_version,
+                   accelerate_version=response.accelerate_version,
+                   versions_from={k: _provenance(getattr(response, f)) for k, f in (
+                       ("transformers", "transformers_version_from"), ("accelerate", "accelerate_version_from"),
+                       ("runtime_backends", "runtime_backends_from"))},
+                   runtime_backends=list(response.runtime_backends), response=response)
+
+    def __str__(self) -> str:
+        return self.device
+
+
+class Watch(Iterator[devplace_pb2.Inventory]):
+    """An iterator over inventories (``devplace_pb2.Inventory``) from ``Client.watch()``.
+
+    Yields the current snapshot first, then each new revision. Ends (``StopIteration``) after
+    :meth:`cancel`, which any thread may call while another is blocked in ``next()``; a ``with``
+    block cancels on exit. Raises :class:`AbortedError` when the daemon ends the stream (it shuts
+    down: reconnect to keep watching), :class:`UnavailableError` when the connection breaks,
+    :class:`DeadlineExceededError` when the client's ``watch_timeout`` passes.
+    """
+
+    def __init__(self, client: "Client", call: Any) -> None:
+        self._client = client
+        self._call = call
+        self._cancelled = threading.Event()
+        self._done = False
+
+    def __iter__(self) -> "Watch":
+        return self
+
+    def __next__(self) -> devplace_pb2.Inventory:
+        if self._done:
+            raise StopIteration
+        try:
+            return next(self._call)
+        except StopIteration:
+            self._done = True
+            if self._cancelled.is_set():
+                raise
+            raise AbortedError("the daemon ended the watch (it is shutting down); reconnect to keep watching") \
+                from None
+        except grpc.RpcError as e:
+            self._done = True
+            if self._cancelled.is_set():
+                raise StopIteration from None
+            raise self._client._error(e) from None
+
+    def cancel(self) -> None:
+        """Ends the watch: a blocked or later ``next()`` stops the iteration. Idempotent, thread-safe."""
+        self._cancelled.set()
+        self._call.cancel()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled.is_set()
+
+    def __enter__(self) -> "Watch":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.cancel()
+
