@@ -1,0 +1,242 @@
+// from_pretrained(device_map=...) (docs/SEMANTICS.md section 6): None (I-NONE), the keywords and their
+// max_memory budgets (I-AUTO, I-MEM), an int (I-INT; pipeline's int device goes through IntDevice too).
+// A device string is explicit_device.cc's.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/common/status_macros.h"
+#include "server/placement/resolver_internal.h"
+#include "server/placement/versions.h"
+#include "server/placement/visibility.h"
+
+namespace devplace::placement::resolver_internal {
+
+// The order of docs/SEMANTICS.md for an int device_map; it did not change across the supported releases
+// (by PyTorch device type; "cuda" is whichever GPU row is available). The versioned orders are in
+// versions.cc.
+// from_pretrained int: set_module_tensor_to_device maps it to npu/mlu/sdaa/musa:<n>, hpu; otherwise
+// PyTorch's int rule takes the current accelerator, PrivateUse1 (neuron, torch-tpu's tpu) first.
+const std::vector<std::string> kIntOrder = {"npu", "mlu", "sdaa", "musa", "hpu", "neuron", "tpu", "cuda", "xpu", "mps"};
+
+// The device_map keywords (I-AUTO).
+const std::set<std::string> kKeywords = {"auto", "balanced", "balanced_low_0", "sequential"};
+
+// A Python int written as digits in device_map: "0", "12", "-1"; no sign but '-', no spaces,
+// no leading zero (anything else is a string and goes through the device-string grammar).
+std::optional<int64_t> DeviceMapInt(absl::string_view s) {
+  absl::string_view digits = s;
+  if (!digits.empty() && digits[0] == '-') digits.remove_prefix(1);
+  if (digits.empty() || (digits.size() > 1 && digits[0] == '0') || (digits == "0" && s[0] == '-')) return std::nullopt;
+  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)); })) {
+    return std::nullopt;
+  }
+  int64_t v = 0;
+  if (!absl::SimpleAtoi(s, &v)) return std::nullopt;
+  return v;
+}
+
+absl::Status Resolution::FromPretrained() {
+  const std::string& m = req_.device_map();
+  out_.add_explanation(absl::StrCat("convention CONVENTION_FROM_PRETRAINED: emulating from_pretrained(device_map=",
+                                    m.empty() ? "None" : absl::StrCat("\"", m, "\""), ")"));
+  if (m.empty()) {
+    AnswerCpu("I-NONE device_map is None: from_pretrained loads the weights on cpu");
+    if (const RowState* r = FirstAvailable(versions_.Order(OrderKind::kAccMaxMemory).order)) {
+      out_.add_warnings(absl::StrCat("hint: pass device_map=\"auto\" to use ", r->backend->device_type(), ":0"));
+    }
+    return absl::OkStatus();
+  }
+  if (kKeywords.count(m)) return AutoMap(m);
+  if (std::optional<int64_t> n = DeviceMapInt(m)) {
+    if (*n < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "device_map: ", m, ": You can't pass device_map as a negative int. If you want to put the model on the cpu, "
+          "pass device_map = 'cpu'"));
+    }
+    return IntDevice(*n, kIntOrder, "I-INT");
+  }
+  return ExplicitString(m);
+}
+
+absl::Status Resolution::AutoMap(const std::string& keyword) {
+  const OrderRule& mem = versions_.Order(OrderKind::kAccMaxMemory);
+  const std::vector<std::string>& auto_order = mem.order;
+  out_.add_explanation(absl::StrCat("I-AUTO get_max_memory order ", versions_.Cite(mem)));
+  const RowState* r = FirstAvailable(auto_order);
+  const RowState* mps = FirstAvailable({"mps"});
+  AutomaticChoiceHazards();
+  for (const RowState& x : rows_) {
+    const std::string type = x.backend->device_type();
+    if (!x.available || type == "mps" || std::find(auto_order.begin(), auto_order.end(), type) != auto_order.end()) {
+      continue;
+    }
+    out_.add_warnings(absl::StrCat("device_map=\"", keyword, "\" never places on ", x.backend->name(),
+                                   " (get_max_memory of Accelerate ", versions_.accelerate().ToString(),
+                                   " does not probe it, ", mem.id, "): pass device_map=\"", type, "\" to use it"));
+  }
+  const uint64_t ram = inv_.host().memory_available_bytes() ? inv_.host().memory_available_bytes()
+                                                            : inv_.host().memory_total_bytes();
+  const std::string spill = mps != nullptr ? "mps" : "cpu";
+  if (r == nullptr) {
+    if (mps != nullptr) {
+      Answer(*mps, "mps");
+      Place(*mps, 0);
+      out_.add_explanation(absl::StrCat("I-AUTO no row of ", OrderText(auto_order), " is available; MPS is: mps"));
+    } else {
+      AnswerCpu(absl::StrCat("I-AUTO no row of ", OrderText(auto_order), " is available: everything on cpu"));
+    }
+    (*out_.mutable_max_memory())[spill] = ram;
+    out_.add_explanation(absl::StrCat("I-MEM max_memory {\"", spill, "\": ", ram, "} (available host RAM)"));
+    return absl::OkStatus();
+  }
+  const std::string type = r->backend->device_type();
+  const int n = static_cast<int>(r->vis.units.size());
+  Answer(*r, absl::StrCat(type, ":0"));
+  Place(*r, 0);
+  for (int i = 1; i < n; ++i) {
+    out_.add_devices(absl::StrCat(type, ":", i));
+    Place(*r, i);
+  }
+  out_.add_devices(spill);
+  out_.add_explanation(absl::StrCat("I-AUTO first available of ", OrderText(auto_order), " is ", r->backend->name(),
+                                    ": devices ", type, ":0..", n - 1, ", then ", spill, " for what does not fit"));
+  // I-MEM
+  std::vector<uint64_t> free(n, 0);
+  std::vector<std::string> unknown, total_only;
+  for (int i = 0; i < n; ++i) {
+    std::optional<uint64_t> unit_total, unit_free;
+    UnitMemory(r->vis.units[i], unit_total, unit_free);
+    if (unit_free) {
+      free[i] = *unit_free;
+    } else if (unit_total) {
+      free[i] = *unit_total;
+      total_only.push_back(out_.devices(i));  // devices(i) is `<type>:i`, as placed(i) would be
+    } else {
+      unknown.push_back(out_.devices(i));
+    }
+  }
+  if (!unknown.empty()) {
+    out_.add_warnings(absl::StrCat("max_memory left empty: the memory of ", BoundedList(unknown),
+                                   " is unknown to devplace, and a partial map would push the model to the spill-over "
+                                   "device; let Accelerate measure (pass no max_memory)"));
+    out_.add_explanation("I-MEM no budgets: device memory unknown");
+    return absl::OkStatus();
+  }
+  if (total_only.size() <= kMaxPlacedDevices) {
+    for (const std::string& d : total_only) {
+      out_.add_warnings(absl::StrCat("free memory of ", d, " is unknown: its max_memory budget uses total memory"));
+    }
+  } else {  // one line, bounded, on big hosts
+    out_.add_warnings(absl::StrCat("free memory of ", BoundedList(total_only),
+                                   " is unknown: their max_memory budgets use total memory"));
+  }
+  std::vector<uint64_t> budget = free;
+  const bool low_zero = keyword == "balanced_low_0";
+  std::string how;
+  if (keyword == "sequential") {
+    how = "sequential: 100 % of each device's free memory";
+  } else if (n == 1) {
+    budget[0] = static_cast<uint64_t>(std::floor(static_cast<long double>(free[0]) * 0.9L));
+    how = "one accelerator: 90 % of its free memory (get_balanced_memory)";
+  } else if (req_.has_model_size_bytes()) {
+    // get_balanced_memory: model_size // N per device (// (N - 1) with low_zero), last keeps free.
+    const uint64_t share = req_.model_size_bytes() / static_cast<uint64_t>(low_zero ? n - 1 : n);
+    for (int i = 0; i + 1 < n; ++i) budget[i] = std::min(free[i], share);
+    if (low_zero) {
+      uint64_t rest = 0;
+      for (int i = 1; i + 1 < n; ++i) rest += budget[i];
+      rest += budget[n - 1];
+      budget[0] = req_.model_size_bytes() > rest ? std::min(free[0], req_.model_size_bytes() - rest) : 0;
+    }
+    how = absl::StrCat(low_zero ? "balanced_low_0" : "balanced", ": model_size / ", low_zero ? n - 1 : n,
+                       " per device except the last, which keeps its free memory",
+                       low_zero ? "; device 0 gets only what the others cannot hold" : "",
+                       " (no per-layer block headroom: devplace does not know the layers)");
+  } else {
+    how = "several accelerators and no model_size_bytes: each device's free memory (pass model_size_bytes for "
+          "balanced budgets)";
+  }
+  auto& max_memory = *out_.mutable_max_memory();
+  for (int i = 0; i < n; ++i) max_memory[absl::StrCat(i)] = budget[i];
+  (*out_.mutable_max_memory())[spill] = ram;
+  out_.add_explanation(absl::StrCat("I-MEM ", how, "; \"", spill, "\": available host RAM"));
+  // Which vendor library each device figure came from (Device.attributes["memory_source"]).
+  std::map<std::string, std::vector<std::string>> sources;
+  for (int i = 0; i < n; ++i) {
+    const auto& attributes = r->vis.units[i].device->attributes();
+    if (const auto it = attributes.find("memory_source"); it != attributes.end()) {
+      sources[it->second].push_back(out_.devices(i));
+    }
+  }
+  for (const auto& [source, devices] : sources) {
+    out_.add_explanation(absl::StrCat("I-MEM memory of ", BoundedList(devices), " from ", source));
+  }
+  return absl::OkStatus();
+}
+
+// An int device (I-INT, pipeline int): `<type>:<n>` on the first available row of `order`.
+absl::Status Resolution::IntDevice(int64_t n, const std::vector<std::string>& order, const char* rule) {
+  const RowState* r = FirstAvailable(order);
+  if (r == nullptr) {
+    if (convention_ == v1::CONVENTION_PIPELINE && !versions_.Has(Feature::kTfPipelineAccelDefault)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "device_map (pipeline device): ", n, " unrecognized or not available: no row of ", OrderText(order),
+          " is available to this job, and the pipeline raises ValueError (", versions_.Cite(Feature::kTfPipelineAccelDefault),
+          "); pass device=-1 for cpu", Unavailable()));
+    }
+    if (convention_ == v1::CONVENTION_PIPELINE) {
+      AutomaticChoiceHazards();
+      AnswerCpu(absl::StrCat(rule, " device=", n, " with no row of ", OrderText(order), " available: cpu"));
+      return absl::OkStatus();
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        "device_map: ", n, " means accelerator index ", n, ", but no row of ", OrderText(order),
+        " is available to this job (PyTorch: Cannot access accelerator device when none is available); pass "
+        "device_map=\"cpu\"", Unavailable()));
+  }
+  const std::string type = r->backend->device_type();
+  if (type == "hpu" && convention_ == v1::CONVENTION_PIPELINE) {  // H-HPU: pipeline makes it hpu:<n>
+    RETURN_IF_ERROR(CheckHpuIndex(absl::StrCat("hpu:", n), static_cast<int>(std::min<int64_t>(n, INT32_MAX)),
+                                  absl::StrCat("device_map (pipeline device ", n, ")"), req_.env()));
+  }
+  const int visible = static_cast<int>(r->vis.units.size());
+  if (n >= visible) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        convention_ == v1::CONVENTION_PIPELINE ? "device_map (pipeline device)" : "device_map", ": ", n,
+        " means ", type, ":", n, ", but the job sees ", visible, " ", type, " device(s): ", Visible(*r)));
+  }
+  std::string device = absl::StrCat(type, ":", n);
+  int job_index = static_cast<int>(n);
+  if ((type == "mps" && convention_ == v1::CONVENTION_FROM_PRETRAINED) ||
+      (type == "hpu" && convention_ == v1::CONVENTION_FROM_PRETRAINED)) {
+    device = type;  // no index: the process's current device (set_module_tensor_to_device maps ints to "hpu")
+    job_index = 0;
+  } else if (type == "mps") {
+    job_index = 0;  // pipeline: torch.device(f"mps:{device}"); MPS has one device
+  }
+  out_.add_explanation(absl::StrCat(rule, " int ", n, ": first available of ", OrderText(order), " is ",
+                                    r->backend->name(), " -> ", device));
+  Answer(*r, device);
+  Place(*r, job_index)->set_device(device);
+  return absl::OkStatus();
+}
+
+std::string Resolution::Unavailable() const {
+  std::vector<std::string> why;
+  for (const RowState& r : rows_) if (!r.available) why.push_back(r.reason);
+  return why.empty() ? "" : absl::StrCat(" (", absl::StrJoin(why, "; "), ")");
+}
+
+}  // namespace devplace::placement::resolver_internal

@@ -1,0 +1,186 @@
+// Accelerate's PartialState (state.py: __init__, _prepare_backend, set_device), the steps of the
+// training chain (training_arguments.cc) that both TrainingArguments and Accelerator take through it:
+// ACCELERATE_TORCH_DEVICE used verbatim (T-ENV), the XLA device (T-XLA), MULTI_CPU and the
+// distributed device of a rank (T-DIST, E-HPU, E-MIG).
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/placement/device_string.h"
+#include "server/placement/resolver_internal.h"
+#include "server/placement/versions.h"
+
+namespace devplace::placement::resolver_internal {
+
+// Whether PartialState picks XLA (T-XLA, V-ACC-XLA-IMPORT, V-ACC-XLA-CPU).
+bool Resolution::XlaApplies(bool state_cpu) {
+  if (!runtime_.count("xla") || !use_torch_xla_) return false;
+  if (!versions_.Has(Feature::kAccXlaImportOnly)) {
+    const bool tpu = std::any_of(rows_.begin(), rows_.end(), [](const RowState& r) {
+      return r.backend->row() == v1::ROW_TPU && !r.vis.units.empty();
+    });
+    const bool cuda = FirstAvailable({"cuda"}) != nullptr;
+    if (!tpu || cuda || state_cpu) {
+      out_.add_explanation(absl::StrCat("T-XLA not taken: ", versions_.Cite(Feature::kAccXlaImportOnly), "; here ",
+                                        !tpu ? "no TPU is visible" : cuda ? "a CUDA GPU is available" : "cpu is set"));
+      return false;
+    }
+    return true;
+  }
+  if (state_cpu && !versions_.Has(Feature::kAccXlaBeforeCpu)) {
+    out_.add_explanation(absl::StrCat("T-XLA not taken: ", versions_.Cite(Feature::kAccXlaBeforeCpu)));
+    return false;
+  }
+  return true;
+}
+
+absl::Status Resolution::AnswerXla(bool state_cpu) {
+  const RowState* tpu = nullptr;
+  for (const RowState& r : rows_) if (r.backend->row() == v1::ROW_TPU && !r.vis.units.empty()) tpu = &r;
+  out_.set_device("xla:0");
+  out_.set_backend(tpu != nullptr ? v1::ROW_TPU : v1::ROW_UNSPECIFIED);
+  out_.set_package("torch_xla");
+  out_.add_devices("xla:0");
+  if (tpu != nullptr) {
+    const int idx = tpu->vis.units.size() > 1 && local_rank_ ? *local_rank_ % static_cast<int>(tpu->vis.units.size()) : 0;
+    Place(*tpu, idx)->set_device("xla:0");
+    out_.add_explanation(absl::StrCat("T-XLA torch_xla is importable (runtime_backends has xla, USE_TORCH_XLA not false) "
+                                      "and a TPU is visible: Accelerate picks the XLA device before any other check; "
+                                      "each process sees xla:0 (", versions_.Cite(Feature::kAccXlaImportOnly), ")"));
+  } else {
+    // Import-only check: no TPU here, the job still gets XLA. Name what it gets without it.
+    v1::ResolveDeviceRequest without = req_;
+    (*without.mutable_env())["USE_TORCH_XLA"] = "0";
+    without.set_strict(false);
+    v1::ResolveDeviceResponse alt;
+    const std::string other = Resolution(inv_, without, &alt).Run().ok() ? alt.device()
+                                                                        : "the device devplace would otherwise answer";
+    out_.add_explanation(absl::StrCat("T-XLA torch_xla is importable (runtime_backends has xla, USE_TORCH_XLA not "
+                                      "false): ", versions_.Cite(Feature::kAccXlaImportOnly),
+                                      " -> the XLA device xla:0 although no TPU is visible"));
+    const std::string w = absl::StrCat(
+        "torch_xla is installed (runtime_backends has xla) and Accelerate ", versions_.accelerate().ToString(),
+        " only tests that it imports: the job gets the XLA device xla:0, not ", other,
+        "; set USE_TORCH_XLA=0 or uninstall torch_xla to get ", other);
+    out_.add_warnings(w);
+    hazards_.push_back(w);
+  }
+  if (state_cpu) {
+    const std::string w = absl::StrCat("XLA wins over use_cpu in Accelerate: the XLA check comes before the cpu flag (",
+                                       versions_.Rule(Feature::kAccXlaBeforeCpu).id,
+                                       "), so the job runs on xla:0 (set USE_TORCH_XLA=0 to honour use_cpu)");
+    out_.add_warnings(w);
+    hazards_.push_back(w);
+  }
+  return absl::OkStatus();
+}
+
+// MULTI_CPU: Accelerate's device is cpu (printed cpu:0); distributed TrainingArguments passes it
+// through, or ACCELERATE_TORCH_DEVICE when set.
+absl::Status Resolution::MultiCpu(bool acc, const std::string& why) {
+  if (!acc && torch_device_env_) {
+    out_.add_explanation(absl::StrCat(why, "; distributed TrainingArguments passes PartialState.device, which "
+                                      "ACCELERATE_TORCH_DEVICE=", torch_device_env_->ToString(), " set first"));
+    return AnswerVerbatim(*torch_device_env_);
+  }
+  AutomaticChoiceHazards();
+  AnswerCpu(absl::StrCat(why, ": cpu (Accelerate prints it as cpu:0, the same device)"));
+  return absl::OkStatus();
+}
+
+absl::Status Resolution::AnswerVerbatim(const DeviceString& d) {
+  const std::string s = d.ToString();
+  if (d.type == "cpu") {
+    AnswerCpu(absl::StrCat("device ", s));
+    return absl::OkStatus();
+  }
+  for (const RowState& r : rows_) {
+    if (!r.available || r.backend->device_type() != d.type) continue;
+    Answer(r, s);
+    const int idx = d.has_index() ? d.index : 0;
+    if (idx < static_cast<int>(r.vis.units.size())) {
+      Place(r, idx);
+    } else {
+      out_.add_warnings(absl::StrCat("ACCELERATE_TORCH_DEVICE=", s, " is used verbatim, but the job sees only ", Visible(r)));
+    }
+    return absl::OkStatus();
+  }
+  out_.set_device(s);
+  out_.set_backend(v1::ROW_UNSPECIFIED);
+  out_.add_devices(s);
+  out_.add_warnings(absl::StrCat("ACCELERATE_TORCH_DEVICE=", s, " is used verbatim, but no ", d.type,
+                                 " device is available to this job",
+                                 torch_device_env_note_.empty()
+                                     ? ""
+                                     : absl::StrCat("; ", torch_device_env_note_,
+                                                    ", and without it torch.device fails at start-up (runtime_backends "
+                                                    "not told, G-PLUGIN)")));
+  return absl::OkStatus();
+}
+
+absl::Status Resolution::Distributed(const RowState& row, const OrderRule& chain) {
+  const RowState* r = &row;
+  const int rank = *local_rank_;
+  AutomaticChoiceHazards();
+  const int n = static_cast<int>(r->vis.units.size());
+  const bool modulo = versions_.Has(Feature::kAccIndexModulo);
+  const int idx = modulo ? rank % n : rank;
+  const std::string type = r->backend->device_type();
+  const bool hpu = r->backend->row() == v1::ROW_HPU;
+  const std::string device = hpu ? "hpu:0" : absl::StrCat(type, ":", idx);
+  out_.add_explanation(absl::StrCat("T-DIST first available of ", OrderText(chain.order), " is ", r->backend->name(),
+                                    " with ", n, " visible device(s)"));
+  if (!hpu && !modulo && rank >= n) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "local_rank ", rank, ": ", versions_.Cite(Feature::kAccIndexModulo), "; the job sees ", n, " ", type,
+        " device(s) (", Visible(*r), "), so the process asks for ", type, ":", rank,
+        ", which does not exist (torch.", type, ".set_device fails); use Accelerate >= 0.33, or a visibility "
+        "mask that leaves each rank its own device"));
+  }
+  if (r->vis.masked && n == 1 && modulo) {
+    out_.add_explanation(absl::StrCat("P3 the visibility mask leaves one device: the process is pinned to it as ",
+                                      type, ":0 whatever its local_rank"));
+  } else if (hpu) {
+    out_.add_explanation(absl::StrCat("E-HPU the process acquires the module at position local_rank % ", n, " = ",
+                                      rank % n, "; inside the process the device is hpu:0"));
+  } else if (modulo) {
+    out_.add_explanation(absl::StrCat("T-DIST device = ", type, ":(local_rank ", rank, " % ", n, ") = ", device, " (",
+                                      versions_.Rule(Feature::kAccIndexModulo).id, ")"));
+  } else {
+    out_.add_explanation(absl::StrCat("T-DIST device = ", type, ":local_rank = ", device, " (",
+                                      versions_.Cite(Feature::kAccIndexModulo), ")"));
+  }
+  if (modulo && rank >= n && !(r->vis.masked && n == 1) && !r->vis.mig_implicit) {  // MIG: its own warning below
+    // The lower ranks on the same device: idx, idx + n, ... (at most 8 named: local_rank is
+    // unbounded in a request and must not turn into an unbounded list).
+    constexpr int kNamed = 8;
+    const int64_t count = (static_cast<int64_t>(rank) - idx + n - 1) / n;
+    std::vector<std::string> sharing;
+    for (int64_t k = 0; k < std::min<int64_t>(count, kNamed); ++k) sharing.push_back(absl::StrCat(idx + k * n));
+    if (count > kNamed) sharing.push_back(absl::StrCat("and ", count - kNamed, " more"));
+    const std::string w = absl::StrCat("local_rank ", rank, " wraps onto ", type, ":", idx, " (", n,
+                                       " visible device(s), Accelerate >= 0.33 uses local_rank % count): it shares the "
+                                       "device with local rank(s) ", absl::StrJoin(sharing, ", "));
+    out_.add_warnings(w);
+    hazards_.push_back(w);
+  }
+  if (r->vis.mig_implicit && (!world_size_ || *world_size_ > 1)) {  // E-MIG: every rank enumerates the same single MIG instance
+    const std::string w = absl::StrCat(
+        "MIG: each CUDA process of this job enumerates one MIG instance, the same one, so all its ranks (local_rank ",
+        rank, world_size_ ? absl::StrCat(" of world_size ", *world_size_) : "", ") share cuda:0 instead of one device "
+        "each; give each rank its own instance with CUDA_VISIBLE_DEVICES=MIG-<uuid> (this host's: ",
+        absl::StrJoin(r->vis.mig_instances, ", "), ")");
+    out_.add_warnings(w);
+    hazards_.push_back(w);
+  }
+  Answer(*r, device);
+  Place(*r, hpu ? rank % n : idx)->set_device(device);
+  return absl::OkStatus();
+}
+
+}  // namespace devplace::placement::resolver_internal

@@ -1,0 +1,281 @@
+// The request (docs/SEMANTICS.md sections 2 and 10): its bounds and validation, the workload and
+// convention, LOCAL_RANK / WORLD_SIZE from the fields or env (T8), runtime_backends, the variables
+// Accelerate reads as flags or a device (USE_TORCH_XLA, ACCELERATE_USE_CPU, ACCELERATE_TORCH_DEVICE),
+// and what the job's own packages tell (V-JOB).
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/common/status_macros.h"
+#include "server/placement/backends.h"
+#include "server/placement/device_string.h"
+#include "server/placement/job_environment.h"
+#include "server/placement/resolver_internal.h"
+#include "server/placement/torch_device_types.h"
+#include "server/placement/versions.h"
+
+namespace devplace::placement::resolver_internal {
+
+namespace {
+
+constexpr size_t kMaxDeviceMapBytes = 256;
+constexpr int kMaxEnvEntries = 256;
+constexpr size_t kMaxEnvEntryBytes = 4096;
+constexpr int kMaxListEntries = 1024;
+
+// Accelerate's str_to_bool: 1 for truthy, 0 for falsy, nullopt otherwise.
+std::optional<bool> TruthValue(absl::string_view s) {
+  const std::string v = absl::AsciiStrToLower(s);
+  for (const char* t : {"1", "y", "yes", "t", "true", "on"}) if (v == t) return true;
+  for (const char* f : {"0", "n", "no", "f", "false", "off"}) if (v == f) return false;
+  return std::nullopt;
+}
+
+}  // namespace
+
+// Python's int() on a string: optional surrounding whitespace, optional sign, digits.
+std::optional<int64_t> PyInt(absl::string_view s) {
+  s = absl::StripAsciiWhitespace(s);
+  absl::string_view digits = s;
+  if (!digits.empty() && (digits[0] == '+' || digits[0] == '-')) digits.remove_prefix(1);
+  if (digits.empty() || !std::all_of(digits.begin(), digits.end(),
+                                     [](char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)); })) {
+    return std::nullopt;
+  }
+  int64_t v = 0;
+  if (!absl::SimpleAtoi(s, &v)) return std::nullopt;
+  return v;
+}
+
+// V-JOB: what the job's packages said, and each library the convention needs that is absent.
+void Resolution::DescribeJobPython() {
+  if (!job_) return;
+  const JobPython& job = *job_;
+  auto have = [](const char* name, const std::optional<std::string>& v) {
+    return v ? absl::StrCat(name, " ", *v) : absl::StrCat(name, " not installed");
+  };
+  std::string backends;
+  if (runtime_from_ == v1::PROVENANCE_GIVEN) {
+    backends = "runtime_backends given in the request";
+  } else if (runtime_from_ == v1::PROVENANCE_DETECTED) {
+    backends = absl::StrCat("runtime_backends detected: ", absl::StrJoin(runtime_list_, ", "), " (V-JOB-BUILD: ",
+                            job.backends_reason, ")");
+  } else {
+    backends = absl::StrCat("runtime_backends not told (", job.backends_reason.empty() ? "no torch" : job.backends_reason,
+                            "): every present row's package assumed");
+  }
+  out_.add_explanation(absl::StrCat("V-JOB the job's packages (", job.source, "): ", have("torch", job.torch), ", ",
+                                    have("transformers", job.transformers), ", ", have("accelerate", job.accelerate),
+                                    job.plugins.empty() ? "" : absl::StrCat(", ", absl::StrJoin(job.plugins, ", ")),
+                                    "; ", backends));
+  if (!job.torch) {
+    out_.add_warnings(absl::StrCat("torch is not installed in ", job.source,
+                                   ": the job cannot use any device string until it installs torch (V-JOB)"));
+  }
+  if (!job.transformers && req_.transformers_version().empty() && convention_ != v1::CONVENTION_ACCELERATE) {
+    out_.add_warnings(absl::StrCat("transformers is not installed in ", job.source, ": ", v1::Convention_Name(convention_),
+                                   " is Transformers' API, so these cannot be the job's own rules; Transformers ",
+                                   versions_.transformers().ToString(), "'s were applied (V-JOB)"));
+  }
+  const bool needs_accelerate = convention_ == v1::CONVENTION_TRAINING_ARGUMENTS ||
+                                convention_ == v1::CONVENTION_ACCELERATE ||
+                                (convention_ == v1::CONVENTION_FROM_PRETRAINED && !req_.device_map().empty());
+  if (!job.accelerate && req_.accelerate_version().empty() && needs_accelerate) {
+    out_.add_warnings(absl::StrCat("accelerate is not installed in ", job.source, ": ", v1::Convention_Name(convention_),
+                                   convention_ == v1::CONVENTION_FROM_PRETRAINED ? " with a device_map" : "",
+                                   " needs it (the job fails with ImportError), so these cannot be the job's own "
+                                   "rules; Accelerate ", versions_.accelerate().ToString(), "'s were applied (V-JOB)"));
+  }
+}
+
+const std::string* Resolution::Env(const char* name) const {
+  auto it = req_.env().find(name);
+  return it == req_.env().end() ? nullptr : &it->second;
+}
+
+// Reads env `name` as Accelerate's str_to_bool into `flag` (left as is when unset).
+absl::Status Resolution::EnvFlag(const char* name, absl::string_view consequence, bool& flag) const {
+  const std::string* v = Env(name);
+  if (v == nullptr) return absl::OkStatus();
+  std::optional<bool> b = TruthValue(*v);
+  if (!b) {
+    return absl::InvalidArgumentError(absl::StrCat("env.", name, "='", *v, "': invalid truth value (", consequence,
+                                                   "); accepted, case-insensitive: 1 y yes t true on / 0 n no f false off"));
+  }
+  flag = *b;
+  return absl::OkStatus();
+}
+
+absl::Status Resolution::ValidateRequest() {
+  // Proto3 enums are open: a number outside the enum arrives as itself, and must not be read as
+  // one of the known values (or print as an empty name).
+  if (!v1::Workload_IsValid(req_.workload())) {
+    return absl::InvalidArgumentError(absl::StrCat("workload: ", req_.workload(),
+                                                   " is not a Workload value; accepted: WORKLOAD_TRAINING (1), "
+                                                   "WORKLOAD_INFERENCE (2)"));
+  }
+  if (!v1::Convention_IsValid(req_.convention())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "convention: ", req_.convention(),
+        " is not a Convention value; accepted: CONVENTION_UNSPECIFIED (0), CONVENTION_TRAINING_ARGUMENTS (1), "
+        "CONVENTION_ACCELERATE (2), CONVENTION_FROM_PRETRAINED (3), CONVENTION_PIPELINE (4)"));
+  }
+  const bool training = req_.workload() == v1::WORKLOAD_TRAINING;
+  // V-JOB: the job's packages fill what the request leaves empty.
+  if (req_.has_job_environment()) {
+    ASSIGN_OR_RETURN(JobPython job, ReadJobPython(req_.job_environment()));
+    job_ = std::move(job);
+  }
+  LibraryVersions::Requested tf{req_.transformers_version(), ""}, acc{req_.accelerate_version(), ""};
+  if (job_ && tf.text.empty() && job_->transformers) tf = {*job_->transformers, job_->source};
+  if (job_ && acc.text.empty() && job_->accelerate) acc = {*job_->accelerate, job_->source};
+  ASSIGN_OR_RETURN(versions_, LibraryVersions::FromRequest(tf, acc));
+  runtime_list_.assign(req_.runtime_backends().begin(), req_.runtime_backends().end());
+  runtime_from_ = runtime_list_.empty() ? v1::PROVENANCE_DEFAULT : v1::PROVENANCE_GIVEN;
+  if (runtime_list_.empty() && job_ && !job_->backends.empty()) {
+    runtime_list_ = job_->backends;
+    runtime_from_ = v1::PROVENANCE_DETECTED;
+  }
+  if (req_.workload() == v1::WORKLOAD_UNSPECIFIED) {
+    return absl::InvalidArgumentError("workload: required; accepted: WORKLOAD_TRAINING, WORKLOAD_INFERENCE");
+  }
+  convention_ = req_.convention();
+  if (convention_ == v1::CONVENTION_UNSPECIFIED) {
+    convention_ = training ? v1::CONVENTION_TRAINING_ARGUMENTS : v1::CONVENTION_FROM_PRETRAINED;
+  }
+  const bool training_conv = convention_ == v1::CONVENTION_TRAINING_ARGUMENTS || convention_ == v1::CONVENTION_ACCELERATE;
+  if (training != training_conv) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "convention: ", v1::Convention_Name(convention_), " does not apply to ", v1::Workload_Name(req_.workload()),
+        "; accepted: TRAINING_ARGUMENTS or ACCELERATE for training, FROM_PRETRAINED or PIPELINE for inference"));
+  }
+  // Bounds, so that no answer or error echoes megabytes back (values are quoted in messages).
+  if (req_.device_map().size() > kMaxDeviceMapBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("device_map: ", req_.device_map().size(), " bytes; at most ",
+                                                   kMaxDeviceMapBytes, " (a device string, an int or a keyword)"));
+  }
+  if (req_.env_size() > kMaxEnvEntries) {
+    return absl::InvalidArgumentError(absl::StrCat("env: ", req_.env_size(), " entries; at most ", kMaxEnvEntries,
+                                                   " (only the placement variables matter)"));
+  }
+  for (const auto& [key, value] : req_.env()) {
+    if (key.size() + value.size() > kMaxEnvEntryBytes) {
+      return absl::InvalidArgumentError(absl::StrCat("env.", key.substr(0, 64), ": ", key.size() + value.size(),
+                                                     " bytes; at most ", kMaxEnvEntryBytes, " per variable"));
+    }
+  }
+  if (req_.runtime_backends_size() > kMaxListEntries ||
+      req_.job_devices().device_nodes_size() > kMaxListEntries) {
+    return absl::InvalidArgumentError(absl::StrCat("runtime_backends / job_devices.device_nodes: at most ",
+                                                   kMaxListEntries, " entries"));
+  }
+  for (int i = 0; i < req_.job_devices().device_nodes_size(); ++i) {
+    const std::string& node = req_.job_devices().device_nodes(i);
+    if (node.empty() || node[0] != '/') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "job_devices.device_nodes[", i, "]: '", node.substr(0, 64), "' is not an absolute path; accepted: ",
+          "/dev paths such as /dev/nvidia1 or /dev/dri/renderD129 (P1)"));
+    }
+  }
+  if (training && !req_.device_map().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "device_map: '", req_.device_map(), "' given for a training workload; TrainingArguments and Accelerator "
+        "choose the device themselves: leave device_map empty (use use_cpu or env ACCELERATE_TORCH_DEVICE to steer)"));
+  }
+  // local_rank / world_size: fields or env, which must agree (T8).
+  std::optional<int64_t> env_rank, env_world;
+  if (const std::string* v = Env("LOCAL_RANK")) {
+    env_rank = PyInt(*v);
+    if (!env_rank) {
+      return absl::InvalidArgumentError(absl::StrCat("env.LOCAL_RANK='", *v, "': not an integer (Accelerate does "
+                                                     "int(os.environ[\"LOCAL_RANK\"])); accepted: 0, 1, ..."));
+    }
+  }
+  if (const std::string* v = Env("WORLD_SIZE")) {
+    env_world = PyInt(*v);
+    if (!env_world) {
+      return absl::InvalidArgumentError(absl::StrCat("env.WORLD_SIZE='", *v, "': not an integer; accepted: 1, 2, ..."));
+    }
+  }
+  if (req_.has_local_rank() && env_rank && *env_rank != req_.local_rank()) {
+    return absl::InvalidArgumentError(absl::StrCat("local_rank: ", req_.local_rank(), " disagrees with env.LOCAL_RANK=",
+                                                   *env_rank, "; give one or make them equal"));
+  }
+  if (req_.has_world_size() && env_world && *env_world != req_.world_size()) {
+    return absl::InvalidArgumentError(absl::StrCat("world_size: ", req_.world_size(), " disagrees with env.WORLD_SIZE=",
+                                                   *env_world, "; give one or make them equal"));
+  }
+  if (req_.has_local_rank()) {
+    if (req_.local_rank() < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("local_rank: ", req_.local_rank(), " is negative; accepted: 0, 1, ... "
+                                                     "(leave it unset for a single process)"));
+    }
+    local_rank_ = req_.local_rank();
+  } else if (env_rank && *env_rank != -1) {  // Accelerate's default -1 means "not distributed"
+    if (*env_rank < 0 || *env_rank > INT32_MAX) {
+      return absl::InvalidArgumentError(absl::StrCat("env.LOCAL_RANK=", *env_rank, " is out of range; accepted: 0, 1, ..."));
+    }
+    local_rank_ = static_cast<int>(*env_rank);
+  }
+  if (req_.has_world_size()) world_size_ = req_.world_size();
+  else if (env_world) world_size_ = *env_world;
+  if (world_size_ && *world_size_ < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("world_size: ", *world_size_, " is below 1; accepted: 1, 2, ..."));
+  }
+  if (world_size_ && local_rank_ && *local_rank_ >= *world_size_) {
+    return absl::InvalidArgumentError(absl::StrCat("local_rank: ", *local_rank_, " is not below world_size ", *world_size_,
+                                                   "; accepted: 0..", *world_size_ - 1));
+  }
+  // runtime_backends.
+  for (const std::string& r : runtime_list_) {
+    if (!IsRuntimeBackendToken(r)) {
+      return absl::InvalidArgumentError(absl::StrCat("runtime_backends: unknown backend '", r,
+                                                     "'; accepted: ", RuntimeBackendTokens()));
+    }
+    runtime_.insert(r == "hip" ? "rocm" : r);
+  }
+  if (runtime_.count("cuda") && runtime_.count("rocm")) {
+    return absl::InvalidArgumentError("runtime_backends: lists both cuda and rocm, but one PyTorch build is either a "
+                                      "CUDA or a ROCm build; name the one the job has");
+  }
+  RETURN_IF_ERROR(EnvFlag("USE_TORCH_XLA", "import accelerate raises ValueError", use_torch_xla_));
+  if (training) {
+    RETURN_IF_ERROR(EnvFlag("ACCELERATE_USE_CPU", "Accelerate and Transformers raise ValueError", accelerate_use_cpu_));
+    if (const std::string* v = Env("ACCELERATE_TORCH_DEVICE")) {
+      ASSIGN_OR_RETURN(DeviceString d, ParseDeviceString(*v, "env.ACCELERATE_TORCH_DEVICE"));
+      // G-PLUGIN: PartialState.__init__ hands the string to torch.device() before anything else,
+      // and TrainingArguments builds a PartialState too, so both stop there.
+      const TorchParse parse = CanTorchParse(d.type, JobTorchOf());
+      if (parse.verdict == TorchParse::kFails) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "env.ACCELERATE_TORCH_DEVICE=", *v, ": the job's PyTorch cannot parse device type '", d.type, "': ",
+            parse.why, "; PartialState.__init__ calls torch.device(\"", *v, "\") before anything else, so ",
+            "Accelerator() and TrainingArguments both stop at start-up with RuntimeError \"Expected one of cpu, "
+            "cuda, ... device type at start of device string: ", d.type, "\"; ", parse.fix,
+            ", or unset ACCELERATE_TORCH_DEVICE (G-PLUGIN)"));
+      }
+      torch_device_env_ = d;
+      torch_device_env_note_ = parse.verdict == TorchParse::kNotTold ? parse.why : "";
+    }
+  }
+  return absl::OkStatus();
+}
+
+// What the request tells about the job's torch build (G-PLUGIN): runtime_backends as given, and
+// the job's packages.
+JobTorch Resolution::JobTorchOf() const {
+  JobTorch t;
+  if (runtime_from_ == v1::PROVENANCE_GIVEN) t.runtime_given = runtime_list_;
+  t.job = job_ ? &*job_ : nullptr;
+  return t;
+}
+
+}  // namespace devplace::placement::resolver_internal

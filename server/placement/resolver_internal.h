@@ -1,0 +1,150 @@
+// The resolver's insides, shared by its files: resolver.h is the interface, and nothing outside
+// server/placement includes this header. A `Resolution` is one call of Resolve(): the request, the
+// rows the job can use, the answer being built. Its member functions live in the file named after
+// the library API whose choice they reproduce:
+//   resolver.cc            the core: Run(), which rows the job can use (P4, P5), building the answer
+//   request.cc             the request: validation, LOCAL_RANK / WORLD_SIZE (T8), the job's packages (V-JOB)
+//   hazards.cc             warnings and hazards common to the conventions (P5, P6, E-ORDER-SMI)
+//   training_arguments.cc  the chain of TrainingArguments.device and Accelerator().device (section 5)
+//   partial_state.cc       Accelerate's PartialState: ACCELERATE_TORCH_DEVICE, XLA, MULTI_CPU, the distributed device
+//   device_map.cc          from_pretrained(device_map=...): None, the keywords (I-AUTO, I-MEM), an int (I-INT)
+//   pipeline.cc            pipeline(device=...) (I-PIPE)
+//   explicit_device.cc     an explicit device string (I-STR, I-CUDA-RANK, G-PLUGIN, H-HPU)
+// Which library release does what is data in versions.cc; what the visibility variables leave the
+// job is visibility.h's.
+#ifndef DEVPLACE_SERVER_PLACEMENT_RESOLVER_INTERNAL_H_
+#define DEVPLACE_SERVER_PLACEMENT_RESOLVER_INTERNAL_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "devplace/v1/devplace.pb.h"
+#include "server/placement/device_string.h"
+#include "server/placement/job_environment.h"
+#include "server/placement/torch_device_types.h"
+#include "server/placement/versions.h"
+#include "server/placement/visibility.h"
+
+namespace devplace::placement::resolver_internal {
+
+inline constexpr int kMaxPlacedDevices = 16;  // entries of ResolveDeviceResponse.placed (BoundPlaced)
+
+// The orders that did not change across the supported releases (the versioned ones are in
+// versions.cc), and the device_map keywords.
+extern const std::vector<std::string> kIntOrder;       // device_map.cc: from_pretrained int (I-INT)
+extern const std::vector<std::string> kPipelineOrder;  // pipeline.cc: pipeline(device=None / int) (I-PIPE)
+extern const std::set<std::string> kKeywords;          // device_map.cc: auto, balanced, ...
+
+// Shared helpers, each described where it is defined.
+std::string BoundedList(const std::vector<std::string>& items);  // resolver.cc
+std::string OrderText(const std::vector<std::string>& order);    // resolver.cc
+std::optional<int64_t> DeviceMapInt(absl::string_view s);        // device_map.cc
+std::optional<int64_t> PyInt(absl::string_view s);               // request.cc
+
+struct RowState {
+  const v1::Backend* backend = nullptr;
+  RowVisibility vis;
+  bool available = false;
+  std::string reason;   // why not available
+  bool hazard = false;  // counts under `strict` when the choice is automatic
+};
+
+class Resolution {
+ public:
+  // The answer is built in `*out` (empty, not null; on an arena or not), which must outlive this.
+  Resolution(const v1::Inventory& inv, const v1::ResolveDeviceRequest& req, v1::ResolveDeviceResponse* out)
+      : inv_(inv), req_(req), out_(*out) {}
+
+  // resolver.cc
+  absl::Status Run();
+
+  // request.cc
+  void DescribeJobPython();
+
+  // hazards.cc
+  void RenumberingWarnings();
+
+ private:
+  // resolver.cc
+  bool RuntimeHas(const v1::Backend& b) const;
+  bool HasRow(v1::Row row) const;
+  absl::Status ComputeRows();
+  RowState* FindRow(v1::Row row);
+  const RowState* FirstAvailable(const std::vector<std::string>& order) const;
+  void BoundPlaced();
+  static void UnitMemory(const VisibleUnit& u, std::optional<uint64_t>& total, std::optional<uint64_t>& free);
+  v1::PlacedDevice* Place(const RowState& r, int job_index);
+  void Answer(const RowState& r, const std::string& device);
+  void AnswerCpu(const std::string& why);
+  std::string Visible(const RowState& r) const;
+
+  // request.cc
+  const std::string* Env(const char* name) const;
+  absl::Status EnvFlag(const char* name, absl::string_view consequence, bool& flag) const;
+  absl::Status ValidateRequest();
+  JobTorch JobTorchOf() const;
+
+  // hazards.cc
+  void AutomaticChoiceHazards();
+  void NeverPicked(const std::vector<std::string>& order, const std::string& who, const std::string& rule,
+                   bool fell_to_cpu, const std::string& fix_for_tpu_neuron);
+
+  // training_arguments.cc
+  absl::Status Training();
+  std::string SingleDevice(bool acc, const std::string& type) const;
+  absl::Status SingleProcess(bool acc);
+
+  // partial_state.cc
+  bool XlaApplies(bool state_cpu);
+  absl::Status AnswerXla(bool state_cpu);
+  absl::Status MultiCpu(bool acc, const std::string& why);
+  absl::Status AnswerVerbatim(const DeviceString& d);
+  absl::Status Distributed(const RowState& row, const OrderRule& chain);
+
+  // device_map.cc
+  absl::Status FromPretrained();
+  absl::Status AutoMap(const std::string& keyword);
+  absl::Status IntDevice(int64_t n, const std::vector<std::string>& order, const char* rule);
+  std::string Unavailable() const;
+
+  // pipeline.cc
+  absl::Status Pipeline();
+
+  // explicit_device.cc
+  absl::Status ExplicitString(const std::string& s);
+  absl::StatusOr<std::string> CudaForRank();
+  std::string AvailableText() const;
+
+  const v1::Inventory& inv_;
+  const v1::ResolveDeviceRequest& req_;
+  v1::ResolveDeviceResponse& out_;
+  int placed_total_ = 0;          // Place() calls: devices the answer uses
+  std::map<const RowState*, std::set<int>> used_;  // job indices Place() used, per row (E-ORDER-SMI)
+  v1::PlacedDevice beyond_;       // scratch entry for devices past kMaxPlacedDevices
+  v1::Convention convention_ = v1::CONVENTION_UNSPECIFIED;
+  LibraryVersions versions_;
+  std::optional<int> local_rank_;
+  std::optional<int64_t> world_size_;
+  std::set<std::string> runtime_;
+  std::vector<std::string> runtime_list_;  // the runtime backends applied: given, else detected
+  v1::Provenance runtime_from_ = v1::PROVENANCE_DEFAULT;
+  std::optional<JobPython> job_;           // the request's job_environment, read
+  bool accelerate_use_cpu_ = false;
+  bool use_torch_xla_ = true;
+  std::optional<DeviceString> torch_device_env_;
+  std::string torch_device_env_note_;  // G-PLUGIN: who registers its type, when the build is not told
+  const v1::Backend* cpu_ = nullptr;
+  std::vector<RowState> rows_;
+  std::vector<std::string> hazards_;
+};
+
+}  // namespace devplace::placement::resolver_internal
+
+#endif  // DEVPLACE_SERVER_PLACEMENT_RESOLVER_INTERNAL_H_
