@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <system_error>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
@@ -206,11 +207,11 @@ absl::StatusOr<ValidConfig> ValidateConfig(const DaemonConfig& config) {
     return Bad(s.message());
   }
   if (absl::Status s = CheckListen(config, out); !s.ok()) return s;
-  // The TLS files are read and checked here; the daemon builds its credentials from them again.
+  // The TLS files are read and checked here, once; the daemon builds its credentials from what was read.
   if (out.any_tls) {
-    if (absl::StatusOr<service::TlsMaterial> m = service::LoadTlsMaterial(config.tls); !m.ok()) {
-      return Bad(m.status().message());
-    }
+    absl::StatusOr<service::TlsMaterial> m = service::LoadTlsMaterial(config.tls);
+    if (!m.ok()) return Bad(m.status().message());
+    out.tls_material = *std::move(m);
   } else if (!config.tls.cert.empty() || !config.tls.key.empty() || !config.tls.client_ca.empty()) {
     return Bad("--tls_cert/--tls_key/--tls_client_ca are set but no --listen address is tls:host:port");
   }

@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -133,6 +134,9 @@ struct ValidConfig {
   std::vector<std::string> listen;           // config.listen split, or DefaultListen()
   std::vector<std::string> insecure_remote;  // the plaintext non-loopback ones among them
   bool any_tls = false;                      // whether one of them is tls:
+  // The TLS files as ValidateConfig read and checked them (set when any_tls): the daemon's
+  // credentials start from these, so the files are read once at start (again only on SIGHUP).
+  std::optional<service::TlsMaterial> tls_material;
   mode_t socket_mode = 0660;
   gid_t socket_gid = static_cast<gid_t>(-1);  // -1: the daemon's own group
   std::string probe_command;                  // the executable to run

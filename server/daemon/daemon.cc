@@ -84,9 +84,13 @@ absl::Status Daemon::Start() {
   // watcher's and gRPC's below included) inherits the mask, so none of them can be killed by one.
   signals_ = BlockDaemonSignals();
   signal(SIGPIPE, SIG_IGN);
-  if (config_.any_tls) {
+  if (config_.any_tls) {  // from the files as ValidateConfig read them: they are not read again
+    if (!config_.tls_material.has_value()) {
+      return absl::FailedPreconditionError("tls: listeners without checked TLS files (use ValidateConfig)");
+    }
     absl::StatusOr<std::unique_ptr<service::ReloadableTlsCredentials>> created =
-        service::ReloadableTlsCredentials::Create(c.tls);
+        service::ReloadableTlsCredentials::Create(c.tls, *std::move(config_.tls_material));
+    config_.tls_material.reset();  // the credentials keep the key; no second copy
     if (!created.ok()) return absl::InvalidArgumentError(created.status().message());
     tls_ = *std::move(created);
   }

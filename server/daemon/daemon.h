@@ -95,7 +95,7 @@ class Daemon {
   void OnSighup();
   void Shutdown();
 
-  const ValidConfig config_;
+  ValidConfig config_;  // as validated; Start() takes tls_material out (the credentials hold it)
   enum class State { kNew, kRunning, kDone } state_ = State::kNew;
   sigset_t signals_{};
   std::atomic<bool> stop_requested_{false};

@@ -172,10 +172,15 @@ absl::StatusOr<TlsMaterial> LoadTlsMaterial(const TlsFiles& files) {
 absl::StatusOr<std::unique_ptr<ReloadableTlsCredentials>> ReloadableTlsCredentials::Create(const TlsFiles& files) {
   absl::StatusOr<TlsMaterial> material = LoadTlsMaterial(files);
   if (!material.ok()) return material.status();
+  return Create(files, *std::move(material));
+}
+
+absl::StatusOr<std::unique_ptr<ReloadableTlsCredentials>> ReloadableTlsCredentials::Create(const TlsFiles& files,
+                                                                                           TlsMaterial material) {
   std::unique_ptr<ReloadableTlsCredentials> tls(new ReloadableTlsCredentials(files));
   {
     absl::MutexLock lock(&tls->mu_);
-    if (absl::Status s = tls->Publish(*material); !s.ok()) return s;
+    if (absl::Status s = tls->Publish(material); !s.ok()) return s;
   }
   // One file holds key and chain, so the watcher never pairs a new key with an old certificate.
   const std::string identity = FdPath(tls->identity_fd_);

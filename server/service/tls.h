@@ -62,6 +62,11 @@ class ReloadableTlsCredentials {
   // mutual TLS (clients must present a certificate signed by one of those CAs, verified; others
   // fail the handshake); without it, server-only TLS.
   static absl::StatusOr<std::unique_ptr<ReloadableTlsCredentials>> Create(const TlsFiles& files);
+  // The same from `material`, what LoadTlsMaterial(files) returned (devplaced checks the files
+  // when it validates its flags and starts from what it read then): the files are not read again
+  // until Reload().
+  static absl::StatusOr<std::unique_ptr<ReloadableTlsCredentials>> Create(const TlsFiles& files,
+                                                                           TlsMaterial material);
   ~ReloadableTlsCredentials();
 
   // For ServerBuilder::AddListeningPort; every TLS listener shares them.

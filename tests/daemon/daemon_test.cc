@@ -23,6 +23,7 @@
 #include "gtest/gtest.h"
 #include "server/daemon/config.h"
 #include "tests/common/temp_dir.h"
+#include "tests/common/test_pki.h"
 
 namespace devplace::daemon {
 namespace {
@@ -186,6 +187,38 @@ TEST(DaemonInProcess, DestroyingARunningDaemonStopsIt) {
   }
   EXPECT_FALSE(std::filesystem::exists(dir.File("d.sock")));
   EXPECT_EQ(Health(tcp), HealthCheckResponse::UNKNOWN);
+}
+
+// ValidateConfig reads and checks the TLS files once; Start() serves what it read, without reading
+// them again (here they are gone by then).
+TEST(DaemonInProcess, TlsFilesAreReadOnceWhenTheConfigIsValidated) {
+  TempDir dir;
+  const devplace::testing::CertFiles ca = devplace::testing::MakeCa(dir.path(), "ca");
+  const devplace::testing::CertFiles server =
+      devplace::testing::MakeLeaf(dir.path(), ca, "server", "IP:127.0.0.1", false);
+  DaemonConfig c = TestConfig(dir).config;
+  c.listen = "unix:" + dir.File("d.sock") + ",tls:127.0.0.1:0";
+  c.tls = {server.cert, server.key, ""};
+  absl::StatusOr<ValidConfig> valid = ValidateConfig(c);
+  ASSERT_TRUE(valid.ok()) << valid.status();
+  ASSERT_TRUE(valid->tls_material.has_value());
+  EXPECT_EQ(valid->tls_material->subject, "CN=server");
+  std::filesystem::remove(server.cert);
+  std::filesystem::remove(server.key);
+  Daemon d(*std::move(valid));
+  const absl::Status started = d.Start();
+  ASSERT_TRUE(started.ok()) << started;
+  ASSERT_EQ(d.listening().size(), 2u);
+  ASSERT_THAT(d.listening()[1], StartsWith("tls:127.0.0.1:"));
+  ASSERT_TRUE(WaitServing("unix:" + dir.File("d.sock")));
+  grpc::SslCredentialsOptions tls;
+  tls.pem_root_certs = devplace::testing::ReadFile(ca.cert);
+  auto stub = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel(d.listening()[1].substr(4), grpc::SslCredentials(tls)));
+  HealthCheckResponse resp;
+  const grpc::Status s = stub->Check(Ctx().get(), HealthCheckRequest(), &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.status(), HealthCheckResponse::SERVING);
 }
 
 TEST(DaemonInProcess, UnsafeSocketDirectoryIsExitTwo) {
