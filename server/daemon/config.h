@@ -21,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/common/vendor_libraries.h"
 #include "server/logging/logging.h"
 #include "server/service/tls.h"
 #include "spdlog/common.h"
@@ -83,15 +84,9 @@ struct DaemonConfig {
   std::string torch_probe_command;
   // Deadline of one probe child: >= 200ms (the child gets 60% of it for vendor libraries).
   absl::Duration probe_timeout = absl::Seconds(10);
-  // Vendor libraries the probe child dlopens (file names or paths; empty: none).
-  std::string nvml_library = "libnvidia-ml.so.1";
-  std::string cuda_library = "libcuda.so.1";
-  std::string amd_smi_library = "libamd_smi.so";
-  std::string level_zero_library = "libze_loader.so.1";
-  std::string hlml_library = "libhlml.so";
-  std::string dcmi_library = "libdcmi.so";
-  std::string cndev_library = "libcndev.so";
-  std::string mtml_library = "libmtml.so";
+  // The vendor libraries the probe child dlopens, one per registered library (--<name>_library,
+  // server/common/vendor_libraries.h): file names or paths; empty: that one is not read.
+  VendorLibraryPaths vendor_libraries = VendorLibraryPaths::Defaults();
   // Background re-probe period: >= 0, 0 = only at start, on SIGHUP and on RefreshInventory.
   absl::Duration refresh_interval = absl::Seconds(60);
   // RefreshInventory starts at most one probe per this interval: >= 0, 0 = no limit.

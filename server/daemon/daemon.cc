@@ -25,6 +25,7 @@
 #include "grpc/health/v1/health.pb.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/resource_quota.h"
+#include "server/common/vendor_libraries.h"
 #include "server/common/version.h"
 #include "server/logging/logging.h"
 #include "server/service/grpc_log.h"
@@ -144,16 +145,11 @@ absl::Status Daemon::Start() {
   // The child's own vendor deadline fires well before ours, so a hung library costs one prober,
   // not the whole inventory.
   const absl::Duration vendor_timeout = c.probe_timeout * 0.6;
-  options.probe_command = {config_.probe_command, absl::StrCat("--host_root=", c.host_root),
-                           absl::StrCat("--nvml_library=", c.nvml_library),
-                           absl::StrCat("--cuda_library=", c.cuda_library),
-                           absl::StrCat("--amd_smi_library=", c.amd_smi_library),
-                           absl::StrCat("--level_zero_library=", c.level_zero_library),
-                           absl::StrCat("--hlml_library=", c.hlml_library),
-                           absl::StrCat("--dcmi_library=", c.dcmi_library),
-                           absl::StrCat("--cndev_library=", c.cndev_library),
-                           absl::StrCat("--mtml_library=", c.mtml_library),
-                           absl::StrCat("--probe_timeout=", absl::FormatDuration(vendor_timeout))};
+  options.probe_command = {config_.probe_command, absl::StrCat("--host_root=", c.host_root)};
+  for (size_t i = 0; i < kVendorLibraryCount; ++i) {  // every library, even at its default
+    options.probe_command.push_back(absl::StrCat("--", kVendorLibraries[i].flag, "=", c.vendor_libraries[i]));
+  }
+  options.probe_command.push_back(absl::StrCat("--probe_timeout=", absl::FormatDuration(vendor_timeout)));
   options.probe_timeout = c.probe_timeout;
   registry_ = std::make_shared<prometheus::Registry>();
   probe_metrics_ = std::make_unique<metrics::ProbeMetrics>(*registry_);

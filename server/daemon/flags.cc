@@ -1,6 +1,7 @@
-// devplaced's flags (one per DaemonConfig setting; defaults from DaemonConfig's), its --help
-// text, the pre-parse check of every flag, and the DaemonConfig the parsed flags give. See
-// flags.h for the contract.
+// devplaced's flags (one per DaemonConfig setting; defaults from DaemonConfig's; the vendor
+// libraries' --<name>_library flags are server/common/vendor_library_flags.h's, shared with the
+// probe), its --help text, the pre-parse check of every flag, and the DaemonConfig the parsed flags
+// give. See flags.h for the contract.
 #include "server/daemon/flags.h"
 
 #include <cerrno>
@@ -19,6 +20,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "server/common/flag_errors.h"
+#include "server/common/vendor_library_flags.h"
 #include "server/common/version.h"
 
 namespace {
@@ -63,24 +65,6 @@ ABSL_FLAG(absl::Duration, probe_timeout, Defaults().probe_timeout,
           "Deadline for one probe child; one that overruns is killed and the last good inventory stays. The child "
           "gets 60% of it as its own deadline for vendor-library probers (a hung NVML call is reported as timed "
           "out and the rest of the inventory still arrives); this deadline is only the safety net");
-ABSL_FLAG(std::string, nvml_library, Defaults().nvml_library,
-          "NVML library the probe child dlopens for GPU names, UUIDs, memory and MIG instances (empty: none)");
-ABSL_FLAG(std::string, cuda_library, Defaults().cuda_library,
-          "libcuda the probe child dlopens (in two short-lived children of its own) for the CUDA runtime's GPU "
-          "numbering under CUDA_DEVICE_ORDER unset and PCI_BUS_ID (empty: none; the resolver then warns that the "
-          "order may differ on hosts with mixed GPU models)");
-ABSL_FLAG(std::string, amd_smi_library, Defaults().amd_smi_library,
-          "AMD SMI library the probe child dlopens for AMD GPU names, UUIDs, VRAM and partition modes (empty: none)");
-ABSL_FLAG(std::string, level_zero_library, Defaults().level_zero_library,
-          "Level Zero loader the probe child dlopens for Intel GPU names, UUIDs, memory, tiles (Sysman; empty: none)");
-ABSL_FLAG(std::string, hlml_library, Defaults().hlml_library,
-          "HLML library (Intel Gaudi) the probe child dlopens for names, UUIDs, memory and health (empty: none)");
-ABSL_FLAG(std::string, dcmi_library, Defaults().dcmi_library,
-          "DCMI library (Huawei Ascend) the probe child dlopens for ids, names, HBM memory and health (empty: none)");
-ABSL_FLAG(std::string, cndev_library, Defaults().cndev_library,
-          "CNDev library (Cambricon) the probe child dlopens for names, UUIDs, memory and health (empty: none)");
-ABSL_FLAG(std::string, mtml_library, Defaults().mtml_library,
-          "MTML library (Moore Threads) the probe child dlopens for names, UUIDs and memory (empty: none)");
 ABSL_FLAG(absl::Duration, refresh_interval, Defaults().refresh_interval,
           "How often to re-probe in the background (0 = only at start, on SIGHUP and on RefreshInventory)");
 ABSL_FLAG(std::string, socket_mode, Defaults().socket_mode, "Permission bits of unix-socket listeners (octal)");
@@ -185,7 +169,8 @@ void SetUpFlagUsage() {
   absl::SetProgramUsageMessage(kUsage);
   absl::FlagsUsageConfig usage_config;
   usage_config.normalize_filename = [](absl::string_view file) {  // "devplaced.cc", not the build path
-    if (file == __FILE__) return std::string("devplaced.cc");     // where these flags were defined first
+    // Where these flags were defined first; the vendor-library flags are devplaced's own too.
+    if (file == __FILE__ || file == VendorLibraryFlagsFile()) return std::string("devplaced.cc");
     const size_t slash = file.rfind('/');
     return std::string(slash == absl::string_view::npos ? file : file.substr(slash + 1));
   };
@@ -265,14 +250,7 @@ absl::StatusOr<ValidConfig> ConfigFromFlags() {
   c.probe_command = absl::GetFlag(FLAGS_probe_command);
   c.torch_probe_command = absl::GetFlag(FLAGS_torch_probe_command);
   c.probe_timeout = absl::GetFlag(FLAGS_probe_timeout);
-  c.nvml_library = absl::GetFlag(FLAGS_nvml_library);
-  c.cuda_library = absl::GetFlag(FLAGS_cuda_library);
-  c.amd_smi_library = absl::GetFlag(FLAGS_amd_smi_library);
-  c.level_zero_library = absl::GetFlag(FLAGS_level_zero_library);
-  c.hlml_library = absl::GetFlag(FLAGS_hlml_library);
-  c.dcmi_library = absl::GetFlag(FLAGS_dcmi_library);
-  c.cndev_library = absl::GetFlag(FLAGS_cndev_library);
-  c.mtml_library = absl::GetFlag(FLAGS_mtml_library);
+  c.vendor_libraries = VendorLibraryPathsFromFlags();
   c.refresh_interval = absl::GetFlag(FLAGS_refresh_interval);
   c.refresh_min_interval = absl::GetFlag(FLAGS_refresh_min_interval);
   c.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);

@@ -20,55 +20,21 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "server/common/json.h"
+#include "server/common/vendor_libraries.h"
+#include "server/common/vendor_library_flags.h"
 #include "server/common/version.h"
 #include "server/probe/build_inventory.h"
-#include "server/probe/vendor_libs/cuda_prober.h"
-#include "server/probe/vendor_libs/amdsmi_prober.h"
-#include "server/probe/vendor_libs/accel_library.h"
 #include "server/probe/host/host_root.h"
-#include "server/probe/vendor_libs/level_zero_prober.h"
-#include "server/probe/vendor_libs/nvml_prober.h"
+#include "server/probe/probe_flags.h"
 #include "server/probe/probers.h"
 
 ABSL_FLAG(std::string, host_root, "/",
           "Directory holding the host's /sys, /proc and /dev (e.g. /host when the host's trees "
           "are mounted there in a container, or a fixture tree in tests)");
-ABSL_FLAG(std::string, nvml_library, std::string(devplace::probe::kDefaultNvmlLibrary),
-          "NVML library to dlopen for GPU names, UUIDs, memory and MIG instances (a soname searched "
-          "as dlopen does, or a path); empty: do not use NVML. Not found: the nvml prober is "
-          "reported skipped");
-ABSL_FLAG(std::string, cuda_library, std::string(devplace::probe::kDefaultCudaLibrary),
-          "CUDA driver library (libcuda) to dlopen, in two short-lived child processes, for the order in which "
-          "the CUDA runtime numbers the NVIDIA GPUs (CUDA_DEVICE_ORDER unset and PCI_BUS_ID), recorded as "
-          "Device.runtime_ordinal / runtime_ordinal_pci; empty: do not use libcuda. Not found: the cuda prober "
-          "is reported skipped");
-ABSL_FLAG(std::string, amd_smi_library, std::string(devplace::probe::kDefaultAmdSmiLibrary),
-          "AMD SMI library to dlopen for AMD GPU names, UUIDs, VRAM total/used, compute and memory "
-          "partition modes and the driver version (a soname or a path); empty: do not use AMD SMI. "
-          "Not found: the amd_smi prober is reported skipped");
-ABSL_FLAG(std::string, level_zero_library, std::string(devplace::probe::kDefaultLevelZeroLibrary),
-          "Level Zero loader to dlopen for Intel GPU names, UUIDs, memory per module, tiles and health "
-          "through Sysman (a soname or a path); empty: do not use Level Zero. Not found: the level_zero "
-          "prober is reported skipped");
-ABSL_FLAG(std::string, hlml_library, std::string(devplace::probe::kDefaultHlmlLibrary),
-          "HLML library (Intel Gaudi) to dlopen for device names, UUIDs, serials, module ids, memory and "
-          "health (a soname or a path); empty: do not use HLML. Loaded only when the PCI scan found a Gaudi; "
-          "not found: the hlml prober is reported skipped");
-ABSL_FLAG(std::string, dcmi_library, std::string(devplace::probe::kDefaultDcmiLibrary),
-          "DCMI library (Huawei Ascend) to dlopen for card/chip, logic and physical ids, names, HBM memory "
-          "and health; empty: do not use DCMI. Loaded only when the PCI scan found an Ascend NPU; not "
-          "found: the dcmi prober is reported skipped");
-ABSL_FLAG(std::string, cndev_library, std::string(devplace::probe::kDefaultCndevLibrary),
-          "CNDev library (Cambricon) to dlopen for MLU names, UUIDs, memory and health; empty: do not use "
-          "CNDev. Loaded only when the PCI scan found an MLU; not found: the cndev prober is reported skipped");
-ABSL_FLAG(std::string, mtml_library, std::string(devplace::probe::kDefaultMtmlLibrary),
-          "MTML library (Moore Threads) to dlopen for GPU names, UUIDs and memory; empty: do not use MTML. "
-          "Loaded only when the PCI scan found a Moore Threads GPU; not found: the mtml prober is reported "
-          "skipped");
 ABSL_FLAG(absl::Duration, probe_timeout, absl::Seconds(5),
           "This probe's own deadline, for the whole probe: the sysfs/procfs probers first, then the vendor-library "
-          "probers (NVML, libcuda, AMD SMI, Level Zero, HLML, DCMI, CNDev, MTML), which run at once, each in its own "
-          "child process, with what is left: one that has not finished by then is killed and reported "
+          "probers (one per --<name>_library flag), which run at once, each in its own child process, with what "
+          "is left: one that has not finished by then is killed and reported "
           "PROBE_STATUS_TIMED_OUT, naming the call that did not return; one whose process dies of a "
           "signal is reported PROBE_STATUS_CRASHED; the rest of the inventory is still written. A host read "
           "that never returns (a driver's sysfs file) ends the probe 1s past the deadline with exit status 3. "
@@ -80,12 +46,7 @@ ABSL_FLAG(bool, json, false,
 
 namespace {
 
-constexpr char kUsage[] =
-    "Probes this host's accelerators, CPU and memory once and writes one devplace.v1.Inventory "
-    "to stdout.\n\n"
-    "Usage: devplace-probe [--host_root=DIR] [--nvml_library=PATH] [--cuda_library=PATH] [--amd_smi_library=PATH]\n"
-    "       [--level_zero_library=PATH] [--hlml_library=PATH] [--dcmi_library=PATH]\n"
-    "       [--cndev_library=PATH] [--mtml_library=PATH] [--probe_timeout=5s] [--json]\n\n"
+constexpr char kUsageDetails[] =
     "Output: the serialized protobuf message (binary; what devplaced reads) by default, or the "
     "protobuf JSON mapping with --json.\n"
     "Exit status: 0 when an inventory was written (probers that failed or timed out are reported in its "
@@ -93,6 +54,25 @@ constexpr char kUsage[] =
     "never returned and the probe overran --probe_timeout (nothing written).\n"
     "Files that are not regular files (a FIFO, a device node) are never opened; the sysfs/procfs probers run "
     "under an address-space cap (512 MiB above the process's size).";
+
+// --help's text: the usage line names every vendor library's flag (registry order, about 100
+// columns a line).
+std::string Usage() {
+  std::string usage = "Usage: devplace-probe [--host_root=DIR]";
+  size_t line_start = 0;
+  for (const devplace::VendorLibrary& library : devplace::kVendorLibraries) {
+    const std::string flag = absl::StrCat(" [--", library.flag, "=PATH]");
+    if (usage.size() - line_start + flag.size() > 100) {
+      line_start = usage.size() + 1;
+      absl::StrAppend(&usage, "\n      ");
+    }
+    absl::StrAppend(&usage, flag);
+  }
+  return absl::StrCat(
+      "Probes this host's accelerators, CPU and memory once and writes one devplace.v1.Inventory "
+      "to stdout.\n\n",
+      usage, " [--probe_timeout=5s] [--json]\n\n", kUsageDetails);
+}
 
 int Fail(int code, const std::string& message) {
   std::fprintf(stderr, "devplace-probe: %s\n", message.c_str());
@@ -177,11 +157,16 @@ int Write(devplace::v1::Inventory inventory) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(kUsage);
+  absl::SetProgramUsageMessage(Usage());
   absl::FlagsUsageConfig config;
-  config.contains_help_flags = [](absl::string_view file) {
-    return absl::EndsWith(file, "server/probe/main.cc");
+  // This file's flags and the vendor-library flags (defined in server/common) are this binary's
+  // own: --help lists them together.
+  config.normalize_filename = [](absl::string_view file) {
+    if (file == __FILE__ || file == devplace::VendorLibraryFlagsFile()) return std::string("devplace-probe.cc");
+    const size_t slash = file.rfind('/');
+    return std::string(slash == absl::string_view::npos ? file : file.substr(slash + 1));
   };
+  config.contains_help_flags = [](absl::string_view file) { return file == "devplace-probe.cc"; };
   config.version_string = [] { return absl::StrCat("devplace-probe ", devplace::kVersion, "\n"); };
   absl::SetFlagsUsageConfig(config);
   if (const std::string error = CommandLineError(argc, argv); !error.empty()) return Fail(2, error);
@@ -193,16 +178,8 @@ int main(int argc, char** argv) {
   absl::StatusOr<devplace::probe::HostRoot> root = devplace::probe::HostRoot::Open(absl::GetFlag(FLAGS_host_root));
   if (!root.ok()) return Fail(2, absl::StrCat("--host_root: ", root.status().message()));
 
-  devplace::probe::ProbeOptions options;
-  options.nvml_library = absl::GetFlag(FLAGS_nvml_library);
-  options.cuda_library = absl::GetFlag(FLAGS_cuda_library);
-  options.amd_smi_library = absl::GetFlag(FLAGS_amd_smi_library);
-  options.level_zero_library = absl::GetFlag(FLAGS_level_zero_library);
-  options.hlml_library = absl::GetFlag(FLAGS_hlml_library);
-  options.dcmi_library = absl::GetFlag(FLAGS_dcmi_library);
-  options.cndev_library = absl::GetFlag(FLAGS_cndev_library);
-  options.mtml_library = absl::GetFlag(FLAGS_mtml_library);
-  options.vendor_timeout = absl::ToChronoMilliseconds(absl::GetFlag(FLAGS_probe_timeout));
+  const devplace::probe::ProbeOptions options =
+      devplace::probe::ProbeOptionsFromFlags(absl::GetFlag(FLAGS_probe_timeout));
   devplace::probe::ExitWhenOverdue(options.vendor_timeout, "devplace-probe");
   const devplace::probe::ProbeRun run = devplace::probe::RunProbers(*root, options);
   const int status = Write(devplace::probe::BuildInventory(run));

@@ -20,8 +20,8 @@ inline constexpr uint64_t kHostProbeAddressSpaceBytes = uint64_t{512} << 20;
 
 // RunProbers(root) under an address-space cap (the soft RLIMIT_AS lowered to the current size plus
 // kHostProbeAddressSpaceBytes, and put back after: a prober past it is reported RESOURCE_EXHAUSTED),
-// then the vendor probers that `options` enables (in order: nvml, cuda, amd_smi, level_zero, hlml,
-// dcmi, cndev, mtml), all at once, each in its own process, under what is left of
+// then the vendor probers that `options` enables (VendorProbers: in the registry's order), all at
+// once, each in its own process, under what is left of
 // options.vendor_timeout (RunVendorProbers): the timeout covers the whole probe.
 ProbeRun RunProbers(const HostRoot& root, const ProbeOptions& options);
 

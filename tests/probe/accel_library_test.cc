@@ -399,10 +399,10 @@ TEST(AccelLibraryMergeTest, LibraryDeviceOutsideTheRowIsOnlyReportedAndUnlistedO
 
 TEST(AccelLibraryMergeTest, EmptyPathsRunNoLibraryProber) {
   probe::ProbeOptions options;
-  EXPECT_THAT(probe::AcceleratorLibraryProbers(options), IsEmpty());
+  EXPECT_THAT(probe::VendorProbers(options), IsEmpty());
   options.dcmi_library = "libdcmi.so";
   options.mtml_library = "libmtml.so";
-  const std::vector<probe::VendorProber> probers = probe::AcceleratorLibraryProbers(options);
+  const std::vector<probe::VendorProber> probers = probe::VendorProbers(options);
   ASSERT_EQ(probers.size(), 2u);
   EXPECT_EQ(probers[0].name, "dcmi");
   EXPECT_EQ(probers[1].name, "mtml");

@@ -35,9 +35,7 @@ TEST(ProbeBinaryTest, JsonOutputParsesBack) {
 
 TEST(ProbeBinaryTest, DefaultOutputIsSerializedInventory) {
   // No vendor library (empty library flags): the library's ProbeInventory runs no vendor prober either.
-  const CommandResult r = RunProbe("--host_root=" + HostDir("amd-2x-mi210") +
-                                   " --nvml_library= --cuda_library= --amd_smi_library= --level_zero_library="
-                                   " --hlml_library= --dcmi_library= --cndev_library= --mtml_library=");
+  const CommandResult r = RunProbe("--host_root=" + HostDir("amd-2x-mi210") + NoVendorLibraryFlags());
   ASSERT_EQ(r.exit_code, 0);
   v1::Inventory inv;
   ASSERT_TRUE(inv.ParseFromString(r.out));

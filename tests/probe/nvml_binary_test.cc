@@ -5,6 +5,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/common/vendor_libraries.h"
 #include "tests/common/command.h"
 #include "tests/common/temp_dir.h"
 #include "tests/probe/nvml_test_util.h"
@@ -106,9 +107,7 @@ TEST(NvmlBinaryTest, MissingLibraryIsSkipped) {
 }
 
 TEST(NvmlBinaryTest, EmptyNvmlLibraryGivesTheLibrarysInventory) {
-  v1::Inventory inv = ProbeOutput("--host_root=" + HostDir("nvidia-mig") +
-                                  " --nvml_library= --cuda_library= --amd_smi_library= --level_zero_library="
-                                  " --hlml_library= --dcmi_library= --cndev_library= --mtml_library=");
+  v1::Inventory inv = ProbeOutput("--host_root=" + HostDir("nvidia-mig") + NoVendorLibraryFlags());
   inv.clear_probed_at();
   for (v1::ProbeReport& report : *inv.mutable_probe_reports()) report.set_duration_ms(0);
   EXPECT_EQ(inv.SerializeAsString(), ProbeHost("nvidia-mig").SerializeAsString());
@@ -117,8 +116,8 @@ TEST(NvmlBinaryTest, EmptyNvmlLibraryGivesTheLibrarysInventory) {
 TEST(NvmlBinaryTest, FlagsAreDocumentedAndChecked) {
   const CommandResult help = RunCommand(Probe() + " --help 2>&1");
   EXPECT_THAT(help.out, HasSubstr("--nvml_library"));
-  for (const char* flag : {"--hlml_library", "--dcmi_library", "--cndev_library", "--mtml_library"}) {
-    EXPECT_THAT(help.out, HasSubstr(flag));
+  for (const VendorLibrary& library : kVendorLibraries) {
+    EXPECT_THAT(help.out, HasSubstr(std::string("--") + library.flag));
   }
   EXPECT_THAT(help.out, HasSubstr("--probe_timeout"));
   EXPECT_THAT(help.out, HasSubstr("safety net"));

@@ -25,6 +25,10 @@ const v1::Device* FindDevice(const v1::Inventory& inventory, const std::string& 
 // The report of the named prober, or null.
 const v1::ProbeReport* FindReport(const v1::Inventory& inventory, const std::string& name);
 
+// " --nvml_library= --cuda_library= ...": every registered vendor library's flag, empty (no
+// vendor prober runs).
+std::string NoVendorLibraryFlags();
+
 // Whether DEVPLACE_UPDATE_GOLDENS=1 asks the golden tests to rewrite their files.
 bool UpdateGoldens();
 

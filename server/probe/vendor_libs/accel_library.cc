@@ -225,13 +225,4 @@ VendorProber LibraryProber(const LibraryInfo& info, std::string library, Library
           }};
 }
 
-std::vector<VendorProber> AcceleratorLibraryProbers(const ProbeOptions& options) {
-  std::vector<VendorProber> probers;
-  if (!options.hlml_library.empty()) probers.push_back(HlmlProber(options.hlml_library));
-  if (!options.dcmi_library.empty()) probers.push_back(DcmiProber(options.dcmi_library));
-  if (!options.cndev_library.empty()) probers.push_back(CndevProber(options.cndev_library));
-  if (!options.mtml_library.empty()) probers.push_back(MtmlProber(options.mtml_library));
-  return probers;
-}
-
 }  // namespace devplace::probe

@@ -1,18 +1,19 @@
-// The accelerator management-library probers: HLML (Intel Gaudi, libhlml.so),
-// DCMI (Huawei Ascend, libdcmi.so), CNDev (Cambricon, libcndev.so) and MTML (Moore Threads,
-// libmtml.so). Each is a plain VendorProber (vendor_prober.h) modelled on the NVML one: the library is
-// loaded with dlopen at run time (no build-time vendor header or library; the few types and
-// functions used are declared in hlml_api.h, dcmi_api.h, cndev_api.h and mtml_api.h, citing the
-// vendor header they follow), read into a private LibrarySnapshot in the prober's child process, and
-// merged into its row by canonical PCI bus id (MergeLibrarySnapshot).
+// What the accelerator management-library probers share: those of the registered libraries
+// (server/common/vendor_libraries.h) that complete one row by PCI bus id, such as HLML for Intel
+// Gaudi, each a <lib>_prober.cc whose factory returns LibraryProber(...). Each is a plain
+// VendorProber (vendor_prober.h) modelled on the NVML one: the library is loaded with dlopen at run
+// time (no build-time vendor header or library; the few types and functions used are declared in
+// its <lib>_api.h, citing the vendor header they follow), read into a private LibrarySnapshot in
+// the prober's child process, and merged into its row by canonical PCI bus id
+// (MergeLibrarySnapshot).
 //
-// Merge rules, the same for the four libraries:
+// Merge rules, the same for every such library:
 // - a library device whose bus id the PCI scan did not put in the row is only named in the
 //   report message; a device the PCI scan found that the library does not list keeps what sysfs
 //   gave (it is never dropped) and is named in the message;
 // - the library's name and UUID replace sysfs' (a non-empty value only); memory total and free
 //   (total - used, never below 0) are set, and Device.attributes["memory_source"] names the
-//   prober ("hlml", "dcmi", "cndev", "mtml") so answers can say where a figure came from;
+//   prober (LibraryInfo::prober, its registry name) so answers can say where a figure came from;
 // - vendor facts go to Device.attributes (e.g. "serial", "module_id", "card_id", "logic_id");
 // - a device the library reports lost becomes HEALTH_LOST, one it reports faulty HEALTH_FAULT,
 //   with the library call and its answer in health_reason (appended to an earlier reason); a
@@ -41,16 +42,10 @@
 
 namespace devplace::probe {
 
-// The libraries devplace-probe loads by default (the sonames the vendors install).
-inline constexpr absl::string_view kDefaultHlmlLibrary = "libhlml.so";
-inline constexpr absl::string_view kDefaultDcmiLibrary = "libdcmi.so";
-inline constexpr absl::string_view kDefaultCndevLibrary = "libcndev.so";
-inline constexpr absl::string_view kDefaultMtmlLibrary = "libmtml.so";
-
 // One device as a library reports it. Optional fields stay empty when the call is missing from
 // the library, unsupported, or failed.
 struct LibraryDevice {
-  int index = -1;      // the library's own index (HLML/CNDev/MTML index, DCMI logic id); -1 unknown
+  int index = -1;      // the library's own device index (DCMI: the logic id); -1 unknown
   std::string bus_id;  // canonical "dddd:bb:dd.f"
   std::string name;
   std::string uuid;
@@ -102,16 +97,7 @@ using LibraryReader =
 // device of info.row; otherwise `read`, then MergeLibrarySnapshot.
 VendorProber LibraryProber(const LibraryInfo& info, std::string library, LibraryReader read);
 
-// The four probers (each reads as described in its *_api.h).
-VendorProber HlmlProber(std::string library);
-VendorProber DcmiProber(std::string library);
-VendorProber CndevProber(std::string library);
-VendorProber MtmlProber(std::string library);
-
-// The probers `options` enables, in order hlml, dcmi, cndev, mtml (an empty path: not run).
-std::vector<VendorProber> AcceleratorLibraryProbers(const ProbeOptions& options);
-
-// ---- helpers shared by the four readers ----
+// ---- helpers shared by the readers ----
 
 // What a library's return code means for the call that got it.
 enum class CallResult { kOk, kNotSupported, kLost, kFault, kNoPermission, kOther };

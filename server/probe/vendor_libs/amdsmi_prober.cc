@@ -321,4 +321,6 @@ VendorProber AmdSmiProber(std::string library) {
           }};
 }
 
+VendorProber prober_factory::amd_smi(std::string library, const ProbeOptions&) { return AmdSmiProber(std::move(library)); }
+
 }  // namespace devplace::probe

@@ -12,15 +12,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 #include "server/probe/host/facts.h"
 #include "server/probe/vendor_libs/vendor_prober.h"
 
 namespace devplace::probe {
-
-// The AMD SMI library devplace-probe loads by default (ROCm's soname; ROCm installs it under
-// /opt/rocm/lib, which ldconfig usually lists).
-inline constexpr absl::string_view kDefaultAmdSmiLibrary = "libamd_smi.so";
 
 // One GPU as AMD SMI reports it; optional fields stay empty when the call is missing, not
 // supported, or failed.

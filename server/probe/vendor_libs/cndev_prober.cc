@@ -143,6 +143,8 @@ LibrarySnapshot ReadCndev(const std::string& path, const std::vector<std::string
 
 }  // namespace
 
-VendorProber CndevProber(std::string library) { return LibraryProber(kCndevInfo, std::move(library), ReadCndev); }
+VendorProber prober_factory::cndev(std::string library, const ProbeOptions&) {
+  return LibraryProber(kCndevInfo, std::move(library), ReadCndev);
+}
 
 }  // namespace devplace::probe

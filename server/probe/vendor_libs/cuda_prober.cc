@@ -319,4 +319,6 @@ VendorProber CudaProber(std::string library, std::chrono::milliseconds timeout) 
           }};
 }
 
+VendorProber prober_factory::cuda(std::string library, const ProbeOptions& options) { return CudaProber(std::move(library), options.vendor_timeout); }
+
 }  // namespace devplace::probe

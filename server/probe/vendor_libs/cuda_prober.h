@@ -19,14 +19,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 #include "server/probe/host/facts.h"
 #include "server/probe/vendor_libs/vendor_prober.h"
 
 namespace devplace::probe {
-
-// The CUDA driver library devplace-probe loads by default (the driver's soname).
-inline constexpr absl::string_view kDefaultCudaLibrary = "libcuda.so.1";
 
 // One process's enumeration, in ordinal order.
 struct CudaEnumeration {

@@ -180,6 +180,8 @@ LibrarySnapshot ReadDcmi(const std::string& path, const std::vector<std::string>
 
 }  // namespace
 
-VendorProber DcmiProber(std::string library) { return LibraryProber(kDcmiInfo, std::move(library), ReadDcmi); }
+VendorProber prober_factory::dcmi(std::string library, const ProbeOptions&) {
+  return LibraryProber(kDcmiInfo, std::move(library), ReadDcmi);
+}
 
 }  // namespace devplace::probe

@@ -160,6 +160,8 @@ LibrarySnapshot ReadHlml(const std::string& path, const std::vector<std::string>
 
 }  // namespace
 
-VendorProber HlmlProber(std::string library) { return LibraryProber(kHlmlInfo, std::move(library), ReadHlml); }
+VendorProber prober_factory::hlml(std::string library, const ProbeOptions&) {
+  return LibraryProber(kHlmlInfo, std::move(library), ReadHlml);
+}
 
 }  // namespace devplace::probe

@@ -331,4 +331,6 @@ VendorProber LevelZeroProber(std::string library) {
           }};
 }
 
+VendorProber prober_factory::level_zero(std::string library, const ProbeOptions&) { return LevelZeroProber(std::move(library)); }
+
 }  // namespace devplace::probe

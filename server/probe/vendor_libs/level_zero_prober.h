@@ -12,14 +12,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 #include "server/probe/host/facts.h"
 #include "server/probe/vendor_libs/vendor_prober.h"
 
 namespace devplace::probe {
-
-// The Level Zero loader devplace-probe loads by default.
-inline constexpr absl::string_view kDefaultLevelZeroLibrary = "libze_loader.so.1";
 
 // One device memory module (zesMemoryGetProperties / zesMemoryGetState).
 struct ZeMemoryModule {

@@ -139,6 +139,8 @@ LibrarySnapshot ReadMtml(const std::string& path, const std::vector<std::string>
 
 }  // namespace
 
-VendorProber MtmlProber(std::string library) { return LibraryProber(kMtmlInfo, std::move(library), ReadMtml); }
+VendorProber prober_factory::mtml(std::string library, const ProbeOptions&) {
+  return LibraryProber(kMtmlInfo, std::move(library), ReadMtml);
+}
 
 }  // namespace devplace::probe

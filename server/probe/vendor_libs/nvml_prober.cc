@@ -438,4 +438,6 @@ VendorProber NvmlProber(std::string library) {
           }};
 }
 
+VendorProber prober_factory::nvml(std::string library, const ProbeOptions&) { return NvmlProber(std::move(library)); }
+
 }  // namespace devplace::probe

@@ -22,9 +22,6 @@
 
 namespace devplace::probe {
 
-// The NVML library devplace-probe loads by default (the driver's soname).
-inline constexpr absl::string_view kDefaultNvmlLibrary = "libnvidia-ml.so.1";
-
 // One MIG device (a GPU instance / compute instance pair) as NVML reports it.
 struct NvmlMigDevice {
   std::string uuid;  // "MIG-..."

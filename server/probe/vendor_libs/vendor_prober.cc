@@ -24,6 +24,21 @@ std::string VendorCall::Describe() const {
   return device < 0 ? call : absl::StrCat(call, " (device ", device, ")");
 }
 
+std::vector<VendorProber> VendorProbers(const ProbeOptions& options) {
+  using Factory = VendorProber (*)(std::string library, const ProbeOptions& options);
+  static constexpr Factory kFactories[] = {
+#define DEVPLACE_PROBER_FACTORY(name, ...) &prober_factory::name,
+      DEVPLACE_VENDOR_LIBRARIES(DEVPLACE_PROBER_FACTORY)
+#undef DEVPLACE_PROBER_FACTORY
+  };
+  static_assert(sizeof(kFactories) / sizeof(kFactories[0]) == kVendorLibraryCount);
+  std::vector<VendorProber> probers;
+  for (size_t i = 0; i < kVendorLibraryCount; ++i) {
+    if (!options[i].empty()) probers.push_back(kFactories[i](options[i], options));
+  }
+  return probers;
+}
+
 void RunVendorProbers(const std::vector<VendorProber>& probers, std::chrono::milliseconds timeout, ProbeRun& run,
                       std::chrono::steady_clock::time_point ends_by) {
   RunVendorProbersIsolated(probers, timeout, run, ends_by);

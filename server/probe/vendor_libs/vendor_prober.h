@@ -1,6 +1,7 @@
-// Vendor-library probers: a prober that reads a vendor management library (NVML, AMD SMI, Level
-// Zero, HLML, DCMI, CNDev, MTML, libcuda) through dlopen, after the host probers, each in its own
-// child process under a deadline (vendor_process.h); which of them run (ProbeOptions).
+// Vendor-library probers: a prober that reads a vendor management library (one of the registry's,
+// server/common/vendor_libraries.h) through dlopen, after the host probers, each in its own child
+// process under a deadline (vendor_process.h); which of them run (ProbeOptions) and each registered
+// library's prober factory.
 #ifndef DEVPLACE_SERVER_PROBE_VENDOR_LIBS_VENDOR_PROBER_H_
 #define DEVPLACE_SERVER_PROBE_VENDOR_LIBS_VENDOR_PROBER_H_
 
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/common/vendor_libraries.h"
 #include "server/probe/host/facts.h"
 #include "server/probe/host/prober.h"
 
@@ -52,24 +54,27 @@ struct VendorProber {
   std::function<VendorMerge(const HostFacts& facts, VendorCall& call)> read;
 };
 
-// Which vendor probers run, and their deadline.
-struct ProbeOptions {
-  // Path or soname of NVML, passed to dlopen; empty: the NVML prober does not run (no report).
-  std::string nvml_library;
-  // Path or soname of libcuda (the "cuda" prober: the CUDA runtime's enumeration order, see
-  // cuda_prober.h); empty: the prober does not run (no report).
-  std::string cuda_library;
-  // Path or soname of AMD SMI (libamd_smi.so); empty: the amd_smi prober does not run.
-  std::string amd_smi_library;
-  // Path or soname of the Level Zero loader (libze_loader.so.1); empty: level_zero does not run.
-  std::string level_zero_library;
-  // Paths or sonames of HLML (Gaudi), DCMI (Ascend), CNDev (Cambricon) and MTML (Moore Threads);
-  // empty: that prober does not run (accel_library.h).
-  std::string hlml_library, dcmi_library, cndev_library, mtml_library;
+// Which vendor probers run, and their deadline. The base holds one path or soname per registered
+// library (nvml_library, cuda_library, ...), passed to dlopen by its prober; empty (the default):
+// that prober does not run (no report).
+struct ProbeOptions : VendorLibraryPaths {
   // Deadline of the whole probe (--probe_timeout): RunProbers(root, options) gives the vendor
   // probers, which run at once, what the host probers left of it.
   std::chrono::milliseconds vendor_timeout{5000};
 };
+
+// Each registered library's prober factory, prober_factory::<name>(library, options) (nvml,
+// cuda, ...), defined in its <lib>_prober.cc: the VendorProber named <name> that reads `library`
+// (a non-empty dlopen path or soname) under `options`' deadline.
+namespace prober_factory {
+#define DEVPLACE_DECLARE_PROBER_FACTORY(name, ...) \
+  VendorProber name(std::string library, const ProbeOptions& options);
+DEVPLACE_VENDOR_LIBRARIES(DEVPLACE_DECLARE_PROBER_FACTORY)
+#undef DEVPLACE_DECLARE_PROBER_FACTORY
+}  // namespace prober_factory
+
+// The probers of the libraries `options` names (a non-empty path), in the registry's order.
+std::vector<VendorProber> VendorProbers(const ProbeOptions& options);
 
 // Runs `probers` at once, each in its own child process under `timeout`, and appends their
 // reports to `run` in order (vendor_process.h says what each outcome means).
