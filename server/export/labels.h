@@ -19,8 +19,8 @@
 //                        a nodeAffinity `Gt` on it holds for every device; omitted when any
 //                        device's memory is unknown (e.g. no vendor library read)
 //   <row>.memory.source  the vendor library the memory figures came from (Device.attributes
-//                        "memory_source": nvml, amd_smi, level_zero, neuron_sysfs, hlml, dcmi,
-//                        cndev, mtml); only with <row>.memory and
+//                        "memory_source": a registered library's, server/common/
+//                        vendor_libraries.h, or neuron_sysfs); only with <row>.memory and
 //                        when one library gave every device's figure
 //   <row>.driver         the row's driver version, sanitised; omitted when unknown
 //   <row>.driver.major, <row>.driver.minor
