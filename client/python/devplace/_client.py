@@ -43,7 +43,8 @@ class Client:
         address: ``unix:/path/to.sock`` or ``host:port``. None: ``$DEVPLACE_ADDRESS``, else the
             daemon's default sockets, else ``127.0.0.1:7465`` (:func:`devplace.default_target`).
         timeout: deadline of each unary call in seconds (resolve, inventory, backends, refresh,
-            health); None or <= 0: none.
+            health); None or <= 0: none (then a daemon that accepts and never answers holds the
+            call, and the job, for ever).
         tls: TLS settings for a ``tls:`` listener (:class:`TlsOptions`; DEVPLACE_TLS_* fill what
             is not given).
         trust_any_socket: skip the socket-trust check for an explicit ``unix:`` address.
@@ -51,7 +52,10 @@ class Client:
 
     Does not contact the daemon: the channel connects on the first call, and calls fail fast with
     :class:`UnavailableError` when the daemon is not there (the message names the target, where it
-    came from, and the default sockets passed over). Safe to use from several threads.
+    came from, and the default sockets passed over). Safe to use from several threads. The channel
+    is closed by :meth:`close` (or leaving the ``with`` block), when the Client is garbage-collected
+    (a :class:`Watch` keeps its Client), and at interpreter exit, so a job that never closed its
+    Client still exits; each unary call has the ``timeout`` deadline (5 s unless told otherwise).
 
     Raises:
         InvalidArgumentError: a ``unix:`` address without a path; TLS files that cannot be used
@@ -88,7 +92,8 @@ class Client:
 
     # ---- lifecycle ----
     def close(self) -> None:
-        """Closes the channel; running watches end."""
+        """Closes the channel (idempotent); running watches end (:class:`CancelledError`), and later calls
+        raise :class:`FailedPreconditionError`."""
         self._connection.close()
 
     def __enter__(self) -> "Client":
