@@ -23,7 +23,7 @@ NAMES = [
     "Error", "ResolveError", "AbortedError", "AlreadyExistsError", "CancelledError", "DataLossError",
     "DeadlineExceededError", "FailedPreconditionError", "InternalError", "InvalidArgumentError", "NotFoundError",
     "OutOfRangeError", "PermissionDeniedError", "ResourceExhaustedError", "UnauthenticatedError",
-    "UnavailableError", "UnimplementedError", "UnknownError",
+    "UnavailableError", "UnimplementedError", "UnknownError", "DevplaceWarning", "FallbackWarning",
 ]
 
 FUNCTIONS = {
@@ -209,6 +209,16 @@ class PublicApi(unittest.TestCase):
                 self.assertEqual((error.code, error.message, str(error)),
                                  (getattr(grpc.StatusCode, code), "the message", f"{code}: the message"))
         self.assertTrue(issubclass(devplace.InvalidArgumentError, ValueError))
+
+    def test_warning_categories(self):
+        # Shown by Python's default filters (a UserWarning); the fallback's is a RuntimeWarning too, as before.
+        self.assertEqual(devplace.DevplaceWarning.__bases__, (UserWarning,))
+        self.assertEqual(devplace.FallbackWarning.__bases__, (devplace.DevplaceWarning, RuntimeWarning))
+        for cls in (devplace.DevplaceWarning, devplace.FallbackWarning):
+            with self.subTest(cls.__name__):
+                self.assertFalse(issubclass(cls, devplace.Error))  # a warning, never an error a job catches
+                self.assertEqual([n for n in vars(cls) if not n.startswith("_")], [])  # a category: no members
+                self.assertEqual(str(cls("the text")), "the text")
 
 
 if __name__ == "__main__":
