@@ -72,7 +72,8 @@ CLASSES = {
                          "warnings: List[str], explanation: List[str], placed: List[devplace_pb2.PlacedDevice], "
                          "backend: str, package: str, inventory_revision: int, transformers_version: str, "
                          "accelerate_version: str, versions_from: Dict[str, str], runtime_backends: List[str], "
-                         "response: devplace_pb2.ResolveDeviceResponse) -> None",
+                         "response: devplace_pb2.ResolveDeviceResponse, job_versions: Dict[str, str] = <factory>, "
+                         "newer_than_rules: List[str] = <factory>) -> None",
         "from_response": "classmethod (response: devplace_pb2.ResolveDeviceResponse) -> Resolution",
         "__str__": "(self) -> str",
     },

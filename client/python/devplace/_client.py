@@ -142,8 +142,10 @@ class Client:
                 ``runtime_backends=["cuda"]``, ``job_device_nodes=["/dev/nvidia1"]`` ([] = the job
                 sees no accelerator, None = unknown), ``transformers_version="4.46.3"``,
                 ``accelerate_version="0.34.2"`` (the releases whose rules to apply, docs/SEMANTICS.md
-                section 10: Transformers 4.30.0 up to 5.x, Accelerate 0.25.0 up to 1.15.x; None or
-                "" = the newest devplace knows), ``job_environment=devplace.job_environment([...])``,
+                section 10: Transformers 4.30.0 or newer, Accelerate 0.25.0 or newer; a release newer
+                than the daemon's rules gets its newest rules and a warning, see
+                ``Resolution.newer_than_rules``; None or "" = the newest devplace knows),
+                ``job_environment=devplace.job_environment([...])``,
                 ``device_allocation=devplace.device_allocation(DIR)`` (the job's Kubernetes DRA
                 devices; None sends none).
 
@@ -152,9 +154,10 @@ class Client:
             caller's to show (:func:`resolve_device` issues them as Python warnings).
 
         Raises:
-            InvalidArgumentError: a malformed request or environment, or a version outside the
-                supported range (the daemon's message names the field and the range).
-            FailedPreconditionError: this host or the job's visibility cannot satisfy the request.
+            InvalidArgumentError: a malformed request or environment, or a version older than
+                supported (the daemon's message names the field and the range).
+            FailedPreconditionError: this host or the job's visibility cannot satisfy the request;
+                with ``strict``, also any hazard, a library newer than the daemon's rules included.
             UnavailableError: the daemon is not reachable, or has no inventory yet.
             DeadlineExceededError: ``timeout`` passed.
             TypeError: an unknown override.
