@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
+#include <optional>
 #include <set>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -108,6 +111,21 @@ absl::StatusOr<std::string> MaskValue(const v1::Backend& backend, const placemen
         " as this job numbers them; refusing to widen the allocation"));
   }
   return value;
+}
+
+// Slurm's numbers (task ids, counts, GPU numbers): decimal digits only (no sign, no spaces, no
+// newline), at most 10 of them, within [min, max].
+std::optional<int64_t> SlurmNumber(absl::string_view text, int64_t min, int64_t max) {
+  if (text.empty() || text.size() > 10 || !std::all_of(text.begin(), text.end(), absl::ascii_isdigit)) return std::nullopt;
+  int64_t n = 0;
+  if (!absl::SimpleAtoi(text, &n) || n < min || n > max) return std::nullopt;
+  return n;
+}
+
+// A variable's value in a message: C-escaped (a newline shows as \n), cut to 64 bytes.
+std::string Quoted(absl::string_view value) {
+  constexpr size_t kMax = 64;
+  return absl::StrCat("'", absl::CHexEscape(value.substr(0, kMax)), value.size() > kMax ? "'..." : "'");
 }
 
 }  // namespace
@@ -266,18 +284,19 @@ absl::StatusOr<Exports> TaskPrologExports(const v1::Inventory& inventory, const 
     const std::vector<GresDevice> devices = GresDevices(inventory, GresNaming::kGpu);
     std::set<const v1::Device*> allocated;
     for (absl::string_view e : absl::StrSplit(*alloc, ',', absl::SkipEmpty())) {
-      int n = -1;
-      if (!absl::SimpleAtoi(e, &n) || n < 0) {
-        return absl::InvalidArgumentError(absl::StrCat(alloc_var, "='", *alloc, "': entry '", e,
-                                                       "' is not a GPU number (accepted: comma list of numbers)"));
+      const std::optional<int64_t> number = SlurmNumber(e, 0, INT32_MAX);
+      if (!number) {
+        return absl::InvalidArgumentError(absl::StrCat(alloc_var, "=", Quoted(*alloc), ": entry ", Quoted(e),
+                                                       " is not a GPU number (accepted: comma list of numbers)"));
       }
+      const int n = static_cast<int>(*number);
       std::vector<const GresDevice*> hits;
       for (size_t i = 0; i < devices.size(); ++i) {
         if (numbering == StepNumbering::kIndex ? static_cast<int>(i) == n : devices[i].dev_num == n) hits.push_back(&devices[i]);
       }
       if (hits.size() != 1) {
         return absl::InvalidArgumentError(absl::StrCat(
-            alloc_var, "='", *alloc, "': ", n, hits.empty() ? " names no" : " names more than one",
+            alloc_var, "=", Quoted(*alloc), ": ", n, hits.empty() ? " names no" : " names more than one",
             " gpu record of `devplace slurm gres` on this host (numbering ",
             numbering == StepNumbering::kIndex ? "index" : "dev_num", ")"));
       }
@@ -318,8 +337,41 @@ absl::StatusOr<Exports> TaskPrologExports(const v1::Inventory& inventory, const 
       }
     }
   }
-  for (const auto& [to, from] : {std::pair{"LOCAL_RANK", "SLURM_LOCALID"}, std::pair{"WORLD_SIZE", "SLURM_NTASKS"}}) {
-    if (get(to) == nullptr && get(from) != nullptr) out.emplace_back(to, *get(from));
+  // Ranks: only values checked here are exported (a value printed verbatim could carry a newline
+  // and a later `export` line of its own). The daemon's bounds: local_rank 0..2^31-2, below
+  // world_size 1..2^31-1 (server/placement/request.cc).
+  std::optional<int64_t> rank, size;
+  if (get("LOCAL_RANK") == nullptr && get("SLURM_LOCALID") != nullptr) {
+    rank = SlurmNumber(*get("SLURM_LOCALID"), 0, INT32_MAX - 1);
+    if (!rank) {
+      return absl::InvalidArgumentError(absl::StrCat("SLURM_LOCALID=", Quoted(*get("SLURM_LOCALID")),
+                                                     ": not a task id; accepted: a decimal integer 0..", INT32_MAX - 1));
+    }
+  }
+  if (get("WORLD_SIZE") == nullptr && get("SLURM_NTASKS") != nullptr) {
+    size = SlurmNumber(*get("SLURM_NTASKS"), 1, INT32_MAX);
+    if (!size) {
+      return absl::InvalidArgumentError(absl::StrCat("SLURM_NTASKS=", Quoted(*get("SLURM_NTASKS")),
+                                                     ": not a task count; accepted: a decimal integer 1..", INT32_MAX));
+    }
+  }
+  if (rank && size && *rank >= *size) {
+    return absl::InvalidArgumentError(absl::StrCat("SLURM_LOCALID=", *rank, " is not below SLURM_NTASKS=", *size,
+                                                   "; accepted: 0..", *size - 1));
+  }
+  if (rank) out.emplace_back("LOCAL_RANK", absl::StrCat(*rank));
+  if (size) out.emplace_back("WORLD_SIZE", absl::StrCat(*size));
+  // What is printed cannot override anything: each name once, names [A-Z0-9_], values [0-9,].
+  std::set<std::string> names;
+  for (const auto& [name, value] : out) {
+    const bool name_ok = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+      return absl::ascii_isupper(static_cast<unsigned char>(c)) || absl::ascii_isdigit(static_cast<unsigned char>(c)) || c == '_';
+    });
+    const bool value_ok = std::all_of(value.begin(), value.end(), [](char c) { return absl::ascii_isdigit(c) || c == ','; });
+    if (!name_ok || !value_ok || !names.insert(name).second) {
+      return absl::InternalError(absl::StrCat("task prolog: refusing to print ", name, "=", Quoted(value),
+                                              " (each name once, values digits and commas only)"));
+    }
   }
   return out;
 }

@@ -187,5 +187,48 @@ TEST(SlurmTaskPrologTest, NeverWidensAndSaysWhy) {
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("refusing to widen"));
 }
 
+// Only checked values are exported: a SLURM_LOCALID carrying a newline and an `export` line of its
+// own (which slurmstepd would apply after the real mask, widening it) is refused, and so is every
+// other value that is not a decimal integer in the daemon's range.
+TEST(SlurmTaskPrologTest, ExportsOnlyCheckedRanks) {
+  const v1::Inventory inv = Probe("nvidia-2x-h100");
+  const auto run = [&](const std::map<std::string, std::string>& env) {
+    return slurm::TaskPrologExports(inv, env, nullptr, slurm::StepNumbering::kDevNum);
+  };
+  absl::StatusOr<slurm::Exports> out =
+      run({{"SLURM_STEP_GPUS", "1"}, {"SLURM_LOCALID", "0\nexport CUDA_VISIBLE_DEVICES=0,1"}, {"SLURM_NTASKS", "1"}});
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(out.status().message(),
+            "SLURM_LOCALID='0\\nexport CUDA_VISIBLE_DEVICES=0,1': not a task id; accepted: a decimal integer "
+            "0..2147483646");
+  struct Bad {
+    const char* var;
+    const char* value;
+  };
+  for (const Bad& bad : {Bad{"SLURM_LOCALID", ""}, Bad{"SLURM_LOCALID", "-1"}, Bad{"SLURM_LOCALID", "+1"},
+                         Bad{"SLURM_LOCALID", " 1"}, Bad{"SLURM_LOCALID", "1 "}, Bad{"SLURM_LOCALID", "0x1"},
+                         Bad{"SLURM_LOCALID", "2147483647"}, Bad{"SLURM_LOCALID", "99999999999"},
+                         Bad{"SLURM_NTASKS", "0"}, Bad{"SLURM_NTASKS", "2\n"}, Bad{"SLURM_NTASKS", "2147483648"},
+                         Bad{"SLURM_NTASKS", "1e3"}}) {
+    std::map<std::string, std::string> env = {{"SLURM_STEP_GPUS", "1"}, {"SLURM_LOCALID", "0"}, {"SLURM_NTASKS", "4"}};
+    env[bad.var] = bad.value;
+    out = run(env);
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument) << bad.var << "=" << bad.value;
+    EXPECT_THAT(std::string(out.status().message()), HasSubstr(std::string(bad.var) + "='"));
+  }
+  out = run({{"SLURM_LOCALID", "4"}, {"SLURM_NTASKS", "4"}});
+  EXPECT_EQ(out.status().message(), "SLURM_LOCALID=4 is not below SLURM_NTASKS=4; accepted: 0..3");
+  // An allocation entry is a decimal number too; its value is quoted escaped, never raw.
+  out = run({{"SLURM_STEP_GPUS", "1\nexport CUDA_VISIBLE_DEVICES=0,1"}});
+  EXPECT_EQ(out.status().message(), "SLURM_STEP_GPUS='1\\nexport CUDA_VISIBLE_DEVICES=0,1': entry "
+                                    "'1\\nexport CUDA_VISIBLE_DEVICES=0' is not a GPU number (accepted: comma list of "
+                                    "numbers)");
+  // The largest accepted values, and a launcher's own LOCAL_RANK left alone (not read, not checked).
+  EXPECT_THAT(Prolog(inv, {{"SLURM_LOCALID", "2147483646"}, {"SLURM_NTASKS", "2147483647"}}),
+              ElementsAre(Pair("LOCAL_RANK", "2147483646"), Pair("WORLD_SIZE", "2147483647")));
+  EXPECT_THAT(Prolog(inv, {{"SLURM_STEP_GPUS", "0"}, {"LOCAL_RANK", "0"}, {"SLURM_LOCALID", "x"}, {"SLURM_NTASKS", "2"}}),
+              ElementsAre(Pair("CUDA_VISIBLE_DEVICES", "0"), Pair("WORLD_SIZE", "2")));
+}
+
 }  // namespace
 }  // namespace devplace::testing

@@ -1,7 +1,8 @@
 // `devplace slurm gres` / `slurm task-prolog` against the real devplaced on a fixture host: the
 // daemon's inventory gives the same gres.conf records as the saved one, and the prolog, which
 // checks the step's allocation against the /dev nodes this process can see, refuses (exit 1,
-// nothing exported) when the allocated NPU's node is not among them.
+// nothing exported) when the allocated NPU's node is not among them; and a SLURM_LOCALID carrying
+// an `export` line of its own is refused with nothing printed.
 #include <string>
 #include <vector>
 
@@ -49,6 +50,26 @@ TEST(SlurmDaemon, GresFromTheDaemonMatchesTheSavedInventoryAndThePrologNeverWide
   EXPECT_EQ(prolog.out, "");
   EXPECT_THAT(prolog.err, StartsWith("devplace: slurm task-prolog: FAILED_PRECONDITION: "));
   EXPECT_THAT(prolog.err, HasSubstr("refusing to widen"));
+}
+
+// Issue: SLURM_LOCALID=$'0\nexport CUDA_VISIBLE_DEVICES=0,1' with SLURM_STEP_GPUS=1 printed a later
+// export line widening the mask, exit 0. Now: exit 1, nothing on stdout.
+TEST(SlurmDaemon, AnInjectedRankPrintsNothing) {
+  const std::string prolog_cmd = absl::StrCat("SLURM_STEP_GPUS=1 SLURM_NTASKS=1 SLURM_LOCALID=\"$(printf '0\\nexport ",
+                                              "CUDA_VISIBLE_DEVICES=0,1')\" ", DEVPLACE_CLI_BINARY,
+                                              " slurm task-prolog --inventory=", DEVPLACE_SOURCE_DIR,
+                                              "/tests/golden/probe/nvidia-2x-h100.json");
+  const CommandResult prolog = RunCommand(prolog_cmd);
+  EXPECT_EQ(prolog.exit_code, 1);
+  EXPECT_EQ(prolog.out, "");
+  EXPECT_THAT(prolog.err, HasSubstr("INVALID_ARGUMENT: SLURM_LOCALID='0\\nexport CUDA_VISIBLE_DEVICES=0,1': not a "
+                                    "task id; accepted: a decimal integer 0..2147483646"));
+  // The same without the injection: the step's one GPU and its rank.
+  const CommandResult good = RunCommand(absl::StrCat("SLURM_STEP_GPUS=1 SLURM_NTASKS=1 SLURM_LOCALID=0 ",
+                                                     DEVPLACE_CLI_BINARY, " slurm task-prolog --inventory=",
+                                                     DEVPLACE_SOURCE_DIR, "/tests/golden/probe/nvidia-2x-h100.json"));
+  EXPECT_EQ(good.exit_code, 0) << good.err;
+  EXPECT_EQ(good.out, "export CUDA_VISIBLE_DEVICES=1\nexport LOCAL_RANK=0\nexport WORLD_SIZE=1\n");
 }
 
 }  // namespace
