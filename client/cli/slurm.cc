@@ -147,7 +147,8 @@ Command SlurmTaskPrologCommand() {
           "...) with exactly the allocated devices in the job's own numbering, checked by devplace's\n"
           "visibility rules; rows with nothing allocated are hidden. LOCAL_RANK and WORLD_SIZE come from\n"
           "SLURM_LOCALID and SLURM_NTASKS where unset (decimal integers, checked; anything else is an\n"
-          "error). An allocation no value can express exactly is an error (exit 1, nothing printed): the\n"
+          "error). An allocation no value can express exactly is an error naming the cause (device nodes\n"
+          "the task cannot open, a mask no value makes exact, or both): exit 1, nothing printed; the\n"
           "allocation is never widened.",
           {"inventory", "step_numbering"}, &RunTaskProlog};
 }

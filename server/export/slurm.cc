@@ -90,10 +90,16 @@ absl::StatusOr<std::set<const v1::Device*>> DevicesUnder(const v1::Backend& back
   return VisibleDevices(backend, env, job_devices);
 }
 
-// The value of `var` that makes exactly `wanted` visible: every id (0..255) whose devices all lie
-// in `wanted`, ascending; checked by ComputeVisibility. Empty `wanted`: the value that hides all.
-absl::StatusOr<std::string> MaskValue(const v1::Backend& backend, const placement::Env& env, const std::string& var,
-                                      const std::set<const v1::Device*>& wanted, const v1::JobDevices* job_devices) {
+// The closest value of `var` to `wanted`: every id (0..255) whose devices all lie in `wanted`,
+// ascending (empty `wanted`: the value that hides all), and what the job sees under it
+// (ComputeVisibility); `exact` when that is `wanted`.
+struct MaskTry {
+  std::string value;
+  absl::StatusOr<std::set<const v1::Device*>> shown;
+  bool exact = false;
+};
+MaskTry TryMask(const v1::Backend& backend, const placement::Env& env, const std::string& var,
+                const std::set<const v1::Device*>& wanted, const v1::JobDevices* job_devices) {
   std::vector<int> ids;
   if (!wanted.empty()) {
     for (int id = 0; id < 256; ++id) {
@@ -102,15 +108,83 @@ absl::StatusOr<std::string> MaskValue(const v1::Backend& backend, const placemen
       if (std::includes(wanted.begin(), wanted.end(), seen->begin(), seen->end())) ids.push_back(id);
     }
   }
-  const std::string value = absl::StrJoin(ids, ",");
-  absl::StatusOr<std::set<const v1::Device*>> check = DevicesUnder(backend, env, var, value, job_devices);
-  if (!check.ok() || *check != wanted) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "no value of ", var, " selects exactly the ", wanted.size(), " ", backend.hardware(),
-        " device(s) Slurm allocated to this step", wanted.empty() ? " (none)" : "",
-        " as this job numbers them; refusing to widen the allocation"));
+  MaskTry out;
+  out.value = absl::StrJoin(ids, ",");
+  out.shown = DevicesUnder(backend, env, var, out.value, job_devices);
+  out.exact = out.shown.ok() && *out.shown == wanted;
+  return out;
+}
+
+// "host #1 (/dev/nvidia1)": a device as the messages name it.
+std::string Named(const v1::Device& d) {
+  return absl::StrCat("host #", d.host_index(), d.device_nodes().empty() ? "" : absl::StrCat(" (", d.device_nodes(0), ")"));
+}
+// The devices in host order (a set of pointers is in address order).
+std::vector<const v1::Device*> InHostOrder(const std::set<const v1::Device*>& devices) {
+  std::vector<const v1::Device*> out(devices.begin(), devices.end());
+  std::sort(out.begin(), out.end(), [](const v1::Device* a, const v1::Device* b) { return a->host_index() < b->host_index(); });
+  return out;
+}
+std::string Named(const std::set<const v1::Device*>& devices) {
+  if (devices.empty()) return "none";
+  return absl::StrJoin(InHostOrder(devices), ", ", [](std::string* o, const v1::Device* d) { absl::StrAppend(o, Named(*d)); });
+}
+
+// "shows <what the job sees under the tried value>", or "is not accepted: <why>".
+std::string Shown(const MaskTry& t) {
+  return t.shown.ok() ? absl::StrCat("shows ", Named(*t.shown)) : absl::StrCat("is not accepted: ", t.shown.status().message());
+}
+
+// Whether the task can open one of the device's nodes (P1: job_devices lists it; unknown, nullptr: yes).
+bool TaskOpens(const v1::Device& d, const v1::JobDevices* job_devices) {
+  if (job_devices == nullptr) return true;
+  const auto& listed = job_devices->device_nodes();
+  return std::any_of(d.device_nodes().begin(), d.device_nodes().end(), [&](const std::string& n) {
+    return std::find(listed.begin(), listed.end(), n) != listed.end();
+  });
+}
+
+// Why no value of the row's variables selects exactly `wanted` (FAILED_PRECONDITION): device nodes
+// the task cannot open (no mask shows a device whose node is missing from its /dev), a mask that no
+// value makes exact in the job's numbering (the ones it can open, selected, show other devices),
+// or both. Only the row's first variable is named: it is the one the job's runtime reads first.
+absl::Status NoExactMask(const v1::Backend& backend, const placement::BackendSpec& spec, const placement::Env& env,
+                         const std::set<const v1::Device*>& wanted, const v1::JobDevices* job_devices) {
+  std::set<const v1::Device*> unopened, opened;
+  for (const v1::Device* d : wanted) (TaskOpens(*d, job_devices) ? opened : unopened).insert(d);
+  bool opened_exact = false;
+  MaskTry closest;
+  for (absl::string_view candidate : spec.mask_variables) {
+    MaskTry t = TryMask(backend, env, std::string(candidate), opened, job_devices);
+    if (candidate == spec.mask_variables.front()) closest = t;
+    if (t.exact) {
+      opened_exact = true;
+      break;
+    }
   }
-  return value;
+  const absl::string_view var = spec.mask_variables.front();
+  if (wanted.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Slurm allocated no ", backend.hardware(), " device to this step, but no value of ", var, " hides the row's ",
+        backend.devices_size(), " device(s) (", var, "=", closest.value, " ", Shown(closest),
+        "); refusing to widen the allocation"));
+  }
+  std::string why = absl::StrCat("Slurm allocated ", wanted.size(), " ", backend.hardware(), " device(s) to this step (",
+                                 Named(wanted), "), but ");
+  if (!unopened.empty()) {
+    std::vector<std::string> nodes;
+    for (const v1::Device* d : InHostOrder(unopened)) nodes.insert(nodes.end(), d->device_nodes().begin(), d->device_nodes().end());
+    absl::StrAppend(&why, "the task cannot open the device node of ", unopened.size(), " of them (",
+                    absl::StrJoin(nodes, ", "), " not in its /dev: the step's cgroup or container does not give it",
+                    " those nodes; with ConstrainDevices=yes, gres.conf's File= must name them), and no value of ",
+                    var, " shows a device whose node the task cannot open");
+  }
+  if (!opened_exact) {
+    absl::StrAppend(&why, unopened.empty() ? "" : "; and ", "no value of ", var, " selects exactly ",
+                    unopened.empty() ? "them" : absl::StrCat("the ", opened.size(), " it can open"),
+                    " as the job numbers them (the closest, ", var, "=", closest.value, ", ", Shown(closest), ")");
+  }
+  return absl::FailedPreconditionError(absl::StrCat(why, "; refusing to widen the allocation"));
 }
 
 // Slurm's numbers (task ids, counts, GPU numbers): decimal digits only (no sign, no spaces, no
@@ -316,16 +390,16 @@ absl::StatusOr<Exports> TaskPrologExports(const v1::Inventory& inventory, const 
       for (const v1::Device& d : b.devices()) {
         if (allocated.count(&d) > 0) wanted.insert(&d);
       }
-      absl::StatusOr<std::string> value;
+      MaskTry mask;
       std::string var;
       for (absl::string_view candidate : spec->mask_variables) {
         var = std::string(candidate);
-        value = MaskValue(b, job_env, var, wanted, job_devices);
-        if (value.ok()) break;
+        mask = TryMask(b, job_env, var, wanted, job_devices);
+        if (mask.exact) break;
       }
-      if (!value.ok()) return value.status();
-      job_env[var] = *value;
-      out.emplace_back(var, *value);
+      if (!mask.exact) return NoExactMask(b, *spec, job_env, wanted, job_devices);
+      job_env[var] = mask.value;
+      out.emplace_back(var, mask.value);
       rows.emplace_back(&b, std::move(wanted));
     }
     for (const auto& [b, wanted] : rows) {

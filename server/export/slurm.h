@@ -97,8 +97,10 @@ absl::StatusOr<StepNumbering> ParseStepNumbering(absl::string_view text);  // "d
 //  - INVALID_ARGUMENT naming the variable (its value C-escaped, cut to 64 bytes) for an allocation
 //    entry that is not a decimal number or names no record (or names two: 22.05 numbering with
 //    equal file numbers in two rows), or a SLURM_LOCALID / SLURM_NTASKS outside the forms above;
-//  - FAILED_PRECONDITION when no value selects exactly a row's allocation, or when one row's
-//    export changes what another row sees.
+//  - FAILED_PRECONDITION when no value selects exactly a row's allocation, naming the cause: the
+//    allocated devices whose nodes the task cannot open (not in `job_devices`), a mask that no
+//    value makes exact in the job's numbering (with the closest value and what it shows), or
+//    both; or when one row's export changes what another row sees.
 using Exports = std::vector<std::pair<std::string, std::string>>;
 absl::StatusOr<Exports> TaskPrologExports(const v1::Inventory& inventory, const std::map<std::string, std::string>& env,
                                           const v1::JobDevices* job_devices, StepNumbering numbering);
