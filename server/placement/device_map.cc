@@ -53,7 +53,7 @@ absl::Status Resolution::FromPretrained() {
                                     m.empty() ? "None" : absl::StrCat("\"", m, "\""), ")"));
   if (m.empty()) {
     AnswerCpu("I-NONE device_map is None: from_pretrained loads the weights on cpu");
-    if (const RowState* r = FirstAvailable(versions_.Order(OrderKind::kAccMaxMemory).order)) {
+    if (const RowState* r = FirstAvailable(versions_.Order(OrderKind::kAccMaxMemory))) {
       out_.add_warnings(absl::StrCat("hint: pass device_map=\"auto\" to use ", r->backend->device_type(), ":0"));
     }
     return absl::OkStatus();
@@ -74,7 +74,7 @@ absl::Status Resolution::AutoMap(const std::string& keyword) {
   const OrderRule& mem = versions_.Order(OrderKind::kAccMaxMemory);
   const std::vector<std::string>& auto_order = mem.order;
   out_.add_explanation(absl::StrCat("I-AUTO get_max_memory order ", versions_.Cite(mem)));
-  const RowState* r = FirstAvailable(auto_order);
+  const RowState* r = FirstAvailable(mem);
   const RowState* mps = FirstAvailable({"mps"});
   AutomaticChoiceHazards();
   for (const RowState& x : rows_) {
@@ -186,10 +186,18 @@ absl::Status Resolution::AutoMap(const std::string& keyword) {
   return absl::OkStatus();
 }
 
-// An int device (I-INT, pipeline int): `<type>:<n>` on the first available row of `order`.
-absl::Status Resolution::IntDevice(int64_t n, const std::vector<std::string>& order, const char* rule) {
-  const RowState* r = FirstAvailable(order);
+// An int device (I-INT, pipeline int): `<type>:<n>` on the first available row of `order` (of
+// `*versioned`, as its library's release sees the rows, when given).
+absl::Status Resolution::IntDevice(int64_t n, const std::vector<std::string>& order, const char* rule,
+                                   const OrderRule* versioned) {
+  const RowState* r = versioned != nullptr ? FirstAvailable(*versioned) : FirstAvailable(order);
   if (r == nullptr) {
+    if (convention_ == v1::CONVENTION_PIPELINE && order.size() == 1) {  // V-TF-PIPE-4.30: always cuda:<n>
+      return absl::FailedPreconditionError(absl::StrCat(
+          "device_map (pipeline device): ", n, " is cuda:", n, " for this pipeline (", versions_.Cite(*versioned),
+          "), and no CUDA device is available to this job, so moving the model there fails; pass device=-1 for "
+          "cpu", Unavailable()));
+    }
     if (convention_ == v1::CONVENTION_PIPELINE && !versions_.Has(Feature::kTfPipelineAccelDefault)) {
       return absl::FailedPreconditionError(absl::StrCat(
           "device_map (pipeline device): ", n, " unrecognized or not available: no row of ", OrderText(order),

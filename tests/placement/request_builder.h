@@ -4,6 +4,7 @@
 
 #include <initializer_list>
 #include <string>
+#include <utility>
 
 #include "devplace/v1/devplace.pb.h"
 
@@ -49,6 +50,17 @@ class Req {
   Req& ModelSize(uint64_t bytes) { r_.set_model_size_bytes(bytes); return *this; }
   Req& Transformers(const std::string& v) { r_.set_transformers_version(v); return *this; }
   Req& Accelerate(const std::string& v) { r_.set_accelerate_version(v); return *this; }
+  // job_environment: the job's distributions (name, version), as a client read them.
+  Req& Packages(std::initializer_list<std::pair<const char*, const char*>> packages) {
+    v1::JobEnvironment* e = r_.mutable_job_environment();
+    e->set_source("the test's job");
+    for (const auto& [name, version] : packages) {
+      v1::PythonPackage* p = e->add_packages();
+      p->set_name(name);
+      p->set_version(version);
+    }
+    return *this;
+  }
   const v1::ResolveDeviceRequest& proto() const { return r_; }
   operator const v1::ResolveDeviceRequest&() const { return r_; }
 
