@@ -148,7 +148,7 @@ absl::Status Resolution::SingleProcess(bool acc) {
   NeverPicked(order, acc ? absl::StrCat("Accelerator().device (Accelerate ", versions_.accelerate().ToString(), ")")
                          : absl::StrCat("TrainingArguments.device (Transformers ", versions_.transformers().ToString(), ")"),
               std::string(rule.id), r == nullptr && !(!acc && torch_device_env_ && ta_env_fallback),
-              acc ? "Accelerate has no branch for it; use TrainingArguments (Transformers >= 5.8 for tpu:0) or name "
+              acc ? "Accelerate has no branch for it; use TrainingArguments (Transformers >= 5.9 for tpu:0) or name "
                     "the device (<type>) yourself"
                   : "name the device (<type>) yourself");
   if (r == nullptr) {

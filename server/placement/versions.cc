@@ -156,15 +156,27 @@ std::vector<OrderRule> MakeOrderRules() {
       {K::kAccDistributed, L::kAccelerate, {0, 34, 0}, {"mlu", "musa", "npu", "cuda", "xpu"}, "V-ACC-DIST-0.34",
        "huggingface/accelerate:src/accelerate/state.py PartialState._prepare_backend (first tag v0.34.0, PR #3021)",
        /*commits=*/"5536a3a8"},
-      {K::kAccDistributed, L::kAccelerate, {1, 5, 0}, {"mlu", "sdaa", "musa", "npu", "hpu", "cuda", "xpu"},
+      // 1.5 to 1.13: MLU's branch is an `if` of its own and the chain after it (SDAA first) starts
+      // again, so any later row wins over MLU (fixed in 1.14, PR #4057).
+      {K::kAccDistributed, L::kAccelerate, {1, 5, 0}, {"sdaa", "musa", "npu", "hpu", "cuda", "mlu", "xpu"},
        "V-ACC-DIST-1.5",
        "huggingface/accelerate:src/accelerate/state.py PartialState._prepare_backend (first tag v1.5.0, PRs #3330, "
-       "#3378)",
+       "#3378: `if is_mlu_available()` then `if is_sdaa_available() ... elif`)",
        /*commits=*/"ac3749dc d9e6af87"},
-      {K::kAccDistributed, L::kAccelerate, {1, 13, 0}, {"mlu", "sdaa", "musa", "npu", "hpu", "cuda", "xpu", "neuron"},
+      {K::kAccDistributed, L::kAccelerate, {1, 6, 0}, {"sdaa", "musa", "npu", "hpu", "cuda", "xpu", "mlu"},
+       "V-ACC-DIST-1.6",
+       "huggingface/accelerate:src/accelerate/state.py PartialState._prepare_backend (first tag v1.6.0, PR #3401: "
+       "XPU joins the chain, with xccl)",
+       /*commits=*/"9c4eeb9b"},
+      {K::kAccDistributed, L::kAccelerate, {1, 13, 0}, {"sdaa", "musa", "npu", "hpu", "cuda", "xpu", "neuron", "mlu"},
        "V-ACC-DIST-1.13",
        "huggingface/accelerate:src/accelerate/state.py PartialState._prepare_backend (first tag v1.13.0, PR #3935)",
        /*commits=*/"3bffed54"},
+      {K::kAccDistributed, L::kAccelerate, {1, 14, 0}, {"mlu", "sdaa", "musa", "npu", "hpu", "cuda", "xpu", "neuron"},
+       "V-ACC-DIST-1.14",
+       "huggingface/accelerate:src/accelerate/state.py PartialState._prepare_backend (first tag v1.14.0, PR #4057: "
+       "MLU part of the elif chain)",
+       /*commits=*/"6b6d0ec6"},
 
       {K::kAccMaxMemory, L::kAccelerate, {0, 25, 0}, {"xpu", "cuda"}, "V-ACC-MEM-0.25",
        "huggingface/accelerate:src/accelerate/utils/modeling.py get_max_memory (release commit of v0.25.0)",

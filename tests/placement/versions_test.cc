@@ -338,6 +338,14 @@ std::vector<Case> Cases() {
                .request = Tf("4.41.1", Req::Pipe("0").Packages({{"torch", "2.5.1+cu124"}})), .device = "cuda:0"});
   c.push_back({.id = "V35_ipex_absent_pipe_xpu_only_4_41", .host = xpu2,
                .request = Tf("4.41.1", Req::Pipe("0").Packages({{"torch", "2.5.1+xpu"}})), .code = kPrecondition});
+  // V36: Accelerate 1.5 to 1.13 check MLU in an `if` of its own, and the chain after it overrides it
+  // (executed: an MLU + CUDA host's rank gets cuda:<n>); 1.14 makes it part of the chain.
+  c.push_back({.id = "V36_mlu_chain_1_13", .host = mlu_cuda, .request = Acc("1.13.0", Req::Train(ACC).Rank(1, 2)),
+               .device = "cuda:1", .words = {"V-ACC-DIST-1.13"}});
+  c.push_back({.id = "V36_mlu_chain_1_14", .host = mlu_cuda, .request = Acc("1.14.0", Req::Train(ACC).Rank(1, 2)),
+               .device = "mlu:1", .words = {"V-ACC-DIST-1.14"}});
+  c.push_back({.id = "V36_mlu_alone_1_13", .host = H({{v1::ROW_MLU, 2}}),
+               .request = Acc("1.13.0", Req::Train(ACC).Rank(1, 2)), .device = "mlu:1"});
   for (const auto& [name, v] : std::vector<std::pair<std::string, std::string>>{
            {"too_old", "4.29.2"}, {"too_new", "6.0.0"}, {"garbage", "v5"}}) {
     c.push_back({.id = "V22_tf_" + name, .host = cuda2, .request = Tf(v, Req::Train(TA)), .code = kInvalid,
