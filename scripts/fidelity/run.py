@@ -390,15 +390,22 @@ def render_doc(results):
             lines.append(f"| {p['transformers'] or '–'} + {p['accelerate']} | {d['host']} | {d['workload']} | "
                          f"`{json.dumps(d['library'])}` | `{json.dumps(d['devplace'])}` |")
         lines.append("")
-    lines += ["## Intended differences, each time", "",
-              "| pair | host | workload | library | devplace | why |", "|---|---|---|---|---|---|"]
+    # Each intended difference once per (host, workload, answers), with the pairs it showed in.
+    kinds = collections.OrderedDict()
     for p in pairs:
         for d in p["disagreements"]:
             if d["class"] != "unintended":
-                lines.append(f"| {p['transformers'] or '–'} + {p['accelerate']} | {d['host']} | {d['workload']} | "
-                             f"`{d['library'].get('device', d['library'].get('error', ''))}` | "
-                             f"`{d['devplace'].get('device', d['devplace'].get('error', ''))}` | "
-                             f"{d['class'][len('intended: '):]} |")
+                key = (d["class"][len("intended: "):], d["host"], d["workload"],
+                       d["library"].get("device", d["library"].get("error", "")),
+                       d["devplace"].get("device", d["devplace"].get("error", "")))
+                kinds.setdefault(key, []).append(f"{p['transformers'] or '–'} + {p['accelerate']}")
+    lines += ["## Intended differences", "",
+              "Each kind once per host, workload and pair of answers, with the pairs it showed in "
+              "(docs/SEMANTICS.md section 10 says why each is kept).", "",
+              "| why | host | workload | library | devplace | pairs |", "|---|---|---|---|---|---|"]
+    for (why, host, workload, lib, mine), where in kinds.items():
+        shown = ", ".join(where) if len(where) <= 3 else f"{where[0]} … {where[-1]}"
+        lines.append(f"| {why} | {host} | {workload} | `{lib}` | `{mine}` | {len(where)}: {shown} |")
     lines.append("")
     with open(DOC, "w") as f:
         f.write("\n".join(lines))
@@ -467,6 +474,41 @@ def check_boundaries(a, tfr, accr):
     return 1 if bad else 0
 
 
+CROSSCHECK_FILES = ["src/transformers/training_args.py", "src/transformers/pipelines/base.py",
+                    "src/transformers/utils/import_utils.py"]
+
+
+def crosscheck(repo, other, rel):
+    """Each matrix release of Transformers against an independent fork with main's history (no tags):
+    the main commit its release branch was cut from must be in the fork, and the files that decide a
+    device must be the same there unless a commit on the release branch changed them."""
+    bad = 0
+    for v in last_patches(rel, "transformers"):
+        commit = rel[v][0]
+        cut, n = None, 0
+        for c in git(repo, "rev-list", "--first-parent", "-n", "400", commit).split():
+            if subprocess.run(["git", "--git-dir", other, "cat-file", "-e", c + "^{commit}"],
+                              capture_output=True).returncode == 0:
+                cut = c
+                break
+            n += 1
+        if cut is None:
+            print(f"{v}: no ancestor within 400 commits is in {other}")
+            bad += 1
+            continue
+        changed = set(git(repo, "diff", "--name-only", cut, commit, "--", *CROSSCHECK_FILES).split())
+        same = []
+        for f in CROSSCHECK_FILES:
+            a = git(repo, "rev-parse", f"{commit}:{f}").strip()
+            b = subprocess.run(["git", "--git-dir", other, "rev-parse", f"{cut}:{f}"], capture_output=True,
+                               text=True).stdout.strip()
+            same.append(f"{os.path.basename(f)} {'same' if a == b else 'changed on the branch' if f in changed else 'DIFFERS'}")
+            bad += a != b and f not in changed
+        print(f"{v} ({rel[v][1]}): {n} commits on its release branch, cut from {cut[:10]} (in the fork); "
+              + ", ".join(same))
+    return 1 if bad else 0
+
+
 def newest_known():
     with open(VERSIONS_CC) as f:
         m = re.search(r"Version NewestVersion\(Library lib\) \{ return lib == Library::kTransformers \? "
@@ -502,12 +544,16 @@ def main():
     ap.add_argument("--boundaries", action="store_true", help="check versions.cc's boundaries against the tags and "
                     "write tests/placement/version_boundaries.txt")
     ap.add_argument("--newer", action="store_true", help="list release tags newer than the table knows")
+    ap.add_argument("--crosscheck", default="", help="git directory of an independent Transformers fork with main's "
+                    "history: check each matrix release's branch point and device files against it")
     a = ap.parse_args()
     tfr, accr = releases(a.transformers_git, "transformers"), releases(a.accelerate_git, "accelerate")
     if a.boundaries:
         return check_boundaries(a, tfr, accr)
     if a.newer:
         return list_newer(tfr, accr)
+    if a.crosscheck:
+        return crosscheck(a.transformers_git, a.crosscheck, tfr)
     os.makedirs(a.work, exist_ok=True)
     pairs = []
     for tf in last_patches(tfr, "transformers"):
