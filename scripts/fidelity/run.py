@@ -433,11 +433,16 @@ def table_rows():
 
 
 def first_release(repo, commit, rel):
-    """The releases that contain `commit` (each release commit checked with git merge-base --is-ancestor,
-    which is what `git tag --contains` asks of every tag), and the first of them."""
-    have = sorted((v for v, (c, _, _) in rel.items()
-                   if subprocess.run(["git", "--git-dir", repo, "merge-base", "--is-ancestor", commit, c]).returncode == 0),
-                  key=vkey)
+    """The releases that contain `commit` (`git tag --contains` for the tagged ones; a release that is
+    a release commit rather than its tag, `git merge-base --is-ancestor`), and the first of them."""
+    tags = set(git(repo, "tag", "--contains", commit).split())
+
+    def contains(how, c):
+        if how.startswith("tag "):
+            return how.split()[1] in tags
+        return subprocess.run(["git", "--git-dir", repo, "merge-base", "--is-ancestor", commit, c]).returncode == 0
+
+    have = sorted((v for v, (c, how, _) in rel.items() if contains(how, c)), key=vkey)
     return (have[0] if have else None), have
 
 

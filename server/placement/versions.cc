@@ -210,6 +210,16 @@ std::vector<OrderRule> MakeOrderRules() {
        "huggingface/transformers:src/transformers/training_args.py TrainingArguments._setup_devices (first tag "
        "v4.40.0, PR #29627)",
        /*commits=*/"75769744e9"},
+      // 4.42 dropped the `device.type == "mps"` clause that took PartialState's mps; 4.43 added its own
+      // MPS branch (executed: 4.42.4 on an Apple host gives cpu).
+      {K::kTfSingle, L::kTransformers, {4, 42, 0}, {"xpu", "mlu", "npu", "cuda"}, "V-TF-TA-4.42",
+       "huggingface/transformers:src/transformers/training_args.py TrainingArguments._setup_devices (first tag "
+       "v4.42.0, PR #29781: no MPS)",
+       /*commits=*/"92d1d97c05"},
+      {K::kTfSingle, L::kTransformers, {4, 43, 0}, {"mps", "xpu", "mlu", "npu", "cuda"}, "V-TF-TA-4.43",
+       "huggingface/transformers:src/transformers/training_args.py TrainingArguments._setup_devices (first tag "
+       "v4.43.0, PR #31812: its own MPS branch)",
+       /*commits=*/"ae9dd02ee1"},
       {K::kTfSingle, L::kTransformers, {4, 45, 0}, {"mps", "xpu", "mlu", "musa", "npu", "cuda"}, "V-TF-TA-4.45",
        "huggingface/transformers:src/transformers/training_args.py TrainingArguments._setup_devices (first tag "
        "v4.45.0, PR #31913)",

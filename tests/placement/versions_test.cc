@@ -338,6 +338,13 @@ std::vector<Case> Cases() {
                .request = Tf("4.41.1", Req::Pipe("0").Packages({{"torch", "2.5.1+cu124"}})), .device = "cuda:0"});
   c.push_back({.id = "V35_ipex_absent_pipe_xpu_only_4_41", .host = xpu2,
                .request = Tf("4.41.1", Req::Pipe("0").Packages({{"torch", "2.5.1+xpu"}})), .code = kPrecondition});
+  // V37: TrainingArguments on an Apple host: mps through PartialState up to 4.41, none in 4.42 (the
+  // clause was dropped, executed at v4.42.4: cpu), its own branch from 4.43.
+  c.push_back({.id = "V37_ta_mps_4_41", .host = mps1, .request = Tf("4.41.1", Req::Train(TA)), .device = "mps"});
+  c.push_back({.id = "V37_ta_mps_4_42", .host = mps1, .request = Tf("4.42.4", Req::Train(TA)), .device = "cpu",
+               .words = {"V-TF-TA-4.42", "never picks it"}});
+  c.push_back({.id = "V37_ta_mps_4_43", .host = mps1, .request = Tf("4.43.0", Req::Train(TA)), .device = "mps",
+               .words = {"V-TF-TA-4.43"}});
   // V36: Accelerate 1.5 to 1.13 check MLU in an `if` of its own, and the chain after it overrides it
   // (executed: an MLU + CUDA host's rank gets cuda:<n>); 1.14 makes it part of the chain.
   c.push_back({.id = "V36_mlu_chain_1_13", .host = mlu_cuda, .request = Acc("1.13.0", Req::Train(ACC).Rank(1, 2)),
