@@ -74,7 +74,17 @@ absl::Status Resolution::AutoMap(const std::string& keyword) {
   const OrderRule& mem = versions_.Order(OrderKind::kAccMaxMemory);
   const std::vector<std::string>& auto_order = mem.order;
   out_.add_explanation(absl::StrCat("I-AUTO get_max_memory order ", versions_.Cite(mem)));
-  const RowState* r = FirstAvailable(mem);
+  OrderRule probed = mem;
+  if (versions_.Has(Feature::kAccXpuMemoryIpex) && !versions_.Has(Feature::kAccXpuMemoryIpexFixed) && job_ &&
+      job_->torch && job_->ipex && FirstAvailable({"xpu"}) != nullptr) {
+    probed.order.erase(std::remove(probed.order.begin(), probed.order.end(), "xpu"), probed.order.end());
+    out_.add_warnings(absl::StrCat(
+        "the job has intel_extension_for_pytorch ", *job_->ipex, ", and get_max_memory of Accelerate ",
+        versions_.accelerate().ToString(), " fails to read an Intel GPU's memory through it (",
+        versions_.Cite(Feature::kAccXpuMemoryIpex), "): device_map=\"", keyword,
+        "\" leaves every Intel GPU out; use Accelerate >= 1.1.0, or pass device_map=\"xpu\""));
+  }
+  const RowState* r = FirstAvailable(probed);
   const RowState* mps = FirstAvailable({"mps"});
   AutomaticChoiceHazards();
   for (const RowState& x : rows_) {

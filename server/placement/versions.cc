@@ -61,6 +61,18 @@ std::vector<FeatureRule> MakeFeatureRules() {
        "default_device returns `xpu`; before 1.0 it returned `xpu:0`",
        "huggingface/accelerate:src/accelerate/state.py PartialState.default_device (first tag v1.0.0, PR #3133)",
        /*commits=*/"10776115"},
+      {F::kAccXpuMemoryIpex, L::kAccelerate, {1, 0, 0}, "V-ACC-XPU-MEM-IPEX",
+       "get_max_memory reads an XPU's free memory through Intel Extension for PyTorch's mem_get_info when IPEX is "
+       "installed, behind compare_versions(<IPEX's version string>, ...), which looks the string up as a package "
+       "name and raises: with IPEX every Intel GPU \"seems unavailable\" and device_map=\"auto\" loads on cpu, until "
+       "V-ACC-XPU-MEM-FIX; before 1.0 torch.xpu's own figures were read",
+       "huggingface/accelerate:src/accelerate/utils/memory.py get_xpu_available_memory (first tag v1.0.0, PR #3076)",
+       /*commits=*/"4b4c0369"},
+      {F::kAccXpuMemoryIpexFixed, L::kAccelerate, {1, 1, 0}, "V-ACC-XPU-MEM-FIX",
+       "get_xpu_available_memory parses IPEX's version before comparing it, so an IPEX job's Intel GPUs count in "
+       "get_max_memory again; in 1.0.x they did not (V-ACC-XPU-MEM-IPEX)",
+       "huggingface/accelerate:src/accelerate/utils/memory.py get_xpu_available_memory (first tag v1.1.0, PR #3165)",
+       /*commits=*/"292954b5"},
       {F::kAccMultiCpuNeedsCpu, L::kAccelerate, {1, 13, 0}, "V-ACC-MULTICPU",
        "a multi-process launch with no accelerator is MULTI_CPU only with cpu=True; otherwise the distributed type "
        "is NO and every process is a single one; before 1.13 it became MULTI_CPU (device cpu) anyway",

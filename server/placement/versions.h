@@ -40,6 +40,8 @@ enum class Feature {
   kAccStockXpu,           // is_xpu_available accepts stock torch.xpu (before: only through IPEX)
   kAccIndexModulo,        // distributed device index = local_process_index % device_count()
   kAccXpuBare,            // default_device returns `xpu`, not `xpu:0`
+  kAccXpuMemoryIpex,      // get_max_memory asks IPEX's mem_get_info for an XPU, behind a version check that fails
+  kAccXpuMemoryIpexFixed,  // ... and the check that works (the two rows bound Accelerate 1.0.x's bug)
   kAccMultiCpuNeedsCpu,   // a multi-process launch without accelerator is MULTI_CPU only with cpu=True
   kTfUseCpu,              // TrainingArguments has use_cpu (before: no_cuda)
   kTfStockXpu,            // is_torch_xpu_available accepts stock torch.xpu (before: only through IPEX)

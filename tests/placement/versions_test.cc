@@ -345,6 +345,16 @@ std::vector<Case> Cases() {
                .words = {"V-TF-TA-4.42", "never picks it"}});
   c.push_back({.id = "V37_ta_mps_4_43", .host = mps1, .request = Tf("4.43.0", Req::Train(TA)), .device = "mps",
                .words = {"V-TF-TA-4.43"}});
+  // V38: Accelerate 1.0.x with Intel Extension for PyTorch: get_max_memory's IPEX version check raises, every
+  // XPU "seems unavailable" (executed at v1.0.0: cpu); 1.1.0 parses the version.
+  const auto ipex = std::initializer_list<std::pair<const char*, const char*>>{
+      {"torch", "2.5.1"}, {"intel_extension_for_pytorch", "2.5.10+xpu"}};
+  c.push_back({.id = "V38_ipex_auto_1_0", .host = xpu2, .request = Acc("1.0.0", Req::Infer("auto").Packages(ipex)),
+               .device = "cpu", .words = {"V-ACC-XPU-MEM-IPEX", "use Accelerate >= 1.1.0"}});
+  c.push_back({.id = "V38_ipex_auto_1_1", .host = xpu2, .request = Acc("1.1.0", Req::Infer("auto").Packages(ipex)),
+               .device = "xpu:0"});
+  c.push_back({.id = "V38_stock_auto_1_0", .host = xpu2,
+               .request = Acc("1.0.0", Req::Infer("auto").Packages({{"torch", "2.5.1+xpu"}})), .device = "xpu:0"});
   // V36: Accelerate 1.5 to 1.13 check MLU in an `if` of its own, and the chain after it overrides it
   // (executed: an MLU + CUDA host's rank gets cuda:<n>); 1.14 makes it part of the chain.
   c.push_back({.id = "V36_mlu_chain_1_13", .host = mlu_cuda, .request = Acc("1.13.0", Req::Train(ACC).Rank(1, 2)),
@@ -402,6 +412,7 @@ TEST(VersionTable, EveryFeatureHasOneRowAndOrdersAscend) {
   using placement::Feature;
   for (Feature f : {Feature::kAccXlaImportOnly, Feature::kAccSetDevice, Feature::kAccXlaBeforeCpu,
                     Feature::kAccStockXpu, Feature::kAccIndexModulo, Feature::kAccXpuBare,
+                    Feature::kAccXpuMemoryIpex, Feature::kAccXpuMemoryIpexFixed,
                     Feature::kAccMultiCpuNeedsCpu, Feature::kTfUseCpu, Feature::kTfStockXpu,
                     Feature::kTfTaMpsBranch, Feature::kTfTaTorchDeviceFallback, Feature::kTfPipelineAccelDefault,
                     Feature::kTfV5, Feature::kTfDeviceMapCudaRank, Feature::kTfNativeTpu}) {
