@@ -303,7 +303,6 @@ def run_pairs(a, tfr, accr, pairs):
                              "class": "" if ok else classify(tf, acc, h, w, lib, dp)})
         return rows
 
-    results = load_results()
     today = datetime.date.today().isoformat()
     for pair in pairs:  # one pair at a time: the machine is shared
         tf, acc = pair
@@ -312,6 +311,7 @@ def run_pairs(a, tfr, accr, pairs):
         bad = [r for r in rows if not r["agree"]]
         unintended = [r for r in bad if r["class"] == "unintended"]
         key = f"{tf or '-'}+{acc}"
+        results = load_results()  # another run may have recorded other pairs meanwhile
         results["pairs"][key] = {
             "transformers": tf, "accelerate": acc,
             "transformers_source": f"{tfr[tf][1]} = {tfr[tf][0][:10]}" if tf else "",
@@ -324,7 +324,7 @@ def run_pairs(a, tfr, accr, pairs):
         for r in bad:
             print(f"    {r['host']:<12} {r['workload']:<9} library {json.dumps(r['library'])[:100]}  devplace "
                   f"{json.dumps(r['devplace'])[:100]}  [{r['class']}]", flush=True)
-    return results
+    return load_results()
 
 
 def load_results():
