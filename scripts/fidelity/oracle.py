@@ -140,6 +140,13 @@ sys.meta_path.insert(0, _StubFinder())
 for root in _StubFinder.ROOTS:
     _dist_info(root.replace("_", "-"), JOB.get("hub_version", "0.30.0") if root == "huggingface_hub" else "0.21.0")
 
+# Names newer libraries import from a newer typing_extensions than Debian's (Transformers 5.3 on:
+# get_original_bases, Python 3.12's types.get_original_bases), none of them used to choose a device.
+import typing_extensions  # noqa: E402
+
+if not hasattr(typing_extensions, "get_original_bases"):
+    typing_extensions.get_original_bases = lambda cls: cls.__dict__.get("__orig_bases__", cls.__bases__)
+
 # ---------------------------------------------------------------- simulated torch hardware
 import torch  # noqa: E402  (the real one, Debian's python3-torch)
 import torch.distributed  # noqa: E402
