@@ -196,6 +196,15 @@ for _name in ("compiler",):
         setattr(torch, _name, sys.modules.setdefault(f"torch.{_name}", _Stub(f"torch.{_name}")))
 if not hasattr(torch, "compile"):
     torch.compile = lambda model=None, **k: model if model is not None else (lambda f: f)
+import torch.library  # noqa: E402
+
+for _name in ("custom_op", "register_fake", "register_autograd"):  # torch >= 2.4; Transformers 5.7 on registers ops
+    if not hasattr(torch.library, _name):
+        setattr(torch.library, _name,
+                lambda *a, **k: a[1] if len(a) > 1 and callable(a[1]) else (lambda f: f))
+if not hasattr(torch, "_dynamo"):  # torch >= 2.0; Transformers 5.15 decorates with it at import
+    torch._dynamo = sys.modules.setdefault("torch._dynamo", _Stub("torch._dynamo"))
+    torch._dynamo.is_compiling = lambda: False
 import torch.cpu  # noqa: E402
 if not hasattr(torch.cpu, "device_count"):
     torch.cpu.device_count = lambda: 1
