@@ -82,6 +82,9 @@ def _install_plugins(packages):
         else:
             with open(os.path.join(root, "__init__.py"), "w") as f:
                 f.write(f"import _fidelity_hw\n_fidelity_hw.attach({dtype!r})\n__version__ = {TORCH_VERSION!r}\n")
+        if pkg == "intel_extension_for_pytorch":  # IPEX >= 2.5's own memory API (Accelerate 1.1 to 1.5 ask it)
+            with open(os.path.join(root, "xpu.py"), "w") as f:
+                f.write("import torch\n\n\ndef mem_get_info(i=0):\n    return torch.xpu.mem_get_info(i)\n")
         # IPEX must match torch's major.minor; the others only need to be installed.
         _dist_info(dist, TORCH_VERSION if pkg == "intel_extension_for_pytorch" else "2.1.0")
     importlib.invalidate_caches()
@@ -137,6 +140,13 @@ sys.meta_path.insert(0, _StubFinder())
 for root in _StubFinder.ROOTS:
     _dist_info(root.replace("_", "-"), JOB.get("hub_version", "0.30.0") if root == "huggingface_hub" else "0.21.0")
 
+# Names newer libraries import from a newer typing_extensions than Debian's (Transformers 5.3 on:
+# get_original_bases, Python 3.12's types.get_original_bases), none of them used to choose a device.
+import typing_extensions  # noqa: E402
+
+if not hasattr(typing_extensions, "get_original_bases"):
+    typing_extensions.get_original_bases = lambda cls: cls.__dict__.get("__orig_bases__", cls.__bases__)
+
 # ---------------------------------------------------------------- simulated torch hardware
 import torch  # noqa: E402  (the real one, Debian's python3-torch)
 import torch.distributed  # noqa: E402
@@ -186,6 +196,15 @@ for _name in ("compiler",):
         setattr(torch, _name, sys.modules.setdefault(f"torch.{_name}", _Stub(f"torch.{_name}")))
 if not hasattr(torch, "compile"):
     torch.compile = lambda model=None, **k: model if model is not None else (lambda f: f)
+import torch.library  # noqa: E402
+
+for _name in ("custom_op", "register_fake", "register_autograd"):  # torch >= 2.4; Transformers 5.7 on registers ops
+    if not hasattr(torch.library, _name):
+        setattr(torch.library, _name,
+                lambda *a, **k: a[1] if len(a) > 1 and callable(a[1]) else (lambda f: f))
+if not hasattr(torch, "_dynamo"):  # torch >= 2.0; Transformers 5.15 decorates with it at import
+    torch._dynamo = sys.modules.setdefault("torch._dynamo", _Stub("torch._dynamo"))
+    torch._dynamo.is_compiling = lambda: False
 import torch.cpu  # noqa: E402
 if not hasattr(torch.cpu, "device_count"):
     torch.cpu.device_count = lambda: 1
@@ -314,8 +333,10 @@ def set_host(host):
     # torch.<type> exists before any library asks, as it would in the job.
     for pkg in host.get("packages", []):
         importlib.import_module("habana_frameworks.torch" if pkg == "habana_frameworks" else pkg)
-    if host.get("stock_xpu"):
-        attach("xpu")  # torch >= 2.4 ships torch.xpu itself
+    # torch >= 2.4 ships torch.xpu itself: the module exists on every host (no device unless the host has
+    # one); before 2.4 (or with IPEX's own check) only Intel Extension for PyTorch gives the library an XPU.
+    if tuple(int(x) for x in TORCH_VERSION.split(".")[:2]) >= (2, 4) or host.get("stock_xpu"):
+        attach("xpu")
 
 _dist = {"init": False}
 
@@ -392,6 +413,8 @@ def run_case(case):
         del MEMORY_ASKED[:]
         keys = list(get_max_memory().keys())
         return f"{MEMORY_ASKED[0]}:0" if MEMORY_ASKED else ("mps" if "mps" in keys else "cpu")
+    if conv == "pipeline":
+        return _pipeline_device(case.get("device"))
     if conv == "training_arguments":
         import transformers
         kw = {"output_dir": tempfile.mkdtemp(prefix="fidelity-out-"), "report_to": []}
@@ -400,6 +423,84 @@ def run_case(case):
         args = transformers.TrainingArguments(**kw)
         return str(args.device)
     raise ValueError(conv)
+
+
+def _available(device):
+    """Whether the simulated host has `device` (an int is a CUDA ordinal, as torch reads it)."""
+    d = FakeDevice(device) if not isinstance(device, FakeDevice) else device
+    if d.type == "cpu":
+        return True
+    if d.type == "mps":
+        return bool(HOST.get("mps"))
+    return (d.index or 0) < COUNT.get(d.type, 0)
+
+
+class _NotAvailable(RuntimeError):
+    """torch's error moving weights to a device the simulated host does not have."""
+
+
+class _StandInModel:
+    """What Pipeline.__init__ reads of a freshly loaded model: its device (cpu), .to() and can_generate().
+
+    Moving it to a device the simulated host lacks fails, as torch does; the rest of __init__ after the
+    device is chosen (generation config, parameters) plays no part in the choice."""
+
+    def __init__(self):
+        self.device = FakeDevice("cpu")
+        self.config = types.SimpleNamespace()
+
+    def to(self, device):
+        if not _available(device):  # torch fails to move the weights to a device the host does not have
+            raise _NotAvailable(f"simulated: {device} is not available on this host")
+        return self
+
+    def can_generate(self):
+        return False
+
+
+def _pipeline_device(device):
+    """pipeline(device=device): Transformers' own Pipeline.__init__, on a stand-in model (no weights)."""
+    import inspect
+    from transformers.pipelines.base import Pipeline
+
+    chosen = []
+
+    class _Probe(Pipeline):
+        _pipeline_calls_generate = False
+
+        @property
+        def device(self):
+            return chosen[-1] if chosen else None
+
+        @device.setter
+        def device(self, value):
+            chosen.append(value)
+
+        def _sanitize_parameters(self, **kwargs):
+            return {}, {}, {}
+
+        def preprocess(self, *a, **k):
+            pass
+
+        def _forward(self, *a, **k):
+            pass
+
+        def postprocess(self, *a, **k):
+            pass
+
+    kw = {"model": _StandInModel(), "device": device}
+    if "framework" in inspect.signature(Pipeline.__init__).parameters:
+        kw["framework"] = "pt"
+    try:
+        _Probe(**kw)
+    except _NotAvailable:
+        raise
+    except Exception:
+        if not chosen:  # raised while choosing the device: the job's error
+            raise  # (after it, the rest of __init__ on a stand-in model is no part of the choice)
+    if not chosen:
+        raise RuntimeError("Pipeline.__init__ set no device")
+    return str(chosen[-1])
 
 
 _host_id = JOB["cases"][0]["host"]["id"]

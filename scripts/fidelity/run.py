@@ -1,16 +1,23 @@
 #!/usr/bin/python3
-"""Fidelity runner: devplace's answers against the libraries' own code, release by release.
+"""Fidelity runner: devplace's answers against the libraries' own code, release tag by release tag.
 
-For every release in the matrix it checks out Accelerate (tag vX.Y.0) and Transformers (tag vX.Y.0,
-or, in a mirror without release tags, main at the commit just before the version bump that opened
-the next release: that commit's __init__.py reads X.Y.0.dev0), executes their device-choosing code
-under scripts/fidelity/oracle.py against each simulated host, asks `devplace resolve --inventory`
-the same question on the matching fixture host, and prints the agreement per release pair.
-Opt-in (needs local mirrors and Debian's python3-torch); not part of CI. See README.md here.
+Modes (README.md here says how to run each):
+- default: for every release pair it checks out Transformers and Accelerate at their release tags,
+  executes their device-choosing code under scripts/fidelity/oracle.py against each simulated
+  host, asks `devplace resolve --inventory` the same question on the matching fixture host, and
+  records per pair the comparisons, the agreement and each disagreement with its classification
+  in results.json here; `--doc` renders that file as docs/FIDELITY.md.
+- `--boundaries`: every release boundary of server/placement/versions.cc (each row's commits) is
+  looked up in the mirrors with `git tag --contains`; the first release tag must be the row's
+  `since`. Writes tests/placement/version_boundaries.txt, which ctest holds the table to.
+- `--newer`: the release tags in the mirrors newer than the newest release the table knows.
+Opt-in (needs local mirrors with the release tags, and Debian's python3-torch); not part of CI.
 """
 import argparse
 import collections
 import concurrent.futures
+import datetime
+import hashlib
 import json
 import os
 import re
@@ -19,21 +26,19 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def _digest():
-    """Names kept answers: the oracle's code and the matrix (HOSTS, WORKLOADS) they came from."""
-    import hashlib
-    with open(os.path.join(HERE, "oracle.py"), "rb") as f:
-        h = hashlib.sha256(f.read())
-    h.update(json.dumps([HOSTS, WORKLOADS]).encode())
-    return h.hexdigest()[:12]
 ROOT = os.path.dirname(os.path.dirname(HERE))
+VERSIONS_CC = os.path.join(ROOT, "server/placement/versions.cc")
+BOUNDARIES = os.path.join(ROOT, "tests/placement/version_boundaries.txt")
+RESULTS = os.path.join(HERE, "results.json")
+DOC = os.path.join(ROOT, "docs/FIDELITY.md")
 
-# The simulated hosts: device counts the libraries see, the plug-ins installed, and the devplace
-# fixture host(s) whose probed inventory describes the same machine (two: their rows merged).
+# The simulated hosts: device counts the libraries see, the plug-ins installed (the job's packages,
+# sent to devplace too), and the devplace fixture host(s) whose probed inventory describes the same
+# machine (two: their rows merged; "mps": a saved inventory with one Apple GPU, which the Linux
+# probe cannot find).
 HOSTS = [
     {"id": "cpu", "fixtures": ["cpu-only"], "count": {}},
+    {"id": "mps", "fixtures": ["cpu-only"], "count": {}, "mps": True},
     {"id": "cuda2", "fixtures": ["nvidia-2x-h100"], "count": {"cuda": 2}},
     {"id": "xpu2-stock", "fixtures": ["xpu-2x-arc"], "count": {"xpu": 2}, "stock_xpu": True},
     {"id": "xpu2-ipex", "fixtures": ["xpu-2x-arc"], "count": {"xpu": 2},
@@ -56,19 +61,37 @@ HOSTS = [
     {"id": "npu2+hpu2", "fixtures": ["npu-2x-910b", "hpu-2x-gaudi2"], "count": {"npu": 2, "hpu": 2},
      "packages": ["torch_npu", "habana_frameworks"]},
 ]
-# Workloads: (id, oracle convention, devplace flags, local_rank, use_cpu)
+# The distribution each stand-in package is installed as (what a client sends in job_environment).
+DISTRIBUTIONS = {"torch_npu": "torch_npu", "torch_mlu": "torch_mlu", "torch_musa": "torch_musa",
+                 "intel_extension_for_pytorch": "intel_extension_for_pytorch", "torch_neuronx": "torch_neuronx",
+                 "habana_frameworks": "habana_torch_plugin"}
+TORCH = "2.8.0"  # the torch release the simulated job reports (oracle.py's default)
+
+# Workloads: id, oracle convention, devplace flags, local_rank, use_cpu, pipeline device.
+W = collections.namedtuple("W", "id convention flags rank use_cpu device")
 WORKLOADS = [
-    ("ta", "training_arguments", ["--workload=training", "--convention=training_arguments"], None, False),
-    ("ta-rank1", "training_arguments", ["--workload=training", "--convention=training_arguments"], 1, False),
-    ("ta-cpu", "training_arguments", ["--workload=training", "--convention=training_arguments", "--use_cpu"], None, True),
-    ("acc", "accelerate", ["--workload=training", "--convention=accelerate"], None, False),
-    ("acc-rank1", "accelerate", ["--workload=training", "--convention=accelerate"], 1, False),
-    ("auto", "max_memory", ["--workload=inference", "--convention=from_pretrained", "--device_map=auto"], None, False),
+    W("ta", "training_arguments", ["--workload=training", "--convention=training_arguments"], None, False, None),
+    W("ta-rank1", "training_arguments", ["--workload=training", "--convention=training_arguments"], 1, False, None),
+    W("ta-cpu", "training_arguments", ["--workload=training", "--convention=training_arguments", "--use_cpu"], None,
+      True, None),
+    W("acc", "accelerate", ["--workload=training", "--convention=accelerate"], None, False, None),
+    W("acc-rank1", "accelerate", ["--workload=training", "--convention=accelerate"], 1, False, None),
+    W("auto", "max_memory", ["--workload=inference", "--convention=from_pretrained", "--device_map=auto"], None, False,
+      None),
+    W("pl", "pipeline", ["--workload=inference", "--convention=pipeline"], None, False, None),
+    W("pl0", "pipeline", ["--workload=inference", "--convention=pipeline", "--device_map=0"], None, False, 0),
 ]
-# Transformers releases in the supported range, each paired with the Accelerate release that was
-# current when it came out (the pairs jobs ran); Accelerate releases no pair names run alone.
-TRANSFORMERS = ["4.%d.0" % m for m in range(30, 58)] + ["5.%d.0" % m for m in range(0, 16)]
-ACCELERATE = ["0.%d.0" % m for m in range(25, 35)] + ["1.%d.0" % m for m in range(0, 15)]
+TRANSFORMERS_LIBS = ("training_arguments", "pipeline")  # conventions that need Transformers
+FIRST_MINOR = {"transformers": (4, 36), "accelerate": (0, 25)}  # the matrix: every minor from these on
+SUPPORTED = {"transformers": (4, 30), "accelerate": (0, 25)}  # versions.cc MinVersion
+
+
+def _digest():
+    """Names kept answers: the oracle's code and the matrix (HOSTS, WORKLOADS) they came from."""
+    with open(os.path.join(HERE, "oracle.py"), "rb") as f:
+        h = hashlib.sha256(f.read())
+    h.update(json.dumps([HOSTS, WORKLOADS]).encode())
+    return h.hexdigest()[:12]
 
 
 HERE_DIGEST = _digest()
@@ -82,60 +105,61 @@ def vkey(v):
     return tuple(int(x) for x in v.split(".")[:3])
 
 
-# Releases whose main-line tree cannot be told without the tag: main was bumped late.
-LATE_BUMPS = {"5.3.0": "main stayed 5.3.0.dev0 after 5.3.0 was released (d81ad48109 says so), so the commit before "
-                       "the bump is 5.4.0's tree, not 5.3.0's"}
+RELEASE_TAG = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)$")  # vX.Y.Z (Transformers tagged 4.54.1 without the v)
+INIT = {"transformers": "src/transformers/__init__.py", "accelerate": "src/accelerate/__init__.py"}
+SINCE = {"transformers": "2023-05-01", "accelerate": "2023-10-01"}  # before the oldest supported release's branch
 
 
-def version_at(repo, commit):
-    r = subprocess.run(["git", "--git-dir", repo, "show", f"{commit}:src/transformers/__init__.py"], capture_output=True,
-                       text=True)
-    return re.search(r'^__version__ = "([^"]+)"', r.stdout, re.M) if r.returncode == 0 else None
+def tree_version(repo, lib, commit):
+    r = subprocess.run(["git", "--git-dir", repo, "show", f"{commit}:{INIT[lib]}"], capture_output=True, text=True)
+    m = re.search(r'^__version__ = "([^"]+)"', r.stdout, re.M) if r.returncode == 0 else None
+    return m.group(1) if m else None
 
 
-def transformers_commits(repo):
-    """{X.Y.0: (commit, how)}: the tag when the mirror has it, else main just before the next dev bump."""
-    tags = set(git(repo, "tag", "--list", "v*").split())
-    found = {}
-    bumps = git(repo, "log", "--all", "--since=2023-04-01", "--format=%H %P", "-G^__version__ = ", "--",
-                "src/transformers/__init__.py")
-    for line in bumps.splitlines():
-        commit, *parents = line.split()
-        if len(parents) != 1:
-            continue
-        before, after = version_at(repo, parents[0]), version_at(repo, commit)
-        if not before or not after or not before.group(1).endswith(".dev0") or before.group(1) == after.group(1):
-            continue
-        release = before.group(1)[: -len(".dev0")]
-        major, minor, patch = (int(x) for x in release.split("."))
-        if patch:  # X.Y.1.dev0 is the main line after X.Y.0: what it turns into is X.(Y+1).0
-            release = f"{major}.{minor + 1}.0"
-        if release in LATE_BUMPS:
-            continue
-        date = int(git(repo, "show", "-s", "--format=%ct", commit))
-        if after.group(1) == release:  # the release commit itself is on main
-            found[release] = (commit, f"release commit {commit[:10]} on main", date)
-        elif release not in found or (date < found[release][2] and "release commit" not in found[release][1]):
-            found[release] = (parents[0], f"main before the {after.group(1)} bump {commit[:10]}", date)
+def releases(repo, lib):
+    """{X.Y.Z: (commit, how, date)}: every release in the supported range, each checked against its tree.
+
+    A release tag is taken when the tree it names says that version. A tag naming a main-line tree (an
+    X.Y.Z.dev0 version) is misplaced, and a release with no tag is missing: then the release commit, the one
+    whose tree says exactly X.Y.Z, stands for it. A tag whose tree says another release is kept, and said."""
+    tags = {}
+    for line in git(repo, "for-each-ref", "refs/tags", "--format=%(refname:short) %(*objectname) %(objectname)").splitlines():
+        tag, *objs = line.split()
+        m = RELEASE_TAG.match(tag)
+        if m and (int(m.group(1)), int(m.group(2))) >= SUPPORTED[lib]:
+            v = ".".join(m.groups())
+            if v not in tags or tag.startswith("v"):
+                tags[v] = (tag, objs[0])  # annotated tags: the peeled commit comes first
+    by_tree = {}  # version -> the newest commit whose tree says exactly that version
+    for c in git(repo, "log", "--all", f"--since={SINCE[lib]}", "--format=%H", "-G^__version__ = ", "--", INIT[lib]).split():
+        v = tree_version(repo, lib, c)
+        if v and RELEASE_TAG.match(v) and (int(v.split(".")[0]), int(v.split(".")[1])) >= SUPPORTED[lib]:
+            by_tree.setdefault(v, c)
     out = {}
-    for v in TRANSFORMERS:
-        if "v" + v in tags:
-            c = git(repo, "rev-list", "-n1", "v" + v).strip()
-            out[v] = (c, f"tag v{v}", int(git(repo, "show", "-s", "--format=%ct", c)))
-        elif v in found:
-            out[v] = found[v]
-    return out
+    for v, (tag, c) in tags.items():
+        tv = tree_version(repo, lib, c)
+        if tv == v:
+            out[v] = (c, f"tag {tag}")
+        elif tv and ".dev" in tv and v in by_tree:
+            out[v] = (by_tree[v], f"release commit {by_tree[v][:10]} (tag {tag} names {c[:10]}, a {tv} tree)")
+        else:
+            out[v] = (c, f"tag {tag} (its tree says {tv})")
+    tagged = {c for _, c in tags.values()}
+    for v, c in by_tree.items():
+        if v not in out and c not in tagged:
+            out[v] = (c, f"release commit {c[:10]} (no tag in the mirror)")
+    dates = dict(line.split() for line in git(repo, "show", "-s", "--format=%H %ct", *sorted({c for c, _ in out.values()})).splitlines())
+    return {v: (c, how, int(dates[c])) for v, (c, how) in out.items()}
 
 
-def accelerate_commits(repo):
-    out = {}
-    for v in ACCELERATE:
-        try:
-            c = git(repo, "rev-list", "-n1", "v" + v).strip()
-        except subprocess.CalledProcessError:
-            continue
-        out[v] = (c, f"tag v{v}", int(git(repo, "show", "-s", "--format=%ct", c)))
-    return out
+def last_patches(rel, lib):
+    """The last patch release of every minor from FIRST_MINOR on."""
+    best = {}
+    for v in rel:
+        k = vkey(v)
+        if k[:2] >= FIRST_MINOR[lib] and (k[:2] not in best or vkey(best[k[:2]]) < k):
+            best[k[:2]] = v
+    return [best[k] for k in sorted(best)]
 
 
 _EXPORT_LOCK = __import__("threading").Lock()
@@ -143,46 +167,66 @@ _EXPORT_LOCK = __import__("threading").Lock()
 
 def export(repo, commit, path, dest):
     with _EXPORT_LOCK:
-        return _export(repo, commit, path, dest)
-
-
-def _export(repo, commit, path, dest):
-    if not os.path.isdir(dest):
-        os.makedirs(dest + ".tmp", exist_ok=True)
-        archive = subprocess.run(["git", "--git-dir", repo, "archive", commit, path], check=True, capture_output=True).stdout
-        subprocess.run(["tar", "-x", "-C", dest + ".tmp"], input=archive, check=True)
-        os.rename(dest + ".tmp", dest)
+        if not os.path.isdir(dest):
+            os.makedirs(dest + ".tmp", exist_ok=True)
+            archive = subprocess.run(["git", "--git-dir", repo, "archive", commit, path], check=True,
+                                     capture_output=True).stdout
+            subprocess.run(["tar", "-x", "-C", dest + ".tmp"], input=archive, check=True)
+            os.rename(dest + ".tmp", dest)
     return dest
 
 
-def inventory(devplace, fixtures, cache):
-    key = "+".join(fixtures)
+def inventory(devplace, host, cache):
+    key = "+".join(host["fixtures"]) + ("+mps" if host.get("mps") else "")
     path = os.path.join(cache, f"inventory-{key}.json")
     if os.path.exists(path):
         return path
     merged = None
-    for f in fixtures:
+    for f in host["fixtures"]:
         libs = [f"--{n}_library=" for n in ("nvml", "cuda", "amd_smi", "level_zero", "hlml", "dcmi", "cndev", "mtml")]
-        inv = json.loads(subprocess.run([devplace, "probe", f"--host_root={ROOT}/tests/fixtures/hosts/{f}", "--json", *libs],
-                                        check=True, capture_output=True, text=True).stdout)
+        inv = json.loads(subprocess.run([devplace, "probe", f"--host_root={ROOT}/tests/fixtures/hosts/{f}", "--json",
+                                         *libs], check=True, capture_output=True, text=True).stdout)
         if merged is None:
             merged = inv
         else:
             merged["backends"] += [b for b in inv["backends"] if b["row"] != "ROW_CPU"]
+    if host.get("mps"):  # Apple silicon: one GPU with no device node, as devplace's macOS inventory has it
+        merged["backends"].append({
+            "row": "ROW_MPS", "name": "mps", "deviceType": "mps", "hardware": "Apple GPU", "vendor": "Apple",
+            "package": "torch", "state": "BACKEND_STATE_READY",
+            "devices": [{"hostIndex": 0, "name": "Apple M2", "driverLoaded": True, "deviceNodesPresent": True,
+                         "health": "HEALTH_OK", "supported": True, "usable": True}]})
     with open(path, "w") as out:
         json.dump(merged, out)
     return path
 
 
-def devplace_answer(devplace, inv, host, workload, tf, acc):
-    _, _, flags, rank, _ = workload
-    cmd = [devplace, "resolve", f"--inventory={inv}", "--no_environment", "--json", *flags,
-           "--runtime_backends=" + ",".join(sorted(host["count"]) + ["cpu"])]
+def job_site(host, cache):
+    """A site-packages directory holding the job's distributions (torch and the host's plug-ins), for --python_env."""
+    pkgs = [("torch", TORCH)] + [(DISTRIBUTIONS[p], TORCH) for p in host.get("packages", [])]
+    d = os.path.join(cache, "site-" + "-".join(n for n, _ in pkgs))
+    if not os.path.isdir(d):
+        os.makedirs(d + ".tmp", exist_ok=True)
+        for name, version in pkgs:
+            info = os.path.join(d + ".tmp", f"{name}-{version}.dist-info")
+            os.makedirs(info, exist_ok=True)
+            with open(os.path.join(info, "METADATA"), "w") as f:
+                f.write(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+        os.rename(d + ".tmp", d)
+    return d
+
+
+def backends(host):
+    return sorted(host["count"]) + (["mps"] if host.get("mps") else []) + ["cpu"]
+
+
+def devplace_answer(devplace, inv, site, host, w, tf, acc):
+    cmd = [devplace, "resolve", f"--inventory={inv}", "--no_environment", "--json", *w.flags,
+           "--runtime_backends=" + ",".join(backends(host)), f"--python_env={site}", f"--accelerate_version={acc}"]
     if tf:
         cmd.append(f"--transformers_version={tf}")
-    cmd.append(f"--accelerate_version={acc}")
-    if rank is not None:
-        cmd += [f"--local_rank={rank}", "--world_size=2"]
+    if w.rank is not None:
+        cmd += [f"--local_rank={w.rank}", "--world_size=2"]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         return {"error": r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}"}
@@ -193,12 +237,12 @@ def oracle(acc_dir, tf_dir, hosts, workloads, hub_version, versions):
     cases = []
     for h in hosts:
         for w in workloads:
-            cases.append({"id": f"{h['id']}/{w[0]}", "host": h, "convention": w[1], "local_rank": w[3],
-                          "use_cpu": w[4]})
+            cases.append({"id": f"{h['id']}/{w.id}", "host": h, "convention": w.convention, "local_rank": w.rank,
+                          "use_cpu": w.use_cpu, "device": w.device})
     job = {"accelerate": acc_dir, "transformers": tf_dir, "hub_version": hub_version, "cases": cases,
-           "accelerate_version": versions[1], "transformers_version": versions[0]}
-    r = subprocess.run([sys.executable, os.path.join(HERE, "oracle.py")], input=json.dumps(job), capture_output=True,
-                       text=True, timeout=1800)
+           "accelerate_version": versions[1], "transformers_version": versions[0], "torch": TORCH}
+    r = subprocess.run(["nice", "-n", "10", sys.executable, os.path.join(HERE, "oracle.py")], input=json.dumps(job),
+                       capture_output=True, text=True, timeout=1800)
     got = {}
     for line in r.stdout.splitlines():
         if line.startswith("{"):
@@ -215,93 +259,331 @@ def same(lib, dp):
     return "error" in lib and "error" in dp
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--accelerate_git", required=True, help="bare or .git directory of an Accelerate mirror with tags")
-    ap.add_argument("--transformers_git", required=True, help="git directory of a Transformers mirror (tags or main history)")
-    ap.add_argument("--devplace", default=os.path.join(ROOT, "build/dev/client/devplace"))
-    ap.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "devplace-fidelity"), help="checkout cache")
-    ap.add_argument("--out", default="", help="write every row (JSON lines) here")
-    ap.add_argument("--only", default="", help="comma list of releases to run, e.g. tf4.40.0,acc0.30.0")
-    ap.add_argument("--pairs", default="", help="comma list of TF:ACC release pairs to run instead of pairing by "
-                    "release date, e.g. 4.36.0:0.25.0,:1.14.0 (empty TF: Accelerate alone)")
-    ap.add_argument("--jobs", type=int, default=2, help="release pairs run at once")
-    ap.add_argument("--fresh", action="store_true", help="execute the libraries again instead of reusing kept answers")
-    a = ap.parse_args()
-    os.makedirs(a.work, exist_ok=True)
-    tfc, accc = transformers_commits(a.transformers_git), accelerate_commits(a.accelerate_git)
-    pairs = []  # (tf version or None, acc version)
-    used = set()
-    for tf, (c, how, date) in sorted(tfc.items(), key=lambda kv: vkey(kv[0])):
-        cands = [v for v, (_, _, d) in accc.items() if d <= date and (vkey(tf) < (5,) or vkey(v) >= (1, 1))]
-        acc = max(cands, key=vkey) if cands else min(accc, key=vkey)
-        pairs.append((tf, acc))
-        used.add(acc)
-    pairs += [(None, v) for v in sorted(accc, key=vkey) if v not in used]
-    if a.pairs:  # explicit pairs instead of the release-date pairing
-        pairs = []
-        for item in a.pairs.split(","):
-            tf, acc = item.split(":")
-            if (tf and tf not in tfc) or acc not in accc:
-                ap.error(f"--pairs: {item}: no such release in the mirrors (Transformers {sorted(tfc, key=vkey)}, "
-                         f"Accelerate {sorted(accc, key=vkey)})")
-            pairs.append((tf or None, acc))
-    if a.only:
-        keep = set(a.only.split(","))
-        pairs = [p for p in pairs if f"tf{p[0]}" in keep or f"acc{p[1]}" in keep and p[0] is None]
-    print("release sources:")
-    for tf, acc in pairs:
-        tf_src = f"Transformers {tf} = {tfc[tf][0][:10]} ({tfc[tf][1]})" if tf else "Transformers -"
-        print(f"  {tf_src}; Accelerate {acc} = {accc[acc][0][:10]} ({accc[acc][1]})")
+# Intended differences (docs/SEMANTICS.md section 10 names each, with the library's behaviour beside it).
+def classify(tf, acc, host, w, lib, dp):
+    dev, mine = lib.get("device", ""), dp.get("device", "")
+    if re.fullmatch(r"cpu:\d+", dev) and mine == "cpu":
+        return "intended: cpu:<rank> (the same device as cpu)"
+    if (tf and (4, 34) <= vkey(tf)[:2] <= (4, 37) and w.id == "ta-rank1" and dev == "xpu:0"
+            and mine.startswith("xpu:")):
+        return "intended: every rank on xpu:0 (a bug fixed in 4.38, not emulated)"
+    return "unintended"
 
+
+def run_pairs(a, tfr, accr, pairs):
     def one(pair):
         tf, acc = pair
-        acc_dir = export(a.accelerate_git, accc[acc][0], "src", os.path.join(a.work, f"accelerate-{acc}"))
-        tf_dir = export(a.transformers_git, tfc[tf][0], "src/transformers", os.path.join(a.work, f"transformers-{tf}")) if tf else None
-        workloads = WORKLOADS if tf else [w for w in WORKLOADS if w[1] != "training_arguments"]
+        acc_dir = export(a.accelerate_git, accr[acc][0], "src", os.path.join(a.work, f"accelerate-{acc}"))
+        tf_dir = (export(a.transformers_git, tfr[tf][0], "src/transformers", os.path.join(a.work, f"transformers-{tf}"))
+                  if tf else None)
+        workloads = WORKLOADS if tf else [w for w in WORKLOADS if w.convention not in TRANSFORMERS_LIBS]
         hub = "1.2.0" if tf and vkey(tf) >= (5,) else "0.30.0"
-        # Transformers reads Intel Extension for PyTorch once, at import: that host runs in its own process.
-        # The libraries' answers depend only on the two trees and this matrix: kept, so that a rerun
-        # after a change to devplace only asks devplace again (--fresh executes them again).
+        # The libraries' answers depend only on the two trees and this matrix: kept, so that a rerun after a
+        # change to devplace only asks devplace again (--fresh executes them again).
         cache = os.path.join(a.work, f"answers-{tf}-{acc}-{HERE_DIGEST}.json")
         if os.path.exists(cache) and not a.fresh:
             with open(cache) as f:
                 got = json.load(f)
         else:
-            with concurrent.futures.ThreadPoolExecutor(2) as pool:
-                parts = pool.map(lambda hosts: oracle(acc_dir, tf_dir, hosts, workloads, hub, pair),
-                                 [[h for h in HOSTS if h["id"] != "xpu2-ipex"], [h for h in HOSTS if h["id"] == "xpu2-ipex"]])
-                got = {k: v for part in parts for k, v in part.items()}
+            # Transformers reads Intel Extension for PyTorch once, at import: that host runs in its own process.
+            got = {}
+            for hosts in ([h for h in HOSTS if h["id"] != "xpu2-ipex"], [h for h in HOSTS if h["id"] == "xpu2-ipex"]):
+                got.update(oracle(acc_dir, tf_dir, hosts, workloads, hub, pair))
             with open(cache, "w") as f:
                 json.dump(got, f)
         asks = [(h, w) for h in HOSTS for w in workloads]
-        with concurrent.futures.ThreadPoolExecutor(6) as pool:
-            answers = pool.map(lambda hw: devplace_answer(a.devplace, inventory(a.devplace, hw[0]["fixtures"], a.work),
-                                                          hw[0], hw[1], tf, acc), asks)
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            answers = pool.map(lambda hw: devplace_answer(a.devplace, inventory(a.devplace, hw[0], a.work),
+                                                          job_site(hw[0], a.work), hw[0], hw[1], tf, acc), asks)
             rows = []
             for (h, w), dp in zip(asks, answers):
-                lib = got[f"{h['id']}/{w[0]}"]
-                rows.append({"transformers": tf, "accelerate": acc, "host": h["id"], "workload": w[0], "library": lib,
-                             "devplace": dp, "agree": same(lib, dp)})
+                lib = got[f"{h['id']}/{w.id}"]
+                ok = same(lib, dp)
+                rows.append({"host": h["id"], "workload": w.id, "library": lib, "devplace": dp, "agree": ok,
+                             "class": "" if ok else classify(tf, acc, h, w, lib, dp)})
         return rows
 
-    all_rows = []
-    with concurrent.futures.ThreadPoolExecutor(a.jobs) as ex:
-        for rows in ex.map(one, pairs):
-            all_rows += rows
-            tf, acc = rows[0]["transformers"], rows[0]["accelerate"]
-            ok = sum(r["agree"] for r in rows)
-            print(f"Transformers {tf or '-':>6} + Accelerate {acc:>6}: {ok}/{len(rows)} agree ({100.0 * ok / len(rows):.0f} %)",
-                  flush=True)
-            for r in rows:
-                if not r["agree"]:
-                    print(f"    {r['host']:<12} {r['workload']:<9} library {json.dumps(r['library'])[:110]}  devplace {json.dumps(r['devplace'])[:110]}")
-    ok = sum(r["agree"] for r in all_rows)
-    print(f"total: {ok}/{len(all_rows)} agree ({100.0 * ok / max(1, len(all_rows)):.1f} %)")
-    if a.out:
-        with open(a.out, "w") as f:
-            for r in all_rows:
-                f.write(json.dumps(r) + "\n")
+    today = datetime.date.today().isoformat()
+    for pair in pairs:  # one pair at a time: the machine is shared
+        tf, acc = pair
+        rows = one(pair)
+        ok = sum(r["agree"] for r in rows)
+        bad = [r for r in rows if not r["agree"]]
+        unintended = [r for r in bad if r["class"] == "unintended"]
+        key = f"{tf or '-'}+{acc}"
+        results = load_results()  # another run may have recorded other pairs meanwhile
+        results["pairs"][key] = {
+            "transformers": tf, "accelerate": acc,
+            "transformers_source": f"{tfr[tf][1]} = {tfr[tf][0][:10]}" if tf else "",
+            "accelerate_source": f"{accr[acc][1]} = {accr[acc][0][:10]}",
+            "ran": today, "comparisons": len(rows), "agree": ok, "unintended": len(unintended),
+            "disagreements": [{k: r[k] for k in ("host", "workload", "library", "devplace", "class")} for r in bad]}
+        save_results(results)
+        print(f"Transformers {tf or '-':>6} + Accelerate {acc:>6}: {ok}/{len(rows)} agree, {len(bad) - len(unintended)} "
+              f"intended, {len(unintended)} unintended", flush=True)
+        for r in bad:
+            print(f"    {r['host']:<12} {r['workload']:<9} library {json.dumps(r['library'])[:100]}  devplace "
+                  f"{json.dumps(r['devplace'])[:100]}  [{r['class']}]", flush=True)
+    return load_results()
+
+
+def load_results():
+    if os.path.exists(RESULTS):
+        with open(RESULTS) as f:
+            return json.load(f)
+    return {"pairs": {}}
+
+
+def save_results(results):
+    results["pairs"] = dict(sorted(results["pairs"].items(), key=lambda kv: (
+        kv[1]["transformers"] is None, vkey(kv[1]["transformers"] or "0.0.0"), vkey(kv[1]["accelerate"]))))
+    with open(RESULTS + ".tmp", "w") as f:
+        json.dump(results, f, indent=1, sort_keys=False)
+        f.write("\n")
+    os.replace(RESULTS + ".tmp", RESULTS)
+
+
+def render_doc(results):
+    """docs/FIDELITY.md from results.json."""
+    pairs = list(results["pairs"].values())
+    lines = [
+        "# Fidelity: devplace against the libraries' own code, release by release",
+        "",
+        "<!-- Written by scripts/fidelity/run.py --doc from scripts/fidelity/results.json; do not edit by hand. -->",
+        "",
+        "`scripts/fidelity/run.py` checks out Transformers and Accelerate at their **release tags**, executes",
+        "their own device-choosing code, unmodified, against simulated hardware (`scripts/fidelity/oracle.py`), and",
+        "asks `devplace resolve` the same question on the matching fixture host. Each Transformers minor from 4.36",
+        "on (its last patch release) runs with the Accelerate release that was current when it was tagged; every",
+        "Accelerate minor from 0.25 on also runs alone (`Accelerator().device`, `get_max_memory`). What is",
+        "executed, the simulated hosts and the intended differences are in",
+        "[SEMANTICS.md section 10](SEMANTICS.md#10-versions-v-rules); scripts/fidelity/README.md says how to rerun it.",
+        "",
+        f"Comparisons per pair: {len(HOSTS)} hosts x the workloads (`TrainingArguments(...).device` single, rank 1 of 2 "
+        "and `use_cpu`; `PartialState().device` single and rank 1; the first device of `get_max_memory()`; "
+        "`pipeline(device=None)` and `pipeline(device=0)`; Accelerate alone: the three Accelerate ones).",
+        "A comparison agrees when both give the same device string or both fail.",
+        "",
+        "| Transformers | Accelerate | tags | ran | comparisons | agree | intended differences | unintended |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    total = agree = unintended = 0
+    for p in pairs:
+        intended = collections.Counter(d["class"][len("intended: "):].split(" (")[0] for d in p["disagreements"]
+                                       if d["class"] != "unintended")
+        tags = ", ".join(s for s in (p["transformers_source"], p["accelerate_source"]) if s)
+        lines.append(f"| {p['transformers'] or '–'} | {p['accelerate']} | {tags} | {p['ran']} | {p['comparisons']} | "
+                     f"{p['agree']} ({100.0 * p['agree'] / p['comparisons']:.0f} %) | "
+                     f"{', '.join(f'{n} {k}' for k, n in sorted(intended.items())) or '–'} | {p['unintended']} |")
+        total += p["comparisons"]
+        agree += p["agree"]
+        unintended += p["unintended"]
+    lines += ["", f"Total: {len(pairs)} pairs, {total} comparisons, {agree} agree ({100.0 * agree / max(1, total):.1f} %), "
+              f"{unintended} unintended disagreements.", ""]
+    bad = [(p, d) for p in pairs for d in p["disagreements"] if d["class"] == "unintended"]
+    lines += ["## Unintended disagreements", ""]
+    if not bad:
+        lines += ["None.", ""]
+    else:
+        lines += ["| pair | host | workload | library | devplace |", "|---|---|---|---|---|"]
+        for p, d in bad:
+            lines.append(f"| {p['transformers'] or '–'} + {p['accelerate']} | {d['host']} | {d['workload']} | "
+                         f"`{json.dumps(d['library'])}` | `{json.dumps(d['devplace'])}` |")
+        lines.append("")
+    # Each intended difference once per (host, workload, answers), with the pairs it showed in.
+    kinds = collections.OrderedDict()
+    for p in pairs:
+        for d in p["disagreements"]:
+            if d["class"] != "unintended":
+                key = (d["class"][len("intended: "):], d["host"], d["workload"],
+                       d["library"].get("device", d["library"].get("error", "")),
+                       d["devplace"].get("device", d["devplace"].get("error", "")))
+                kinds.setdefault(key, []).append(f"{p['transformers'] or '–'} + {p['accelerate']}")
+    lines += ["## Intended differences", "",
+              "Each kind once per host, workload and pair of answers, with the pairs it showed in "
+              "(docs/SEMANTICS.md section 10 says why each is kept).", "",
+              "| why | host | workload | library | devplace | pairs |", "|---|---|---|---|---|---|"]
+    for (why, host, workload, lib, mine), where in kinds.items():
+        shown = ", ".join(where) if len(where) <= 3 else f"{where[0]} … {where[-1]}"
+        lines.append(f"| {why} | {host} | {workload} | `{lib}` | `{mine}` | {len(where)}: {shown} |")
+    lines.append("")
+    with open(DOC, "w") as f:
+        f.write("\n".join(lines))
+
+
+# ---------------------------------------------------------------- the version table's boundaries
+ROW = re.compile(r"\{\s*[FK]::k\w+,\s*L::k(\w+),\s*\{(\d+),\s*(\d+),\s*(\d+)\}")
+
+
+def table_rows():
+    """(id, library, since, [commits]) for every row of versions.cc (FeatureRules and OrderRules)."""
+    with open(VERSIONS_CC) as f:
+        text = f.read()
+    starts = [m.start() for m in ROW.finditer(text)] + [len(text)]
+    rows = []
+    for i, s in enumerate(starts[:-1]):
+        chunk = text[s:starts[i + 1]]
+        m = ROW.match(chunk)
+        rid = re.search(r'"(V-[A-Z0-9.-]+)"', chunk)
+        commits = re.search(r'/\*commits=\*/\s*"([0-9a-f ]*)"', chunk)
+        if not rid or not commits:
+            sys.exit(f"versions.cc: a row without its id or /*commits=*/ field near: {chunk[:120]!r}")
+        rows.append((rid.group(1), m.group(1).lower(), ".".join(m.group(2, 3, 4)), commits.group(1).split()))
+    return rows
+
+
+def first_release(repo, commit, rel):
+    """The releases that contain `commit` (`git tag --contains` for the tagged ones; a release that is
+    a release commit rather than its tag, `git merge-base --is-ancestor`), and the first of them."""
+    tags = set(git(repo, "tag", "--contains", commit).split())
+
+    def contains(how, c):
+        if how.startswith("tag "):
+            return how.split()[1] in tags
+        return subprocess.run(["git", "--git-dir", repo, "merge-base", "--is-ancestor", commit, c]).returncode == 0
+
+    have = sorted((v for v, (c, how, _) in rel.items() if contains(how, c)), key=vkey)
+    return (have[0] if have else None), have
+
+
+def check_boundaries(a, tfr, accr):
+    repos = {"transformers": (a.transformers_git, tfr), "accelerate": (a.accelerate_git, accr)}
+    lines, bad = [], 0
+    for rid, lib, since, commits in table_rows():
+        repo, rel = repos[lib]
+        if not commits:
+            print(f"{rid}: no commit recorded")
+            bad += 1
+            continue
+        for c in commits:
+            full = git(repo, "rev-parse", "--verify", "--quiet", c + "^{commit}").strip()
+            if since in rel and rel[since][0] == full:  # the oldest row of an order: the release itself
+                print(f"ok  {rid:<22} {lib:<12} {c} is the release commit of {since} ({rel[since][1]})")
+                lines.append(f"{rid} {lib} {c} v{since}")
+                continue
+            first, have = first_release(repo, full, rel)
+            # Every later release must contain it too (a patch release cut from main can hold a change
+            # its successors on the release branch lack: that would not be one boundary).
+            gaps = [v for v in rel if first and vkey(v) > vkey(first) and v not in have]
+            ok = first == since and not gaps
+            bad += not ok
+            print(f"{'ok ' if ok else 'BAD'} {rid:<22} {lib:<12} {c} first release {first} ({rel[first][1] if first else '-'})"
+                  f"; table since {since}" + (f"; not in the later {', '.join(sorted(gaps, key=vkey))}" if gaps else ""))
+            lines.append(f"{rid} {lib} {c} v{first}")
+    with open(BOUNDARIES, "w") as f:
+        f.write("# (rule, library, commit, first release tag) for every row of server/placement/versions.cc,\n"
+                "# written by scripts/fidelity/run.py --boundaries from `git tag --contains` on the libraries'\n"
+                "# histories with their release tags; tests/placement/versions_test.cc holds the table to it.\n")
+        f.write("\n".join(lines) + "\n")
+    print(f"{len(lines)} boundaries, {bad} wrong; wrote {os.path.relpath(BOUNDARIES, ROOT)}")
+    return 1 if bad else 0
+
+
+CROSSCHECK_FILES = ["src/transformers/training_args.py", "src/transformers/pipelines/base.py",
+                    "src/transformers/utils/import_utils.py"]
+
+
+def crosscheck(repo, other, rel):
+    """Each matrix release of Transformers against an independent fork with main's history (no tags):
+    the main commit its release branch was cut from must be in the fork, and the files that decide a
+    device must be the same there unless a commit on the release branch changed them."""
+    bad = 0
+    for v in last_patches(rel, "transformers"):
+        commit = rel[v][0]
+        cut, n = None, 0
+        for c in git(repo, "rev-list", "--first-parent", "-n", "400", commit).split():
+            if subprocess.run(["git", "--git-dir", other, "cat-file", "-e", c + "^{commit}"],
+                              capture_output=True).returncode == 0:
+                cut = c
+                break
+            n += 1
+        if cut is None:
+            print(f"{v}: no ancestor within 400 commits is in {other}")
+            bad += 1
+            continue
+        changed = set(git(repo, "diff", "--name-only", cut, commit, "--", *CROSSCHECK_FILES).split())
+        same = []
+        for f in CROSSCHECK_FILES:
+            a = git(repo, "rev-parse", f"{commit}:{f}").strip()
+            b = subprocess.run(["git", "--git-dir", other, "rev-parse", f"{cut}:{f}"], capture_output=True,
+                               text=True).stdout.strip()
+            same.append(f"{os.path.basename(f)} {'same' if a == b else 'changed on the branch' if f in changed else 'DIFFERS'}")
+            bad += a != b and f not in changed
+        print(f"{v} ({rel[v][1]}): {n} commits on its release branch, cut from {cut[:10]} (in the fork); "
+              + ", ".join(same))
+    return 1 if bad else 0
+
+
+def newest_known():
+    with open(VERSIONS_CC) as f:
+        m = re.search(r"Version NewestVersion\(Library lib\) \{ return lib == Library::kTransformers \? "
+                      r"Version\{(\d+), (\d+), (\d+)\} : Version\{(\d+), (\d+), (\d+)\}", f.read())
+    return {"transformers": m.group(1, 2, 3), "accelerate": m.group(4, 5, 6)}
+
+
+def list_newer(tfr, accr):
+    newest = newest_known()
+    count = 0
+    for lib, rel in (("transformers", tfr), ("accelerate", accr)):
+        known = tuple(int(x) for x in newest[lib])
+        newer = sorted((v for v in rel if vkey(v) > known), key=vkey)
+        print(f"{lib}: the table knows up to {'.'.join(newest[lib])}; newer release tags in the mirror: "
+              f"{', '.join(f'{v} ({datetime.date.fromtimestamp(rel[v][2])})' for v in newer) or 'none'}")
+        count += len(newer)
+    return 1 if count else 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--accelerate_git", required=True, help="git directory of an Accelerate mirror with its release tags")
+    ap.add_argument("--transformers_git", required=True, help="git directory of a Transformers mirror with its release tags")
+    ap.add_argument("--devplace", default=os.path.join(ROOT, "build/dev/client/devplace"))
+    ap.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "devplace-fidelity"), help="checkout cache")
+    ap.add_argument("--pairs", default="", help="comma list of TF:ACC release pairs to run instead of the matrix, "
+                    "e.g. 4.46.3:1.1.1,:1.14.0 (empty TF: Accelerate alone)")
+    ap.add_argument("--only", default="", help="run only the matrix pairs whose Transformers (tf4.46.3) or, alone, "
+                    "Accelerate (acc0.30.1) release is listed (comma list)")
+    ap.add_argument("--list", action="store_true", help="print the matrix's pairs and their tags, run nothing")
+    ap.add_argument("--fresh", action="store_true", help="execute the libraries again instead of reusing kept answers")
+    ap.add_argument("--doc", action="store_true", help="render docs/FIDELITY.md from results.json (after any run)")
+    ap.add_argument("--boundaries", action="store_true", help="check versions.cc's boundaries against the tags and "
+                    "write tests/placement/version_boundaries.txt")
+    ap.add_argument("--newer", action="store_true", help="list release tags newer than the table knows")
+    ap.add_argument("--crosscheck", default="", help="git directory of an independent Transformers fork with main's "
+                    "history: check each matrix release's branch point and device files against it")
+    a = ap.parse_args()
+    tfr, accr = releases(a.transformers_git, "transformers"), releases(a.accelerate_git, "accelerate")
+    if a.boundaries:
+        return check_boundaries(a, tfr, accr)
+    if a.newer:
+        return list_newer(tfr, accr)
+    if a.crosscheck:
+        return crosscheck(a.transformers_git, a.crosscheck, tfr)
+    os.makedirs(a.work, exist_ok=True)
+    pairs = []
+    for tf in last_patches(tfr, "transformers"):
+        date = tfr[tf][2]
+        cands = [v for v, (_, _, d) in accr.items() if d <= date and (vkey(tf) < (5,) or vkey(v) >= (1, 1))]
+        pairs.append((tf, max(cands, key=vkey)))
+    pairs += [(None, v) for v in last_patches(accr, "accelerate")]
+    if a.pairs:
+        pairs = []
+        for item in a.pairs.split(","):
+            tf, acc = item.split(":")
+            if (tf and tf not in tfr) or acc not in accr:
+                ap.error(f"--pairs: {item}: no such release tag in the mirrors")
+            pairs.append((tf or None, acc))
+    if a.only:
+        keep = set(a.only.split(","))
+        pairs = [p for p in pairs if f"tf{p[0]}" in keep or (p[0] is None and f"acc{p[1]}" in keep)]
+    for tf, acc in pairs:
+        print(f"  Transformers {tf or '-'}" + (f" ({tfr[tf][1]} = {tfr[tf][0][:10]})" if tf else "") +
+              f" + Accelerate {acc} ({accr[acc][1]} = {accr[acc][0][:10]})")
+    if a.list:
+        return 0
+    results = run_pairs(a, tfr, accr, pairs) if pairs else load_results()
+    if a.doc:
+        render_doc(results)
     return 0
 
 

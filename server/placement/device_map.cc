@@ -53,7 +53,7 @@ absl::Status Resolution::FromPretrained() {
                                     m.empty() ? "None" : absl::StrCat("\"", m, "\""), ")"));
   if (m.empty()) {
     AnswerCpu("I-NONE device_map is None: from_pretrained loads the weights on cpu");
-    if (const RowState* r = FirstAvailable(versions_.Order(OrderKind::kAccMaxMemory).order)) {
+    if (const RowState* r = FirstAvailable(versions_.Order(OrderKind::kAccMaxMemory))) {
       out_.add_warnings(absl::StrCat("hint: pass device_map=\"auto\" to use ", r->backend->device_type(), ":0"));
     }
     return absl::OkStatus();
@@ -74,7 +74,17 @@ absl::Status Resolution::AutoMap(const std::string& keyword) {
   const OrderRule& mem = versions_.Order(OrderKind::kAccMaxMemory);
   const std::vector<std::string>& auto_order = mem.order;
   out_.add_explanation(absl::StrCat("I-AUTO get_max_memory order ", versions_.Cite(mem)));
-  const RowState* r = FirstAvailable(auto_order);
+  OrderRule probed = mem;
+  if (versions_.Has(Feature::kAccXpuMemoryIpex) && !versions_.Has(Feature::kAccXpuMemoryIpexFixed) && job_ &&
+      job_->torch && job_->ipex && FirstAvailable({"xpu"}) != nullptr) {
+    probed.order.erase(std::remove(probed.order.begin(), probed.order.end(), "xpu"), probed.order.end());
+    out_.add_warnings(absl::StrCat(
+        "the job has intel_extension_for_pytorch ", *job_->ipex, ", and get_max_memory of Accelerate ",
+        versions_.accelerate().ToString(), " fails to read an Intel GPU's memory through it (",
+        versions_.Cite(Feature::kAccXpuMemoryIpex), "): device_map=\"", keyword,
+        "\" leaves every Intel GPU out; use Accelerate >= 1.1.0, or pass device_map=\"xpu\""));
+  }
+  const RowState* r = FirstAvailable(probed);
   const RowState* mps = FirstAvailable({"mps"});
   AutomaticChoiceHazards();
   for (const RowState& x : rows_) {
@@ -186,10 +196,18 @@ absl::Status Resolution::AutoMap(const std::string& keyword) {
   return absl::OkStatus();
 }
 
-// An int device (I-INT, pipeline int): `<type>:<n>` on the first available row of `order`.
-absl::Status Resolution::IntDevice(int64_t n, const std::vector<std::string>& order, const char* rule) {
-  const RowState* r = FirstAvailable(order);
+// An int device (I-INT, pipeline int): `<type>:<n>` on the first available row of `order` (of
+// `*versioned`, as its library's release sees the rows, when given).
+absl::Status Resolution::IntDevice(int64_t n, const std::vector<std::string>& order, const char* rule,
+                                   const OrderRule* versioned) {
+  const RowState* r = versioned != nullptr ? FirstAvailable(*versioned) : FirstAvailable(order);
   if (r == nullptr) {
+    if (convention_ == v1::CONVENTION_PIPELINE && order.size() == 1) {  // V-TF-PIPE-4.30: always cuda:<n>
+      return absl::FailedPreconditionError(absl::StrCat(
+          "device_map (pipeline device): ", n, " is cuda:", n, " for this pipeline (", versions_.Cite(*versioned),
+          "), and no CUDA device is available to this job, so moving the model there fails; pass device=-1 for "
+          "cpu", Unavailable()));
+    }
     if (convention_ == v1::CONVENTION_PIPELINE && !versions_.Has(Feature::kTfPipelineAccelDefault)) {
       return absl::FailedPreconditionError(absl::StrCat(
           "device_map (pipeline device): ", n, " unrecognized or not available: no row of ", OrderText(order),

@@ -31,6 +31,9 @@ struct JobPython {
   std::string source;  // where the client read it (for explanations)
   // Version strings as the metadata gives them; nullopt = not installed there.
   std::optional<std::string> torch, transformers, accelerate;
+  // Intel Extension for PyTorch (intel-extension-for-pytorch), the only way releases before
+  // V-ACC-XPU-STOCK / V-TF-XPU-STOCK see an Intel GPU; nullopt = not installed there.
+  std::optional<std::string> ipex;
   // The plug-ins present, as "torch-npu 2.1.0".
   std::vector<std::string> plugins;
   // The runtime backends torch's build and the plug-ins give (V-JOB-BUILD); empty = not told

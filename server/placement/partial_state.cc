@@ -17,21 +17,36 @@
 
 namespace devplace::placement::resolver_internal {
 
+// The row whose device torch_xla's XLA device is: a visible TPU; before V-ACC-XLA-IMPORT a Neuron
+// core too (torch-neuronx runs on torch_xla, and is_tpu_available() only asked for an XLA device).
+const RowState* Resolution::XlaRow() const {
+  const RowState* found = nullptr;
+  for (const RowState& r : rows_) {
+    if (r.vis.units.empty()) continue;
+    if (r.backend->row() == v1::ROW_TPU) return &r;
+    if (r.backend->row() == v1::ROW_NEURON && !versions_.Has(Feature::kAccXlaImportOnly)) found = &r;
+  }
+  return found;
+}
+
 // Whether PartialState picks XLA (T-XLA, V-ACC-XLA-IMPORT, V-ACC-XLA-CPU).
 bool Resolution::XlaApplies(bool state_cpu) {
-  if (!runtime_.count("xla") || !use_torch_xla_) return false;
-  if (!versions_.Has(Feature::kAccXlaImportOnly)) {
-    const bool tpu = std::any_of(rows_.begin(), rows_.end(), [](const RowState& r) {
-      return r.backend->row() == v1::ROW_TPU && !r.vis.units.empty();
-    });
+  if (!runtime_.count("xla")) return false;
+  if (!versions_.Has(Feature::kAccXlaImportOnly)) {  // is_tpu_available(): no USE_TORCH_XLA yet
+    const bool device = XlaRow() != nullptr;
     const bool cuda = FirstAvailable({"cuda"}) != nullptr;
-    if (!tpu || cuda || state_cpu) {
+    if (!device || cuda || state_cpu) {
       out_.add_explanation(absl::StrCat("T-XLA not taken: ", versions_.Cite(Feature::kAccXlaImportOnly), "; here ",
-                                        !tpu ? "no TPU is visible" : cuda ? "a CUDA GPU is available" : "cpu is set"));
+                                        !device ? "no TPU or Neuron core is visible"
+                                                : cuda ? "a CUDA GPU is available" : "cpu is set"));
       return false;
+    }
+    if (!use_torch_xla_) {
+      out_.add_explanation("T-XLA USE_TORCH_XLA is false, but this Accelerate does not read it (V-ACC-XLA-IMPORT)");
     }
     return true;
   }
+  if (!use_torch_xla_) return false;
   if (state_cpu && !versions_.Has(Feature::kAccXlaBeforeCpu)) {
     out_.add_explanation(absl::StrCat("T-XLA not taken: ", versions_.Cite(Feature::kAccXlaBeforeCpu)));
     return false;
@@ -40,17 +55,16 @@ bool Resolution::XlaApplies(bool state_cpu) {
 }
 
 absl::Status Resolution::AnswerXla(bool state_cpu) {
-  const RowState* tpu = nullptr;
-  for (const RowState& r : rows_) if (r.backend->row() == v1::ROW_TPU && !r.vis.units.empty()) tpu = &r;
+  const RowState* tpu = XlaRow();
   out_.set_device("xla:0");
-  out_.set_backend(tpu != nullptr ? v1::ROW_TPU : v1::ROW_UNSPECIFIED);
+  out_.set_backend(tpu != nullptr ? tpu->backend->row() : v1::ROW_UNSPECIFIED);
   out_.set_package("torch_xla");
   out_.add_devices("xla:0");
   if (tpu != nullptr) {
     const int idx = tpu->vis.units.size() > 1 && local_rank_ ? *local_rank_ % static_cast<int>(tpu->vis.units.size()) : 0;
     Place(*tpu, idx)->set_device("xla:0");
-    out_.add_explanation(absl::StrCat("T-XLA torch_xla is importable (runtime_backends has xla, USE_TORCH_XLA not false) "
-                                      "and a TPU is visible: Accelerate picks the XLA device before any other check; "
+    out_.add_explanation(absl::StrCat("T-XLA torch_xla is importable (runtime_backends has xla) and its XLA device is ",
+                                      tpu->backend->name(), ": Accelerate picks the XLA device before any other check; "
                                       "each process sees xla:0 (", versions_.Cite(Feature::kAccXlaImportOnly), ")"));
   } else {
     // Import-only check: no TPU here, the job still gets XLA. Name what it gets without it.
@@ -82,7 +96,27 @@ absl::Status Resolution::AnswerXla(bool state_cpu) {
 
 // MULTI_CPU: Accelerate's device is cpu (printed cpu:0); distributed TrainingArguments passes it
 // through, or ACCELERATE_TORCH_DEVICE when set.
-absl::Status Resolution::MultiCpu(bool acc, const std::string& why) {
+absl::Status Resolution::MultiCpu(bool acc, bool state_cpu, const std::string& why) {
+  if (!versions_.Has(Feature::kAccSetDevice)) {
+    // Before 0.29 the MULTI_CPU branch set the device itself: cpu with cpu=True, else default_device,
+    // which is mps on an Apple host (the other accelerators took their own branches before it).
+    if (torch_device_env_) {
+      out_.add_explanation(absl::StrCat("T-ENV ACCELERATE_TORCH_DEVICE=", torch_device_env_->ToString(),
+                                        " is overwritten by the MULTI_CPU branch: ", versions_.Cite(Feature::kAccSetDevice)));
+    }
+    const RowState* mps = state_cpu ? nullptr : FirstAvailable({"mps"});
+    if (mps != nullptr) {
+      AutomaticChoiceHazards();
+      out_.add_explanation(absl::StrCat(why, "; the MULTI_CPU branch takes default_device, which is mps here (",
+                                        versions_.Cite(Feature::kAccSetDevice), ")"));
+      Answer(*mps, "mps");
+      Place(*mps, 0);
+      return absl::OkStatus();
+    }
+    AutomaticChoiceHazards();
+    AnswerCpu(absl::StrCat(why, ": cpu"));
+    return absl::OkStatus();
+  }
   if (!acc && torch_device_env_) {
     out_.add_explanation(absl::StrCat(why, "; distributed TrainingArguments passes PartialState.device, which "
                                       "ACCELERATE_TORCH_DEVICE=", torch_device_env_->ToString(), " set first"));

@@ -14,32 +14,33 @@
 
 namespace devplace::placement::resolver_internal {
 
-// pipeline's order of docs/SEMANTICS.md; it did not change across the supported releases (by PyTorch
-// device type; "cuda" is whichever GPU row is available). The versioned orders are in versions.cc.
-const std::vector<std::string> kPipelineOrder = {"mlu", "musa", "cuda", "npu", "hpu", "xpu", "mps"};
-
+// pipeline's order (by PyTorch device type; "cuda" is whichever GPU row is available) is the
+// release's V-TF-PIPE row of versions.cc.
 absl::Status Resolution::Pipeline() {
   const std::string& m = req_.device_map();
   out_.add_explanation(absl::StrCat("convention CONVENTION_PIPELINE: emulating pipeline(device=",
                                     m.empty() ? "None" : m, ")"));
+  const OrderRule& rule = versions_.Order(OrderKind::kTfPipeline);
+  const std::vector<std::string>& order = rule.order;
   if (m.empty() && !versions_.Has(Feature::kTfPipelineAccelDefault)) {
     AnswerCpu(absl::StrCat("I-PIPE device=None: ", versions_.Cite(Feature::kTfPipelineAccelDefault), " -> cpu"));
-    if (const RowState* r = FirstAvailable(kPipelineOrder)) {
+    if (const RowState* r = FirstAvailable(rule)) {
       out_.add_warnings(absl::StrCat("hint: pass device=0 to use ", r->backend->device_type(), ":0"));
     }
     return absl::OkStatus();
   }
+  out_.add_explanation(absl::StrCat("I-PIPE order ", versions_.Cite(rule)));
   if (m.empty()) {
-    const RowState* r = FirstAvailable(kPipelineOrder);
+    const RowState* r = FirstAvailable(rule);
     AutomaticChoiceHazards();
     if (r == nullptr) {
-      AnswerCpu(absl::StrCat("I-PIPE device=None and no row of ", OrderText(kPipelineOrder), " is available: cpu"));
+      AnswerCpu(absl::StrCat("I-PIPE device=None and no row of ", OrderText(order), " is available: cpu"));
       return absl::OkStatus();
     }
     const std::string type = r->backend->device_type();
     const std::string device = absl::StrCat(type, ":0");  // mps too: pipeline builds torch.device(f"mps:{device}")
     out_.add_explanation(absl::StrCat("I-PIPE device=None: accelerator index 0 of the first available of ",
-                                      OrderText(kPipelineOrder), " (", versions_.Rule(Feature::kTfPipelineAccelDefault).id,
+                                      OrderText(order), " (", versions_.Rule(Feature::kTfPipelineAccelDefault).id,
                                       ", Transformers >= ", versions_.Rule(Feature::kTfPipelineAccelDefault).since.ToString(),
                                       ") -> ", device));
     Answer(*r, device);
@@ -55,7 +56,7 @@ absl::Status Resolution::Pipeline() {
       AnswerCpu(absl::StrCat("I-PIPE device=", *n, ": a negative int other than -1 means cpu"));
       return absl::OkStatus();
     }
-    return IntDevice(*n, kPipelineOrder, "I-PIPE");
+    return IntDevice(*n, order, "I-PIPE", &rule);
   }
   return ExplicitString(m);
 }

@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "google/protobuf/arena.h"
@@ -46,12 +47,12 @@ std::string BuildOrderText(const std::vector<std::string>& order) {
 
 }  // namespace
 
-// The orders are constants (kIntOrder, kPipelineOrder and the version table's OrderRules()): their
+// The orders are constants (kIntOrder and the version table's OrderRules()): their
 // texts are built once, not on every answer.
 std::string OrderText(const std::vector<std::string>& order) {
   static const auto* const texts = [] {
     auto* m = new std::map<const std::vector<std::string>*, std::string>();
-    for (const auto* o : {&kIntOrder, &kPipelineOrder}) (*m)[o] = BuildOrderText(*o);
+    (*m)[&kIntOrder] = BuildOrderText(kIntOrder);
     for (const OrderRule& r : OrderRules()) (*m)[&r.order] = BuildOrderText(r.order);
     return m;
   }();
@@ -200,6 +201,48 @@ const RowState* Resolution::FirstAvailable(const std::vector<std::string>& order
     }
   }
   return nullptr;
+}
+
+const RowState* Resolution::FirstAvailable(const OrderRule& rule) {
+  for (const std::string& type : rule.order) {
+    if (type == "xpu" && !SeesXpu(rule.library)) continue;
+    for (const RowState& r : rows_) {
+      if (r.available && r.backend->device_type() == type) return &r;
+    }
+  }
+  return nullptr;
+}
+
+// V-ACC-XPU-STOCK, V-TF-XPU-STOCK: before them the library sees an Intel GPU only through Intel
+// Extension for PyTorch. The job's packages (job_environment with torch) decide; not told: the
+// XPU counts, as on a newer release, with a warning.
+bool Resolution::SeesXpu(Library lib) {
+  const Feature f = lib == Library::kAccelerate ? Feature::kAccStockXpu : Feature::kTfStockXpu;
+  if (versions_.Has(f)) return true;
+  const RowState* xpu = FirstAvailable(std::vector<std::string>{"xpu"});
+  if (xpu == nullptr) return true;  // nothing to decide
+  const bool known = job_ && job_->torch;
+  const bool ipex = known && job_->ipex && !absl::StrContains(absl::AsciiStrToLower(*job_->ipex), "+cpu");
+  if (xpu_said_.insert(lib).second) {
+    const std::string who = absl::StrCat(LibraryName(lib), " ", (lib == Library::kAccelerate ? versions_.accelerate()
+                                                                                              : versions_.transformers()).ToString());
+    if (!known) {
+      out_.add_warnings(absl::StrCat(
+          who, " sees an Intel GPU only through Intel Extension for PyTorch (", versions_.Rule(f).id,
+          "); the job's packages are not known, so devplace counts ", xpu->backend->name(),
+          " as if intel_extension_for_pytorch were installed; without it the job does not use the GPU (send the job's "
+          "packages: the Python client does, devplace resolve --python_env / --python)"));
+    } else {
+      out_.add_explanation(absl::StrCat(
+          "V-JOB ", versions_.Cite(f), "; the job has ",
+          ipex ? absl::StrCat("intel_extension_for_pytorch ", *job_->ipex, ": ", who, " uses ", xpu->backend->name())
+               : absl::StrCat(job_->ipex ? absl::StrCat("only the CPU variant of intel_extension_for_pytorch (",
+                                                          *job_->ipex, ")")
+                                         : std::string("no intel_extension_for_pytorch"),
+                              ": ", who, " does not see ", xpu->backend->name())));
+    }
+  }
+  return !known || ipex;
 }
 
 // ---- answer building ---------------------------------------------------------------------

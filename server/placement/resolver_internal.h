@@ -36,10 +36,9 @@ namespace devplace::placement::resolver_internal {
 
 inline constexpr int kMaxPlacedDevices = 16;  // entries of ResolveDeviceResponse.placed (BoundPlaced)
 
-// The orders that did not change across the supported releases (the versioned ones are in
+// The order that did not change across the supported releases (the versioned ones are in
 // versions.cc), and the device_map keywords.
 extern const std::vector<std::string> kIntOrder;       // device_map.cc: from_pretrained int (I-INT)
-extern const std::vector<std::string> kPipelineOrder;  // pipeline.cc: pipeline(device=None / int) (I-PIPE)
 extern const std::set<std::string> kKeywords;          // device_map.cc: auto, balanced, ...
 
 // Shared helpers, each described where it is defined.
@@ -80,6 +79,10 @@ class Resolution {
   absl::Status ComputeRows();
   RowState* FindRow(v1::Row row);
   const RowState* FirstAvailable(const std::vector<std::string>& order) const;
+  // The same for a versioned order, as the release of its library sees the rows: an Intel GPU only
+  // through Intel Extension for PyTorch before V-ACC-XPU-STOCK / V-TF-XPU-STOCK (SeesXpu).
+  const RowState* FirstAvailable(const OrderRule& rule);
+  bool SeesXpu(Library lib);
   void BoundPlaced();
   static void UnitMemory(const VisibleUnit& u, std::optional<uint64_t>& total, std::optional<uint64_t>& free);
   v1::PlacedDevice* Place(const RowState& r, int job_index);
@@ -106,14 +109,16 @@ class Resolution {
   // partial_state.cc
   bool XlaApplies(bool state_cpu);
   absl::Status AnswerXla(bool state_cpu);
-  absl::Status MultiCpu(bool acc, const std::string& why);
+  absl::Status MultiCpu(bool acc, bool state_cpu, const std::string& why);
+  const RowState* XlaRow() const;
   absl::Status AnswerVerbatim(const DeviceString& d);
   absl::Status Distributed(const RowState& row, const OrderRule& chain);
 
   // device_map.cc
   absl::Status FromPretrained();
   absl::Status AutoMap(const std::string& keyword);
-  absl::Status IntDevice(int64_t n, const std::vector<std::string>& order, const char* rule);
+  absl::Status IntDevice(int64_t n, const std::vector<std::string>& order, const char* rule,
+                         const OrderRule* versioned = nullptr);
   std::string Unavailable() const;
 
   // pipeline.cc
@@ -145,6 +150,7 @@ class Resolution {
   const v1::Backend* cpu_ = nullptr;
   std::vector<RowState> rows_;
   std::vector<std::string> hazards_;
+  std::set<Library> xpu_said_;  // SeesXpu explained (or warned) once per library
 };
 
 }  // namespace devplace::placement::resolver_internal

@@ -3,6 +3,7 @@
 // T-XLA, T-DIST, T-CPU, then the single-process order (T-TA, T-ACC). The steps PartialState takes for
 // both are in partial_state.cc; which release orders what is versions.cc's data.
 
+#include <algorithm>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -28,9 +29,12 @@ absl::Status Resolution::Training() {
   // PartialState's cpu flag: TrainingArguments passes `use_cpu or ACCELERATE_USE_CPU`, Accelerator
   // reads both too.
   const bool state_cpu = req_.use_cpu() || accelerate_use_cpu_;
+  // Before Accelerate 0.29 the XLA and MULTI_CPU branches set the device over ACCELERATE_TORCH_DEVICE
+  // (V-ACC-SET-DEVICE); the others kept it.
+  const bool env_kept = versions_.Has(Feature::kAccSetDevice);
   // T-ENV first: PartialState.__init__ sets its device from ACCELERATE_TORCH_DEVICE before
   // anything else and set_device then returns early, so it beats cpu, MULTI_CPU and XLA.
-  if (acc && torch_device_env_) {
+  if (acc && torch_device_env_ && env_kept) {
     out_.add_explanation(absl::StrCat(
         "T-ENV ACCELERATE_TORCH_DEVICE=", torch_device_env_->ToString(),
         ": PartialState.__init__ takes it as the device before anything else and set_device returns early, so it "
@@ -39,29 +43,49 @@ absl::Status Resolution::Training() {
   }
   // T-XLA
   if (XlaApplies(state_cpu)) {
-    if (torch_device_env_) {
-      out_.add_explanation(absl::StrCat("T-ENV TrainingArguments' XLA branch passes PartialState.device, which "
-                                        "ACCELERATE_TORCH_DEVICE=", torch_device_env_->ToString(), " set first"));
+    if (torch_device_env_ && env_kept) {
+      out_.add_explanation(absl::StrCat("T-ENV ", acc ? "Accelerator" : "TrainingArguments' XLA branch passes "
+                                        "PartialState.device, which", " ACCELERATE_TORCH_DEVICE=",
+                                        torch_device_env_->ToString(), " set first"));
       return AnswerVerbatim(*torch_device_env_);
+    }
+    if (torch_device_env_) {
+      out_.add_explanation(absl::StrCat("T-ENV ACCELERATE_TORCH_DEVICE=", torch_device_env_->ToString(),
+                                        " is overwritten by the XLA branch: ", versions_.Cite(Feature::kAccSetDevice)));
     }
     return AnswerXla(state_cpu);
   }
+  // TrainingArguments' own XLA check (torch_xla importable) comes before its single-process chain and
+  // passes PartialState.device on, which before Accelerate 0.28 is not XLA on a host with a CUDA GPU
+  // (V-ACC-XLA-IMPORT): the job gets Accelerate's device, `cuda`, without DataParallel.
+  if (!acc && !local_rank_ && runtime_.count("xla") && use_torch_xla_ && !versions_.Has(Feature::kAccXlaImportOnly)) {
+    out_.add_explanation(absl::StrCat("T-XLA TrainingArguments' own XLA check passes (torch_xla importable), so it "
+                                      "takes PartialState.device, which is not XLA here: ",
+                                      versions_.Cite(Feature::kAccXlaImportOnly)));
+    if (torch_device_env_) return AnswerVerbatim(*torch_device_env_);
+    if (state_cpu) {
+      AnswerCpu("T-CPU PartialState(cpu=True): cpu");
+      return absl::OkStatus();
+    }
+    return SingleProcess(/*acc=*/true);
+  }
   // Distributed types of PartialState._prepare_backend.
   if (local_rank_) {
-    if (state_cpu) return MultiCpu(acc, absl::StrCat("T-CPU ", req_.use_cpu() ? "use_cpu=true" : "env ACCELERATE_USE_CPU is truthy",
+    if (state_cpu) return MultiCpu(acc, /*state_cpu=*/true, absl::StrCat("T-CPU ", req_.use_cpu() ? "use_cpu=true" : "env ACCELERATE_USE_CPU is truthy",
                                                 " with LOCAL_RANK set: MULTI_CPU"));
     const OrderRule& chain = versions_.Order(OrderKind::kAccDistributed);
     out_.add_explanation(absl::StrCat("T-DIST backend order ", versions_.Cite(chain)));
-    if (const RowState* r = FirstAvailable(chain.order)) {
-      if (!acc && torch_device_env_) {
-        out_.add_explanation(absl::StrCat("T-ENV distributed TrainingArguments passes PartialState.device, which "
-                                          "ACCELERATE_TORCH_DEVICE=", torch_device_env_->ToString(), " set first"));
+    if (const RowState* r = FirstAvailable(chain)) {
+      // Before 0.29 the MULTI_XPU launch shares the MULTI_CPU branch, which sets the device itself.
+      if (torch_device_env_ && (env_kept || r->backend->device_type() != "xpu")) {
+        out_.add_explanation(absl::StrCat("T-ENV distributed ", acc ? "Accelerator" : "TrainingArguments passes PartialState.device, which",
+                                          " keeps ACCELERATE_TORCH_DEVICE=", torch_device_env_->ToString(), " set first"));
         return AnswerVerbatim(*torch_device_env_);
       }
       return Distributed(*r, chain);
     }
     if (!versions_.Has(Feature::kAccMultiCpuNeedsCpu)) {
-      return MultiCpu(acc, absl::StrCat("T-DIST no row of ", OrderText(chain.order), " is available; ",
+      return MultiCpu(acc, /*state_cpu=*/false, absl::StrCat("T-DIST no row of ", OrderText(chain.order), " is available; ",
                                         versions_.Cite(Feature::kAccMultiCpuNeedsCpu), ": MULTI_CPU"));
     }
     out_.add_explanation(absl::StrCat("T-DIST no row of ", OrderText(chain.order),
@@ -69,6 +93,11 @@ absl::Status Resolution::Training() {
                                       versions_.Cite(Feature::kAccMultiCpuNeedsCpu), ")"));
   }
   // Single process (distributed type NO).
+  if (acc && torch_device_env_) {  // before 0.29 (V-ACC-SET-DEVICE): kept here, over cpu too
+    out_.add_explanation(absl::StrCat("T-ENV ACCELERATE_TORCH_DEVICE=", torch_device_env_->ToString(),
+                                      ": a single process keeps it (", versions_.Cite(Feature::kAccSetDevice), ")"));
+    return AnswerVerbatim(*torch_device_env_);
+  }
   if (acc && state_cpu) {
     AnswerCpu(absl::StrCat("T-CPU ", req_.use_cpu() ? "use_cpu=true" : "env ACCELERATE_USE_CPU is truthy", ": cpu"));
     return absl::OkStatus();
@@ -95,16 +124,22 @@ std::string Resolution::SingleDevice(bool acc, const std::string& type) const {
 }
 
 absl::Status Resolution::SingleProcess(bool acc) {
-  const OrderRule& rule = versions_.Order(acc ? OrderKind::kAccDefaultDevice : OrderKind::kTfSingle);
+  OrderRule rule = versions_.Order(acc ? OrderKind::kAccDefaultDevice : OrderKind::kTfSingle);
   const OrderRule& other_rule = versions_.Order(acc ? OrderKind::kTfSingle : OrderKind::kAccDefaultDevice);
+  if (!acc && accelerate_use_cpu_ && !versions_.Has(Feature::kTfTaMpsBranch) && FirstAvailable({"mps"}) != nullptr) {
+    // Before 4.43 mps came only through PartialState's device, which ACCELERATE_USE_CPU made cpu.
+    rule.order.erase(std::remove(rule.order.begin(), rule.order.end(), "mps"), rule.order.end());
+    out_.add_explanation(absl::StrCat("T-TA mps is not taken: ", versions_.Cite(Feature::kTfTaMpsBranch),
+                                      "; ACCELERATE_USE_CPU made PartialState's device cpu"));
+  }
   const std::vector<std::string>& order = rule.order;
-  const RowState* r = FirstAvailable(order);
+  const RowState* r = FirstAvailable(rule);
   const bool ta_env_fallback = versions_.Has(Feature::kTfTaTorchDeviceFallback);
   AutomaticChoiceHazards();
   const char* id = acc ? "T-ACC" : "T-TA";
   out_.add_explanation(absl::StrCat(id, " single-process order ", versions_.Cite(rule)));
   // The other convention's pick, when the two disagree (e.g. CUDA + XPU).
-  const RowState* other = FirstAvailable(other_rule.order);
+  const RowState* other = FirstAvailable(other_rule);
   if (r != nullptr && other != nullptr && other != r) {
     out_.add_explanation(absl::StrCat(
         "note: the conventions disagree on this host: ", acc ? "TrainingArguments.device" : "Accelerator().device",
@@ -113,7 +148,7 @@ absl::Status Resolution::SingleProcess(bool acc) {
   NeverPicked(order, acc ? absl::StrCat("Accelerator().device (Accelerate ", versions_.accelerate().ToString(), ")")
                          : absl::StrCat("TrainingArguments.device (Transformers ", versions_.transformers().ToString(), ")"),
               std::string(rule.id), r == nullptr && !(!acc && torch_device_env_ && ta_env_fallback),
-              acc ? "Accelerate has no branch for it; use TrainingArguments (Transformers >= 5.8 for tpu:0) or name "
+              acc ? "Accelerate has no branch for it; use TrainingArguments (Transformers >= 5.9 for tpu:0) or name "
                     "the device (<type>) yourself"
                   : "name the device (<type>) yourself");
   if (r == nullptr) {

@@ -20,129 +20,258 @@ using K = OrderKind;
 // The last Transformers 4.x minor line, emulated when only an Accelerate release below 1.1.0 is named.
 constexpr Version kLast4x{4, 57, 0};
 
-constexpr absl::string_view kAccDefault = "huggingface/accelerate:src/accelerate/state.py PartialState.default_device";
-constexpr absl::string_view kAccBackend = "huggingface/accelerate:src/accelerate/state.py PartialState._prepare_backend";
-constexpr absl::string_view kTfSetup =
-    "huggingface/transformers:src/transformers/training_args.py TrainingArguments._setup_devices";
-constexpr absl::string_view kAccModeling = "huggingface/accelerate:src/accelerate/utils/modeling.py get_max_memory";
 
+// Each row: the boundary, the rule id, what changed, where it lives, and /*commits=*/ the commit(s)
+// that brought it, each first in the release tag `since` (git tag --contains on the library's
+// history with its release tags; scripts/fidelity/run.py --boundaries checks them and writes
+// tests/placement/version_boundaries.txt, which versions_test.cc holds this table to).
 std::vector<FeatureRule> MakeFeatureRules() {
   return {
       {F::kAccXlaImportOnly, L::kAccelerate, {0, 28, 0}, "V-ACC-XLA-IMPORT",
        "is_torch_xla_available() only tests that torch_xla imports (and USE_TORCH_XLA): torch_xla installed means "
-       "XLA, with or without a TPU; before 0.28 is_tpu_available() also needed an XLA device and no CUDA GPU",
-       "huggingface/accelerate:src/accelerate/utils/imports.py is_torch_xla_available (first tag v0.28.0, "
-       "commit b443be70, PR #2176; is_tpu_available up to v0.27.0)"},
+       "XLA, with or without a TPU; before 0.28 is_tpu_available() needed an XLA device (a TPU, or a Neuron core "
+       "through torch-neuronx) and no CUDA GPU, and USE_TORCH_XLA was not read",
+       "huggingface/accelerate:src/accelerate/utils/imports.py is_torch_xla_available (first tag v0.28.0, PR #2176; "
+       "is_tpu_available up to v0.27.2)",
+       /*commits=*/"b443be70"},
+      {F::kAccSetDevice, L::kAccelerate, {0, 29, 0}, "V-ACC-SET-DEVICE",
+       "PartialState.set_device keeps a device ACCELERATE_TORCH_DEVICE set, in the XLA and MULTI_CPU branches too, "
+       "and a MULTI_CPU process gets cpu; before 0.29 the XLA branch set xm.xla_device() and the MULTI_CPU branch "
+       "cpu (cpu=True), else xpu:<local_rank> or default_device (mps on an Apple host) over it",
+       "huggingface/accelerate:src/accelerate/state.py PartialState.set_device, _prepare_backend (first tag v0.29.0, "
+       "PR #2576; PartialState.__init__ up to v0.28.0)",
+       /*commits=*/"11568e56"},
       {F::kAccXlaBeforeCpu, L::kAccelerate, {0, 30, 0}, "V-ACC-XLA-CPU",
        "XLA is chosen before the cpu flag, so it wins over use_cpu / ACCELERATE_USE_CPU; before 0.30 the XLA "
        "branch required `not cpu`",
-       "huggingface/accelerate:src/accelerate/state.py PartialState._prepare_backend (first tag v0.30.0, "
-       "commit 6386f701, PR #2634; PartialState.__init__ before)"},
+       "huggingface/accelerate:src/accelerate/state.py PartialState._prepare_backend (first tag v0.30.0, PR #2634)",
+       /*commits=*/"6386f701"},
+      {F::kAccStockXpu, L::kAccelerate, {0, 32, 0}, "V-ACC-XPU-STOCK",
+       "is_xpu_available() accepts stock PyTorch's torch.xpu (torch >= 2.4); before 0.32 Accelerate sees an Intel "
+       "GPU only through Intel Extension for PyTorch (intel_extension_for_pytorch installed)",
+       "huggingface/accelerate:src/accelerate/utils/imports.py is_xpu_available (first tag v0.32.0, PR #2825)",
+       /*commits=*/"3b5a00e0"},
       {F::kAccIndexModulo, L::kAccelerate, {0, 33, 0}, "V-ACC-MODULO",
        "the distributed device index is local_process_index % device_count() (several processes may share a "
        "device); before 0.33 it was local_process_index itself, and a rank beyond the visible count fails in "
        "torch.<type>.set_device",
-       "huggingface/accelerate:src/accelerate/state.py PartialState.set_device (first tag v0.33.0, commit c6da9f86, "
-       "PR #2916)"},
+       "huggingface/accelerate:src/accelerate/state.py PartialState.set_device (first tag v0.33.0, PR #2916)",
+       /*commits=*/"c6da9f86"},
       {F::kAccXpuBare, L::kAccelerate, {1, 0, 0}, "V-ACC-XPU-BARE",
        "default_device returns `xpu`; before 1.0 it returned `xpu:0`",
-       "huggingface/accelerate:src/accelerate/state.py PartialState.default_device (first tag v1.0.0)"},
+       "huggingface/accelerate:src/accelerate/state.py PartialState.default_device (first tag v1.0.0, PR #3133)",
+       /*commits=*/"10776115"},
+      {F::kAccXpuMemoryIpex, L::kAccelerate, {1, 0, 0}, "V-ACC-XPU-MEM-IPEX",
+       "get_max_memory reads an XPU's free memory through Intel Extension for PyTorch's mem_get_info when IPEX is "
+       "installed, behind compare_versions(<IPEX's version string>, ...), which looks the string up as a package "
+       "name and raises: with IPEX every Intel GPU \"seems unavailable\" and device_map=\"auto\" loads on cpu, until "
+       "V-ACC-XPU-MEM-FIX; before 1.0 torch.xpu's own figures were read",
+       "huggingface/accelerate:src/accelerate/utils/memory.py get_xpu_available_memory (first tag v1.0.0, PR #3076)",
+       /*commits=*/"4b4c0369"},
+      {F::kAccXpuMemoryIpexFixed, L::kAccelerate, {1, 1, 0}, "V-ACC-XPU-MEM-FIX",
+       "get_xpu_available_memory parses IPEX's version before comparing it, so an IPEX job's Intel GPUs count in "
+       "get_max_memory again; in 1.0.x they did not (V-ACC-XPU-MEM-IPEX)",
+       "huggingface/accelerate:src/accelerate/utils/memory.py get_xpu_available_memory (first tag v1.1.0, PR #3165)",
+       /*commits=*/"292954b5"},
       {F::kAccMultiCpuNeedsCpu, L::kAccelerate, {1, 13, 0}, "V-ACC-MULTICPU",
        "a multi-process launch with no accelerator is MULTI_CPU only with cpu=True; otherwise the distributed type "
        "is NO and every process is a single one; before 1.13 it became MULTI_CPU (device cpu) anyway",
-       "huggingface/accelerate:src/accelerate/state.py PartialState._prepare_backend (first tag v1.13.0, commit "
-       "4826b66d, PR #3883)"},
+       "huggingface/accelerate:src/accelerate/state.py PartialState._prepare_backend (first tag v1.13.0, PR #3883)",
+       /*commits=*/"4826b66d"},
       {F::kTfUseCpu, L::kTransformers, {4, 32, 0}, "V-TF-USE-CPU",
        "TrainingArguments has use_cpu; before 4.32 the same switch is spelled no_cuda=True (use_cpu does not "
        "exist there)",
-       "huggingface/transformers:src/transformers/training_args.py TrainingArguments (PR #24863, on the "
-       "4.32.0.dev0 line)"},
-      {F::kTfPipelineAccelDefault, L::kTransformers, {4, 46, 0}, "V-TF-PIPE-DEFAULT",
-       "pipeline(device=None) puts the model on accelerator index 0, and an int device with no recognised "
-       "accelerator is cpu; before it, device=None stayed on cpu (device -1; from 4.42 with a warning) and such "
-       "an int raised ValueError",
-       "huggingface/transformers:src/transformers/pipelines/base.py Pipeline.__init__ (PR #34026, commit "
-       "05863817d6, the last change on the 4.46.0.dev0 line before the 4.47.0.dev0 bump 9643069465; PR #31398 "
-       "of 4.42 only added the warning)"},
+       "huggingface/transformers:src/transformers/training_args.py TrainingArguments (first tag v4.32.0, PR #24863)",
+       /*commits=*/"9dc965bb40"},
+      {F::kTfStockXpu, L::kTransformers, {4, 42, 0}, "V-TF-XPU-STOCK",
+       "is_torch_xpu_available() accepts stock PyTorch's torch.xpu (torch >= 2.4); before 4.42 Transformers sees an "
+       "Intel GPU only through Intel Extension for PyTorch (intel_extension_for_pytorch installed)",
+       "huggingface/transformers:src/transformers/utils/import_utils.py is_torch_xpu_available (first tag v4.42.0, "
+       "PR #31238)",
+       /*commits=*/"eed9ed6798"},
+      {F::kTfTaMpsBranch, L::kTransformers, {4, 43, 0}, "V-TF-TA-MPS",
+       "single-process TrainingArguments has its own MPS branch (after use_cpu), so ACCELERATE_USE_CPU alone leaves "
+       "it on mps; before 4.43 mps came only through PartialState's device, which ACCELERATE_USE_CPU makes cpu",
+       "huggingface/transformers:src/transformers/training_args.py TrainingArguments._setup_devices (first tag "
+       "v4.43.0, PR #31812)",
+       /*commits=*/"ae9dd02ee1"},
       {F::kTfTaTorchDeviceFallback, L::kTransformers, {4, 43, 0}, "V-TF-TA-ENV",
        "single-process TrainingArguments with no accelerator falls back to ACCELERATE_TORCH_DEVICE; before it, "
        "the chain ended in `cuda:0 if cuda else cpu`",
-       "huggingface/transformers:src/transformers/training_args.py TrainingArguments._setup_devices (PR #31751, "
-       "commit 2aa2a14481, on the 4.43.0.dev0 line)"},
+       "huggingface/transformers:src/transformers/training_args.py TrainingArguments._setup_devices (first tag "
+       "v4.43.0, PR #31751)",
+       /*commits=*/"2aa2a14481"},
+      {F::kTfPipelineAccelDefault, L::kTransformers, {4, 47, 0}, "V-TF-PIPE-DEFAULT",
+       "pipeline(device=None) puts the model on accelerator index 0, and an int device with no recognised "
+       "accelerator is cpu; before it, device=None stayed on cpu (device -1; from 4.42 with a warning) and such "
+       "an int raised ValueError (before 4.37, whose order knows only CUDA, it became cuda:<n>, which fails)",
+       "huggingface/transformers:src/transformers/pipelines/base.py Pipeline.__init__ (first tag v4.47.0, PR #34026 "
+       "\"Better defaults\"; PR #31398 of 4.42 only added the warning)",
+       /*commits=*/"05863817d6"},
       {F::kTfV5, L::kTransformers, {5, 0, 0}, "V-TF-V5",
        "v5: no_cuda and use_mps_device are removed, and Accelerate >= 1.1.0 is required (hpu:0 joined the "
        "single-process chain in 4.50, neuron:0 in 5.4: the V-TF-TA rows)",
-       "huggingface/transformers:src/transformers/training_args.py TrainingArguments (v5 line, main before the "
-       "5.0.1.dev0 bump 6301b5034d)"},
-      {F::kTfNativeTpu, L::kTransformers, {5, 8, 0}, "V-TF-TPU",
-       "TrainingArguments selects tpu:0 when torch_tpu is available (after neuron:0, before cuda:0); Accelerate has "
-       "no TPU branch",
-       "huggingface/transformers:src/transformers/training_args.py TrainingArguments._setup_devices (PR #45918, "
-       "merged 2026-05-12; no mirror read reaches it, first release taken as 5.8.0, unverified)"},
+       "huggingface/transformers:src/transformers/training_args.py TrainingArguments, setup.py (first tag v5.0.0, "
+       "PRs #41017, #41234)",
+       /*commits=*/"65dcd66cc8 c562c5d801"},
       // Rules of device_map normalisation (docs/SEMANTICS.md section 6, I-CUDA-RANK).
       {F::kTfDeviceMapCudaRank, L::kTransformers, {5, 0, 0}, "V-TF-CUDA-RANK",
        "check_and_set_device_map turns the exact string \"cuda\" into cuda:<int(LOCAL_RANK), default 0> before "
        "torch.device(); no other device type is rewritten; before 5.0 from_pretrained passed torch.device(\"cuda\") "
        "on, the current CUDA device (cuda:0 unless the job called torch.cuda.set_device)",
-       "huggingface/transformers:src/transformers/integrations/accelerate.py check_and_set_device_map (PR #42897, "
-       "merged 2025-12-17 after v5.0.0rc1; 4.x: modeling_utils.py PreTrainedModel.from_pretrained)"},
+       "huggingface/transformers:src/transformers/integrations/accelerate.py check_and_set_device_map (first tag "
+       "v5.0.0, PR #42897; 4.x: modeling_utils.py PreTrainedModel.from_pretrained)",
+       /*commits=*/"05c7e4a487"},
+      {F::kTfNativeTpu, L::kTransformers, {5, 9, 0}, "V-TF-TPU",
+       "TrainingArguments selects tpu:0 when torch_tpu is available (after neuron:0, before cuda:0); Accelerate has "
+       "no TPU branch",
+       "huggingface/transformers:src/transformers/training_args.py TrainingArguments._setup_devices (first tag "
+       "v5.9.0, PR #45918)",
+       /*commits=*/"6308a20ba4"},
   };
 }
 
 std::vector<OrderRule> MakeOrderRules() {
   return {
-      {K::kAccDefaultDevice, L::kAccelerate, {0, 25, 0}, {"mps", "cuda", "xpu", "npu"}, "V-ACC-DD-0.25", kAccDefault},
-      {K::kAccDefaultDevice, L::kAccelerate, {0, 29, 0}, {"mps", "mlu", "cuda", "xpu", "npu"}, "V-ACC-DD-0.29", "huggingface/accelerate:src/accelerate/state.py PartialState.default_device (first tag v0.29.0, commit f2778d65, PR #2552)"},
-      {K::kAccDefaultDevice, L::kAccelerate, {0, 33, 0}, {"mps", "mlu", "musa", "cuda", "xpu", "npu"}, "V-ACC-DD-0.33", "huggingface/accelerate:src/accelerate/state.py PartialState.default_device (first tag v0.33.0, commit 12a007d5, PR #2917)"},
-      {K::kAccDefaultDevice, L::kAccelerate, {0, 34, 0}, {"mps", "mlu", "musa", "npu", "cuda", "xpu"}, "V-ACC-DD-0.34", "huggingface/accelerate:src/accelerate/state.py PartialState.default_device (first tag v0.34.0, commit 5536a3a8, PR #3021)"},
+      {K::kAccDefaultDevice, L::kAccelerate, {0, 25, 0}, {"mps", "cuda", "xpu", "npu"}, "V-ACC-DD-0.25",
+       "huggingface/accelerate:src/accelerate/state.py PartialState.default_device (release commit of v0.25.0)",
+       /*commits=*/"d08c23c2"},
+      {K::kAccDefaultDevice, L::kAccelerate, {0, 29, 0}, {"mps", "mlu", "cuda", "xpu", "npu"}, "V-ACC-DD-0.29",
+       "huggingface/accelerate:src/accelerate/state.py PartialState.default_device (first tag v0.29.0, PR #2552)",
+       /*commits=*/"f2778d65"},
+      {K::kAccDefaultDevice, L::kAccelerate, {0, 33, 0}, {"mps", "mlu", "musa", "cuda", "xpu", "npu"}, "V-ACC-DD-0.33",
+       "huggingface/accelerate:src/accelerate/state.py PartialState.default_device (first tag v0.33.0, PR #2917)",
+       /*commits=*/"12a007d5"},
+      {K::kAccDefaultDevice, L::kAccelerate, {0, 34, 0}, {"mps", "mlu", "musa", "npu", "cuda", "xpu"}, "V-ACC-DD-0.34",
+       "huggingface/accelerate:src/accelerate/state.py PartialState.default_device (first tag v0.34.0, PR #3021)",
+       /*commits=*/"5536a3a8"},
       {K::kAccDefaultDevice, L::kAccelerate, {1, 5, 0}, {"mps", "mlu", "sdaa", "musa", "npu", "hpu", "cuda", "xpu"},
-       "V-ACC-DD-1.5", "huggingface/accelerate:src/accelerate/state.py PartialState.default_device (first tag v1.5.0, commits ac3749dc PR #3330, d9e6af87 PR #3378)"},
+       "V-ACC-DD-1.5",
+       "huggingface/accelerate:src/accelerate/state.py PartialState.default_device (first tag v1.5.0, PRs #3330, "
+       "#3378)",
+       /*commits=*/"ac3749dc d9e6af87"},
       {K::kAccDefaultDevice, L::kAccelerate, {1, 13, 0},
-       {"mps", "mlu", "sdaa", "musa", "npu", "hpu", "cuda", "xpu", "neuron"}, "V-ACC-DD-1.13", "huggingface/accelerate:src/accelerate/state.py PartialState.default_device (first tag v1.13.0, commit 3bffed54, PR #3935)"},
+       {"mps", "mlu", "sdaa", "musa", "npu", "hpu", "cuda", "xpu", "neuron"}, "V-ACC-DD-1.13",
+       "huggingface/accelerate:src/accelerate/state.py PartialState.default_device (first tag v1.13.0, PR #3935)",
+       /*commits=*/"3bffed54"},
 
-      {K::kAccDistributed, L::kAccelerate, {0, 25, 0}, {"cuda", "npu", "xpu"}, "V-ACC-DIST-0.25", kAccBackend},
-      {K::kAccDistributed, L::kAccelerate, {0, 29, 0}, {"mlu", "cuda", "npu", "xpu"}, "V-ACC-DIST-0.29", "huggingface/accelerate:src/accelerate/state.py PartialState._prepare_backend (first tag v0.29.0, commits f2778d65 PR #2552, 11568e56 PR #2576)"},
-      {K::kAccDistributed, L::kAccelerate, {0, 33, 0}, {"mlu", "musa", "cuda", "npu", "xpu"}, "V-ACC-DIST-0.33", "huggingface/accelerate:src/accelerate/state.py PartialState._prepare_backend (first tag v0.33.0, commit 12a007d5, PR #2917)"},
-      {K::kAccDistributed, L::kAccelerate, {0, 34, 0}, {"mlu", "musa", "npu", "cuda", "xpu"}, "V-ACC-DIST-0.34", "huggingface/accelerate:src/accelerate/state.py PartialState._prepare_backend (first tag v0.34.0, commit 5536a3a8, PR #3021)"},
-      {K::kAccDistributed, L::kAccelerate, {1, 5, 0}, {"mlu", "sdaa", "musa", "npu", "hpu", "cuda", "xpu"},
-       "V-ACC-DIST-1.5", "huggingface/accelerate:src/accelerate/state.py PartialState._prepare_backend (first tag v1.5.0, commits ac3749dc PR #3330, d9e6af87 PR #3378)"},
-      {K::kAccDistributed, L::kAccelerate, {1, 13, 0}, {"mlu", "sdaa", "musa", "npu", "hpu", "cuda", "xpu", "neuron"},
-       "V-ACC-DIST-1.13", "huggingface/accelerate:src/accelerate/state.py PartialState._prepare_backend (first tag v1.13.0, commit 3bffed54, PR #3935)"},
+      {K::kAccDistributed, L::kAccelerate, {0, 25, 0}, {"cuda", "npu", "xpu"}, "V-ACC-DIST-0.25",
+       "huggingface/accelerate:src/accelerate/state.py PartialState.__init__ (release commit of v0.25.0)",
+       /*commits=*/"d08c23c2"},
+      {K::kAccDistributed, L::kAccelerate, {0, 29, 0}, {"mlu", "cuda", "npu", "xpu"}, "V-ACC-DIST-0.29",
+       "huggingface/accelerate:src/accelerate/state.py PartialState._prepare_backend (first tag v0.29.0, PRs #2552, "
+       "#2576)",
+       /*commits=*/"f2778d65 11568e56"},
+      {K::kAccDistributed, L::kAccelerate, {0, 33, 0}, {"mlu", "musa", "cuda", "npu", "xpu"}, "V-ACC-DIST-0.33",
+       "huggingface/accelerate:src/accelerate/state.py PartialState._prepare_backend (first tag v0.33.0, PR #2917)",
+       /*commits=*/"12a007d5"},
+      {K::kAccDistributed, L::kAccelerate, {0, 34, 0}, {"mlu", "musa", "npu", "cuda", "xpu"}, "V-ACC-DIST-0.34",
+       "huggingface/accelerate:src/accelerate/state.py PartialState._prepare_backend (first tag v0.34.0, PR #3021)",
+       /*commits=*/"5536a3a8"},
+      // 1.5 to 1.13: MLU's branch is an `if` of its own and the chain after it (SDAA first) starts
+      // again, so any later row wins over MLU (fixed in 1.14, PR #4057).
+      {K::kAccDistributed, L::kAccelerate, {1, 5, 0}, {"sdaa", "musa", "npu", "hpu", "cuda", "mlu", "xpu"},
+       "V-ACC-DIST-1.5",
+       "huggingface/accelerate:src/accelerate/state.py PartialState._prepare_backend (first tag v1.5.0, PRs #3330, "
+       "#3378: `if is_mlu_available()` then `if is_sdaa_available() ... elif`)",
+       /*commits=*/"ac3749dc d9e6af87"},
+      {K::kAccDistributed, L::kAccelerate, {1, 6, 0}, {"sdaa", "musa", "npu", "hpu", "cuda", "xpu", "mlu"},
+       "V-ACC-DIST-1.6",
+       "huggingface/accelerate:src/accelerate/state.py PartialState._prepare_backend (first tag v1.6.0, PR #3401: "
+       "XPU joins the chain, with xccl)",
+       /*commits=*/"9c4eeb9b"},
+      {K::kAccDistributed, L::kAccelerate, {1, 13, 0}, {"sdaa", "musa", "npu", "hpu", "cuda", "xpu", "neuron", "mlu"},
+       "V-ACC-DIST-1.13",
+       "huggingface/accelerate:src/accelerate/state.py PartialState._prepare_backend (first tag v1.13.0, PR #3935)",
+       /*commits=*/"3bffed54"},
+      {K::kAccDistributed, L::kAccelerate, {1, 14, 0}, {"mlu", "sdaa", "musa", "npu", "hpu", "cuda", "xpu", "neuron"},
+       "V-ACC-DIST-1.14",
+       "huggingface/accelerate:src/accelerate/state.py PartialState._prepare_backend (first tag v1.14.0, PR #4057: "
+       "MLU part of the elif chain)",
+       /*commits=*/"6b6d0ec6"},
 
-      {K::kAccMaxMemory, L::kAccelerate, {0, 25, 0}, {"xpu", "cuda"}, "V-ACC-MEM-0.25", kAccModeling},
-      {K::kAccMaxMemory, L::kAccelerate, {0, 26, 0}, {"npu", "xpu", "cuda"}, "V-ACC-MEM-0.26", "huggingface/accelerate:src/accelerate/utils/modeling.py get_max_memory (first tag v0.26.0, commit 9964f90f, PR #2222)"},
-      {K::kAccMaxMemory, L::kAccelerate, {0, 29, 0}, {"npu", "mlu", "xpu", "cuda"}, "V-ACC-MEM-0.29", "huggingface/accelerate:src/accelerate/utils/modeling.py get_max_memory (first tag v0.29.0, commit f2778d65, PR #2552)"},
-      {K::kAccMaxMemory, L::kAccelerate, {0, 33, 0}, {"npu", "mlu", "musa", "xpu", "cuda"}, "V-ACC-MEM-0.33", "huggingface/accelerate:src/accelerate/utils/modeling.py get_max_memory (first tag v0.33.0, commit 12a007d5, PR #2917)"},
+      {K::kAccMaxMemory, L::kAccelerate, {0, 25, 0}, {"xpu", "cuda"}, "V-ACC-MEM-0.25",
+       "huggingface/accelerate:src/accelerate/utils/modeling.py get_max_memory (release commit of v0.25.0)",
+       /*commits=*/"d08c23c2"},
+      {K::kAccMaxMemory, L::kAccelerate, {0, 26, 0}, {"npu", "xpu", "cuda"}, "V-ACC-MEM-0.26",
+       "huggingface/accelerate:src/accelerate/utils/modeling.py get_max_memory (first tag v0.26.0, PR #2222)",
+       /*commits=*/"9964f90f"},
+      {K::kAccMaxMemory, L::kAccelerate, {0, 29, 0}, {"npu", "mlu", "xpu", "cuda"}, "V-ACC-MEM-0.29",
+       "huggingface/accelerate:src/accelerate/utils/modeling.py get_max_memory (first tag v0.29.0, PR #2552)",
+       /*commits=*/"f2778d65"},
+      {K::kAccMaxMemory, L::kAccelerate, {0, 33, 0}, {"npu", "mlu", "musa", "xpu", "cuda"}, "V-ACC-MEM-0.33",
+       "huggingface/accelerate:src/accelerate/utils/modeling.py get_max_memory (first tag v0.33.0, PR #2917)",
+       /*commits=*/"12a007d5"},
       {K::kAccMaxMemory, L::kAccelerate, {1, 5, 0}, {"npu", "mlu", "sdaa", "musa", "xpu", "hpu", "cuda"}, "V-ACC-MEM-1.5",
-       "huggingface/accelerate:src/accelerate/utils/modeling.py get_max_memory (first tag v1.5.0, commits ac3749dc PR "
-       "#3330, d9e6af87 PR #3378)"},
+       "huggingface/accelerate:src/accelerate/utils/modeling.py get_max_memory (first tag v1.5.0, PRs #3330, #3378)",
+       /*commits=*/"ac3749dc d9e6af87"},
 
-      // Transformers releases have no tags in the mirror read (docs/SEMANTICS.md section 10): each row
-      // names the PR and commit, and the release is the X.Y.0.dev0 line that commit is on.
-      {K::kTfSingle, L::kTransformers, {4, 30, 0}, {"mps", "cuda"}, "V-TF-TA-4.30", kTfSetup},
+      {K::kTfSingle, L::kTransformers, {4, 30, 0}, {"mps", "cuda"}, "V-TF-TA-4.30",
+       "huggingface/transformers:src/transformers/training_args.py TrainingArguments._setup_devices (release commit "
+       "of v4.30.0; MPS through PartialState's device)",
+       /*commits=*/"fe861e578f"},
       {K::kTfSingle, L::kTransformers, {4, 32, 0}, {"mps", "npu", "cuda"}, "V-TF-TA-4.32",
-       "huggingface/transformers:src/transformers/training_args.py TrainingArguments._setup_devices (PR #24879, "
-       "commit 9c875839c0, 4.32.0.dev0 line)"},
+       "huggingface/transformers:src/transformers/training_args.py TrainingArguments._setup_devices (first tag "
+       "v4.32.0, PR #24879)",
+       /*commits=*/"9c875839c0"},
       {K::kTfSingle, L::kTransformers, {4, 34, 0}, {"mps", "xpu", "npu", "cuda"}, "V-TF-TA-4.34",
-       "huggingface/transformers:src/transformers/training_args.py TrainingArguments._setup_devices (PR #25714, "
-       "commit 70a98024b1, 4.34.0.dev0 line)"},
+       "huggingface/transformers:src/transformers/training_args.py TrainingArguments._setup_devices (first release "
+       "v4.34.0, PR #25714)",
+       /*commits=*/"70a98024b1"},
       {K::kTfSingle, L::kTransformers, {4, 40, 0}, {"mps", "xpu", "mlu", "npu", "cuda"}, "V-TF-TA-4.40",
-       "huggingface/transformers:src/transformers/training_args.py TrainingArguments._setup_devices (PR #29627, "
-       "commit 75769744e9, 4.40.0.dev0 line)"},
+       "huggingface/transformers:src/transformers/training_args.py TrainingArguments._setup_devices (first tag "
+       "v4.40.0, PR #29627)",
+       /*commits=*/"75769744e9"},
+      // 4.42 dropped the `device.type == "mps"` clause that took PartialState's mps; 4.43 added its own
+      // MPS branch (executed: 4.42.4 on an Apple host gives cpu).
+      {K::kTfSingle, L::kTransformers, {4, 42, 0}, {"xpu", "mlu", "npu", "cuda"}, "V-TF-TA-4.42",
+       "huggingface/transformers:src/transformers/training_args.py TrainingArguments._setup_devices (first tag "
+       "v4.42.0, PR #29781: no MPS)",
+       /*commits=*/"92d1d97c05"},
+      {K::kTfSingle, L::kTransformers, {4, 43, 0}, {"mps", "xpu", "mlu", "npu", "cuda"}, "V-TF-TA-4.43",
+       "huggingface/transformers:src/transformers/training_args.py TrainingArguments._setup_devices (first tag "
+       "v4.43.0, PR #31812: its own MPS branch)",
+       /*commits=*/"ae9dd02ee1"},
       {K::kTfSingle, L::kTransformers, {4, 45, 0}, {"mps", "xpu", "mlu", "musa", "npu", "cuda"}, "V-TF-TA-4.45",
-       "huggingface/transformers:src/transformers/training_args.py TrainingArguments._setup_devices (PR #31913, "
-       "commit a22ff36e0e, 4.45.0.dev0 line)"},
+       "huggingface/transformers:src/transformers/training_args.py TrainingArguments._setup_devices (first tag "
+       "v4.45.0, PR #31913)",
+       /*commits=*/"a22ff36e0e"},
       {K::kTfSingle, L::kTransformers, {4, 50, 0}, {"mps", "xpu", "mlu", "musa", "npu", "hpu", "cuda"}, "V-TF-TA-4.50",
-       "huggingface/transformers:src/transformers/training_args.py TrainingArguments._setup_devices (PR #36424, "
-       "commit 89f6956015, 4.50.0.dev0 line)"},
+       "huggingface/transformers:src/transformers/training_args.py TrainingArguments._setup_devices (first tag "
+       "v4.50.0, PR #36424)",
+       /*commits=*/"89f6956015"},
       {K::kTfSingle, L::kTransformers, {5, 4, 0}, {"mps", "xpu", "mlu", "musa", "npu", "hpu", "neuron", "cuda"},
        "V-TF-TA-5.4",
-       "huggingface/transformers:src/transformers/training_args.py TrainingArguments._setup_devices (PR #44302, "
-       "commit f4825d59e7, merged on the 5.3.0.dev0 line after 5.3.0 may have been cut: taken as 5.4.0)"},
-      {K::kTfSingle, L::kTransformers, {5, 8, 0},
+       "huggingface/transformers:src/transformers/training_args.py TrainingArguments._setup_devices (first tag "
+       "v5.4.0, PR #44302)",
+       /*commits=*/"f4825d59e7"},
+      {K::kTfSingle, L::kTransformers, {5, 9, 0},
        {"mps", "xpu", "mlu", "musa", "npu", "hpu", "neuron", "tpu", "cuda"}, "V-TF-TA-TPU",
-       "huggingface/transformers:src/transformers/training_args.py TrainingArguments._setup_devices (PR #45918, "
-       "unverified release)"},
+       "huggingface/transformers:src/transformers/training_args.py TrainingArguments._setup_devices (first tag "
+       "v5.9.0, PR #45918)",
+       /*commits=*/"6308a20ba4"},
+
+      {K::kTfPipeline, L::kTransformers, {4, 30, 0}, {"cuda"}, "V-TF-PIPE-4.30",
+       "huggingface/transformers:src/transformers/pipelines/base.py Pipeline.__init__ (release commit of v4.30.0: an "
+       "int n is cuda:<n> whatever the host has)",
+       /*commits=*/"fe861e578f"},
+      {K::kTfPipeline, L::kTransformers, {4, 37, 0}, {"cuda", "xpu"}, "V-TF-PIPE-4.37",
+       "huggingface/transformers:src/transformers/pipelines/base.py Pipeline.__init__ (first tag v4.37.0, PR #28326)",
+       /*commits=*/"a573ac74fd"},
+      {K::kTfPipeline, L::kTransformers, {4, 38, 0}, {"cuda", "npu", "xpu"}, "V-TF-PIPE-4.38",
+       "huggingface/transformers:src/transformers/pipelines/base.py Pipeline.__init__ (first tag v4.38.0, PR #28885)",
+       /*commits=*/"5f96855761"},
+      {K::kTfPipeline, L::kTransformers, {4, 40, 0}, {"mlu", "cuda", "npu", "xpu", "mps"}, "V-TF-PIPE-4.40",
+       "huggingface/transformers:src/transformers/pipelines/base.py Pipeline.__init__ (first tag v4.40.0, PRs #29627, "
+       "#30080)",
+       /*commits=*/"75769744e9 8c00b53eb0"},
+      {K::kTfPipeline, L::kTransformers, {4, 45, 0}, {"mlu", "musa", "cuda", "npu", "xpu", "mps"}, "V-TF-PIPE-4.45",
+       "huggingface/transformers:src/transformers/pipelines/base.py Pipeline.__init__ (first tag v4.45.0, PR #31913)",
+       /*commits=*/"a22ff36e0e"},
+      {K::kTfPipeline, L::kTransformers, {4, 50, 0}, {"mlu", "musa", "cuda", "npu", "hpu", "xpu", "mps"},
+       "V-TF-PIPE-4.50",
+       "huggingface/transformers:src/transformers/pipelines/base.py Pipeline.__init__ (first tag v4.50.0, PR #36424)",
+       /*commits=*/"89f6956015"},
   };
 }
 

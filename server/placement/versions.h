@@ -35,26 +35,39 @@ absl::string_view LibraryName(Library lib);  // "Transformers", "Accelerate"
 
 // Yes/no behaviours that appeared in one release and stayed.
 enum class Feature {
-  kAccXlaImportOnly,      // is_torch_xla_available tests only the import (no TPU/CUDA check)
+  kAccXlaImportOnly,      // is_torch_xla_available tests only the import (no TPU/CUDA check); USE_TORCH_XLA read
+  kAccSetDevice,          // PartialState.set_device: ACCELERATE_TORCH_DEVICE kept over XLA / MULTI_CPU, MULTI_CPU is cpu
   kAccXlaBeforeCpu,       // XLA is chosen before the cpu flag (_prepare_backend)
+  kAccStockXpu,           // is_xpu_available accepts stock torch.xpu (before: only through IPEX)
   kAccIndexModulo,        // distributed device index = local_process_index % device_count()
   kAccXpuBare,            // default_device returns `xpu`, not `xpu:0`
+  kAccXpuMemoryIpex,      // get_max_memory asks IPEX's mem_get_info for an XPU, behind a version check that fails
+  kAccXpuMemoryIpexFixed,  // ... and the check that works (the two rows bound Accelerate 1.0.x's bug)
   kAccMultiCpuNeedsCpu,   // a multi-process launch without accelerator is MULTI_CPU only with cpu=True
   kTfUseCpu,              // TrainingArguments has use_cpu (before: no_cuda)
-  kTfPipelineAccelDefault,  // pipeline(device=None) means accelerator index 0 (before: cpu)
+  kTfStockXpu,            // is_torch_xpu_available accepts stock torch.xpu (before: only through IPEX)
+  kTfTaMpsBranch,         // single-process TrainingArguments has its own MPS branch (before: PartialState's device)
   kTfTaTorchDeviceFallback,  // single-process TrainingArguments falls back to ACCELERATE_TORCH_DEVICE (before: cpu)
+  kTfPipelineAccelDefault,  // pipeline(device=None) means accelerator index 0 (before: cpu)
   kTfV5,                  // v5: no_cuda / use_mps_device removed, Accelerate >= 1.1.0 required
-  kTfNativeTpu,           // TrainingArguments selects tpu:0 when torch_tpu is available
   kTfDeviceMapCudaRank,   // from_pretrained(device_map="cuda") becomes cuda:<LOCAL_RANK or 0>
+  kTfNativeTpu,           // TrainingArguments selects tpu:0 when torch_tpu is available
 };
 
+// Every row records where its boundary comes from: the commit(s) that brought the behaviour, each
+// first in the release tag `since` names by `git tag --contains` on the library's history with its
+// release tags. tests/placement/version_boundaries.txt, written from the tags by
+// scripts/fidelity/run.py --boundaries, lists (rule, library, commit, first tag), and
+// tests/placement/versions_test.cc holds every row to it. The oldest row of an order names the
+// release commit of the oldest supported release (the order as it was there).
 struct FeatureRule {
   Feature feature;
   Library library;
   Version since;            // first release with the behaviour
   absl::string_view id;     // rule id cited by explanations and docs, e.g. "V-ACC-MODULO"
   absl::string_view what;   // the behaviour from `since` on, and before it
-  absl::string_view source; // owner/repo:path function (tag or PR)
+  absl::string_view source; // owner/repo:path function, PR
+  absl::string_view commits;  // space-separated abbreviated commit ids, each first tagged in `since`
 };
 
 // Backend orders that changed between releases.
@@ -63,6 +76,7 @@ enum class OrderKind {
   kAccDistributed,    // PartialState._prepare_backend with LOCAL_RANK set, not cpu
   kAccMaxMemory,      // get_max_memory (device_map="auto" and friends)
   kTfSingle,          // TrainingArguments._setup_devices, single process (distributed type NO)
+  kTfPipeline,        // Pipeline.__init__: which accelerator an int device (and device=None) means
 };
 
 struct OrderRule {
@@ -72,6 +86,7 @@ struct OrderRule {
   std::vector<std::string> order;   // PyTorch device types, first match wins
   absl::string_view id;             // e.g. "V-ACC-DD-1.13"
   absl::string_view source;
+  absl::string_view commits;        // as FeatureRule::commits
 };
 
 // All rows, grouped by feature / kind, each group in ascending `since`.

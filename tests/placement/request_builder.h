@@ -61,6 +61,10 @@ class Req {
     }
     return *this;
   }
+  // job_environment: the job's distributions (name, version), as a client read them.
+  Req& Packages(std::initializer_list<std::pair<const char*, const char*>> packages) {
+    return JobPackages("the test's job", packages);
+  }
   const v1::ResolveDeviceRequest& proto() const { return r_; }
   operator const v1::ResolveDeviceRequest&() const { return r_; }
 

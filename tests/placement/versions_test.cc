@@ -2,12 +2,20 @@
 // (issue 10 items 1-6, cases N01-N..), and every version rule at both sides of its boundary
 // (cases V..), as one table. Each case asserts the status, the device, and the words of the
 // rule that decided (explanation, warning or error).
+#include <algorithm>
+#include <fstream>
 #include <functional>
+#include <map>
+#include <set>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/placement/resolver.h"
@@ -159,8 +167,13 @@ std::vector<Case> Cases() {
                .device = "cuda:1", .words = {"V-ACC-DIST-0.33"}});
   c.push_back({.id = "V09_dist_npu_0_34", .host = npu_cuda, .request = Acc("0.34.0", Req::Train(ACC).Rank(1, 2)),
                .device = "npu:1", .words = {"V-ACC-DIST-0.34"}});
+  // Before 0.28 Accelerate's XLA check fails on a CUDA host, but TrainingArguments' own (torch_xla
+  // importable) passes PartialState.device on: Accelerate's `cuda`, not cuda:0 (executed at v4.36.2 + v0.25.0).
   c.push_back({.id = "V10_xla_import_0_27", .host = cuda2, .request = Acc("0.27.0", Req::Train(TA).Runtime({"cuda", "xla"})),
-               .device = "cuda:0", .words = {"T-XLA not taken", "V-ACC-XLA-IMPORT (Accelerate 0.27.0 < 0.28.0"}});
+               .device = "cuda", .words = {"T-XLA not taken", "V-ACC-XLA-IMPORT (Accelerate 0.27.0 < 0.28.0",
+                                           "TrainingArguments' own XLA check passes"}});
+  c.push_back({.id = "V10_xla_import_0_27_ACC", .host = cuda2,
+               .request = Acc("0.27.0", Req::Train(ACC).Runtime({"cuda", "xla"})), .device = "cuda"});
   c.push_back({.id = "V10_xla_import_0_28", .host = cuda2, .request = Acc("0.28.0", Req::Train(TA).Runtime({"cuda", "xla"})),
                .device = "xla:0"});
   c.push_back({.id = "V11_xla_cpu_0_29", .host = tpu2, .request = Acc("0.29.0", Req::Train(TA).UseCpu().Runtime({"xla"})),
@@ -180,21 +193,28 @@ std::vector<Case> Cases() {
                .words = {"V-TF-TA-4", "Intel Gaudi (hpu) is available, but TrainingArguments.device (Transformers 4.46.3)"}});
   c.push_back({.id = "V16_ta_hpu_5_0", .host = hpu8, .request = Tf("5.0.0", Req::Train(TA)), .device = "hpu:0",
                .words = {"V-TF-TA-4.50"}});
-  c.push_back({.id = "V17_ta_tpu_5_7", .host = tpu2, .request = Tf("5.7.0", Req::Train(TA)), .device = "cpu"});
-  c.push_back({.id = "V17_ta_tpu_5_8", .host = tpu2, .request = Tf("5.8.0", Req::Train(TA)), .device = "tpu:0"});
+  // V17: torch-tpu in TrainingArguments is first tagged in v5.9.0 (commit 6308a20ba4, PR #45918).
+  c.push_back({.id = "V17_ta_tpu_5_8_1", .host = tpu2, .request = Tf("5.8.1", Req::Train(TA)), .device = "cpu",
+               .words = {"V-TF-TA-5.4", "never picks it"}});
+  c.push_back({.id = "V17_ta_tpu_5_9", .host = tpu2, .request = Tf("5.9.0", Req::Train(TA)), .device = "tpu:0",
+               .words = {"V-TF-TA-TPU"}});
   c.push_back({.id = "V18_use_cpu_4_31", .host = cuda2, .request = Tf("4.31.0", Req::Train(TA).UseCpu()), .device = "cpu",
                .words = {"V-TF-USE-CPU (Transformers 4.31.0 < 4.32.0", "no_cuda=True"}});
   c.push_back({.id = "V18_use_cpu_4_32", .host = cuda2, .request = Tf("4.32.0", Req::Train(TA).UseCpu()), .device = "cpu"});
-  // V19 moved with the executed code (docs/SEMANTICS.md section 10): 4.42's PR #31398 only warned;
-  // device=None became accelerator 0 in 4.46 (PR #34026).
+  // V19: "Better defaults" (PR #34026, commit 05863817d6) is first tagged in v4.47.0: the release tag
+  // v4.46.3 still sets device = -1 (executed: its pipeline runs on cpu); 4.42's PR #31398 only warned.
   c.push_back({.id = "V19_pipe_none_4_45", .host = cuda2, .request = Tf("4.45.2", Req::Pipe("")), .device = "cpu",
-               .words = {"V-TF-PIPE-DEFAULT (Transformers 4.45.2 < 4.46.0", "pass device=0 to use cuda:0"}});
-  c.push_back({.id = "V19_pipe_none_4_46", .host = cuda2, .request = Tf("4.46.0", Req::Pipe("")), .device = "cuda:0",
-               .words = {"V-TF-PIPE-DEFAULT, Transformers >= 4.46.0"}});
+               .words = {"V-TF-PIPE-DEFAULT (Transformers 4.45.2 < 4.47.0", "pass device=0 to use cuda:0"}});
+  c.push_back({.id = "V19_pipe_none_4_46_3", .host = cuda2, .request = Tf("4.46.3", Req::Pipe("")), .device = "cpu",
+               .words = {"V-TF-PIPE-DEFAULT (Transformers 4.46.3 < 4.47.0"}});
+  c.push_back({.id = "V19_pipe_none_4_47", .host = cuda2, .request = Tf("4.47.0", Req::Pipe("")), .device = "cuda:0",
+               .words = {"V-TF-PIPE-DEFAULT, Transformers >= 4.47.0"}});
   const auto cpu_only = H({});
   c.push_back({.id = "V19_pipe_int_no_accel_4_45", .host = cpu_only, .request = Tf("4.45.0", Req::Pipe("0")),
                .code = kPrecondition, .words = {"0 unrecognized or not available", "V-TF-PIPE-DEFAULT"}});
-  c.push_back({.id = "V19_pipe_int_no_accel_4_46", .host = cpu_only, .request = Tf("4.46.0", Req::Pipe("0")),
+  c.push_back({.id = "V19_pipe_int_no_accel_4_46_3", .host = cpu_only, .request = Tf("4.46.3", Req::Pipe("0")),
+               .code = kPrecondition, .words = {"0 unrecognized or not available", "V-TF-PIPE-DEFAULT"}});
+  c.push_back({.id = "V19_pipe_int_no_accel_4_47", .host = cpu_only, .request = Tf("4.47.0", Req::Pipe("0")),
                .device = "cpu"});
   // V26: the single-process TrainingArguments chain, row by row (V-TF-TA-*), each type on both
   // sides of the release that added it.
@@ -240,6 +260,110 @@ std::vector<Case> Cases() {
     c.push_back({.id = "V21_acc_" + name, .host = cuda2, .request = Acc(v, Req::Train(ACC)), .code = kInvalid,
                  .words = {"accelerate_version", "0.25.0 or newer (rules up to 1.15.x"}});
   }
+  // ---- boundaries found by executing the release tags (docs/FIDELITY.md) ----------------------
+  // V29: pipeline's int order by release (V-TF-PIPE-*): XPU joined in 4.37, NPU in 4.38, MLU and MPS in
+  // 4.40, MUSA in 4.45, HPU in 4.50; before 4.37 an int is cuda:<n> whatever the host has.
+  const auto mps1 = H({{v1::ROW_MPS, 1}});
+  c.push_back({.id = "V29_pipe_npu_4_36", .host = npu2, .request = Tf("4.36.2", Req::Pipe("0")), .code = kPrecondition,
+               .words = {"is cuda:0 for this pipeline", "V-TF-PIPE-4.30"}});
+  c.push_back({.id = "V29_pipe_npu_4_37", .host = npu2, .request = Tf("4.37.2", Req::Pipe("0")), .code = kPrecondition,
+               .words = {"0 unrecognized or not available", "CUDA, XPU"}});
+  c.push_back({.id = "V29_pipe_npu_4_38", .host = npu2, .request = Tf("4.38.0", Req::Pipe("1")), .device = "npu:1",
+               .words = {"V-TF-PIPE-4.38"}});
+  c.push_back({.id = "V29_pipe_mps_4_39", .host = mps1, .request = Tf("4.39.3", Req::Pipe("0")), .code = kPrecondition});
+  c.push_back({.id = "V29_pipe_mps_4_40", .host = mps1, .request = Tf("4.40.0", Req::Pipe("0")), .device = "mps:0"});
+  c.push_back({.id = "V29_pipe_musa_4_44", .host = musa_cuda, .request = Tf("4.44.2", Req::Pipe("0")), .device = "cuda:0"});
+  c.push_back({.id = "V29_pipe_musa_4_45", .host = musa_cuda, .request = Tf("4.45.0", Req::Pipe("0")), .device = "musa:0"});
+  c.push_back({.id = "V29_pipe_hpu_4_49", .host = hpu8, .request = Tf("4.49.0", Req::Pipe("")), .device = "cpu",
+               .words = {"V-TF-PIPE-4.45"}});
+  c.push_back({.id = "V29_pipe_hpu_4_50", .host = hpu8, .request = Tf("4.50.0", Req::Pipe("")), .device = "hpu:0",
+               .words = {"V-TF-PIPE-4.50"}});
+  // V30: TrainingArguments' own MPS branch (4.43): before it ACCELERATE_USE_CPU made PartialState's device,
+  // the only way to mps, cpu.
+  c.push_back({.id = "V30_ta_mps_cpu_env_4_42", .host = mps1,
+               .request = Tf("4.42.4", Req::Train(TA).Env("ACCELERATE_USE_CPU", "1")), .device = "cpu",
+               .words = {"V-TF-TA-MPS (Transformers 4.42.4 < 4.43.0"}});
+  c.push_back({.id = "V30_ta_mps_cpu_env_4_43", .host = mps1,
+               .request = Tf("4.43.0", Req::Train(TA).Env("ACCELERATE_USE_CPU", "1")), .device = "mps",
+               .words = {"quirk T13"}});
+  // V31-V34: Accelerate before 0.29 (V-ACC-SET-DEVICE) and 0.28 (V-ACC-XLA-IMPORT).
+  c.push_back({.id = "V31_env_vs_xla_0_28", .host = tpu2,
+               .request = Acc("0.28.0", Req::Train(ACC).Runtime({"xla"}).Env("ACCELERATE_TORCH_DEVICE", "cpu")),
+               .device = "xla:0", .words = {"overwritten by the XLA branch"}});
+  c.push_back({.id = "V31_env_vs_xla_0_29", .host = tpu2,
+               .request = Acc("0.29.0", Req::Train(ACC).Runtime({"xla"}).Env("ACCELERATE_TORCH_DEVICE", "cpu")),
+               .device = "cpu"});
+  c.push_back({.id = "V32_use_torch_xla_0_27", .host = tpu2,
+               .request = Acc("0.27.0", Req::Train(ACC).Runtime({"xla"}).Env("USE_TORCH_XLA", "0")), .device = "xla:0",
+               .words = {"does not read it"}});
+  c.push_back({.id = "V32_use_torch_xla_0_28", .host = tpu2,
+               .request = Acc("0.28.0", Req::Train(ACC).Runtime({"xla"}).Env("USE_TORCH_XLA", "0")), .device = "cpu"});
+  c.push_back({.id = "V33_neuron_xla_0_27", .host = H({{v1::ROW_NEURON, 2}}),
+               .request = Acc("0.27.0", Req::Train(ACC).Runtime({"neuron", "xla"})), .device = "xla:0",
+               .words = {"its XLA device is neuron"}});
+  c.push_back({.id = "V34_mps_rank1_0_28", .host = mps1, .request = Acc("0.28.0", Req::Train(ACC).Rank(1, 2)),
+               .device = "mps", .words = {"default_device, which is mps here"}});
+  c.push_back({.id = "V34_mps_rank1_0_29", .host = mps1, .request = Acc("0.29.0", Req::Train(ACC).Rank(1, 2)),
+               .device = "cpu"});
+  c.push_back({.id = "V34_mps_rank1_TA_0_28", .host = mps1, .request = Acc("0.28.0", Req::Train(TA).Rank(1, 2)),
+               .device = "mps"});
+  // V35: an Intel GPU before stock-torch XPU support (Accelerate 0.32, Transformers 4.42) is seen only
+  // through Intel Extension for PyTorch, which the job's packages say; not told: the XPU, with a warning.
+  c.push_back({.id = "V35_ipex_absent_ACC_0_31", .host = xpu2,
+               .request = Acc("0.31.0", Req::Train(ACC).Packages({{"torch", "2.5.1+xpu"}})), .device = "cpu",
+               .words = {"V-ACC-XPU-STOCK (Accelerate 0.31.0 < 0.32.0", "no intel_extension_for_pytorch"}});
+  c.push_back({.id = "V35_ipex_present_ACC_0_31", .host = xpu2,
+               .request = Acc("0.31.0", Req::Train(ACC).Packages({{"torch", "2.5.1"},
+                                                                  {"intel_extension_for_pytorch", "2.5.10+xpu"}})),
+               .device = "xpu:0", .words = {"the job has intel_extension_for_pytorch 2.5.10+xpu"}});
+  c.push_back({.id = "V35_ipex_cpu_variant_ACC_0_31", .host = xpu2,
+               .request = Acc("0.31.0", Req::Train(ACC).Packages({{"torch", "2.5.1+xpu"},
+                                                                  {"intel_extension_for_pytorch", "2.5.0+cpu"}})),
+               .device = "cpu", .words = {"only the CPU variant"}});
+  c.push_back({.id = "V35_ipex_unknown_ACC_0_31", .host = xpu2, .request = Acc("0.31.0", Req::Train(ACC)),
+               .device = "xpu:0", .words = {"the job's packages are not known"}});
+  c.push_back({.id = "V35_ipex_absent_ACC_0_32", .host = xpu2,
+               .request = Acc("0.32.0", Req::Train(ACC).Packages({{"torch", "2.5.1+xpu"}})), .device = "xpu:0"});
+  c.push_back({.id = "V35_ipex_absent_rank1_0_31", .host = xpu2,
+               .request = Acc("0.31.0", Req::Train(ACC).Rank(1, 2).Packages({{"torch", "2.5.1+xpu"}})),
+               .device = "cpu"});
+  c.push_back({.id = "V35_ipex_absent_auto_0_31", .host = xpu2,
+               .request = Acc("0.31.0", Req::Infer("auto").Packages({{"torch", "2.5.1+xpu"}})), .device = "cpu"});
+  c.push_back({.id = "V35_ipex_absent_TA_4_41", .host = xpu2,
+               .request = Tf("4.41.1", Req::Train(TA).Packages({{"torch", "2.5.1+xpu"}})), .device = "cpu",
+               .words = {"V-TF-XPU-STOCK (Transformers 4.41.1 < 4.42.0"}});
+  c.push_back({.id = "V35_ipex_absent_TA_4_42", .host = xpu2,
+               .request = Tf("4.42.0", Acc("0.32.0", Req::Train(TA).Packages({{"torch", "2.5.1+xpu"}}))),
+               .device = "xpu:0"});
+  c.push_back({.id = "V35_ipex_absent_pipe_4_41", .host = H({{CUDA, 2}, {v1::ROW_XPU, 2}}),
+               .request = Tf("4.41.1", Req::Pipe("0").Packages({{"torch", "2.5.1+cu124"}})), .device = "cuda:0"});
+  c.push_back({.id = "V35_ipex_absent_pipe_xpu_only_4_41", .host = xpu2,
+               .request = Tf("4.41.1", Req::Pipe("0").Packages({{"torch", "2.5.1+xpu"}})), .code = kPrecondition});
+  // V37: TrainingArguments on an Apple host: mps through PartialState up to 4.41, none in 4.42 (the
+  // clause was dropped, executed at v4.42.4: cpu), its own branch from 4.43.
+  c.push_back({.id = "V37_ta_mps_4_41", .host = mps1, .request = Tf("4.41.1", Req::Train(TA)), .device = "mps"});
+  c.push_back({.id = "V37_ta_mps_4_42", .host = mps1, .request = Tf("4.42.4", Req::Train(TA)), .device = "cpu",
+               .words = {"V-TF-TA-4.42", "never picks it"}});
+  c.push_back({.id = "V37_ta_mps_4_43", .host = mps1, .request = Tf("4.43.0", Req::Train(TA)), .device = "mps",
+               .words = {"V-TF-TA-4.43"}});
+  // V38: Accelerate 1.0.x with Intel Extension for PyTorch: get_max_memory's IPEX version check raises, every
+  // XPU "seems unavailable" (executed at v1.0.0: cpu); 1.1.0 parses the version.
+  const auto ipex = std::initializer_list<std::pair<const char*, const char*>>{
+      {"torch", "2.5.1"}, {"intel_extension_for_pytorch", "2.5.10+xpu"}};
+  c.push_back({.id = "V38_ipex_auto_1_0", .host = xpu2, .request = Acc("1.0.0", Req::Infer("auto").Packages(ipex)),
+               .device = "cpu", .words = {"V-ACC-XPU-MEM-IPEX", "use Accelerate >= 1.1.0"}});
+  c.push_back({.id = "V38_ipex_auto_1_1", .host = xpu2, .request = Acc("1.1.0", Req::Infer("auto").Packages(ipex)),
+               .device = "xpu:0"});
+  c.push_back({.id = "V38_stock_auto_1_0", .host = xpu2,
+               .request = Acc("1.0.0", Req::Infer("auto").Packages({{"torch", "2.5.1+xpu"}})), .device = "xpu:0"});
+  // V36: Accelerate 1.5 to 1.13 check MLU in an `if` of its own, and the chain after it overrides it
+  // (executed: an MLU + CUDA host's rank gets cuda:<n>); 1.14 makes it part of the chain.
+  c.push_back({.id = "V36_mlu_chain_1_13", .host = mlu_cuda, .request = Acc("1.13.0", Req::Train(ACC).Rank(1, 2)),
+               .device = "cuda:1", .words = {"V-ACC-DIST-1.13"}});
+  c.push_back({.id = "V36_mlu_chain_1_14", .host = mlu_cuda, .request = Acc("1.14.0", Req::Train(ACC).Rank(1, 2)),
+               .device = "mlu:1", .words = {"V-ACC-DIST-1.14"}});
+  c.push_back({.id = "V36_mlu_alone_1_13", .host = H({{v1::ROW_MLU, 2}}),
+               .request = Acc("1.13.0", Req::Train(ACC).Rank(1, 2)), .device = "mlu:1"});
   for (const auto& [name, v] : std::vector<std::pair<std::string, std::string>>{
            {"too_old", "4.29.2"}, {"garbage", "v5"}}) {
     c.push_back({.id = "V22_tf_" + name, .host = cuda2, .request = Tf(v, Req::Train(TA)), .code = kInvalid,
@@ -287,9 +411,12 @@ INSTANTIATE_TEST_SUITE_P(Semantics, VersionCases, ::testing::ValuesIn(Cases()),
 // The data itself: every feature has a row, and each order kind's rows ascend.
 TEST(VersionTable, EveryFeatureHasOneRowAndOrdersAscend) {
   using placement::Feature;
-  for (Feature f : {Feature::kAccXlaImportOnly, Feature::kAccXlaBeforeCpu, Feature::kAccIndexModulo,
-                    Feature::kAccXpuBare, Feature::kAccMultiCpuNeedsCpu, Feature::kTfUseCpu,
-                    Feature::kTfPipelineAccelDefault, Feature::kTfV5, Feature::kTfNativeTpu}) {
+  for (Feature f : {Feature::kAccXlaImportOnly, Feature::kAccSetDevice, Feature::kAccXlaBeforeCpu,
+                    Feature::kAccStockXpu, Feature::kAccIndexModulo, Feature::kAccXpuBare,
+                    Feature::kAccXpuMemoryIpex, Feature::kAccXpuMemoryIpexFixed,
+                    Feature::kAccMultiCpuNeedsCpu, Feature::kTfUseCpu, Feature::kTfStockXpu,
+                    Feature::kTfTaMpsBranch, Feature::kTfTaTorchDeviceFallback, Feature::kTfPipelineAccelDefault,
+                    Feature::kTfV5, Feature::kTfDeviceMapCudaRank, Feature::kTfNativeTpu}) {
     int n = 0;
     for (const placement::FeatureRule& r : placement::FeatureRules()) n += r.feature == f;
     EXPECT_EQ(n, 1) << static_cast<int>(f);
@@ -301,6 +428,47 @@ TEST(VersionTable, EveryFeatureHasOneRowAndOrdersAscend) {
       EXPECT_TRUE(a.since < b.since) << b.id;
     }
   }
+}
+
+// Every boundary of the table against the list the fidelity runner wrote from the release tags
+// (`git tag --contains` of each row's commits): a row whose release, id or commits change without a
+// new list fails here, and so does a list line no row has.
+TEST(VersionTable, BoundariesAreTheReleaseTagsOfTheirCommits) {
+  std::ifstream in(DEVPLACE_VERSION_BOUNDARIES);
+  ASSERT_TRUE(in) << DEVPLACE_VERSION_BOUNDARIES;
+  std::map<std::string, std::string> listed;  // "id library commit" -> first release tag
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<std::string> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    ASSERT_EQ(f.size(), 4u) << line;
+    EXPECT_TRUE(listed.emplace(absl::StrCat(f[0], " ", f[1], " ", f[2]), f[3]).second) << "listed twice: " << line;
+  }
+  ASSERT_FALSE(listed.empty());
+  std::set<std::string> used;
+  auto check = [&](absl::string_view id, placement::Library lib, const placement::Version& since,
+                   absl::string_view commits) {
+    const std::vector<std::string> ids = absl::StrSplit(commits, ' ', absl::SkipEmpty());
+    EXPECT_FALSE(ids.empty()) << id << " records no commit";
+    for (const std::string& c : ids) {
+      EXPECT_GE(c.size(), 8u) << id << ": " << c;
+      EXPECT_TRUE(std::all_of(c.begin(), c.end(), [](char ch) { return absl::ascii_isxdigit(ch) && !absl::ascii_isupper(ch); }))
+          << id << ": " << c;
+      const std::string key = absl::StrCat(id, " ", absl::AsciiStrToLower(placement::LibraryName(lib)), " ", c);
+      const auto it = listed.find(key);
+      if (it == listed.end()) {
+        ADD_FAILURE() << key << " is not in tests/placement/version_boundaries.txt: run scripts/fidelity/run.py "
+                      << "--boundaries against the libraries' release tags";
+        continue;
+      }
+      used.insert(key);
+      EXPECT_EQ(it->second, absl::StrCat("v", since.ToString()))
+          << id << ": the table says " << since.ToString() << ", the tags say " << it->second << " for " << c;
+    }
+  };
+  for (const placement::FeatureRule& r : placement::FeatureRules()) check(r.id, r.library, r.since, r.commits);
+  for (const placement::OrderRule& r : placement::OrderRules()) check(r.id, r.library, r.since, r.commits);
+  for (const auto& [key, tag] : listed) EXPECT_TRUE(used.count(key)) << "no table row has " << key << " " << tag;
 }
 
 }  // namespace

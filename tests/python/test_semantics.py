@@ -91,6 +91,16 @@ CASES = [
     # Version boundaries (section 10) through the transformers_version / accelerate_version overrides.
     ("V16_4.46.3", "hpu-2x-gaudi2", dict(workload="training", transformers_version="4.46.3"), "cpu"),
     ("V16_5.0.0", "hpu-2x-gaudi2", dict(workload="training", transformers_version="5.0.0"), "hpu:0"),
+    # Boundaries from the release tags: pipeline's accelerator default is first tagged in v4.47.0 (v4.46.3 runs
+    # on cpu), TrainingArguments' torch-tpu branch in v5.9.0.
+    ("V19_4.46.3", H100, dict(workload="inference", convention="pipeline", runtime_backends=["cuda"],
+                              transformers_version="4.46.3", accelerate_version="1.1.1"), "cpu"),
+    ("V19_4.47.0", H100, dict(workload="inference", convention="pipeline", runtime_backends=["cuda"],
+                              transformers_version="4.47.0", accelerate_version="1.1.1"), "cuda:0"),
+    ("V17_5.8.1", "tpu-2x-v5e", dict(workload="training", runtime_backends=["tpu"], transformers_version="5.8.1"),
+     "cpu"),
+    ("V17_5.9.0", "tpu-2x-v5e", dict(workload="training", runtime_backends=["tpu"], transformers_version="5.9.0"),
+     "tpu:0"),
     ("V04_0.34.2", "xpu-2x-arc", dict(workload="training", convention="accelerate", accelerate_version="0.34.2"),
      "xpu:0"),
     ("V04_1.0.0", "xpu-2x-arc", dict(workload="training", convention="accelerate", accelerate_version="1.0.0"), "xpu"),
@@ -119,6 +129,10 @@ CASES = [
 # only an Accelerate below 1.1.0 is named.
 ECHOED_VERSIONS = {
     "V16_4.46.3": ("4.46.3", "1.14.0"),
+    "V19_4.46.3": ("4.46.3", "1.1.1"),
+    "V19_4.47.0": ("4.47.0", "1.1.1"),
+    "V17_5.8.1": ("5.8.1", "1.14.0"),
+    "V17_5.9.0": ("5.9.0", "1.14.0"),
     "V16_5.0.0": ("5.0.0", "1.14.0"),
     "V04_0.34.2": ("4.57.0", "0.34.2"),
     "V04_1.0.0": ("4.57.0", "1.0.0"),
