@@ -300,8 +300,9 @@ absl::StatusOr<v1::DeviceAllocation> ReadDeviceAllocation(const std::string& dir
 
 // The accelerator device nodes under `dev_dir` (default "/dev"), as sorted "/dev/..." paths:
 // nvidia[0-9]*, dri/renderD*, dri/card*, neuron*, vfio/[0-9]*, accel* and accel/accel*,
-// davinci[0-9]*, cambricon_dev*, mtgpu.*. Directories are skipped; a missing `dev_dir` or
-// subdirectory contributes nothing.
+// davinci[0-9]*, cambricon_dev*, mtgpu.*. Directories and names that are not UTF-8 are skipped; a
+// missing `dev_dir` or subdirectory contributes nothing. At most 1024 (the daemon's bound), the
+// first in path order, listed within 2 s.
 std::vector<std::string> JobDeviceNodes(const std::string& dev_dir = "/dev");
 
 // The devplaced client: a cheap, copyable value over a shared Connection.
