@@ -11,10 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -26,6 +24,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "client/common/bounded_read.h"
 #include "client/connect_diagnosis.h"
 #include "devplace/client.h"
 #include "devplace/v1/devplace.grpc.pb.h"
@@ -230,11 +229,14 @@ absl::StatusOr<std::string> ReadPemFile(const std::string& source, const std::st
   const std::string prefix = absl::StrCat(source, "=", path, ": ");
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) return absl::InvalidArgumentError(prefix + "is a directory, not a PEM file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat(prefix, "cannot read: ", std::strerror(errno)));
-  std::stringstream content;
-  content << in.rdbuf();
-  const std::string pem = content.str();
+  if (::access(path.c_str(), R_OK) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(prefix, "cannot read: ", std::strerror(errno)));
+  }
+  // A regular file of at most 1 MiB (a CA bundle is a few hundred KB), read within 10 s.
+  reading::ReadBudget budget(absl::Seconds(10), reading::kMiB);
+  absl::StatusOr<std::string> read = reading::ReadRegularFile(path, reading::kMiB, budget);
+  if (!read.ok()) return absl::InvalidArgumentError(absl::StrCat(prefix, read.status().message()));
+  const std::string pem = *std::move(read);
   const bool found = what == "PRIVATE KEY"
                          ? pem.find("-----BEGIN ") != std::string::npos && pem.find("PRIVATE KEY-----") != std::string::npos
                          : pem.find(absl::StrCat("-----BEGIN ", what, "-----")) != std::string::npos;

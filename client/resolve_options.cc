@@ -4,11 +4,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
-#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
-#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -19,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "client/common/bounded_read.h"
 #include "devplace/client.h"
 
 namespace devplace {
@@ -31,18 +30,22 @@ bool MatchesPrefix(absl::string_view name, absl::string_view prefix, int (*first
   return first == nullptr || first(static_cast<unsigned char>(name[prefix.size()])) != 0;
 }
 
-// Appends "/dev/<sub>/<name>" for each non-directory entry of dev_dir/sub that `match` accepts.
+// The bounds of the /dev scan: the daemon takes at most 1024 job device nodes; the scan stops
+// after 2 s (client/common/bounded_read.h's rule).
+constexpr size_t kMaxDeviceNodes = 1024;
+
+// Appends "/dev/<sub>/<name>" for each non-directory entry of dev_dir/sub that `match` accepts
+// (the first kMaxDeviceNodes by name; names that are not UTF-8 are no device node devplace knows).
 template <typename Match>
-void ScanDev(const std::string& dev_dir, const std::string& sub, Match match, std::vector<std::string>* out) {
-  const std::filesystem::path dir = sub.empty() ? std::filesystem::path(dev_dir) : std::filesystem::path(dev_dir) / sub;
-  std::error_code ec;
-  std::filesystem::directory_iterator it(dir, ec);
-  if (ec) return;
-  for (; it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    if (ec) return;
-    const std::string name = it->path().filename().string();
-    std::error_code type_ec;
-    if (it->is_directory(type_ec) || !match(name)) continue;
+void ScanDev(const std::string& dev_dir, const std::string& sub, Match match, reading::ReadBudget& budget,
+             std::vector<std::string>* out) {
+  const std::string dir = sub.empty() ? dev_dir : absl::StrCat(dev_dir, "/", sub);
+  bool more = false;
+  absl::StatusOr<std::vector<std::string>> names = reading::ListNames(
+      dir, kMaxDeviceNodes, budget, [&](absl::string_view n) { return reading::IsUtf8(n) && match(n); }, &more);
+  if (!names.ok()) return;
+  for (const std::string& name : *names) {
+    if (reading::StatPath(absl::StrCat(dir, "/", name)).directory()) continue;
     out->push_back(sub.empty() ? absl::StrCat("/dev/", name) : absl::StrCat("/dev/", sub, "/", name));
   }
 }
@@ -135,16 +138,19 @@ const std::vector<std::string>& PlacementEnvironmentVariables() {
 std::vector<std::string> JobDeviceNodes(const std::string& dev_dir) {
   auto digit = [](int c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)) ? 1 : 0; };
   std::vector<std::string> nodes;
+  reading::ReadBudget budget(absl::Seconds(2), 0);
   ScanDev(dev_dir, "", [&](absl::string_view n) {
     return MatchesPrefix(n, "nvidia", +digit) || absl::StartsWith(n, "neuron") || absl::StartsWith(n, "accel") ||
            MatchesPrefix(n, "davinci", +digit) || absl::StartsWith(n, "cambricon_dev") || absl::StartsWith(n, "mtgpu.");
-  }, &nodes);
+  }, budget, &nodes);
   ScanDev(dev_dir, "dri", [](absl::string_view n) {
     return absl::StartsWith(n, "renderD") || absl::StartsWith(n, "card");
-  }, &nodes);
-  ScanDev(dev_dir, "vfio", [&](absl::string_view n) { return digit(static_cast<unsigned char>(n[0])) != 0; }, &nodes);
-  ScanDev(dev_dir, "accel", [](absl::string_view n) { return absl::StartsWith(n, "accel"); }, &nodes);
+  }, budget, &nodes);
+  ScanDev(dev_dir, "vfio", [&](absl::string_view n) { return digit(static_cast<unsigned char>(n[0])) != 0; }, budget,
+          &nodes);
+  ScanDev(dev_dir, "accel", [](absl::string_view n) { return absl::StartsWith(n, "accel"); }, budget, &nodes);
   std::sort(nodes.begin(), nodes.end());
+  if (nodes.size() > kMaxDeviceNodes) nodes.resize(kMaxDeviceNodes);
   return nodes;
 }
 

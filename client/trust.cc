@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -20,10 +19,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "client/common/bounded_read.h"
 #include "devplace/client.h"
 
 namespace devplace {
 namespace {
+
+// Reading /proc/net/tcp{,6}: at most this much of each, within this time.
+constexpr uint64_t kMaxTableBytes = 64 * reading::kMiB;
+constexpr absl::Duration kTableTime = absl::Seconds(2);
 
 // A TCP endpoint as /proc/net/tcp{,6} print it: the address in network byte order, 4 or 16 bytes.
 struct Endpoint {
@@ -125,28 +129,38 @@ absl::Status CheckLocalListener(const std::string& address) {
   bool found = false;
   for (const bool v6_table : {false, true}) {
     const std::string table = v6_table ? "/proc/net/tcp6" : "/proc/net/tcp";
-    std::ifstream in(table);
-    if (!in && !v6_table) {
+    if (v6_table && reading::StatPath(table).error != 0) continue;  // no IPv6 on this host
+    // Streamed a line at a time (a busy host lists hundreds of thousands of sockets), bounded.
+    reading::ReadBudget budget(kTableTime, kMaxTableBytes);
+    bool header = true;
+    absl::Status refused;
+    const absl::StatusOr<reading::LinesEnd> end =
+        reading::ReadLines(table, kMaxTableBytes, budget, [&](absl::string_view line) {
+          if (header) {
+            header = false;
+            return true;
+          }
+          // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode ...
+          const std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
+          Endpoint bound;
+          uint32_t uid = 0;
+          if (f.size() < 8 || f[3] != "0A" || !ParseProcEndpoint(f[1], v6_table, &bound) ||
+              !Receives(bound, target) || !absl::SimpleAtoi(f[7], &uid)) {
+            return true;  // 0A: TCP_LISTEN
+          }
+          found = true;
+          if (uid != 0 && uid != me) {
+            refused = absl::FailedPreconditionError(absl::StrCat(
+                "the listener on ", address, " is owned by uid ", uid, ", not root or you (uid ", me,
+                "): refused as possibly an impersonator (name the address explicitly to trust it)"));
+            return false;
+          }
+          return true;
+        });
+    if (!refused.ok()) return refused;
+    if (!end.ok() || *end == reading::LinesEnd::kLimit) {
       return absl::FailedPreconditionError(
           absl::StrCat("cannot read ", table, " to see who owns the listener on ", address, ": refused"));
-    }
-    std::string line;
-    std::getline(in, line);  // header
-    while (std::getline(in, line)) {
-      // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode ...
-      const std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
-      Endpoint bound;
-      uint32_t uid = 0;
-      if (f.size() < 8 || f[3] != "0A" || !ParseProcEndpoint(f[1], v6_table, &bound) ||
-          !Receives(bound, target) || !absl::SimpleAtoi(f[7], &uid)) {
-        continue;  // 0A: TCP_LISTEN
-      }
-      found = true;
-      if (uid != 0 && uid != me) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "the listener on ", address, " is owned by uid ", uid, ", not root or you (uid ", me,
-            "): refused as possibly an impersonator (name the address explicitly to trust it)"));
-      }
     }
   }
   if (!found) return absl::NotFoundError(absl::StrCat(address, ": no listening socket"));

@@ -2,13 +2,14 @@
 // would run on each, and prints one row per target. One libdevplace Client per target, called
 // from a small pool of threads; the results land in a vector indexed like the targets, so the
 // output keeps the targets' order.
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iterator>
 #include <optional>
 #include <string>
@@ -32,6 +33,7 @@
 #include "client/cli/cli.h"
 #include "client/cli/connect_flags.h"
 #include "client/cli/output.h"
+#include "client/common/bounded_read.h"
 #include "devplace/client.h"
 #include "server/common/address.h"
 
@@ -57,24 +59,41 @@ constexpr const char* kRequestFlags[] = {"workload",   "convention", "device_map
 
 constexpr const char* kAccepted = kTargetForms;
 
+// A targets file: a regular file of at most 1 MiB (a fleet of thousands of nodes is a few hundred
+// KB), read within 10 s (client/common/bounded_read.h's rule).
+constexpr uint64_t kMaxTargetsBytes = reading::kMiB;
+
 absl::StatusOr<std::vector<std::string>> ReadTargetsFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat("--targets=", path, ": cannot read: ", std::strerror(errno)));
-  std::vector<std::string> targets;
-  std::string line;
-  for (int number = 1; std::getline(in, line); ++number) {
-    absl::string_view target = line;
-    const size_t hash = target.find('#');
-    if (hash != absl::string_view::npos) target = target.substr(0, hash);
-    target = absl::StripAsciiWhitespace(target);
-    if (target.empty()) continue;
-    if (!ParseAddress(target, AddressUse::kDial)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--targets=", path, ":", number, ": \"", target, "\" is not a target; ", kAccepted));
-    }
-    targets.emplace_back(target);
+  if (::access(path.c_str(), R_OK) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--targets=", path, ": cannot read: ", std::strerror(errno)));
   }
-  if (in.bad()) return absl::InvalidArgumentError(absl::StrCat("--targets=", path, ": cannot read the file"));
+  reading::ReadBudget budget(absl::Seconds(10), kMaxTargetsBytes);
+  std::vector<std::string> targets;
+  absl::Status bad;
+  int number = 0;
+  const absl::StatusOr<reading::LinesEnd> end =
+      reading::ReadLines(path, kMaxTargetsBytes, budget, [&](absl::string_view line) {
+        ++number;
+        absl::string_view target = line;
+        const size_t hash = target.find('#');
+        if (hash != absl::string_view::npos) target = target.substr(0, hash);
+        target = absl::StripAsciiWhitespace(target);
+        if (target.empty()) return true;
+        if (!ParseAddress(target, AddressUse::kDial)) {
+          bad = absl::InvalidArgumentError(absl::StrCat("--targets=", path, ":", number, ": \"",
+                                                        reading::CutUtf8(reading::EscapeBytes(target), 256),
+                                                        "\" is not a target; ", kAccepted));
+          return false;
+        }
+        targets.emplace_back(target);
+        return true;
+      });
+  if (!bad.ok()) return bad;
+  if (!end.ok()) return absl::InvalidArgumentError(absl::StrCat("--targets=", path, ": ", end.status().message()));
+  if (*end == reading::LinesEnd::kLimit) {
+    return absl::InvalidArgumentError(absl::StrCat("--targets=", path, ": larger than ",
+                                                   reading::SizeText(kMaxTargetsBytes), "; not read"));
+  }
   if (targets.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("--targets=", path, ": the file names no target"));
   }

@@ -1,18 +1,17 @@
 // --inventory=FILE: `resolve` and `labels` work offline against a saved inventory (cli.h's
 // ReadInventory).
-#include <cerrno>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
+#include <utility>
 
 #include "absl/flags/flag.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "client/cli/cli.h"
+#include "client/common/bounded_read.h"
 #include "google/protobuf/util/json_util.h"
 
 ABSL_FLAG(std::string, inventory, "",
@@ -22,13 +21,20 @@ ABSL_FLAG(std::string, inventory, "",
 namespace devplace::cli {
 namespace {
 
+// A saved inventory: a regular file of at most this much (a 256-GPU host's JSON is about 300 KB),
+// read within this time (client/common/bounded_read.h's rule).
+constexpr uint64_t kMaxInventoryBytes = 64 * reading::kMiB;
+constexpr absl::Duration kInventoryReadTime = absl::Seconds(10);
+
 // The inventory in `path`: protobuf JSON, or the serialized message devplace-probe writes.
 absl::StatusOr<v1::Inventory> ParseInventoryFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("--inventory=", path, ": cannot read: ", std::strerror(errno)));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  const std::string content = buffer.str();
+  if (const int error = reading::StatPath(path).error; error != 0) {
+    return absl::NotFoundError(absl::StrCat("--inventory=", path, ": cannot read: ", std::strerror(error)));
+  }
+  reading::ReadBudget budget(kInventoryReadTime, kMaxInventoryBytes);
+  absl::StatusOr<std::string> read = reading::ReadRegularFile(path, kMaxInventoryBytes, budget);
+  if (!read.ok()) return absl::InvalidArgumentError(absl::StrCat("--inventory=", path, ": ", read.status().message()));
+  const std::string content = *std::move(read);
   v1::Inventory inv;
   google::protobuf::util::JsonParseOptions json_options;
   json_options.ignore_unknown_fields = true;
@@ -46,7 +52,7 @@ absl::StatusOr<v1::Inventory> ParseInventoryFile(const std::string& path) {
 }  // namespace
 
 absl::StatusOr<v1::Inventory> ReadInventory(const std::string& path) {
-  if (std::filesystem::is_directory(path)) {
+  if (reading::StatPath(path).directory()) {
     return absl::InvalidArgumentError(absl::StrCat("--inventory=", path, ": is a directory, not an inventory file"));
   }
   absl::StatusOr<v1::Inventory> inv = ParseInventoryFile(path);

@@ -61,13 +61,16 @@ ABSL_FLAG(std::string, fallback, "",
           "none = fail (exit 1), cpu = print cpu and a `devplace: warning: devplace fallback: ...` line naming "
           "the error (exit 0). Default: env DEVPLACE_FALLBACK (unless --no_environment), else none");
 ABSL_FLAG(std::string, python_env, "",
-          "The job's Python environment, read without running it: a venv or conda prefix, or a "
+          "The job's Python environment, read without running it: a venv (with its base interpreter's "
+          "packages when its pyvenv.cfg includes the system site packages), a conda or other prefix, or a "
           "site-packages directory. Its torch build and plug-ins fill an empty --runtime_backends, its "
           "transformers / accelerate releases an empty --transformers_version / --accelerate_version "
-          "(package metadata: *.dist-info, *.egg-info); the answer says which were used and where from");
+          "(package metadata: *.dist-info, *.egg-info); the answer says which were used and where from, and "
+          "warns of any file it could not use");
 ABSL_FLAG(std::string, python, "",
-          "The job's Python interpreter (e.g. /opt/venv/bin/python), asked once with -I for the same "
-          "facts as --python_env (importlib.metadata over its sys.path; nothing of the job is imported)");
+          "The job's Python interpreter (e.g. /opt/venv/bin/python), asked once with -I for its sys.path, "
+          "whose packages are then read as --python_env reads them (nothing of the job is imported); it "
+          "must answer within 10 s");
 
 ABSL_FLAG(std::string, dra_metadata_dir, "",
           "The job's Kubernetes DRA device metadata directory (<claim>/<request>/<driver>-metadata.json files "

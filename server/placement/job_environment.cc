@@ -15,6 +15,8 @@ namespace {
 constexpr int kMaxPackages = 64;
 constexpr size_t kMaxNameBytes = 128;
 constexpr size_t kMaxSourceBytes = 512;
+constexpr int kMaxProblems = 64;
+constexpr size_t kMaxProblemBytes = 1024;
 
 // The local version label of a version string ("2.5.1+cu124" -> "cu124"), lower case.
 std::string LocalTag(absl::string_view version) {
@@ -71,8 +73,19 @@ absl::StatusOr<JobPython> ReadJobPython(const v1::JobEnvironment& env) {
                                                    " entries; at most ", kMaxPackages,
                                                    " (torch, transformers, accelerate and torch's device plug-ins)"));
   }
+  if (env.problems_size() > kMaxProblems) {
+    return absl::InvalidArgumentError(absl::StrCat("job_environment.problems: ", env.problems_size(),
+                                                   " entries; at most ", kMaxProblems));
+  }
+  for (int i = 0; i < env.problems_size(); ++i) {
+    if (env.problems(i).size() > kMaxProblemBytes) {
+      return absl::InvalidArgumentError(absl::StrCat("job_environment.problems[", i, "]: ", env.problems(i).size(),
+                                                     " bytes; at most ", kMaxProblemBytes));
+    }
+  }
   JobPython job;
   job.source = env.source().empty() ? "the job's Python environment" : env.source();
+  job.problems.assign(env.problems().begin(), env.problems().end());
   std::set<std::string> seen;
   std::vector<std::string> backends, how;
   for (const v1::PythonPackage& p : env.packages()) {

@@ -41,11 +41,13 @@ struct JobPython {
   std::vector<std::string> backends;
   // One explanation line: how `backends` follows from the packages.
   std::string backends_reason;
+  // What the client could not use of the environment (JobEnvironment.problems), each a warning.
+  std::vector<std::string> problems;
 };
 
 // INVALID_ARGUMENT naming the field for a request whose job_environment exceeds its bounds (more
 // than 64 packages, a name or version over 128 bytes, a source over 512 bytes, an empty name, a
-// package listed twice).
+// package listed twice, more than 64 problems or one over 1024 bytes).
 absl::StatusOr<JobPython> ReadJobPython(const v1::JobEnvironment& env);
 
 }  // namespace devplace::placement

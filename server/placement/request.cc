@@ -76,6 +76,10 @@ void Resolution::DescribeJobPython() {
                                     have("transformers", job.transformers), ", ", have("accelerate", job.accelerate),
                                     job.plugins.empty() ? "" : absl::StrCat(", ", absl::StrJoin(job.plugins, ", ")),
                                     "; ", backends));
+  for (const std::string& problem : job.problems) {
+    out_.add_warnings(absl::StrCat("the job's packages (", job.source, ") could not all be read: ", problem,
+                                   "; the answer may not be the job's own (V-JOB)"));
+  }
   if (!job.torch) {
     out_.add_warnings(absl::StrCat("torch is not installed in ", job.source,
                                    ": the job cannot use any device string until it installs torch (V-JOB)"));

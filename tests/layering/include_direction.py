@@ -28,9 +28,10 @@ ROOMS = {
                       "server/metrics", "server/export", "server/service"],
     "server": ["server/common", "server/daemon"],  # devplaced.cc: main only
     "client/include": [],  # libdevplace's public headers (#include "devplace/...")
-    "client": ["client/include"],
+    "client/common": [],  # the clients' bounded reader, compiled into libdevplace (not installed)
+    "client": ["client/include", "client/common"],
     "client/python": ["client/include"],
-    "client/cli": ["client/include", "server/common", "server/placement", "server/probe/host",
+    "client/cli": ["client/include", "client/common", "server/common", "server/placement", "server/probe/host",
                    "server/probe/vendor_libs", "server/probe", "server/export"],
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"((?:server|client|devplace)/[^"]+)"')

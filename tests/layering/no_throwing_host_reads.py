@@ -6,7 +6,8 @@ sources of server/ and client/ (not tests/):
     - std::istreambuf_iterator: it calls the stream buffer directly, so a failed read (ESRCH from
       /proc/<pid>/stat of a process that just ended) throws std::ios_base::failure out of it;
     - a stream's exceptions(...): it makes any stream read throw;
-  in server/ (its reads go through ReadHostFile, server/common/host_file.h)
+  in server/ (its reads go through ReadHostFile, server/common/host_file.h) and client/ (through
+  the clients' bounded reader, client/common/bounded_read.h)
     - std::ifstream, std::fstream, std::basic_ifstream, std::basic_fstream, fopen(, freopen(:
       reads outside the bounded, regular-files-only reader;
     - a std::filesystem query (exists, is_directory, status, directory_iterator, ...) without a
@@ -31,6 +32,11 @@ SERVER_ONLY = [
     (re.compile(r"\bstd::(basic_)?i?fstream\b|\b(std::)?f(re)?open\s*\("),
      "server code reads files through ReadHostFile (server/common/host_file.h): bounded, regular files only, "
      "a Status on failure"),
+]
+CLIENT_ONLY = [
+    (SERVER_ONLY[0][0],
+     "client code reads files through the bounded reader (client/common/bounded_read.h): regular files only, "
+     "a size cap and a time budget, a Status on failure"),
 ]
 FS_QUERIES = ("exists|is_directory|is_regular_file|is_symlink|is_fifo|is_socket|is_empty|status|symlink_status|"
               "file_size|read_symlink|canonical|weakly_canonical|equivalent|last_write_time|space|hard_link_count|"
@@ -102,11 +108,11 @@ def check(path, rel, text):
     def line_of(offset):
         return code.count("\n", 0, offset) + 1
 
-    rules = EVERYWHERE + (SERVER_ONLY if rel.startswith("server/") else [])
+    rules = EVERYWHERE + (SERVER_ONLY if rel.startswith("server/") else CLIENT_ONLY)
     for pattern, why in rules:
         for m in pattern.finditer(code):
             problems.append(f"{rel}:{line_of(m.start())}: {why}")
-    if rel.startswith("server/"):
+    if rel.startswith(("server/", "client/")):
         error_codes = set(ERROR_CODE_DECL.findall(code))
         for m in FS_CALL.finditer(code):
             args = call_arguments(code, m.end() - 1)
@@ -121,7 +127,9 @@ def check(path, rel, text):
 SAMPLES = [
     ("server/x.cc", 'std::ifstream in(p);\nstd::string s((std::istreambuf_iterator<char>(in)), {});\n',
      [":1: server code reads files", ":2: std::istreambuf_iterator throws"]),
-    ("client/x.cc", "std::ifstream in(p);\nin.exceptions(std::ios::badbit);\n", [":2: a stream's exceptions()"]),
+    ("client/x.cc", "std::ifstream in(p);\nin.exceptions(std::ios::badbit);\n",
+     [":1: client code reads files", ":2: a stream's exceptions()"]),
+    ("client/x.cc", "std::ofstream out(p);\nif (std::filesystem::exists(p)) {}\n", [":2: std::filesystem::exists without"]),
     ("server/x.cc", "FILE* f = fopen(p, \"r\");\n", [":1: server code reads files"]),
     ("server/x.cc", "if (std::filesystem::is_directory(p)) {}\n", [":1: std::filesystem::is_directory without"]),
     ("server/x.cc", "std::error_code ec;\nif (std::filesystem::is_directory(f(a, b), ec)) {}\n"
@@ -164,7 +172,8 @@ def main():
         print("\n".join(problems))
         return 1
     print(f"{files} C++ files under server/ and client/: no istreambuf_iterator, no stream exceptions(); "
-          "server/ reads through ReadHostFile and passes a std::error_code to std::filesystem queries")
+          "server/ reads through ReadHostFile, client/ through its bounded reader, and both pass a "
+          "std::error_code to std::filesystem queries")
     return 0
 
 

@@ -149,6 +149,18 @@ std::vector<Case> Cases() {
   c.push_back({.id = "N24_env_npu_job_no_torch", .host = cpu,
                .request = Job(Req::Train(ACC).Env("ACCELERATE_TORCH_DEVICE", "npu"), {{"accelerate", "1.14.0"}}),
                .device = "npu", .words = {"runtime_backends not told"}});
+  // What the client could not read of the environment is a warning each; a package sent without a
+  // version is installed, release unknown: the newest rules (V-JOB).
+  {
+    v1::ResolveDeviceRequest r = Job(Req::Infer("cuda:0"), {{"torch", "2.5.1+cu124"}, {"transformers", ""}});
+    r.mutable_job_environment()->add_problems(
+        "/opt/job/site-packages/transformers-4.x.dist-info/METADATA: its Version '4.x' is not a release devplace reads");
+    c.push_back({.id = "N24_job_problem_is_a_warning", .host = cuda2, .request = r, .device = "cuda:0",
+                 .words = {"the job's packages (/opt/job/site-packages) could not all be read: /opt/job/site-packages/"
+                           "transformers-4.x.dist-info/METADATA: its Version '4.x' is not a release devplace reads; the "
+                           "answer may not be the job's own (V-JOB)"},
+                 .host_index = 0});
+  }
   // Explicit device strings: from_pretrained and pipeline.
   c.push_back({.id = "N25_device_map_npu_runtime_cuda", .host = npu2, .request = Req::Infer("npu:1").Runtime({"cuda"}),
                .code = Code::kFailedPrecondition,

@@ -81,6 +81,21 @@ TEST(JobPython, BoundsAreInvalidArgument) {
   EXPECT_THAT(ReadJobPython(many).status().message(), HasSubstr("65 entries; at most 64"));
 }
 
+TEST(JobPython, ProblemsAreKeptAndBounded) {
+  v1::JobEnvironment env = Env({{"torch", ""}});
+  env.add_problems("/site/torch-2.5.1.dist-info/METADATA: its Version is not UTF-8 text; torch sent without a version");
+  absl::StatusOr<JobPython> job = ReadJobPython(env);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_THAT(job->problems, ElementsAre(env.problems(0)));
+  EXPECT_EQ(job->torch, "");  // installed, release unknown
+  v1::JobEnvironment many = Env({});
+  for (int i = 0; i < 65; ++i) many.add_problems("p");
+  EXPECT_EQ(ReadJobPython(many).status().message(), "job_environment.problems: 65 entries; at most 64");
+  v1::JobEnvironment long_one = Env({});
+  long_one.add_problems(std::string(1025, 'x'));
+  EXPECT_EQ(ReadJobPython(long_one).status().message(), "job_environment.problems[0]: 1025 bytes; at most 1024");
+}
+
 TEST(JobPython, NamesAreComparedAsPep503Does) {
   EXPECT_EQ(NormalizePackageName("Intel_Extension.For--PyTorch"), "intel-extension-for-pytorch");
 }

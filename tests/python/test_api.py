@@ -39,7 +39,7 @@ FUNCTIONS = {
     "from_environment": "(dev_dir: str = '/dev', environ: Optional[Mapping[str, str]] = None) "
                         "-> devplace_pb2.ResolveDeviceRequest",
     "job_device_nodes": "(dev_dir: str = '/dev') -> List[str]",
-    "job_environment": "(path: Optional[List[str]] = None) -> devplace_pb2.JobEnvironment",
+    "job_environment": "(path: Union[str, List[str], None] = None) -> devplace_pb2.JobEnvironment",
     "possible_placement_typo": "(name: str) -> bool",
     "device_allocation": "(path: Optional[str] = None) -> Optional[devplace_pb2.DeviceAllocation]",
     "check_local_listener": "(address: str) -> None",

@@ -5,13 +5,15 @@ The Python client (devplace.job_environment) and the CLI (--python_env, --python
 
 import json
 import os
+import shutil
+import sys
 import unittest
 
 from google.protobuf import json_format
 
 import devplace
 from devplace.v1 import devplace_pb2
-from devplace_testing import CLI, FIXTURES, Daemon, TempDir, clean_env, fixture, run, without_source
+from devplace_testing import CLI, FIXTURES, PYTHON, Daemon, TempDir, clean_env, fixture, run, without_source
 
 ENVS = os.path.join(FIXTURES, "python_envs")
 # tree -> (its site-packages inside the tree, runtime_backends, transformers, accelerate, their sources)
@@ -128,8 +130,12 @@ class JobEnvironment(unittest.TestCase):
             asked = cli_resolve(self.daemon.unix_target, f"--python={python}")
             read = cli_resolve(self.daemon.unix_target, f"--python_env={venv}")
             self.assertEqual((asked.returncode, read.returncode), (0, 0), asked.stderr + read.stderr)
+            # --python_env reads the venv's pyvenv.cfg: its site-packages, then (system site packages)
+            # the base interpreter's site directories, as its python's sys.path has them.
+            read_source = devplace.job_environment(venv).source
+            self.assertTrue(read_source.startswith(f"package metadata under {site}, "), read_source)
             self.assertEqual(without_source(json.loads(asked.stdout), f"importlib.metadata of {python}"),
-                             without_source(json.loads(read.stdout), f"package metadata under {site}"))
+                             without_source(json.loads(read.stdout), read_source))
             code = ("import devplace; r = devplace.make_request('inference', 'auto'); "
                     "print(r.job_environment.source); print(sorted((p.name, p.version) for p in r.job_environment.packages))")
             inside = run([python, "-c", code], env=clean_env(), cwd="/")
@@ -137,6 +143,58 @@ class JobEnvironment(unittest.TestCase):
             self.assertEqual(inside.stdout.splitlines(), [
                 f"importlib.metadata of {python}",
                 "[('accelerate', '0.25.0'), ('torch', '2.5.1+cu124'), ('transformers', '4.46.3')]"])
+
+    def test_a_venv_with_system_site_packages_is_read_as_its_python_reads_it(self):
+        """A venv made with --system-site-packages from a base interpreter whose own site-packages hold
+        torch (a copy of Debian's python3 in a prefix of its own, the standard library linked in): its
+        python's sys.path (--python), its pyvenv.cfg (--python_env and devplace.job_environment(prefix))
+        and the client running inside it all find transformers in the venv and torch in the base."""
+        real = os.path.realpath(PYTHON)
+        minor = "python3.%d" % sys.version_info[1]
+        with TempDir() as dir:
+            base, venv = dir.file("base"), dir.file("venv")
+            os.makedirs(os.path.join(base, "bin"))
+            shutil.copy(real, os.path.join(base, "bin", "python3"))
+            stdlib = os.path.join(base, "lib", minor)
+            os.makedirs(stdlib)
+            for name in os.listdir(os.path.join("/usr/lib", minor)):
+                os.symlink(os.path.join("/usr/lib", minor, name), os.path.join(stdlib, name))
+            os.makedirs(os.path.join(base, "lib", "python3"))  # Debian's dist-packages: grpcio for the client
+            os.symlink("/usr/lib/python3/dist-packages", os.path.join(base, "lib", "python3", "dist-packages"))
+            dir.write(f"base/lib/{minor}/site-packages/torch-2.5.1+cu124.dist-info/METADATA",
+                      "Name: torch\nVersion: 2.5.1+cu124\n")
+            made = run([os.path.join(base, "bin", "python3"), "-m", "venv", "--without-pip", "--system-site-packages",
+                        venv])
+            self.assertEqual(made.returncode, 0, made.stderr)
+            dir.write(f"venv/lib/{minor}/site-packages/transformers-4.46.3.dist-info/METADATA",
+                      "Name: transformers\nVersion: 4.46.3\n")
+            python = os.path.join(venv, "bin", "python")
+            want = [("torch", "2.5.1+cu124"), ("transformers", "4.46.3")]
+            named = devplace.job_environment(venv)
+            self.assertEqual(sorted((p.name, p.version) for p in named.packages), want)
+            self.assertEqual(list(named.problems), [])
+            self.assertEqual(named.source.split(", ")[:2], [f"package metadata under {venv}/lib/{minor}/site-packages",
+                                                            f"{base}/lib/{minor}/site-packages"])
+            asked = cli_resolve(self.daemon.unix_target, f"--python={python}")
+            read = cli_resolve(self.daemon.unix_target, f"--python_env={venv}")
+            self.assertEqual((asked.returncode, read.returncode), (0, 0), asked.stderr + read.stderr)
+            self.assertEqual(without_source(json.loads(asked.stdout), f"importlib.metadata of {python}"),
+                             without_source(json.loads(read.stdout), named.source))
+            _, answer = self.python_resolve_job(named)
+            self.assertEqual(without_source(json_format.MessageToDict(answer.response, including_default_value_fields=True),
+                                            named.source),
+                             without_source(json.loads(read.stdout), named.source))
+            self.assertIn("torch 2.5.1+cu124, transformers 4.46.3",
+                          [e for e in answer.explanation if e.startswith("V-JOB ")][0])
+            code = ("import devplace; r = devplace.make_request('inference', 'auto'); "
+                    "print(sorted((p.name, p.version) for p in r.job_environment.packages))")
+            inside = run([python, "-c", code], env=clean_env(), cwd="/")
+            self.assertEqual(inside.returncode, 0, inside.stderr)
+            self.assertEqual(inside.stdout.strip(), repr(want))
+
+    def python_resolve_job(self, job):
+        with devplace.Client(self.daemon.unix_target) as client:
+            return job, client.resolve("inference", "auto", from_environment=False, job_environment=job)
 
     def test_the_client_describes_its_interpreter_only_when_torch_is_installed(self):
         # A process without torch is not a job's runtime (an init container, a scheduler): it

@@ -272,16 +272,35 @@ bool PossiblePlacementTypo(const std::string& name);
 const std::vector<std::string>& JobPythonPackages();
 
 // Reads those distributions' metadata (*.dist-info/METADATA, *.egg-info/PKG-INFO) in a Python
-// environment without running anything: `dir` is a venv or conda prefix (its
-// lib/python3.*/site-packages, then lib/python3/dist-packages) or a site-packages directory itself
-// (one holding *.dist-info or *.egg-info entries). The first of each name wins, in that order.
-// INVALID_ARGUMENT when `dir` is not a directory or is neither of these.
+// environment without running anything, as the environment's Python would find it: `dir` is a
+// site-packages directory itself (one holding *.dist-info or *.egg-info entries), or a prefix: a
+// venv (its pyvenv.cfg's `version` names lib/python3.X; with `include-system-site-packages = true`
+// the base environment's site directories follow the venv's, the base being the nearest of
+// `home` and its parents holding lib/python3.X/os.py, else the directory above `home`), a conda
+// prefix (conda-meta/python-3.X.*.json names lib/python3.X) or another prefix. A prefix's site
+// directories are those CPython's site module adds, Debian's included: lib/python3.X/site-packages,
+// lib64/python3.X/site-packages, local/lib/python3.X/dist-packages, lib/python3/dist-packages,
+// lib/python3.X/dist-packages (without a known X: every lib/python3.*/site-packages, then
+// lib/python3/dist-packages). The first of each name wins, in that order. Not read: the user's own
+// site directory, .pth files, zip files.
+//
+// Bounded (docs/CLIENT.md, "What the clients read"): only entries named after a wanted
+// distribution are opened; a metadata file must be a regular file, and of it only the headers in
+// its first 64 KiB are read; the whole call reads at most 16 MiB within 5 s. What cannot be used
+// becomes a line of `problems` (sent to the daemon, which warns), never an error: a package whose
+// Version is not UTF-8, too long, or (transformers, accelerate) not a release is sent without one.
+// INVALID_ARGUMENT when `dir` is not a directory or is none of the above.
 absl::StatusOr<v1::JobEnvironment> ReadPythonEnvironment(const std::string& dir);
 
 // Asks the interpreter `python` once (`python -I -c ...`, isolated: no user site, no PYTHON*
-// variables) for the same, read with importlib.metadata over its sys.path. INVALID_ARGUMENT when it
-// cannot be run or fails (its stderr's last line in the message).
-absl::StatusOr<v1::JobEnvironment> AskPythonInterpreter(const std::string& python);
+// variables; stdin /dev/null; in a process group of its own) for its sys.path, and reads those
+// directories' packages as ReadPythonEnvironment reads a site directory (at most 256 entries;
+// entries that are not directories, such as zip files, are skipped). Its stdout and stderr are
+// drained together; it must answer within `timeout`, after which it and its process group are
+// killed (DEADLINE_EXCEEDED); a child it leaves holding its output is killed 200 ms after it exits.
+// INVALID_ARGUMENT when it cannot be run or exits non-zero (its stderr's last line in the message).
+absl::StatusOr<v1::JobEnvironment> AskPythonInterpreter(const std::string& python,
+                                                        absl::Duration timeout = absl::Seconds(10));
 
 // Where the kubelet puts Kubernetes DRA Device Metadata inside a container (Kubernetes
 // documentation, "Access DRA Device Metadata"; beta in Kubernetes 1.37).
@@ -292,18 +311,27 @@ inline constexpr char kDraMetadataDir[] = "/var/run/kubernetes.io/dra-device-att
 // under `dir`/resourceclaims (claims the pod names) and `dir`/resourceclaimtemplates (claims made
 // from a template, by the pod's claim name), in path order. Of each file, a stream of DeviceMetadata
 // objects (one per API version, newest first), the first of apiVersion
-// metadata.resource.k8s.io/v1alpha1 is read: each requests[].devices[] entry becomes one
-// AllocatedDevice with its scalar attributes as text (the first 64 by name, each key and value at
-// most 256 bytes; more than 1024 devices are cut, with a problem saying so). A file that cannot be
-// read, is not JSON, holds no object of that apiVersion or is empty (a driver may write it after
-// the container starts) is listed in `problems` ("<path under dir>: <why>"), which the daemon warns
-// about. NOT_FOUND when `dir` does not exist; INVALID_ARGUMENT when it is not a directory.
+// metadata.resource.k8s.io/v1alpha1 is read (what follows it is not): each requests[].devices[]
+// entry becomes one AllocatedDevice with its scalar attributes as text (the first 64 by name, each
+// key and value at most 256 bytes; more than 1024 devices are cut, with a problem saying so).
+// Claim and request directory names that are not UTF-8 are sent with their odd bytes written \xNN.
+//
+// Bounded (docs/CLIENT.md, "What the clients read"): a metadata file must be a regular file of at
+// most 1 MiB holding strict JSON (RFC 8259: UTF-8, no NaN, numbers that fit a double, no name
+// twice in an object, at most 32 levels deep); the first 1024 entries of a directory by name, 64
+// values of a file, 16 MiB in all, within 5 s. A file that cannot be used (not a regular file,
+// unreadable, too large, not such JSON, no object of that apiVersion, empty: a driver may write it
+// after the container starts) is listed in `problems` ("<path under dir>: <why>", valid UTF-8, at
+// most 64 of at most 1024 bytes), which the daemon warns about; nothing a file holds makes the
+// request one the daemon refuses. NOT_FOUND when `dir` does not exist; INVALID_ARGUMENT when it is
+// not a directory or cannot be read.
 absl::StatusOr<v1::DeviceAllocation> ReadDeviceAllocation(const std::string& dir = kDraMetadataDir);
 
 // The accelerator device nodes under `dev_dir` (default "/dev"), as sorted "/dev/..." paths:
 // nvidia[0-9]*, dri/renderD*, dri/card*, neuron*, vfio/[0-9]*, accel* and accel/accel*,
-// davinci[0-9]*, cambricon_dev*, mtgpu.*. Directories are skipped; a missing `dev_dir` or
-// subdirectory contributes nothing.
+// davinci[0-9]*, cambricon_dev*, mtgpu.*. Directories and names that are not UTF-8 are skipped; a
+// missing `dev_dir` or subdirectory contributes nothing. At most 1024 (the daemon's bound), the
+// first in path order, listed within 2 s.
 std::vector<std::string> JobDeviceNodes(const std::string& dev_dir = "/dev");
 
 // The devplaced client: a cheap, copyable value over a shared Connection.

@@ -16,6 +16,7 @@ import os
 from collections import Counter
 from typing import Any, Callable, Iterable, List, Mapping, Optional, Union
 
+from . import _read
 from ._device_metadata import device_allocation
 from ._placement_env import MAX_CAPTURED_NEAR_MISSES, PLACEMENT_ENVIRONMENT_VARIABLES
 from ._python_environment import job_environment, normalize_name
@@ -45,20 +46,26 @@ def _first_is_digit(name: str, prefix: str) -> bool:
     return len(name) > len(prefix) and name.startswith(prefix) and "0" <= name[len(prefix)] <= "9"
 
 
-def _scan(dev_dir: str, sub: str, match: Callable[[str], bool], out: List[str]) -> None:
-    directory = os.path.join(dev_dir, sub) if sub else dev_dir
+_MAX_DEVICE_NODES = 1024  # the daemon takes at most 1024 job device nodes
+
+
+def _scan(dev_dir: str, sub: str, match: Callable[[str], bool], budget: _read.Budget, out: List[str]) -> None:
+    """Appends "/dev/<sub>/<name>" for each non-directory entry that ``match`` accepts, as ScanDev:
+    the first 1024 by name; names that are not UTF-8 are no device node devplace knows."""
+    directory = os.fsencode(os.path.join(dev_dir, sub) if sub else dev_dir)
+
+    def keep(name: bytes) -> bool:
+        return _read.is_utf8(name) and match(name.decode("utf-8"))
+
     try:
-        entries = list(os.scandir(directory))
-    except OSError:
+        names, _ = _read.list_names(directory, _MAX_DEVICE_NODES, budget, keep)
+    except _read.Unreadable:
         return
-    for entry in entries:
-        try:
-            is_dir = entry.is_dir()
-        except OSError:
-            is_dir = False
-        if is_dir or not match(entry.name):
+    for raw in names:
+        if _read.is_dir(_read.stat_path(directory + b"/" + raw)[1]):
             continue
-        out.append(f"/dev/{sub}/{entry.name}" if sub else f"/dev/{entry.name}")
+        name = raw.decode("utf-8")
+        out.append(f"/dev/{sub}/{name}" if sub else f"/dev/{name}")
 
 
 def job_device_nodes(dev_dir: str = "/dev") -> List[str]:
@@ -66,19 +73,21 @@ def job_device_nodes(dev_dir: str = "/dev") -> List[str]:
 
     The same set as libdevplace's ``JobDeviceNodes()``: ``nvidia[0-9]*``, ``dri/renderD*``,
     ``dri/card*``, ``neuron*``, ``vfio/[0-9]*``, ``accel*`` and ``accel/accel*``, ``davinci[0-9]*``,
-    ``cambricon_dev*``, ``mtgpu.*``. Directories are skipped; a missing ``dev_dir`` or subdirectory
-    contributes nothing. Paths are reported under ``/dev`` whatever ``dev_dir`` is (a fake tree in
+    ``cambricon_dev*``, ``mtgpu.*``. Directories and names that are not UTF-8 are skipped; a missing
+    ``dev_dir`` or subdirectory contributes nothing; at most 1024, the first in path order, listed
+    within 2 s. Paths are reported under ``/dev`` whatever ``dev_dir`` is (a fake tree in
     tests).
     """
     nodes: List[str] = []
+    budget = _read.Budget(2.0, 0)
     _scan(dev_dir, "", lambda n: (_first_is_digit(n, "nvidia") or n.startswith("neuron") or n.startswith("accel")
                                   or _first_is_digit(n, "davinci") or n.startswith("cambricon_dev")
-                                  or n.startswith("mtgpu.")), nodes)
-    _scan(dev_dir, "dri", lambda n: n.startswith("renderD") or n.startswith("card"), nodes)
-    _scan(dev_dir, "vfio", lambda n: "0" <= n[:1] <= "9" and n[:1] != "", nodes)
-    _scan(dev_dir, "accel", lambda n: n.startswith("accel"), nodes)
+                                  or n.startswith("mtgpu.")), budget, nodes)
+    _scan(dev_dir, "dri", lambda n: n.startswith("renderD") or n.startswith("card"), budget, nodes)
+    _scan(dev_dir, "vfio", lambda n: "0" <= n[:1] <= "9" and n[:1] != "", budget, nodes)
+    _scan(dev_dir, "accel", lambda n: n.startswith("accel"), budget, nodes)
     # C++ sorts the UTF-8 bytes; for str that is the same order as sorting code points.
-    return sorted(nodes)
+    return sorted(nodes)[:_MAX_DEVICE_NODES]
 
 
 def possible_placement_typo(name: str) -> bool:

@@ -15,6 +15,7 @@ import stat
 import sys
 from typing import List, Optional, Tuple, Union
 
+from . import _read
 from .errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
 
 _Address = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
@@ -77,6 +78,11 @@ def _loopback_endpoint(address: str) -> Tuple[_Address, int]:
     return ip, port
 
 
+# Reading /proc/net/tcp{,6}: at most this much of each, within this time (libdevplace's trust.cc).
+_MAX_TABLE_BYTES = 64 * _read.MIB
+_TABLE_SECONDS = 2.0
+
+
 def _proc_endpoint(text: str, v6: bool) -> Tuple[_Address, int]:
     """``0100007F:1D29`` from /proc/net/tcp{,6}: each 32-bit word is printed in host byte order."""
     hex_addr, _, hex_port = text.partition(":")
@@ -114,28 +120,43 @@ def check_local_listener(address: str) -> None:
     me = os.geteuid()
     found = False
     for table, v6 in (("/proc/net/tcp", False), ("/proc/net/tcp6", True)):
-        try:
-            with open(table, encoding="ascii") as f:
-                lines = f.read().splitlines()[1:]
-        except OSError:
-            if v6:
-                continue
-            raise FailedPreconditionError(
-                f"cannot read {table} to see who owns the listener on {address}: refused") from None
-        for line in lines:
+        if v6 and _read.stat_path(table)[0]:
+            continue  # no IPv6 on this host
+        # Streamed a line at a time (a busy host lists hundreds of thousands of sockets), bounded.
+        state = {"header": True, "found": False, "refused": None}
+
+        def on_line(raw: bytes) -> bool:
+            if state["header"]:
+                state["header"] = False
+                return True
             # sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode ...
-            f = line.split()
+            f = raw.decode("ascii", "replace").split()
             if len(f) < 8 or f[3] != "0A":  # 0A: TCP_LISTEN
-                continue
-            bound, bound_port = _proc_endpoint(f[1], v6)
-            if bound_port != port or not _receives(bound, target):
-                continue
-            found = True
-            uid = int(f[7])
+                return True
+            try:
+                bound, bound_port = _proc_endpoint(f[1], v6)
+                uid = int(f[7]) if f[7].isdigit() and f[7].isascii() else None
+            except (ValueError, OverflowError):
+                return True
+            if bound_port != port or not _receives(bound, target) or uid is None:
+                return True
+            state["found"] = True
             if uid not in (0, me):
-                raise FailedPreconditionError(
+                state["refused"] = (
                     f"the listener on {address} is owned by uid {uid}, not root or you (uid {me}): refused as "
                     "possibly an impersonator (name the address explicitly to trust it)")
+                return False
+            return True
+
+        try:
+            end = _read.read_lines(table, _MAX_TABLE_BYTES, _read.Budget(_TABLE_SECONDS, _MAX_TABLE_BYTES), on_line)
+        except _read.Unreadable:
+            end = None
+        if state["refused"]:
+            raise FailedPreconditionError(state["refused"])
+        if end is None or end == "limit":
+            raise FailedPreconditionError(f"cannot read {table} to see who owns the listener on {address}: refused")
+        found = found or state["found"]
     if not found:
         raise NotFoundError(f"{address}: no listening socket")
 
