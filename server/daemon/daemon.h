@@ -91,6 +91,7 @@ class Daemon {
   absl::Status StartServer();
   void StartBackground();
   void CheckSockets(const char* trigger);
+  void LogMaxConnections(int max_total);
   void CheckConnections();
   void OnSighup();
   void Shutdown();
@@ -126,6 +127,7 @@ class Daemon {
   // CheckConnections(): what the last report said, and the most connections open since the heap
   // was last trimmed.
   uint64_t reported_refused_ = 0;
+  int logged_max_total_ = 0;  // LogMaxConnections(): the total cap last in force (0: none yet)
   int open_since_trim_ = 0;
   std::optional<absl::Time> trim_again_at_;
 };

@@ -419,9 +419,14 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* DevicePlacementService::WatchInvento
     return refused;
   }
   const v1::WatchInventoryRequest* request = &parsed;
-  // A unix-socket peer counts by its user (credentials read at accept), a TCP one by its address.
+  // The peer the connection caps counted the connection for; else a unix-socket peer's user
+  // (credentials read at accept) or a TCP peer's address.
   std::string peer = PeerKey(ctx->peer());
-  if (access_.peers != nullptr) {
+  std::optional<std::string> admitted_as;
+  if (options_.connections != nullptr) admitted_as = options_.connections->PeerOf(ctx->peer());
+  if (admitted_as.has_value()) {
+    peer = *std::move(admitted_as);
+  } else if (access_.peers != nullptr) {
     if (std::optional<PeerCredentials> c = access_.peers->Find(ctx->peer())) peer = absl::StrCat("uid:", c->uid);
   }
   auto watch = std::make_shared<WatchReactor>(this, peer, request->known_epoch(), request->known_revision());

@@ -7,9 +7,15 @@ run under /usr/bin/python3 as whichever user setpriv makes it. Prints one JSON l
       handshake), and holds them silent for SECONDS. Reports how many were opened, how many the
       server closed (at once: within 0.5 s of connecting; and the latest close, in seconds after
       connecting) and how many were still open at the end.
-  peer.py calls TARGET SECONDS
+  peer.py calls TARGET SECONDS [--fresh]
       Calls grpc.health.v1.Health/Check on TARGET every 50 ms over one channel for SECONDS, each with a
-      2 s deadline. Reports the calls that succeeded and those that failed (with the first errors).
+      2 s deadline; with --fresh each call on a connection of its own, as a job or the CLI makes it.
+      Reports the calls that succeeded and those that failed (with the first errors), and the calls'
+      latencies in ms (p50, p99, max; a --fresh call's includes its connection).
+  peer.py churn TARGET SECONDS [--source IP]
+      Connects to TARGET and closes at once, again and again, for SECONDS (a connect-and-close flood:
+      by the time the server looks the client up, the socket is closed and has no owner). Reports
+      the connections made and the connects that failed.
 """
 import json
 import select
@@ -79,30 +85,60 @@ def hold(target, n, seconds, source, hello):
     }), flush=True)
 
 
-def calls(target, seconds):
+def percentile(values, p):
+    if not values:
+        return None
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(len(ordered) * p))], 1)
+
+
+def calls(target, seconds, fresh):
     import grpc
-    channel = grpc.insecure_channel(target)
-    check = channel.unary_unary("/grpc.health.v1.Health/Check")
-    ok, failed, errors = 0, 0, []
+    # A channel of its own never shares a connection with another channel of this process.
+    options = [("grpc.use_local_subchannel_pool", 1)]
+    channel = None if fresh else grpc.insecure_channel(target, options=options)
+    ok, failed, errors, latencies = 0, 0, [], []
     end = time.monotonic() + seconds
     while time.monotonic() < end:
+        start = time.monotonic()
+        c = grpc.insecure_channel(target, options=options) if fresh else channel
         try:
-            check(b"", timeout=2)
+            c.unary_unary("/grpc.health.v1.Health/Check")(b"", timeout=2)
             ok += 1
+            latencies.append((time.monotonic() - start) * 1000)
         except grpc.RpcError as e:
             failed += 1
             if len(errors) < 5:
                 errors.append(f"{e.code()}: {e.details()}")
+        finally:
+            if fresh:
+                c.close()
         time.sleep(0.05)
-    print(json.dumps({"ok": ok, "failed": failed, "errors": errors}), flush=True)
+    print(json.dumps({"ok": ok, "failed": failed, "errors": errors, "p50_ms": percentile(latencies, 0.5),
+                      "p99_ms": percentile(latencies, 0.99), "max_ms": percentile(latencies, 1.0)}), flush=True)
+
+
+def churn(target, seconds, source):
+    made, failed = 0, 0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            connect(target, source).close()
+            made += 1
+        except OSError:
+            failed += 1
+    print(json.dumps({"made": made, "connect_failed": failed, "per_s": round(made / seconds)}), flush=True)
 
 
 def main(argv):
     if len(argv) >= 5 and argv[1] == "hold":
         source = argv[argv.index("--source") + 1] if "--source" in argv else None
         hold(argv[2], int(argv[3]), float(argv[4]), source, "--hello" in argv)
-    elif len(argv) == 4 and argv[1] == "calls":
-        calls(argv[2], float(argv[3]))
+    elif len(argv) in (4, 5) and argv[1] == "calls":
+        calls(argv[2], float(argv[3]), "--fresh" in argv)
+    elif len(argv) >= 4 and argv[1] == "churn":
+        source = argv[argv.index("--source") + 1] if "--source" in argv else None
+        churn(argv[2], float(argv[3]), source)
     else:
         sys.exit(__doc__)
 
