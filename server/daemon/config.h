@@ -56,8 +56,8 @@ struct DaemonConfig {
   // connection is closed at accept. A TLS connection counts from accept, its handshake included.
   int max_connections = 4096;
   int max_connections_per_peer = 128;
-  // New connections a peer may open per second, in bursts of up to its cap
-  // (max_connections_per_peer): 0 (no limit)..1048576. Past it a new connection is closed at accept.
+  // New connections a peer may open per second, in bursts of up to a second's worth or its cap
+  // (max_connections_per_peer), whichever is more: 0 (no limit)..1048576. Past it a new connection is closed at accept.
   int max_connection_rate_per_peer = 64;
   // How long a new connection may take to finish its TLS handshake (and, on any listener, to send
   // the HTTP/2 preface) before it is closed: 1s..120s.

@@ -28,7 +28,9 @@
 #include "server/common/vendor_libraries.h"
 #include "server/common/version.h"
 #include "server/logging/logging.h"
+#include "server/service/connection_metrics.h"
 #include "server/service/grpc_log.h"
+#include "server/service/tcp_peer.h"
 #include "spdlog/spdlog.h"
 
 namespace devplace::daemon {
@@ -122,6 +124,14 @@ absl::Status Daemon::Start() {
                max_total, limits.max_per_peer, limits.reserve, limits.max_unowned, limits.rate_per_peer,
                absl::ToInt64Milliseconds(c.handshake_timeout));
   gate_ = std::make_unique<service::ConnectionGate>(limits);
+  // /metrics has caps of its own, inside the descriptors kept for the daemon itself.
+  service::ConnectionLimits metrics_limits;
+  metrics_limits.max_total = metrics::kMetricsMaxConnections;
+  metrics_limits.max_per_peer = metrics::kMetricsMaxConnectionsPerPeer;
+  metrics_limits.reserve = metrics::kMetricsConnectionReserve;
+  metrics_limits.max_unowned = kMaxUnownedConnections;
+  metrics_limits.rate_per_peer = c.max_connection_rate_per_peer;
+  metrics_gate_ = std::make_unique<service::ConnectionGate>(metrics_limits);
 
   const std::string& torch_probe = config_.torch_probe_command;
   spdlog::info("event=start version={} pid={} host_root={} probe_command={} torch_probe_command={} probe_timeout_ms={} "
@@ -225,9 +235,20 @@ absl::Status Daemon::Start() {
 absl::Status Daemon::StartMetrics() {
   const std::string& address = config_.config.metrics_listen;
   if (address.empty()) return absl::OkStatus();
+  // Each connection is counted as the gRPC listeners count theirs (a local client's user, else its
+  // address), against /metrics' own caps.
+  metrics::MetricsConnectionHooks hooks;
+  hooks.admit = [gate = metrics_gate_.get(), owner = geteuid()](int fd, const sockaddr_storage& peer) {
+    return gate->Admit(fd, service::IdentifyTcpPeer(fd, peer, owner)) == service::Admission::kAdmitted;
+  };
+  hooks.release = [gate = metrics_gate_.get()](int fd, bool timed_out) { gate->Release(fd, timed_out); };
   absl::StatusOr<metrics::MetricsEndpoint> started = metrics::StartMetricsEndpoint(
-      address, {registry_, std::make_shared<metrics::InventoryCollector>([store = store_.get()] { return store->Current(); }),
-                std::make_shared<metrics::ProcessCollector>()});
+      address,
+      {registry_, std::make_shared<metrics::InventoryCollector>([store = store_.get()] { return store->Current(); }),
+       std::make_shared<metrics::ProcessCollector>(),
+       std::make_shared<service::ConnectionCollector>(std::vector<std::pair<std::string, const service::ConnectionGate*>>{
+           {"grpc", gate_.get()}, {"metrics", metrics_gate_.get()}})},
+      std::move(hooks));
   if (started.ok()) {
     metrics_endpoint_ = std::move(*started);
     spdlog::info("event=metrics_listening url=http://{}/metrics", metrics_endpoint_.address);
@@ -450,6 +471,15 @@ void Daemon::CheckConnections() {
                  refused - reported_refused_, stats.refused_peer, stats.refused_total, stats.refused_unowned,
                  stats.refused_rate, stats.timed_out, open, logged_max_total_, gate_->limits().max_per_peer);
     reported_refused_ = refused;
+  }
+  const service::ConnectionGate::Stats m = metrics_gate_->stats();
+  if (const uint64_t metrics_refused = m.refused_peer + m.refused_total + m.refused_unowned + m.refused_rate + m.timed_out;
+      metrics_refused != reported_metrics_refused_) {
+    spdlog::warn("event=metrics_connections_refused count={} peer_cap_total={} total_cap_total={} unowned_cap_total={} "
+                 "rate_total={} request_timeout_total={} open={}",
+                 metrics_refused - reported_metrics_refused_, m.refused_peer, m.refused_total, m.refused_unowned,
+                 m.refused_rate, m.timed_out, m.open);
+    reported_metrics_refused_ = metrics_refused;
   }
   open_since_trim_ = std::max({open_since_trim_, gate_->TakePeak(), open});
   const bool many_closed = open_since_trim_ - open >= kTrimAfterClosed;

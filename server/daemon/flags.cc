@@ -90,8 +90,8 @@ ABSL_FLAG(int, max_connections_per_peer, Defaults().max_connections_per_peer,
           "its IP address; connections from this host whose client already closed are one peer of their own, at "
           "most 8 at once. A TLS connection counts from accept, its handshake included");
 ABSL_FLAG(int, max_connection_rate_per_peer, Defaults().max_connection_rate_per_peer,
-          "New connections a peer may open per second (0 = no limit, ..1048576), in bursts of up to "
-          "--max_connections_per_peer; past it a new connection is closed at accept, so a connect-and-close flood "
+          "New connections a peer may open per second (0 = no limit, ..1048576), in bursts of up to a second's "
+          "worth or --max_connections_per_peer, whichever is more; past it a new connection is closed at accept, so a connect-and-close flood "
           "costs the daemon an accept and a close. Root and the daemon's user are not limited");
 ABSL_FLAG(absl::Duration, handshake_timeout, Defaults().handshake_timeout,
           "How long a new connection may take to complete its TLS handshake and send the HTTP/2 preface before it "

@@ -52,9 +52,9 @@ void ConnectionGate::SweepLocked() {
   // A bucket that has refilled completely is the same as none.
   for (auto it = buckets_.begin(); it != buckets_.end();) {
     const auto next = std::next(it);
-    const int cap = it->first == kUnownedPeer ? limits_.max_unowned : limits_.max_per_peer;
+    const int burst = BurstOf(it->first == kUnownedPeer ? PeerKind::kUnowned : PeerKind::kOrdinary);
     if (limits_.rate_per_peer <= 0 || it->second.tokens + absl::ToDoubleSeconds(now - it->second.at) *
-                                                                limits_.rate_per_peer >= cap) {
+                                                                limits_.rate_per_peer >= burst) {
       buckets_.erase(it);
     }
     it = next;
@@ -75,11 +75,11 @@ Admission ConnectionGate::DecideLocked(const Peer& peer) const {
 
 bool ConnectionGate::HasTokenLocked(const Peer& peer, absl::Time now) {
   if (limits_.rate_per_peer <= 0 || peer.kind == PeerKind::kReserved) return true;
-  const double cap = CapOf(peer.kind);
-  auto [it, fresh] = buckets_.try_emplace(peer.key, Bucket{cap, now});
+  const double burst = BurstOf(peer.kind);
+  auto [it, fresh] = buckets_.try_emplace(peer.key, Bucket{burst, now});
   Bucket& b = it->second;
   if (!fresh) {
-    b.tokens = std::min(cap, b.tokens + std::max(0.0, absl::ToDoubleSeconds(now - b.at)) * limits_.rate_per_peer);
+    b.tokens = std::min(burst, b.tokens + std::max(0.0, absl::ToDoubleSeconds(now - b.at)) * limits_.rate_per_peer);
     b.at = now;
   }
   return b.tokens >= 1;

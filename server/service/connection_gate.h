@@ -16,8 +16,8 @@
 //   connect-and-close flood does) is never reserved and never root's: all of them together are one
 //   peer, "unowned", capped at `max_unowned`.
 // - Rate: an ordinary or unowned peer opens at most `rate_per_peer` new connections a second, in
-//   bursts of up to its cap (a token bucket: `max_per_peer` tokens, `max_unowned` for the unowned
-//   peer, refilled at `rate_per_peer` a second); past it a connection is refused at once, however
+//   bursts of up to a second's worth or its cap, whichever is more (a token bucket of that many
+//   tokens, refilled at `rate_per_peer` a second); past it a connection is refused at once, however
 //   few it holds, so a connect-and-close flood costs the daemon an accept and a close per
 //   connection, not a gRPC transport. Reserved connections are not rate-limited.
 // - The descriptor limit: with `descriptor_headroom` >= 0 the total cap is also at most the soft
@@ -36,6 +36,7 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -128,6 +129,8 @@ class ConnectionGate {
   void SweepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Admission DecideLocked(const Peer& peer) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int CapOf(PeerKind kind) const { return kind == PeerKind::kUnowned ? limits_.max_unowned : limits_.max_per_peer; }
+  // The tokens a full bucket holds (see Rate above).
+  int BurstOf(PeerKind kind) const { return std::max(CapOf(kind), limits_.rate_per_peer); }
   // Refills `peer`'s bucket to `now`; whether it holds a token.
   bool HasTokenLocked(const Peer& peer, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

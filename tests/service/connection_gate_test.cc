@@ -118,18 +118,25 @@ TEST_F(ConnectionGateTest, UnownedConnectionsAreOnePeerWithTheirOwnCapNeverTheRe
   EXPECT_EQ(s.open, 5);
 }
 
-TEST_F(ConnectionGateTest, APeerOpensAtMostItsRateOfNewConnectionsInBurstsOfItsCap) {
+TEST_F(ConnectionGateTest, APeerOpensAtMostItsRateOfNewConnectionsInBurstsOfASecondsWorthOrItsCap) {
+  // Opens `n` connections of `peer`, each closed at once (a connect-and-close flood); how many were
+  // admitted before the first refusal, and that refusal.
+  const auto churn = [this](ConnectionGate& gate, const std::string& peer, int n, Admission* refusal) {
+    for (int i = 0; i < n; ++i) {
+      const int fd = Open();
+      *refusal = gate.Admit(fd, peer, false);
+      if (*refusal != Admission::kAdmitted) return i;
+      gate.Release(fd);
+      Close(fd);
+    }
+    return n;
+  };
   ConnectionLimits limits{/*max_total=*/100, /*max_per_peer=*/3, /*reserve=*/4};
-  limits.rate_per_peer = 4;  // one token every 250 ms
+  limits.rate_per_peer = 4;  // one token every 250 ms; a second's worth (4) is more than the cap (3)
   ConnectionGate gate(limits);
-  // A burst of its cap, each closed at once (a connect-and-close flood): then refused by the rate.
-  for (int i = 0; i < 3; ++i) {
-    const int fd = Open();
-    ASSERT_EQ(gate.Admit(fd, "uid:1000", false), Admission::kAdmitted) << i;
-    gate.Release(fd);
-    Close(fd);
-  }
-  EXPECT_EQ(gate.Admit(Open(), "uid:1000", false), Admission::kRateLimited);
+  Admission refusal = Admission::kAdmitted;
+  EXPECT_EQ(churn(gate, "uid:1000", 10, &refusal), 4);
+  EXPECT_EQ(refusal, Admission::kRateLimited);
   EXPECT_EQ(gate.Admit(Open(), "uid:2000", false), Admission::kAdmitted);  // another peer's own bucket
   EXPECT_EQ(gate.Admit(Open(), "uid:0", true), Admission::kAdmitted);      // reserved: never limited
   EXPECT_EQ(gate.Admit(Open(), "uid:0", true), Admission::kAdmitted);
@@ -137,6 +144,11 @@ TEST_F(ConnectionGateTest, APeerOpensAtMostItsRateOfNewConnectionsInBurstsOfItsC
   EXPECT_EQ(gate.Admit(Open(), "uid:1000", false), Admission::kAdmitted);  // one token back
   EXPECT_EQ(gate.Admit(Open(), "uid:1000", false), Admission::kRateLimited);
   EXPECT_EQ(gate.stats().refused_rate, 2u);
+  // A slow rate: the burst is the cap.
+  limits.rate_per_peer = 1;
+  ConnectionGate slow(limits);
+  EXPECT_EQ(churn(slow, "uid:1000", 10, &refusal), 3);
+  EXPECT_EQ(refusal, Admission::kRateLimited);
   // A peer at its cap is refused by the cap, whatever its rate.
   ConnectionGate capped(limits);
   for (int i = 0; i < 3; ++i) ASSERT_EQ(capped.Admit(Open(), "uid:3000", false), Admission::kAdmitted);

@@ -5,18 +5,17 @@
 #include "server/service/tcp_peer.h"
 
 #include <arpa/inet.h>
-#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstring>
-#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "tests/common/ports.h"
 
 namespace devplace::service {
 namespace {
@@ -63,21 +62,6 @@ class Server {
   int port_ = 0;
 };
 
-// The first IPv4 address of an interface that is up and not loopback, if any.
-std::optional<std::string> NodeAddress() {
-  ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return std::nullopt;
-  std::optional<std::string> found;
-  for (const ifaddrs* i = list; i != nullptr && !found; i = i->ifa_next) {
-    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
-    char text[INET_ADDRSTRLEN];
-    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr, text, sizeof text);
-    if (std::string(text).rfind("127.", 0) != 0) found = text;
-  }
-  freeifaddrs(list);
-  return found;
-}
-
 void ExpectTheClientsUser(const std::string& address) {
   Server server(address);
   const int client = server.Connect();
@@ -101,10 +85,10 @@ TEST(TcpPeer, ALoopbackClientIsItsUser) {
 }
 
 TEST(TcpPeer, AClientOnTheNodesOwnAddressIsItsUserNotTheAddress) {
-  const std::optional<std::string> node = NodeAddress();
-  if (!node.has_value()) GTEST_SKIP() << "no non-loopback IPv4 address on this host";
-  EXPECT_TRUE(IsHostAddress(*node));
-  ExpectTheClientsUser(*node);
+  const std::string node = testing::NodeAddress();
+  if (node.empty()) GTEST_SKIP() << "no non-loopback IPv4 address on this host";
+  EXPECT_TRUE(IsHostAddress(node));
+  ExpectTheClientsUser(node);
 }
 
 // A connect-and-close client: by the time the server looks it up, its socket is in FIN-WAIT-2 with
