@@ -50,10 +50,11 @@ struct DaemonConfig {
   int max_receive_bytes = 1 << 20;
   // gRPC resource quota in bytes: kMinMemoryQuota..kMaxMemoryQuota.
   int64_t memory_quota_bytes = int64_t{256} << 20;
-  // Most connections open at once, all ordinary peers together (lowered at start to fit the
-  // descriptor limit: soft RLIMIT_NOFILE - kConnectionReserve - kDescriptorHeadroom) and per peer
-  // (a unix or loopback client's uid, else the client's IP address): 1..1048576. Past either a new
-  // connection is closed at accept. A TLS connection counts from accept, its handshake included.
+  // Most connections open at once, all ordinary peers together (kept below the descriptor limit
+  // at every accept, followed when root changes it: soft RLIMIT_NOFILE - kConnectionReserve -
+  // kDescriptorHeadroom) and per peer (a client's uid on a unix socket or over TCP from this host,
+  // else the client's IP address): 1..1048576. Past either a new connection is closed at accept.
+  // A TLS connection counts from accept, its handshake included.
   int max_connections = 4096;
   int max_connections_per_peer = 128;
   // New connections a peer may open per second, in bursts of up to a second's worth or its cap

@@ -463,8 +463,7 @@ void Daemon::CheckConnections() {
   const int open = gate_->Sweep();
   LogMaxConnections(gate_->EffectiveMaxTotal());
   const service::ConnectionGate::Stats stats = gate_->stats();
-  const uint64_t refused =
-      stats.refused_peer + stats.refused_total + stats.refused_unowned + stats.refused_rate + stats.timed_out;
+  const uint64_t refused = stats.unserved();
   if (refused != reported_refused_) {
     spdlog::warn("event=connections_refused count={} peer_cap_total={} total_cap_total={} unowned_cap_total={} "
                  "rate_total={} handshake_timeout_total={} open={} max_connections={} max_connections_per_peer={}",
@@ -473,8 +472,7 @@ void Daemon::CheckConnections() {
     reported_refused_ = refused;
   }
   const service::ConnectionGate::Stats m = metrics_gate_->stats();
-  if (const uint64_t metrics_refused = m.refused_peer + m.refused_total + m.refused_unowned + m.refused_rate + m.timed_out;
-      metrics_refused != reported_metrics_refused_) {
+  if (const uint64_t metrics_refused = m.unserved(); metrics_refused != reported_metrics_refused_) {
     spdlog::warn("event=metrics_connections_refused count={} peer_cap_total={} total_cap_total={} unowned_cap_total={} "
                  "rate_total={} request_timeout_total={} open={}",
                  metrics_refused - reported_metrics_refused_, m.refused_peer, m.refused_total, m.refused_unowned,

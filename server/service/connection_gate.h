@@ -108,6 +108,8 @@ class ConnectionGate {
     uint64_t refused_unowned = 0;    // refused: the unowned connections' cap
     uint64_t refused_rate = 0;       // refused: the peer's rate of new connections
     uint64_t timed_out = 0;          // released as timed out (Release)
+    // Every connection closed without being served: refused for any reason, or timed out.
+    uint64_t unserved() const { return refused_peer + refused_total + refused_unowned + refused_rate + timed_out; }
   };
   Stats stats() const;
   // The peak since the last call, then restarts it from the current count.
