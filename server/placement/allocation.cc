@@ -95,12 +95,13 @@ absl::Status CheckBounds(const v1::DeviceAllocation& allocation) {
 // The value of attribute `name` of `d`: spelled `name` or "<driver>/<name>" (the driver's own
 // domain); a qualified `name` only as itself. Null when absent or empty.
 const std::string* Attribute(const v1::AllocatedDevice& d, absl::string_view name) {
-  for (const std::string& key : {std::string(name), absl::StrCat(d.driver(), "/", name)}) {
+  const auto find = [&d](const std::string& key) -> const std::string* {
     const auto it = d.attributes().find(key);
-    if (it != d.attributes().end() && !it->second.empty()) return &it->second;
-    if (absl::StrContains(name, '/')) break;
-  }
-  return nullptr;
+    return it != d.attributes().end() && !it->second.empty() ? &it->second : nullptr;
+  };
+  const std::string* value = find(std::string(name));
+  if (value != nullptr || absl::StrContains(name, '/')) return value;
+  return find(absl::StrCat(d.driver(), "/", name));  // built only when the plain spelling is absent
 }
 
 std::optional<int64_t> IntAttribute(const v1::AllocatedDevice& d, absl::string_view name) {
@@ -188,10 +189,16 @@ std::vector<Identity> Identities(const v1::AllocatedDevice& d, v1::Row row, cons
   if (const std::string* uuid = Attribute(d, "uuid")) {
     out.push_back({absl::StrCat("uuid ", *uuid), Find(index.uuid, absl::AsciiStrToLower(*uuid))});
   }
+  // The PCI spellings usually carry one address: it is normalized once.
+  const std::string* normalized_from = nullptr;
+  absl::StatusOr<std::string> pci = absl::NotFoundError("none");
   for (absl::string_view key : kPciAttributes) {
     const std::string* value = Attribute(d, key);
     if (value == nullptr) continue;
-    absl::StatusOr<std::string> pci = NormalizePciBusId(*value);
+    if (normalized_from == nullptr || *normalized_from != *value) {
+      pci = NormalizePciBusId(*value);
+      normalized_from = value;
+    }
     if (!pci.ok()) continue;
     out.push_back({absl::StrCat(key, " ", *value), Find(index.pci, *pci)});
   }
@@ -276,11 +283,13 @@ absl::StatusOr<JobAllocation> MatchAllocation(const v1::Inventory& inventory, co
                                              ", by ", by->what));
       continue;
     }
-    std::vector<std::string> tried;
-    for (const Identity& id : identities) tried.push_back(id.what);
-    const std::string tried_text =
-        tried.empty() ? "it carries no attribute devplace identifies hardware by (uuid, a PCI address)"
-                      : absl::StrCat("no single inventory device has ", absl::StrJoin(tried, ", or "));
+    std::string tried_text = "it carries no attribute devplace identifies hardware by (uuid, a PCI address)";
+    if (!identities.empty()) {
+      tried_text = "no single inventory device has ";
+      absl::StrAppend(&tried_text, absl::StrJoin(identities, ", or ", [](std::string* out, const Identity& id) {
+                        out->append(id.what);
+                      }));
+    }
     if (row == v1::ROW_UNSPECIFIED) {
       out.explanation.push_back(absl::StrCat("P-DRA ", Describe(d), " is not an accelerator of this host's inventory (",
                                              tried_text, "): ignored"));
