@@ -114,7 +114,8 @@ int RunTaskProlog() {
       for (const auto& [k, v] : *exports) (*s.mutable_fields())[k].set_string_value(v);
       return PrintJson(s);
     }
-    // Values are numbers and commas only: nothing to quote.
+    // TaskPrologExports checked every name and value (names once, values digits and commas only):
+    // nothing to quote, and no line can override another.
     for (const auto& [k, v] : *exports) absl::StrAppend(&out, "export ", k, "=", v, "\n");
     std::fputs(out.c_str(), stdout);
     std::fflush(stdout);
@@ -145,8 +146,10 @@ Command SlurmTaskPrologCommand() {
           "row's mask variable (CUDA_VISIBLE_DEVICES, ASCEND_RT_VISIBLE_DEVICES, HABANA_VISIBLE_MODULES,\n"
           "...) with exactly the allocated devices in the job's own numbering, checked by devplace's\n"
           "visibility rules; rows with nothing allocated are hidden. LOCAL_RANK and WORLD_SIZE come from\n"
-          "SLURM_LOCALID and SLURM_NTASKS where unset. An allocation no value can express exactly is an\n"
-          "error (exit 1, nothing printed): the allocation is never widened.",
+          "SLURM_LOCALID and SLURM_NTASKS where unset (decimal integers, checked; anything else is an\n"
+          "error). An allocation no value can express exactly is an error naming the cause (device nodes\n"
+          "the task cannot open, a mask no value makes exact, or both): exit 1, nothing printed; the\n"
+          "allocation is never widened.",
           {"inventory", "step_numbering"}, &RunTaskProlog};
 }
 

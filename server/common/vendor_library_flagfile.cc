@@ -6,7 +6,10 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_split.h"
+#include "server/common/host_file.h"
 #include "server/common/vendor_libraries.h"
 
 namespace {
@@ -48,14 +51,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s TEMPLATE OUTPUT\n", argv[0]);
     return 2;
   }
-  std::ifstream in(argv[1]);
-  if (!in) {
-    std::fprintf(stderr, "%s: cannot read %s\n", argv[0], argv[1]);
+  const absl::StatusOr<std::string> text = devplace::ReadHostFile(argv[1]);
+  if (!text.ok()) {
+    std::fprintf(stderr, "%s: %s\n", argv[0], std::string(text.status().message()).c_str());
     return 1;
   }
+  std::vector<absl::string_view> lines = absl::StrSplit(*text, '\n');
+  if (!lines.empty() && lines.back().empty()) lines.pop_back();  // the last line's '\n' ends it
   std::ostringstream out;
   int markers = 0;
-  for (std::string line; std::getline(in, line);) {
+  for (absl::string_view line : lines) {
     if (line == kMarker) {
       out << LibraryLines();
       ++markers;

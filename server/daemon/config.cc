@@ -33,7 +33,7 @@ std::string SiblingBinary(const std::string& name, const std::string& subdir) {
   const std::filesystem::path dir = self.parent_path();
   for (const std::filesystem::path& candidate :
        {dir / name, dir / subdir / name, dir.parent_path() / "lib" / "devplace" / name}) {
-    if (std::filesystem::exists(candidate)) return candidate.string();
+    if (std::filesystem::exists(candidate, ec)) return candidate.string();
   }
   return "";
 }
@@ -147,8 +147,14 @@ absl::Status CheckLimits(const DaemonConfig& config) {
 
 // --host_root, --probe_command and --torch_probe_command.
 absl::Status CheckProbes(const DaemonConfig& config, ValidConfig& out) {
-  if (!std::filesystem::is_directory(config.host_root)) {
-    return Bad(absl::StrCat("--host_root=", config.host_root, " is not a readable directory"));
+  // The non-throwing overloads: a name too long or a directory on the way that cannot be searched
+  // is an error line, not an exception.
+  std::error_code ec;
+  if (!std::filesystem::is_directory(config.host_root, ec)) {
+    return Bad(absl::StrCat("--host_root=", config.host_root, " is not a readable directory",
+                            ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory
+                                ? absl::StrCat(" (", ec.message(), ")")
+                                : ""));
   }
   std::string probe = config.probe_command;
   if (probe.empty()) probe = SiblingBinary("devplace-probe", "probe");
@@ -170,11 +176,12 @@ absl::Status CheckNfd(const DaemonConfig& config) {
   if (const std::string& nfd_file = config.nfd_features_file; !nfd_file.empty()) {
     const std::filesystem::path nfd_path(nfd_file);
     const std::filesystem::path nfd_dir = nfd_path.has_parent_path() ? nfd_path.parent_path() : ".";
-    if (!nfd_path.has_filename() || !std::filesystem::is_directory(nfd_dir)) {
+    std::error_code ec;
+    if (!nfd_path.has_filename() || !std::filesystem::is_directory(nfd_dir, ec)) {
       return Bad(absl::StrCat("--nfd_features_file=", nfd_file,
                               ": needs a file name in an existing directory (e.g. NFD's features.d)"));
     }
-    if (std::filesystem::is_directory(nfd_path)) {
+    if (std::filesystem::is_directory(nfd_path, ec)) {
       return Bad(absl::StrCat("--nfd_features_file=", nfd_file, ": is a directory; name a file inside it"));
     }
     // The directory must be one no other user controls (the daemon, often root, writes there).

@@ -4,9 +4,6 @@
 // give. See flags.h for the contract.
 #include "server/daemon/flags.h"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <set>
 
 #include "absl/flags/commandlineflag.h"
@@ -20,8 +17,10 @@
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "server/common/flag_errors.h"
+#include "server/common/host_file.h"
 #include "server/common/vendor_library_flags.h"
 #include "server/common/version.h"
+#include "server/placement/versions.h"
 
 namespace {
 
@@ -179,7 +178,11 @@ void SetUpFlagUsage() {
     const size_t slash = file.rfind('/');
     return std::string(slash == absl::string_view::npos ? file : file.substr(slash + 1));
   };
-  usage_config.version_string = [] { return absl::StrCat("devplaced ", kVersion, "\n"); };
+  // The version, then the newest library releases whose rules this daemon has (V-SKEW: a job's newer
+  // release gets these, with a warning).
+  usage_config.version_string = [] {
+    return absl::StrCat("devplaced ", kVersion, " (newest rules: ", placement::NewestRules(), ")\n");
+  };
   absl::SetFlagsUsageConfig(usage_config);
 }
 
@@ -210,13 +213,14 @@ std::optional<std::string> CheckFlags(const std::vector<std::string>& args, bool
     if (name == "flagfile") {
       if (depth > 8) return "--flagfile: files include each other more than 8 deep";
       for (absl::string_view file : absl::StrSplit(*value, ',', absl::SkipEmpty())) {
-        std::ifstream in{std::string(file)};
-        if (!in) {
-          return absl::StrCat("--flagfile=", file, ": cannot read it (", strerror(errno),
+        // A regular file of at most 1 MiB (a FIFO would hang the start, a device node run its driver).
+        const absl::StatusOr<std::string> text = ReadHostFile(file);
+        if (!text.ok()) {
+          return absl::StrCat("--flagfile=", file, ": cannot read it (", text.status().message(),
                               "); a flag file holds one --flag=value per line");
         }
         std::vector<std::string> lines;
-        for (std::string line; std::getline(in, line);) {
+        for (absl::string_view line : absl::StrSplit(*text, '\n')) {
           absl::string_view l = absl::StripAsciiWhitespace(line);
           if (!l.empty() && l[0] != '#') lines.emplace_back(l);
         }

@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
+#include <optional>
 #include <set>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -87,10 +90,16 @@ absl::StatusOr<std::set<const v1::Device*>> DevicesUnder(const v1::Backend& back
   return VisibleDevices(backend, env, job_devices);
 }
 
-// The value of `var` that makes exactly `wanted` visible: every id (0..255) whose devices all lie
-// in `wanted`, ascending; checked by ComputeVisibility. Empty `wanted`: the value that hides all.
-absl::StatusOr<std::string> MaskValue(const v1::Backend& backend, const placement::Env& env, const std::string& var,
-                                      const std::set<const v1::Device*>& wanted, const v1::JobDevices* job_devices) {
+// The closest value of `var` to `wanted`: every id (0..255) whose devices all lie in `wanted`,
+// ascending (empty `wanted`: the value that hides all), and what the job sees under it
+// (ComputeVisibility); `exact` when that is `wanted`.
+struct MaskTry {
+  std::string value;
+  absl::StatusOr<std::set<const v1::Device*>> shown;
+  bool exact = false;
+};
+MaskTry TryMask(const v1::Backend& backend, const placement::Env& env, const std::string& var,
+                const std::set<const v1::Device*>& wanted, const v1::JobDevices* job_devices) {
   std::vector<int> ids;
   if (!wanted.empty()) {
     for (int id = 0; id < 256; ++id) {
@@ -99,15 +108,98 @@ absl::StatusOr<std::string> MaskValue(const v1::Backend& backend, const placemen
       if (std::includes(wanted.begin(), wanted.end(), seen->begin(), seen->end())) ids.push_back(id);
     }
   }
-  const std::string value = absl::StrJoin(ids, ",");
-  absl::StatusOr<std::set<const v1::Device*>> check = DevicesUnder(backend, env, var, value, job_devices);
-  if (!check.ok() || *check != wanted) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "no value of ", var, " selects exactly the ", wanted.size(), " ", backend.hardware(),
-        " device(s) Slurm allocated to this step", wanted.empty() ? " (none)" : "",
-        " as this job numbers them; refusing to widen the allocation"));
+  MaskTry out;
+  out.value = absl::StrJoin(ids, ",");
+  out.shown = DevicesUnder(backend, env, var, out.value, job_devices);
+  out.exact = out.shown.ok() && *out.shown == wanted;
+  return out;
+}
+
+// "host #1 (/dev/nvidia1)": a device as the messages name it.
+std::string Named(const v1::Device& d) {
+  return absl::StrCat("host #", d.host_index(), d.device_nodes().empty() ? "" : absl::StrCat(" (", d.device_nodes(0), ")"));
+}
+// The devices in host order (a set of pointers is in address order).
+std::vector<const v1::Device*> InHostOrder(const std::set<const v1::Device*>& devices) {
+  std::vector<const v1::Device*> out(devices.begin(), devices.end());
+  std::sort(out.begin(), out.end(), [](const v1::Device* a, const v1::Device* b) { return a->host_index() < b->host_index(); });
+  return out;
+}
+std::string Named(const std::set<const v1::Device*>& devices) {
+  if (devices.empty()) return "none";
+  return absl::StrJoin(InHostOrder(devices), ", ", [](std::string* o, const v1::Device* d) { absl::StrAppend(o, Named(*d)); });
+}
+
+// "shows <what the job sees under the tried value>", or "is not accepted: <why>".
+std::string Shown(const MaskTry& t) {
+  return t.shown.ok() ? absl::StrCat("shows ", Named(*t.shown)) : absl::StrCat("is not accepted: ", t.shown.status().message());
+}
+
+// Whether the task can open one of the device's nodes (P1: job_devices lists it; unknown, nullptr: yes).
+bool TaskOpens(const v1::Device& d, const v1::JobDevices* job_devices) {
+  if (job_devices == nullptr) return true;
+  const auto& listed = job_devices->device_nodes();
+  return std::any_of(d.device_nodes().begin(), d.device_nodes().end(), [&](const std::string& n) {
+    return std::find(listed.begin(), listed.end(), n) != listed.end();
+  });
+}
+
+// Why no value of the row's variables selects exactly `wanted` (FAILED_PRECONDITION): device nodes
+// the task cannot open (no mask shows a device whose node is missing from its /dev), a mask that no
+// value makes exact in the job's numbering (the ones it can open, selected, show other devices),
+// or both. Only the row's first variable is named: it is the one the job's runtime reads first.
+absl::Status NoExactMask(const v1::Backend& backend, const placement::BackendSpec& spec, const placement::Env& env,
+                         const std::set<const v1::Device*>& wanted, const v1::JobDevices* job_devices) {
+  std::set<const v1::Device*> unopened, opened;
+  for (const v1::Device* d : wanted) (TaskOpens(*d, job_devices) ? opened : unopened).insert(d);
+  bool opened_exact = false;
+  MaskTry closest;
+  for (absl::string_view candidate : spec.mask_variables) {
+    MaskTry t = TryMask(backend, env, std::string(candidate), opened, job_devices);
+    if (candidate == spec.mask_variables.front()) closest = t;
+    if (t.exact) {
+      opened_exact = true;
+      break;
+    }
   }
-  return value;
+  const absl::string_view var = spec.mask_variables.front();
+  if (wanted.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Slurm allocated no ", backend.hardware(), " device to this step, but no value of ", var, " hides the row's ",
+        backend.devices_size(), " device(s) (", var, "=", closest.value, " ", Shown(closest),
+        "); refusing to widen the allocation"));
+  }
+  std::string why = absl::StrCat("Slurm allocated ", wanted.size(), " ", backend.hardware(), " device(s) to this step (",
+                                 Named(wanted), "), but ");
+  if (!unopened.empty()) {
+    std::vector<std::string> nodes;
+    for (const v1::Device* d : InHostOrder(unopened)) nodes.insert(nodes.end(), d->device_nodes().begin(), d->device_nodes().end());
+    absl::StrAppend(&why, "the task cannot open the device node of ", unopened.size(), " of them (",
+                    absl::StrJoin(nodes, ", "), " not in its /dev: the step's cgroup or container does not give it",
+                    " those nodes; with ConstrainDevices=yes, gres.conf's File= must name them), and no value of ",
+                    var, " shows a device whose node the task cannot open");
+  }
+  if (!opened_exact) {
+    absl::StrAppend(&why, unopened.empty() ? "" : "; and ", "no value of ", var, " selects exactly ",
+                    unopened.empty() ? "them" : absl::StrCat("the ", opened.size(), " it can open"),
+                    " as the job numbers them (the closest, ", var, "=", closest.value, ", ", Shown(closest), ")");
+  }
+  return absl::FailedPreconditionError(absl::StrCat(why, "; refusing to widen the allocation"));
+}
+
+// Slurm's numbers (task ids, counts, GPU numbers): decimal digits only (no sign, no spaces, no
+// newline), at most 10 of them, within [min, max].
+std::optional<int64_t> SlurmNumber(absl::string_view text, int64_t min, int64_t max) {
+  if (text.empty() || text.size() > 10 || !std::all_of(text.begin(), text.end(), absl::ascii_isdigit)) return std::nullopt;
+  int64_t n = 0;
+  if (!absl::SimpleAtoi(text, &n) || n < min || n > max) return std::nullopt;
+  return n;
+}
+
+// A variable's value in a message: C-escaped (a newline shows as \n), cut to 64 bytes.
+std::string Quoted(absl::string_view value) {
+  constexpr size_t kMax = 64;
+  return absl::StrCat("'", absl::CHexEscape(value.substr(0, kMax)), value.size() > kMax ? "'..." : "'");
 }
 
 }  // namespace
@@ -266,18 +358,19 @@ absl::StatusOr<Exports> TaskPrologExports(const v1::Inventory& inventory, const 
     const std::vector<GresDevice> devices = GresDevices(inventory, GresNaming::kGpu);
     std::set<const v1::Device*> allocated;
     for (absl::string_view e : absl::StrSplit(*alloc, ',', absl::SkipEmpty())) {
-      int n = -1;
-      if (!absl::SimpleAtoi(e, &n) || n < 0) {
-        return absl::InvalidArgumentError(absl::StrCat(alloc_var, "='", *alloc, "': entry '", e,
-                                                       "' is not a GPU number (accepted: comma list of numbers)"));
+      const std::optional<int64_t> number = SlurmNumber(e, 0, INT32_MAX);
+      if (!number) {
+        return absl::InvalidArgumentError(absl::StrCat(alloc_var, "=", Quoted(*alloc), ": entry ", Quoted(e),
+                                                       " is not a GPU number (accepted: comma list of numbers)"));
       }
+      const int n = static_cast<int>(*number);
       std::vector<const GresDevice*> hits;
       for (size_t i = 0; i < devices.size(); ++i) {
         if (numbering == StepNumbering::kIndex ? static_cast<int>(i) == n : devices[i].dev_num == n) hits.push_back(&devices[i]);
       }
       if (hits.size() != 1) {
         return absl::InvalidArgumentError(absl::StrCat(
-            alloc_var, "='", *alloc, "': ", n, hits.empty() ? " names no" : " names more than one",
+            alloc_var, "=", Quoted(*alloc), ": ", n, hits.empty() ? " names no" : " names more than one",
             " gpu record of `devplace slurm gres` on this host (numbering ",
             numbering == StepNumbering::kIndex ? "index" : "dev_num", ")"));
       }
@@ -297,16 +390,16 @@ absl::StatusOr<Exports> TaskPrologExports(const v1::Inventory& inventory, const 
       for (const v1::Device& d : b.devices()) {
         if (allocated.count(&d) > 0) wanted.insert(&d);
       }
-      absl::StatusOr<std::string> value;
+      MaskTry mask;
       std::string var;
       for (absl::string_view candidate : spec->mask_variables) {
         var = std::string(candidate);
-        value = MaskValue(b, job_env, var, wanted, job_devices);
-        if (value.ok()) break;
+        mask = TryMask(b, job_env, var, wanted, job_devices);
+        if (mask.exact) break;
       }
-      if (!value.ok()) return value.status();
-      job_env[var] = *value;
-      out.emplace_back(var, *value);
+      if (!mask.exact) return NoExactMask(b, *spec, job_env, wanted, job_devices);
+      job_env[var] = mask.value;
+      out.emplace_back(var, mask.value);
       rows.emplace_back(&b, std::move(wanted));
     }
     for (const auto& [b, wanted] : rows) {
@@ -318,8 +411,41 @@ absl::StatusOr<Exports> TaskPrologExports(const v1::Inventory& inventory, const 
       }
     }
   }
-  for (const auto& [to, from] : {std::pair{"LOCAL_RANK", "SLURM_LOCALID"}, std::pair{"WORLD_SIZE", "SLURM_NTASKS"}}) {
-    if (get(to) == nullptr && get(from) != nullptr) out.emplace_back(to, *get(from));
+  // Ranks: only values checked here are exported (a value printed verbatim could carry a newline
+  // and a later `export` line of its own). The daemon's bounds: local_rank 0..2^31-2, below
+  // world_size 1..2^31-1 (server/placement/request.cc).
+  std::optional<int64_t> rank, size;
+  if (get("LOCAL_RANK") == nullptr && get("SLURM_LOCALID") != nullptr) {
+    rank = SlurmNumber(*get("SLURM_LOCALID"), 0, INT32_MAX - 1);
+    if (!rank) {
+      return absl::InvalidArgumentError(absl::StrCat("SLURM_LOCALID=", Quoted(*get("SLURM_LOCALID")),
+                                                     ": not a task id; accepted: a decimal integer 0..", INT32_MAX - 1));
+    }
+  }
+  if (get("WORLD_SIZE") == nullptr && get("SLURM_NTASKS") != nullptr) {
+    size = SlurmNumber(*get("SLURM_NTASKS"), 1, INT32_MAX);
+    if (!size) {
+      return absl::InvalidArgumentError(absl::StrCat("SLURM_NTASKS=", Quoted(*get("SLURM_NTASKS")),
+                                                     ": not a task count; accepted: a decimal integer 1..", INT32_MAX));
+    }
+  }
+  if (rank && size && *rank >= *size) {
+    return absl::InvalidArgumentError(absl::StrCat("SLURM_LOCALID=", *rank, " is not below SLURM_NTASKS=", *size,
+                                                   "; accepted: 0..", *size - 1));
+  }
+  if (rank) out.emplace_back("LOCAL_RANK", absl::StrCat(*rank));
+  if (size) out.emplace_back("WORLD_SIZE", absl::StrCat(*size));
+  // What is printed cannot override anything: each name once, names [A-Z0-9_], values [0-9,].
+  std::set<std::string> names;
+  for (const auto& [name, value] : out) {
+    const bool name_ok = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+      return absl::ascii_isupper(static_cast<unsigned char>(c)) || absl::ascii_isdigit(static_cast<unsigned char>(c)) || c == '_';
+    });
+    const bool value_ok = std::all_of(value.begin(), value.end(), [](char c) { return absl::ascii_isdigit(c) || c == ','; });
+    if (!name_ok || !value_ok || !names.insert(name).second) {
+      return absl::InternalError(absl::StrCat("task prolog: refusing to print ", name, "=", Quoted(value),
+                                              " (each name once, values digits and commas only)"));
+    }
   }
   return out;
 }

@@ -87,9 +87,20 @@ absl::StatusOr<StepNumbering> ParseStepNumbering(absl::string_view text);  // "d
 //    allocated devices in the job's numbering (`job_devices` as in ComputeVisibility), checked
 //    by ComputeVisibility; a row with nothing allocated gets the value that hides it. Never
 //    wider than the allocation: when no value selects exactly the allocation, an error.
-//  - LOCAL_RANK from SLURM_LOCALID and WORLD_SIZE from SLURM_NTASKS, each only when unset.
-// Errors: INVALID_ARGUMENT naming the variable for an entry that is not a number or names no
-// record (or names two: 22.05 numbering with equal file numbers in two rows).
+//  - LOCAL_RANK from SLURM_LOCALID and WORLD_SIZE from SLURM_NTASKS, each only when unset, and
+//    only as checked here: decimal digits (no sign, space or newline), SLURM_LOCALID 0..2^31-2,
+//    SLURM_NTASKS 1..2^31-1, the one below the other (the daemon's bounds for local_rank and
+//    world_size, server/placement/request.cc).
+// What it returns can be printed as `export NAME=value` lines that no line can override: each
+// name once, names of [A-Z0-9_], values of digits and commas only (INTERNAL otherwise).
+// Errors (nothing is to be printed on any):
+//  - INVALID_ARGUMENT naming the variable (its value C-escaped, cut to 64 bytes) for an allocation
+//    entry that is not a decimal number or names no record (or names two: 22.05 numbering with
+//    equal file numbers in two rows), or a SLURM_LOCALID / SLURM_NTASKS outside the forms above;
+//  - FAILED_PRECONDITION when no value selects exactly a row's allocation, naming the cause: the
+//    allocated devices whose nodes the task cannot open (not in `job_devices`), a mask that no
+//    value makes exact in the job's numbering (with the closest value and what it shows), or
+//    both; or when one row's export changes what another row sees.
 using Exports = std::vector<std::pair<std::string, std::string>>;
 absl::StatusOr<Exports> TaskPrologExports(const v1::Inventory& inventory, const std::map<std::string, std::string>& env,
                                           const v1::JobDevices* job_devices, StepNumbering numbering);

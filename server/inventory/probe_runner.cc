@@ -15,7 +15,6 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <fstream>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -28,6 +27,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "server/common/host_file.h"
 
 extern char** environ;
 
@@ -35,6 +35,10 @@ namespace devplace::inventory {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// /proc/<pid>/stat is one line of about 300 bytes (comm is at most 16); the fields read here
+// (pid, comm, state, ppid) come first.
+constexpr size_t kProcStatMaxBytes = 4096;
 
 // Probe children that a Run() still owns (spawned, not yet reaped), for the orphan sweep.
 std::mutex g_children_mu;
@@ -234,9 +238,12 @@ int KillEscapedProbeProcesses() {
   while (const dirent* entry = readdir(proc)) {
     pid_t pid = 0;
     if (!absl::SimpleAtoi(entry->d_name, &pid) || pid == self) continue;
-    // /proc/PID/stat: "pid (comm) state ppid ..."; comm may hold spaces and parentheses.
-    std::ifstream in(absl::StrCat("/proc/", entry->d_name, "/stat"));
-    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // /proc/PID/stat: "pid (comm) state ppid ..."; comm may hold spaces and parentheses. A process
+    // that ends while this runs fails the read (ESRCH, NOT_FOUND here): not one to kill.
+    const absl::StatusOr<std::string> read =
+        ReadHostFile(absl::StrCat("/proc/", entry->d_name, "/stat"), kProcStatMaxBytes, HostFileLimit::kTruncate);
+    if (!read.ok()) continue;
+    const std::string& stat = *read;
     const size_t close = stat.rfind(')');
     if (close == std::string::npos) continue;
     std::vector<absl::string_view> fields = absl::StrSplit(absl::string_view(stat).substr(close + 1), ' ', absl::SkipEmpty());

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <utility>
 
@@ -17,7 +16,9 @@
 #include "absl/strings/strip.h"
 #include "google/protobuf/util/time_util.h"
 #include "prometheus/gauge.h"
+#include "server/common/host_file.h"
 #include "server/common/version.h"
+#include "server/placement/versions.h"
 
 namespace devplace::metrics {
 namespace {
@@ -25,6 +26,9 @@ namespace {
 using prometheus::ClientMetric;
 using prometheus::MetricFamily;
 using prometheus::MetricType;
+
+// /proc/<pid>/stat is one line of about 300 bytes, /proc/<pid>/limits about 1.5 KiB.
+constexpr size_t kProcFileMaxBytes = 64 << 10;
 
 MetricFamily Gauge(std::string name, std::string help) {
   MetricFamily family;
@@ -138,9 +142,12 @@ std::vector<MetricFamily> InventoryCollector::Collect() const {
 void RegisterBuildInfo(prometheus::Registry& registry) {
   prometheus::BuildGauge()
       .Name("devplace_build_info")
-      .Help("A constant 1 labelled with the version of this devplaced")
+      .Help("A constant 1 labelled with the version of this devplaced and the newest Transformers and Accelerate "
+            "releases its rules know (a job's newer release gets these rules, with a warning)")
       .Register(registry)
-      .Add({{"version", kVersion}})
+      .Add({{"version", kVersion},
+            {"newest_transformers", placement::NewestVersion(placement::Library::kTransformers).ToString()},
+            {"newest_accelerate", placement::NewestVersion(placement::Library::kAccelerate).ToString()}})
       .Set(1);
 }
 
@@ -192,8 +199,8 @@ std::vector<MetricFamily> ProcessCollector::Collect() const {
     out.push_back(std::move(family));
   };
   // /proc/<pid>/stat: fields after the parenthesised command name, numbered from 3 (state).
-  std::ifstream stat_file(proc_self_ + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(stat_file)), std::istreambuf_iterator<char>());
+  // A file that cannot be read (a process that ended fails the read with ESRCH) gives no values.
+  const std::string stat = ReadHostFile(proc_self_ + "/stat", kProcFileMaxBytes, HostFileLimit::kTruncate).value_or("");
   const size_t close = stat.rfind(')');
   const long ticks = sysconf(_SC_CLK_TCK);
   const long page = sysconf(_SC_PAGESIZE);
@@ -216,12 +223,12 @@ std::vector<MetricFamily> ProcessCollector::Collect() const {
     }
     if (field(23, &vsize)) gauge("process_virtual_memory_bytes", "Virtual memory size in bytes", vsize);
     if (field(24, &rss)) gauge("process_resident_memory_bytes", "Resident memory size in bytes", rss * page);
-    // Start time: clock ticks after boot; boot time is /proc/stat's btime.
-    std::ifstream proc_stat("/proc/stat");
-    std::string line;
+    // Start time: clock ticks after boot; boot time is /proc/stat's btime (after the intr line,
+    // which grows with the host's interrupts).
+    const std::string proc_stat = ReadHostFile("/proc/stat", kHostFileMaxBytes, HostFileLimit::kTruncate).value_or("");
     double btime = -1;
-    while (std::getline(proc_stat, line)) {
-      if (absl::StartsWith(line, "btime ") && absl::SimpleAtod(line.substr(6), &btime)) break;
+    for (absl::string_view line : absl::StrSplit(proc_stat, '\n')) {
+      if (absl::ConsumePrefix(&line, "btime ") && absl::SimpleAtod(line, &btime)) break;
     }
     if (btime >= 0 && field(22, &start)) {
       gauge("process_start_time_seconds", "Start time of the process since the unix epoch, in seconds",
@@ -232,11 +239,10 @@ std::vector<MetricFamily> ProcessCollector::Collect() const {
   double fds = 0;
   for (std::filesystem::directory_iterator it(proc_self_ + "/fd", ec), end; !ec && it != end; it.increment(ec)) ++fds;
   if (!ec) gauge("process_open_fds", "Open file descriptors", fds);
-  std::ifstream limits(proc_self_ + "/limits");
-  std::string line;
-  while (std::getline(limits, line)) {
-    if (!absl::StartsWith(line, "Max open files")) continue;
-    const std::vector<std::string> words = absl::StrSplit(line.substr(14), ' ', absl::SkipEmpty());
+  const std::string limits = ReadHostFile(proc_self_ + "/limits", kProcFileMaxBytes, HostFileLimit::kTruncate).value_or("");
+  for (absl::string_view line : absl::StrSplit(limits, '\n')) {
+    if (!absl::ConsumePrefix(&line, "Max open files")) continue;
+    const std::vector<absl::string_view> words = absl::StrSplit(line, ' ', absl::SkipEmpty());
     double soft = 0;
     if (!words.empty() && absl::SimpleAtod(words[0], &soft)) {
       gauge("process_max_fds", "Limit on open file descriptors (soft)", soft);

@@ -6,22 +6,24 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "server/common/host_file.h"
 
 namespace devplace::probe {
 namespace {
 
 // This process's address space now (VmSize), in bytes; 0 when /proc/self/statm cannot be read.
 uint64_t AddressSpaceBytes() {
-  std::ifstream statm("/proc/self/statm");
+  // statm: "size resident shared text lib data dt" in pages, one short line.
+  const absl::StatusOr<std::string> statm = ReadHostFile("/proc/self/statm", 4096, HostFileLimit::kTruncate);
   uint64_t pages = 0;
-  if (!(statm >> pages)) return 0;
+  if (!statm.ok() || !absl::SimpleAtoi(absl::string_view(*statm).substr(0, statm->find(' ')), &pages)) return 0;
   return pages * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
 }
 

@@ -8,8 +8,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <utility>
 #include <vector>
 
@@ -25,6 +23,7 @@
 #include "grpcpp/security/tls_certificate_provider.h"
 #include "grpcpp/security/tls_credentials_options.h"
 #include "server/common/address.h"
+#include "server/common/host_file.h"
 
 namespace devplace::service {
 namespace {
@@ -50,12 +49,11 @@ absl::StatusOr<std::string> ReadPem(absl::string_view flag, const std::string& p
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return Bad(flag, path, absl::StrCat("cannot read: ", std::strerror(errno)));
   if (!S_ISREG(st.st_mode)) return Bad(flag, path, "not a regular file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Bad(flag, path, absl::StrCat("cannot read: ", std::strerror(errno)));
-  std::stringstream content;
-  content << in.rdbuf();
-  if (content.str().empty()) return Bad(flag, path, "the file is empty; want PEM");
-  return content.str();
+  // At most kHostFileMaxBytes (1 MiB: a CA bundle of every public root is about 200 KiB).
+  absl::StatusOr<std::string> content = ReadHostFile(path);
+  if (!content.ok()) return Bad(flag, path, content.status().message());
+  if (content->empty()) return Bad(flag, path, "the file is empty; want PEM");
+  return content;
 }
 
 // Every PEM certificate in `pem`, in order; an error when there is none or a block is broken.

@@ -10,7 +10,9 @@ with TaskProlog a wrapper around `devplace slurm task-prolog --inventory`. Then:
     row's Type (`srun --gres=gpu:<type>:1`): each sees the row's mask variable naming exactly the
     device Slurm gave it (SLURM_STEP_GPUS), the two got different devices, and `devplace resolve
     --workload=training` inside the step answers `<type>:0` placed on that host device;
-  - a two-task step with both devices: LOCAL_RANK 0/1 and WORLD_SIZE 2 from the prolog.
+  - a two-task step with both devices: LOCAL_RANK 0/1 and WORLD_SIZE 2 from the prolog;
+  - a step whose prolog is handed a SLURM_LOCALID carrying a newline and `export <mask>=0,1`:
+    the prolog refuses, the step fails and its task never sees the widened mask.
 Exit 77 (skipped) without the Slurm and munge binaries, or when not root.
 
 Usage: slurm_one_node_test.py DEVPLACE_BINARY PROBE_GOLDEN_DIR
@@ -51,8 +53,8 @@ def wait_for(what, predicate, timeout=30):
 
 
 class Cluster:
-    def __init__(self, root, devplace, inventory):
-        self.root, self.devplace, self.inventory = root, devplace, inventory
+    def __init__(self, root, devplace, inventory, mask_var):
+        self.root, self.devplace, self.inventory, self.mask_var = root, devplace, inventory, mask_var
         self.pids = []
 
     def start(self):
@@ -80,7 +82,13 @@ class Cluster:
                 os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
         prolog = os.path.join(r, "task-prolog")
         with open(prolog, "w") as f:
-            f.write(f"#!/bin/sh\nexec {self.devplace} slurm task-prolog --inventory={self.inventory}\n")
+            # DEVPLACE_TEST_INJECT (one step's environment): the prolog is handed a SLURM_LOCALID that
+            # carries a newline and an `export` line of its own, widening the row's mask.
+            f.write("#!/bin/sh\n"
+                    'if [ -n "${DEVPLACE_TEST_INJECT-}" ]; then\n'
+                    f"  SLURM_LOCALID=\"$(printf '0\\nexport {self.mask_var}=0,1')\"; export SLURM_LOCALID\n"
+                    "fi\n"
+                    f"exec {self.devplace} slurm task-prolog --inventory={self.inventory}\n")
         os.chmod(prolog, 0o755)
         inv = json.load(open(self.inventory))
         cores = int(inv["host"]["cpu"]["cores"])
@@ -111,8 +119,8 @@ class Cluster:
         wait_for("node n1 idle", lambda: "idle" in subprocess.run(
             ["sinfo", "-h", "-o", "%t"], env=self.env, capture_output=True, text=True).stdout)
 
-    def srun(self, args, script, timeout=60):
-        return subprocess.run(["srun", "-n1"] + args + ["sh", "-c", script], env=self.env, capture_output=True,
+    def srun(self, args, script, timeout=60, env=None):
+        return subprocess.run(["srun", "-n1"] + args + ["sh", "-c", script], env=env or self.env, capture_output=True,
                               text=True, timeout=timeout, cwd=self.root)
 
     def stop(self):
@@ -151,7 +159,7 @@ def step_view(c, var, args, hold=0):
 def check_host(devplace, golden_dir, host, tmp):
     var, dtype = HOSTS[host]
     inventory = os.path.join(golden_dir, host + ".json")
-    c = Cluster(os.path.join(tmp, host), devplace, inventory)
+    c = Cluster(os.path.join(tmp, host), devplace, inventory, var)
     failures = []
     try:
         c.start()
@@ -184,6 +192,12 @@ def check_host(devplace, golden_dir, host, tmp):
         want = [f"rank={i} local={i} world=2 mask=0,1" for i in (0, 1)]
         if got != want:
             failures.append(f"two-task step printed {got} (stderr {r.stderr.strip()!r}), want {want}")
+        # The injected SLURM_LOCALID: the prolog refuses (exit 1, nothing printed), so the task
+        # does not start and never sees the widened mask.
+        r = c.srun(["--gres=gpu:1"], f'echo "mask=${{{var}-unset}}"', env=dict(c.env, DEVPLACE_TEST_INJECT="1"))
+        if r.returncode == 0 or "mask=0,1" in r.stdout:
+            failures.append(f"injected SLURM_LOCALID: srun exited {r.returncode}, printed {r.stdout.strip()!r} "
+                            f"(stderr {r.stderr.strip()[-300:]!r}); want a failed step that never saw {var}=0,1")
     except Exception as e:  # noqa: BLE001 - report with the daemons' logs
         failures.append(f"{type(e).__name__}: {e}")
     finally:
@@ -192,7 +206,7 @@ def check_host(devplace, golden_dir, host, tmp):
         print(f"FAIL {host}:\n  " + "\n  ".join(failures) + "\n" + c.logs())
         return 1
     print(f"ok   {host}: holder {var}={holder['mask']}, typed {var}={typed['mask']} -> {typed['device']} "
-          f"({typed['placed']}); two tasks LOCAL_RANK 0,1 WORLD_SIZE 2")
+          f"({typed['placed']}); two tasks LOCAL_RANK 0,1 WORLD_SIZE 2; injected SLURM_LOCALID refused")
     return 0
 
 

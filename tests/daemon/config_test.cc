@@ -153,6 +153,20 @@ std::vector<BadCase> BadCases() {
          c.tls = {d.Write("empty.pem", ""), d.File("key.pem"), ""};
        },
        "--tls_cert=<dir>/empty.pem: the file is empty; want PEM"},
+      // A FIFO is never opened (opening it would wait for a writer), nor a file over the 1 MiB cap read.
+      {"tls_fifo_cert",
+       [](DaemonConfig& c, const TempDir& d) {
+         c.listen = "tls:127.0.0.1:0";
+         mkfifo(d.File("fifo.pem").c_str(), 0600);
+         c.tls = {d.File("fifo.pem"), d.File("key.pem"), ""};
+       },
+       "--tls_cert=<dir>/fifo.pem: not a regular file"},
+      {"tls_huge_cert",
+       [](DaemonConfig& c, const TempDir& d) {
+         c.listen = "tls:127.0.0.1:0";
+         c.tls = {d.Write("huge.pem", std::string((1 << 20) + 1, 'A')), d.File("key.pem"), ""};
+       },
+       "--tls_cert=<dir>/huge.pem: not read: <dir>/huge.pem is larger than 1048576 bytes"},
       {"socket_mode_digit", [](DaemonConfig& c, const TempDir&) { c.socket_mode = "0999"; },
        "--socket_mode='0999' is not an octal permission (e.g. 0660)"},
       {"socket_mode_text", [](DaemonConfig& c, const TempDir&) { c.socket_mode = "rw"; },
@@ -214,6 +228,9 @@ std::vector<BadCase> BadCases() {
        "--host_root=<dir>/nonexistent is not a readable directory"},
       {"host_root_file", [](DaemonConfig& c, const TempDir& d) { c.host_root = d.Write("afile", "x"); },
        "--host_root=<dir>/afile is not a readable directory"},
+      // A name the kernel refuses (ENAMETOOLONG) is an error line, not an uncaught filesystem_error.
+      {"host_root_name_too_long", [](DaemonConfig& c, const TempDir& d) { c.host_root = d.File(std::string(5000, 'a')); },
+       "--host_root=<dir>/" + std::string(5000, 'a') + " is not a readable directory (File name too long)"},
       {"probe_missing", [](DaemonConfig& c, const TempDir& d) { c.probe_command = d.File("no-probe"); },
        "--probe_command: '<dir>/no-probe' is not an executable"},
       {"probe_not_on_path", [](DaemonConfig& c, const TempDir&) { c.probe_command = "no-such-probe-on-path"; },
@@ -224,6 +241,10 @@ std::vector<BadCase> BadCases() {
        "--torch_probe_command: '<dir>/no-torch' is not an executable (\"none\" disables it)"},
       {"nfd_no_directory", [](DaemonConfig& c, const TempDir& d) { c.nfd_features_file = d.File("nodir/features"); },
        "--nfd_features_file=<dir>/nodir/features: needs a file name in an existing directory (e.g. NFD's features.d)"},
+      {"nfd_name_too_long",
+       [](DaemonConfig& c, const TempDir& d) { c.nfd_features_file = d.File(std::string(5000, 'a') + "/features"); },
+       "--nfd_features_file=<dir>/" + std::string(5000, 'a') +
+           "/features: needs a file name in an existing directory (e.g. NFD's features.d)"},
       {"nfd_no_file_name",
        [](DaemonConfig& c, const TempDir& d) {
          d.Touch("features.d/");

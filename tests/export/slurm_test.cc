@@ -187,5 +187,116 @@ TEST(SlurmTaskPrologTest, NeverWidensAndSaysWhy) {
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("refusing to widen"));
 }
 
+// A refusal names its cause, not the last variable tried (CUDA_DEVICE_ORDER was blamed when the
+// task simply saw no /dev/nvidia* node).
+TEST(SlurmTaskPrologTest, ARefusalNamesTheRealCause) {
+  const auto refuse = [](const v1::Inventory& inv, const std::string& gpus, const v1::JobDevices* job_devices) {
+    absl::StatusOr<slurm::Exports> out =
+        slurm::TaskPrologExports(inv, {{"SLURM_STEP_GPUS", gpus}}, job_devices, slurm::StepNumbering::kDevNum);
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kFailedPrecondition) << gpus;
+    return std::string(out.status().message());
+  };
+  // Device nodes: a container started without GPU access sees no /dev/nvidia* node.
+  v1::JobDevices none;
+  std::string why = refuse(Probe("nvidia-2x-h100"), "0", &none);
+  EXPECT_EQ(why,
+            "Slurm allocated 1 NVIDIA GPU device(s) to this step (host #0 (/dev/nvidia0)), but the task cannot open the "
+            "device node of 1 of them (/dev/nvidia0 not in its /dev: the step's cgroup or container does not give it "
+            "those nodes; with ConstrainDevices=yes, gres.conf's File= must name them), and no value of "
+            "CUDA_VISIBLE_DEVICES shows a device whose node the task cannot open; refusing to widen the allocation");
+  EXPECT_THAT(why, Not(HasSubstr("CUDA_DEVICE_ORDER")));
+  // A mask no value makes exact: with MIG on GPU 0, CUDA enumerates one MIG instance and nothing
+  // else (E-MIG), so GPUs 0 and 1 together cannot be shown; every node is there (offline: unknown).
+  why = refuse(Probe("nvidia-mig"), "0,1", nullptr);
+  EXPECT_EQ(why,
+            "Slurm allocated 2 NVIDIA GPU device(s) to this step (host #0 (/dev/nvidia0), host #1 (/dev/nvidia1)), but "
+            "no value of CUDA_VISIBLE_DEVICES selects exactly them as the job numbers them (the closest, "
+            "CUDA_VISIBLE_DEVICES=0,1, shows host #0 (/dev/nvidia0)); refusing to widen the allocation");
+  // Both: a third GPU (a copy of GPU 1) whose node the task lacks, and GPUs 0 and 1 as above.
+  v1::Inventory three = Probe("nvidia-mig");
+  for (v1::Backend& b : *three.mutable_backends()) {
+    if (b.row() != v1::ROW_CUDA_NVIDIA) continue;
+    v1::Device& copy = *b.add_devices();
+    copy = b.devices(1);
+    copy.set_host_index(2);
+    copy.set_minor(2);
+    copy.set_pci_bus_id("0000:88:00.0");
+    copy.set_uuid("GPU-00000000-0000-4000-8000-000000000003");
+    copy.set_device_nodes(0, "/dev/nvidia2");
+  }
+  v1::JobDevices first_two;
+  first_two.add_device_nodes("/dev/nvidia0");
+  first_two.add_device_nodes("/dev/nvidia1");
+  why = refuse(three, "0,1,2", &first_two);
+  EXPECT_THAT(why, HasSubstr("the task cannot open the device node of 1 of them (/dev/nvidia2 not in its /dev"));
+  EXPECT_THAT(why, HasSubstr("; and no value of CUDA_VISIBLE_DEVICES selects exactly the 2 it can open as the job "
+                             "numbers them (the closest, CUDA_VISIBLE_DEVICES=0,1, shows host #0 (/dev/nvidia0)); "
+                             "refusing to widen the allocation"));
+  // The same third GPU alone: only the node is missing.
+  why = refuse(three, "2", &first_two);
+  EXPECT_THAT(why, HasSubstr("cannot open the device node of 1 of them (/dev/nvidia2"));
+  EXPECT_THAT(why, Not(HasSubstr("selects exactly")));
+  // A row Slurm allocated nothing of must be hidden; an empty TPU_VISIBLE_CHIPS is no value to
+  // TPU's runtime, an empty ZE_AFFINITY_MASK hides nothing (nodes with an NVIDIA GPU beside them).
+  for (const auto& [other, message] :
+       {std::pair{"tpu-2x-v5e", "Slurm allocated no Google TPU device to this step, but no value of TPU_VISIBLE_CHIPS "
+                                "hides the row's 2 device(s) (TPU_VISIBLE_CHIPS= is not accepted: "},
+        std::pair{"xpu-2x-arc", "Slurm allocated no Intel GPU device to this step, but no value of ZE_AFFINITY_MASK "
+                                "hides the row's 3 device(s) (ZE_AFFINITY_MASK= shows host #0 (/dev/dri/card0), "}}) {
+    v1::Inventory mixed = Probe("nvidia-2x-h100");
+    const v1::Inventory beside = Probe(other);
+    for (const v1::Backend& b : beside.backends()) {
+      if (b.row() != v1::ROW_CPU && b.devices_size() > 0) *mixed.add_backends() = b;
+    }
+    absl::StatusOr<slurm::Exports> out =
+        slurm::TaskPrologExports(mixed, {{"SLURM_STEP_GPUS", "0"}}, nullptr, slurm::StepNumbering::kIndex);
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kFailedPrecondition) << other;
+    EXPECT_THAT(std::string(out.status().message()), HasSubstr(message));
+  }
+}
+
+// Only checked values are exported: a SLURM_LOCALID carrying a newline and an `export` line of its
+// own (which slurmstepd would apply after the real mask, widening it) is refused, and so is every
+// other value that is not a decimal integer in the daemon's range.
+TEST(SlurmTaskPrologTest, ExportsOnlyCheckedRanks) {
+  const v1::Inventory inv = Probe("nvidia-2x-h100");
+  const auto run = [&](const std::map<std::string, std::string>& env) {
+    return slurm::TaskPrologExports(inv, env, nullptr, slurm::StepNumbering::kDevNum);
+  };
+  absl::StatusOr<slurm::Exports> out =
+      run({{"SLURM_STEP_GPUS", "1"}, {"SLURM_LOCALID", "0\nexport CUDA_VISIBLE_DEVICES=0,1"}, {"SLURM_NTASKS", "1"}});
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(out.status().message(),
+            "SLURM_LOCALID='0\\nexport CUDA_VISIBLE_DEVICES=0,1': not a task id; accepted: a decimal integer "
+            "0..2147483646");
+  struct Bad {
+    const char* var;
+    const char* value;
+  };
+  for (const Bad& bad : {Bad{"SLURM_LOCALID", ""}, Bad{"SLURM_LOCALID", "-1"}, Bad{"SLURM_LOCALID", "+1"},
+                         Bad{"SLURM_LOCALID", " 1"}, Bad{"SLURM_LOCALID", "1 "}, Bad{"SLURM_LOCALID", "0x1"},
+                         Bad{"SLURM_LOCALID", "2147483647"}, Bad{"SLURM_LOCALID", "99999999999"},
+                         Bad{"SLURM_NTASKS", "0"}, Bad{"SLURM_NTASKS", "2\n"}, Bad{"SLURM_NTASKS", "2147483648"},
+                         Bad{"SLURM_NTASKS", "1e3"}}) {
+    std::map<std::string, std::string> env = {{"SLURM_STEP_GPUS", "1"}, {"SLURM_LOCALID", "0"}, {"SLURM_NTASKS", "4"}};
+    env[bad.var] = bad.value;
+    out = run(env);
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument) << bad.var << "=" << bad.value;
+    EXPECT_THAT(std::string(out.status().message()), HasSubstr(std::string(bad.var) + "='"));
+  }
+  out = run({{"SLURM_LOCALID", "4"}, {"SLURM_NTASKS", "4"}});
+  EXPECT_EQ(out.status().message(), "SLURM_LOCALID=4 is not below SLURM_NTASKS=4; accepted: 0..3");
+  // An allocation entry is a decimal number too; its value is quoted escaped, never raw.
+  out = run({{"SLURM_STEP_GPUS", "1\nexport CUDA_VISIBLE_DEVICES=0,1"}});
+  EXPECT_EQ(out.status().message(), "SLURM_STEP_GPUS='1\\nexport CUDA_VISIBLE_DEVICES=0,1': entry "
+                                    "'1\\nexport CUDA_VISIBLE_DEVICES=0' is not a GPU number (accepted: comma list of "
+                                    "numbers)");
+  // The largest accepted values, and a launcher's own LOCAL_RANK left alone (not read, not checked).
+  EXPECT_THAT(Prolog(inv, {{"SLURM_LOCALID", "2147483646"}, {"SLURM_NTASKS", "2147483647"}}),
+              ElementsAre(Pair("LOCAL_RANK", "2147483646"), Pair("WORLD_SIZE", "2147483647")));
+  EXPECT_THAT(Prolog(inv, {{"SLURM_STEP_GPUS", "0"}, {"LOCAL_RANK", "0"}, {"SLURM_LOCALID", "x"}, {"SLURM_NTASKS", "2"}}),
+              ElementsAre(Pair("CUDA_VISIBLE_DEVICES", "0"), Pair("WORLD_SIZE", "2")));
+}
+
 }  // namespace
 }  // namespace devplace::testing

@@ -99,6 +99,9 @@ TEST(OperatorExitCodes, EveryFlagErrorExitsTwoWithOneLine) {
   const std::string daemon = DEVPLACE_DAEMON_BINARY;
   const std::string cli = DEVPLACE_CLI_BINARY;
   const std::string missing_dir = dir.File("nonexistent");
+  // A FIFO as flag file is refused without being opened (opening it would wait for a writer).
+  const std::string fifo = dir.File("fifo.flags");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
   struct Case {
     std::string command;
     std::string words;  // in the one stderr line
@@ -110,6 +113,7 @@ TEST(OperatorExitCodes, EveryFlagErrorExitsTwoWithOneLine) {
       {daemon + " --probe_timeout=abc", "--probe_timeout=abc: a duration needs a unit"},
       {daemon + " --flagfile=" + dir.File("missing.flags"), "--flagfile="},
       {daemon + " --flagfile=" + flagfile, "unknown flag --no_such_flag in a --flagfile"},
+      {daemon + " --flagfile=" + fifo, "--flagfile=" + fifo + ": cannot read it (not read: " + fifo + " is a FIFO"},
       {daemon + " --listen=tcp://0.0.0.0:7465", "no scheme"},
       {daemon + " --listen=unix:relative.sock", "unix:/absolute/path.sock"},
       {daemon + " --listen=unix://" + dir.File("x.sock"), "unix:/absolute/path.sock"},

@@ -1,49 +1,19 @@
 #include "server/probe/host/host_root.h"
 
 #include <dirent.h>
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "server/common/host_file.h"
 
 namespace devplace::probe {
-namespace {
-
-absl::Status ErrnoStatus(int err, absl::string_view what, absl::string_view path) {
-  const std::string message = absl::StrCat(what, " ", path, ": ", std::strerror(err));
-  switch (err) {
-    case ENOENT:
-    case ENOTDIR:
-      return absl::NotFoundError(message);
-    case EACCES:
-    case EPERM:
-      return absl::PermissionDeniedError(message);
-    case EINVAL:
-      return absl::InvalidArgumentError(message);
-    default:
-      return absl::InternalError(message);
-  }
-}
-
-absl::Status NotRegular(absl::string_view path, mode_t mode) {
-  const char* kind = S_ISFIFO(mode)  ? "a FIFO"
-                     : S_ISCHR(mode) ? "a character device"
-                     : S_ISBLK(mode) ? "a block device"
-                     : S_ISSOCK(mode) ? "a socket"
-                     : S_ISDIR(mode)  ? "a directory"
-                                      : "not a regular file";
-  return absl::FailedPreconditionError(absl::StrCat("not read: ", path, " is ", kind, ", not a regular file"));
-}
-
-}  // namespace
 
 HostRoot::HostRoot(std::string root) : root_(std::move(root)) {
   if (root_.empty()) root_ = "/";
@@ -52,12 +22,12 @@ HostRoot::HostRoot(std::string root) : root_(std::move(root)) {
 absl::StatusOr<HostRoot> HostRoot::Open(std::string root) {
   if (root.empty()) return absl::InvalidArgumentError("host root is empty");
   struct stat st;
-  if (stat(root.c_str(), &st) != 0) return ErrnoStatus(errno, "cannot open host root", root);
+  if (stat(root.c_str(), &st) != 0) return HostErrnoStatus(errno, "cannot open host root", root);
   if (!S_ISDIR(st.st_mode)) {
     return absl::InvalidArgumentError(absl::StrCat("host root ", root, " is not a directory"));
   }
   if (access(root.c_str(), R_OK | X_OK) != 0) {
-    return ErrnoStatus(errno, "cannot read host root", root);
+    return HostErrnoStatus(errno, "cannot read host root", root);
   }
   return HostRoot(std::move(root));
 }
@@ -70,36 +40,7 @@ std::string HostRoot::Resolve(absl::string_view path) const {
 }
 
 absl::StatusOr<std::string> HostRoot::ReadFile(absl::string_view path, size_t max_bytes) const {
-  const std::string real = Resolve(path);
-  // Only regular files (every sysfs attribute and /proc file is one): opening a FIFO blocks until
-  // a writer comes, and opening a device node runs its driver. stat() first, so neither is opened;
-  // O_NONBLOCK and fstat() cover a swap between the two calls.
-  struct stat st;
-  if (stat(real.c_str(), &st) != 0) return ErrnoStatus(errno, "cannot open", real);
-  if (!S_ISREG(st.st_mode)) return NotRegular(real, st.st_mode);
-  const int fd = open(real.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0) return ErrnoStatus(errno, "cannot open", real);
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    return NotRegular(real, st.st_mode);
-  }
-  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-  std::string out;
-  char buf[4096];
-  while (out.size() < max_bytes) {
-    const size_t want = std::min(sizeof(buf), max_bytes - out.size());
-    const ssize_t n = read(fd, buf, want);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      close(fd);
-      return ErrnoStatus(err, "cannot read", real);
-    }
-    if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
-  return out;
+  return ReadHostFile(Resolve(path), max_bytes, HostFileLimit::kTruncate);
 }
 
 absl::StatusOr<std::string> HostRoot::ReadTrimmed(absl::string_view path) const {
@@ -112,7 +53,7 @@ absl::StatusOr<std::string> HostRoot::ReadLinkBasename(absl::string_view path) c
   const std::string real = Resolve(path);
   char buf[4096];
   const ssize_t n = readlink(real.c_str(), buf, sizeof(buf) - 1);
-  if (n < 0) return ErrnoStatus(errno, "cannot read link", real);
+  if (n < 0) return HostErrnoStatus(errno, "cannot read link", real);
   absl::string_view target(buf, static_cast<size_t>(n));
   while (target.size() > 1 && target.back() == '/') target.remove_suffix(1);
   const size_t slash = target.rfind('/');
@@ -123,7 +64,7 @@ absl::StatusOr<std::string> HostRoot::ReadLinkBasename(absl::string_view path) c
 absl::StatusOr<std::vector<std::string>> HostRoot::ListDir(absl::string_view path) const {
   const std::string real = Resolve(path);
   DIR* dir = opendir(real.c_str());
-  if (dir == nullptr) return ErrnoStatus(errno, "cannot list", real);
+  if (dir == nullptr) return HostErrnoStatus(errno, "cannot list", real);
   std::vector<std::string> names;
   while (const struct dirent* entry = readdir(dir)) {
     const absl::string_view name = entry->d_name;

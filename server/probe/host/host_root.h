@@ -35,8 +35,10 @@ class HostRoot {
   std::string Resolve(absl::string_view path) const;
 
   // The file's content, at most `max_bytes` bytes (sysfs files report a size of 4096 whatever
-  // they hold, so this reads until end of file). FailedPrecondition, without opening it, when
-  // `path` is not a regular file (a FIFO would block the probe, a device node runs its driver).
+  // they hold, so this reads until end of file; a longer file is cut there): ReadHostFile
+  // (server/common/host_file.h) with HostFileLimit::kTruncate. FailedPrecondition, without
+  // opening it, when `path` is not a regular file (a FIFO would block the probe, a device node
+  // runs its driver); NotFound also for a /proc/<pid> file whose process ended (ESRCH).
   absl::StatusOr<std::string> ReadFile(absl::string_view path,
                                        size_t max_bytes = 1 << 20) const;
 
