@@ -7,7 +7,8 @@
 //   load     --method=check|resolve|list|inventory from --callers threads, each on its own
 //            connection, for --seconds: calls, qps, p50_us, p99_us, errors. `resolve` sends the
 //            request named by --request (inference_auto: from_pretrained(device_map="auto");
-//            training: rank 1 of 2 with CUDA_VISIBLE_DEVICES=1,0).
+//            training: rank 1 of 2 with CUDA_VISIBLE_DEVICES=1,0; dra_bound: inference_auto with a
+//            DRA allocation at the bounds that matches nothing, bench/dra_bound_request.h).
 //   compare  the --compare methods (e.g. check,resolve) alternating every --slice_ms, all callers
 //            together, for --seconds: calls, qps and the daemon's CPU us per call (--daemon_pid,
 //            from /proc/PID/task/*/schedstat) for each, measured under the same machine load.
@@ -39,6 +40,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "bench/dra_bound_request.h"
 #include "devplace/v1/devplace.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -48,7 +50,7 @@
 ABSL_FLAG(std::string, mode, "load", "load | compare | once | watch | cold");
 ABSL_FLAG(std::string, target, "", "the daemon's address: unix:/path or 127.0.0.1:port");
 ABSL_FLAG(std::string, method, "resolve", "check (grpc.health.v1.Health/Check) | resolve | list | inventory");
-ABSL_FLAG(std::string, request, "inference_auto", "ResolveDevice request: inference_auto | training");
+ABSL_FLAG(std::string, request, "inference_auto", "ResolveDevice request: inference_auto | training | dra_bound");
 ABSL_FLAG(std::string, client, "typed",
           "typed: generated stubs (serialize the request, parse the answer, as a job does) | raw: the "
           "same calls with bytes in and out (the answer is not parsed), so only the daemon's work differs "
@@ -88,6 +90,7 @@ v1::ResolveDeviceRequest Request(const std::string& name) {
     r.set_workload(v1::WORKLOAD_INFERENCE);
     r.set_device_map("auto");
   }
+  if (name == "dra_bound") r = DraBoundRequest();
   return r;
 }
 
@@ -396,8 +399,8 @@ int main(int argc, char** argv) {
     fprintf(stderr, "load_gen: --client=%s: accepted: typed, raw\n", client.c_str());
     return 2;
   }
-  if (request != "inference_auto" && request != "training") {
-    fprintf(stderr, "load_gen: --request=%s: accepted: inference_auto, training\n", request.c_str());
+  if (request != "inference_auto" && request != "training" && request != "dra_bound") {
+    fprintf(stderr, "load_gen: --request=%s: accepted: inference_auto, training, dra_bound\n", request.c_str());
     return 2;
   }
   struct rlimit nofile;

@@ -121,6 +121,10 @@ absl::Status CheckLimits(const DaemonConfig& config) {
     return Bad(absl::StrCat("--max_connections_per_peer=", config.max_connections_per_peer,
                             " is out of range; accepted: 1..", kMaxConnectionsLimit));
   }
+  if (config.max_connection_rate_per_peer < 0 || config.max_connection_rate_per_peer > kMaxConnectionsLimit) {
+    return Bad(absl::StrCat("--max_connection_rate_per_peer=", config.max_connection_rate_per_peer,
+                            " is out of range; accepted: 0 (no limit)..", kMaxConnectionsLimit, " per second"));
+  }
   if (config.handshake_timeout < absl::Seconds(1) || config.handshake_timeout > absl::Seconds(120)) {
     return Bad("--handshake_timeout must be within 1s..120s (e.g. 10s)");
   }

@@ -50,12 +50,16 @@ struct DaemonConfig {
   int max_receive_bytes = 1 << 20;
   // gRPC resource quota in bytes: kMinMemoryQuota..kMaxMemoryQuota.
   int64_t memory_quota_bytes = int64_t{256} << 20;
-  // Most connections open at once, all ordinary peers together (lowered at start to fit the
-  // descriptor limit: soft RLIMIT_NOFILE - kConnectionReserve - kDescriptorHeadroom) and per peer
-  // (a unix or loopback client's uid, else the client's IP address): 1..1048576. Past either a new
-  // connection is closed at accept. A TLS connection counts from accept, its handshake included.
+  // Most connections open at once, all ordinary peers together (kept below the descriptor limit
+  // at every accept, followed when root changes it: soft RLIMIT_NOFILE - kConnectionReserve -
+  // kDescriptorHeadroom) and per peer (a client's uid on a unix socket or over TCP from this host,
+  // else the client's IP address): 1..1048576. Past either a new connection is closed at accept.
+  // A TLS connection counts from accept, its handshake included.
   int max_connections = 4096;
   int max_connections_per_peer = 128;
+  // New connections a peer may open per second, in bursts of up to a second's worth or its cap
+  // (max_connections_per_peer), whichever is more: 0 (no limit)..1048576. Past it a new connection is closed at accept.
+  int max_connection_rate_per_peer = 64;
   // How long a new connection may take to finish its TLS handshake (and, on any listener, to send
   // the HTTP/2 preface) before it is closed: 1s..120s.
   absl::Duration handshake_timeout = absl::Seconds(10);
@@ -117,6 +121,9 @@ inline constexpr int64_t kMinMemoryQuota = int64_t{16} << 20;
 // everything else the daemon opens (gRPC's own, probe children's pipes, /metrics, files).
 inline constexpr int kConnectionReserve = 32;
 inline constexpr int kDescriptorHeadroom = 128;
+// Connections from this host whose client already closed when they were looked up (no owner): one
+// peer, never reserved, capped at this many open at once.
+inline constexpr int kMaxUnownedConnections = 8;
 inline constexpr int kMaxConnectionsLimit = 1 << 20;
 inline constexpr int64_t kMaxMemoryQuota = int64_t{16} << 30;
 

@@ -28,7 +28,9 @@
 #include "server/common/vendor_libraries.h"
 #include "server/common/version.h"
 #include "server/logging/logging.h"
+#include "server/service/connection_metrics.h"
 #include "server/service/grpc_log.h"
+#include "server/service/tcp_peer.h"
 #include "spdlog/spdlog.h"
 
 namespace devplace::daemon {
@@ -105,26 +107,31 @@ absl::Status Daemon::Start() {
     }
   }
   if (getrlimit(RLIMIT_NOFILE, &files) == 0) spdlog::info("event=rlimit_nofile soft={} hard={}", files.rlim_cur, files.rlim_max);
-  // The connection caps stay below the descriptor limit: a flood is refused at accept, never met
-  // by EMFILE.
+  // The connection caps stay below the descriptor limit, followed at every accept when root changes
+  // it later: a flood is refused at accept, never met by EMFILE.
   service::ConnectionLimits limits;
   limits.max_total = c.max_connections;
   limits.max_per_peer = c.max_connections_per_peer;
   limits.reserve = kConnectionReserve;
-  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY) {
-    const int64_t fit = static_cast<int64_t>(files.rlim_cur) - kConnectionReserve - kDescriptorHeadroom;
-    if (fit < limits.max_total) {
-      limits.max_total = static_cast<int>(std::max<int64_t>(fit, 1));
-      spdlog::warn("event=max_connections_lowered max_connections={} to={} rlimit_nofile={} (reserve {} and {} "
-                   "descriptors for the daemon itself)",
-                   c.max_connections, limits.max_total, files.rlim_cur, kConnectionReserve, kDescriptorHeadroom);
-    }
-  }
-  limits.max_per_peer = std::min(limits.max_per_peer, limits.max_total);
+  limits.max_unowned = kMaxUnownedConnections;
+  limits.rate_per_peer = c.max_connection_rate_per_peer;
+  limits.descriptor_headroom = kDescriptorHeadroom;
+  const int max_total = service::ConnectionGate(limits).EffectiveMaxTotal();
+  LogMaxConnections(max_total);
+  limits.max_per_peer = std::min(limits.max_per_peer, max_total);
   spdlog::info("event=connection_limits max_connections={} max_connections_per_peer={} reserve={} "
-               "handshake_timeout_ms={}",
-               limits.max_total, limits.max_per_peer, limits.reserve, absl::ToInt64Milliseconds(c.handshake_timeout));
+               "max_unowned={} max_connection_rate_per_peer={} handshake_timeout_ms={}",
+               max_total, limits.max_per_peer, limits.reserve, limits.max_unowned, limits.rate_per_peer,
+               absl::ToInt64Milliseconds(c.handshake_timeout));
   gate_ = std::make_unique<service::ConnectionGate>(limits);
+  // /metrics has caps of its own, inside the descriptors kept for the daemon itself.
+  service::ConnectionLimits metrics_limits;
+  metrics_limits.max_total = metrics::kMetricsMaxConnections;
+  metrics_limits.max_per_peer = metrics::kMetricsMaxConnectionsPerPeer;
+  metrics_limits.reserve = metrics::kMetricsConnectionReserve;
+  metrics_limits.max_unowned = kMaxUnownedConnections;
+  metrics_limits.rate_per_peer = c.max_connection_rate_per_peer;
+  metrics_gate_ = std::make_unique<service::ConnectionGate>(metrics_limits);
 
   const std::string& torch_probe = config_.torch_probe_command;
   spdlog::info("event=start version={} pid={} host_root={} probe_command={} torch_probe_command={} probe_timeout_ms={} "
@@ -197,6 +204,7 @@ absl::Status Daemon::Start() {
   service::ServiceOptions service_options;
   service_options.max_watches = c.max_watches;
   service_options.max_watches_per_peer = c.max_watches_per_peer;
+  service_options.connections = gate_.get();
   service_options.on_newer_library = [skew = version_skew_metrics_.get()](const placement::NewerLibrary& newer) {
     skew->Count(newer);
   };
@@ -231,9 +239,20 @@ absl::Status Daemon::Start() {
 absl::Status Daemon::StartMetrics() {
   const std::string& address = config_.config.metrics_listen;
   if (address.empty()) return absl::OkStatus();
+  // Each connection is counted as the gRPC listeners count theirs (a local client's user, else its
+  // address), against /metrics' own caps.
+  metrics::MetricsConnectionHooks hooks;
+  hooks.admit = [gate = metrics_gate_.get(), owner = geteuid()](int fd, const sockaddr_storage& peer) {
+    return gate->Admit(fd, service::IdentifyTcpPeer(fd, peer, owner)) == service::Admission::kAdmitted;
+  };
+  hooks.release = [gate = metrics_gate_.get()](int fd, bool timed_out) { gate->Release(fd, timed_out); };
   absl::StatusOr<metrics::MetricsEndpoint> started = metrics::StartMetricsEndpoint(
-      address, {registry_, std::make_shared<metrics::InventoryCollector>([store = store_.get()] { return store->Current(); }),
-                std::make_shared<metrics::ProcessCollector>()});
+      address,
+      {registry_, std::make_shared<metrics::InventoryCollector>([store = store_.get()] { return store->Current(); }),
+       std::make_shared<metrics::ProcessCollector>(),
+       std::make_shared<service::ConnectionCollector>(std::vector<std::pair<std::string, const service::ConnectionGate*>>{
+           {"grpc", gate_.get()}, {"metrics", metrics_gate_.get()}})},
+      std::move(hooks));
   if (started.ok()) {
     metrics_endpoint_ = std::move(*started);
     spdlog::info("event=metrics_listening url=http://{}/metrics", metrics_endpoint_.address);
@@ -348,7 +367,9 @@ absl::Status Daemon::StartServer() {
     spdlog::warn("event=accept_failed address={} error=\"{}\" (retried every 100 ms; logged at most once a second)",
                  listener, strerror(error));
   };
-  for (const auto& l : unix_listeners_) l->Start(server_.get(), &peers_, gate_.get(), on_accept_error);
+  for (const auto& l : unix_listeners_) {
+    l->Start(server_.get(), &peers_, gate_.get(), c.handshake_timeout, on_accept_error);
+  }
   for (size_t i = 0; i < tcp_listeners_.size(); ++i) {
     tcp_listeners_[i]->Start(acceptors_[i].get(), gate_.get(), &self_connections_, geteuid(), on_accept_error);
   }
@@ -418,20 +439,49 @@ void Daemon::CheckSockets(const char* trigger) {
   }
 }
 
+// Logs the total connection cap when the descriptor limit makes it differ from --max_connections
+// (at start) or from the last one logged (root changed the limit since).
+void Daemon::LogMaxConnections(int max_total) {
+  const int configured = config_.config.max_connections;
+  if (max_total == logged_max_total_ || (logged_max_total_ == 0 && max_total == configured)) {
+    logged_max_total_ = max_total;
+    return;
+  }
+  rlimit files{};
+  getrlimit(RLIMIT_NOFILE, &files);
+  if (max_total < configured) {
+    spdlog::warn("event=max_connections_lowered max_connections={} to={} rlimit_nofile={} (reserve {} and {} "
+                 "descriptors for the daemon itself)",
+                 configured, max_total, files.rlim_cur, kConnectionReserve, kDescriptorHeadroom);
+  } else {
+    spdlog::info("event=max_connections_restored max_connections={} rlimit_nofile={}", max_total, files.rlim_cur);
+  }
+  logged_max_total_ = max_total;
+}
+
 // Re-counts the open connections, reports refusals since the last report (one line, however
 // many), and returns freed heap to the system after many connections closed: gRPC's buffers for
 // thousands of connections (stalled TLS handshakes above all) are freed into glibc's arenas, which
 // keep them (RSS stays at its peak) until trimmed.
 void Daemon::CheckConnections() {
   const int open = gate_->Sweep();
+  LogMaxConnections(gate_->EffectiveMaxTotal());
   const service::ConnectionGate::Stats stats = gate_->stats();
-  const uint64_t refused = stats.refused_peer + stats.refused_total;
+  const uint64_t refused = stats.unserved();
   if (refused != reported_refused_) {
-    spdlog::warn("event=connections_refused count={} peer_cap_total={} total_cap_total={} open={} max_connections={} "
-                 "max_connections_per_peer={}",
-                 refused - reported_refused_, stats.refused_peer, stats.refused_total, open,
-                 gate_->limits().max_total, gate_->limits().max_per_peer);
+    spdlog::warn("event=connections_refused count={} peer_cap_total={} total_cap_total={} unowned_cap_total={} "
+                 "rate_total={} handshake_timeout_total={} open={} max_connections={} max_connections_per_peer={}",
+                 refused - reported_refused_, stats.refused_peer, stats.refused_total, stats.refused_unowned,
+                 stats.refused_rate, stats.timed_out, open, logged_max_total_, gate_->limits().max_per_peer);
     reported_refused_ = refused;
+  }
+  const service::ConnectionGate::Stats m = metrics_gate_->stats();
+  if (const uint64_t metrics_refused = m.unserved(); metrics_refused != reported_metrics_refused_) {
+    spdlog::warn("event=metrics_connections_refused count={} peer_cap_total={} total_cap_total={} unowned_cap_total={} "
+                 "rate_total={} request_timeout_total={} open={}",
+                 metrics_refused - reported_metrics_refused_, m.refused_peer, m.refused_total, m.refused_unowned,
+                 m.refused_rate, m.timed_out, m.open);
+    reported_metrics_refused_ = metrics_refused;
   }
   open_since_trim_ = std::max({open_since_trim_, gate_->TakePeak(), open});
   const bool many_closed = open_since_trim_ - open >= kTrimAfterClosed;

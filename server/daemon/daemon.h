@@ -92,6 +92,7 @@ class Daemon {
   absl::Status StartServer();
   void StartBackground();
   void CheckSockets(const char* trigger);
+  void LogMaxConnections(int max_total);
   void CheckConnections();
   void OnSighup();
   void Shutdown();
@@ -112,8 +113,9 @@ class Daemon {
   std::unique_ptr<inventory::InventoryStore> store_;
   service::PeerRegistry peers_;
   std::unique_ptr<service::DevicePlacementService> service_;
+  std::unique_ptr<service::ConnectionGate> gate_;          // the connection caps of every gRPC listener
+  std::unique_ptr<service::ConnectionGate> metrics_gate_;  // /metrics' own (they outlive the endpoint)
   metrics::MetricsEndpoint metrics_endpoint_;
-  std::unique_ptr<service::ConnectionGate> gate_;  // the connection caps of every listener
   service::SelfConnections self_connections_;      // the liveness checks' own TCP connections
   std::vector<std::unique_ptr<service::UnixListener>> unix_listeners_;
   // gRPC's side of the TCP/TLS listeners (one each, with its credentials); outlives them.
@@ -128,6 +130,8 @@ class Daemon {
   // CheckConnections(): what the last report said, and the most connections open since the heap
   // was last trimmed.
   uint64_t reported_refused_ = 0;
+  uint64_t reported_metrics_refused_ = 0;
+  int logged_max_total_ = 0;  // LogMaxConnections(): the total cap last in force (0: none yet)
   int open_since_trim_ = 0;
   std::optional<absl::Time> trim_again_at_;
 };

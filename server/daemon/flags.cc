@@ -80,22 +80,27 @@ ABSL_FLAG(int64_t, memory_quota_bytes, Defaults().memory_quota_bytes,
 
 ABSL_FLAG(int, max_connections, Defaults().max_connections,
           "Most connections open at once on all listeners together (1..1048576); past it a new connection is "
-          "closed at accept. Lowered at start to fit the descriptor limit (soft RLIMIT_NOFILE - 160), logged as "
-          "event=connection_limits. 32 more are kept for the daemon's own liveness checks and for root and the "
-          "daemon's user (health probes)");
+          "closed at accept. Lowered to fit the descriptor limit (soft RLIMIT_NOFILE - 160, followed when root "
+          "changes it), logged as event=connection_limits and event=max_connections_lowered. 32 more are kept for "
+          "the daemon's own liveness checks and for root and the daemon's user (health probes)");
 ABSL_FLAG(int, max_connections_per_peer, Defaults().max_connections_per_peer,
           "Most connections open at once per peer (1..1048576), closed at accept past it. A peer is the client's "
-          "user (uid) over a unix socket or loopback TCP, else its IP address. A TLS connection counts from accept, "
-          "its handshake included");
+          "user (uid) over a unix socket or over TCP from this host (loopback or one of the node's addresses), else "
+          "its IP address; connections from this host whose client already closed are one peer of their own, at "
+          "most 8 at once. A TLS connection counts from accept, its handshake included");
+ABSL_FLAG(int, max_connection_rate_per_peer, Defaults().max_connection_rate_per_peer,
+          "New connections a peer may open per second (0 = no limit, ..1048576), in bursts of up to a second's "
+          "worth or --max_connections_per_peer, whichever is more; past it a new connection is closed at accept, so a connect-and-close flood "
+          "costs the daemon an accept and a close. Root and the daemon's user are not limited");
 ABSL_FLAG(absl::Duration, handshake_timeout, Defaults().handshake_timeout,
           "How long a new connection may take to complete its TLS handshake and send the HTTP/2 preface before it "
-          "is closed (1s..120s; gRPC's own default is 120s)");
+          "is closed, on every listener, unix sockets included (1s..120s; gRPC's own default is 120s)");
 ABSL_FLAG(int, max_watches, Defaults().max_watches,
           "Most WatchInventory streams open at once (0 = no limit); past it a new watch gets RESOURCE_EXHAUSTED");
 ABSL_FLAG(int, max_watches_per_peer, Defaults().max_watches_per_peer,
           "Most WatchInventory streams open at once per peer (0 = no limit), RESOURCE_EXHAUSTED past it. A peer is "
-          "the client's IP address over TCP (all local TCP clients are one peer) and, over a unix socket, the "
-          "client's user (uid, from the socket's peer credentials)");
+          "what --max_connections_per_peer counts by: the client's user (uid) over a unix socket or over TCP from "
+          "this host, else its IP address");
 ABSL_FLAG(absl::Duration, keepalive_time, Defaults().keepalive_time,
           "How long a connection may be silent before the daemon pings it (1s..2h), on TCP and unix sockets alike");
 ABSL_FLAG(absl::Duration, keepalive_timeout, Defaults().keepalive_timeout,
@@ -244,6 +249,7 @@ absl::StatusOr<ValidConfig> ConfigFromFlags() {
   c.max_watches_per_peer = absl::GetFlag(FLAGS_max_watches_per_peer);
   c.max_connections = absl::GetFlag(FLAGS_max_connections);
   c.max_connections_per_peer = absl::GetFlag(FLAGS_max_connections_per_peer);
+  c.max_connection_rate_per_peer = absl::GetFlag(FLAGS_max_connection_rate_per_peer);
   c.handshake_timeout = absl::GetFlag(FLAGS_handshake_timeout);
   c.keepalive_time = absl::GetFlag(FLAGS_keepalive_time);
   c.keepalive_timeout = absl::GetFlag(FLAGS_keepalive_timeout);

@@ -1,8 +1,9 @@
 #include "server/placement/allocation.h"
 
-#include <functional>
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -94,12 +95,13 @@ absl::Status CheckBounds(const v1::DeviceAllocation& allocation) {
 // The value of attribute `name` of `d`: spelled `name` or "<driver>/<name>" (the driver's own
 // domain); a qualified `name` only as itself. Null when absent or empty.
 const std::string* Attribute(const v1::AllocatedDevice& d, absl::string_view name) {
-  for (const std::string& key : {std::string(name), absl::StrCat(d.driver(), "/", name)}) {
+  const auto find = [&d](const std::string& key) -> const std::string* {
     const auto it = d.attributes().find(key);
-    if (it != d.attributes().end() && !it->second.empty()) return &it->second;
-    if (absl::StrContains(name, '/')) break;
-  }
-  return nullptr;
+    return it != d.attributes().end() && !it->second.empty() ? &it->second : nullptr;
+  };
+  const std::string* value = find(std::string(name));
+  if (value != nullptr || absl::StrContains(name, '/')) return value;
+  return find(absl::StrCat(d.driver(), "/", name));  // built only when the plain spelling is absent
 }
 
 std::optional<int64_t> IntAttribute(const v1::AllocatedDevice& d, absl::string_view name) {
@@ -109,11 +111,57 @@ std::optional<int64_t> IntAttribute(const v1::AllocatedDevice& d, absl::string_v
   return n;
 }
 
-// One way to name a host device: what it is (for the explanation) and whether `device` is it.
+// The inventory's accelerators by each identity an allocated device may name them by, so that a
+// request at the bounds (1,024 devices, each with a UUID, four PCI address spellings and a minor)
+// costs a hash lookup per identity instead of a pass over every device. Each list keeps the
+// inventory's order and holds a device once per key.
+struct Candidate {
+  const v1::Backend* backend;
+  const v1::Device* device;
+};
+struct InventoryIndex {
+  std::unordered_map<std::string, std::vector<Candidate>> uuid;  // lowercased: the device's and its partitions'
+  std::unordered_map<std::string, std::vector<Candidate>> pci;   // pci_bus_id (canonical)
+  std::unordered_map<std::string, std::vector<Candidate>> node;  // each of device_nodes
+  std::unordered_map<int64_t, std::vector<Candidate>> minor;
+  std::unordered_map<int64_t, std::vector<Candidate>> host_index;
+};
+
+InventoryIndex IndexInventory(const v1::Inventory& inventory) {
+  InventoryIndex index;
+  for (const v1::Backend& b : inventory.backends()) {
+    if (b.row() == v1::ROW_CPU) continue;
+    for (const v1::Device& dev : b.devices()) {
+      const Candidate c{&b, &dev};
+      // A key the device carries twice (a partition with the device's own UUID) still names it once.
+      const auto add = [&c](std::vector<Candidate>& list) {
+        if (list.empty() || list.back().device != c.device) list.push_back(c);
+      };
+      if (!dev.uuid().empty()) add(index.uuid[absl::AsciiStrToLower(dev.uuid())]);
+      for (const v1::Partition& part : dev.partitions()) {
+        if (!part.uuid().empty()) add(index.uuid[absl::AsciiStrToLower(part.uuid())]);
+      }
+      if (!dev.pci_bus_id().empty()) add(index.pci[dev.pci_bus_id()]);
+      for (const std::string& n : dev.device_nodes()) add(index.node[n]);
+      add(index.minor[dev.minor()]);
+      add(index.host_index[static_cast<int64_t>(dev.host_index())]);
+    }
+  }
+  return index;
+}
+
+// One way to name a host device: what it is (for the explanation) and the devices that have it
+// (null: none).
 struct Identity {
   std::string what;
-  std::function<bool(const v1::Device&)> is;
+  const std::vector<Candidate>* candidates = nullptr;
 };
+
+template <typename Key>
+const std::vector<Candidate>* Find(const std::unordered_map<Key, std::vector<Candidate>>& map, const Key& key) {
+  const auto it = map.find(key);
+  return it == map.end() ? nullptr : &it->second;
+}
 
 // Intel's device names lead with the PCI address, dashes for ':' and '.': "0000-03-00-0-0x56a0".
 std::optional<std::string> IntelNamePci(absl::string_view name) {
@@ -135,51 +183,43 @@ std::optional<std::string> AmdNameRenderNode(absl::string_view name) {
   return absl::StrCat("/dev/dri/renderD", render);
 }
 
-// The identities of `d` to try, most specific first.
-std::vector<Identity> Identities(const v1::AllocatedDevice& d, v1::Row row) {
+// The identities of `d` to try, most specific first, looked up in `index`.
+std::vector<Identity> Identities(const v1::AllocatedDevice& d, v1::Row row, const InventoryIndex& index) {
   std::vector<Identity> out;
   if (const std::string* uuid = Attribute(d, "uuid")) {
-    const std::string u = *uuid;
-    out.push_back({absl::StrCat("uuid ", u), [u](const v1::Device& dev) {
-                     if (absl::EqualsIgnoreCase(dev.uuid(), u)) return true;
-                     for (const v1::Partition& p : dev.partitions()) {
-                       if (absl::EqualsIgnoreCase(p.uuid(), u)) return true;
-                     }
-                     return false;
-                   }});
+    out.push_back({absl::StrCat("uuid ", *uuid), Find(index.uuid, absl::AsciiStrToLower(*uuid))});
   }
+  // The PCI spellings usually carry one address: it is normalized once.
+  const std::string* normalized_from = nullptr;
+  absl::StatusOr<std::string> pci = absl::NotFoundError("none");
   for (absl::string_view key : kPciAttributes) {
     const std::string* value = Attribute(d, key);
     if (value == nullptr) continue;
-    absl::StatusOr<std::string> pci = NormalizePciBusId(*value);
+    if (normalized_from == nullptr || *normalized_from != *value) {
+      pci = NormalizePciBusId(*value);
+      normalized_from = value;
+    }
     if (!pci.ok()) continue;
-    out.push_back({absl::StrCat(key, " ", *value), [p = *pci](const v1::Device& dev) { return dev.pci_bus_id() == p; }});
+    out.push_back({absl::StrCat(key, " ", *value), Find(index.pci, *pci)});
   }
   if (row == v1::ROW_CUDA_NVIDIA) {
     if (std::optional<int64_t> minor = IntAttribute(d, "minor")) {
-      out.push_back({absl::StrCat("minor ", *minor), [m = *minor](const v1::Device& dev) { return dev.minor() == m; }});
+      out.push_back({absl::StrCat("minor ", *minor), Find(index.minor, *minor)});
     }
   }
   if (row == v1::ROW_TPU) {
-    if (std::optional<int64_t> index = IntAttribute(d, "index")) {
-      out.push_back({absl::StrCat("index ", *index, " (chip id)"),
-                     [i = *index](const v1::Device& dev) { return static_cast<int64_t>(dev.host_index()) == i; }});
+    if (std::optional<int64_t> i = IntAttribute(d, "index")) {
+      out.push_back({absl::StrCat("index ", *i, " (chip id)"), Find(index.host_index, *i)});
     }
   }
   if (row == v1::ROW_XPU) {
     if (std::optional<std::string> pci = IntelNamePci(d.name())) {
-      out.push_back({absl::StrCat("its name's PCI address ", *pci),
-                     [p = *pci](const v1::Device& dev) { return dev.pci_bus_id() == p; }});
+      out.push_back({absl::StrCat("its name's PCI address ", *pci), Find(index.pci, *pci)});
     }
   }
   if (row == v1::ROW_CUDA_AMD) {
     if (std::optional<std::string> node = AmdNameRenderNode(d.name())) {
-      out.push_back({absl::StrCat("its name's render node ", *node), [n = *node](const v1::Device& dev) {
-                       for (const std::string& x : dev.device_nodes()) {
-                         if (x == n) return true;
-                       }
-                       return false;
-                     }});
+      out.push_back({absl::StrCat("its name's render node ", *node), Find(index.node, *node)});
     }
   }
   return out;
@@ -213,19 +253,21 @@ absl::StatusOr<JobAllocation> MatchAllocation(const v1::Inventory& inventory, co
     out.unmatched.push_back(absl::StrCat("DRA device metadata", from, " could not be used: ", problem,
                                          "; the job's allocated devices may be incomplete (P-DRA)"));
   }
+  const InventoryIndex index = allocation.devices_size() > 0 ? IndexInventory(inventory) : InventoryIndex{};
   for (const v1::AllocatedDevice& d : allocation.devices()) {
     const v1::Row row = DriverRow(d.driver());
-    const std::vector<Identity> identities = Identities(d, row);
+    const std::vector<Identity> identities = Identities(d, row, index);
     const v1::Backend* found_backend = nullptr;
     const v1::Device* found = nullptr;
     const Identity* by = nullptr;
     for (const Identity& id : identities) {
+      // The first identity that names exactly one device of the driver's row (any accelerator row
+      // for another driver).
       int matches = 0;
-      for (const v1::Backend& b : inventory.backends()) {
-        if (b.row() == v1::ROW_CPU || (row != v1::ROW_UNSPECIFIED && b.row() != row)) continue;
-        for (const v1::Device& dev : b.devices()) {
-          if (!id.is(dev)) continue;
-          if (++matches == 1) found_backend = &b, found = &dev;
+      if (id.candidates != nullptr) {
+        for (const Candidate& c : *id.candidates) {
+          if (row != v1::ROW_UNSPECIFIED && c.backend->row() != row) continue;
+          if (++matches == 1) found_backend = c.backend, found = c.device;
         }
       }
       if (matches == 1) {
@@ -241,11 +283,13 @@ absl::StatusOr<JobAllocation> MatchAllocation(const v1::Inventory& inventory, co
                                              ", by ", by->what));
       continue;
     }
-    std::vector<std::string> tried;
-    for (const Identity& id : identities) tried.push_back(id.what);
-    const std::string tried_text =
-        tried.empty() ? "it carries no attribute devplace identifies hardware by (uuid, a PCI address)"
-                      : absl::StrCat("no single inventory device has ", absl::StrJoin(tried, ", or "));
+    std::string tried_text = "it carries no attribute devplace identifies hardware by (uuid, a PCI address)";
+    if (!identities.empty()) {
+      tried_text = "no single inventory device has ";
+      absl::StrAppend(&tried_text, absl::StrJoin(identities, ", or ", [](std::string* out, const Identity& id) {
+                        out->append(id.what);
+                      }));
+    }
     if (row == v1::ROW_UNSPECIFIED) {
       out.explanation.push_back(absl::StrCat("P-DRA ", Describe(d), " is not an accelerator of this host's inventory (",
                                              tried_text, "): ignored"));

@@ -44,11 +44,13 @@ struct ServiceOptions {
   // with RESOURCE_EXHAUSTED.
   int max_watches = 0;
   // Most WatchInventory streams open at once from one peer (0 = no limit), RESOURCE_EXHAUSTED past
-  // it. The peer is what gRPC reports for the connection without its port: the client's IP address
-  // over TCP (so every local TCP client is the one peer ipv4:127.0.0.1), and over a unix socket the
-  // client's user: "uid:N" from the credentials devplaced read when it accepted the
-  // connection (RefreshAccess.peers); without them, all clients of a unix socket are one peer.
+  // it. The peer is the one the connection caps count by: the key `connections` admitted the
+  // connection under (a local client's user "uid:N" over a unix socket or TCP, a remote client's
+  // "ip:ADDRESS"). For a connection the gate does not know (no gate), over a unix socket the
+  // client's user from RefreshAccess.peers, else what gRPC reports without its port
+  // ("ipv4:127.0.0.1": every local TCP client is one peer).
   int max_watches_per_peer = 0;
+  const ConnectionGate* connections = nullptr;
   // ResolveDevice answers cached per published snapshot (server/service/answer_cache.h): at most
   // this many entries and bytes; max_entries 0 turns the cache off.
   AnswerCacheLimits answer_cache;

@@ -42,9 +42,10 @@ class TcpListener {
   // dead one.
   uint64_t accepted() const { return accepted_.load(); }
 
-  // Accepts on a thread of its own. Admitted connections go to `acceptor` (owned by the gRPC
-  // server built with it, started before this call); `self` names the daemon's own checks;
-  // `owner_uid` is the daemon's user (its loopback connections, like root's, are reserved).
+  // Accepts on a thread of its own. Each connection is counted by IdentifyTcpPeer (tcp_peer.h);
+  // admitted ones go to `acceptor` (owned by the gRPC server built with it, started before this
+  // call); `self` names the daemon's own checks; `owner_uid` is the daemon's user (its local
+  // connections, like root's, are reserved).
   void Start(grpc::experimental::ExternalConnectionAcceptor* acceptor, ConnectionGate* gate,
              const SelfConnections* self, uid_t owner_uid, AcceptErrorHook on_error);
   // Stops accepting and closes the listening sockets; joins the thread. Idempotent.
@@ -63,10 +64,6 @@ class TcpListener {
   std::atomic<uint64_t> accepted_{0};
   std::thread thread_;
 };
-
-// The uid owning the client end of a loopback TCP connection whose server end is `fd`, from the
-// kernel's socket table (NETLINK_SOCK_DIAG); -1 when the peer is not on loopback or unknown.
-uid_t LoopbackPeerUid(int fd);
 
 }  // namespace devplace::service
 

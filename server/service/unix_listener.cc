@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -9,7 +10,10 @@
 
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <filesystem>
+#include <tuple>
+#include <unordered_map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -26,6 +30,10 @@ namespace devplace::service {
 namespace {
 
 std::string Errno(int e) { return std::strerror(e); }
+
+// A gRPC client's first bytes on a connection: the HTTP/2 client connection preface,
+// "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" (RFC 9113 section 3.4).
+constexpr size_t kHttp2PrefaceBytes = 24;
 
 bool FillAddress(const std::string& path, sockaddr_un* addr) {
   *addr = {};
@@ -186,16 +194,43 @@ UnixListener::~UnixListener() {
   }
 }
 
-void UnixListener::Start(grpc::Server* server, PeerRegistry* peers, ConnectionGate* gate, AcceptErrorHook on_error) {
-  thread_ = std::thread(
-      [this, server, peers, gate, on_error = std::move(on_error)] { AcceptLoop(server, peers, gate, on_error); });
+void UnixListener::Start(grpc::Server* server, PeerRegistry* peers, ConnectionGate* gate,
+                         absl::Duration handshake_timeout, AcceptErrorHook on_error) {
+  thread_ = std::thread([this, server, peers, gate, handshake_timeout, on_error = std::move(on_error)] {
+    AcceptLoop(server, peers, gate, handshake_timeout, on_error);
+  });
 }
 
 void UnixListener::AcceptLoop(grpc::Server* server, PeerRegistry* peers, ConnectionGate* gate,
-                              const AcceptErrorHook& on_error) {
+                              absl::Duration handshake_timeout, const AcceptErrorHook& on_error) {
   const pid_t self = getpid();
   const uid_t owner = geteuid();
   absl::Time last_error = absl::InfinitePast();
+  const int ep = epoll_create1(EPOLL_CLOEXEC);
+  if (ep < 0) {
+    if (on_error) on_error(absl::StrCat("unix:", options_.path), errno);
+    return;
+  }
+  epoll_event wake{};
+  wake.events = EPOLLIN;
+  wake.data.fd = wake_[0];
+  epoll_ctl(ep, EPOLL_CTL_ADD, wake_[0], &wake);
+  // Admitted connections that have not sent the HTTP/2 preface yet, and their deadlines in the
+  // order they were accepted (all have the same timeout); `generation` tells a deadline of a
+  // connection from one of a later connection with the same descriptor number.
+  struct Pending {
+    PeerCredentials credentials;
+    uint64_t generation = 0;
+  };
+  std::unordered_map<int, Pending> pending;
+  std::deque<std::tuple<absl::Time, int, uint64_t>> deadlines;
+  uint64_t generation = 0;
+  const auto drop = [&](int conn, bool timed_out) {
+    epoll_ctl(ep, EPOLL_CTL_DEL, conn, nullptr);
+    gate->Release(conn, timed_out);
+    close(conn);
+    pending.erase(conn);
+  };
   int polled = -1;
   for (;;) {
     int fd;
@@ -204,38 +239,88 @@ void UnixListener::AcceptLoop(grpc::Server* server, PeerRegistry* peers, Connect
       if (stopping_) break;
       fd = fd_;
     }
-    if (polled >= 0 && polled != fd) close(polled);  // replaced by Recreate()
-    polled = fd;
-    pollfd fds[2] = {{fd, POLLIN, 0}, {wake_[0], POLLIN, 0}};
-    if (poll(fds, 2, -1) < 0) continue;
-    if (fds[1].revents != 0) {
-      char buf[16];
-      while (read(wake_[0], buf, sizeof buf) > 0) {}
-      continue;
-    }
-    const int conn = accept4(fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (conn < 0) {
-      // Out of descriptors (EMFILE/ENFILE) or memory: back off briefly and keep accepting.
-      const int e = errno;
-      if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
-        if (on_error && absl::Now() - last_error >= absl::Seconds(1)) {
-          last_error = absl::Now();
-          on_error(absl::StrCat("unix:", options_.path), e);
-        }
-        poll(nullptr, 0, 100);
+    if (polled != fd) {  // the first round, or replaced by Recreate()
+      if (polled >= 0) {
+        epoll_ctl(ep, EPOLL_CTL_DEL, polled, nullptr);
+        close(polled);
       }
-      continue;
+      epoll_event listening{};
+      listening.events = EPOLLIN;
+      listening.data.fd = fd;
+      epoll_ctl(ep, EPOLL_CTL_ADD, fd, &listening);
+      polled = fd;
     }
-    accepted_.fetch_add(1);
-    PeerCredentials credentials = ReadCredentials(conn);
-    const bool reserved = credentials.pid == self || credentials.uid == 0 || credentials.uid == owner;
-    if (gate->Admit(conn, absl::StrCat("uid:", credentials.uid), reserved) != Admission::kAdmitted) {
-      close(conn);
-      continue;
+    int wait_ms = -1;
+    if (!deadlines.empty()) {
+      wait_ms = static_cast<int>(
+          std::max<int64_t>(0, absl::ToInt64Milliseconds(std::get<0>(deadlines.front()) - absl::Now()) + 1));
     }
-    peers->Set(absl::StrCat("fd:", conn), std::move(credentials));
-    grpc::AddInsecureChannelFromFd(server, conn);
+    epoll_event events[64];
+    const int n = epoll_wait(ep, events, 64, wait_ms);
+    for (int i = 0; i < n; ++i) {
+      const int ready = events[i].data.fd;
+      if (ready == wake_[0]) {
+        char buf[16];
+        while (read(wake_[0], buf, sizeof buf) > 0) {}
+        continue;
+      }
+      if (ready == polled) {
+        // Everything waiting, up to a round's worth: a flood is drained without a wait per connection.
+        for (int k = 0; k < 64; ++k) {
+          const int conn = accept4(polled, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+          if (conn < 0) {
+            // Out of descriptors (EMFILE/ENFILE) or memory: back off briefly and keep accepting.
+            const int e = errno;
+            if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
+              if (on_error && absl::Now() - last_error >= absl::Seconds(1)) {
+                last_error = absl::Now();
+                on_error(absl::StrCat("unix:", options_.path), e);
+              }
+              poll(nullptr, 0, 100);
+            }
+            break;
+          }
+          accepted_.fetch_add(1);
+          PeerCredentials credentials = ReadCredentials(conn);
+          const bool reserved = credentials.pid == self || credentials.uid == 0 || credentials.uid == owner;
+          const Peer who{absl::StrCat("uid:", credentials.uid), reserved ? PeerKind::kReserved : PeerKind::kOrdinary,
+                         absl::StrCat("fd:", conn)};
+          if (gate->Admit(conn, who) != Admission::kAdmitted) {
+            close(conn);
+            continue;
+          }
+          // Handed to gRPC once the preface is in (edge-triggered: woken again by more bytes).
+          pending[conn] = Pending{std::move(credentials), ++generation};
+          deadlines.emplace_back(absl::Now() + handshake_timeout, conn, generation);
+          epoll_event e{};
+          e.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
+          e.data.fd = conn;
+          epoll_ctl(ep, EPOLL_CTL_ADD, conn, &e);
+        }
+        continue;
+      }
+      auto it = pending.find(ready);
+      if (it == pending.end()) continue;
+      char preface[kHttp2PrefaceBytes];
+      const ssize_t got = recv(ready, preface, sizeof preface, MSG_PEEK | MSG_DONTWAIT);
+      if (got >= static_cast<ssize_t>(sizeof preface)) {
+        epoll_ctl(ep, EPOLL_CTL_DEL, ready, nullptr);
+        peers->Set(absl::StrCat("fd:", ready), std::move(it->second.credentials));
+        pending.erase(it);
+        grpc::AddInsecureChannelFromFd(server, ready);
+      } else if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        drop(ready, false);  // closed or failed before it sent anything useful
+      }
+    }
+    const absl::Time now = absl::Now();
+    while (!deadlines.empty() && std::get<0>(deadlines.front()) <= now) {
+      const auto [at, conn, gen] = deadlines.front();
+      deadlines.pop_front();
+      if (auto it = pending.find(conn); it != pending.end() && it->second.generation == gen) drop(conn, true);
+    }
   }
+  while (!pending.empty()) drop(pending.begin()->first, false);
+  close(ep);
   absl::MutexLock lock(&mu_);
   if (polled >= 0 && polled != fd_) close(polled);
 }

@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "server/service/connection_gate.h"
 #include "server/service/tcp_listener.h"
 
@@ -78,11 +79,14 @@ class UnixListener {
   static absl::StatusOr<std::unique_ptr<UnixListener>> Bind(const Options& options);
   ~UnixListener();
 
-  // Accepts connections on a thread of its own, asks `gate` (peer "uid:<N>"; reserved: this
-  // process, root and the daemon's own user), records the admitted ones' credentials in `peers`
-  // and hands them to `server` (already started; all outlive Stop()). A refused connection is
-  // closed at once.
-  void Start(grpc::Server* server, PeerRegistry* peers, ConnectionGate* gate, AcceptErrorHook on_error);
+  // Accepts connections on a thread of its own and asks `gate` (peer "uid:<N>", named "fd:<N>";
+  // reserved: this process, root and the daemon's own user); a refused connection is closed at
+  // once. An admitted one is handed to `server` (already started; all outlive Stop()), its
+  // credentials recorded in `peers`, once it has sent the 24-byte HTTP/2 connection preface, as a
+  // gRPC client does at once; one that has not within `handshake_timeout` is closed
+  // (--handshake_timeout, as gRPC applies it on TCP), and counted as timed out by the gate.
+  void Start(grpc::Server* server, PeerRegistry* peers, ConnectionGate* gate, absl::Duration handshake_timeout,
+             AcceptErrorHook on_error);
   // Connections accepted so far (admitted or refused).
   uint64_t accepted() const { return accepted_.load(); }
   // Whether the path still names the socket this listener bound (same device and inode).
@@ -100,7 +104,8 @@ class UnixListener {
  private:
   explicit UnixListener(const Options& options) : options_(options) {}
   absl::Status BindNew();  // binds a fresh socket at the path and makes it the one accepted on
-  void AcceptLoop(grpc::Server* server, PeerRegistry* peers, ConnectionGate* gate, const AcceptErrorHook& on_error);
+  void AcceptLoop(grpc::Server* server, PeerRegistry* peers, ConnectionGate* gate, absl::Duration handshake_timeout,
+                  const AcceptErrorHook& on_error);
 
   Options options_;
   mutable absl::Mutex mu_;

@@ -97,6 +97,7 @@ TEST(DaemonConfig, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(c.log_level, "info");
   EXPECT_EQ(c.max_connections, 4096);
   EXPECT_EQ(c.max_connections_per_peer, 128);
+  EXPECT_EQ(c.max_connection_rate_per_peer, 64);
   EXPECT_EQ(c.handshake_timeout, absl::Seconds(10));
 }
 
@@ -196,6 +197,11 @@ std::vector<BadCase> BadCases() {
        "--max_connections=1048577 is out of range; accepted: 1..1048576"},
       {"max_connections_per_peer", [](DaemonConfig& c, const TempDir&) { c.max_connections_per_peer = 0; },
        "--max_connections_per_peer=0 is out of range; accepted: 1..1048576"},
+      {"max_connection_rate_per_peer_low", [](DaemonConfig& c, const TempDir&) { c.max_connection_rate_per_peer = -1; },
+       "--max_connection_rate_per_peer=-1 is out of range; accepted: 0 (no limit)..1048576 per second"},
+      {"max_connection_rate_per_peer_high",
+       [](DaemonConfig& c, const TempDir&) { c.max_connection_rate_per_peer = (1 << 20) + 1; },
+       "--max_connection_rate_per_peer=1048577 is out of range; accepted: 0 (no limit)..1048576 per second"},
       {"handshake_timeout_low", [](DaemonConfig& c, const TempDir&) { c.handshake_timeout = absl::Milliseconds(999); },
        "--handshake_timeout must be within 1s..120s (e.g. 10s)"},
       {"handshake_timeout_high", [](DaemonConfig& c, const TempDir&) { c.handshake_timeout = absl::Seconds(121); },

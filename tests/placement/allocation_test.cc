@@ -129,6 +129,52 @@ TEST(Allocation, EachDriversIdentityAttributes) {
   }
 }
 
+// The matching is an index lookup now; what it finds is what a pass over every device found: a UUID
+// in any case names a device or one of its MIG instances, an identity that names two devices is
+// passed over for the next one, and another driver's device is looked for in every accelerator row.
+TEST(Allocation, UuidsOfPartitionsInAnyCaseAndAnIdentityNamingTwoDevicesIsPassedOver) {
+  InventoryBuilder inv;
+  inv.Add(v1::ROW_CUDA_NVIDIA, 3).Add(v1::ROW_XPU, 1);
+  inv.Device(v1::ROW_CUDA_NVIDIA, 0).add_partitions()->set_uuid("MIG-0a1b2c3d-0000-0000-0000-000000000001");
+  inv.Device(v1::ROW_CUDA_NVIDIA, 0).add_partitions()->set_uuid("GPU-SHARED");
+  inv.Device(v1::ROW_CUDA_NVIDIA, 1).set_uuid("gpu-shared");
+  inv.Device(v1::ROW_CUDA_NVIDIA, 0).set_minor(3);
+  inv.Device(v1::ROW_CUDA_NVIDIA, 1).set_minor(5);
+  inv.Device(v1::ROW_CUDA_NVIDIA, 2).set_minor(5);
+  inv.Device(v1::ROW_XPU, 0).set_uuid("XPU-ELSEWHERE");
+  struct Case {
+    v1::AllocatedDevice device;
+    const v1::Device* want;  // null: none
+    std::string by;
+  };
+  const std::vector<Case> cases = {
+      {Dev("gpu.nvidia.com", "mig", {{"uuid", "mig-0A1B2C3D-0000-0000-0000-000000000001"}}),
+       &inv.Device(v1::ROW_CUDA_NVIDIA, 0), "by uuid mig-0A1B2C3D"},
+      // The UUID names devices 0 (a partition) and 1: passed over for the minor, which names device 1 alone.
+      {Dev("gpu.nvidia.com", "shared", {{"uuid", "Gpu-Shared"}, {"minor", "3"}}), &inv.Device(v1::ROW_CUDA_NVIDIA, 0),
+       "by minor 3"},
+      // Minor 5 names two devices and nothing else identifies it: unmatched.
+      {Dev("gpu.nvidia.com", "twice", {{"minor", "5"}}), nullptr, "no single inventory device has minor 5"},
+      // Another driver: every accelerator row (xpu here), by UUID only.
+      {Dev("example.com/accel", "x", {{"uuid", "xpu-elsewhere"}, {"minor", "3"}}), &inv.Device(v1::ROW_XPU, 0),
+       "by uuid xpu-elsewhere"},
+  };
+  for (const Case& c : cases) {
+    v1::DeviceAllocation a;
+    *a.add_devices() = c.device;
+    auto matched = MatchAllocation(inv, a);
+    ASSERT_TRUE(matched.ok()) << matched.status();
+    const std::string all = absl::StrJoin(matched->explanation, "\n") + absl::StrJoin(matched->unmatched, "\n");
+    if (c.want == nullptr) {
+      EXPECT_THAT(matched->devices, IsEmpty()) << c.device.name();
+    } else {
+      ASSERT_EQ(matched->devices.size(), 1u) << c.device.name() << ": " << all;
+      EXPECT_EQ(matched->devices.begin()->first, c.want) << c.device.name();
+    }
+    EXPECT_THAT(all, HasSubstr(c.by)) << c.device.name();
+  }
+}
+
 TEST(Allocation, OtherRowsAreHiddenWithoutAHazard) {
   InventoryBuilder inv;
   inv.Add(v1::ROW_CUDA_NVIDIA, 2).Add(v1::ROW_XPU, 2);

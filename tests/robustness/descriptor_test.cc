@@ -1,17 +1,24 @@
 // Issue 8 item 1: a flood of connections that exhausts the daemon's descriptors must not leave it
 // alive but deaf. The daemon checks its own listeners (--liveness_interval); after the flood it
 // serves again within seconds, or, when gRPC's accept loop gave up for good, exits 1 with
-// event=listener_dead for its supervisor to restart it (the documented recovery).
+// event=listener_dead for its supervisor to restart it (the documented recovery). A descriptor
+// limit lowered by root while the daemon runs, above what it holds, is followed: the connection
+// caps shrink to fit it, so a later flood is refused at accept and never meets EMFILE.
 #include <arpa/inet.h>
+#include <sys/stat.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <functional>
+#include <thread>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -21,6 +28,7 @@
 #include "tests/common/temp_dir.h"
 #include "tests/common/test_pki.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/robustness/peer_commands.h"
 
 namespace devplace::testing {
 namespace {
@@ -44,8 +52,10 @@ bool Serves(const std::string& target) {
 // event=listener_dead naming `dead_address`.
 void FloodAndExpectRecoveryOrExit(DaemonProcess& d, int port, const std::function<bool()>& serving,
                                   const std::string& dead_address) {
-  // A small descriptor limit, so that a small flood exhausts it.
-  ASSERT_EQ(RunCommand(absl::StrCat("prlimit --pid ", d.pid(), " --nofile=64:64")).exit_code, 0);
+  // A descriptor limit so small that a small flood exhausts it: the connection caps follow the
+  // limit, so it must be below what the daemon holds plus root's reserve (32) for root's flood to
+  // reach EMFILE.
+  ASSERT_EQ(RunCommand(absl::StrCat("prlimit --pid ", d.pid(), " --nofile=32:32")).exit_code, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
@@ -139,6 +149,54 @@ TEST(Descriptors, AFloodedTlsListenerIsDetectedToo) {
   FloodAndExpectRecoveryOrExit(
       d, tls_port, [&] { return serves_tls() && Serves(d.tcp_target()) && Serves(d.unix_target()); },
       "tls:" + tls_target);
+}
+
+// prlimit lowers the running daemon's soft limit to 300 descriptors: within a second the total cap
+// is 300 - 32 (reserve) - 128 (the daemon's own) = 140 and logged. Three users then hold 100
+// connections each (each under its per-peer cap of 128): at most 140 are admitted, the rest closed
+// at accept, no accept meets EMFILE, root's health calls are served throughout (the reserve), and
+// the daemon does not exit. Raised again, the cap returns to --max_connections.
+TEST(Descriptors, ALimitLoweredAfterStartIsFollowedAndAFloodIsRefusedAtAccept) {
+  SKIP_UNLESS_ROOT();
+  TempDir dir;
+  ASSERT_EQ(chmod(dir.path().c_str(), 0755), 0);
+  DaemonProcess d(dir.path(), {"--host_root=" + Host("cpu-only"), "--socket_mode=0666", "--liveness_interval=1s",
+                               "--liveness_failures=3"});
+  ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
+  const double original = NumberAfter(d.Log(), "event=rlimit_nofile soft=");
+  ASSERT_GT(original, 300) << d.Log();
+  ASSERT_EQ(RunCommand(absl::StrCat("prlimit --pid ", d.pid(), " --nofile=300:")).exit_code, 0);
+  ASSERT_TRUE(d.WaitForLog("event=max_connections_lowered max_connections=4096 to=140 rlimit_nofile=300",
+                           absl::Seconds(5)))
+      << d.Log();
+
+  std::vector<std::string> commands;
+  for (uid_t user : {kFlooder, uid_t{5001}, uid_t{5002}}) {
+    commands.push_back(AsUser(user, absl::StrCat("hold ", d.tcp_target(), " 100 6")));
+  }
+  int root_ok = 0, root_failed = 0;
+  const std::vector<std::string> reports = RunTogetherWhileProbing(
+      commands, [&] { return Serves(d.tcp_target()) && Serves(d.unix_target()); }, &root_ok, &root_failed);
+  double held = 0;
+  for (const std::string& r : reports) {
+    fprintf(stderr, "%s", r.c_str());
+    EXPECT_EQ(Field(r, "opened"), 100) << r;
+    held += Field(r, "open_at_end");
+  }
+  fprintf(stderr, "held %.0f; root: %d rounds served, %d failed\n", held, root_ok, root_failed);
+  EXPECT_LE(held, 140) << "more connections were held than the lowered limit leaves room for";
+  EXPECT_GE(held, 100) << "the flood was not admitted up to the cap";
+  EXPECT_EQ(root_failed, 0);
+  EXPECT_GT(root_ok, 5);
+  const std::string log = d.Log();
+  EXPECT_THAT(log, ::testing::Not(::testing::HasSubstr("Too many open files"))) << log;
+  EXPECT_THAT(log, ::testing::Not(::testing::HasSubstr("event=listener_dead"))) << log;
+  EXPECT_EQ(d.WaitExit(absl::ZeroDuration()), -1) << log;
+
+  ASSERT_EQ(RunCommand(absl::StrCat("prlimit --pid ", d.pid(), " --nofile=", static_cast<int64_t>(original), ":"))
+                .exit_code,
+            0);
+  EXPECT_TRUE(d.WaitForLog("event=max_connections_restored max_connections=4096", absl::Seconds(5))) << d.Log();
 }
 
 }  // namespace

@@ -1,15 +1,30 @@
 """A hostile or ordinary peer of devplaced for the connection tests (tests/robustness/connection_test.cc),
 run under /usr/bin/python3 as whichever user setpriv makes it. Prints one JSON line.
 
-  peer.py hold TARGET N SECONDS [--source IP] [--hello]
+  peer.py hold TARGET N SECONDS [--source IP] [--hello | --slow]
       Opens N connections to TARGET (HOST:PORT or unix:/PATH), optionally from source address IP,
       optionally sending the first 11 bytes of a TLS ClientHello and nothing more (a stalled
-      handshake), and holds them silent for SECONDS. Reports how many were opened, how many the
+      handshake), and holds them silent for SECONDS; with --slow each dribbles an HTTP request
+      header instead, a byte every 200 ms. Reports how many were opened, how many the
       server closed (at once: within 0.5 s of connecting; and the latest close, in seconds after
       connecting) and how many were still open at the end.
-  peer.py calls TARGET SECONDS
+  peer.py calls TARGET SECONDS [--fresh]
       Calls grpc.health.v1.Health/Check on TARGET every 50 ms over one channel for SECONDS, each with a
-      2 s deadline. Reports the calls that succeeded and those that failed (with the first errors).
+      2 s deadline; with --fresh each call on a connection of its own, as a job or the CLI makes it.
+      Reports the calls that succeeded and those that failed (with the first errors), and the calls'
+      latencies in ms (p50, p99, max; a --fresh call's includes its connection).
+  peer.py watch TARGET N
+      Opens N devplace.v1 WatchInventory streams on TARGET over one channel, one after the other,
+      each waiting for its first snapshot (5 s deadline). Reports how many opened and the errors of
+      the others.
+  peer.py scrape URL N
+      GETs URL N times in a row, each on a connection of its own with a 10 s timeout. Reports the
+      scrapes answered 200 and the others, and their latencies in ms (p50, max).
+  peer.py churn SECONDS TARGET[@SOURCE]...
+      Connects to each TARGET in turn (from source address SOURCE where given) and closes at once,
+      again and again, for SECONDS (a connect-and-close flood: by the time the server looks the
+      client up, the socket is closed and has no owner). Reports the connections made and the
+      connects that failed.
 """
 import json
 import select
@@ -36,7 +51,10 @@ def connect(target, source):
     return s
 
 
-def hold(target, n, seconds, source, hello):
+SLOW_HEADER = b"GET /metrics HTTP/1.1\r\nX-Slow: " + b"x" * 200
+
+
+def hold(target, n, seconds, source, hello, slow=False):
     socks, failed = [], 0
     poller = select.poll()
     by_fd = {}
@@ -67,8 +85,17 @@ def hold(target, n, seconds, source, hello):
         poller.register(s.fileno(), select.POLLIN)
         harvest(0)  # closes are timed while the flood is still being opened
     end = time.monotonic() + seconds
+    sent = 0
     while len(closed_after) < len(socks) and time.monotonic() < end:
-        harvest(100)
+        harvest(100 if not slow else 200)
+        if slow and sent < len(SLOW_HEADER):
+            for i, (s, _) in enumerate(socks):
+                if i not in closed_after:
+                    try:
+                        s.send(SLOW_HEADER[sent:sent + 1])
+                    except OSError:
+                        pass
+            sent += 1
     print(json.dumps({
         "opened": len(socks),
         "connect_failed": failed,
@@ -79,30 +106,102 @@ def hold(target, n, seconds, source, hello):
     }), flush=True)
 
 
-def calls(target, seconds):
+def percentile(values, p):
+    if not values:
+        return None
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(len(ordered) * p))], 1)
+
+
+def calls(target, seconds, fresh):
     import grpc
-    channel = grpc.insecure_channel(target)
-    check = channel.unary_unary("/grpc.health.v1.Health/Check")
-    ok, failed, errors = 0, 0, []
+    # A channel of its own never shares a connection with another channel of this process.
+    options = [("grpc.use_local_subchannel_pool", 1)]
+    channel = None if fresh else grpc.insecure_channel(target, options=options)
+    ok, failed, errors, latencies = 0, 0, [], []
     end = time.monotonic() + seconds
     while time.monotonic() < end:
+        start = time.monotonic()
+        c = grpc.insecure_channel(target, options=options) if fresh else channel
         try:
-            check(b"", timeout=2)
+            c.unary_unary("/grpc.health.v1.Health/Check")(b"", timeout=2)
             ok += 1
+            latencies.append((time.monotonic() - start) * 1000)
         except grpc.RpcError as e:
             failed += 1
             if len(errors) < 5:
                 errors.append(f"{e.code()}: {e.details()}")
+        finally:
+            if fresh:
+                c.close()
         time.sleep(0.05)
-    print(json.dumps({"ok": ok, "failed": failed, "errors": errors}), flush=True)
+    print(json.dumps({"ok": ok, "failed": failed, "errors": errors, "p50_ms": percentile(latencies, 0.5),
+                      "p99_ms": percentile(latencies, 0.99), "max_ms": percentile(latencies, 1.0)}), flush=True)
+
+
+def scrape(url, n):
+    import urllib.error
+    import urllib.request
+    ok, failed, errors, latencies = 0, 0, [], []
+    for _ in range(n):
+        start = time.monotonic()
+        try:
+            with urllib.request.urlopen(url, timeout=10) as answer:
+                answer.read()
+                ok += answer.status == 200
+                failed += answer.status != 200
+            latencies.append((time.monotonic() - start) * 1000)
+        except (OSError, urllib.error.URLError) as e:
+            failed += 1
+            if len(errors) < 5:
+                errors.append(str(e))
+    print(json.dumps({"ok": ok, "failed": failed, "errors": errors, "p50_ms": percentile(latencies, 0.5),
+                      "max_ms": percentile(latencies, 1.0)}), flush=True)
+
+
+def watch(target, n):
+    import grpc
+    channel = grpc.insecure_channel(target)
+    method = channel.unary_stream("/devplace.v1.DevicePlacement/WatchInventory")
+    streams, errors = [], []
+    for _ in range(n):
+        stream = method(b"", timeout=5)
+        try:
+            next(stream)
+            streams.append(stream)
+        except grpc.RpcError as e:
+            errors.append(f"{e.code()}: {e.details()}")
+    print(json.dumps({"opened": len(streams), "errors": errors}), flush=True)
+    for stream in streams:
+        stream.cancel()
+
+
+def churn(seconds, targets):
+    made, failed = 0, 0
+    ends = [(t.split("@")[0], t.split("@")[1] if "@" in t else None) for t in targets]
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        for target, source in ends:
+            try:
+                connect(target, source).close()
+                made += 1
+            except OSError:
+                failed += 1
+    print(json.dumps({"made": made, "connect_failed": failed, "per_s": round(made / seconds)}), flush=True)
 
 
 def main(argv):
     if len(argv) >= 5 and argv[1] == "hold":
         source = argv[argv.index("--source") + 1] if "--source" in argv else None
-        hold(argv[2], int(argv[3]), float(argv[4]), source, "--hello" in argv)
-    elif len(argv) == 4 and argv[1] == "calls":
-        calls(argv[2], float(argv[3]))
+        hold(argv[2], int(argv[3]), float(argv[4]), source, "--hello" in argv, "--slow" in argv)
+    elif len(argv) in (4, 5) and argv[1] == "calls":
+        calls(argv[2], float(argv[3]), "--fresh" in argv)
+    elif len(argv) == 4 and argv[1] == "watch":
+        watch(argv[2], int(argv[3]))
+    elif len(argv) == 4 and argv[1] == "scrape":
+        scrape(argv[2], int(argv[3]))
+    elif len(argv) >= 4 and argv[1] == "churn":
+        churn(float(argv[2]), argv[3:])
     else:
         sys.exit(__doc__)
 

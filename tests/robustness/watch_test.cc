@@ -1,5 +1,5 @@
-// Issue 8 item 4: watches are capped per daemon and per peer (RESOURCE_EXHAUSTED past the cap),
-// and a client frozen with SIGSTOP on the unix socket is dropped by keepalive, which frees its
+// Issue 8 item 4: watches are capped per daemon and per peer (RESOURCE_EXHAUSTED past the cap; a
+// peer is a local client's user on every transport, as for the connection caps), and a client frozen with SIGSTOP on the unix socket is dropped by keepalive, which frees its
 // watch.
 #include <signal.h>
 #include <spawn.h>
@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "devplace/v1/devplace.grpc.pb.h"
 #include "gmock/gmock.h"
@@ -15,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "tests/common/temp_dir.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/robustness/peer_commands.h"
 
 extern char** environ;
 
@@ -53,29 +55,51 @@ struct Watch {
   bool finished = false;
 };
 
-TEST(Watches, CappedPerDaemonAndPerPeer) {
+TEST(Watches, CappedPerDaemon) {
   TempDir dir;
-  DaemonProcess d(dir.path(), {"--host_root=" + Host("cpu-only"), "--max_watches=3", "--max_watches_per_peer=2"});
+  DaemonProcess d(dir.path(), {"--host_root=" + Host("cpu-only"), "--max_watches=2"});
+  ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
+  Watch unix1(d.unix_target()), tcp1(d.tcp_target());
+  ASSERT_TRUE(unix1.Opened());
+  ASSERT_TRUE(tcp1.Opened());
+  Watch tcp2(d.tcp_target());  // the daemon's cap
+  EXPECT_FALSE(tcp2.Opened());
+  const grpc::Status s = tcp2.Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("--max_watches"));
+}
+
+// A peer is what the connection caps count by: a local user over the unix socket and over TCP
+// alike (TCP watches used to count by address, so every local TCP client was one peer).
+TEST(Watches, CappedPerPeerALocalUserOverTheUnixSocketAndTcpAlike) {
+  TempDir dir;
+  DaemonProcess d(dir.path(), {"--host_root=" + Host("cpu-only"), "--max_watches=10", "--max_watches_per_peer=2"});
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
   Watch unix1(d.unix_target()), unix2(d.unix_target());
   ASSERT_TRUE(unix1.Opened());
   ASSERT_TRUE(unix2.Opened());
-  {
-    Watch unix3(d.unix_target());  // the unix socket's clients are one peer
-    EXPECT_FALSE(unix3.Opened());
-    const grpc::Status s = unix3.Finish();
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  for (const std::string& target : {d.unix_target(), d.tcp_target()}) {
+    Watch third(target);  // this process's user holds its two
+    EXPECT_FALSE(third.Opened()) << target;
+    const grpc::Status s = third.Finish();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << target << ": " << s.error_message();
     EXPECT_THAT(s.error_message(), HasSubstr("--max_watches_per_peer"));
+    EXPECT_THAT(s.error_message(), HasSubstr(absl::StrCat("peer uid:", geteuid(), " ")));
   }
-  Watch tcp1(d.tcp_target());  // another peer
-  ASSERT_TRUE(tcp1.Opened());
-  {
-    Watch tcp2(d.tcp_target());  // the daemon's cap
-    EXPECT_FALSE(tcp2.Opened());
-    const grpc::Status s = tcp2.Finish();
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
-    EXPECT_THAT(s.error_message(), HasSubstr("--max_watches"));
-  }
+}
+
+// Two local users over loopback TCP are two peers: one holding its cap does not lock the other out.
+TEST(Watches, TwoLocalUsersOverTcpAreTwoPeers) {
+  SKIP_UNLESS_ROOT();
+  TempDir dir;
+  DaemonProcess d(dir.path(), {"--host_root=" + Host("cpu-only"), "--max_watches=10", "--max_watches_per_peer=2"});
+  ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
+  Watch mine1(d.tcp_target()), mine2(d.tcp_target());
+  ASSERT_TRUE(mine1.Opened());
+  ASSERT_TRUE(mine2.Opened());
+  const std::string other = RunCommand(AsUser(kOtherUser, absl::StrCat("watch ", d.tcp_target(), " 3"))).out;
+  EXPECT_EQ(Field(other, "opened"), 2) << other;
+  EXPECT_THAT(other, HasSubstr(absl::StrCat("peer uid:", kOtherUser, " already has 2 watches"))) << other;
 }
 
 TEST(Watches, AFrozenUnixSocketClientIsDroppedByKeepalive) {

@@ -22,6 +22,10 @@ until out=$("$load_gen" --mode=once --method=resolve --target="unix:$dir/d.sock"
 done
 echo "resolve: $out"
 case "$out" in *"ok=1 "*"device=cuda:0"*) ;; *) echo "unexpected answer"; exit 1 ;; esac
+# The request at the DRA bounds (1,024 devices x 64 attributes, none matching) is answered.
+out=$("$load_gen" --mode=once --method=resolve --request=dra_bound --target="unix:$dir/d.sock")
+echo "dra_bound: $out"
+case "$out" in *"ok=1 "*"device=cuda:0"*) ;; *) echo "the DRA-bound request was not answered"; exit 1 ;; esac
 out=$("$load_gen" --mode=once --method=check --target="unix:$dir/d.sock")
 echo "check: $out"
 case "$out" in *"ok=1 bytes=2 "*) ;; *) echo "unexpected Check answer (want SERVING, 2 bytes)"; exit 1 ;; esac
