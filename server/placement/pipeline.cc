@@ -20,7 +20,7 @@ const std::vector<std::string> kPipelineOrder = {"mlu", "musa", "cuda", "npu", "
 
 absl::Status Resolution::Pipeline() {
   const std::string& m = req_.device_map();
-  out_.add_explanation(absl::StrCat("convention CONVENTION_PIPELINE: emulating pipeline(device=",
+  out_.add_explanation(absl::StrCat("convention pipeline: emulating pipeline(device=",
                                     m.empty() ? "None" : m, ")"));
   if (m.empty() && !versions_.Has(Feature::kTfPipelineAccelDefault)) {
     AnswerCpu(absl::StrCat("I-PIPE device=None: ", versions_.Cite(Feature::kTfPipelineAccelDefault), " -> cpu"));

@@ -87,10 +87,10 @@ class JobEnvironment(unittest.TestCase):
     def test_absent_libraries_are_said(self):
         _, answer = self.python_resolve(os.path.join(ENVS, "untagged-site"))
         site = os.path.join(ENVS, "untagged-site")
-        self.assertIn(f"transformers is not installed in importlib.metadata of {site}: CONVENTION_FROM_PRETRAINED is "
+        self.assertIn(f"transformers is not installed in importlib.metadata of {site}: from_pretrained is "
                       "Transformers' API, so these cannot be the job's own rules; Transformers 5.15.0's were applied "
                       "(V-JOB)", answer.warnings)
-        self.assertIn(f"accelerate is not installed in importlib.metadata of {site}: CONVENTION_FROM_PRETRAINED with a "
+        self.assertIn(f"accelerate is not installed in importlib.metadata of {site}: from_pretrained with a "
                       "device_map needs it (the job fails with ImportError), so these cannot be the job's own rules; "
                       "Accelerate 1.14.0's were applied (V-JOB)", answer.warnings)
         line = [e for e in answer.explanation if e.startswith("V-JOB ")][0]
