@@ -197,10 +197,16 @@ TEST(FirstHour, DidYouMeanForCommandsFlagsAndKeywords) {
   const std::string saved = dir.File("inv.json");
   ASSERT_EQ(Cli("probe --json --host_root=" + inventory + " > " + saved).exit_code, 0);
   r = Cli("resolve --workload=inference --device_map=balanced_low0 --inventory=" + saved);
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);  // a mistyped keyword is a bad value, like every other
   EXPECT_THAT(r.err, HasSubstr("(did you mean 'balanced_low_0'?)"));
   r = Cli("resolve --workload=inference --device_map=Auto --inventory=" + saved);
+  EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("keywords are case-sensitive: did you mean 'auto'?"));
+  r = Cli("resolve --workload=inference -device_map=auto --inventory=" + saved);  // one dash works too
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = Cli("resolve --workload=inference -d auto --inventory=" + saved);  // no short flags: quoted as typed
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("unknown flag -d "));
 
   // Dashes work as underscores.
   r = Cli("resolve --workload=inference --device-map=auto --job-device-nodes=/dev/nvidia1 --inventory=" + saved);

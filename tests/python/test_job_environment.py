@@ -116,7 +116,7 @@ class JobEnvironment(unittest.TestCase):
             "accelerate_version to override): '0.20.3' is older than devplace supports; accepted: Accelerate 0.25.0 "
             "up to 1.15.x"), caught.exception.message)
         result = cli_resolve(self.daemon.unix_target, f"--python_env={site}")
-        self.assertEqual(result.returncode, 1, result.stderr)
+        self.assertEqual(result.returncode, 2, result.stderr)  # INVALID_ARGUMENT: a bad value
         self.assertIn("job_environment has accelerate 0.20.3 in package metadata under", result.stderr)
 
     def test_python_flag_asks_the_interpreter_and_the_client_detects_its_own(self):
