@@ -104,7 +104,10 @@ TEST(OperatorExitCodes, EveryFlagErrorExitsTwoWithOneLine) {
     std::string words;  // in the one stderr line
   };
   const std::vector<Case> cases = {
-      {daemon + " --bogus", "unknown flag --bogus"},
+      {daemon + " --bogus", "unknown flag --bogus (see --help)"},  // one hint, not two
+      {daemon + " -x", "unknown flag -x (see --help)"},            // as typed, not --x
+      {daemon + " --version=true", "flag --version takes no value (--version=true)"},
+      {daemon + " --version=false", "flag --version takes no value (--version=false)"},
       {daemon + " --refresh_interval=30", "write 30s"},
       {daemon + " --refresh_interval 30", "write 30s"},
       {daemon + " --probe_timeout=abc", "--probe_timeout=abc: a duration needs a unit"},
@@ -140,6 +143,32 @@ TEST(OperatorExitCodes, EveryFlagErrorExitsTwoWithOneLine) {
   const CommandResult help = RunCommand(daemon + " --help");
   EXPECT_THAT(help.out + help.err, HasSubstr("Flags from devplaced.cc"));
   EXPECT_THAT(help.out + help.err, Not(HasSubstr("server/devplaced.cc")));
+  // Asking for help is no error: exit 0, the text on stdout, for each of absl's help flags.
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_EQ(help.err, "");
+  EXPECT_THAT(help.out, ::testing::StartsWith("devplaced: the devplace daemon."));
+  EXPECT_THAT(help.out, HasSubstr("\n    --listen (Comma-separated listen addresses"));
+  EXPECT_THAT(help.out, Not(HasSubstr("--flagfile (")));  // absl's flags only in --helpfull
+  for (const char* flags : {"-h", "--helpshort", "--bogus --help", "--help --listen=nonsense"}) {
+    SCOPED_TRACE(flags);
+    const CommandResult same = RunCommand(absl::StrCat(daemon, " ", flags));
+    EXPECT_EQ(same.exit_code, 0) << same.err;
+    EXPECT_EQ(same.out, help.out);
+  }
+  const CommandResult full = RunCommand(daemon + " --helpfull");
+  EXPECT_EQ(full.exit_code, 0);
+  EXPECT_THAT(full.out, HasSubstr("--listen ("));
+  EXPECT_THAT(full.out, HasSubstr("--flagfile ("));
+  const CommandResult match = RunCommand(daemon + " --help=tls_client");
+  EXPECT_EQ(match.exit_code, 0);
+  EXPECT_THAT(match.out, HasSubstr("--tls_client_ca ("));
+  EXPECT_THAT(match.out, Not(HasSubstr("--refresh_interval (")));
+  const CommandResult none = RunCommand(daemon + " --help=no_flag_has_this");
+  EXPECT_EQ(none.exit_code, 0);
+  EXPECT_THAT(none.out, HasSubstr("No flags matched."));
+  const CommandResult version = RunCommand(daemon + " --version");
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_THAT(version.out, ::testing::StartsWith("devplaced "));
 }
 
 // ---- item 2: squatted sockets ------------------------------------------------------------------
