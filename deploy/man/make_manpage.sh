@@ -49,7 +49,7 @@ fi
 # default: x;": help2man reads a flag list as "--name" lines with indented text, so the help is
 # read through a wrapper that reflows it so.
 run="$binary"
-help=$("$binary" --help 2>&1 || true)  # absl's --help exits 1
+help=$("$binary" --help 2>&1 || true)  # absl's own --help (the probes') exits 1; devplaced's exits 0
 if grep -q '^  Flags from ' <<<"$help"; then
   run="$tmp/$name"
   cat >"$run" <<WRAPPER
