@@ -344,6 +344,10 @@ TEST(Tls, EachMistakeNamesItsCauseAndTheFlagThatFixesIt) {
       {ca + mine + " --tls_server_name=node1.example",
        {"the daemon's certificate names IP:127.0.0.1, DNS:localhost, not node1.example",
         "pass --tls_server_name=NAME"}},
+      // Before: gRPC's "empty address list" alone.
+      {ca + " --tls_cert=" + pki.client.cert + " --tls_key=" + pki.other_client.key,
+       {"the private key --tls_key=" + pki.other_client.key + " does not belong to the client certificate --tls_cert=" +
+            pki.client.cert + " (subject CN=client1, issued by CN=ca1): pass the key that was made with that certificate"}},
   };
   for (const auto& [flags, words] : cases) {
     SCOPED_TRACE(flags);
@@ -359,6 +363,11 @@ TEST(Tls, EachMistakeNamesItsCauseAndTheFlagThatFixesIt) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr(d.daemon.tcp_target() + " did not answer the TLS handshake: it is probably a "
                                "plaintext listener"));
+  // A host name that does not resolve (.invalid never does, RFC 6761); before, only gRPC's text.
+  r = RunCommand(CliAt("nosuchhost.invalid:7466") + ca + " --timeout=20s health");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, StartsWith("devplace: health: UNAVAILABLE: the host name nosuchhost.invalid does not resolve ("));
+  EXPECT_THAT(r.err, HasSubstr("dial the daemon's IP address (--address, DEVPLACE_ADDRESS) (gRPC: "));
   // The library says the same.
   absl::StatusOr<v1::Inventory> refused = InventoryWith(Tls(d.tls_target, pki.ca.cert, nullptr));
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
