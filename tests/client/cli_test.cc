@@ -32,12 +32,12 @@ class CliTest : public ::testing::Test {
   }
 
   // Runs `devplace <args>` (shell words), capturing stdout and stderr.
-  CommandResult Run(const std::string& args) { return RunCommand(std::string(DEVPLACE_CLI_BINARY) + " " + args); }
+  CommandResult Run(const std::string& args) { return RunCommand(ShellQuote(DEVPLACE_CLI_BINARY) + " " + args); }
 
   // Saves `devplace probe --json` of a fixture host; returns the file's path.
   std::string SaveInventory(const std::string& host) {
     const std::string path = tmp_.path() + "/" + host + ".json";
-    const CommandResult r = Run("probe --json --host_root=" + FixtureHost(host) + " >" + path);
+    const CommandResult r = Run("probe --json --host_root=" + ShellQuote(FixtureHost(host)) + " >" + path);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return path;
   }
@@ -49,7 +49,7 @@ class CliTest : public ::testing::Test {
 };
 
 TEST_F(CliTest, ProbeJsonParsesAsAnInventory) {
-  const CommandResult r = Run("probe --host_root=" + FixtureHost("nvidia-2x-h100") + " --json");
+  const CommandResult r = Run("probe --host_root=" + ShellQuote(FixtureHost("nvidia-2x-h100")) + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   v1::Inventory inv;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &inv).ok()) << r.out;
@@ -61,7 +61,7 @@ TEST_F(CliTest, ProbeJsonParsesAsAnInventory) {
 }
 
 TEST_F(CliTest, ProbeTableHasAlignedColumns) {
-  const CommandResult r = Run("probe --host_root=" + FixtureHost("nvidia-2x-h100"));
+  const CommandResult r = Run("probe --host_root=" + ShellQuote(FixtureHost("nvidia-2x-h100")));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::vector<std::string> lines;
   std::stringstream in(r.out);

@@ -225,11 +225,11 @@ TEST(MetricsDaemon, OpenWatchStreamsAreCounted) {
 
 TEST(MetricsDaemon, NonLoopbackMetricsAddressNeedsAnExplicitChoice) {
   const CommandResult r =
-      RunCommand(DEVPLACE_DAEMON_BINARY " --listen=unix:/nonexistent/x.sock --metrics_listen=0.0.0.0:0");
+      RunCommand(ShellQuote(DEVPLACE_DAEMON_BINARY) + " --listen=unix:/nonexistent/x.sock --metrics_listen=0.0.0.0:0");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--metrics_listen='0.0.0.0:0' is not a loopback address"));
   EXPECT_THAT(r.err, HasSubstr("--metrics_allow_remote"));
-  const CommandResult level = RunCommand(DEVPLACE_DAEMON_BINARY " --log_level=loud");
+  const CommandResult level = RunCommand(ShellQuote(DEVPLACE_DAEMON_BINARY) + " --log_level=loud");
   EXPECT_EQ(level.exit_code, 2);
   EXPECT_THAT(level.err, HasSubstr("--log_level='loud' is not one of debug, info, warn, error"));
 }
@@ -240,7 +240,7 @@ TEST(MetricsDaemon, AMetricsAddressThatCannotBeBoundIsFatal) {
   ASSERT_EQ(listen(fd, 1), 0);
   TempDir dir;
   const std::string taken = absl::StrCat("127.0.0.1:", port);
-  const CommandResult r = RunCommand(absl::StrCat("timeout 20 ", DEVPLACE_DAEMON_BINARY, " --listen=unix:", dir.path(),
+  const CommandResult r = RunCommand(absl::StrCat("timeout 20 ", ShellQuote(DEVPLACE_DAEMON_BINARY), " --listen=unix:", dir.path(),
                                                   "/d.sock --torch_probe_command=none --metrics_listen=", taken));
   close(fd);
   EXPECT_EQ(r.exit_code, 1);
@@ -272,7 +272,7 @@ TEST(MetricsDaemon, ATakenDefaultMetricsPortIsAWarningNamingThePort) {
                         "holds port 9465 (ss -ltnp 'sport = :9465' names it), so http://127.0.0.1:9465/metrics is not "
                         "this daemon's; start it with --metrics_listen=127.0.0.1:0"));
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
-  EXPECT_EQ(RunCommand(absl::StrCat(DEVPLACE_CLI_BINARY, " --address=", d.unix_target(), " health")).out, "SERVING\n");
+  EXPECT_EQ(RunCommand(absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=", d.unix_target(), " health")).out, "SERVING\n");
   d.Signal(SIGTERM);
   EXPECT_EQ(d.WaitExit(absl::Seconds(20)), 0);
   close(holder);

@@ -96,8 +96,8 @@ grpc::Status Refresh(const std::string& target) {
 TEST(OperatorExitCodes, EveryFlagErrorExitsTwoWithOneLine) {
   TempDir dir;
   const std::string flagfile = dir.Write("bad.flags", "# comment\n--refresh_interval=60s\n--no_such_flag=1\n");
-  const std::string daemon = DEVPLACE_DAEMON_BINARY;
-  const std::string cli = DEVPLACE_CLI_BINARY;
+  const std::string daemon = ShellQuote(DEVPLACE_DAEMON_BINARY);
+  const std::string cli = ShellQuote(DEVPLACE_CLI_BINARY);
   const std::string missing_dir = dir.File("nonexistent");
   struct Case {
     std::string command;
@@ -175,12 +175,13 @@ TEST(OperatorExitCodes, EveryFlagErrorExitsTwoWithOneLine) {
 
 TEST(OperatorSockets, DaemonRefusesADirectoryOwnedByAnotherUserOrWritableByOthers) {
   OwnedDir squatted(kNobody, 0755);
-  CommandResult r = RunCommand(absl::StrCat(DEVPLACE_DAEMON_BINARY, " --torch_probe_command=none --host_root=",
-                                            Host("cpu-only"), " --listen=unix:", squatted.path(), "/devplace.sock"));
+  CommandResult r = RunCommand(absl::StrCat(ShellQuote(DEVPLACE_DAEMON_BINARY), " --torch_probe_command=none --host_root=",
+                                            ShellQuote(Host("cpu-only")), " --listen=unix:", squatted.path(), "/devplace.sock"));
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_THAT(r.err, HasSubstr("owned by uid 65534"));
   OwnedDir open(0, 0777);
-  r = RunCommand(absl::StrCat(DEVPLACE_DAEMON_BINARY, " --torch_probe_command=none --host_root=", Host("cpu-only"),
+  r = RunCommand(absl::StrCat(ShellQuote(DEVPLACE_DAEMON_BINARY), " --torch_probe_command=none --host_root=",
+                              ShellQuote(Host("cpu-only")),
                               " --listen=unix:", open.path(), "/devplace.sock"));
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_THAT(r.err, HasSubstr("writable by group or others"));
@@ -192,7 +193,7 @@ TEST(OperatorSockets, ClientRefusesADaemonStartedByAnotherUser) {
   OwnedDir squatted(kNobody, 0755);
   const std::string sock = squatted.path() + "/devplace.sock";
   const CommandResult started = RunCommand(AsNobody(absl::StrCat(
-      DEVPLACE_DAEMON_BINARY, " --torch_probe_command=none --host_root=", Host("nvidia-2x-h100"),
+      ShellQuote(DEVPLACE_DAEMON_BINARY), " --torch_probe_command=none --host_root=", ShellQuote(Host("nvidia-2x-h100")),
       " --socket_mode=0666 --listen=unix:", sock, " >", squatted.path(), "/log 2>&1 & echo $!")));
   const pid_t squatter = std::atoi(started.out.c_str());
   ASSERT_GT(squatter, 0) << started.err;
@@ -202,12 +203,12 @@ TEST(OperatorSockets, ClientRefusesADaemonStartedByAnotherUser) {
   EXPECT_EQ(st.st_uid, kNobody);
 
   // root's CLI, pointed at it explicitly or through DEVPLACE_ADDRESS, refuses and says why.
-  CommandResult r = RunCommand(absl::StrCat(DEVPLACE_CLI_BINARY, " --address=unix:", sock, " inventory"));
+  CommandResult r = RunCommand(absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=unix:", sock, " inventory"));
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_THAT(r.err, HasSubstr("FAILED_PRECONDITION: refusing unix:" + sock));
   EXPECT_THAT(r.err, HasSubstr("owned by uid 65534"));
   EXPECT_EQ(r.out, "");
-  r = RunCommand(absl::StrCat("DEVPLACE_ADDRESS=unix:", sock, " ", DEVPLACE_CLI_BINARY,
+  r = RunCommand(absl::StrCat("DEVPLACE_ADDRESS=unix:", sock, " ", ShellQuote(DEVPLACE_CLI_BINARY),
                               " resolve --workload=training --no_environment"));
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_THAT(r.err, HasSubstr("from DEVPLACE_ADDRESS"));
@@ -244,8 +245,8 @@ TEST(OperatorSockets, NonRootDaemonCreatesOnlyItsOwnRuntimeDirectory) {
   const std::string runtime = absl::StrCat("/tmp/devplace-", kNobody);
   if (std::filesystem::exists(runtime)) GTEST_SKIP() << runtime << " exists already on this machine";
   const CommandResult started = RunCommand(AsNobody(absl::StrCat(
-      "env -u XDG_RUNTIME_DIR ", DEVPLACE_DAEMON_BINARY, " --torch_probe_command=none --host_root=",
-      Host("cpu-only"), " --listen=unix:", runtime, "/devplace.sock >/dev/null 2>&1 & echo $!")));
+      "env -u XDG_RUNTIME_DIR ", ShellQuote(DEVPLACE_DAEMON_BINARY), " --torch_probe_command=none --host_root=",
+      ShellQuote(Host("cpu-only")), " --listen=unix:", runtime, "/devplace.sock >/dev/null 2>&1 & echo $!")));
   const pid_t pid = std::atoi(started.out.c_str());
   ASSERT_GT(pid, 0);
   const bool created = WaitForFile(runtime + "/devplace.sock", absl::Seconds(20));
@@ -277,7 +278,7 @@ TEST(OperatorRefresh, OnlyRootOrTheSocketGroupOverTheUnixSocketAndRateLimited) {
   EXPECT_THAT(tcp.error_message(), HasSubstr("plaintext TCP"));
 
   // nobody over the socket, not in the group: refused; reading is still fine.
-  const std::string cli = absl::StrCat(DEVPLACE_CLI_BINARY, " --address=", d.unix_target());
+  const std::string cli = absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=", d.unix_target());
   CommandResult r = RunCommand(AsNobody(cli + " refresh"));
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_THAT(r.err, HasSubstr("PERMISSION_DENIED"));
@@ -318,7 +319,8 @@ TEST(OperatorSockets, DeletedSocketIsRecreatedOnSighupButAnotherDaemonsIsLeftAlo
   ASSERT_EQ(unlink(d.socket_path().c_str()), 0);
   TempDir dir2;
   const CommandResult second = RunCommand(absl::StrCat(
-      DEVPLACE_DAEMON_BINARY, " --torch_probe_command=none --host_root=", Host("cpu-only"), " --listen=unix:",
+      ShellQuote(DEVPLACE_DAEMON_BINARY), " --torch_probe_command=none --host_root=", ShellQuote(Host("cpu-only")),
+      " --listen=unix:",
       d.socket_path(), " >", dir2.File("log"), " 2>&1 & echo $!"));
   const pid_t other = std::atoi(second.out.c_str());
   ASSERT_GT(other, 0);
@@ -369,7 +371,7 @@ TEST(OperatorCli, WarningsGoToStderrJsonIsTwoSpacesAndTheTorchLineSaysWhoseViewI
 #endif
   DaemonProcess d(dir.path(), flags);
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20)));
-  const std::string cli = absl::StrCat(DEVPLACE_CLI_BINARY, " --address=", d.unix_target(), " ");
+  const std::string cli = absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=", d.unix_target(), " ");
   // A job that sees none of the GPUs: cpu on stdout, the reason on stderr.
   CommandResult r = RunCommand(cli + "resolve --workload=inference --device_map=auto --no_environment "
                                      "--job_device_nodes=none");

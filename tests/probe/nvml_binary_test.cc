@@ -16,14 +16,14 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string Probe() { return DEVPLACE_PROBE_BINARY; }
+std::string Probe() { return ShellQuote(DEVPLACE_PROBE_BINARY); }
 
 // Runs devplace-probe on fixture host `host` with the fake NVML answering from `script`; `env`
 // is more VAR=value words for its environment.
 CommandResult RunProbeWithNvml(const std::string& host, const std::string& script, const std::string& args,
                                const std::string& env = "") {
-  return RunCommand(env + " FAKE_NVML_CONFIG=" + NvmlScript(script) + " " + Probe() + " --host_root=" +
-                    HostDir(host) + " --nvml_library=" + DEVPLACE_FAKE_NVML + " " + args);
+  return RunCommand(env + " FAKE_NVML_CONFIG=" + ShellQuote(NvmlScript(script)) + " " + Probe() + " --host_root=" +
+                    ShellQuote(HostDir(host)) + " --nvml_library=" + ShellQuote(DEVPLACE_FAKE_NVML) + " " + args);
 }
 
 // Runs devplace-probe with `args`; the inventory it wrote (a failure when it did not exit 0 or
