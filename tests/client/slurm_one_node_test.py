@@ -18,6 +18,7 @@ Usage: slurm_one_node_test.py DEVPLACE_BINARY PROBE_GOLDEN_DIR
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -80,7 +81,8 @@ class Cluster:
                 os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
         prolog = os.path.join(r, "task-prolog")
         with open(prolog, "w") as f:
-            f.write(f"#!/bin/sh\nexec {self.devplace} slurm task-prolog --inventory={self.inventory}\n")
+            f.write(f"#!/bin/sh\nexec {shlex.quote(self.devplace)} slurm task-prolog "
+                    f"--inventory={shlex.quote(self.inventory)}\n")
         os.chmod(prolog, 0o755)
         inv = json.load(open(self.inventory))
         cores = int(inv["host"]["cpu"]["cores"])

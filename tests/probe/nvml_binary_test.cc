@@ -100,14 +100,14 @@ TEST(NvmlBinaryTest, JsonShowsNamesUuidsMemoryAndMig) {
 
 TEST(NvmlBinaryTest, MissingLibraryIsSkipped) {
   const v1::Inventory inv =
-      ProbeOutput("--host_root=" + HostDir("nvidia-2x-h100") + " --nvml_library=/nonexistent/libnvidia-ml.so.1");
+      ProbeOutput("--host_root=" + ShellQuote(HostDir("nvidia-2x-h100")) + " --nvml_library=/nonexistent/libnvidia-ml.so.1");
   ASSERT_NE(FindReport(inv, "nvml"), nullptr);
   EXPECT_EQ(FindReport(inv, "nvml")->status(), v1::PROBE_STATUS_SKIPPED);
   EXPECT_EQ(FindRow(inv, v1::ROW_CUDA_NVIDIA)->devices_size(), 2);
 }
 
 TEST(NvmlBinaryTest, EmptyNvmlLibraryGivesTheLibrarysInventory) {
-  v1::Inventory inv = ProbeOutput("--host_root=" + HostDir("nvidia-mig") + NoVendorLibraryFlags());
+  v1::Inventory inv = ProbeOutput("--host_root=" + ShellQuote(HostDir("nvidia-mig")) + NoVendorLibraryFlags());
   inv.clear_probed_at();
   for (v1::ProbeReport& report : *inv.mutable_probe_reports()) report.set_duration_ms(0);
   EXPECT_EQ(inv.SerializeAsString(), ProbeHost("nvidia-mig").SerializeAsString());
