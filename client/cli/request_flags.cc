@@ -39,11 +39,13 @@ ABSL_FLAG(bool, strict, false, "Turn hazards into FAILED_PRECONDITION errors ins
 ABSL_FLAG(std::optional<uint64_t>, model_size_bytes, std::nullopt,
           "Model size in bytes, for balanced max_memory budgets over several devices");
 ABSL_FLAG(std::string, transformers_version, "",
-          "Transformers release whose rules to emulate, e.g. 4.46.3 or 5.0.0 (4.30.0 up to 5.x); empty = the "
-          "newest release devplace knows (5.15.0)");
+          "Transformers release whose rules to emulate, e.g. 4.46.3 or 5.0.0 (4.30.0 or newer; a release newer "
+          "than the daemon's rules gets its newest rules and a warning); empty = the newest release devplace knows "
+          "(5.15.0)");
 ABSL_FLAG(std::string, accelerate_version, "",
-          "Accelerate release whose rules to emulate, e.g. 0.25.0 or 1.14.0 (0.25.0 up to 1.15.x); empty = the "
-          "newest release devplace knows (1.14.0)");
+          "Accelerate release whose rules to emulate, e.g. 0.25.0 or 1.14.0 (0.25.0 or newer; a release newer "
+          "than the daemon's rules gets its newest rules and a warning); empty = the newest release devplace knows "
+          "(1.14.0)");
 ABSL_FLAG(std::string, env, "",
           "K=V placement variable for the job (e.g. CUDA_VISIBLE_DEVICES=1); repeatable, or a comma list "
           "(a piece without '=' continues the previous value: --env=CUDA_VISIBLE_DEVICES=0,1). Overrides "
@@ -139,7 +141,8 @@ absl::StatusOr<ResolveOptions> OptionsFromFlags(bool offline, bool use_environme
   options.runtime_backends = absl::GetFlag(FLAGS_runtime_backends);
   options.strict = absl::GetFlag(FLAGS_strict);
   options.model_size_bytes = absl::GetFlag(FLAGS_model_size_bytes);
-  // Checked here too, so a typo is a usage error (exit 2) naming the flag and the supported range.
+  // Checked here too, so a typo is a usage error (exit 2) naming the flag and the supported range. A
+  // release newer than the rules passes (V-SKEW: the daemon answers with its newest rules and a warning).
   options.transformers_version = absl::GetFlag(FLAGS_transformers_version);
   options.accelerate_version = absl::GetFlag(FLAGS_accelerate_version);
   if (absl::Status v = placement::LibraryVersions::FromRequest(options.transformers_version, options.accelerate_version)

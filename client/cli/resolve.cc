@@ -38,6 +38,20 @@ void PrintExplanation(const v1::ResolveDeviceResponse& r) {
   if (!r.transformers_version().empty()) {
     absl::StrAppend(&out, "versions:   Transformers ", r.transformers_version(), ", Accelerate ", r.accelerate_version(),
                     " (rules emulated; the V steps below say why)\n");
+    // V-SKEW: the job's release is newer than the daemon's rules.
+    std::vector<std::string> newer;
+    if (r.transformers_newer_than_rules()) {
+      newer.push_back(absl::StrCat("the job's Transformers ", r.transformers_job_version(), " (rules applied: ",
+                                   r.transformers_version(), ")"));
+    }
+    if (r.accelerate_newer_than_rules()) {
+      newer.push_back(absl::StrCat("the job's Accelerate ", r.accelerate_job_version(), " (rules applied: ",
+                                   r.accelerate_version(), ")"));
+    }
+    if (!newer.empty()) {
+      absl::StrAppend(&out, "newer:      ", absl::StrJoin(newer, ", "),
+                      ": newer than devplace's rules know, see warnings (V-SKEW)\n");
+    }
     auto from = [](v1::Provenance p) {
       return p == v1::PROVENANCE_UNSPECIFIED ? std::string("?")
                                              : absl::AsciiStrToLower(v1::Provenance_Name(p).substr(11));

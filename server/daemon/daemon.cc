@@ -155,6 +155,7 @@ absl::Status Daemon::Start() {
   probe_metrics_ = std::make_unique<metrics::ProbeMetrics>(*registry_);
   metrics::RegisterBuildInfo(*registry_);
   rpc_metrics_ = std::make_unique<service::RpcMetrics>(*registry_);
+  version_skew_metrics_ = std::make_unique<metrics::VersionSkewMetrics>(*registry_);
   options.on_probe = [probe_metrics = probe_metrics_.get()](const inventory::ProbeOutcome& o) {
     probe_metrics->ObserveRun(o.status.ok(), o.duration);
     if (o.status.ok()) {
@@ -196,6 +197,9 @@ absl::Status Daemon::Start() {
   service::ServiceOptions service_options;
   service_options.max_watches = c.max_watches;
   service_options.max_watches_per_peer = c.max_watches_per_peer;
+  service_options.on_newer_library = [skew = version_skew_metrics_.get()](const placement::NewerLibrary& newer) {
+    skew->Count(newer);
+  };
   service_ = std::make_unique<service::DevicePlacementService>(*store_, full_refresh, access, service_options);
 
   // --nfd_features_file: a writer thread keeps the NFD feature file current in the directory

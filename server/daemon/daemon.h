@@ -44,6 +44,7 @@
 #include "server/inventory/torch_view.h"
 #include "server/metrics/exposer.h"
 #include "server/metrics/inventory_metrics.h"
+#include "server/metrics/version_skew_metrics.h"
 #include "server/service/liveness.h"
 #include "server/service/connection_gate.h"
 #include "server/service/rpc_metrics.h"
@@ -106,6 +107,7 @@ class Daemon {
   std::shared_ptr<prometheus::Registry> registry_;  // counters and histograms for /metrics
   std::unique_ptr<metrics::ProbeMetrics> probe_metrics_;
   std::unique_ptr<service::RpcMetrics> rpc_metrics_;
+  std::unique_ptr<metrics::VersionSkewMetrics> version_skew_metrics_;  // outlives service_ (declared before it)
   std::unique_ptr<inventory::TorchView> torch_;
   std::unique_ptr<inventory::InventoryStore> store_;
   service::PeerRegistry peers_;

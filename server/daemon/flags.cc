@@ -25,6 +25,7 @@
 #include "server/common/flag_errors.h"
 #include "server/common/vendor_library_flags.h"
 #include "server/common/version.h"
+#include "server/placement/versions.h"
 
 namespace {
 
@@ -177,7 +178,11 @@ void SetUpFlagUsage() {
     const size_t slash = file.rfind('/');
     return std::string(slash == absl::string_view::npos ? file : file.substr(slash + 1));
   };
-  usage_config.version_string = [] { return absl::StrCat("devplaced ", kVersion, "\n"); };
+  // The version, then the newest library releases whose rules this daemon has (V-SKEW: a job's newer
+  // release gets these, with a warning).
+  usage_config.version_string = [] {
+    return absl::StrCat("devplaced ", kVersion, " (newest rules: ", placement::NewestRules(), ")\n");
+  };
   absl::SetFlagsUsageConfig(usage_config);
 }
 

@@ -18,6 +18,7 @@
 #include "google/protobuf/util/time_util.h"
 #include "prometheus/gauge.h"
 #include "server/common/version.h"
+#include "server/placement/versions.h"
 
 namespace devplace::metrics {
 namespace {
@@ -138,9 +139,12 @@ std::vector<MetricFamily> InventoryCollector::Collect() const {
 void RegisterBuildInfo(prometheus::Registry& registry) {
   prometheus::BuildGauge()
       .Name("devplace_build_info")
-      .Help("A constant 1 labelled with the version of this devplaced")
+      .Help("A constant 1 labelled with the version of this devplaced and the newest Transformers and Accelerate "
+            "releases its rules know (a job's newer release gets these rules, with a warning)")
       .Register(registry)
-      .Add({{"version", kVersion}})
+      .Add({{"version", kVersion},
+            {"newest_transformers", placement::NewestVersion(placement::Library::kTransformers).ToString()},
+            {"newest_accelerate", placement::NewestVersion(placement::Library::kAccelerate).ToString()}})
       .Set(1);
 }
 

@@ -59,9 +59,11 @@ class InventoryCollector : public prometheus::Collectable {
   std::function<std::shared_ptr<const v1::Inventory>()> current_;
 };
 
-// Registers devplace_build_info{version="MAJOR.MINOR.PATCH"} 1 in `registry` (the Prometheus
-// convention for a build's identity: a constant 1, the facts in labels; the version is kVersion,
-// server/common/version.h). `registry` keeps the gauge for its lifetime.
+// Registers devplace_build_info{version="MAJOR.MINOR.PATCH",newest_transformers="5.15.0",
+// newest_accelerate="1.14.0"} 1 in `registry` (the Prometheus convention for a build's identity: a
+// constant 1, the facts in labels; the version is kVersion, server/common/version.h; the releases
+// are placement::NewestVersion, the newest whose rules this daemon has, V-SKEW). `registry` keeps
+// the gauge for its lifetime.
 void RegisterBuildInfo(prometheus::Registry& registry);
 
 // Counters over probe runs, registered in `registry` (which must outlive this object):

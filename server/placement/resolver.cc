@@ -66,6 +66,11 @@ absl::Status Resolution::Run() {
   }
   RETURN_IF_ERROR(ValidateRequest());
   out_.add_explanation(versions_.Describe());
+  // V-SKEW: a release newer than the rules is answered with the newest rules, said, a hazard.
+  for (std::string& w : versions_.SkewWarnings()) {
+    hazards_.push_back(w);
+    out_.add_warnings(std::move(w));
+  }
   DescribeJobPython();
   RETURN_IF_ERROR(ComputeRows());
   if (req_.workload() == v1::WORKLOAD_TRAINING) {
@@ -95,6 +100,10 @@ absl::Status Resolution::Run() {
   out_.set_accelerate_version_from(from(!req_.accelerate_version().empty(), versions_.accelerate_detected()));
   out_.set_runtime_backends_from(runtime_from_);
   for (const std::string& r : runtime_list_) out_.add_runtime_backends(r);
+  if (versions_.transformers_job()) out_.set_transformers_job_version(versions_.transformers_job()->ToString());
+  if (versions_.accelerate_job()) out_.set_accelerate_job_version(versions_.accelerate_job()->ToString());
+  out_.set_transformers_newer_than_rules(versions_.transformers_newer());
+  out_.set_accelerate_newer_than_rules(versions_.accelerate_newer());
   return absl::OkStatus();
 }
 
@@ -294,7 +303,7 @@ absl::StatusOr<v1::ResolveDeviceResponse> Resolve(const v1::Inventory& inventory
 }
 
 absl::Status ResolveSerialized(const v1::Inventory& inventory, const v1::ResolveDeviceRequest& request,
-                               std::string* bytes) {
+                               std::string* bytes, std::vector<NewerLibrary>* newer) {
   // Every string, list and map entry of the answer comes from one arena, freed at once: on a big
   // host the answer is hundreds of small allocations otherwise (issue 12's profile: over half of
   // the resolver's time in malloc/free).
@@ -303,9 +312,16 @@ absl::Status ResolveSerialized(const v1::Inventory& inventory, const v1::Resolve
   options.max_block_size = 64 << 10;
   google::protobuf::Arena arena(options);
   auto* out = google::protobuf::Arena::CreateMessage<v1::ResolveDeviceResponse>(&arena);
-  if (absl::Status s = Resolution(inventory, request, out).Run(); !s.ok()) return s;
+  Resolution resolution(inventory, request, out);
+  if (absl::Status s = resolution.Run(); !s.ok()) return s;
   bytes->clear();
   out->SerializeToString(bytes);
+  if (newer != nullptr) {
+    newer->clear();
+    const LibraryVersions& v = resolution.versions();
+    if (v.transformers_newer()) newer->push_back({Library::kTransformers, *v.transformers_job()});
+    if (v.accelerate_newer()) newer->push_back({Library::kAccelerate, *v.accelerate_job()});
+  }
   return absl::OkStatus();
 }
 

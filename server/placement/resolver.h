@@ -6,10 +6,12 @@
 #define DEVPLACE_SERVER_PLACEMENT_RESOLVER_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "devplace/v1/devplace.pb.h"
+#include "server/placement/versions.h"
 
 namespace devplace::placement {
 
@@ -24,8 +26,9 @@ namespace devplace::placement {
 //    from_pretrained, `disk`); LOCAL_RANK / WORLD_SIZE not integers or disagreeing with the
 //    fields, local_rank < 0, world_size < 1, local_rank >= world_size; ACCELERATE_USE_CPU or
 //    USE_TORCH_XLA not a truth value; malformed ACCELERATE_TORCH_DEVICE; transformers_version /
-//    accelerate_version malformed or outside the supported range (Transformers 4.30.0 up to 5.x,
-//    Accelerate 0.25.0 up to 1.15.x), or Transformers >= 5 named with Accelerate < 1.1.0; unknown
+//    accelerate_version malformed or older than supported (Transformers 4.30.0, Accelerate 0.25.0;
+//    a newer release than the rules know is a warning, V-SKEW), or Transformers >= 5 named with
+//    Accelerate < 1.1.0; unknown
 //    runtime_backends entry, or both "cuda" and "rocm"; a visibility variable the runtime rejects
 //    (CUDA_DEVICE_ORDER other than FASTEST_FIRST / PCI_BUS_ID included); an explicit `hpu:N` with
 //    N > 0, or pipeline device N > 0 on Gaudi (H-HPU: a process owns one module, `hpu`);
@@ -40,7 +43,8 @@ namespace devplace::placement {
 //    ignored by TrainingArguments, XLA overriding use_cpu, torch_xla importable without a TPU, a
 //    present row the job cannot use when the choice was automatic, an available row the
 //    convention never picks when the answer fell back to cpu, ranks of a distributed job sharing
-//    the one MIG instance CUDA enumerates, E-MIG).
+//    the one MIG instance CUDA enumerates, E-MIG, a Transformers or Accelerate release newer than
+//    the rules, V-SKEW).
 //
 // Warnings also name set visibility variables that cannot apply to the chosen row (H-FOREIGN) and
 // HABANA_VISIBLE_DEVICES (the container runtime's variable). NVIDIA devices are numbered in the
@@ -49,11 +53,20 @@ namespace devplace::placement {
 absl::StatusOr<v1::ResolveDeviceResponse> Resolve(const v1::Inventory& inventory,
                                                   const v1::ResolveDeviceRequest& request);
 
+// A library of the job whose release is newer than devplace's rules (V-SKEW): the answer applied
+// NewestVersion(library)'s rules.
+struct NewerLibrary {
+  Library library;
+  Version job;  // the job's release, suffixes dropped
+};
+
 // Resolve(), with the answer serialized into `*bytes` (replaced; untouched on an error) instead of
 // returned as a message: what devplaced sends. The answer is built on a protobuf arena, so this
 // costs fewer allocations than Resolve() followed by SerializeToString. Same errors as Resolve().
+// `newer`, when not null, gets (replaced, on success) each library of the answer newer than the
+// rules, the same facts as the response's *_newer_than_rules fields without parsing it back.
 absl::Status ResolveSerialized(const v1::Inventory& inventory, const v1::ResolveDeviceRequest& request,
-                               std::string* bytes);
+                               std::string* bytes, std::vector<NewerLibrary>* newer = nullptr);
 
 }  // namespace devplace::placement
 

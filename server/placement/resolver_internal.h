@@ -64,6 +64,8 @@ class Resolution {
 
   // resolver.cc
   absl::Status Run();
+  // The releases applied, after Run() (V-SKEW: ResolveSerialized reports the newer ones).
+  const LibraryVersions& versions() const { return versions_; }
 
   // request.cc
   void DescribeJobPython();

@@ -172,10 +172,36 @@ Version MinVersion(Library lib) { return lib == Library::kTransformers ? Version
 // The newest releases. Adding one: docs/SEMANTICS.md section 10 "Adding a release".
 Version NewestVersion(Library lib) { return lib == Library::kTransformers ? Version{5, 15, 0} : Version{1, 14, 0}; }
 
+namespace {
+
+// The newest MAJOR.MINOR line the rules were read against (V-SKEW): the newest release's, and for
+// Accelerate the main branch's next line (X.(Y+1).0.dev0, which no table row names a change in yet).
+Version NewestLineRead(Library lib) {
+  const Version newest = NewestVersion(lib);
+  return lib == Library::kTransformers ? newest : Version{newest.major, newest.minor + 1, 0};
+}
+
+}  // namespace
+
+bool NewerThanRules(Library lib, const Version& v) {
+  const Version line = NewestLineRead(lib);
+  return v.major != line.major ? v.major > line.major : v.minor > line.minor;
+}
+
+std::string NewestRules() {
+  return absl::StrCat("Transformers ", NewestVersion(Library::kTransformers).ToString(), ", Accelerate ",
+                      NewestVersion(Library::kAccelerate).ToString());
+}
+
 std::string SupportedRange(Library lib) {
-  return lib == Library::kTransformers ? "4.30.0 up to 5.x (newest release: 5.15.0)"
-                                       : "0.25.0 up to 1.15.x (newest release: 1.14.0; 1.15 is the main branch's "
-                                         "1.15.0.dev0, read as 1.14.0's rules)";
+  const std::string newest = NewestVersion(lib).ToString();
+  const Version line = NewestLineRead(lib);
+  return absl::StrCat(MinVersion(lib).ToString(), " or newer (rules up to ", line.major, ".", line.minor, ".x",
+                      lib == Library::kAccelerate
+                          ? absl::StrCat(", ", line.major, ".", line.minor, " being the main branch's ", line.major, ".",
+                                         line.minor, ".0.dev0")
+                          : "",
+                      "; a later release gets ", newest, "'s rules and a warning, V-SKEW)");
 }
 
 absl::StatusOr<Version> ParseLibraryVersion(Library lib, absl::string_view text, absl::string_view field) {
@@ -223,14 +249,7 @@ absl::StatusOr<Version> ParseLibraryVersion(Library lib, absl::string_view text,
   }
   const Version got{v[0], v[1], v[2]};
   if (got < MinVersion(lib)) return bad("is older than devplace supports");
-  const Version newest = NewestVersion(lib);
-  // Accelerate: up to the next minor line, the main branch's X.(Y+1).0.dev0 (no table row names a change
-  // there yet, so it follows the newest release's rules).
-  const bool too_new = lib == Library::kTransformers ? got.major > newest.major
-                                                     : (got.major > newest.major ||
-                                                        (got.major == newest.major && got.minor > newest.minor + 1));
-  if (too_new) return bad("is newer than the newest release devplace knows");
-  return got;
+  return got;  // a release newer than the rules is the caller's to read (V-SKEW)
 }
 
 absl::StatusOr<LibraryVersions> LibraryVersions::FromRequest(absl::string_view transformers,
@@ -252,18 +271,25 @@ absl::StatusOr<LibraryVersions> LibraryVersions::FromRequest(const Requested& re
   v.accelerate_detected_in_ = requested_accelerate.detected_in;
   v.transformers_ = NewestVersion(Library::kTransformers);
   v.accelerate_ = NewestVersion(Library::kAccelerate);
+  // V-SKEW: a release newer than the rules is emulated as the newest release the rules know.
+  auto take = [](Library lib, const Version& job, Version& emulated, std::optional<Version>& job_release,
+                 bool& newer) {
+    job_release = job;
+    newer = NewerThanRules(lib, job);
+    emulated = newer ? NewestVersion(lib) : job;
+  };
   if (!transformers.empty()) {
     absl::StatusOr<Version> t = ParseLibraryVersion(Library::kTransformers, transformers,
                                                    field("transformers_version", "transformers", requested_transformers));
     if (!t.ok()) return t.status();
-    v.transformers_ = *t;
+    take(Library::kTransformers, *t, v.transformers_, v.transformers_job_, v.transformers_newer_);
     v.transformers_newest_ = false;
   }
   if (!accelerate.empty()) {
     absl::StatusOr<Version> a = ParseLibraryVersion(Library::kAccelerate, accelerate,
                                                    field("accelerate_version", "accelerate", requested_accelerate));
     if (!a.ok()) return a.status();
-    v.accelerate_ = *a;
+    take(Library::kAccelerate, *a, v.accelerate_, v.accelerate_job_, v.accelerate_newer_);
     v.accelerate_newest_ = false;
   }
   if (v.Has(Feature::kTfV5) && v.accelerate_ < Version{1, 1, 0}) {
@@ -274,9 +300,10 @@ absl::StatusOr<LibraryVersions> LibraryVersions::FromRequest(const Requested& re
       v.transformers_v4_for_accelerate_ = true;
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
-          "accelerate_version: ", v.accelerate_.ToString(), " with transformers_version ", v.transformers_.ToString(),
-          ": Transformers 5 requires Accelerate >= 1.1.0 (V-TF-V5); accepted: accelerate_version 1.1.0 up to 1.15.x, "
-          "or a Transformers 4.x transformers_version"));
+          "accelerate_version: ", v.accelerate_.ToString(), " with transformers_version ",
+          v.transformers_job_.value_or(v.transformers_).ToString(),
+          ": Transformers 5 requires Accelerate >= 1.1.0 (V-TF-V5); accepted: accelerate_version 1.1.0 or "
+          "newer, or a Transformers 4.x transformers_version"));
     }
   }
   return v;
@@ -318,8 +345,33 @@ std::string LibraryVersions::Cite(const OrderRule& r) const {
                       r.since.ToString(), ": ", OrderWords(r.order), "; ", r.source, ")");
 }
 
+std::vector<std::string> LibraryVersions::SkewWarnings() const {
+  std::vector<std::string> out;
+  auto one = [&](Library lib, const std::optional<Version>& job, const Version& emulated, bool newer,
+                 const std::string& detected_in) {
+    if (!newer || !job) return;
+    const absl::string_view field = lib == Library::kTransformers ? "transformers_version" : "accelerate_version";
+    out.push_back(absl::StrCat(
+        LibraryName(lib), " ", job->ToString(),
+        detected_in.empty() ? absl::StrCat(" (", field, ")") : absl::StrCat(" (detected in ", detected_in, ")"),
+        " is newer than the newest release devplace knows, so ", LibraryName(lib), " ", emulated.ToString(),
+        "'s rules were applied: if ", job->ToString(), " changed how it picks a device, the job may get another "
+        "one; upgrade devplaced for ", job->major, ".", job->minor, "'s rules, or set ", field, " to ",
+        emulated.ToString(), " to apply these without this warning (V-SKEW)"));
+  };
+  one(Library::kTransformers, transformers_job_, transformers_, transformers_newer_, transformers_detected_in_);
+  one(Library::kAccelerate, accelerate_job_, accelerate_, accelerate_newer_, accelerate_detected_in_);
+  return out;
+}
+
 std::string LibraryVersions::Describe() const {
-  auto one = [](Library lib, const Version& v, bool newest, const std::string& detected_in) {
+  auto one = [](Library lib, const Version& v, bool newest, const std::string& detected_in,
+                const std::optional<Version>& job, bool newer) {
+    if (newer && job) {
+      return absl::StrCat(LibraryName(lib), " ", v.ToString(), " (the newest rules devplace has: the job's ",
+                          job->ToString(), detected_in.empty() ? ", given," : absl::StrCat(", detected in ", detected_in, ","),
+                          " is newer, V-SKEW)");
+    }
     if (!detected_in.empty()) return absl::StrCat(LibraryName(lib), " ", v.ToString(), " (detected in ", detected_in, ")");
     return absl::StrCat(LibraryName(lib), " ", v.ToString(),
                         newest ? absl::StrCat(" (", lib == Library::kTransformers ? "transformers_version" : "accelerate_version",
@@ -330,9 +382,11 @@ std::string LibraryVersions::Describe() const {
       transformers_v4_for_accelerate_
           ? absl::StrCat("Transformers ", transformers_.ToString(),
                          " (transformers_version empty, and Transformers 5 needs Accelerate >= 1.1.0: the last 4.x line)")
-          : one(Library::kTransformers, transformers_, transformers_newest_, transformers_detected_in_);
+          : one(Library::kTransformers, transformers_, transformers_newest_, transformers_detected_in_,
+                transformers_job_, transformers_newer_);
   return absl::StrCat("V emulating ", tf, " and ",
-                      one(Library::kAccelerate, accelerate_, accelerate_newest_, accelerate_detected_in_),
+                      one(Library::kAccelerate, accelerate_, accelerate_newest_, accelerate_detected_in_,
+                          accelerate_job_, accelerate_newer_),
                       "; version rules: docs/SEMANTICS.md section 10");
 }
 

@@ -6,6 +6,7 @@
 #ifndef DEVPLACE_SERVER_PLACEMENT_VERSIONS_H_
 #define DEVPLACE_SERVER_PLACEMENT_VERSIONS_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -77,17 +78,29 @@ struct OrderRule {
 const std::vector<FeatureRule>& FeatureRules();
 const std::vector<OrderRule>& OrderRules();
 
-// Supported ranges, for messages and docs: Transformers 4.30.0 <= v < 6.0.0 (newest release:
-// 5.15.0), Accelerate 0.25.0 <= v < 1.16.0 (newest release: 1.14.0; 1.15.x, the main branch's
-// 1.15.0.dev0, is accepted and follows 1.14.0's rules). The newest releases are the default.
+// Supported ranges, for messages and docs: Transformers 4.30.0 or newer (newest release: 5.15.0),
+// Accelerate 0.25.0 or newer (newest release: 1.14.0; 1.15.x, the main branch's 1.15.0.dev0, follows
+// 1.14.0's rules). The newest releases are the default. A release newer than the rules know
+// (NewerThanRules) is read with the newest release's rules, with a warning (V-SKEW).
 Version MinVersion(Library lib);
 Version NewestVersion(Library lib);
-std::string SupportedRange(Library lib);  // "0.25.0 up to 1.15.x"
+std::string SupportedRange(Library lib);  // "0.25.0 or newer (rules up to 1.14.0 ...)"
+
+// V-SKEW: whether `v` is of a MAJOR.MINOR line newer than every line devplace's rules were read
+// against: Transformers' newest release line (5.15), Accelerate's newest release line and the main
+// branch's next one (1.15.0.dev0, read: no rule changed since 1.14.0). Patch releases of a known
+// line are known. Such a release is answered with NewestVersion's rules and a warning; `strict`
+// refuses it (FAILED_PRECONDITION).
+bool NewerThanRules(Library lib, const Version& v);
+// "Transformers 5.15.0, Accelerate 1.14.0": the newest release of each library the rules know (for
+// devplaced --version, devplace version and devplace_build_info).
+std::string NewestRules();
 
 // Parses a version string: "X.Y" or "X.Y.Z", each part decimal digits, optionally followed by a
 // pre-release or local suffix (".dev0", "rc1", "a2", "b1", ".post1", "+cu121"), which is dropped
 // (a pre-release of X.Y.Z follows X.Y.Z's rules). INVALID_ARGUMENT naming `field` when it does
-// not parse or is outside the library's supported range (the message gives the range).
+// not parse or is older than the library's oldest supported release (the message gives the
+// range). A release newer than the rules is returned as it is (NewerThanRules says so).
 absl::StatusOr<Version> ParseLibraryVersion(Library lib, absl::string_view text, absl::string_view field);
 
 // The pair of releases a request emulates.
@@ -96,9 +109,10 @@ class LibraryVersions {
   // The newest releases devplace knows.
   LibraryVersions() : transformers_(NewestVersion(Library::kTransformers)), accelerate_(NewestVersion(Library::kAccelerate)) {}
   // From ResolveDeviceRequest.transformers_version / accelerate_version (empty = newest).
-  // INVALID_ARGUMENT for a malformed or unsupported version, and for Transformers >= 5 with
-  // Accelerate < 1.1.0 (v5's minimum). With transformers empty and Accelerate < 1.1.0, the last
-  // Transformers 4.x line (4.57.0) is emulated instead of the newest.
+  // INVALID_ARGUMENT for a malformed version or one older than supported, and for Transformers >= 5
+  // with Accelerate < 1.1.0 (v5's minimum). With transformers empty and Accelerate < 1.1.0, the last
+  // Transformers 4.x line (4.57.0) is emulated instead of the newest. A release newer than the
+  // rules (NewerThanRules) is emulated as NewestVersion, and remembered as the job's (V-SKEW).
   static absl::StatusOr<LibraryVersions> FromRequest(absl::string_view transformers, absl::string_view accelerate);
   // A release as the request names it: `text` empty = the newest; `detected_in` non-empty = `text`
   // was read from the job's packages there (ResolveDeviceRequest.job_environment, V-JOB-VERSION),
@@ -115,6 +129,16 @@ class LibraryVersions {
   bool accelerate_detected() const { return !accelerate_detected_in_.empty(); }
   bool transformers_newest() const { return transformers_newest_; }
   bool accelerate_newest() const { return accelerate_newest_; }
+  // V-SKEW: the job's own release, as the request named it or the job's packages gave it
+  // (nullopt when neither did), and whether it is newer than the rules: then the emulated
+  // release above is NewestVersion, not this one.
+  const std::optional<Version>& transformers_job() const { return transformers_job_; }
+  const std::optional<Version>& accelerate_job() const { return accelerate_job_; }
+  bool transformers_newer() const { return transformers_newer_; }
+  bool accelerate_newer() const { return accelerate_newer_; }
+  // One warning per library newer than the rules, naming the job's release, where it came from,
+  // the release whose rules were applied and how to apply them without the warning (V-SKEW).
+  std::vector<std::string> SkewWarnings() const;
 
   bool Has(Feature f) const;
   const FeatureRule& Rule(Feature f) const;
@@ -133,6 +157,8 @@ class LibraryVersions {
   bool transformers_newest_ = true, accelerate_newest_ = true;
   bool transformers_v4_for_accelerate_ = false;
   std::string transformers_detected_in_, accelerate_detected_in_;
+  std::optional<Version> transformers_job_, accelerate_job_;
+  bool transformers_newer_ = false, accelerate_newer_ = false;
 };
 
 }  // namespace devplace::placement

@@ -55,7 +55,7 @@ std::shared_ptr<const ResolveAnswer> PreparedSnapshot::Resolve(const v1::Resolve
   // A miss: several callers may resolve the same request at once; the resolver is pure, so
   // whichever answer lands in the cache equals the others.
   auto answer = std::make_shared<ResolveAnswer>();
-  answer->status = placement::ResolveSerialized(*snapshot_, request, &answer->bytes);
+  answer->status = placement::ResolveSerialized(*snapshot_, request, &answer->bytes, &answer->newer);
   if (cacheable) Remember(answers_, std::move(key), answer);
   return answer;
 }

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -23,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "devplace/v1/devplace.pb.h"
 #include "server/inventory/store.h"
+#include "server/placement/resolver.h"
 
 namespace devplace::service {
 
@@ -40,10 +42,12 @@ struct AnswerCacheLimits {
 };
 
 // One ResolveDevice outcome: the resolver's status and, when OK, the serialized
-// ResolveDeviceResponse.
+// ResolveDeviceResponse and the libraries it answered with older rules than the job's (V-SKEW),
+// so that a cached repeat is counted without parsing the answer.
 struct ResolveAnswer {
   absl::Status status;
   std::string bytes;
+  std::vector<placement::NewerLibrary> newer;
 };
 
 // The canonical form of a request: its deterministic serialization (map entries in key order,

@@ -266,7 +266,12 @@ grpc::ServerUnaryReactor* DevicePlacementService::ResolveDevice(grpc::CallbackSe
     // placement::Resolve's answer for this snapshot, or the same answer from the cache.
     answer = prepared->Resolve(request, wire);
   }
-  if (answer->status.ok()) *response_bytes = SharedBytes(std::shared_ptr<const std::string>(answer, &answer->bytes));
+  if (answer->status.ok()) {
+    *response_bytes = SharedBytes(std::shared_ptr<const std::string>(answer, &answer->bytes));
+    if (options_.on_newer_library) {
+      for (const placement::NewerLibrary& newer : answer->newer) options_.on_newer_library(newer);
+    }
+  }
   reactor->Finish(ToGrpc(answer->status));
   return reactor;
 }

@@ -52,6 +52,10 @@ struct ServiceOptions {
   // ResolveDevice answers cached per published snapshot (server/service/answer_cache.h): at most
   // this many entries and bytes; max_entries 0 turns the cache off.
   AnswerCacheLimits answer_cache;
+  // Called for each library of each ResolveDevice answer sent with OK whose job release is newer
+  // than the rules (V-SKEW), cached repeats included (devplaced counts them:
+  // devplace_version_skew_answers_total). Empty: not called. Must be thread-safe and quick.
+  std::function<void(const placement::NewerLibrary&)> on_newer_library;
 };
 
 // The key ServiceOptions.max_watches_per_peer counts by, from grpc::ServerContext::peer():

@@ -138,7 +138,8 @@ class Cluster:
 def step_view(c, var, args, hold=0):
     """SLURM_STEP_GPUS, the mask variable and resolve's answer seen inside a step."""
     script = (f'echo "gpus=$SLURM_STEP_GPUS"; echo "mask=${{{var}-unset}}"; '
-              f'{c.devplace} resolve --inventory={c.inventory} --workload=training --explain | grep -E "^(device|placed):"; '
+              f'{shlex.quote(c.devplace)} resolve --inventory={shlex.quote(c.inventory)} --workload=training --explain '
+              '| grep -E "^(device|placed):"; '
               f"sleep {hold}")
     r = c.srun(args, script)
     text = r.stdout + r.stderr

@@ -79,6 +79,14 @@ std::string DaemonProcess::tls_target() {
   return "127.0.0.1:" + log.substr(at, log.find_first_not_of("0123456789", at) - at);
 }
 
+std::string DaemonProcess::metrics_address() {
+  const std::string needle = "event=metrics_listening url=http://";
+  if (!WaitForLog(needle, absl::Seconds(10))) return "";
+  const std::string log = Log();
+  const size_t at = log.find(needle) + needle.size();
+  return log.substr(at, log.find("/metrics", at) - at);
+}
+
 DaemonProcess::~DaemonProcess() {
   if (!reaped_) {
     kill(pid_, SIGKILL);

@@ -34,6 +34,9 @@ class DaemonProcess {
 
   // "127.0.0.1:<port>" of the tls:127.0.0.1:0 listener as logged (event=listening); "" without one.
   std::string tls_target();
+  // "127.0.0.1:<port>" of /metrics (--metrics_listen=127.0.0.1:0) once logged (event=metrics_listening),
+  // waiting up to 10 s; "" when it was not.
+  std::string metrics_address();
   // Waits until the log contains `needle` (true) or `timeout` passes (false).
   bool WaitForLog(const std::string& needle, absl::Duration timeout);
   std::string Log();

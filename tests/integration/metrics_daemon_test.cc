@@ -115,14 +115,6 @@ class PrometheusServer {
   pid_t pid_ = -1;
 };
 
-std::string MetricsAddress(DaemonProcess& d) {
-  EXPECT_TRUE(d.WaitForLog("event=metrics_listening url=", absl::Seconds(10))) << d.Log();
-  std::smatch m;
-  const std::string log = d.Log();
-  if (!std::regex_search(log, m, std::regex("event=metrics_listening url=http://([0-9.:]+)/metrics"))) return "";
-  return m[1];
-}
-
 // The value in a one-sample instant-query answer: ..."value":[<time>,"<value>"]...
 std::string SampleValue(const std::string& answer) {
   std::smatch m;
@@ -136,7 +128,7 @@ TEST(MetricsDaemon, PrometheusScrapesDevicesAndRpcCounters) {
   DaemonProcess d(dir.path(), {"--host_root=" DEVPLACE_FIXTURES_DIR "/hosts/nvidia-2x-h100",
                                "--nvml_library=" DEVPLACE_FAKE_NVML, "--metrics_listen=127.0.0.1:0"});
   unsetenv("FAKE_NVML_CONFIG");
-  const std::string metrics = MetricsAddress(d);
+  const std::string metrics = d.metrics_address();
   ASSERT_FALSE(metrics.empty()) << d.Log();
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
 
@@ -186,18 +178,20 @@ TEST(MetricsDaemon, PrometheusScrapesDevicesAndRpcCounters) {
 TEST(MetricsDaemon, BuildInfoCarriesTheProjectVersion) {
   TempDir dir;
   DaemonProcess d(dir.path(), {"--host_root=" DEVPLACE_FIXTURES_DIR "/hosts/cpu-only", "--metrics_listen=127.0.0.1:0"});
-  const std::string metrics = MetricsAddress(d);
+  const std::string metrics = d.metrics_address();
   const CommandResult scrape = RunCommand(absl::StrCat("curl -sS --max-time 10 http://", metrics, "/metrics"));
   ASSERT_EQ(scrape.exit_code, 0) << scrape.err;
   EXPECT_THAT(scrape.out, HasSubstr("# TYPE devplace_build_info gauge\n"));
-  EXPECT_THAT(scrape.out, HasSubstr(absl::StrCat("devplace_build_info{version=\"", DEVPLACE_PROJECT_VERSION, "\"} 1\n")));
+  // The version, and the newest releases whose rules the daemon has (V-SKEW).
+  EXPECT_THAT(scrape.out, HasSubstr(absl::StrCat("devplace_build_info{newest_accelerate=\"1.14.0\",newest_transformers="
+                                                 "\"5.15.0\",version=\"", DEVPLACE_PROJECT_VERSION, "\"} 1\n")));
 }
 
 TEST(MetricsDaemon, OpenWatchStreamsAreCounted) {
   TempDir dir;
   DaemonProcess d(dir.path(), {"--host_root=" DEVPLACE_FIXTURES_DIR "/hosts/nvidia-2x-h100",
                                "--metrics_listen=127.0.0.1:0", "--nvml_library="});
-  const std::string metrics = MetricsAddress(d);
+  const std::string metrics = d.metrics_address();
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
   auto stub = v1::DevicePlacement::NewStub(grpc::CreateChannel(d.unix_target(), grpc::InsecureChannelCredentials()));
   grpc::ClientContext ctx;

@@ -19,6 +19,13 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 constexpr char kVersion[] = DEVPLACE_PROJECT_VERSION;
+// The newest releases whose rules devplaced and the CLI have (rule V-SKEW): devplaced --version,
+// devplace version and devplace_build_info name them.
+constexpr char kNewestRules[] = " (newest rules: Transformers 5.15.0, Accelerate 1.14.0)";
+// The same in `devplace --json version`, for "client" or "daemon".
+std::string RulesJson(const std::string& who) {
+  return absl::StrCat("  \"", who, "NewestRules\": {\n    \"accelerate\": \"1.14.0\",\n    \"transformers\": \"5.15.0\"\n  },\n");
+}
 
 TEST(ProjectVersion, EveryBinaryPrintsItsNameAndTheProjectVersion) {
   struct Binary {
@@ -33,7 +40,8 @@ TEST(ProjectVersion, EveryBinaryPrintsItsNameAndTheProjectVersion) {
     SCOPED_TRACE(binary.name);
     const CommandResult r = RunCommand(absl::StrCat(ShellQuote(binary.path), " --version"));
     EXPECT_EQ(r.exit_code, 0) << r.err;
-    EXPECT_EQ(r.out, absl::StrCat(binary.name, " ", kVersion, "\n"));
+    EXPECT_EQ(r.out, absl::StrCat(binary.name, " ", kVersion,
+                                  std::string(binary.name) == "devplaced" ? kNewestRules : "", "\n"));
     EXPECT_EQ(r.err, "");
   }
   // The CLI's --version wins over a command and needs no daemon.
@@ -67,11 +75,12 @@ TEST(ProjectVersion, TheDaemonReportsItsVersionOverTheWireInTheLogAndToDevplaceV
     SCOPED_TRACE(target);
     const CommandResult text = RunCommand(absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=", target, " version"));
     EXPECT_EQ(text.exit_code, 0) << text.err;
-    EXPECT_EQ(text.out, absl::StrCat("Client: devplace ", kVersion, "\nDaemon: devplaced ", kVersion, "\n"));
+    EXPECT_EQ(text.out, absl::StrCat("Client: devplace ", kVersion, kNewestRules, "\nDaemon: devplaced ", kVersion,
+                                     kNewestRules, "\n"));
     const CommandResult json = RunCommand(absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --json --address=", target, " version"));
     EXPECT_EQ(json.exit_code, 0) << json.err;
-    EXPECT_EQ(json.out, absl::StrCat("{\n  \"clientVersion\": \"", kVersion, "\",\n  \"daemonVersion\": \"", kVersion,
-                                     "\"\n}\n"));
+    EXPECT_EQ(json.out, absl::StrCat("{\n", RulesJson("client"), "  \"clientVersion\": \"", kVersion, "\",\n",
+                                     RulesJson("daemon"), "  \"daemonVersion\": \"", kVersion, "\"\n}\n"));
   }
 }
 
@@ -80,11 +89,11 @@ TEST(ProjectVersion, DevplaceVersionWithoutADaemonPrintsTheClientAndSaysSo) {
   const std::string at = absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --timeout=2s --address=unix:", dir.path(), "/none.sock");
   const CommandResult text = RunCommand(at + " version");
   EXPECT_EQ(text.exit_code, 1);
-  EXPECT_EQ(text.out, absl::StrCat("Client: devplace ", kVersion, "\n"));
+  EXPECT_EQ(text.out, absl::StrCat("Client: devplace ", kVersion, kNewestRules, "\n"));
   EXPECT_THAT(text.err, HasSubstr("devplace: version: UNAVAILABLE: cannot reach the daemon for its version: "));
   const CommandResult json = RunCommand(at + " --json version");
   EXPECT_EQ(json.exit_code, 1);
-  EXPECT_EQ(json.out, absl::StrCat("{\n  \"clientVersion\": \"", kVersion, "\"\n}\n"));
+  EXPECT_EQ(json.out, absl::StrCat("{\n", RulesJson("client"), "  \"clientVersion\": \"", kVersion, "\"\n}\n"));
   EXPECT_THAT(json.err, HasSubstr("cannot reach the daemon for its version"));
   // `version` takes no argument; its help names the JSON keys.
   EXPECT_EQ(RunCommand(at + " version extra").exit_code, 2);

@@ -51,7 +51,7 @@ TEST(VersionsOverTheWire, AccelerateReleaseChangesTheAnswerThroughTheLibrary) {
     absl::StatusOr<v1::ResolveDeviceResponse> bad = client->Resolve(job);
     EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(std::string(bad.status().message()), HasSubstr("accelerate_version: '0.24.0'"));
-    EXPECT_THAT(std::string(bad.status().message()), HasSubstr("0.25.0 up to 1.15.x"));
+    EXPECT_THAT(std::string(bad.status().message()), HasSubstr("0.25.0 or newer (rules up to 1.15.x"));
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <initializer_list>
 #include <string>
+#include <utility>
 
 #include "devplace/v1/devplace.pb.h"
 
@@ -49,6 +50,17 @@ class Req {
   Req& ModelSize(uint64_t bytes) { r_.set_model_size_bytes(bytes); return *this; }
   Req& Transformers(const std::string& v) { r_.set_transformers_version(v); return *this; }
   Req& Accelerate(const std::string& v) { r_.set_accelerate_version(v); return *this; }
+  // job_environment read at `source`, listing these packages (name, version).
+  Req& JobPackages(const std::string& source,
+                   std::initializer_list<std::pair<const char*, const char*>> packages) {
+    r_.mutable_job_environment()->set_source(source);
+    for (const auto& [name, version] : packages) {
+      v1::PythonPackage* p = r_.mutable_job_environment()->add_packages();
+      p->set_name(name);
+      p->set_version(version);
+    }
+    return *this;
+  }
   const v1::ResolveDeviceRequest& proto() const { return r_; }
   operator const v1::ResolveDeviceRequest&() const { return r_; }
 

@@ -208,6 +208,16 @@ def cli_answer(result: subprocess.CompletedProcess) -> Dict[str, object]:
     return {"error": err[len(prefix):]}
 
 
+def without_source(answer: object, *sources: str) -> str:
+    """An answer (a dict) as JSON text with each way of naming the job's environment replaced by
+    <source>: the clients name the same packages differently ("importlib.metadata of ...",
+    "package metadata under ...")."""
+    text = json.dumps(answer, sort_keys=True)
+    for s in sources:
+        text = text.replace(json.dumps(s)[1:-1], "<source>")
+    return text
+
+
 _UNSHARE_OK: Optional[bool] = None
 
 

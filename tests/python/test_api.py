@@ -23,7 +23,7 @@ NAMES = [
     "Error", "ResolveError", "AbortedError", "AlreadyExistsError", "CancelledError", "DataLossError",
     "DeadlineExceededError", "FailedPreconditionError", "InternalError", "InvalidArgumentError", "NotFoundError",
     "OutOfRangeError", "PermissionDeniedError", "ResourceExhaustedError", "UnauthenticatedError",
-    "UnavailableError", "UnimplementedError", "UnknownError",
+    "UnavailableError", "UnimplementedError", "UnknownError", "DevplaceWarning", "FallbackWarning",
 ]
 
 FUNCTIONS = {
@@ -72,7 +72,8 @@ CLASSES = {
                          "warnings: List[str], explanation: List[str], placed: List[devplace_pb2.PlacedDevice], "
                          "backend: str, package: str, inventory_revision: int, transformers_version: str, "
                          "accelerate_version: str, versions_from: Dict[str, str], runtime_backends: List[str], "
-                         "response: devplace_pb2.ResolveDeviceResponse) -> None",
+                         "response: devplace_pb2.ResolveDeviceResponse, job_versions: Dict[str, str] = <factory>, "
+                         "newer_than_rules: List[str] = <factory>) -> None",
         "from_response": "classmethod (response: devplace_pb2.ResolveDeviceResponse) -> Resolution",
         "__str__": "(self) -> str",
     },
@@ -246,6 +247,16 @@ class PublicApi(unittest.TestCase):
                 self.assertEqual((error.code, error.message, str(error)),
                                  (getattr(grpc.StatusCode, code), "the message", f"{code}: the message"))
         self.assertTrue(issubclass(devplace.InvalidArgumentError, ValueError))
+
+    def test_warning_categories(self):
+        # Shown by Python's default filters (a UserWarning); the fallback's is a RuntimeWarning too, as before.
+        self.assertEqual(devplace.DevplaceWarning.__bases__, (UserWarning,))
+        self.assertEqual(devplace.FallbackWarning.__bases__, (devplace.DevplaceWarning, RuntimeWarning))
+        for cls in (devplace.DevplaceWarning, devplace.FallbackWarning):
+            with self.subTest(cls.__name__):
+                self.assertFalse(issubclass(cls, devplace.Error))  # a warning, never an error a job catches
+                self.assertEqual([n for n in vars(cls) if not n.startswith("_")], [])  # a category: no members
+                self.assertEqual(str(cls("the text")), "the text")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from google.protobuf import json_format
 
 import devplace
 from devplace.v1 import devplace_pb2
-from devplace_testing import CLI, FIXTURES, Daemon, TempDir, clean_env, fixture, run
+from devplace_testing import CLI, FIXTURES, Daemon, TempDir, clean_env, fixture, run, without_source
 
 ENVS = os.path.join(FIXTURES, "python_envs")
 # tree -> (its site-packages inside the tree, runtime_backends, transformers, accelerate, their sources)
@@ -29,14 +29,6 @@ EXPECTED = {
 def cli_resolve(address, *flags):
     return run([CLI, "--json", f"--address={address}", "resolve", "--workload=inference", "--device_map=auto",
                 "--no_environment"] + list(flags))
-
-
-def without_source(answer, *sources):
-    """The answer as JSON text with each way of naming the environment replaced by <source>."""
-    text = json.dumps(answer, sort_keys=True)
-    for s in sources:
-        text = text.replace(json.dumps(s)[1:-1], "<source>")
-    return text
 
 
 class JobEnvironment(unittest.TestCase):
@@ -114,7 +106,7 @@ class JobEnvironment(unittest.TestCase):
         self.assertTrue(caught.exception.message.startswith(
             f"accelerate_version (empty; job_environment has accelerate 0.20.3 in importlib.metadata of {site}: set "
             "accelerate_version to override): '0.20.3' is older than devplace supports; accepted: Accelerate 0.25.0 "
-            "up to 1.15.x"), caught.exception.message)
+            "or newer (rules up to 1.15.x"), caught.exception.message)
         result = cli_resolve(self.daemon.unix_target, f"--python_env={site}")
         self.assertEqual(result.returncode, 2, result.stderr)  # INVALID_ARGUMENT: a bad value
         self.assertIn("job_environment has accelerate 0.20.3 in package metadata under", result.stderr)

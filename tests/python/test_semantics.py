@@ -107,6 +107,11 @@ CASES = [
      "npu"),
     ("N25_told", "npu-2x-910b", dict(workload="inference", device_map="npu:1", runtime_backends=["cuda"]),
      "FAILED_PRECONDITION"),
+    # V-SKEW: a release newer than the rules gets the newest rules and a warning; strict refuses it.
+    ("VS01", H100, dict(workload="training", convention="accelerate", accelerate_version="1.16.0"), "cuda"),
+    ("VS02", H100, dict(workload="training", transformers_version="6.0.0"), "cuda:0"),
+    ("VS03", H100, dict(workload="training", convention="accelerate", accelerate_version="1.16.0", strict=True),
+     "FAILED_PRECONDITION"),
 ]
 
 # The releases each V case's answer must name (transformers_version, accelerate_version): the one
@@ -119,6 +124,8 @@ ECHOED_VERSIONS = {
     "V04_1.0.0": ("4.57.0", "1.0.0"),
     "V24_4.57.0": ("4.57.0", "1.14.0"),
     "V24_5.0.0": ("5.0.0", "1.14.0"),
+    "VS01": ("5.15.0", "1.14.0"),  # the rules applied, not the job's 1.16.0
+    "VS02": ("5.15.0", "1.14.0"),
 }
 
 
@@ -187,13 +194,20 @@ class SemanticsOverTheWire(unittest.TestCase):
                                      ECHOED_VERSIONS[case_id])
                 if case_id == "V16_4.46.3":  # TrainingArguments 4.x has no Gaudi branch: the warning names it
                     self.assertTrue(any("hpu" in w and "4.46.3" in w for w in answer.warnings), answer.warnings)
+                if case_id in ("VS01", "VS02"):  # the job's release, said in the fields and one warning
+                    library, job = ("accelerate", "1.16.0") if case_id == "VS01" else ("transformers", "6.0.0")
+                    self.assertEqual((answer.newer_than_rules, answer.job_versions), ([library], {library: job}))
+                    self.assertEqual(len([w for w in answer.warnings if "(V-SKEW)" in w]), 1, answer.warnings)
+                if case_id == "VS03":
+                    self.assertIn("strict: Accelerate 1.16.0 (accelerate_version) is newer than the newest release",
+                                  py["error"])
 
     def test_unsupported_version_is_the_daemons_invalid_argument(self):
         daemon = self.daemons["hpu-2x-gaudi2"]
         with devplace.Client(daemon.unix_target) as client:
-            for field, value, accepted in (("accelerate_version", "0.24.0", "0.25.0 up to 1.15.x"),
-                                           ("transformers_version", "6.0.0", "4.30.0 up to 5.x"),
-                                           ("transformers_version", "v5", "4.30.0 up to 5.x")):
+            for field, value, accepted in (("accelerate_version", "0.24.0", "0.25.0 or newer (rules up to 1.15.x"),
+                                           ("transformers_version", "4.29.2", "4.30.0 or newer (rules up to 5.15.x"),
+                                           ("transformers_version", "v5", "4.30.0 or newer (rules up to 5.15.x")):
                 with self.subTest(field=field, value=value):
                     with self.assertRaises(devplace.InvalidArgumentError) as raised:
                         client.resolve("training", from_environment=False, **{field: value})

@@ -36,21 +36,27 @@ def make_leaf(dir, ca, name, san, client):
     return cert, key
 
 
+def mutual_tls_daemon(dir, ca, extra_flags=()):
+    """devplaced on nvidia-2x-h100 serving, with a mutual-TLS listener beside its unix and TCP ones: its
+    certificate (node1, 127.0.0.1) and its clients' are ``ca``'s. Returns (daemon, the TLS target)."""
+    server = make_leaf(dir, ca, "node1", "DNS:node1,IP:127.0.0.1", client=False)
+    daemon = Daemon(fixture("nvidia-2x-h100"), [
+        f"--tls_cert={server[0]}", f"--tls_key={server[1]}", f"--tls_client_ca={ca[0]}"] + list(extra_flags),
+        dir=dir.path, extra_listen="tls:127.0.0.1:0")
+    daemon.wait_serving()
+    return daemon, "127.0.0.1:" + daemon.logged_port("tls:127.0.0.1:")
+
+
 class MutualTls(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.dir = TempDir()
         d = cls.dir
         cls.ca = make_ca(d, "ca")
-        cls.server = make_leaf(d, cls.ca, "node1", "DNS:node1,IP:127.0.0.1", client=False)
         cls.client_cert = make_leaf(d, cls.ca, "scheduler", "DNS:scheduler", client=True)
         cls.other_ca = make_ca(d, "other-ca")
         cls.stranger = make_leaf(d, cls.other_ca, "stranger", "DNS:stranger", client=True)
-        cls.daemon = Daemon(fixture("nvidia-2x-h100"), [
-            f"--tls_cert={cls.server[0]}", f"--tls_key={cls.server[1]}", f"--tls_client_ca={cls.ca[0]}",
-            "--refresh_min_interval=0"], dir=d.path, extra_listen="tls:127.0.0.1:0")
-        cls.daemon.wait_serving()
-        cls.target = "127.0.0.1:" + cls.daemon.logged_port("tls:127.0.0.1:")
+        cls.daemon, cls.target = mutual_tls_daemon(d, cls.ca, ["--refresh_min_interval=0"])
 
     @classmethod
     def tearDownClass(cls):

@@ -196,7 +196,9 @@ struct ResolveOptions {
   // Model size in bytes, for `balanced` max_memory budgets.
   std::optional<uint64_t> model_size_bytes;
   // Library releases whose rules to emulate ("4.46.3", "1.14.0"); empty = the newest the daemon
-  // knows. Malformed or unsupported: INVALID_ARGUMENT naming the field and the supported range.
+  // knows. Malformed or older than supported: INVALID_ARGUMENT naming the field and the supported
+  // range. Newer than the daemon's rules: its newest rules and a warning (rule V-SKEW; the
+  // response's *_newer_than_rules), FAILED_PRECONDITION only with `strict`.
   std::string transformers_version;
   std::string accelerate_version;
   // The job's Python packages (ReadPythonEnvironment, AskPythonInterpreter); nullopt = not read.

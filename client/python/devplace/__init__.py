@@ -20,6 +20,8 @@ Like ``devplace resolve``, ``resolve()`` sends this process's placement variable
 libdevplace's ``ResolveOptions::FromEnvironment()`` does (:func:`from_environment`,
 :func:`device_allocation`). Errors raise :class:`ResolveError` (alias of :class:`Error`), one
 subclass per gRPC code, carrying ``.code`` and ``.message`` (see :mod:`devplace.errors`).
+``resolve_device()`` issues each warning of the answer as a :class:`DevplaceWarning` and a record of
+the ``devplace`` logger; the cpu fallback's is a :class:`FallbackWarning`.
 Messages, enums and stubs of devplace.proto: ``devplace.v1.devplace_pb2`` / ``devplace_pb2_grpc``.
 """
 
@@ -47,10 +49,10 @@ from ._resolution import Resolution, Watch
 from ._resolve_options import (MAX_CAPTURED_NEAR_MISSES, PLACEMENT_ENVIRONMENT_VARIABLES, for_job, from_environment,
                                job_device_nodes, make_request, possible_placement_typo)
 from ._target import check_local_listener, check_unix_socket, default_target
-from .errors import (AbortedError, AlreadyExistsError, CancelledError, DataLossError, DeadlineExceededError, Error,
-                     FailedPreconditionError, InternalError, InvalidArgumentError, NotFoundError, OutOfRangeError,
-                     PermissionDeniedError, ResolveError, ResourceExhaustedError, UnauthenticatedError,
-                     UnavailableError, UnimplementedError, UnknownError)
+from .errors import (AbortedError, AlreadyExistsError, CancelledError, DataLossError, DeadlineExceededError,
+                     DevplaceWarning, Error, FailedPreconditionError, FallbackWarning, InternalError,
+                     InvalidArgumentError, NotFoundError, OutOfRangeError, PermissionDeniedError, ResolveError,
+                     ResourceExhaustedError, UnauthenticatedError, UnavailableError, UnimplementedError, UnknownError)
 
 __all__ = [
     "__version__", "Client", "Resolution", "TlsOptions", "Watch", "make_request", "resolve_device",
@@ -60,5 +62,5 @@ __all__ = [
     "Error", "ResolveError", "AbortedError", "AlreadyExistsError", "CancelledError", "DataLossError",
     "DeadlineExceededError", "FailedPreconditionError", "InternalError", "InvalidArgumentError", "NotFoundError",
     "OutOfRangeError", "PermissionDeniedError", "ResourceExhaustedError", "UnauthenticatedError",
-    "UnavailableError", "UnimplementedError", "UnknownError",
+    "UnavailableError", "UnimplementedError", "UnknownError", "DevplaceWarning", "FallbackWarning",
 ]

@@ -3,13 +3,16 @@
 ``DEVPLACE_ADDRESS``, else the default sockets and ``127.0.0.1:7465`` of _target.py, whose trust
 rules it applies to a daemon nobody named), the calls (resolve, inventory, backends, refresh, watch,
 health) over a :class:`GrpcConnection` (_grpc_connection.py), the opt-in cpu fallback, and the
-one-liner :func:`resolve_device`. Requests come from _resolve_options.py, answers are
-_resolution.py's.
+one-liner :func:`resolve_device`, which issues the answer's warnings (:func:`_issue`: a Python
+warning and a record of the ``devplace`` logger each). Requests come from _resolve_options.py,
+answers are _resolution.py's.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import sys
 import warnings
 from typing import Any, Callable, List, Optional, Union
 
@@ -19,11 +22,16 @@ from ._grpc_connection import GrpcConnection, TlsOptions, target_note
 from ._resolution import Resolution, Watch
 from ._resolve_options import make_request
 from ._target import check_local_listener, check_unix_socket, default_target
-from .errors import (DeadlineExceededError, Error, FailedPreconditionError, InvalidArgumentError, NotFoundError,
-                     UnavailableError)
+from .errors import (DeadlineExceededError, DevplaceWarning, Error, FailedPreconditionError, FallbackWarning,
+                     InvalidArgumentError, NotFoundError, UnavailableError)
 from .v1 import devplace_pb2
 
 __all__ = ["Client", "resolve_device"]
+
+# The logger of the answers' warnings. A library's NullHandler: without a logging configuration in the
+# job, the Python warning is what shows (once, on stderr); with one, the record follows it.
+_LOGGER = logging.getLogger("devplace")
+_LOGGER.addHandler(logging.NullHandler())
 
 
 def _refuse_untrusted(check: Callable[[str], None], what: str, target: str, origin: str) -> None:
@@ -43,7 +51,8 @@ class Client:
         address: ``unix:/path/to.sock`` or ``host:port``. None: ``$DEVPLACE_ADDRESS``, else the
             daemon's default sockets, else ``127.0.0.1:7465`` (:func:`devplace.default_target`).
         timeout: deadline of each unary call in seconds (resolve, inventory, backends, refresh,
-            health); None or <= 0: none.
+            health); None or <= 0: none (then a daemon that accepts and never answers holds the
+            call, and the job, for ever).
         tls: TLS settings for a ``tls:`` listener (:class:`TlsOptions`; DEVPLACE_TLS_* fill what
             is not given).
         trust_any_socket: skip the socket-trust check for an explicit ``unix:`` address.
@@ -51,7 +60,10 @@ class Client:
 
     Does not contact the daemon: the channel connects on the first call, and calls fail fast with
     :class:`UnavailableError` when the daemon is not there (the message names the target, where it
-    came from, and the default sockets passed over). Safe to use from several threads.
+    came from, and the default sockets passed over). Safe to use from several threads. The channel
+    is closed by :meth:`close` (or leaving the ``with`` block), when the Client is garbage-collected
+    (a :class:`Watch` keeps its Client), and at interpreter exit, so a job that never closed its
+    Client still exits; each unary call has the ``timeout`` deadline (5 s unless told otherwise).
 
     Raises:
         InvalidArgumentError: a ``unix:`` address without a path; TLS files that cannot be used
@@ -88,7 +100,8 @@ class Client:
 
     # ---- lifecycle ----
     def close(self) -> None:
-        """Closes the channel; running watches end."""
+        """Closes the channel (idempotent); running watches end (:class:`CancelledError`), and later calls
+        raise :class:`FailedPreconditionError`."""
         self._connection.close()
 
     def __enter__(self) -> "Client":
@@ -121,25 +134,30 @@ class Client:
             fallback: what to answer when the daemon gives no answer (UnavailableError: not running,
                 unreachable, no inventory yet; DeadlineExceededError): "none" raises (the default),
                 "cpu" returns a ``cpu`` Resolution whose first warning starts "devplace fallback:"
-                and quotes the error, and issues it as a ``RuntimeWarning`` too. None: env
+                and quotes the error, and issues it as a :class:`FallbackWarning` (a
+                ``RuntimeWarning`` too) and a ``devplace`` log record. None: env
                 DEVPLACE_FALLBACK when ``from_environment``, else "none". Other errors always raise.
             **overrides: request fields that win over the environment: ``env={...}`` (a None
                 value removes a variable), ``local_rank=1``, ``world_size=2``,
                 ``runtime_backends=["cuda"]``, ``job_device_nodes=["/dev/nvidia1"]`` ([] = the job
                 sees no accelerator, None = unknown), ``transformers_version="4.46.3"``,
                 ``accelerate_version="0.34.2"`` (the releases whose rules to apply, docs/SEMANTICS.md
-                section 10: Transformers 4.30.0 up to 5.x, Accelerate 0.25.0 up to 1.15.x; None or
-                "" = the newest devplace knows), ``job_environment=devplace.job_environment([...])``,
+                section 10: Transformers 4.30.0 or newer, Accelerate 0.25.0 or newer; a release newer
+                than the daemon's rules gets its newest rules and a warning, see
+                ``Resolution.newer_than_rules``; None or "" = the newest devplace knows),
+                ``job_environment=devplace.job_environment([...])``,
                 ``device_allocation=devplace.device_allocation(DIR)`` (the job's Kubernetes DRA
                 devices; None sends none).
 
         Returns:
-            The :class:`Resolution`; ``str()`` of it is the device string.
+            The :class:`Resolution`; ``str()`` of it is the device string. Its ``warnings`` are the
+            caller's to show (:func:`resolve_device` issues them as Python warnings).
 
         Raises:
-            InvalidArgumentError: a malformed request or environment, or a version outside the
-                supported range (the daemon's message names the field and the range).
-            FailedPreconditionError: this host or the job's visibility cannot satisfy the request.
+            InvalidArgumentError: a malformed request or environment, or a version older than
+                supported (the daemon's message names the field and the range).
+            FailedPreconditionError: this host or the job's visibility cannot satisfy the request;
+                with ``strict``, also any hazard, a library newer than the daemon's rules included.
             UnavailableError: the daemon is not reachable, or has no inventory yet.
             DeadlineExceededError: ``timeout`` passed.
             TypeError: an unknown override.
@@ -156,7 +174,9 @@ class Client:
         except (UnavailableError, DeadlineExceededError) as e:
             if fallback != "cpu":
                 raise
-            return _cpu_fallback(e)
+            answer = _cpu_fallback(e)
+            _issue(answer, FallbackWarning)
+            return answer
 
     def resolve_request(self, request: devplace_pb2.ResolveDeviceRequest) -> Resolution:
         """ResolveDevice with a request built by the caller (e.g. :func:`devplace.for_job` for a scheduler)."""
@@ -206,15 +226,39 @@ class Client:
         return self._connection.error(e)
 
 
+_FALLBACK_STEP = "FALLBACK no answer from the daemon; fallback=cpu answers cpu without it"
+
+
 def _cpu_fallback(error: Error) -> Resolution:
     """The answer of ``fallback="cpu"`` (libdevplace's Client::Resolve gives the same)."""
     warning = ("devplace fallback: answered cpu without the daemon (fallback=cpu); accelerators, if any, "
                f"are unused: {error}")
-    warnings.warn(warning, RuntimeWarning, stacklevel=3)
     response = devplace_pb2.ResolveDeviceResponse(
         device="cpu", backend=devplace_pb2.ROW_CPU, package="torch", devices=["cpu"],
-        explanation=["FALLBACK no answer from the daemon; fallback=cpu answers cpu without it"], warnings=[warning])
+        explanation=[_FALLBACK_STEP], warnings=[warning])
     return Resolution.from_response(response)
+
+
+def _issue(answer: Resolution, category: type) -> None:
+    """Each warning of ``answer`` as a record of the ``devplace`` logger (WARNING), then as a Python
+    warning of ``category`` attributed to the job's line that called devplace. All records come first:
+    a filter that turns the warnings into errors raises at the first, and the log still has them all."""
+    for text in answer.warnings:
+        _LOGGER.warning("%s", text)
+    level = _callers_level()
+    for text in answer.warnings:
+        warnings.warn(text, category, stacklevel=level)
+
+
+def _callers_level() -> int:
+    """warnings.warn's ``stacklevel``, called from this function's caller, for the innermost frame
+    outside the devplace package (the job's call of resolve_device() or Client.resolve())."""
+    frame = sys._getframe(1)
+    level = 1
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").split(".")[0] == "devplace":
+        frame = frame.f_back
+        level += 1
+    return level
 
 
 def resolve_device(workload: Union[str, int], device_map: Union[str, int, None] = None, *,
@@ -228,8 +272,16 @@ def resolve_device(workload: Union[str, int], device_map: Union[str, int, None] 
     ``--transformers_version=4.46.3`` does (``accelerate_version`` likewise).
     ``address``, ``timeout`` and ``tls`` are :class:`Client`'s; everything else is
     :meth:`Client.resolve`'s. Raises what those raise (every error is a ``devplace.ResolveError``).
-    ``fallback="cpu"`` (or env DEVPLACE_FALLBACK=cpu) answers ``"cpu"`` with a ``RuntimeWarning``
-    when the daemon gives no answer, so a pod's first line does not stop the pod.
+    ``fallback="cpu"`` (or env DEVPLACE_FALLBACK=cpu) answers ``"cpu"`` with a :class:`FallbackWarning`
+    (a ``RuntimeWarning``) when the daemon gives no answer, so a pod's first line does not stop the pod.
+
+    Each warning of the answer (a container that cannot see its GPUs gets ``"cpu"`` and the reason) is
+    logged as a WARNING record of the ``devplace`` logger and issued as a :class:`DevplaceWarning`
+    pointing at the caller's line, so it shows in the job's log by default; ``warnings.filterwarnings``
+    with ``category=devplace.DevplaceWarning`` silences it ("ignore") or raises it ("error").
     """
     with Client(address, timeout, tls) as client:
-        return client.resolve(workload, device_map, **kwargs).device
+        answer = client.resolve(workload, device_map, **kwargs)
+    if answer.explanation[:1] != [_FALLBACK_STEP]:  # the fallback's warning was issued by resolve()
+        _issue(answer, DevplaceWarning)
+    return answer.device

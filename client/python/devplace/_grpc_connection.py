@@ -5,20 +5,28 @@ channel (unary deadlines, the watch stream, grpc.health.v1) and their errors: an
 daemon that could not be reached is explained by _connect_diagnosis.py and ends with the target's
 note (where it came from, what was passed over), as libdevplace's FromGrpc does. The default target
 and the trust rules for it are _target.py's.
+
+Every channel is closed by ``close()``, when its connection is garbage-collected, or at interpreter
+exit, whatever happened to its calls: grpcio's own clean-up at interpreter shutdown (the channel's
+``__del__``, grpcio 1.51) waits for gRPC's polling threads, which no longer run then, and a job that
+never closed its client would hang instead of exiting. ``atexit`` handlers run while those threads
+still do.
 """
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import os
 import threading
+import weakref
 from typing import Any, Dict, List, Optional, Tuple
 
 import grpc
 from google.protobuf import wrappers_pb2
 
 from ._connect_diagnosis import diagnose_unreachable
-from .errors import Error, InvalidArgumentError, error_for
+from .errors import Error, FailedPreconditionError, InvalidArgumentError, error_for
 from .v1 import devplace_pb2_grpc
 
 __all__ = ["TlsOptions", "GrpcConnection", "target_note"]
@@ -110,12 +118,25 @@ def target_note(target: str, origin: str, notes: List[str]) -> str:
     return note + "; set DEVPLACE_ADDRESS or --address to choose the daemon]"
 
 
+# The connections not closed yet: closed by _close_at_exit. Registered after grpc was imported, so it
+# runs before any exit handler grpc registers (atexit runs them last in, first out).
+_OPEN: "weakref.WeakSet[GrpcConnection]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    for connection in list(_OPEN):
+        connection.close()
+
+
 class GrpcConnection:
     """The channel to ``target`` and the calls over it (libdevplace's GrpcConnection).
 
     ``timeout`` is each unary call's deadline and ``watch_timeout`` a whole watch's, in seconds (None
     or <= 0: none); ``note`` ends the message of an UNAVAILABLE from a daemon that was not reached
-    (:func:`target_note`). Raises InvalidArgumentError for TLS files that cannot be used.
+    (:func:`target_note`). Raises InvalidArgumentError for TLS files that cannot be used. The
+    channel is closed by :meth:`close`, when the connection is garbage-collected, or at interpreter
+    exit; a call after that raises FailedPreconditionError.
     """
 
     def __init__(self, target: str, tls: Optional[TlsOptions], timeout: Optional[float],
@@ -132,20 +153,43 @@ class GrpcConnection:
         self.timeout = timeout if timeout is not None and timeout > 0 else None
         self.watch_timeout = watch_timeout if watch_timeout is not None and watch_timeout > 0 else None
         self.note = note
+        # Closes the channel when this connection is collected (it holds the channel, not the connection).
+        # Not at exit: weakref's own exit handler, which may run before _close_at_exit, disables every
+        # finalizer; _close_at_exit calls close() instead.
+        self._closer = weakref.finalize(self, self.channel.close)
+        self._closer.atexit = False
+        _OPEN.add(self)
 
     def close(self) -> None:
+        """Closes the channel (idempotent): running calls end with CANCELLED, later calls are refused."""
+        self._closer.detach()
         self.channel.close()
+
+    @property
+    def closed(self) -> bool:
+        return not self._closer.alive
 
     def unary(self, method: Any, request: Any) -> Any:
         """``method`` (a stub's callable) with the unary deadline; gRPC errors raised as :class:`Error`."""
         try:
-            return method(request, timeout=self.timeout)
+            return self._start(method, request, self.timeout)
         except grpc.RpcError as e:
             raise self.error(e) from None
 
     def watch(self, request: Any) -> Any:
         """The WatchInventory stream (a gRPC call: an iterator with ``cancel()``), under ``watch_timeout``."""
-        return self.stub.WatchInventory(request, timeout=self.watch_timeout)
+        return self._start(self.stub.WatchInventory, request, self.watch_timeout)
+
+    def _start(self, method: Any, request: Any, timeout: Optional[float]) -> Any:
+        """``method(request, timeout=timeout)``; FailedPreconditionError once the channel is closed (where
+        grpc raises ValueError("Cannot invoke RPC on closed channel!"))."""
+        try:
+            return method(request, timeout=timeout)
+        except ValueError:
+            if not self.closed:
+                raise
+        raise FailedPreconditionError(f"this devplace.Client of {self.target} is closed (close() was called or its "
+                                      "with block ended): make a new Client for further calls")
 
     def health(self, service: str) -> bool:
         """grpc.health.v1 Check: whether ``service`` ("" = the whole server) is SERVING."""

@@ -65,6 +65,14 @@ class Resolution:
         runtime_backends: the runtime backends applied (given or detected); empty = every present
             row's package assumed.
         response: the whole ``devplace_pb2.ResolveDeviceResponse``.
+        job_versions: the job's own releases, as the request named them or the job's packages gave
+            them: ``{"transformers": "6.0.0", "accelerate": "1.16.0"}``; a library neither told is
+            absent.
+        newer_than_rules: the libraries (``"transformers"``, ``"accelerate"``) whose job release is
+            newer than every release the daemon's rules know. The answer then applied the newest
+            known release's rules (``transformers_version`` / ``accelerate_version``) and
+            ``warnings`` names both releases (rule V-SKEW); with ``strict=True`` such a request
+            raises FailedPreconditionError instead. Empty when the rules cover the job.
     """
 
     device: str
@@ -81,6 +89,8 @@ class Resolution:
     versions_from: Dict[str, str]
     runtime_backends: List[str]
     response: devplace_pb2.ResolveDeviceResponse = dataclasses.field(repr=False, compare=False)
+    job_versions: Dict[str, str] = dataclasses.field(default_factory=dict)
+    newer_than_rules: List[str] = dataclasses.field(default_factory=list)
 
     @classmethod
     def from_response(cls, response: devplace_pb2.ResolveDeviceResponse) -> "Resolution":
@@ -93,7 +103,12 @@ class Resolution:
                    versions_from={k: _provenance(getattr(response, f)) for k, f in (
                        ("transformers", "transformers_version_from"), ("accelerate", "accelerate_version_from"),
                        ("runtime_backends", "runtime_backends_from"))},
-                   runtime_backends=list(response.runtime_backends), response=response)
+                   runtime_backends=list(response.runtime_backends), response=response,
+                   job_versions={k: v for k, v in (("transformers", response.transformers_job_version),
+                                                   ("accelerate", response.accelerate_job_version)) if v},
+                   newer_than_rules=[k for k, newer in (("transformers", response.transformers_newer_than_rules),
+                                                        ("accelerate", response.accelerate_newer_than_rules))
+                                     if newer])
 
     def __str__(self) -> str:
         return self.device

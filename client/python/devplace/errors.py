@@ -17,6 +17,11 @@ catch. The codes, as the daemon uses them:
   soon; :class:`DeadlineExceededError`: the call's ``timeout`` passed.
 - :class:`CancelledError`, :class:`AbortedError`: a watch cancelled by its caller, or ended by the
   daemon (it shuts down: reconnect).
+
+The warnings of an answer are not errors: :func:`devplace.resolve_device` issues each as a Python
+warning of category :class:`DevplaceWarning` (and a record of the ``devplace`` logger), and the
+opt-in cpu fallback issues its one as :class:`FallbackWarning`, so that ``warnings.filterwarnings``
+can silence them or turn them into exceptions (docs/CLIENT.md "Python jobs").
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ __all__ = [
     "UnavailableError",
     "DataLossError",
     "UnauthenticatedError",
+    "DevplaceWarning",
+    "FallbackWarning",
     "error_for",
 ]
 
@@ -129,6 +136,17 @@ class DataLossError(Error):
 
 class UnauthenticatedError(Error):
     code = grpc.StatusCode.UNAUTHENTICATED
+
+
+class DevplaceWarning(UserWarning):
+    """A warning of the daemon's answer (a hazard or a hint, naming the cause and the fix): the answer
+    stands, but may not be what the job meant. :func:`devplace.resolve_device` issues each warning of
+    the answer as one; ``Resolution.warnings`` holds the same texts."""
+
+
+class FallbackWarning(DevplaceWarning, RuntimeWarning):
+    """The answer came from the opt-in cpu fallback (``fallback="cpu"``, DEVPLACE_FALLBACK=cpu), not from
+    the daemon: the text starts "devplace fallback:" and quotes the error. Also a RuntimeWarning."""
 
 
 _BY_CODE: Dict[grpc.StatusCode, Type[Error]] = {
