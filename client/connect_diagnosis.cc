@@ -112,7 +112,15 @@ int DialTcp(const std::string& host, const std::string& port, int timeout_ms, st
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
-  if (::getaddrinfo(host.c_str(), port.c_str(), &hints, &found) != 0 || found == nullptr) return -1;
+  if (const int error = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &found); error != 0 || found == nullptr) {
+    if (error == EAI_NONAME || error == EAI_NODATA || error == EAI_AGAIN || error == EAI_FAIL) {
+      *why = absl::StrCat("the host name ", host, " does not resolve (", ::gai_strerror(error), "): ",
+                          error == EAI_AGAIN ? "the name server did not answer; try again, or " : "check the name, or ",
+                          "dial the daemon's IP address (--address, DEVPLACE_ADDRESS)");
+    }
+    if (found != nullptr) ::freeaddrinfo(found);
+    return -1;
+  }
   std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> list(found, &::freeaddrinfo);
   const std::string where = absl::StrCat(host, ":", port);
   int fd = ::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -281,6 +289,25 @@ std::string DiagnoseTls(const std::string& host, const std::string& port, const 
                       "; use one issued by the CA in the daemon's --tls_client_ca");
 }
 
+// Whether the client certificate and key given go together; "" when they do (or cannot be read:
+// Client::Connect reported that), else the sentence that says they do not.
+std::string CheckClientKeyPair(const TlsSettings& tls) {
+  if (tls.cert.empty() || tls.key.empty()) return "";
+  std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx(SSL_CTX_new(TLS_client_method()), &SSL_CTX_free);
+  if (ctx == nullptr || SSL_CTX_use_certificate_chain_file(ctx.get(), tls.cert.c_str()) != 1) return "";
+  ERR_clear_error();
+  if (SSL_CTX_use_PrivateKey_file(ctx.get(), tls.key.c_str(), SSL_FILETYPE_PEM) == 1) return "";
+  bool mismatch = false;
+  while (const unsigned long e = ERR_get_error()) {
+    mismatch = mismatch || (ERR_GET_LIB(e) == ERR_LIB_X509 && ERR_GET_REASON(e) == X509_R_KEY_VALUES_MISMATCH);
+  }
+  if (!mismatch) return "";
+  X509* cert = SSL_CTX_get0_certificate(ctx.get());
+  return absl::StrCat("the private key --tls_key=", tls.key, " does not belong to the client certificate --tls_cert=",
+                      tls.cert, cert != nullptr ? absl::StrCat(" (", Describe(cert), ")") : "",
+                      ": pass the key that was made with that certificate (DEVPLACE_TLS_CERT, DEVPLACE_TLS_KEY)");
+}
+
 }  // namespace
 
 std::string DiagnoseUnreachable(const std::string& target, const TlsSettings& tls, absl::Duration timeout) {
@@ -292,6 +319,9 @@ std::string DiagnoseUnreachable(const std::string& target, const TlsSettings& tl
   if (absl::StartsWith(rest, "unix-abstract:")) return "";
   std::string host, port, why;
   if (!SplitHostPort(rest, &host, &port)) return "";
+  if (tls.tls) {
+    if (std::string mismatch = CheckClientKeyPair(tls); !mismatch.empty()) return mismatch;
+  }
   Fd fd{DialTcp(host, port, TimeoutMs(timeout), &why)};
   if (fd.fd < 0) return why;
   NoSigpipe no_sigpipe;

@@ -21,6 +21,8 @@ struct TlsSettings {
 // (the daemon answered after all, or the target is not a unix: or host:port target). It dials the
 // target once (a unix socket: connect(); host:port: a TCP connection and, where it helps, a TLS
 // handshake with OpenSSL, within `timeout`) and tells apart:
+//   - a host name that does not resolve (DNS);
+//   - a client key that does not belong to the client certificate (checked before dialling);
 //   - nothing listening (no socket file, a stale socket, connection refused): devplaced is
 //     probably not running, and the command that starts it;
 //   - a plaintext client at a TLS listener: --tls_ca (DEVPLACE_TLS_CA);

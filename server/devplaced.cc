@@ -3,8 +3,8 @@
 // server reflection and the grpc.health.v1 health service. See README.md and docs/ARCHITECTURE.md.
 //
 // This file is the process around server/daemon/: the command line (flags.h), the log set-up,
-// one Daemon (daemon.h), and the exit. Exit status 2: bad flags or configuration, one line
-// `devplaced: <message> (see --help)`; 1: could not listen, or a listener died.
+// one Daemon (daemon.h), and the exit. Exit status 0 after --help or --version; 2: bad flags or
+// configuration, one line `devplaced: <message> (see --help)`; 1: could not listen, or a listener died.
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -39,7 +39,12 @@ int Run(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 #endif
   daemon::SetUpFlagUsage();
-  if (std::optional<std::string> error = daemon::CheckFlags(std::vector<std::string>(argv + 1, argv + argc))) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (std::optional<std::string> help = daemon::HelpText(args)) {
+    fputs(help->c_str(), stdout);
+    return 0;
+  }
+  if (std::optional<std::string> error = daemon::CheckFlags(args)) {
     return Usage(*error);
   }
   std::vector<char*> rest = absl::ParseCommandLine(argc, argv);

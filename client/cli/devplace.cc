@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <utility>
@@ -129,12 +130,20 @@ void PrintGeneralHelp(FILE* out) {
       "devplace: which device should a PyTorch job use, and what accelerators does this host have?\n"
       "The command-line client of devplaced, the per-host devplace daemon.\n\n"
       "Usage: devplace [global flags] <command> [command flags]\n\nCommands:\n";
-  for (const Command& command : Commands()) absl::StrAppend(&text, absl::StrFormat("  %-10s %s\n", command.name, command.summary));
+  // One column as wide as the longest name ("slurm task-prolog") and two spaces, summaries wrapped
+  // under themselves: help2man (the man page) and the bash completion read these lines.
+  size_t width = 0;
+  for (const Command& command : Commands()) width = std::max(width, std::strlen(command.name));
+  for (const Command& command : Commands()) {
+    const std::string summary = Wrap(command.summary, width + 4);
+    absl::StrAppend(&text, absl::StrFormat("  %-*s", width + 2, command.name), summary.substr(width + 4));
+  }
   absl::StrAppend(&text, "\nGlobal flags (any command):\n");
   for (const char* flag : kGlobalFlags) absl::StrAppend(&text, FlagHelp(flag));
   absl::StrAppend(&text,
                   "\nExit status: 0 success; 1 error from the daemon or the work itself, reported as one line\n"
-                  "on stderr `devplace: <command>: <gRPC code>: <message>`; 2 usage error.\n"
+                  "on stderr `devplace: <command>: <gRPC code>: <message>`; 2 usage error: an unknown command or\n"
+                  "flag, a bad value (also one the daemon refuses as INVALID_ARGUMENT, e.g. --device_map=atuo).\n"
                   "Flag names take - or _ alike (--device-map is --device_map).\n"
                   "`devplace <command> --help` describes a command and its flags; `devplace --version` prints\n"
                   "this client's version, `devplace version` the daemon's too.\n");
@@ -185,14 +194,18 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
       positional.emplace_back(arg);
       continue;
     }
-    auto [name, value] = SplitFlagArgument(arg);
+    auto [name, value, typed] = SplitFlagArgument(arg);
     std::replace(name.begin(), name.end(), '-', '_');  // --device-map is --device_map
     if (name == "help" || name == "h" || name == "helpfull" || name == "helpshort") {
       help = true;
       continue;
     }
-    if (name == "version" && !value) {
-      version = true;
+    if (name == "version") {
+      if (value) {
+        if (error.empty()) error = absl::StrCat("flag ", typed, " takes no value (", typed, "=", *value, ")");
+      } else {
+        version = true;
+      }
       continue;
     }
     const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
@@ -206,7 +219,7 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
     }
     if (flag == nullptr || name == "flagfile" || name == "fromenv" || name == "tryfromenv" || name == "undefok") {
       if (error.empty()) {
-        error = absl::StrCat("unknown flag --", name);
+        error = absl::StrCat("unknown flag ", typed);  // as typed: -x, not --x
         unknown_flag = name;
       }
       continue;
@@ -217,7 +230,7 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
       } else if (i + 1 < argc) {
         value = argv[++i];
       } else {
-        if (error.empty()) error = absl::StrCat("flag --", name, " needs a value");
+        if (error.empty()) error = absl::StrCat("flag ", typed, " needs a value");
         continue;
       }
     }

@@ -95,7 +95,12 @@ void PrintExplanation(const v1::ResolveDeviceResponse& r) {
 }
 
 int PrintResolved(const absl::StatusOr<v1::ResolveDeviceResponse>& response) {
-  if (!response.ok()) return Fail(response.status());
+  if (!response.ok()) {
+    const int status = Fail(response.status());
+    // INVALID_ARGUMENT: the request is malformed, so a value the flags (or the job's variables) gave
+    // is bad, e.g. a mistyped --device_map keyword: a usage error, as a flag's bad value is.
+    return response.status().code() == absl::StatusCode::kInvalidArgument ? kExitUsage : status;
+  }
   if (absl::GetFlag(FLAGS_json)) return PrintJson(*response);
   std::printf("%s\n", response->device().c_str());
   std::fflush(stdout);

@@ -48,10 +48,13 @@ fi
 # absl's --help (devplaced, the probes) prints each flag as "    --name (text wrapped over lines);
 # default: x;": help2man reads a flag list as "--name" lines with indented text, so the help is
 # read through a wrapper that reflows it so.
-run="$binary"
-help=$("$binary" --help 2>&1 || true)  # absl's --help exits 1
-if grep -q '^  Flags from ' <<<"$help"; then
-  run="$tmp/$name"
+# help2man runs the program through the shell unquoted, so it always gets "$tmp/$name" (a checkout
+# may live at a path with a space): the binary itself, linked, or that wrapper.
+run="$tmp/$name"
+help=$("$binary" --help 2>&1 || true)  # absl's own --help (the probes') exits 1; devplaced's exits 0
+if ! grep -q '^  Flags from ' <<<"$help"; then
+  ln -s "$binary" "$run"
+else
   cat >"$run" <<WRAPPER
 #!/usr/bin/env bash
 if [ "\$1" != --help ]; then exec "$binary" "\$@"; fi

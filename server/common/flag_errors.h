@@ -20,14 +20,16 @@ namespace devplace {
 struct FlagArgument {
   std::string name;                  // without dashes
   std::optional<std::string> value;  // after '=', if any
+  std::string typed;                 // the flag as written, dashes included, up to '=': "-x", "--device-map"
 };
 
 // `-name`, `--name` or `--name=value` split; `arg` must start with '-'.
 inline FlagArgument SplitFlagArgument(absl::string_view arg) {
+  const absl::string_view typed = arg.substr(0, arg.find('='));
   absl::ConsumePrefix(&arg, "-");
   absl::ConsumePrefix(&arg, "-");
   const size_t eq = arg.find('=');
-  FlagArgument out{std::string(arg.substr(0, eq)), std::nullopt};
+  FlagArgument out{std::string(arg.substr(0, eq)), std::nullopt, std::string(typed)};
   if (eq != absl::string_view::npos) out.value = std::string(arg.substr(eq + 1));
   return out;
 }

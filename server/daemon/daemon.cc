@@ -261,9 +261,19 @@ absl::Status Daemon::StartMetrics() {
     fprintf(stderr, "devplaced: --metrics_listen=%s: %s\n", address.c_str(), std::string(started.status().message()).c_str());
     return absl::UnavailableError(started.status().message());
   } else {
-    spdlog::warn("event=metrics_disabled metrics_listen={} error=\"{}\" hint=\"set --metrics_listen to another "
-                 "address, or empty\"",
-                 address, std::string(started.status().message()));
+    // The default address cannot be bound, most often because another devplaced (or a test's)
+    // holds it: run without metrics, and say plainly that what answers there is not this daemon.
+    const std::string error(started.status().message());
+    const std::string port = address.substr(address.rfind(':') + 1);
+    const std::string held =
+        absl::StrContains(error, std::strerror(EADDRINUSE))
+            ? absl::StrCat("another process holds port ", port, " (ss -ltnp 'sport = :", port, "' names it), so http://",
+                           address, "/metrics is not this daemon's; ")
+            : "";
+    spdlog::warn("event=metrics_disabled metrics_listen={} error=\"{}\" hint=\"this daemon serves no metrics: {}start it "
+                 "with --metrics_listen=127.0.0.1:0 (a free port, logged as event=metrics_listening) or another free "
+                 "address, or --metrics_listen= for none\"",
+                 address, error, held);
   }
   return absl::OkStatus();
 }

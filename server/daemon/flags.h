@@ -1,7 +1,7 @@
 // devplaced's command line: the --flags (defined in flags.cc, one per DaemonConfig setting), the
 // --help text, the check of every flag before absl parses them, and the DaemonConfig they give.
 //
-// Contract: SetUpFlagUsage() before parsing; CheckFlags() on the raw arguments (absl would exit 1
+// Contract: SetUpFlagUsage() before parsing; HelpText(), then CheckFlags() on the raw arguments (absl would exit 1
 // on a bad flag by itself; devplaced exits 2 with CheckFlags' line); then absl::ParseCommandLine;
 // then ConfigFromFlags(). Every error is one line for `devplaced: <message> (see --help)`.
 #ifndef DEVPLACE_SERVER_DAEMON_FLAGS_H_
@@ -20,6 +20,13 @@ namespace devplace::daemon {
 // devplaced.cc" in --help (as they always were, when they lived there), so --help and
 // --helpshort stay as they were.
 void SetUpFlagUsage();
+
+// The help that `args` (argv without argv[0]) ask for, or nullopt: --help, -h, --helpshort and
+// --helppackage list devplaced's own flags, --helpfull every flag, --help=SUBSTRING (or
+// --helpmatch=) the flags whose name, file or description holds SUBSTRING, --helpon=FILE those of
+// FILE.cc; in absl's layout (usage message, "  Flags from devplaced.cc:", "    --name (help);
+// default: x;"). devplaced prints it on stdout and exits 0 (absl's own handler exits 1).
+std::optional<std::string> HelpText(const std::vector<std::string>& args);
 
 // Checks every flag in `args` (argv without argv[0]) and in --flagfile files before absl parses
 // them: an unknown flag, a value the flag cannot take or an unreadable flag file is one line

@@ -49,7 +49,7 @@ std::optional<int64_t> DeviceMapInt(absl::string_view s) {
 
 absl::Status Resolution::FromPretrained() {
   const std::string& m = req_.device_map();
-  out_.add_explanation(absl::StrCat("convention CONVENTION_FROM_PRETRAINED: emulating from_pretrained(device_map=",
+  out_.add_explanation(absl::StrCat("convention from_pretrained: emulating from_pretrained(device_map=",
                                     m.empty() ? "None" : absl::StrCat("\"", m, "\""), ")"));
   if (m.empty()) {
     AnswerCpu("I-NONE device_map is None: from_pretrained loads the weights on cpu");

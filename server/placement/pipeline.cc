@@ -18,7 +18,7 @@ namespace devplace::placement::resolver_internal {
 // release's V-TF-PIPE row of versions.cc.
 absl::Status Resolution::Pipeline() {
   const std::string& m = req_.device_map();
-  out_.add_explanation(absl::StrCat("convention CONVENTION_PIPELINE: emulating pipeline(device=",
+  out_.add_explanation(absl::StrCat("convention pipeline: emulating pipeline(device=",
                                     m.empty() ? "None" : m, ")"));
   const OrderRule& rule = versions_.Order(OrderKind::kTfPipeline);
   const std::vector<std::string>& order = rule.order;

@@ -39,6 +39,18 @@ std::optional<bool> TruthValue(absl::string_view s) {
   return std::nullopt;
 }
 
+// The API a convention emulates, as the job's code names it (explanations and warnings speak the
+// user's terms, not enum names).
+const char* ConventionApi(v1::Convention convention) {
+  switch (convention) {
+    case v1::CONVENTION_TRAINING_ARGUMENTS: return "TrainingArguments";
+    case v1::CONVENTION_ACCELERATE: return "Accelerator";
+    case v1::CONVENTION_FROM_PRETRAINED: return "from_pretrained";
+    case v1::CONVENTION_PIPELINE: return "pipeline";
+    default: return "this convention";
+  }
+}
+
 }  // namespace
 
 // Python's int() on a string: optional surrounding whitespace, optional sign, digits.
@@ -85,7 +97,7 @@ void Resolution::DescribeJobPython() {
                                    ": the job cannot use any device string until it installs torch (V-JOB)"));
   }
   if (!job.transformers && req_.transformers_version().empty() && convention_ != v1::CONVENTION_ACCELERATE) {
-    out_.add_warnings(absl::StrCat("transformers is not installed in ", job.source, ": ", v1::Convention_Name(convention_),
+    out_.add_warnings(absl::StrCat("transformers is not installed in ", job.source, ": ", ConventionApi(convention_),
                                    " is Transformers' API, so these cannot be the job's own rules; Transformers ",
                                    versions_.transformers().ToString(), "'s were applied (V-JOB)"));
   }
@@ -93,7 +105,7 @@ void Resolution::DescribeJobPython() {
                                 convention_ == v1::CONVENTION_ACCELERATE ||
                                 (convention_ == v1::CONVENTION_FROM_PRETRAINED && !req_.device_map().empty());
   if (!job.accelerate && req_.accelerate_version().empty() && needs_accelerate) {
-    out_.add_warnings(absl::StrCat("accelerate is not installed in ", job.source, ": ", v1::Convention_Name(convention_),
+    out_.add_warnings(absl::StrCat("accelerate is not installed in ", job.source, ": ", ConventionApi(convention_),
                                    convention_ == v1::CONVENTION_FROM_PRETRAINED ? " with a device_map" : "",
                                    " needs it (the job fails with ImportError), so these cannot be the job's own "
                                    "rules; Accelerate ", versions_.accelerate().ToString(), "'s were applied (V-JOB)"));
@@ -158,8 +170,9 @@ absl::Status Resolution::ValidateRequest() {
   const bool training_conv = convention_ == v1::CONVENTION_TRAINING_ARGUMENTS || convention_ == v1::CONVENTION_ACCELERATE;
   if (training != training_conv) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "convention: ", v1::Convention_Name(convention_), " does not apply to ", v1::Workload_Name(req_.workload()),
-        "; accepted: TRAINING_ARGUMENTS or ACCELERATE for training, FROM_PRETRAINED or PIPELINE for inference"));
+        "convention: ", v1::Convention_Name(convention_), " (", ConventionApi(convention_), ") does not apply to ",
+        v1::Workload_Name(req_.workload()), "; accepted: TRAINING_ARGUMENTS or ACCELERATE (TrainingArguments, "
+        "Accelerator) for training, FROM_PRETRAINED or PIPELINE (from_pretrained, pipeline) for inference"));
   }
   // Bounds, so that no answer or error echoes megabytes back (values are quoted in messages).
   if (req_.device_map().size() > kMaxDeviceMapBytes) {

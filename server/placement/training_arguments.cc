@@ -18,7 +18,7 @@ namespace devplace::placement::resolver_internal {
 absl::Status Resolution::Training() {
   const bool acc = convention_ == v1::CONVENTION_ACCELERATE;
   const char* api = acc ? "Accelerator().device" : "TrainingArguments.device";
-  out_.add_explanation(absl::StrCat("convention ", v1::Convention_Name(convention_), ": emulating ", api,
+  out_.add_explanation(absl::StrCat("convention ", acc ? "accelerate" : "training_arguments", ": emulating ", api,
                                     local_rank_ ? absl::StrCat(", distributed (local_rank ", *local_rank_,
                                                                world_size_ ? absl::StrCat(", world_size ", *world_size_) : "", ")")
                                                 : ", single process"));

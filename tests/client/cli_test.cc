@@ -32,12 +32,12 @@ class CliTest : public ::testing::Test {
   }
 
   // Runs `devplace <args>` (shell words), capturing stdout and stderr.
-  CommandResult Run(const std::string& args) { return RunCommand(std::string(DEVPLACE_CLI_BINARY) + " " + args); }
+  CommandResult Run(const std::string& args) { return RunCommand(ShellQuote(DEVPLACE_CLI_BINARY) + " " + args); }
 
   // Saves `devplace probe --json` of a fixture host; returns the file's path.
   std::string SaveInventory(const std::string& host) {
     const std::string path = tmp_.path() + "/" + host + ".json";
-    const CommandResult r = Run("probe --json --host_root=" + FixtureHost(host) + " >" + path);
+    const CommandResult r = Run("probe --json --host_root=" + ShellQuote(FixtureHost(host)) + " >" + path);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return path;
   }
@@ -49,7 +49,7 @@ class CliTest : public ::testing::Test {
 };
 
 TEST_F(CliTest, ProbeJsonParsesAsAnInventory) {
-  const CommandResult r = Run("probe --host_root=" + FixtureHost("nvidia-2x-h100") + " --json");
+  const CommandResult r = Run("probe --host_root=" + ShellQuote(FixtureHost("nvidia-2x-h100")) + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   v1::Inventory inv;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &inv).ok()) << r.out;
@@ -61,7 +61,7 @@ TEST_F(CliTest, ProbeJsonParsesAsAnInventory) {
 }
 
 TEST_F(CliTest, ProbeTableHasAlignedColumns) {
-  const CommandResult r = Run("probe --host_root=" + FixtureHost("nvidia-2x-h100"));
+  const CommandResult r = Run("probe --host_root=" + ShellQuote(FixtureHost("nvidia-2x-h100")));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::vector<std::string> lines;
   std::stringstream in(r.out);
@@ -131,16 +131,24 @@ TEST_F(CliTest, EnvFlagsReachTheResolver) {
   EXPECT_EQ(r.out, "cpu\n") << r.err;
 }
 
-TEST_F(CliTest, ResolveErrorsExitOneWithTheCode) {
+TEST_F(CliTest, ResolveErrorsExitWithTheCode) {
   const std::string h100 = SaveInventory("nvidia-2x-h100");
   CommandResult r = Run("resolve --inventory=" + h100 + " --workload=inference --device_map=cuda:5");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.out, "");
   EXPECT_THAT(r.err, StartsWith("devplace: resolve: FAILED_PRECONDITION: device_map: cuda:5"));
 
+  // A request the resolver refuses as malformed (INVALID_ARGUMENT) is a bad value: exit 2, like a
+  // flag's bad value, with the code and the resolver's message.
   r = Run("resolve --inventory=" + h100 + " --workload=inference --device_map=cuda:-1");
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, StartsWith("devplace: resolve: INVALID_ARGUMENT: "));
+  r = Run("resolve --inventory=" + h100 + " --workload=inference --device_map=balanced_low0");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_THAT(r.err, StartsWith("devplace: resolve: INVALID_ARGUMENT: device_map: Invalid device string: "
+                                "'balanced_low0'"));
+  EXPECT_THAT(r.err, HasSubstr("did you mean 'balanced_low_0'?"));
 
   // A file that cannot be read is a usage error (exit 2) naming the flag and the OS error.
   r = Run("resolve --inventory=" + tmp_.path() + "/missing.json --workload=inference");
@@ -163,6 +171,13 @@ TEST_F(CliTest, UsageErrorsExitTwo) {
            {"frobnicate", "devplace: unknown command \"frobnicate\""},
            {"", "devplace: missing command"},
            {"health --bogus", "devplace: health: unknown flag --bogus"},
+           {"health -x", "devplace: health: unknown flag -x "},  // as typed, not --x
+           {"-x", "devplace: unknown flag -x "},
+           {"resolve --workload=inference --device-mapp=auto",
+            "devplace: resolve: unknown flag --device-mapp; did you mean --device_map?"},
+           {"health --timeout", "devplace: health: flag --timeout needs a value"},
+           {"--version=true", "devplace: flag --version takes no value (--version=true)"},
+           {"health --version=false", "devplace: health: flag --version takes no value (--version=false)"},
            {"inventory --workload=inference", "devplace: inventory: flag --workload does not apply to this command"},
            {"health extra", "devplace: health: unexpected argument \"extra\""},
            {"health --timeout=soon", "devplace: health: --timeout=soon"},
@@ -204,7 +219,18 @@ TEST_F(CliTest, HelpExplainsCommandsAndFlags) {
   for (const char* word : {"Usage: devplace slurm task-prolog", "SLURM_STEP_GPUS", "--step_numbering", "--inventory"}) {
     EXPECT_THAT(r.out, HasSubstr(word));
   }
-  EXPECT_THAT(Run("--help").out, HasSubstr("slurm gres"));
+  // One column of command names, wide enough for the two-word ones, each summary two or more
+  // spaces after its name (help2man makes the man page's command list from these lines; "slurm
+  // gres Print ..." with one space ran into the next entries there).
+  const std::string general = Run("--help").out;
+  const std::string commands = general.substr(general.find("Commands:\n"));
+  for (const char* name : {"resolve", "slurm gres", "slurm task-prolog", "version"}) {
+    EXPECT_THAT(commands, ::testing::ContainsRegex(std::string("\n  ") + name + "   *[A-Z]")) << name;
+  }
+  const size_t summary = commands.find("slurm task-prolog  ") + std::string("slurm task-prolog  ").size();
+  EXPECT_EQ(commands.find("\n  resolve") + 3 + (summary - commands.find("slurm task-prolog")),
+            commands.find("Which device", commands.find("\n  resolve")))
+      << "summaries start in one column:\n" << commands;
   for (const char* group_help : {"slurm --help", "help slurm"}) {  // the group lists its subcommands
     r = Run(group_help);
     EXPECT_EQ(r.exit_code, 0) << group_help << ": " << r.err;
@@ -241,8 +267,11 @@ TEST_F(CliOnlineTest, ResolveThroughTheDaemon) {
   EXPECT_THAT(r.err, HasSubstr("inventory revision: 1"));
 
   r = Run(Address() + "resolve --workload=inference --device_map=bogus --no_environment");
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);  // the daemon's INVALID_ARGUMENT: a bad value, as offline
   EXPECT_THAT(r.err, StartsWith("devplace: resolve: INVALID_ARGUMENT: device_map"));
+  r = Run(Address() + "resolve --workload=inference --device_map=atuo --no_environment");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("did you mean 'auto'?"));
 }
 
 TEST_F(CliOnlineTest, InventoryAndBackends) {

@@ -20,6 +20,7 @@ Usage: slurm_one_node_test.py DEVPLACE_BINARY PROBE_GOLDEN_DIR
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -88,7 +89,7 @@ class Cluster:
                     'if [ -n "${DEVPLACE_TEST_INJECT-}" ]; then\n'
                     f"  SLURM_LOCALID=\"$(printf '0\\nexport {self.mask_var}=0,1')\"; export SLURM_LOCALID\n"
                     "fi\n"
-                    f"exec {self.devplace} slurm task-prolog --inventory={self.inventory}\n")
+                    f"exec {shlex.quote(self.devplace)} slurm task-prolog --inventory={shlex.quote(self.inventory)}\n")
         os.chmod(prolog, 0o755)
         inv = json.load(open(self.inventory))
         cores = int(inv["host"]["cpu"]["cores"])
@@ -144,7 +145,8 @@ class Cluster:
 def step_view(c, var, args, hold=0):
     """SLURM_STEP_GPUS, the mask variable and resolve's answer seen inside a step."""
     script = (f'echo "gpus=$SLURM_STEP_GPUS"; echo "mask=${{{var}-unset}}"; '
-              f'{c.devplace} resolve --inventory={c.inventory} --workload=training --explain | grep -E "^(device|placed):"; '
+              f'{shlex.quote(c.devplace)} resolve --inventory={shlex.quote(c.inventory)} --workload=training --explain '
+              '| grep -E "^(device|placed):"; '
               f"sleep {hold}")
     r = c.srun(args, script)
     text = r.stdout + r.stderr

@@ -88,7 +88,7 @@ class Listener {
     const std::string port_file = dir.File("port");
     const std::string as = owner == "other" ? "setpriv --reuid=65534 --regid=65534 --clear-groups " : "";
     const testing::CommandResult r = RunCommand(absl::StrCat(
-        as, "/usr/bin/python3 ", DEVPLACE_LISTENER_SCRIPT, " ", address, " > ", port_file, " 2>&1 & echo $!"));
+        as, "/usr/bin/python3 ", testing::ShellQuote(DEVPLACE_LISTENER_SCRIPT), " ", address, " > ", port_file, " 2>&1 & echo $!"));
     absl::SimpleAtoi(absl::StripAsciiWhitespace(r.out), &pid_);
     for (int i = 0; i < 200 && port_ == 0; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));

@@ -22,6 +22,18 @@ void CloseIfOpen(int& fd) {
 
 }  // namespace
 
+std::string ShellQuote(const std::string& word) {
+  std::string quoted = "'";
+  for (const char c : word) {
+    if (c == '\'') {
+      quoted += "'\\''";
+    } else {
+      quoted += c;
+    }
+  }
+  return quoted + "'";
+}
+
 CommandResult RunCommand(const std::string& shell_command) {
   CommandResult result;
   int out[2] = {-1, -1};

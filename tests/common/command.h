@@ -20,6 +20,11 @@ struct CommandResult {
 // `>file`, applies as usual). The command's words are shell words: quote what needs quoting.
 CommandResult RunCommand(const std::string& shell_command);
 
+// `word` as one shell word for RunCommand: in single quotes, each ' written '\''. Every path that
+// goes into a shell command is quoted so: the checkout, and so the binaries and fixtures, may live
+// at a path with a space (or any other character the shell reads).
+std::string ShellQuote(const std::string& word);
+
 }  // namespace devplace::testing
 
 #endif  // DEVPLACE_TESTS_COMMON_COMMAND_H_

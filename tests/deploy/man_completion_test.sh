@@ -37,6 +37,16 @@ if [ "$what" = man ]; then
   check man1/devplace.1.gz "devplace - which device a PyTorch job should use" "devplace $version" \
     "--address=VALUE" "COMMANDS" "--device_map=VALUE" "balanced_low_0" "slurm task-prolog" "--step_numbering" \
     "SEE ALSO" "devplaced(8)"
+  # `devplace --help`'s command list: every name, two-word ones too, is a term of its own (help2man
+  # ran "slurm gres Print ... slurm task-prolog Slurm ..." into one paragraph while the names
+  # overflowed their column).
+  commands=$(MANWIDTH=100 man --nh --nj -l "$prefix/share/man/man1/devplace.1.gz" 2>/dev/null |
+             awk '/^ +Commands:$/ {on = 1; next} on && /^ +Global flags/ {exit} on')
+  for name in resolve fleet "slurm gres" "slurm task-prolog" version; do
+    grep -qE "^ +$name( +[A-Z].*)?\$" <<<"$commands" || { echo "$commands"; fail "man devplace: \"$name\" is not a term of the command list"; }
+  done
+  if grep -qE '\. +(slurm|version) ' <<<"$commands"; then echo "$commands"; fail "man devplace: command names run into a paragraph"; fi
+  echo "ok: man devplace lists each command as a term"
   check man8/devplaced.8.gz "devplaced - the devplace daemon" "devplaced $version" "--listen" "--tls_client_ca" \
     "--max_receive_bytes" "(default:" "devplace(1)"
   check man8/devplace-probe.8.gz "devplace-probe - probe this host" "devplace-probe $version" "--host_root" "--nvml_library"

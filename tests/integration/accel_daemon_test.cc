@@ -117,9 +117,9 @@ TEST_P(AccelDaemonTest, AutoDeviceMapGetsMaxMemoryFromTheLibrary) {
 
 TEST_P(AccelDaemonTest, CliProbeShowsNamesUuidsAndMemory) {
   const Library& l = GetParam();
-  const CommandResult r = RunCommand(absl::StrCat(l.config_env, "=", Script(l, l.script), " ", DEVPLACE_CLI_BINARY,
-                                                  " probe --json --nvml_library= --host_root=", Host(l.host), " --",
-                                                  l.prober, "_library=", l.fake));
+  const CommandResult r = RunCommand(absl::StrCat(l.config_env, "=", ShellQuote(Script(l, l.script)), " ",
+                                                  ShellQuote(DEVPLACE_CLI_BINARY), " probe --json --nvml_library= --host_root=",
+                                                  ShellQuote(Host(l.host)), " --", l.prober, "_library=", ShellQuote(l.fake)));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr(absl::StrCat("\"memory_source\": \"", l.prober, "\"")));
   EXPECT_THAT(r.out, HasSubstr("\"memoryTotalBytes\": \""));

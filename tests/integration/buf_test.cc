@@ -30,7 +30,7 @@ class BufCurl : public ::testing::Test {
     ASSERT_EQ(access(DEVPLACE_BUF, X_OK), 0) << DEVPLACE_BUF << " is missing: run scripts/setup (it installs buf)";
   }
   static std::string Curl(const std::string& target_url, const std::string& args) {
-    return absl::StrCat(DEVPLACE_BUF, " curl --protocol grpc --http2-prior-knowledge ", args, " ", target_url);
+    return absl::StrCat(ShellQuote(DEVPLACE_BUF), " curl --protocol grpc --http2-prior-knowledge ", args, " ", target_url);
   }
 };
 
@@ -67,7 +67,7 @@ TEST_F(BufCurl, ListsTheServiceMethodsAndCallsGetInventoryThroughReflection) {
   EXPECT_EQ(via_buf.backends(1).devices(1).pci_bus_id(), "0000:9a:00.0");
 
   // The unix socket too, and an error comes back as buf's exit status (code x 8).
-  CommandResult bad = Shell(absl::StrCat(DEVPLACE_BUF, " curl --protocol grpc --http2-prior-knowledge --unix-socket ",
+  CommandResult bad = Shell(absl::StrCat(ShellQuote(DEVPLACE_BUF), " curl --protocol grpc --http2-prior-knowledge --unix-socket ",
                                d.socket_path(), " http://localhost/devplace.v1.DevicePlacement/ResolveDevice",
                                " -d '{\"workload\": \"WORKLOAD_INFERENCE\", \"device_map\": \"cuda:01\"}'"));
   EXPECT_EQ(bad.exit_code, 3 * 8) << bad.out;  // INVALID_ARGUMENT

@@ -24,7 +24,7 @@ std::string Host(const std::string& name) { return std::string(DEVPLACE_FIXTURES
 // Runs the devplace CLI with `args` (after `prefix`, e.g. "timeout 1"), capturing stdout and
 // stderr separately.
 CommandResult RunCli(const std::string& args, const std::string& prefix = "") {
-  return RunCommand(absl::StrCat(prefix, " ", DEVPLACE_CLI_BINARY, " ", args));
+  return RunCommand(absl::StrCat(prefix, " ", ShellQuote(DEVPLACE_CLI_BINARY), " ", args));
 }
 
 void WaitServing(const Client& client) {

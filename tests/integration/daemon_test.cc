@@ -17,6 +17,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "tests/common/command.h"
 #include "tests/common/temp_dir.h"
 #include "tests/integration/daemon_process.h"
 
@@ -160,7 +161,7 @@ TEST(Daemon, WatchSeesNewRevisionAfterTheTreeChangesAndRefresh) {
 TEST(Daemon, UnavailableUntilTheFirstProbeThenServing) {
   TempDir dir;
   const std::string slow =
-      dir.Script("slow-probe", absl::StrCat("sleep 1.5\nexec ", DEVPLACE_PROBE_BINARY, " \"$@\"")).back();
+      dir.Script("slow-probe", absl::StrCat("sleep 1.5\nexec ", ShellQuote(DEVPLACE_PROBE_BINARY), " \"$@\"")).back();
   DaemonProcess d(dir.path(), {"--host_root=" + Fixture("cpu-only"), "--probe_command=" + slow});
   Stubs s(d.tcp_target());
   v1::ResolveDeviceResponse answer;
@@ -179,7 +180,7 @@ void ExpectLastGoodSnapshotSurvives(const std::string& after, grpc::StatusCode c
   TempDir dir;
   const std::string probe =
       dir.Script("flaky-probe", absl::StrCat("if [ -e ", dir.path(), "/ran ]; then\n", after, "\nfi\ntouch ",
-                                             dir.path(), "/ran\nexec ", DEVPLACE_PROBE_BINARY, " \"$@\""))
+                                             dir.path(), "/ran\nexec ", ShellQuote(DEVPLACE_PROBE_BINARY), " \"$@\""))
           .back();
   DaemonProcess d(dir.path(), {"--host_root=" + Fixture("nvidia-2x-h100"), "--probe_command=" + probe,
                                "--probe_timeout=3s", "--refresh_interval=0s"});
@@ -219,7 +220,7 @@ TEST(Daemon, SigtermDuringCallsAndWatchesEndsCleanly) {
   TempDir dir;
   const std::string probe = dir.Script("slow-second-probe",
                                        absl::StrCat("if [ -e ", dir.path(), "/ran ]; then sleep 1; fi\ntouch ",
-                                                    dir.path(), "/ran\nexec ", DEVPLACE_PROBE_BINARY, " \"$@\""))
+                                                    dir.path(), "/ran\nexec ", ShellQuote(DEVPLACE_PROBE_BINARY), " \"$@\""))
                                 .back();
   DaemonProcess d(dir.path(), {"--host_root=" + Fixture("amd-2x-mi210"), "--probe_command=" + probe,
                                "--refresh_interval=0s"});

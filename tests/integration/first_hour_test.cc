@@ -31,8 +31,8 @@ using ::testing::StartsWith;
 std::string Host(const std::string& name) { return std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/" + name; }
 
 CommandResult Cli(const std::string& args) {
-  return RunCommand(absl::StrCat("env -u DEVPLACE_ADDRESS -u DEVPLACE_FALLBACK timeout 30 ", DEVPLACE_CLI_BINARY, " ",
-                                 args));
+  return RunCommand(absl::StrCat("env -u DEVPLACE_ADDRESS -u DEVPLACE_FALLBACK timeout 30 ",
+                                 ShellQuote(DEVPLACE_CLI_BINARY), " ", args));
 }
 
 int Lines(const std::string& text) { return static_cast<int>(std::count(text.begin(), text.end(), '\n')); }
@@ -103,7 +103,7 @@ TEST(FirstHour, CpuFallbackIsOptInAndOnlyForNoAnswer) {
   EXPECT_THAT(r.err, StartsWith("devplace: warning: devplace fallback: answered cpu without the daemon"));
   EXPECT_THAT(r.err, HasSubstr("UNAVAILABLE: no socket at"));
   // DEVPLACE_FALLBACK=cpu from the environment (read unless --no_environment).
-  r = RunCommand(absl::StrCat("env -u DEVPLACE_ADDRESS DEVPLACE_FALLBACK=cpu ", DEVPLACE_CLI_BINARY, nowhere,
+  r = RunCommand(absl::StrCat("env -u DEVPLACE_ADDRESS DEVPLACE_FALLBACK=cpu ", ShellQuote(DEVPLACE_CLI_BINARY), nowhere,
                               " resolve --workload=training --job_device_nodes=none"));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "cpu\n");
@@ -152,7 +152,8 @@ TEST(FirstHour, BusyTcpAndMetricsPortsAreOneDevplacedLine) {
   TempDir dir;
   BusyPort busy;
   const std::string address = absl::StrCat("127.0.0.1:", busy.port);
-  const std::string daemon = absl::StrCat("timeout 20 ", DEVPLACE_DAEMON_BINARY, " --host_root=", Host("cpu-only"),
+  const std::string daemon = absl::StrCat("timeout 20 ", ShellQuote(DEVPLACE_DAEMON_BINARY), " --host_root=",
+                                          ShellQuote(Host("cpu-only")),
                                           " --torch_probe_command=none");
   for (const auto& [flags, line] : std::vector<std::pair<std::string, std::string>>{
            {" --metrics_listen= --listen=unix:" + dir.File("a.sock") + "," + address,
@@ -190,17 +191,23 @@ TEST(FirstHour, DidYouMeanForCommandsFlagsAndKeywords) {
   r = Cli("inventory --adress=unix:/x.sock");
   EXPECT_THAT(r.err, HasSubstr("did you mean --address?"));
 
-  const std::string inventory = Host("nvidia-2x-h100");
+  const std::string inventory = ShellQuote(Host("nvidia-2x-h100"));
   r = Cli("probe --host_root=" + inventory + " --json > /dev/null");  // the probe works offline
   EXPECT_EQ(r.exit_code, 0) << r.err;
   TempDir dir;
   const std::string saved = dir.File("inv.json");
   ASSERT_EQ(Cli("probe --json --host_root=" + inventory + " > " + saved).exit_code, 0);
   r = Cli("resolve --workload=inference --device_map=balanced_low0 --inventory=" + saved);
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);  // a mistyped keyword is a bad value, like every other
   EXPECT_THAT(r.err, HasSubstr("(did you mean 'balanced_low_0'?)"));
   r = Cli("resolve --workload=inference --device_map=Auto --inventory=" + saved);
+  EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("keywords are case-sensitive: did you mean 'auto'?"));
+  r = Cli("resolve --workload=inference -device_map=auto --inventory=" + saved);  // one dash works too
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = Cli("resolve --workload=inference -d auto --inventory=" + saved);  // no short flags: quoted as typed
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("unknown flag -d "));
 
   // Dashes work as underscores.
   r = Cli("resolve --workload=inference --device-map=auto --job-device-nodes=/dev/nvidia1 --inventory=" + saved);

@@ -34,7 +34,7 @@ using ::testing::MatchesRegex;
 using ::testing::Not;
 using ::testing::StartsWith;
 
-CommandResult RunCli(const std::string& args) { return RunCommand(absl::StrCat(DEVPLACE_CLI_BINARY, " ", args)); }
+CommandResult RunCli(const std::string& args) { return RunCommand(absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " ", args)); }
 
 std::vector<std::string> Lines(const std::string& text) {
   return absl::StrSplit(text, '\n', absl::SkipEmpty());
@@ -153,7 +153,7 @@ TEST_F(FleetTest, JsonParsesAndHasTheSameNodes) {
 TEST_F(FleetTest, ResolveAnswersPerNode) {
   // The caller's own CUDA_VISIBLE_DEVICES (empty: no GPU) is not the remote job's: not sent.
   const CommandResult r =
-      RunCommand(absl::StrCat("CUDA_VISIBLE_DEVICES= ", DEVPLACE_CLI_BINARY,
+      RunCommand(absl::StrCat("CUDA_VISIBLE_DEVICES= ", ShellQuote(DEVPLACE_CLI_BINARY),
                               " fleet --resolve --workload=inference --device_map=auto --targets=", targets_));
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_THAT(r.err, IsEmpty());

@@ -207,7 +207,7 @@ TEST(DaemonHazards, RenumberingIsWarnedOverTheWire) {
     ASSERT_TRUE(d->process.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d->process.Log();
   }
   auto resolve = [](Daemon& d, const std::string& args) {
-    return RunCommand(std::string(DEVPLACE_CLI_BINARY) + " --address=" + d.process.unix_target() +
+    return RunCommand(ShellQuote(DEVPLACE_CLI_BINARY) + " --address=" + d.process.unix_target() +
                       " resolve --no_environment --explain " + args);
   };
   CommandResult r = resolve(amd, "--workload=training --env=HIP_VISIBLE_DEVICES=1");
@@ -253,15 +253,16 @@ TEST(DaemonHazards, RenumberingIsWarnedOverTheWire) {
 }
 
 TEST(DaemonHazards, CliProbeShowsTheRuntimesNumbering) {
-  const CommandResult r = RunCommand("FAKE_CUDA_CONFIG=" + Fixture("cuda/mixed-models.txt") + " " DEVPLACE_CLI_BINARY
-                                     " probe --nvml_library= --cuda_library=" DEVPLACE_FAKE_CUDA " --host_root=" +
-                                     Fixture("hosts/nvidia-mixed-models"));
+  const CommandResult r = RunCommand("FAKE_CUDA_CONFIG=" + ShellQuote(Fixture("cuda/mixed-models.txt")) + " " +
+                                     ShellQuote(DEVPLACE_CLI_BINARY) + " probe --nvml_library= --cuda_library=" +
+                                     ShellQuote(DEVPLACE_FAKE_CUDA) + " --host_root=" +
+                                     ShellQuote(Fixture("hosts/nvidia-mixed-models")));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("DEFAULT ORDER"));
   // host device 0 (bus 01, the GTX 745) is cuda:1 by default and cuda:0 in PCI order.
   EXPECT_THAT(r.out, ::testing::ContainsRegex("cuda/nvidia +0 +0000:01:00.0 +cuda:1 +cuda:0"));
   EXPECT_THAT(r.out, ::testing::ContainsRegex("cuda/nvidia +1 +0000:02:00.0 +cuda:0 +cuda:1"));
-  const CommandResult help = RunCommand(DEVPLACE_CLI_BINARY " probe --help 2>&1");
+  const CommandResult help = RunCommand(ShellQuote(DEVPLACE_CLI_BINARY) + " probe --help 2>&1");
   EXPECT_THAT(help.out, HasSubstr("--cuda_library"));
 }
 

@@ -77,7 +77,7 @@ TEST(LabelsDaemon, WritesTheFeatureFileAndKeepsItOnAnUnchangedRefresh) {
   EXPECT_EQ(ReadFile(file), content);
 
   // `devplace labels` from the daemon prints the same labels.
-  const CommandResult cli = RunCommand(absl::StrCat(DEVPLACE_CLI_BINARY, " --address=", d.unix_target(), " labels"));
+  const CommandResult cli = RunCommand(absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=", d.unix_target(), " labels"));
   EXPECT_EQ(cli.exit_code, 0) << cli.err;
   EXPECT_EQ(cli.out, Golden("nvidia-2x-h100"));
 
@@ -96,7 +96,7 @@ TEST(LabelsDaemon, BadFeatureFileFlagExitsTwoWithOneLine) {
   for (const std::string& flag : std::vector<std::string>{"--nfd_features_file=" + dir.File("no/such/dir/devplace"),
                                   "--nfd_features_file=" + dir.path(), "--nfd_expiry=10s"}) {
     SCOPED_TRACE(flag);
-    const CommandResult r = RunCommand(absl::StrCat(DEVPLACE_DAEMON_BINARY, " --listen=unix:", dir.File("s.sock"),
+    const CommandResult r = RunCommand(absl::StrCat(ShellQuote(DEVPLACE_DAEMON_BINARY), " --listen=unix:", dir.File("s.sock"),
                                                     " --torch_probe_command=none ", flag));
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_THAT(r.err, StartsWith("devplaced: --nfd_"));
@@ -108,17 +108,20 @@ TEST(LabelsCli, OfflineFromEverySavedFixtureInventoryPrintsTheGolden) {
   for (const char* host : {"nvidia-2x-h100", "amd-2x-mi210", "npu-2x-910b", "mixed-nvidia-amd-igpu", "cpu-only"}) {
     SCOPED_TRACE(host);
     const CommandResult r = RunCommand(
-        absl::StrCat(DEVPLACE_CLI_BINARY, " labels --inventory=", kRoot, "/tests/golden/probe/", host, ".json"));
+        absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " labels --inventory=",
+                     ShellQuote(kRoot + "/tests/golden/probe/" + host + ".json")));
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.out, Golden(host));
     EXPECT_EQ(r.err, "");
   }
   const CommandResult json = RunCommand(
-      absl::StrCat(DEVPLACE_CLI_BINARY, " labels --json --inventory=", kRoot, "/tests/golden/probe/nvidia-2x-h100.json"));
+      absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " labels --json --inventory=",
+                   ShellQuote(kRoot + "/tests/golden/probe/nvidia-2x-h100.json")));
   EXPECT_EQ(json.exit_code, 0) << json.err;
   EXPECT_THAT(json.out, StartsWith("{\n  \"devplace.feature.node.kubernetes.io/"));
   EXPECT_THAT(json.out, HasSubstr("\"devplace.feature.node.kubernetes.io/cuda-nvidia.count\": \"2\""));
-  const CommandResult missing = RunCommand(absl::StrCat(DEVPLACE_CLI_BINARY, " labels --inventory=", kRoot, "/nope.json"));
+  const CommandResult missing = RunCommand(
+      absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " labels --inventory=", ShellQuote(kRoot + "/nope.json")));
   EXPECT_EQ(missing.exit_code, 2);  // a file flag that cannot be read: a usage error
   EXPECT_THAT(missing.err, HasSubstr("--inventory="));
 }

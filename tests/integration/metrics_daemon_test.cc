@@ -4,6 +4,7 @@
 // object.
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
@@ -11,6 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <memory>
 #include <regex>
 #include <string>
@@ -216,11 +219,11 @@ TEST(MetricsDaemon, OpenWatchStreamsAreCounted) {
 
 TEST(MetricsDaemon, NonLoopbackMetricsAddressNeedsAnExplicitChoice) {
   const CommandResult r =
-      RunCommand(DEVPLACE_DAEMON_BINARY " --listen=unix:/nonexistent/x.sock --metrics_listen=0.0.0.0:0");
+      RunCommand(ShellQuote(DEVPLACE_DAEMON_BINARY) + " --listen=unix:/nonexistent/x.sock --metrics_listen=0.0.0.0:0");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--metrics_listen='0.0.0.0:0' is not a loopback address"));
   EXPECT_THAT(r.err, HasSubstr("--metrics_allow_remote"));
-  const CommandResult level = RunCommand(DEVPLACE_DAEMON_BINARY " --log_level=loud");
+  const CommandResult level = RunCommand(ShellQuote(DEVPLACE_DAEMON_BINARY) + " --log_level=loud");
   EXPECT_EQ(level.exit_code, 2);
   EXPECT_THAT(level.err, HasSubstr("--log_level='loud' is not one of debug, info, warn, error"));
 }
@@ -231,11 +234,42 @@ TEST(MetricsDaemon, AMetricsAddressThatCannotBeBoundIsFatal) {
   ASSERT_EQ(listen(fd, 1), 0);
   TempDir dir;
   const std::string taken = absl::StrCat("127.0.0.1:", port);
-  const CommandResult r = RunCommand(absl::StrCat("timeout 20 ", DEVPLACE_DAEMON_BINARY, " --listen=unix:", dir.path(),
+  const CommandResult r = RunCommand(absl::StrCat("timeout 20 ", ShellQuote(DEVPLACE_DAEMON_BINARY), " --listen=unix:", dir.path(),
                                                   "/d.sock --torch_probe_command=none --metrics_listen=", taken));
   close(fd);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("event=listen_failed metrics_listen=" + taken));
+}
+
+// The default metrics address held by another process is a warning that names the port, says that
+// what answers there is not this daemon and how to start it with metrics; the daemon serves gRPC.
+// Port 9465 must be this test's own: it moves this test process (each ctest test is a process of
+// its own) into a private network namespace (root only; skipped otherwise).
+TEST(MetricsDaemon, ATakenDefaultMetricsPortIsAWarningNamingThePort) {
+  if (geteuid() != 0 || unshare(CLONE_NEWNET) != 0) GTEST_SKIP() << "needs root for a private network namespace";
+  ASSERT_EQ(RunCommand("ip link set lo up").exit_code, 0);
+  const int holder = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(9465);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(holder, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0) << strerror(errno);
+  ASSERT_EQ(listen(holder, 1), 0);
+  TempDir dir;
+  DaemonProcess d(dir.path(), {"--host_root=" DEVPLACE_FIXTURES_DIR "/hosts/cpu-only", "--metrics_listen=127.0.0.1:9465"});
+  ASSERT_TRUE(d.WaitForLog("event=metrics_disabled", absl::Seconds(10))) << d.Log();
+  const std::string log = d.Log();
+  const std::string line = log.substr(log.find("warning event=metrics_disabled"));
+  EXPECT_THAT(line, ::testing::StartsWith(
+                        "warning event=metrics_disabled metrics_listen=127.0.0.1:9465 error=\"cannot bind "
+                        "127.0.0.1:9465: Address already in use\" hint=\"this daemon serves no metrics: another process "
+                        "holds port 9465 (ss -ltnp 'sport = :9465' names it), so http://127.0.0.1:9465/metrics is not "
+                        "this daemon's; start it with --metrics_listen=127.0.0.1:0"));
+  ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
+  EXPECT_EQ(RunCommand(absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=", d.unix_target(), " health")).out, "SERVING\n");
+  d.Signal(SIGTERM);
+  EXPECT_EQ(d.WaitExit(absl::Seconds(20)), 0);
+  close(holder);
 }
 
 // Sends `count` ResolveDevice requests whose device_map holds the bytes 0xff 0xfe (invalid

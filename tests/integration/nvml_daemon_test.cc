@@ -147,8 +147,9 @@ TEST(NvmlDaemon, CrashingNvmlCostsOnlyNvmlAndTheDaemonServes) {
 }
 
 TEST(NvmlDaemon, CliProbeShowsNamesUuidsMemoryAndMigInstances) {
-  const CommandResult r = RunCommand(std::string("FAKE_NVML_CONFIG=") + Script("mig.txt") + " " + DEVPLACE_CLI_BINARY +
-                                     " probe --host_root=" + Host("nvidia-mig") + " --nvml_library=" DEVPLACE_FAKE_NVML);
+  const CommandResult r = RunCommand("FAKE_NVML_CONFIG=" + ShellQuote(Script("mig.txt")) + " " + ShellQuote(DEVPLACE_CLI_BINARY) +
+                                     " probe --host_root=" + ShellQuote(Host("nvidia-mig")) +
+                                     " --nvml_library=" + ShellQuote(DEVPLACE_FAKE_NVML));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("NVIDIA A100-SXM4-80GB"));
   EXPECT_THAT(r.out, HasSubstr("GPU-00000000-0000-4000-8000-000000000001"));
@@ -158,8 +159,9 @@ TEST(NvmlDaemon, CliProbeShowsNamesUuidsMemoryAndMigInstances) {
   // A never-returning NVML call: the CLI reports it and exits promptly with the rest.
   const absl::Time start = absl::Now();
   const CommandResult hung =
-      RunCommand(std::string("FAKE_NVML_CONFIG=") + Script("hang.txt") + " timeout 10 " + DEVPLACE_CLI_BINARY +
-                 " probe --probe_timeout=300ms --host_root=" + Host("nvidia-2x-h100") + " --nvml_library=" DEVPLACE_FAKE_NVML);
+      RunCommand("FAKE_NVML_CONFIG=" + ShellQuote(Script("hang.txt")) + " timeout 10 " + ShellQuote(DEVPLACE_CLI_BINARY) +
+                 " probe --probe_timeout=300ms --host_root=" + ShellQuote(Host("nvidia-2x-h100")) +
+                 " --nvml_library=" + ShellQuote(DEVPLACE_FAKE_NVML));
   EXPECT_EQ(hung.exit_code, 0) << hung.err;
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   EXPECT_THAT(hung.out, HasSubstr("TIMED_OUT"));

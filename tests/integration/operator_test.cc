@@ -96,8 +96,8 @@ grpc::Status Refresh(const std::string& target) {
 TEST(OperatorExitCodes, EveryFlagErrorExitsTwoWithOneLine) {
   TempDir dir;
   const std::string flagfile = dir.Write("bad.flags", "# comment\n--refresh_interval=60s\n--no_such_flag=1\n");
-  const std::string daemon = DEVPLACE_DAEMON_BINARY;
-  const std::string cli = DEVPLACE_CLI_BINARY;
+  const std::string daemon = ShellQuote(DEVPLACE_DAEMON_BINARY);
+  const std::string cli = ShellQuote(DEVPLACE_CLI_BINARY);
   const std::string missing_dir = dir.File("nonexistent");
   // A FIFO as flag file is refused without being opened (opening it would wait for a writer).
   const std::string fifo = dir.File("fifo.flags");
@@ -107,7 +107,10 @@ TEST(OperatorExitCodes, EveryFlagErrorExitsTwoWithOneLine) {
     std::string words;  // in the one stderr line
   };
   const std::vector<Case> cases = {
-      {daemon + " --bogus", "unknown flag --bogus"},
+      {daemon + " --bogus", "unknown flag --bogus (see --help)"},  // one hint, not two
+      {daemon + " -x", "unknown flag -x (see --help)"},            // as typed, not --x
+      {daemon + " --version=true", "flag --version takes no value (--version=true)"},
+      {daemon + " --version=false", "flag --version takes no value (--version=false)"},
       {daemon + " --refresh_interval=30", "write 30s"},
       {daemon + " --refresh_interval 30", "write 30s"},
       {daemon + " --probe_timeout=abc", "--probe_timeout=abc: a duration needs a unit"},
@@ -144,18 +147,45 @@ TEST(OperatorExitCodes, EveryFlagErrorExitsTwoWithOneLine) {
   const CommandResult help = RunCommand(daemon + " --help");
   EXPECT_THAT(help.out + help.err, HasSubstr("Flags from devplaced.cc"));
   EXPECT_THAT(help.out + help.err, Not(HasSubstr("server/devplaced.cc")));
+  // Asking for help is no error: exit 0, the text on stdout, for each of absl's help flags.
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_EQ(help.err, "");
+  EXPECT_THAT(help.out, ::testing::StartsWith("devplaced: the devplace daemon."));
+  EXPECT_THAT(help.out, HasSubstr("\n    --listen (Comma-separated listen addresses"));
+  EXPECT_THAT(help.out, Not(HasSubstr("--flagfile (")));  // absl's flags only in --helpfull
+  for (const char* flags : {"-h", "--helpshort", "--bogus --help", "--help --listen=nonsense"}) {
+    SCOPED_TRACE(flags);
+    const CommandResult same = RunCommand(absl::StrCat(daemon, " ", flags));
+    EXPECT_EQ(same.exit_code, 0) << same.err;
+    EXPECT_EQ(same.out, help.out);
+  }
+  const CommandResult full = RunCommand(daemon + " --helpfull");
+  EXPECT_EQ(full.exit_code, 0);
+  EXPECT_THAT(full.out, HasSubstr("--listen ("));
+  EXPECT_THAT(full.out, HasSubstr("--flagfile ("));
+  const CommandResult match = RunCommand(daemon + " --help=tls_client");
+  EXPECT_EQ(match.exit_code, 0);
+  EXPECT_THAT(match.out, HasSubstr("--tls_client_ca ("));
+  EXPECT_THAT(match.out, Not(HasSubstr("--refresh_interval (")));
+  const CommandResult none = RunCommand(daemon + " --help=no_flag_has_this");
+  EXPECT_EQ(none.exit_code, 0);
+  EXPECT_THAT(none.out, HasSubstr("No flags matched."));
+  const CommandResult version = RunCommand(daemon + " --version");
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_THAT(version.out, ::testing::StartsWith("devplaced "));
 }
 
 // ---- item 2: squatted sockets ------------------------------------------------------------------
 
 TEST(OperatorSockets, DaemonRefusesADirectoryOwnedByAnotherUserOrWritableByOthers) {
   OwnedDir squatted(kNobody, 0755);
-  CommandResult r = RunCommand(absl::StrCat(DEVPLACE_DAEMON_BINARY, " --torch_probe_command=none --host_root=",
-                                            Host("cpu-only"), " --listen=unix:", squatted.path(), "/devplace.sock"));
+  CommandResult r = RunCommand(absl::StrCat(ShellQuote(DEVPLACE_DAEMON_BINARY), " --torch_probe_command=none --host_root=",
+                                            ShellQuote(Host("cpu-only")), " --listen=unix:", squatted.path(), "/devplace.sock"));
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_THAT(r.err, HasSubstr("owned by uid 65534"));
   OwnedDir open(0, 0777);
-  r = RunCommand(absl::StrCat(DEVPLACE_DAEMON_BINARY, " --torch_probe_command=none --host_root=", Host("cpu-only"),
+  r = RunCommand(absl::StrCat(ShellQuote(DEVPLACE_DAEMON_BINARY), " --torch_probe_command=none --host_root=",
+                              ShellQuote(Host("cpu-only")),
                               " --listen=unix:", open.path(), "/devplace.sock"));
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_THAT(r.err, HasSubstr("writable by group or others"));
@@ -167,7 +197,7 @@ TEST(OperatorSockets, ClientRefusesADaemonStartedByAnotherUser) {
   OwnedDir squatted(kNobody, 0755);
   const std::string sock = squatted.path() + "/devplace.sock";
   const CommandResult started = RunCommand(AsNobody(absl::StrCat(
-      DEVPLACE_DAEMON_BINARY, " --torch_probe_command=none --host_root=", Host("nvidia-2x-h100"),
+      ShellQuote(DEVPLACE_DAEMON_BINARY), " --torch_probe_command=none --host_root=", ShellQuote(Host("nvidia-2x-h100")),
       " --socket_mode=0666 --listen=unix:", sock, " >", squatted.path(), "/log 2>&1 & echo $!")));
   const pid_t squatter = std::atoi(started.out.c_str());
   ASSERT_GT(squatter, 0) << started.err;
@@ -177,12 +207,12 @@ TEST(OperatorSockets, ClientRefusesADaemonStartedByAnotherUser) {
   EXPECT_EQ(st.st_uid, kNobody);
 
   // root's CLI, pointed at it explicitly or through DEVPLACE_ADDRESS, refuses and says why.
-  CommandResult r = RunCommand(absl::StrCat(DEVPLACE_CLI_BINARY, " --address=unix:", sock, " inventory"));
+  CommandResult r = RunCommand(absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=unix:", sock, " inventory"));
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_THAT(r.err, HasSubstr("FAILED_PRECONDITION: refusing unix:" + sock));
   EXPECT_THAT(r.err, HasSubstr("owned by uid 65534"));
   EXPECT_EQ(r.out, "");
-  r = RunCommand(absl::StrCat("DEVPLACE_ADDRESS=unix:", sock, " ", DEVPLACE_CLI_BINARY,
+  r = RunCommand(absl::StrCat("DEVPLACE_ADDRESS=unix:", sock, " ", ShellQuote(DEVPLACE_CLI_BINARY),
                               " resolve --workload=training --no_environment"));
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_THAT(r.err, HasSubstr("from DEVPLACE_ADDRESS"));
@@ -219,8 +249,8 @@ TEST(OperatorSockets, NonRootDaemonCreatesOnlyItsOwnRuntimeDirectory) {
   const std::string runtime = absl::StrCat("/tmp/devplace-", kNobody);
   if (std::filesystem::exists(runtime)) GTEST_SKIP() << runtime << " exists already on this machine";
   const CommandResult started = RunCommand(AsNobody(absl::StrCat(
-      "env -u XDG_RUNTIME_DIR ", DEVPLACE_DAEMON_BINARY, " --torch_probe_command=none --host_root=",
-      Host("cpu-only"), " --listen=unix:", runtime, "/devplace.sock >/dev/null 2>&1 & echo $!")));
+      "env -u XDG_RUNTIME_DIR ", ShellQuote(DEVPLACE_DAEMON_BINARY), " --torch_probe_command=none --host_root=",
+      ShellQuote(Host("cpu-only")), " --listen=unix:", runtime, "/devplace.sock >/dev/null 2>&1 & echo $!")));
   const pid_t pid = std::atoi(started.out.c_str());
   ASSERT_GT(pid, 0);
   const bool created = WaitForFile(runtime + "/devplace.sock", absl::Seconds(20));
@@ -252,7 +282,7 @@ TEST(OperatorRefresh, OnlyRootOrTheSocketGroupOverTheUnixSocketAndRateLimited) {
   EXPECT_THAT(tcp.error_message(), HasSubstr("plaintext TCP"));
 
   // nobody over the socket, not in the group: refused; reading is still fine.
-  const std::string cli = absl::StrCat(DEVPLACE_CLI_BINARY, " --address=", d.unix_target());
+  const std::string cli = absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=", d.unix_target());
   CommandResult r = RunCommand(AsNobody(cli + " refresh"));
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_THAT(r.err, HasSubstr("PERMISSION_DENIED"));
@@ -293,7 +323,8 @@ TEST(OperatorSockets, DeletedSocketIsRecreatedOnSighupButAnotherDaemonsIsLeftAlo
   ASSERT_EQ(unlink(d.socket_path().c_str()), 0);
   TempDir dir2;
   const CommandResult second = RunCommand(absl::StrCat(
-      DEVPLACE_DAEMON_BINARY, " --torch_probe_command=none --host_root=", Host("cpu-only"), " --listen=unix:",
+      ShellQuote(DEVPLACE_DAEMON_BINARY), " --torch_probe_command=none --host_root=", ShellQuote(Host("cpu-only")),
+      " --listen=unix:",
       d.socket_path(), " >", dir2.File("log"), " 2>&1 & echo $!"));
   const pid_t other = std::atoi(second.out.c_str());
   ASSERT_GT(other, 0);
@@ -344,7 +375,7 @@ TEST(OperatorCli, WarningsGoToStderrJsonIsTwoSpacesAndTheTorchLineSaysWhoseViewI
 #endif
   DaemonProcess d(dir.path(), flags);
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20)));
-  const std::string cli = absl::StrCat(DEVPLACE_CLI_BINARY, " --address=", d.unix_target(), " ");
+  const std::string cli = absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=", d.unix_target(), " ");
   // A job that sees none of the GPUs: cpu on stdout, the reason on stderr.
   CommandResult r = RunCommand(cli + "resolve --workload=inference --device_map=auto --no_environment "
                                      "--job_device_nodes=none");

@@ -38,14 +38,14 @@ TEST(ProjectVersion, EveryBinaryPrintsItsNameAndTheProjectVersion) {
 #endif
                                Binary{DEVPLACE_CLI_BINARY, "devplace"}}) {
     SCOPED_TRACE(binary.name);
-    const CommandResult r = RunCommand(absl::StrCat(binary.path, " --version"));
+    const CommandResult r = RunCommand(absl::StrCat(ShellQuote(binary.path), " --version"));
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.out, absl::StrCat(binary.name, " ", kVersion,
                                   std::string(binary.name) == "devplaced" ? kNewestRules : "", "\n"));
     EXPECT_EQ(r.err, "");
   }
   // The CLI's --version wins over a command and needs no daemon.
-  const CommandResult cli = RunCommand(DEVPLACE_CLI_BINARY " --address=unix:/nonexistent/x.sock inventory --version");
+  const CommandResult cli = RunCommand(ShellQuote(DEVPLACE_CLI_BINARY) + " --address=unix:/nonexistent/x.sock inventory --version");
   EXPECT_EQ(cli.exit_code, 0) << cli.err;
   EXPECT_EQ(cli.out, absl::StrCat("devplace ", kVersion, "\n"));
 }
@@ -66,17 +66,18 @@ TEST(ProjectVersion, TheDaemonReportsItsVersionOverTheWireInTheLogAndToDevplaceV
 
   // The probe's raw output carries none: only the daemon stamps it.
   const CommandResult probe = RunCommand(
-      absl::StrCat(DEVPLACE_PROBE_BINARY, " --json --host_root=" DEVPLACE_FIXTURES_DIR "/hosts/nvidia-2x-h100 --nvml_library="));
+      absl::StrCat(ShellQuote(DEVPLACE_PROBE_BINARY), " --json --host_root=",
+                   ShellQuote(DEVPLACE_FIXTURES_DIR "/hosts/nvidia-2x-h100"), " --nvml_library="));
   ASSERT_EQ(probe.exit_code, 0) << probe.err;
   EXPECT_THAT(probe.out, Not(HasSubstr("daemonVersion")));
 
   for (const std::string& target : {d.unix_target(), d.tcp_target()}) {
     SCOPED_TRACE(target);
-    const CommandResult text = RunCommand(absl::StrCat(DEVPLACE_CLI_BINARY, " --address=", target, " version"));
+    const CommandResult text = RunCommand(absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=", target, " version"));
     EXPECT_EQ(text.exit_code, 0) << text.err;
     EXPECT_EQ(text.out, absl::StrCat("Client: devplace ", kVersion, kNewestRules, "\nDaemon: devplaced ", kVersion,
                                      kNewestRules, "\n"));
-    const CommandResult json = RunCommand(absl::StrCat(DEVPLACE_CLI_BINARY, " --json --address=", target, " version"));
+    const CommandResult json = RunCommand(absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --json --address=", target, " version"));
     EXPECT_EQ(json.exit_code, 0) << json.err;
     EXPECT_EQ(json.out, absl::StrCat("{\n", RulesJson("client"), "  \"clientVersion\": \"", kVersion, "\",\n",
                                      RulesJson("daemon"), "  \"daemonVersion\": \"", kVersion, "\"\n}\n"));
@@ -85,7 +86,7 @@ TEST(ProjectVersion, TheDaemonReportsItsVersionOverTheWireInTheLogAndToDevplaceV
 
 TEST(ProjectVersion, DevplaceVersionWithoutADaemonPrintsTheClientAndSaysSo) {
   TempDir dir;
-  const std::string at = absl::StrCat(DEVPLACE_CLI_BINARY, " --timeout=2s --address=unix:", dir.path(), "/none.sock");
+  const std::string at = absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --timeout=2s --address=unix:", dir.path(), "/none.sock");
   const CommandResult text = RunCommand(at + " version");
   EXPECT_EQ(text.exit_code, 1);
   EXPECT_EQ(text.out, absl::StrCat("Client: devplace ", kVersion, kNewestRules, "\n"));
@@ -96,7 +97,7 @@ TEST(ProjectVersion, DevplaceVersionWithoutADaemonPrintsTheClientAndSaysSo) {
   EXPECT_THAT(json.err, HasSubstr("cannot reach the daemon for its version"));
   // `version` takes no argument; its help names the JSON keys.
   EXPECT_EQ(RunCommand(at + " version extra").exit_code, 2);
-  const CommandResult help = RunCommand(DEVPLACE_CLI_BINARY " version --help");
+  const CommandResult help = RunCommand(ShellQuote(DEVPLACE_CLI_BINARY) + " version --help");
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_THAT(help.out, HasSubstr("daemonVersion"));
 }

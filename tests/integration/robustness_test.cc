@@ -26,7 +26,7 @@ using ::testing::HasSubstr;
 std::string Host(const std::string& name) { return std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/" + name; }
 
 CommandResult Daemon(const std::string& flags) {
-  return RunCommand(absl::StrCat("timeout 20 ", DEVPLACE_DAEMON_BINARY, " ", flags));
+  return RunCommand(absl::StrCat("timeout 20 ", ShellQuote(DEVPLACE_DAEMON_BINARY), " ", flags));
 }
 
 int Threads(pid_t pid) {
@@ -40,11 +40,11 @@ int Threads(pid_t pid) {
 
 TEST(Robustness, BadConfigurationIsAUsageErrorNamingTheFlag) {
   TempDir dir;
-  const std::string ok_listen = "--listen=unix:" + dir.File("s.sock") + " --host_root=" + Host("cpu-only");
+  const std::string ok_listen = "--listen=unix:" + dir.File("s.sock") + " --host_root=" + ShellQuote(Host("cpu-only"));
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"--listen=, --host_root=" + Host("cpu-only"), "--listen names no address"},
-      {"--listen=127.0.0.1:99999 --host_root=" + Host("cpu-only"), "--listen: '127.0.0.1:99999'"},
-      {"--listen=garbage --host_root=" + Host("cpu-only"), "--listen: 'garbage'"},
+      {"--listen=, --host_root=" + ShellQuote(Host("cpu-only")), "--listen names no address"},
+      {"--listen=127.0.0.1:99999 --host_root=" + ShellQuote(Host("cpu-only")), "--listen: '127.0.0.1:99999'"},
+      {"--listen=garbage --host_root=" + ShellQuote(Host("cpu-only")), "--listen: 'garbage'"},
       {ok_listen + " --probe_timeout=0s", "--probe_timeout must be at least 200ms"},
       {ok_listen + " --probe_timeout=100ms", "--probe_timeout must be at least 200ms"},
       {ok_listen + " --refresh_interval=-5s", "--refresh_interval"},
@@ -66,11 +66,11 @@ TEST(Robustness, ASecondDaemonCannotTakeOverTheAddresses) {
   TempDir dir;
   DaemonProcess first(dir.path(), {"--host_root=" + Host("cpu-only")});
   // Same unix socket: refused while the first daemon accepts on it.
-  CommandResult second = Daemon("--listen=" + first.unix_target() + " --host_root=" + Host("cpu-only"));
+  CommandResult second = Daemon("--listen=" + first.unix_target() + " --host_root=" + ShellQuote(Host("cpu-only")));
   EXPECT_EQ(second.exit_code, 1) << second.out << second.err;
   EXPECT_THAT(second.out + second.err, HasSubstr("another process is serving on this socket"));
   // Same TCP port: refused (no SO_REUSEPORT sharing).
-  second = Daemon("--listen=" + first.tcp_target() + " --host_root=" + Host("cpu-only"));
+  second = Daemon("--listen=" + first.tcp_target() + " --host_root=" + ShellQuote(Host("cpu-only")));
   EXPECT_EQ(second.exit_code, 1) << second.out << second.err;
   EXPECT_THAT(second.out + second.err, HasSubstr("event=listen_failed"));
   // The first daemon still has its socket and answers on it.
@@ -84,7 +84,7 @@ TEST(Robustness, ASecondDaemonCannotTakeOverTheAddresses) {
 
 TEST(Robustness, ARefreshStormIsServedByOneWorkerThread) {
   TempDir dir;
-  const std::string slow = dir.Script("slow-probe", absl::StrCat("sleep 0.3\nexec ", DEVPLACE_PROBE_BINARY, " \"$@\"")).back();
+  const std::string slow = dir.Script("slow-probe", absl::StrCat("sleep 0.3\nexec ", ShellQuote(DEVPLACE_PROBE_BINARY), " \"$@\"")).back();
   DaemonProcess d(dir.path(), {"--host_root=" + Host("cpu-only"), "--probe_command=" + slow, "--refresh_interval=0s",
                                "--refresh_min_interval=0"});
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20)));
@@ -118,7 +118,7 @@ TEST(Robustness, SigtermStopsAcceptingWhileAProbeIsStillRunning) {
   TempDir dir;
   const std::string probe = dir.Script(
       "slow-second-probe", absl::StrCat("if [ -e ", dir.File("ran"), " ]; then sleep 3; fi\ntouch ", dir.File("ran"),
-                                        "\nexec ", DEVPLACE_PROBE_BINARY, " \"$@\"")).back();
+                                        "\nexec ", ShellQuote(DEVPLACE_PROBE_BINARY), " \"$@\"")).back();
   DaemonProcess d(dir.path(), {"--host_root=" + Host("cpu-only"), "--probe_command=" + probe,
                                "--refresh_interval=0s", "--shutdown_grace=5s"});
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20)));
@@ -182,12 +182,12 @@ TEST(Robustness, ResolveAgainstAFileThatIsNotAnInventoryIsRefusedOnOneLine) {
            {"{\"backends\": [\n oops", "not an inventory"}}) {
     const std::string file = dir.Write("inv", content);
     const CommandResult r =
-        RunCommand(absl::StrCat(DEVPLACE_CLI_BINARY, " resolve --workload=training --inventory=", file));
+        RunCommand(absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " resolve --workload=training --inventory=", file));
     EXPECT_EQ(r.exit_code, 2) << r.err;  // the caller's input: a usage error
     EXPECT_THAT(r.err, HasSubstr(words));
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   }
-  const CommandResult d = RunCommand(absl::StrCat(DEVPLACE_CLI_BINARY, " resolve --workload=training --inventory=", dir.path()));
+  const CommandResult d = RunCommand(absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " resolve --workload=training --inventory=", dir.path()));
   EXPECT_THAT(d.err, HasSubstr("is a directory"));
 }
 

@@ -38,11 +38,11 @@ TEST(SlurmDaemon, GresFromTheDaemonMatchesTheSavedInventoryAndThePrologNeverWide
   DaemonProcess d(dir.path(), {"--host_root=" + std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/npu-2x-910b",
                                "--refresh_interval=0"});
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
-  const std::string cli = absl::StrCat(DEVPLACE_CLI_BINARY, " --address=", d.unix_target());
+  const std::string cli = absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=", d.unix_target());
   const CommandResult live = RunCommand(cli + " slurm gres");
   ASSERT_EQ(live.exit_code, 0) << live.err;
-  const CommandResult saved = RunCommand(absl::StrCat(DEVPLACE_CLI_BINARY, " slurm gres --inventory=", DEVPLACE_SOURCE_DIR,
-                                                      "/tests/golden/probe/npu-2x-910b.json"));
+  const CommandResult saved = RunCommand(absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " slurm gres --inventory=",
+                                                      ShellQuote(DEVPLACE_SOURCE_DIR "/tests/golden/probe/npu-2x-910b.json")));
   ASSERT_EQ(saved.exit_code, 0) << saved.err;
   EXPECT_THAT(Records(live.out), ::testing::SizeIs(2));
   EXPECT_EQ(Records(live.out), Records(saved.out));

@@ -31,7 +31,7 @@ using ::testing::StartsWith;
 std::string Host(const std::string& name) { return std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/" + name; }
 
 CommandResult Daemon(const std::string& flags) {
-  return RunCommand(absl::StrCat("timeout 20 ", DEVPLACE_DAEMON_BINARY, " ", flags));
+  return RunCommand(absl::StrCat("timeout 20 ", ShellQuote(DEVPLACE_DAEMON_BINARY), " ", flags));
 }
 
 // The bound port of the listener logged as `event=listening address=<prefix><port>` (waits for it:
@@ -85,7 +85,7 @@ ConnectOptions Tls(const std::string& target, const std::string& ca, const CertF
 
 // `devplace --address=TARGET` (under a 30 s timeout), for more words.
 std::string CliAt(const std::string& target) {
-  return absl::StrCat("timeout 30 ", DEVPLACE_CLI_BINARY, " --address=", target);
+  return absl::StrCat("timeout 30 ", ShellQuote(DEVPLACE_CLI_BINARY), " --address=", target);
 }
 
 // GetInventory over a fresh connection with `options`.
@@ -262,7 +262,7 @@ TEST(Tls, CliOverTls) {
   Pki pki(dir.path());
   TlsDaemon d(dir, pki);
   WaitServing(d.daemon);
-  const std::string cli = absl::StrCat("timeout 30 ", DEVPLACE_CLI_BINARY, " --address=", d.tls_target);
+  const std::string cli = absl::StrCat("timeout 30 ", ShellQuote(DEVPLACE_CLI_BINARY), " --address=", d.tls_target);
   const std::string tls_flags =
       " --tls_ca=" + pki.ca.cert + " --tls_cert=" + pki.client.cert + " --tls_key=" + pki.client.key;
 
@@ -315,7 +315,7 @@ TEST(Tls, CliOverTls) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("DEVPLACE_TLS_KEY=" + garbage + ": holds no PEM private key"));
   // --help lists the TLS flags.
-  r = RunCommand(absl::StrCat(DEVPLACE_CLI_BINARY, " --help"));
+  r = RunCommand(absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --help"));
   for (const char* flag : {"--tls_ca", "--tls_cert", "--tls_key", "--tls_server_name"}) {
     EXPECT_THAT(r.out, HasSubstr(flag));
   }
@@ -344,6 +344,10 @@ TEST(Tls, EachMistakeNamesItsCauseAndTheFlagThatFixesIt) {
       {ca + mine + " --tls_server_name=node1.example",
        {"the daemon's certificate names IP:127.0.0.1, DNS:localhost, not node1.example",
         "pass --tls_server_name=NAME"}},
+      // Before: gRPC's "empty address list" alone.
+      {ca + " --tls_cert=" + pki.client.cert + " --tls_key=" + pki.other_client.key,
+       {"the private key --tls_key=" + pki.other_client.key + " does not belong to the client certificate --tls_cert=" +
+            pki.client.cert + " (subject CN=client1, issued by CN=ca1): pass the key that was made with that certificate"}},
   };
   for (const auto& [flags, words] : cases) {
     SCOPED_TRACE(flags);
@@ -359,6 +363,11 @@ TEST(Tls, EachMistakeNamesItsCauseAndTheFlagThatFixesIt) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr(d.daemon.tcp_target() + " did not answer the TLS handshake: it is probably a "
                                "plaintext listener"));
+  // A host name that does not resolve (.invalid never does, RFC 6761); before, only gRPC's text.
+  r = RunCommand(CliAt("nosuchhost.invalid:7466") + ca + " --timeout=20s health");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, StartsWith("devplace: health: UNAVAILABLE: the host name nosuchhost.invalid does not resolve ("));
+  EXPECT_THAT(r.err, HasSubstr("dial the daemon's IP address (--address, DEVPLACE_ADDRESS) (gRPC: "));
   // The library says the same.
   absl::StatusOr<v1::Inventory> refused = InventoryWith(Tls(d.tls_target, pki.ca.cert, nullptr));
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
@@ -372,7 +381,7 @@ TEST(Tls, PlaintextRemoteListenerNeedsAllowInsecureRemote) {
   TempDir dir;
   for (const std::string address : {"0.0.0.0:0", "[::]:0", "10.1.2.3:7465", "node1.example:7465"}) {
     SCOPED_TRACE(address);
-    const CommandResult r = Daemon("--listen=" + address + " --host_root=" + Host("cpu-only"));
+    const CommandResult r = Daemon("--listen=" + address + " --host_root=" + ShellQuote(Host("cpu-only")));
     EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
     EXPECT_THAT(r.err, HasSubstr("--listen: '" + address + "' is plaintext and reachable from other hosts"));
     EXPECT_THAT(r.err, HasSubstr("--allow_insecure_remote"));
@@ -401,7 +410,7 @@ TEST(Tls, BadTlsFlagsAreUsageErrorsNamingTheFlag) {
   TempDir dir;
   Pki pki(dir.path());
   const std::string garbage = dir.Write("garbage.pem", "-----BEGIN CERTIFICATE-----\nnot base64 !!\n-----END CERTIFICATE-----\n");
-  const std::string base = "--host_root=" + Host("cpu-only") + " --listen=unix:" + dir.File("s.sock") + ",tls:127.0.0.1:0";
+  const std::string base = "--host_root=" + ShellQuote(Host("cpu-only")) + " --listen=unix:" + dir.File("s.sock") + ",tls:127.0.0.1:0";
   const std::string cert = " --tls_cert=" + pki.server.cert, key = " --tls_key=" + pki.server.key;
   const std::vector<std::pair<std::string, std::string>> cases = {
       {base, "--tls_cert is required for a TLS listener"},
@@ -414,11 +423,11 @@ TEST(Tls, BadTlsFlagsAreUsageErrorsNamingTheFlag) {
       {base + cert + " --tls_key=" + pki.client.key, "--tls_key=" + pki.client.key + ": the private key does not belong"},
       {base + cert + key + " --tls_client_ca=/no/ca.pem", "--tls_client_ca=/no/ca.pem: cannot read"},
       {base + cert + key + " --tls_client_ca=" + pki.ca.key, "--tls_client_ca=" + pki.ca.key + ": holds no PEM"},
-      {"--host_root=" + Host("cpu-only") + " --listen=unix:" + dir.File("s.sock") + cert + key,
+      {"--host_root=" + ShellQuote(Host("cpu-only")) + " --listen=unix:" + dir.File("s.sock") + cert + key,
        "no --listen address is tls:host:port"},
-      {"--host_root=" + Host("cpu-only") + " --listen=tls:unix:" + dir.File("s.sock") + cert + key,
+      {"--host_root=" + ShellQuote(Host("cpu-only")) + " --listen=tls:unix:" + dir.File("s.sock") + cert + key,
        "--listen: 'tls:unix:"},
-      {"--host_root=" + Host("cpu-only") + " --listen=tls:127.0.0.1:70000" + cert + key, "--listen: 'tls:127.0.0.1:70000'"},
+      {"--host_root=" + ShellQuote(Host("cpu-only")) + " --listen=tls:127.0.0.1:70000" + cert + key, "--listen: 'tls:127.0.0.1:70000'"},
   };
   for (const auto& [flags, words] : cases) {
     SCOPED_TRACE(flags);

@@ -88,7 +88,7 @@ TEST(VendorDaemon, AmdSmiMemoryBecomesMaxMemory) {
   EXPECT_EQ(answer.max_memory().at("0"), kMi210Vram - 1073741824);  // AMD SMI's used, not sysfs'
   EXPECT_EQ(answer.max_memory().at("1"), kMi210Vram - 4294967296);
   // The CLI against the daemon shows the enriched rows.
-  const CommandResult cli = RunCommand(std::string(DEVPLACE_CLI_BINARY) + " --address=" + d.unix_target() +
+  const CommandResult cli = RunCommand(ShellQuote(DEVPLACE_CLI_BINARY) + " --address=" + d.unix_target() +
                                        " inventory --json");
   ASSERT_EQ(cli.exit_code, 0) << cli.err;
   EXPECT_THAT(cli.out, HasSubstr("\"amd_smi_uuid\": \"9aff740f-0000-1000-80ab-000000000001\""));

@@ -20,7 +20,7 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-CommandResult Cli(const std::string& args) { return RunCommand(absl::StrCat(DEVPLACE_CLI_BINARY, " ", args)); }
+CommandResult Cli(const std::string& args) { return RunCommand(absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " ", args)); }
 
 TEST(VersionSkewDaemon, NewerReleasesAreAnsweredWarnedAndCountedCachedRepeatsIncluded) {
   TempDir dir;

@@ -21,7 +21,7 @@ using ::testing::HasSubstr;
 
 std::string Host(const std::string& name) { return std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/" + name; }
 
-CommandResult Cli(const std::string& args) { return RunCommand(absl::StrCat(DEVPLACE_CLI_BINARY, " ", args)); }
+CommandResult Cli(const std::string& args) { return RunCommand(absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " ", args)); }
 
 // A Trainium host: Accelerate knows the native neuron device only from 1.13.0 (V-ACC-DD-1.13).
 TEST(VersionsOverTheWire, AccelerateReleaseChangesTheAnswerThroughTheLibrary) {

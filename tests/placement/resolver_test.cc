@@ -2,6 +2,7 @@
 // HF-SEMANTICS cases, host-side hazards and max_memory budgets.
 #include "server/placement/resolver.h"
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -291,6 +292,44 @@ TEST(Resolver, PlacedDevicesCarryHostIdentity) {
   EXPECT_EQ(p.memory_total_bytes(), 80 * kGiB);
   EXPECT_EQ(r->package(), "torch");
   EXPECT_EQ(r->inventory_revision(), 7u);
+}
+
+// Explanations and warnings speak the user's terms: the convention as the CLI's --convention value
+// and the API the job calls, never a proto enum name such as CONVENTION_FROM_PRETRAINED.
+TEST(Resolver, ExplanationsAndWarningsNameConventionsInTheUsersTerms) {
+  InventoryBuilder b;
+  b.Add(v1::ROW_CUDA_NVIDIA, 2);
+  struct Case {
+    Req request;
+    std::string line;  // the convention's explanation line starts so
+    std::string api;   // the warning about the missing library names this API
+  };
+  for (const Case& c : std::vector<Case>{
+           {Req::Train(), "convention training_arguments: emulating TrainingArguments.device", "TrainingArguments "},
+           {Req::Train(v1::CONVENTION_ACCELERATE), "convention accelerate: emulating Accelerator().device",
+            "Accelerator "},
+           {Req::Infer("auto"), "convention from_pretrained: emulating from_pretrained(device_map=\"auto\")",
+            "from_pretrained with a device_map "},
+           {Req::Pipe(), "convention pipeline: emulating pipeline(device=None)", "pipeline "}}) {
+    v1::ResolveDeviceRequest request = c.request;
+    request.mutable_job_environment()->set_source("/opt/job/site-packages");  // torch only: no transformers,
+    v1::PythonPackage* torch = request.mutable_job_environment()->add_packages();  // no accelerate
+    torch->set_name("torch");
+    torch->set_version("2.5.1+cu124");
+    auto r = Resolve(b, request);
+    ASSERT_TRUE(r.ok()) << r.status();
+    const std::string all = absl::StrCat(absl::StrJoin(r->explanation(), "\n"), "\n", Warnings(*r));
+    SCOPED_TRACE(all);
+    EXPECT_THAT(all, HasSubstr("\n" + c.line));
+    EXPECT_THAT(Warnings(*r), HasSubstr(": " + c.api));  // "accelerate is not installed in ...: Accelerator needs it"
+    for (const char* enum_prefix : {"CONVENTION_", "WORKLOAD_", "PROVENANCE_"}) {
+      EXPECT_THAT(all, ::testing::Not(HasSubstr(enum_prefix)));
+    }
+  }
+  // The refusal of a convention for the other workload names both: the field's value and the API.
+  EXPECT_THAT(Msg(Resolve(b, Req::Infer("", v1::CONVENTION_TRAINING_ARGUMENTS))),
+              HasSubstr("convention: CONVENTION_TRAINING_ARGUMENTS (TrainingArguments) does not apply to "
+                        "WORKLOAD_INFERENCE"));
 }
 
 }  // namespace

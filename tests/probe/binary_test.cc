@@ -15,11 +15,11 @@ using ::testing::HasSubstr;
 // Runs the binary with `args` (shell words): `out` is its stdout, or stdout and stderr as one
 // stream (2>&1) when `with_stderr`.
 CommandResult RunProbe(const std::string& args, bool with_stderr = false) {
-  return RunCommand(std::string(DEVPLACE_PROBE_BINARY) + " " + args + (with_stderr ? " 2>&1" : ""));
+  return RunCommand(ShellQuote(DEVPLACE_PROBE_BINARY) + " " + args + (with_stderr ? " 2>&1" : ""));
 }
 
 TEST(ProbeBinaryTest, JsonOutputParsesBack) {
-  const CommandResult r = RunProbe("--host_root=" + HostDir("nvidia-container") + " --json");
+  const CommandResult r = RunProbe("--host_root=" + ShellQuote(HostDir("nvidia-container")) + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   v1::Inventory inv;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &inv).ok()) << r.out;
@@ -35,7 +35,7 @@ TEST(ProbeBinaryTest, JsonOutputParsesBack) {
 
 TEST(ProbeBinaryTest, DefaultOutputIsSerializedInventory) {
   // No vendor library (empty library flags): the library's ProbeInventory runs no vendor prober either.
-  const CommandResult r = RunProbe("--host_root=" + HostDir("amd-2x-mi210") + NoVendorLibraryFlags());
+  const CommandResult r = RunProbe("--host_root=" + ShellQuote(HostDir("amd-2x-mi210")) + NoVendorLibraryFlags());
   ASSERT_EQ(r.exit_code, 0);
   v1::Inventory inv;
   ASSERT_TRUE(inv.ParseFromString(r.out));

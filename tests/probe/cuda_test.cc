@@ -161,13 +161,14 @@ TEST(CudaProber, ResolvesInTheRuntimesNumbering) {
 }
 
 TEST(CudaProber, ProbeBinaryTakesCudaLibraryAndDocumentsIt) {
-  const CommandResult r = RunCommand("FAKE_CUDA_CONFIG=" + CudaScript("mixed-models") + " " DEVPLACE_PROBE_BINARY
-                                     " --json --nvml_library= --cuda_library=" DEVPLACE_FAKE_CUDA " --host_root=" +
-                                     HostDir("nvidia-mixed-models"));
+  const CommandResult r = RunCommand("FAKE_CUDA_CONFIG=" + ShellQuote(CudaScript("mixed-models")) + " " +
+                                     ShellQuote(DEVPLACE_PROBE_BINARY) + " --json --nvml_library= --cuda_library=" +
+                                     ShellQuote(DEVPLACE_FAKE_CUDA) + " --host_root=" +
+                                     ShellQuote(HostDir("nvidia-mixed-models")));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("\"runtimeOrdinal\": 1"));
   EXPECT_THAT(r.out, HasSubstr("\"runtimeOrdinalPci\": 1"));
-  const CommandResult help = RunCommand(DEVPLACE_PROBE_BINARY " --help 2>&1");
+  const CommandResult help = RunCommand(ShellQuote(DEVPLACE_PROBE_BINARY) + " --help 2>&1");
   EXPECT_THAT(help.out, HasSubstr("--cuda_library"));
   EXPECT_THAT(help.out, HasSubstr("CUDA_DEVICE_ORDER"));
 }

@@ -16,14 +16,14 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string Probe() { return DEVPLACE_PROBE_BINARY; }
+std::string Probe() { return ShellQuote(DEVPLACE_PROBE_BINARY); }
 
 // Runs devplace-probe on fixture host `host` with the fake NVML answering from `script`; `env`
 // is more VAR=value words for its environment.
 CommandResult RunProbeWithNvml(const std::string& host, const std::string& script, const std::string& args,
                                const std::string& env = "") {
-  return RunCommand(env + " FAKE_NVML_CONFIG=" + NvmlScript(script) + " " + Probe() + " --host_root=" +
-                    HostDir(host) + " --nvml_library=" + DEVPLACE_FAKE_NVML + " " + args);
+  return RunCommand(env + " FAKE_NVML_CONFIG=" + ShellQuote(NvmlScript(script)) + " " + Probe() + " --host_root=" +
+                    ShellQuote(HostDir(host)) + " --nvml_library=" + ShellQuote(DEVPLACE_FAKE_NVML) + " " + args);
 }
 
 // Runs devplace-probe with `args`; the inventory it wrote (a failure when it did not exit 0 or
@@ -100,14 +100,14 @@ TEST(NvmlBinaryTest, JsonShowsNamesUuidsMemoryAndMig) {
 
 TEST(NvmlBinaryTest, MissingLibraryIsSkipped) {
   const v1::Inventory inv =
-      ProbeOutput("--host_root=" + HostDir("nvidia-2x-h100") + " --nvml_library=/nonexistent/libnvidia-ml.so.1");
+      ProbeOutput("--host_root=" + ShellQuote(HostDir("nvidia-2x-h100")) + " --nvml_library=/nonexistent/libnvidia-ml.so.1");
   ASSERT_NE(FindReport(inv, "nvml"), nullptr);
   EXPECT_EQ(FindReport(inv, "nvml")->status(), v1::PROBE_STATUS_SKIPPED);
   EXPECT_EQ(FindRow(inv, v1::ROW_CUDA_NVIDIA)->devices_size(), 2);
 }
 
 TEST(NvmlBinaryTest, EmptyNvmlLibraryGivesTheLibrarysInventory) {
-  v1::Inventory inv = ProbeOutput("--host_root=" + HostDir("nvidia-mig") + NoVendorLibraryFlags());
+  v1::Inventory inv = ProbeOutput("--host_root=" + ShellQuote(HostDir("nvidia-mig")) + NoVendorLibraryFlags());
   inv.clear_probed_at();
   for (v1::ProbeReport& report : *inv.mutable_probe_reports()) report.set_duration_ms(0);
   EXPECT_EQ(inv.SerializeAsString(), ProbeHost("nvidia-mig").SerializeAsString());

@@ -109,7 +109,7 @@ TEST(VendorRegistry, EachFactoryMakesTheProberOfItsName) {
 }
 
 TEST(VendorRegistry, ProbeHelpListsEveryLibraryFlag) {
-  const CommandResult r = RunCommand(DEVPLACE_PROBE_BINARY " --help 2>&1");
+  const CommandResult r = RunCommand(ShellQuote(DEVPLACE_PROBE_BINARY) + " --help 2>&1");
   ExpectEveryLibraryFlag("devplace-probe", r.out, false);
   for (const VendorLibrary& library : kVendorLibraries) {  // and the usage line names it
     EXPECT_THAT(r.out, HasSubstr(absl::StrCat("[--", library.flag, "=PATH]")));
@@ -118,12 +118,12 @@ TEST(VendorRegistry, ProbeHelpListsEveryLibraryFlag) {
 
 #ifdef DEVPLACED_BINARY
 TEST(VendorRegistry, DaemonHelpListsEveryLibraryFlag) {
-  const CommandResult r = RunCommand(DEVPLACED_BINARY " --help 2>&1");
+  const CommandResult r = RunCommand(ShellQuote(DEVPLACED_BINARY) + " --help 2>&1");
   ExpectEveryLibraryFlag("devplaced", r.out, false);
 }
 
 TEST(VendorRegistry, CliProbeHelpListsEveryLibraryFlag) {
-  const CommandResult r = RunCommand(DEVPLACE_CLI_BINARY " probe --help 2>&1");
+  const CommandResult r = RunCommand(ShellQuote(DEVPLACE_CLI_BINARY) + " probe --help 2>&1");
   EXPECT_EQ(r.exit_code, 0) << r.out;
   ExpectEveryLibraryFlag("devplace probe", r.out, true);
 }

@@ -202,7 +202,9 @@ def cli_answer(result: subprocess.CompletedProcess) -> Dict[str, object]:
         return {"response": json.loads(result.stdout)}
     prefix = "devplace: resolve: "
     err = result.stderr.strip()
-    assert result.returncode == 1 and err.startswith(prefix), (result.returncode, result.stderr)
+    # INVALID_ARGUMENT (a bad value) exits 2 like a usage error, the other codes 1.
+    code = 2 if err.startswith(prefix + "INVALID_ARGUMENT: ") else 1
+    assert result.returncode == code and err.startswith(prefix), (result.returncode, result.stderr)
     return {"error": err[len(prefix):]}
 
 

@@ -2,7 +2,7 @@
 """Resolves with the Python client in this process's environment, once per request, and writes each
 answer as `devplace --json resolve` prints it (the protobuf JSON mapping, default-valued fields
 included) to OUTDIR/py-<i>.out, or "CODE: message" to OUTDIR/py-<i>.err, with the exit status the
-CLI would have (0 or 1) in OUTDIR/py-<i>.rc.
+CLI would have (0; 2 for INVALID_ARGUMENT, a bad value; 1 for the other errors) in OUTDIR/py-<i>.rc.
 Arguments: ADDRESS OUTDIR REQUESTS, REQUESTS a JSON list of [workload, {keyword arguments of
 Client.resolve}]."""
 
@@ -24,13 +24,13 @@ def main() -> int:
             # like with like: the parity of job descriptions is test_job_environment's.
             kwargs.setdefault("job_environment", None)
             base = os.path.join(out, f"py-{i}")
-            answer, error = "", ""
+            answer, error, rc = "", "", 0
             try:
                 resolution = client.resolve(workload, **kwargs)
                 answer = json.dumps(json_format.MessageToDict(resolution.response, including_default_value_fields=True))
             except devplace.ResolveError as e:
-                error = str(e) + "\n"
-            for ext, text in ((".out", answer), (".err", error), (".rc", "1\n" if error else "0\n")):
+                error, rc = str(e) + "\n", 2 if isinstance(e, devplace.InvalidArgumentError) else 1
+            for ext, text in ((".out", answer), (".err", error), (".rc", f"{rc}\n")):
                 with open(base + ext, "w") as f:
                     f.write(text)
     return 0

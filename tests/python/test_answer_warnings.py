@@ -4,6 +4,7 @@ the "devplace" logger, so a job's log has it by default and both can be filtered
 one that matters most: a container that cannot see its GPUs (the real devplaced on the nvidia-2x-h100
 fixture host, the job sending no /dev accelerator node) silently got "cpu" before."""
 
+import shlex
 import textwrap
 import unittest
 import warnings
@@ -86,7 +87,7 @@ class InAJobsLog(unittest.TestCase):
             script = dir.write("job.py", "import logging, warnings\nimport devplace\n" + textwrap.dedent(before) +
                                f"print(devplace.resolve_device('inference', {nodes}))\n")
             line = script_lines(script)
-            command = f"{PYTHON} {script}"
+            command = f"{shlex.quote(PYTHON)} {shlex.quote(script)}"
             argv = with_dev_view(command, [], dir.path) if can_unshare() else ["/bin/sh", "-c", command]
             result = run(argv, env=clean_env({"DEVPLACE_ADDRESS": DAEMON.unix_target}))
         self.assertEqual(result.returncode, 0, result.stderr)

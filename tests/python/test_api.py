@@ -181,6 +181,43 @@ class PublicApi(unittest.TestCase):
             devplace.TlsOptions(ca="ca.pem").ca = "other.pem"
         self.assertTrue(issubclass(devplace.Watch, collections.abc.Iterator))
 
+    def test_resolution_gives_every_enum_of_the_answer_as_a_name(self):
+        # Python fields speak the user's terms: each enum of ResolveDeviceResponse reaches Resolution
+        # as its name ("ROW_SDAA", "default"), never as the number on the wire; a field added to both
+        # must do the same.
+        from devplace.v1 import devplace_pb2
+        response = devplace_pb2.ResolveDeviceResponse()
+        enums = [f for f in response.DESCRIPTOR.fields if f.enum_type is not None]
+        self.assertTrue(enums)
+        for f in enums:  # the last value of each enum, so that no field is left at 0
+            last = f.enum_type.values[-1].number
+            if f.label == f.LABEL_REPEATED:
+                getattr(response, f.name).append(last)
+            else:
+                setattr(response, f.name, last)
+        resolution = devplace.Resolution.from_response(response)
+        leaves = []
+
+        def walk(value):
+            if isinstance(value, dict):
+                for k, v in value.items():
+                    walk(k)
+                    walk(v)
+            elif isinstance(value, (list, tuple)):
+                for v in value:
+                    walk(v)
+            else:
+                leaves.append(value)
+
+        for field in dataclasses.fields(resolution):
+            if field.name not in ("response", "inventory_revision"):
+                walk(getattr(resolution, field.name))
+        self.assertEqual([v for v in leaves if isinstance(v, int) and not isinstance(v, bool)], [])
+        names = [v.lower() for v in leaves if isinstance(v, str) and v]
+        for f in enums:
+            value = f.enum_type.values[-1].name.lower()
+            self.assertTrue(any(value.endswith(n) for n in names), (f.name, value, names))
+
     def test_constants(self):
         self.assertRegex(devplace.__version__, r"^[0-9]+\.[0-9]+\.[0-9]+$")
         self.assertEqual(devplace.DRA_METADATA_DIR, "/var/run/kubernetes.io/dra-device-attributes")

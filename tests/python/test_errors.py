@@ -2,6 +2,7 @@
 carry fail before any call; the socket-trust rules and UNAVAILABLE notes match the CLI's."""
 
 import os
+import shlex
 import socket
 import unittest
 from unittest import mock
@@ -104,7 +105,7 @@ class UnreachableAndEarly(unittest.TestCase):
 
     def test_no_inventory_yet_is_the_daemons_unavailable(self):
         with TempDir() as dir:
-            slow = dir.write("slow-probe", f"#!/bin/sh\nsleep 2\nexec {PROBE} \"$@\"\n", 0o755)
+            slow = dir.write("slow-probe", f"#!/bin/sh\nsleep 2\nexec {shlex.quote(PROBE)} \"$@\"\n", 0o755)
             with Daemon(fixture("cpu-only"), [f"--probe_command={slow}"], dir=dir.path) as daemon:
                 with devplace.Client(daemon.tcp_target) as client:
                     with self.assertRaises(devplace.UnavailableError) as raised:

@@ -36,8 +36,8 @@ class PodEntrypoint(unittest.TestCase):
         (this machine's /dev when no mount namespace may be made)."""
         with TempDir() as dir:
             ex, cl = dir.file("example"), dir.file("cli")
-            script = (f"{PYTHON} {shlex.quote(EXAMPLE)} > {ex}.out 2> {ex}.err; echo $? > {ex}.rc\n"
-                      f"{CLI} resolve --workload=inference --device_map=auto --quiet > {cl}.out 2>&1 || true")
+            script = (f"{shlex.quote(PYTHON)} {shlex.quote(EXAMPLE)} > {ex}.out 2> {ex}.err; echo $? > {ex}.rc\n"
+                      f"{shlex.quote(CLI)} resolve --workload=inference --device_map=auto --quiet > {cl}.out 2>&1 || true")
             argv = with_dev_view(script, nodes, dir.path) if can_unshare() else ["/bin/sh", "-c", script]
             env = clean_env({"DEVPLACE_ADDRESS": self.daemon.unix_target, **(variables or {})})
             ran = run(argv, env=env, timeout=60)

@@ -3,9 +3,10 @@ back to 127.0.0.1:7465; a devplaced started there by nobody (Debian's setpriv) i
 and by the Python client, naming its uid, while root's own devplaced on that port is used, and an
 address named explicitly stays the caller's choice.
 
-Port 7465, /run and /tmp must be this test's own: it reruns itself in a private network and mount
-namespace (unshare; loopback brought up with ip, tmpfs over /run and /tmp). Exits 77 (skipped)
-without root, unshare, setpriv or ip."""
+Port 7465 and the default socket directories must be this test's own: it reruns itself in a private
+network and mount namespace (unshare; loopback brought up with ip, an empty tmpfs over each default
+socket directory that exists, /run/devplace and /tmp/devplace-<uid>; never over /tmp or /run
+themselves, which may hold the checkout). Exits 77 (skipped) without root, unshare, setpriv or ip."""
 
 import os
 import shutil
@@ -93,8 +94,11 @@ def main():
         if os.geteuid() != 0 or not all(shutil.which(t) for t in ("unshare", "setpriv", "ip")):
             print("skipped: needs root, unshare, setpriv and ip")
             return 77
-        script = ('ip link set lo up && mount -t tmpfs tmpfs /run && mount -t tmpfs tmpfs /tmp && '
-                  'exec "$0" "$@"')
+        # The clients' default sockets (client/grpc_connection.cc DefaultTarget, _target.py); a
+        # directory that does not exist holds no socket.
+        hide = " && ".join(f'{{ [ ! -d {d} ] || mount -t tmpfs tmpfs {d}; }}'
+                           for d in ("/run/devplace", f"/tmp/devplace-{os.geteuid()}"))
+        script = f'ip link set lo up && {hide} && exec "$0" "$@"'
         env = dict(os.environ, DEVPLACE_TEST_NAMESPACE="1")
         env.pop("XDG_RUNTIME_DIR", None)
         return subprocess.run(["unshare", "--net", "--mount", "--propagation", "private", "sh", "-c", script,

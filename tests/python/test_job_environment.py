@@ -81,10 +81,10 @@ class JobEnvironment(unittest.TestCase):
     def test_absent_libraries_are_said(self):
         _, answer = self.python_resolve(os.path.join(ENVS, "untagged-site"))
         site = os.path.join(ENVS, "untagged-site")
-        self.assertIn(f"transformers is not installed in importlib.metadata of {site}: CONVENTION_FROM_PRETRAINED is "
+        self.assertIn(f"transformers is not installed in importlib.metadata of {site}: from_pretrained is "
                       "Transformers' API, so these cannot be the job's own rules; Transformers 5.15.0's were applied "
                       "(V-JOB)", answer.warnings)
-        self.assertIn(f"accelerate is not installed in importlib.metadata of {site}: CONVENTION_FROM_PRETRAINED with a "
+        self.assertIn(f"accelerate is not installed in importlib.metadata of {site}: from_pretrained with a "
                       "device_map needs it (the job fails with ImportError), so these cannot be the job's own rules; "
                       "Accelerate 1.14.0's were applied (V-JOB)", answer.warnings)
         line = [e for e in answer.explanation if e.startswith("V-JOB ")][0]
@@ -110,7 +110,7 @@ class JobEnvironment(unittest.TestCase):
             "accelerate_version to override): '0.20.3' is older than devplace supports; accepted: Accelerate 0.25.0 "
             "or newer (rules up to 1.15.x"), caught.exception.message)
         result = cli_resolve(self.daemon.unix_target, f"--python_env={site}")
-        self.assertEqual(result.returncode, 1, result.stderr)
+        self.assertEqual(result.returncode, 2, result.stderr)  # INVALID_ARGUMENT: a bad value
         self.assertIn("job_environment has accelerate 0.20.3 in package metadata under", result.stderr)
 
     def test_python_flag_asks_the_interpreter_and_the_client_detects_its_own(self):

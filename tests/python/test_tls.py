@@ -119,6 +119,10 @@ class MutualTls(unittest.TestCase):
              ["the daemon's certificate is not trusted", f"--tls_ca={self.other_ca[0]}"]),
             ("a name the certificate lacks", devplace.TlsOptions(ca=ca, cert=cert, key=key, server_name="node2"),
              ["the daemon's certificate names DNS:node1, IP:127.0.0.1, not node2", "--tls_server_name"]),
+            # Before: "did not answer the TLS handshake: it is probably a plaintext listener".
+            ("a key that is not the certificate's", devplace.TlsOptions(ca=ca, cert=cert, key=self.stranger[1]),
+             [f"the private key --tls_key={self.stranger[1]} does not belong to the client certificate "
+              f"--tls_cert={cert}: pass the key that was made with that certificate"]),
         )
         for name, tls, words in cases:
             with self.subTest(name), devplace.Client(self.target, tls=tls) as client:
@@ -133,6 +137,13 @@ class MutualTls(unittest.TestCase):
                 client.health()
             self.assertIn("did not answer the TLS handshake: it is probably a plaintext listener",
                           raised.exception.message)
+        # A host name that does not resolve (.invalid never does, RFC 6761); before, only gRPC's text.
+        with devplace.Client("nosuchhost.invalid:7466", tls=devplace.TlsOptions(ca=ca), timeout=20) as client:
+            with self.assertRaises(devplace.UnavailableError) as raised:
+                client.health()
+        self.assertTrue(raised.exception.message.startswith("the host name nosuchhost.invalid does not resolve ("),
+                        raised.exception.message)
+        self.assertIn("dial the daemon's IP address (--address, DEVPLACE_ADDRESS) (gRPC: ", raised.exception.message)
 
 
 if __name__ == "__main__":

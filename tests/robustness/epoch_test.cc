@@ -96,7 +96,7 @@ TEST(Epoch, AWatcherFromBeforeARestartGetsTheCurrentSnapshot) {
 TEST(Epoch, AnExactMatchSkipsOnlyThatSnapshot) {
   TempDir dir;
   const std::string host = dir.File("host");
-  ASSERT_EQ(RunCommand("cp -r " + Host("cpu-only") + " " + host).exit_code, 0);
+  ASSERT_EQ(RunCommand("cp -r " + ShellQuote(Host("cpu-only")) + " " + host).exit_code, 0);
   DaemonProcess d(dir.path(), {"--host_root=" + host, "--refresh_interval=0"});
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
   auto stub = Stub(d);

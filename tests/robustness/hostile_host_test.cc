@@ -78,14 +78,14 @@ TEST(HostileHost, CpuListBombIsRefusedUnderAnAddressSpaceCap) {
   GTEST_SKIP() << "an AddressSanitizer binary cannot start under prlimit --as";
 #endif
   TempDir dir;
-  ASSERT_EQ(RunCommand(absl::StrCat("cp -r ", Host("cpu-only"), " ", dir.File("host"))).exit_code, 0);
+  ASSERT_EQ(RunCommand(absl::StrCat("cp -r ", ShellQuote(Host("cpu-only")), " ", dir.File("host"))).exit_code, 0);
   dir.Write("host/sys/devices/system/cpu/online", CpuListBomb());
   dir.Write("host/sys/devices/system/node/node0/cpulist", CpuListBomb());
   // A 1 GiB address-space cap, set by Debian's prlimit: before the fix the probe materialised each
   // CPU (2.7 GB in the daemon's child, 4.2 GB standalone) and died of std::bad_alloc here.
   const Measured m = RunMeasured(
       dir,
-      absl::StrCat("prlimit --as=", uint64_t{1} << 30, " ", DEVPLACE_PROBE_BINARY, " --json --probe_timeout=20s",
+      absl::StrCat("prlimit --as=", uint64_t{1} << 30, " ", ShellQuote(DEVPLACE_PROBE_BINARY), " --json --probe_timeout=20s",
                    " --host_root=", dir.File("host"), kNoLibraries),
       60);
   ASSERT_EQ(m.result.exit_code, 0) << m.result.err;
@@ -110,7 +110,7 @@ TEST(HostileHost, CpuListBombIsRefusedUnderAnAddressSpaceCap) {
 // A host whose online-CPU list and a GPU's PCI vendor attribute are FIFOs that nothing writes:
 // opening either for reading would block for good.
 void MakeFifoHost(const TempDir& dir) {
-  ASSERT_EQ(RunCommand(absl::StrCat("cp -r ", Host("nvidia-2x-h100"), " ", dir.File("host"))).exit_code, 0);
+  ASSERT_EQ(RunCommand(absl::StrCat("cp -r ", ShellQuote(Host("nvidia-2x-h100")), " ", dir.File("host"))).exit_code, 0);
   for (const std::string rel : {"host/sys/devices/system/cpu/online", "host/sys/bus/pci/devices/0000:18:00.0/vendor"}) {
     ASSERT_EQ(RunCommand(absl::StrCat("rm -f '", dir.File(rel), "' && mkfifo '", dir.File(rel), "'")).exit_code, 0);
   }
@@ -134,7 +134,7 @@ TEST(HostileHost, FifoInSysfsStandaloneProbeFinishesWithinItsTimeout) {
   TempDir dir;
   MakeFifoHost(dir);
   ExpectFifoHostProbed(RunMeasured(
-      dir, absl::StrCat(DEVPLACE_PROBE_BINARY, " --json --probe_timeout=5s --host_root=", dir.File("host"), kNoLibraries),
+      dir, absl::StrCat(ShellQuote(DEVPLACE_PROBE_BINARY), " --json --probe_timeout=5s --host_root=", dir.File("host"), kNoLibraries),
       30));
 }
 
@@ -142,7 +142,7 @@ TEST(HostileHost, FifoInSysfsCliProbeFinishesWithinItsTimeout) {
   TempDir dir;
   MakeFifoHost(dir);
   ExpectFifoHostProbed(RunMeasured(
-      dir, absl::StrCat(DEVPLACE_CLI_BINARY, " probe --json --probe_timeout=5s --host_root=", dir.File("host"), kNoLibraries),
+      dir, absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " probe --json --probe_timeout=5s --host_root=", dir.File("host"), kNoLibraries),
       30));
 }
 

@@ -36,7 +36,7 @@ std::string Host(const std::string& name) { return std::string(DEVPLACE_FIXTURES
 // /sys/bus/pci/devices/<bdf> links to the first GPU's directory and every
 // /proc/driver/nvidia/gpus/<bdf> to its information directory (so all share /dev/nvidia0).
 void GenerateHost(const std::string& root) {
-  ASSERT_EQ(RunCommand(absl::StrCat("cp -r ", Host("nvidia-2x-h100"), " ", root)).exit_code, 0);
+  ASSERT_EQ(RunCommand(absl::StrCat("cp -r ", ShellQuote(Host("nvidia-2x-h100")), " ", root)).exit_code, 0);
   const fs::path devices = fs::path(root) / "sys/bus/pci/devices";
   const fs::path gpus = fs::path(root) / "proc/driver/nvidia/gpus";
   const fs::path gpu_dir = fs::path(root) / "sys/devices/pci-template";
@@ -72,7 +72,7 @@ TEST(HugeHost, HundredThousandDevicesAnswerResolveInventoryAndMetricsWithinBound
 
   // The inventory: 256 GPUs kept, and a probe report that says so.
   const CommandResult inventory =
-      RunCommand(absl::StrCat(DEVPLACE_CLI_BINARY, " inventory --json --address=", d.unix_target()));
+      RunCommand(absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " inventory --json --address=", d.unix_target()));
   ASSERT_EQ(inventory.exit_code, 0) << inventory.err;
   const v1::Inventory inv = ParseJson(inventory.out);
   const v1::Backend* cuda = nullptr;
@@ -99,7 +99,7 @@ TEST(HugeHost, HundredThousandDevicesAnswerResolveInventoryAndMetricsWithinBound
   EXPECT_LT(inventory.out.size(), 1u << 20) << "inventory JSON bytes";
 
   // resolve --device_map=auto: every kept GPU, then the spill-over.
-  const CommandResult resolve = RunCommand(absl::StrCat(DEVPLACE_CLI_BINARY, " resolve --workload=inference --no_environment ",
+  const CommandResult resolve = RunCommand(absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " resolve --workload=inference --no_environment ",
                                                         "--device_map=auto --json --address=", d.unix_target()));
   ASSERT_EQ(resolve.exit_code, 0) << resolve.err;
   v1::ResolveDeviceResponse answer;

@@ -16,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "tests/common/command.h"
 #include "tests/common/temp_dir.h"
 #include "tests/integration/daemon_process.h"
 
@@ -87,7 +88,7 @@ TEST(Lifecycle, AFailedFirstProbeIsRetriedWithBackoffAndItsReasonServed) {
     std::ofstream script(probe);
     script << "#!/bin/sh\n"
            << "if [ ! -e " << dir.File("allow") << " ]; then printf 'failing \"on purpose\"\\nline two\\n' >&2; exit 3; fi\n"
-           << "exec " << DEVPLACE_PROBE_BINARY << " \"$@\"\n";
+           << "exec " << ShellQuote(DEVPLACE_PROBE_BINARY) << " \"$@\"\n";
   }
   ASSERT_EQ(chmod(probe.c_str(), 0755), 0);
   DaemonProcess d(dir.path(), {"--host_root=" + Host("cpu-only"), "--probe_command=" + probe, "--refresh_interval=0"});

@@ -26,7 +26,7 @@ std::string Host(const std::string& name) { return std::string(DEVPLACE_FIXTURES
 
 TEST(NfdDirectory, SwappedForALinkAfterStartTheFileNeverLandsInTheLinksTarget) {
   TempDir dir;
-  ASSERT_EQ(RunCommand(absl::StrCat("cp -r ", Host("cpu-only"), " ", dir.File("host"))).exit_code, 0);
+  ASSERT_EQ(RunCommand(absl::StrCat("cp -r ", ShellQuote(Host("cpu-only")), " ", dir.File("host"))).exit_code, 0);
   dir.Touch("features.d/");
   dir.Touch("root-only/");
   ASSERT_EQ(chmod(dir.File("root-only").c_str(), 0700), 0);
@@ -51,7 +51,7 @@ TEST(NfdDirectory, SwappedForALinkAfterStartTheFileNeverLandsInTheLinksTarget) {
 
 // Exit 2 with one line that names the flag and says what is wrong.
 void ExpectRefused(const std::string& dir, const std::string& file, const std::string& why) {
-  const CommandResult r = RunCommand(absl::StrCat("timeout 20 ", DEVPLACE_DAEMON_BINARY, " --listen=unix:", dir,
+  const CommandResult r = RunCommand(absl::StrCat("timeout 20 ", ShellQuote(DEVPLACE_DAEMON_BINARY), " --listen=unix:", dir,
                                                   "/s.sock --torch_probe_command=none --metrics_listen= "
                                                   "--nfd_features_file=",
                                                   file));

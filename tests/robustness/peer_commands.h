@@ -28,7 +28,7 @@ inline constexpr uid_t kOtherUser = 4242;
 // `peer.py ARGS` as the unprivileged user `uid` (its own group, no supplementary groups).
 inline std::string AsUser(uid_t uid, const std::string& args) {
   return absl::StrCat("setpriv --reuid=", uid, " --regid=", uid, " --clear-groups /usr/bin/python3 ",
-                      DEVPLACE_PEER_SCRIPT, " ", args);
+                      ShellQuote(DEVPLACE_PEER_SCRIPT), " ", args);
 }
 
 // The number after `needle` in `text` up to a ',', '}' or ' ' (-1 when absent).

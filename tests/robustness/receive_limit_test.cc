@@ -35,14 +35,14 @@ TEST(ReceiveLimit, OutOfRangeFlagsExitTwoNamingTheFlagAndRange) {
   for (const std::string value : {"-1", "0", "-5", "100", "1073741824"}) {
     SCOPED_TRACE(value);
     const CommandResult r =
-        RunCommand(absl::StrCat("timeout 20 ", DEVPLACE_DAEMON_BINARY, " --listen=unix:", dir.File("s.sock"),
-                                " --host_root=", Host("cpu-only"), " --max_receive_bytes=", value));
+        RunCommand(absl::StrCat("timeout 20 ", ShellQuote(DEVPLACE_DAEMON_BINARY), " --listen=unix:", dir.File("s.sock"),
+                                " --host_root=", ShellQuote(Host("cpu-only")), " --max_receive_bytes=", value));
     EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
     EXPECT_THAT(r.err, HasSubstr("--max_receive_bytes=" + value + " is out of range; accepted: 4096..67108864"));
   }
   const CommandResult quota =
-      RunCommand(absl::StrCat("timeout 20 ", DEVPLACE_DAEMON_BINARY, " --listen=unix:", dir.File("s.sock"),
-                              " --host_root=", Host("cpu-only"), " --memory_quota_bytes=1000"));
+      RunCommand(absl::StrCat("timeout 20 ", ShellQuote(DEVPLACE_DAEMON_BINARY), " --listen=unix:", dir.File("s.sock"),
+                              " --host_root=", ShellQuote(Host("cpu-only")), " --memory_quota_bytes=1000"));
   EXPECT_EQ(quota.exit_code, 2) << quota.out << quota.err;
   EXPECT_THAT(quota.err, HasSubstr("--memory_quota_bytes=1000 is out of range"));
 }

@@ -1,7 +1,8 @@
 """Why a daemon did not answer: the Python peer of libdevplace's client/connect_diagnosis.cc. After
 gRPC reports UNAVAILABLE (its text says "Socket closed" for most TLS mistakes), the target is dialled
 once more with the standard library's socket and ssl to name the cause and the setting that fixes
-it: devplaced not running (no socket, a stale socket, connection refused), plaintext sent to a TLS
+it: a host name that does not resolve, a client key that does not belong to the client certificate,
+devplaced not running (no socket, a stale socket, connection refused), plaintext sent to a TLS
 listener, TLS sent to a plaintext one, a daemon certificate from an unknown CA or without the dialled
 name, a required client certificate missing, or a client certificate the daemon refused.
 :func:`diagnose_unreachable` is what _grpc_connection.py calls (tests/python/test_tls.py and
@@ -56,10 +57,22 @@ def _split(target: str) -> Optional[Tuple[str, str]]:
     return host, port
 
 
+# getaddrinfo's answers for a name that does not resolve (EAI_NODATA is glibc's).
+_UNRESOLVED = {getattr(socket, name) for name in ("EAI_NONAME", "EAI_NODATA", "EAI_AGAIN", "EAI_FAIL")
+               if hasattr(socket, name)}
+
+
 def _dial(host: str, port: str, timeout: float) -> Tuple[Optional[socket.socket], str]:
     where = f"{host}:{port}"
     try:
         s = socket.create_connection((host, int(port)), timeout=timeout)
+    except socket.gaierror as e:
+        if e.errno not in _UNRESOLVED:
+            return None, ""
+        advice = ("the name server did not answer; try again, or " if e.errno == socket.EAI_AGAIN
+                  else "check the name, or ")
+        return None, (f"the host name {host} does not resolve ({e.strerror}): {advice}dial the daemon's IP address "
+                      "(--address, DEVPLACE_ADDRESS)")
     except ConnectionRefusedError:
         return None, (f"nothing listens on {where} (connection refused): {_START_HINT}, or it listens elsewhere "
                       "(its --listen)")
@@ -91,9 +104,30 @@ def _names(cert: dict) -> str:
     return ", ".join(names) or "no subject alternative names"
 
 
+def _key_pair(settings: Dict[str, str]) -> str:
+    """The sentence saying that the client key does not belong to the client certificate, or "" when
+    they go together (or cannot be read: the client reported that before dialling)."""
+    if not settings.get("cert") or not settings.get("key"):
+        return ""
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_cert_chain(settings["cert"], settings["key"])
+    except ssl.SSLError as e:
+        if e.reason != "KEY_VALUES_MISMATCH":
+            return ""
+        return (f"the private key --tls_key={settings['key']} does not belong to the client certificate "
+                f"--tls_cert={settings['cert']}: pass the key that was made with that certificate "
+                "(DEVPLACE_TLS_CERT, DEVPLACE_TLS_KEY)")
+    except (OSError, ValueError):
+        return ""
+    return ""
+
+
 def _tls(host: str, port: str, tls: Optional[Dict[str, str]], timeout: float) -> str:
     where = f"{host}:{port}"
     settings = tls or {}
+    mismatch = _key_pair(settings)
+    if mismatch:
+        return mismatch
     sni = settings.get("server_name") or host
     # 1. Does the port speak TLS, and does the daemon take this client (its certificate, or none)?
     # A gRPC daemon that accepts answers HTTP/2's preface with its SETTINGS; one that refuses the
