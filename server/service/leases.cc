@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -26,11 +25,13 @@ namespace {
 // How often process leases are re-checked by their /proc start time (the pidfds answer at once).
 constexpr absl::Duration kCheckEvery = absl::Seconds(1);
 
+// At most 64 KiB of a /proc file ("" when it cannot be opened).
 std::string ReadSmallFile(const std::string& path) {
   std::ifstream in(path);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str().substr(0, 64 << 10);
+  std::string text(64 << 10, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(std::max<std::streamsize>(in.gcount(), 0)));
+  return text;
 }
 
 google::protobuf::Timestamp ToTimestamp(absl::Time t) {

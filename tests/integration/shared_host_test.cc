@@ -150,6 +150,14 @@ TEST(SharedHost, UsageFromNvmlIsInTheInventoryWithItsProcesses) {
   EXPECT_TRUE(u1.busy());
   EXPECT_FALSE(inv.backends(1).devices(2).usage().busy());
   EXPECT_TRUE(inv.has_usage_read_at());
+  // A caller RefreshInventory's rule does not allow (plain TCP) sees the processes without pids.
+  auto tcp = v1::DevicePlacement::NewStub(grpc::CreateChannel(host.daemon().tcp_target(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  v1::Inventory seen;
+  ASSERT_TRUE(tcp->GetInventory(&ctx, {}, &seen).ok());
+  ASSERT_EQ(seen.backends(1).devices(0).usage().processes_size(), 2);
+  EXPECT_EQ(seen.backends(1).devices(0).usage().processes(0).pid(), 0u);
+  EXPECT_EQ(seen.backends(1).devices(0).usage().processes(0).used_memory_bytes(), 40 * kGiB);
   // The CLI's table shows it.
   const CommandResult table = RunCommand(host.Cli() + " inventory");
   EXPECT_THAT(table.out, HasSubstr("EXCLUSIVE_PROCESS (busy)"));

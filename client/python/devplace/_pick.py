@@ -26,7 +26,6 @@ from ._resolve_options import from_environment
 from .v1 import devplace_pb2
 
 if TYPE_CHECKING:
-    from ._client import Client
     from ._grpc_connection import TlsOptions
 
 __all__ = ["Pick", "make_pick_request", "pick"]
