@@ -1,5 +1,7 @@
 // libdevplace's Client: Client::Connect (which daemon, whether its socket may be trusted, then a
 // gRPC Connection from grpc_connection.cc) and the calls over any Connection; the watch canceller.
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <functional>
 #include <memory>
@@ -112,4 +114,56 @@ absl::Status Client::Watch(uint64_t known_revision, InventoryCallback on_invento
 }
 
 absl::StatusOr<bool> Client::Health() const { return connection_->Health(); }
+
+absl::StatusOr<v1::PickDevicesResponse> Connection::PickDevices(const v1::PickDevicesRequest&) {
+  return absl::UnimplementedError("this Connection does not implement PickDevices");
+}
+
+absl::StatusOr<v1::LeaseReleaseResponse> Connection::LeaseRelease(const v1::LeaseReleaseRequest&) {
+  return absl::UnimplementedError("this Connection does not implement LeaseRelease");
+}
+
+absl::StatusOr<v1::LeaseKeepAliveResponse> Connection::LeaseKeepAlive(const v1::LeaseKeepAliveRequest&) {
+  return absl::UnimplementedError("this Connection does not implement LeaseKeepAlive");
+}
+
+v1::PickDevicesRequest PickOptions::ToRequest() const {
+  v1::PickDevicesRequest request;
+  request.set_count(count);
+  *request.mutable_job() = job.ToRequest();
+  request.set_row(row);
+  request.set_min_free_bytes(min_free_bytes);
+  request.set_allow_shared(allow_shared);
+  request.set_holder(holder);
+  // Out-of-range durations are sent as such (saturated), so the daemon names the field.
+  request.set_ttl_ms(static_cast<uint32_t>(std::clamp<int64_t>(absl::ToInt64Milliseconds(ttl), 0, UINT32_MAX)));
+  request.set_wait_ms(static_cast<uint32_t>(std::clamp<int64_t>(absl::ToInt64Milliseconds(wait), 0, UINT32_MAX)));
+  return request;
+}
+
+void ApplyPickEnvironment(const v1::PickDevicesResponse& pick) {
+  for (const std::string& name : pick.unset()) unsetenv(name.c_str());
+  for (const auto& [name, value] : pick.env()) setenv(name.c_str(), value.c_str(), 1);
+}
+
+absl::StatusOr<v1::PickDevicesResponse> Client::Pick(const PickOptions& options) const {
+  return connection_->PickDevices(options.ToRequest());
+}
+
+absl::StatusOr<v1::LeaseInfo> Client::ReleaseLease(const std::string& lease_id) const {
+  v1::LeaseReleaseRequest request;
+  request.set_lease_id(lease_id);
+  absl::StatusOr<v1::LeaseReleaseResponse> released = connection_->LeaseRelease(request);
+  if (!released.ok()) return released.status();
+  return released->lease();
+}
+
+absl::StatusOr<v1::LeaseInfo> Client::KeepLeaseAlive(const std::string& lease_id, absl::Duration ttl) const {
+  v1::LeaseKeepAliveRequest request;
+  request.set_lease_id(lease_id);
+  request.set_ttl_ms(static_cast<uint32_t>(std::clamp<int64_t>(absl::ToInt64Milliseconds(ttl), 0, UINT32_MAX)));
+  absl::StatusOr<v1::LeaseKeepAliveResponse> kept = connection_->LeaseKeepAlive(request);
+  if (!kept.ok()) return kept.status();
+  return kept->lease();
+}
 }  // namespace devplace

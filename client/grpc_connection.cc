@@ -163,6 +163,29 @@ class GrpcConnection final : public Connection {
     return FromGrpc(status, &to_, channel_.get(), timeout_);
   }
 
+  absl::StatusOr<v1::PickDevicesResponse> PickDevices(const v1::PickDevicesRequest& request) override {
+    // A pick may wait in the daemon (wait_ms); the call's deadline covers that wait too.
+    const absl::Duration timeout =
+        timeout_ <= absl::ZeroDuration() || timeout_ == absl::InfiniteDuration()
+            ? timeout_
+            : timeout_ + absl::Milliseconds(request.wait_ms());
+    return Unary<v1::PickDevicesResponse>(
+        [&](grpc::ClientContext* c, v1::PickDevicesResponse* r) { return placement_->PickDevices(c, request, r); },
+        timeout);
+  }
+
+  absl::StatusOr<v1::LeaseReleaseResponse> LeaseRelease(const v1::LeaseReleaseRequest& request) override {
+    return Unary<v1::LeaseReleaseResponse>([&](grpc::ClientContext* c, v1::LeaseReleaseResponse* r) {
+      return placement_->LeaseRelease(c, request, r);
+    });
+  }
+
+  absl::StatusOr<v1::LeaseKeepAliveResponse> LeaseKeepAlive(const v1::LeaseKeepAliveRequest& request) override {
+    return Unary<v1::LeaseKeepAliveResponse>([&](grpc::ClientContext* c, v1::LeaseKeepAliveResponse* r) {
+      return placement_->LeaseKeepAlive(c, request, r);
+    });
+  }
+
   absl::StatusOr<bool> Health() override {
     health::HealthCheckRequest request;
     request.set_service("");
@@ -178,8 +201,12 @@ class GrpcConnection final : public Connection {
   // Runs one unary call `call(context, response)` under the unary deadline.
   template <typename Response, typename Call>
   absl::StatusOr<Response> Unary(Call call) {
+    return Unary<Response>(std::move(call), timeout_);
+  }
+  template <typename Response, typename Call>
+  absl::StatusOr<Response> Unary(Call call, absl::Duration timeout) {
     grpc::ClientContext context;
-    SetDeadline(context, timeout_);
+    SetDeadline(context, timeout);
     Response response;
     const grpc::Status status = call(&context, &response);
     if (!status.ok()) return FromGrpc(status, &to_, channel_.get(), timeout_);
@@ -204,6 +231,11 @@ class FailedConnection final : public Connection {
   absl::StatusOr<v1::Inventory> RefreshInventory() override { return status_; }
   absl::Status WatchInventory(uint64_t, InventoryCallback) override { return status_; }
   absl::StatusOr<bool> Health() override { return status_; }
+  absl::StatusOr<v1::PickDevicesResponse> PickDevices(const v1::PickDevicesRequest&) override { return status_; }
+  absl::StatusOr<v1::LeaseReleaseResponse> LeaseRelease(const v1::LeaseReleaseRequest&) override { return status_; }
+  absl::StatusOr<v1::LeaseKeepAliveResponse> LeaseKeepAlive(const v1::LeaseKeepAliveRequest&) override {
+    return status_;
+  }
 
  private:
   absl::Status status_;

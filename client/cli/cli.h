@@ -31,6 +31,8 @@ struct Command {
   const char* details;             // the rest of `devplace <name> --help`, lines ending in \n but the last
   std::vector<const char*> flags;  // besides the global ones, in help order
   int (*run)();
+  // Whether the command takes arguments after `--` (`devplace run -- COMMAND ...`): g_arguments.
+  bool trailing_arguments = false;
 };
 
 // Each command's entry, defined in the file of the same name (resolve.cc, inventory.cc, ...);
@@ -47,6 +49,8 @@ Command FleetCommand();
 Command SlurmGresCommand();        // slurm.cc: "slurm gres"
 Command SlurmTaskPrologCommand();  // slurm.cc: "slurm task-prolog"
 Command VersionCommand();
+Command PickCommand();             // pick.cc
+Command RunCommand();              // run.cc
 
 // ---- devplace.cc: exit statuses and error lines ----
 
@@ -56,6 +60,20 @@ inline constexpr int kExitUsage = 2;
 
 // The name of the command being run ("" until the parser knows it), for error lines.
 extern const char* g_command;
+// The arguments after `--`, for a command with trailing_arguments.
+extern std::vector<std::string> g_arguments;
+
+// ---- pick.cc: the flags of `pick` and `run` ----
+
+// Their names, for both commands' entries.
+const std::vector<const char*>& PickFlagNames();
+// PickOptions from --count, --min_free, --shared, --row, --ttl, --wait and this process's
+// environment (ResolveOptions::FromEnvironment): the holder is `process_holder` (pick: the parent
+// shell; run: this process) unless --ttl asks for a TTL lease. INVALID_ARGUMENT naming the flag.
+absl::StatusOr<PickOptions> PickOptionsFromFlags(v1::LeaseHolder process_holder);
+// client.Pick(options); when the daemon says a process lease needs the unix socket (this is TCP),
+// again with the holder left to the daemon (a TTL lease), which `options` then says.
+absl::StatusOr<v1::PickDevicesResponse> PickOverAnyTransport(Client& client, PickOptions& options);
 
 // Prints `devplace: <command>: <message> (see devplace <command> --help)` on stderr, or
 // `devplace: <message> (see devplace --help)` when `command` is empty; returns kExitUsage.
@@ -78,8 +96,9 @@ extern std::vector<std::string> g_env_values;
 // this /dev says nothing (job_device_nodes stays unknown unless --job_device_nodes). Errors:
 // INVALID_ARGUMENT with a usage message naming the flag (missing or bad --workload, bad
 // --convention, unsupported --transformers_version / --accelerate_version, an --env piece that is
-// not K=V).
-absl::StatusOr<ResolveOptions> OptionsFromFlags(bool offline, bool use_environment = true);
+// not K=V). Without `workload_required` a missing --workload leaves it UNSPECIFIED (pick, run).
+absl::StatusOr<ResolveOptions> OptionsFromFlags(bool offline, bool use_environment = true,
+                                                bool workload_required = true);
 
 // ---- inventory_file.cc: --inventory=FILE, for `resolve` and `labels` offline ----
 

@@ -2,7 +2,8 @@
 // the global --json flag, the help texts, the command-line parser and main.
 //
 //   devplace [global flags] <command> [command flags]
-//   commands: resolve, inventory, labels, backends, watch, health, refresh, probe, fleet, slurm, version
+//   commands: resolve, inventory, labels, backends, watch, health, refresh, probe, fleet, slurm, pick, run,
+//   version
 //   devplace --version: prints `devplace VERSION` (server/common/version.h) and exits 0
 //
 // Each command is a file of its own (resolve.cc, ..., fleet.cc) defining its flags, its Command
@@ -44,6 +45,7 @@ ABSL_FLAG(bool, json, false, "Print the protobuf JSON mapping (as grpcurl would)
 namespace devplace::cli {
 
 const char* g_command = "";
+std::vector<std::string> g_arguments;
 
 namespace {
 
@@ -90,7 +92,7 @@ const std::vector<Command>& Commands() {
   static const std::vector<Command>* const kCommands = new std::vector<Command>{
       ResolveCommand(), InventoryCommand(), LabelsCommand(), BackendsCommand(), WatchCommand(),
       HealthCommand(),  RefreshCommand(),   ProbeCommand(),  FleetCommand(),
-      SlurmGresCommand(), SlurmTaskPrologCommand(), VersionCommand(),
+      SlurmGresCommand(), SlurmTaskPrologCommand(), PickCommand(), RunCommand(), VersionCommand(),
   };
   return *kCommands;
 }
@@ -179,6 +181,7 @@ struct ParsedCommandLine {
 ParsedCommandLine ParseCommandLine(int argc, char** argv) {
   ParsedCommandLine result;
   std::vector<std::string> positional;
+  std::vector<std::string> after_dashes;  // after `--`: a command's trailing arguments
   std::vector<std::pair<std::string, std::string>> given;  // flag name, value
   bool help = false;
   bool version = false;  // --version: the client's version, whatever else the command line says
@@ -187,7 +190,7 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
     if (arg == "--") {
-      for (++i; i < argc; ++i) positional.emplace_back(argv[i]);
+      for (++i; i < argc; ++i) after_dashes.emplace_back(argv[i]);
       break;
     }
     if (arg.size() < 2 || arg[0] != '-') {
@@ -242,6 +245,7 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
     result.exit_status = 0;
     return result;
   }
+  if (positional.empty()) positional.swap(after_dashes);
   if (positional.empty()) {
     if (!error.empty()) {
       result.exit_status = UsageError("", error);
@@ -249,7 +253,7 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
       PrintGeneralHelp(stdout);
       result.exit_status = 0;
     } else {
-      result.exit_status = UsageError("", "missing command (one of resolve, inventory, labels, backends, watch, health, refresh, probe, fleet, slurm, version)");
+      result.exit_status = UsageError("", "missing command (one of resolve, inventory, labels, backends, watch, health, refresh, probe, fleet, slurm, pick, run, version)");
     }
     return result;
   }
@@ -304,6 +308,11 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
     return result;
   }
   g_command = command->name;
+  if (command->trailing_arguments) {
+    g_arguments = std::move(after_dashes);
+  } else {
+    positional.insert(positional.end(), after_dashes.begin(), after_dashes.end());
+  }
   if (!error.empty()) {
     if (!unknown_flag.empty()) absl::StrAppend(&error, FlagSuggestion(*command, unknown_flag));
     result.exit_status = UsageError(command->name, error);

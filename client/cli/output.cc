@@ -128,6 +128,91 @@ int PrintKeyValues(const std::vector<std::pair<std::string, std::string>>& pairs
   return 0;
 }
 
+namespace {
+
+// Who holds the unit (row, bus id, partition), from the inventory's leases: "pid 1234", "TTL to
+// 12:00:00Z", "leased" (details hidden), or "-".
+std::string LeaseOf(const v1::Inventory& inv, v1::Row row, const std::string& bus_id, const std::string& partition) {
+  for (const v1::LeaseInfo& lease : inv.leases()) {
+    for (const v1::LeaseDevice& d : lease.devices()) {
+      if (d.row() != row || d.pci_bus_id() != bus_id) continue;
+      if (!partition.empty() && !d.partition_uuid().empty() && d.partition_uuid() != partition) continue;
+      if (lease.pid() != 0) return absl::StrCat("pid ", lease.pid());
+      if (lease.has_expires_at()) return absl::StrCat("TTL to ", Timestamp(lease.expires_at()));
+      return "leased";
+    }
+  }
+  return "-";
+}
+
+std::string Processes(const v1::DeviceUsage& u) {
+  if (!u.processes_known()) return "?";
+  std::vector<std::string> pids;
+  for (const v1::DeviceUsageProcess& p : u.processes()) {
+    if (p.pid() == 0) continue;
+    pids.push_back(absl::StrCat(p.pid(), p.has_uid() ? absl::StrCat("(uid ", p.uid(), ")") : "",
+                                p.has_used_memory_bytes() ? absl::StrCat(":", Bytes(p.used_memory_bytes())) : ""));
+  }
+  if (pids.size() > 4) {
+    pids.resize(4);
+    pids.push_back("...");
+  }
+  return absl::StrCat(u.process_count(), pids.empty() ? "" : absl::StrCat(" [", absl::StrJoin(pids, " "), "]"));
+}
+
+std::string Mode(const v1::DeviceUsage& u) {
+  if (u.compute_mode() == v1::DEVICE_USAGE_COMPUTE_MODE_UNSPECIFIED) return u.busy() ? "busy" : "-";
+  const std::string mode = Strip("DEVICE_USAGE_COMPUTE_MODE_", v1::DeviceUsageComputeMode_Name(u.compute_mode()));
+  return u.busy() ? absl::StrCat(mode, " (busy)") : mode;
+}
+
+// The usage table (devices and MIG instances a vendor library read) and the leases.
+void PrintUsage(const v1::Inventory& inv) {
+  std::vector<std::vector<std::string>> usage = {
+      {"BACKEND", "#", "UNIT", "USED", "FREE", "PROCESSES", "MODE", "LEASE", "SOURCE"}};
+  for (const v1::Backend& b : inv.backends()) {
+    for (const v1::Device& d : b.devices()) {
+      if (d.has_usage()) {
+        const v1::DeviceUsage& u = d.usage();
+        usage.push_back({b.name(), absl::StrCat(d.host_index()), "device",
+                         u.has_memory_used_bytes() ? Bytes(u.memory_used_bytes()) : "-",
+                         d.has_memory_free_bytes() ? Bytes(d.memory_free_bytes()) : "-", Processes(u), Mode(u),
+                         LeaseOf(inv, b.row(), d.pci_bus_id(), ""), u.source()});
+      }
+      for (const v1::Partition& p : d.partitions()) {
+        if (!p.has_usage()) continue;
+        usage.push_back({b.name(), absl::StrCat(d.host_index()), p.uuid().empty() ? "MIG" : p.uuid(),
+                         p.usage().has_memory_used_bytes() ? Bytes(p.usage().memory_used_bytes()) : "-",
+                         p.has_memory_free_bytes() ? Bytes(p.memory_free_bytes()) : "-", Processes(p.usage()),
+                         Mode(p.usage()), LeaseOf(inv, b.row(), d.pci_bus_id(), p.uuid()), p.usage().source()});
+      }
+    }
+  }
+  if (usage.size() > 1) {
+    std::printf("\n");
+    PrintTable(usage);
+  }
+  if (inv.leases_size() == 0) return;
+  std::vector<std::vector<std::string>> leases = {{"LEASE", "HOLDER", "PID", "UID", "DEVICES", "SINCE", "EXPIRES"}};
+  for (const v1::LeaseInfo& l : inv.leases()) {
+    std::vector<std::string> units;
+    for (const v1::LeaseDevice& d : l.devices()) {
+      units.push_back(absl::StrCat(RowName(d.row()), " ", d.host_index(),
+                                   d.partition_uuid().empty() ? "" : absl::StrCat(" ", d.partition_uuid()),
+                                   d.sub_device() >= 0 ? absl::StrCat(".", d.sub_device()) : ""));
+    }
+    leases.push_back({l.lease_id().empty() ? "(hidden)" : l.lease_id(),
+                      Strip("LEASE_HOLDER_", v1::LeaseHolder_Name(l.holder())),
+                      l.pid() == 0 ? "-" : absl::StrCat(l.pid()), l.has_uid() ? absl::StrCat(l.uid()) : "-",
+                      absl::StrJoin(units, ", "), Timestamp(l.created_at()),
+                      l.has_expires_at() ? Timestamp(l.expires_at()) : "-"});
+  }
+  std::printf("\n");
+  PrintTable(leases);
+}
+
+}  // namespace
+
 int PrintInventory(const v1::Inventory& inv) {
   if (absl::GetFlag(FLAGS_json)) return PrintJson(inv);
   const v1::Host& host = inv.host();
@@ -142,6 +227,10 @@ int PrintInventory(const v1::Inventory& inv) {
                               " available, ", host.numa_nodes_size(), " NUMA nodes")},
       {"Revision", absl::StrCat(inv.revision(), ", probed ", Timestamp(inv.probed_at()))},
   };
+  if (inv.has_usage_read_at()) {
+    head.push_back({"Usage", absl::StrCat("read ", Timestamp(inv.usage_read_at()), ", ", inv.leases_size(),
+                                          " lease", inv.leases_size() == 1 ? "" : "s", " held")});
+  }
   if (inv.torch().probed()) {
     head.push_back({"Torch", TorchLine(inv)});
   } else if (!inv.torch().error().empty()) {
@@ -199,6 +288,7 @@ int PrintInventory(const v1::Inventory& inv) {
     std::printf("\n");
     PrintTable(orders);
   }
+  PrintUsage(inv);
   if (!inv.probe_reports().empty()) {
     std::printf("\n");
     std::vector<std::vector<std::string>> reports = {{"PROBE", "STATUS", "MS", "MESSAGE"}};

@@ -115,15 +115,17 @@ bool ParseEnumFlag(const std::string& value, const std::string& prefix, bool (*p
 
 }  // namespace
 
-absl::StatusOr<ResolveOptions> OptionsFromFlags(bool offline, bool use_environment) {
+absl::StatusOr<ResolveOptions> OptionsFromFlags(bool offline, bool use_environment, bool workload_required) {
   const bool no_env = !use_environment || absl::GetFlag(FLAGS_no_environment);
   ResolveOptions options = no_env ? ResolveOptions() : ResolveOptions::FromEnvironment();
   // A saved inventory describes some host, not necessarily this one: this /dev says nothing.
   if (offline) options.job_device_nodes.reset(), options.device_allocation.reset();
 
   const std::string workload = absl::GetFlag(FLAGS_workload);
-  if (workload.empty()) return absl::InvalidArgumentError("--workload is required: training or inference");
-  if (!ParseEnumFlag(workload, "WORKLOAD_", &v1::Workload_Parse, &options.workload)) {
+  if (workload.empty() && workload_required) {
+    return absl::InvalidArgumentError("--workload is required: training or inference");
+  }
+  if (!workload.empty() && !ParseEnumFlag(workload, "WORKLOAD_", &v1::Workload_Parse, &options.workload)) {
     return absl::InvalidArgumentError(absl::StrCat("--workload=", workload, ": want training or inference"));
   }
   const std::string convention = absl::GetFlag(FLAGS_convention);

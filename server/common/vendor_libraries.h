@@ -25,7 +25,8 @@
 //                   figures; "" when it gives none
 //   description     one line for --help and the flag file: the library, then what it adds
 #define DEVPLACE_VENDOR_LIBRARIES(X)                                                                     \
-  X(nvml, "libnvidia-ml.so.1", "nvml", "NVML (NVIDIA GPUs): names, UUIDs, memory and MIG instances")     \
+  X(nvml, "libnvidia-ml.so.1", "nvml",                                                                   \
+    "NVML (NVIDIA GPUs): names, UUIDs, memory, processes, compute mode and MIG instances")               \
   X(cuda, "libcuda.so.1", "",                                                                            \
     "libcuda (NVIDIA GPUs), read in two short-lived child processes: the CUDA runtime's GPU numbering "  \
     "under CUDA_DEVICE_ORDER unset and PCI_BUS_ID (unknown without it: answers on hosts with mixed GPU " \
@@ -34,7 +35,8 @@
     "AMD SMI (AMD GPUs): names, UUIDs, VRAM total/used, compute and memory partition modes, the "        \
     "driver version")                                                                                    \
   X(level_zero, "libze_loader.so.1", "level_zero",                                                       \
-    "Level Zero loader (Intel GPUs, through Sysman): names, UUIDs, memory per module, tiles and health") \
+    "Level Zero loader (Intel GPUs, through Sysman): names, UUIDs, memory per module, processes, tiles " \
+    "and health")                                                                                        \
   X(hlml, "libhlml.so", "hlml",                                                                          \
     "HLML (Intel Gaudi; loaded only when the PCI scan found a Gaudi): names, UUIDs, serials, module "    \
     "ids, memory and health")                                                                            \
@@ -42,7 +44,8 @@
     "DCMI (Huawei Ascend; loaded only when the PCI scan found an Ascend NPU): card/chip, logic and "     \
     "physical ids, names, HBM memory and health")                                                        \
   X(cndev, "libcndev.so", "cndev",                                                                       \
-    "CNDev (Cambricon; loaded only when the PCI scan found an MLU): names, UUIDs, memory and health")    \
+    "CNDev (Cambricon; loaded only when the PCI scan found an MLU): names, UUIDs, memory, processes "   \
+    "and health")                                                                                        \
   X(mtml, "libmtml.so", "mtml",                                                                          \
     "MTML (Moore Threads; loaded only when the PCI scan found a Moore Threads GPU): names, UUIDs and "   \
     "memory")

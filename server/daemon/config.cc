@@ -101,6 +101,10 @@ absl::Status CheckLimits(const DaemonConfig& config) {
     return Bad("--probe_timeout must be at least 200ms (e.g. 10s): the probe child gets 60% of it for vendor libraries");
   }
   if (config.refresh_interval < absl::ZeroDuration()) return Bad("--refresh_interval must be 0 (off) or positive, e.g. 60s");
+  if (config.usage_interval < absl::ZeroDuration() ||
+      (config.usage_interval > absl::ZeroDuration() && config.usage_interval < absl::Milliseconds(100))) {
+    return Bad("--usage_interval must be 0 (only with full probes) or at least 100ms, e.g. 2s");
+  }
   if (config.shutdown_grace < absl::ZeroDuration()) return Bad("--shutdown_grace must not be negative");
   if (config.refresh_min_interval < absl::ZeroDuration()) {
     return Bad("--refresh_min_interval must be 0 (no limit) or positive, e.g. 1s");

@@ -93,6 +93,8 @@ struct DaemonConfig {
   VendorLibraryPaths vendor_libraries = VendorLibraryPaths::Defaults();
   // Background re-probe period: >= 0, 0 = only at start, on SIGHUP and on RefreshInventory.
   absl::Duration refresh_interval = absl::Seconds(60);
+  // Usage re-read period (devplace-probe --usage_only): 0 (only with full probes) or >= 100ms.
+  absl::Duration usage_interval = absl::Seconds(2);
   // RefreshInventory starts at most one probe per this interval: >= 0, 0 = no limit.
   absl::Duration refresh_min_interval = absl::Seconds(1);
 

@@ -135,9 +135,10 @@ absl::Status Daemon::Start() {
 
   const std::string& torch_probe = config_.torch_probe_command;
   spdlog::info("event=start version={} pid={} host_root={} probe_command={} torch_probe_command={} probe_timeout_ms={} "
-               "refresh_interval_s={}",
+               "refresh_interval_s={} usage_interval_ms={}",
                kVersion, getpid(), c.host_root, config_.probe_command, torch_probe.empty() ? "none" : torch_probe,
-               absl::ToInt64Milliseconds(c.probe_timeout), absl::ToInt64Seconds(c.refresh_interval));
+               absl::ToInt64Milliseconds(c.probe_timeout), absl::ToInt64Seconds(c.refresh_interval),
+               absl::ToInt64Milliseconds(c.usage_interval));
 
   // A probe grandchild that escapes the group kill with setsid() is re-parented here and killed
   // after the run (devplaced's only children are probe children).
@@ -179,6 +180,25 @@ absl::Status Daemon::Start() {
     *fresh.mutable_torch() = torch->Last();
     return absl::OkStatus();
   };
+  // The usage refresh: the same probe child reading only what moves (devplace-probe --usage_only).
+  shared_metrics_ = std::make_unique<service::SharedHostMetrics>(*registry_);
+  options.usage_command = options.probe_command;
+  options.usage_command.push_back("--usage_only");
+  options.usage_interval = c.usage_interval > absl::ZeroDuration() ? c.usage_interval : absl::InfiniteDuration();
+  options.on_usage = [metrics = shared_metrics_.get(), failing = std::make_shared<std::atomic<bool>>(false)](
+                         const inventory::ProbeOutcome& o) {
+    metrics->ObserveUsageRefresh(o.status.ok(), o.duration);
+    if (o.status.ok()) {
+      if (failing->exchange(false)) spdlog::info("event=usage_refresh result=ok (recovered)");
+      spdlog::debug("event=usage_refresh result=ok duration_ms={} revision={} changed={}",
+                    absl::ToInt64Milliseconds(o.duration), o.revision, o.changed);
+    } else if (!failing->exchange(true)) {  // once per failing spell, not every --usage_interval
+      spdlog::warn("event=usage_refresh result=error duration_ms={} code={} error=\"{}\" (logged again after it "
+                   "recovers)",
+                   absl::ToInt64Milliseconds(o.duration), absl::StatusCodeToString(o.status.code()),
+                   absl::CHexEscape(o.status.message()));
+    }
+  };
   store_ = std::make_unique<inventory::InventoryStore>(options);
   // A full refresh (RefreshInventory, SIGHUP, start-up) re-runs the libtorch probe, then the host
   // probe, which publishes the new view. The service runs them on its one refresh worker.
@@ -208,6 +228,10 @@ absl::Status Daemon::Start() {
   service_options.on_newer_library = [skew = version_skew_metrics_.get()](const placement::NewerLibrary& newer) {
     skew->Count(newer);
   };
+  service_options.on_pick = [metrics = shared_metrics_.get()](const std::string& outcome, absl::Duration latency) {
+    metrics->ObservePick(outcome, latency);
+  };
+  service_options.on_leases = [metrics = shared_metrics_.get()](size_t held) { metrics->SetLeasesHeld(held); };
   service_ = std::make_unique<service::DevicePlacementService>(*store_, full_refresh, access, service_options);
 
   // --nfd_features_file: a writer thread keeps the NFD feature file current in the directory

@@ -49,6 +49,7 @@
 #include "server/service/connection_gate.h"
 #include "server/service/rpc_metrics.h"
 #include "server/service/service.h"
+#include "server/service/shared_host_metrics.h"
 #include "server/service/tcp_listener.h"
 #include "server/service/tls.h"
 #include "server/service/unix_listener.h"
@@ -109,6 +110,7 @@ class Daemon {
   std::unique_ptr<metrics::ProbeMetrics> probe_metrics_;
   std::unique_ptr<service::RpcMetrics> rpc_metrics_;
   std::unique_ptr<metrics::VersionSkewMetrics> version_skew_metrics_;  // outlives service_ (declared before it)
+  std::unique_ptr<service::SharedHostMetrics> shared_metrics_;  // picks, leases, usage refreshes
   std::unique_ptr<inventory::TorchView> torch_;
   std::unique_ptr<inventory::InventoryStore> store_;
   service::PeerRegistry peers_;

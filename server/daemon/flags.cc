@@ -69,6 +69,11 @@ ABSL_FLAG(absl::Duration, probe_timeout, Defaults().probe_timeout,
           "out and the rest of the inventory still arrives); this deadline is only the safety net");
 ABSL_FLAG(absl::Duration, refresh_interval, Defaults().refresh_interval,
           "How often to re-probe in the background (0 = only at start, on SIGHUP and on RefreshInventory)");
+ABSL_FLAG(absl::Duration, usage_interval, Defaults().usage_interval,
+          "How often to re-read who uses each device (memory in use and free, processes, compute mode: "
+          "Device.usage) between full probes, with a cheaper probe child (devplace-probe --usage_only: the PCI scan "
+          "and the vendor libraries that report memory), for PickDevices on shared hosts; at least 100ms, "
+          "0 = only with each full probe");
 ABSL_FLAG(std::string, socket_mode, Defaults().socket_mode, "Permission bits of unix-socket listeners (octal)");
 ABSL_FLAG(std::string, socket_group, Defaults().socket_group,
           "Group that owns unix-socket listeners (name or gid), so jobs in that group can connect; default: the "
@@ -152,8 +157,8 @@ namespace {
 
 constexpr char kUsage[] =
     "the devplace daemon. Probes this host's accelerators and answers ResolveDevice, GetInventory,\n"
-    "WatchInventory, ListBackends and RefreshInventory over gRPC (package devplace.v1, reflection on,\n"
-    "grpc.health.v1 health service). A config file is read only when given: --flagfile=FILE (one\n"
+    "WatchInventory, ListBackends, RefreshInventory, and for shared hosts PickDevices, LeaseRelease and\n"
+    "LeaseKeepAlive, over gRPC (package devplace.v1, reflection on, grpc.health.v1 health service). A config file is read only when given: --flagfile=FILE (one\n"
     "--flag=value per line, e.g. /etc/devplace/devplaced.flags). Signals: SIGHUP re-probes (and re-reads\n"
     "TLS certificates); SIGTERM/SIGINT stop accepting, finish calls, end watches, exit 0. Exit status 2:\n"
     "bad flags or configuration; 1: could not listen. Prometheus metrics: http://127.0.0.1:9465/metrics\n"
@@ -345,6 +350,7 @@ absl::StatusOr<ValidConfig> ConfigFromFlags() {
   c.probe_timeout = absl::GetFlag(FLAGS_probe_timeout);
   c.vendor_libraries = VendorLibraryPathsFromFlags();
   c.refresh_interval = absl::GetFlag(FLAGS_refresh_interval);
+  c.usage_interval = absl::GetFlag(FLAGS_usage_interval);
   c.refresh_min_interval = absl::GetFlag(FLAGS_refresh_min_interval);
   c.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   c.metrics_allow_remote = absl::GetFlag(FLAGS_metrics_allow_remote);

@@ -1,6 +1,7 @@
 #include "server/inventory/store.h"
 
 #include <algorithm>
+#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -37,13 +38,71 @@ bool SameContent(const v1::Inventory& a, const v1::Inventory& b) {
   // Telemetry that moves on every probe: a new value is published, but it is not a new revision.
   differencer.IgnoreField(v1::Host::descriptor()->FindFieldByNumber(v1::Host::kMemoryAvailableBytesFieldNumber));
   differencer.IgnoreField(v1::Device::descriptor()->FindFieldByNumber(v1::Device::kMemoryFreeBytesFieldNumber));
+  // Usage: when it was read and how much memory is in use move all the time; who uses a device
+  // (processes, busy) is content.
+  differencer.IgnoreField(inventory->FindFieldByNumber(v1::Inventory::kUsageReadAtFieldNumber));
+  differencer.IgnoreField(v1::Partition::descriptor()->FindFieldByNumber(v1::Partition::kMemoryFreeBytesFieldNumber));
+  differencer.IgnoreField(
+      v1::DeviceUsage::descriptor()->FindFieldByNumber(v1::DeviceUsage::kMemoryUsedBytesFieldNumber));
+  differencer.IgnoreField(
+      v1::DeviceUsageProcess::descriptor()->FindFieldByNumber(v1::DeviceUsageProcess::kUsedMemoryBytesFieldNumber));
   return differencer.Compare(a, b);
+}
+
+void MergeUsage(const v1::Inventory& usage, absl::Time read_at, v1::Inventory& into) {
+  std::map<std::pair<int, std::string>, const v1::Device*> read;
+  for (const v1::Backend& b : usage.backends()) {
+    for (const v1::Device& d : b.devices()) read[{b.row(), d.pci_bus_id()}] = &d;
+  }
+  for (v1::Backend& b : *into.mutable_backends()) {
+    for (v1::Device& d : *b.mutable_devices()) {
+      const auto it = read.find({b.row(), d.pci_bus_id()});
+      if (it == read.end()) {
+        d.clear_usage();
+        continue;
+      }
+      const v1::Device& fresh = *it->second;
+      if (fresh.has_usage()) {
+        *d.mutable_usage() = fresh.usage();
+      } else {
+        d.clear_usage();
+      }
+      if (fresh.has_memory_free_bytes()) {
+        d.set_memory_free_bytes(fresh.memory_free_bytes());
+      } else {
+        d.clear_memory_free_bytes();
+      }
+      for (v1::Partition& p : *d.mutable_partitions()) {
+        const auto same = std::find_if(fresh.partitions().begin(), fresh.partitions().end(), [&](const v1::Partition& f) {
+          return !p.uuid().empty() ? f.uuid() == p.uuid()
+                                   : f.gpu_instance_id() == p.gpu_instance_id() &&
+                                         f.compute_instance_id() == p.compute_instance_id();
+        });
+        if (same == fresh.partitions().end()) {
+          p.clear_usage();
+          continue;
+        }
+        if (same->has_usage()) {
+          *p.mutable_usage() = same->usage();
+        } else {
+          p.clear_usage();
+        }
+        if (same->has_memory_free_bytes()) {
+          p.set_memory_free_bytes(same->memory_free_bytes());
+        } else {
+          p.clear_memory_free_bytes();
+        }
+      }
+    }
+  }
+  *into.mutable_usage_read_at() = ToTimestamp(read_at);
 }
 
 InventoryStore::InventoryStore(StoreOptions options)
     : options_(std::move(options)),
       epoch_(options_.epoch != 0 ? options_.epoch : static_cast<uint64_t>(absl::ToUnixMicros(absl::Now()))),
       runner_(options_.probe_command, RunnerOptions(options_)),
+      usage_runner_(options_.usage_command, RunnerOptions(options_)),
       last_result_(absl::UnavailableError("no probe has run yet")) {
   last_outcome_.status = absl::UnavailableError("no probe has run yet");
 }
@@ -86,7 +145,6 @@ absl::StatusOr<v1::Inventory> InventoryStore::ProbeOnce(absl::Duration& duration
 }
 
 absl::StatusOr<Snapshot> InventoryStore::Refresh() {
-  Snapshot previous;
   {
     absl::MutexLock lock(&mu_);
     if (delivering_thread_ == std::this_thread::get_id()) {
@@ -98,7 +156,6 @@ absl::StatusOr<Snapshot> InventoryStore::Refresh() {
       return last_result_;
     }
     ++runs_started_;
-    previous = current_;  // only the run in flight replaces current_, so this stays current
   }
 
   absl::Duration duration;
@@ -107,14 +164,13 @@ absl::StatusOr<Snapshot> InventoryStore::Refresh() {
   Snapshot published;
   bool changed = false;
   if (fresh.ok()) {
-    fresh->clear_revision();
-    fresh->set_epoch(epoch_);
-    fresh->set_daemon_version(kVersion);
     *fresh->mutable_probed_at() = ToTimestamp(finished);
-    const uint64_t revision = previous ? previous->revision() : 0;
-    changed = previous == nullptr || !SameContent(*previous, *fresh);
-    fresh->set_revision(changed ? revision + 1 : revision);
-    published = std::make_shared<const v1::Inventory>(std::move(*fresh));
+    // The full probe reads the usage too.
+    const bool has_usage = std::any_of(fresh->backends().begin(), fresh->backends().end(), [](const v1::Backend& b) {
+      return std::any_of(b.devices().begin(), b.devices().end(), [](const v1::Device& d) { return d.has_usage(); });
+    });
+    if (has_usage) *fresh->mutable_usage_read_at() = ToTimestamp(finished);
+    published = Publish([&fresh](const Snapshot&) { return *fresh; }, changed);
   }
 
   absl::StatusOr<Snapshot> result;
@@ -125,7 +181,6 @@ absl::StatusOr<Snapshot> InventoryStore::Refresh() {
     outcome.finished_at = finished;
     outcome.duration = duration;
     outcome.changed = changed;
-    if (published) current_ = published;
     outcome.revision = current_ ? current_->revision() : 0;
     last_outcome_ = outcome;
     if (!outcome.status.ok()) last_error_ = outcome;
@@ -137,6 +192,66 @@ absl::StatusOr<Snapshot> InventoryStore::Refresh() {
   if (options_.on_probe) options_.on_probe(outcome);
   if (changed) Deliver(published);
   return result;
+}
+
+Snapshot InventoryStore::Publish(const std::function<v1::Inventory(const Snapshot& base)>& make, bool& changed) {
+  for (;;) {
+    Snapshot base;
+    {
+      absl::ReaderMutexLock lock(&mu_);
+      base = current_;
+    }
+    v1::Inventory next = make(base);
+    next.set_epoch(epoch_);
+    next.set_daemon_version(kVersion);
+    next.clear_revision();
+    const uint64_t revision = base ? base->revision() : 0;
+    changed = base == nullptr || !SameContent(*base, next);
+    next.set_revision(changed ? revision + 1 : revision);
+    auto published = std::make_shared<const v1::Inventory>(std::move(next));
+    absl::MutexLock lock(&mu_);
+    if (current_ != base) continue;  // another refresh published meanwhile: number against it
+    current_ = published;
+    return published;
+  }
+}
+
+absl::StatusOr<Snapshot> InventoryStore::RefreshUsage() {
+  if (options_.usage_command.empty()) return absl::FailedPreconditionError("no usage refresh configured");
+  if (InCallback()) return absl::FailedPreconditionError("InventoryStore::RefreshUsage called from a subscriber callback");
+  if (Current() == nullptr) {
+    return absl::FailedPreconditionError("no inventory yet: the usage refresh waits for the first full probe");
+  }
+  ProbeResult result = usage_runner_.Run();
+  ProbeOutcome outcome;
+  outcome.finished_at = absl::Now();
+  outcome.duration = result.duration;
+  outcome.status = result.inventory.status();
+  Snapshot published;
+  if (result.inventory.ok()) {
+    published = Publish(
+        [&](const Snapshot& base) {
+          v1::Inventory next = *base;
+          MergeUsage(*result.inventory, outcome.finished_at, next);
+          return next;
+        },
+        outcome.changed);
+    outcome.revision = published->revision();
+  }
+  if (options_.on_usage) options_.on_usage(outcome);
+  if (!published) return outcome.status;
+  if (outcome.changed) Deliver(published);
+  return published;
+}
+
+void InventoryStore::UsageLoop(absl::Duration interval) {
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), interval)) return;
+    }
+    if (Current() != nullptr) (void)RefreshUsage();  // the outcome goes to on_usage
+  }
 }
 
 void InventoryStore::Deliver(const Snapshot& snapshot) {
@@ -191,6 +306,10 @@ void InventoryStore::Start(absl::Duration interval) {
     stopping_ = false;
   }
   timer_ = std::thread([this, interval] { TimerLoop(interval); });
+  const absl::Duration usage = options_.usage_interval;
+  if (!options_.usage_command.empty() && usage > absl::ZeroDuration() && usage < absl::InfiniteDuration()) {
+    usage_timer_ = std::thread([this, usage] { UsageLoop(usage); });
+  }
 }
 
 void InventoryStore::Stop() {
@@ -201,6 +320,7 @@ void InventoryStore::Stop() {
     stopping_ = true;
   }
   timer_.join();
+  if (usage_timer_.joinable()) usage_timer_.join();
 }
 
 void InventoryStore::TimerLoop(absl::Duration interval) {

@@ -29,9 +29,19 @@ namespace devplace::inventory {
 using Snapshot = std::shared_ptr<const v1::Inventory>;
 
 // Whether two inventories have the same content: equal in everything but `revision`,
-// `probed_at`, the probe reports' `duration_ms` and the telemetry that moves on every probe
-// (`Host.memory_available_bytes`, `Device.memory_free_bytes`): the contract of Inventory.revision.
+// `probed_at`, `usage_read_at`, the probe reports' `duration_ms` and the telemetry that moves on
+// every probe (`Host.memory_available_bytes`, `Device.memory_free_bytes`,
+// `Partition.memory_free_bytes`, `DeviceUsage.memory_used_bytes`,
+// `DeviceUsageProcess.used_memory_bytes`): the contract of Inventory.revision. Which processes use
+// a device (their pids, uids and kinds, the count) and whether it is busy are content.
 bool SameContent(const v1::Inventory& a, const v1::Inventory& b);
+
+// Copies the usage figures of `usage` (devplace-probe --usage_only's output) into `into`, matched
+// by row and PCI bus id (MIG instances by UUID, else by GPU and compute instance id):
+// Device.usage and memory_free_bytes, Partition.usage and memory_free_bytes, each replaced (cleared
+// when the usage read has none). A device of `into` the usage read does not list loses its usage
+// (its free memory stays as the last full probe read it). Sets usage_read_at to `read_at`.
+void MergeUsage(const v1::Inventory& usage, absl::Time read_at, v1::Inventory& into);
 
 // The outcome of one probe run (one Refresh, or one coalesced group of them).
 struct ProbeOutcome {
@@ -63,6 +73,13 @@ struct StoreOptions {
   // Inventory.epoch of every snapshot this store publishes (revisions are comparable only within
   // one epoch). 0: the store's construction time in microseconds since the Unix epoch.
   uint64_t epoch = 0;
+  // The usage refresh (RefreshUsage): the probe program run to re-read only the usage figures
+  // (devplace-probe ... --usage_only), under probe_timeout; empty: none. Start() runs it every
+  // usage_interval (a positive duration; infinite: only on request).
+  std::vector<std::string> usage_command;
+  absl::Duration usage_interval = absl::InfiniteDuration();
+  // Optional observer called after every usage refresh with its outcome (as on_probe).
+  std::function<void(const ProbeOutcome&)> on_usage;
 };
 
 // Thread-safe: every method may be called from any thread. Readers (Current, LastOutcome) take a
@@ -100,6 +117,14 @@ class InventoryStore {
   // timeout plus a small grace (plus the augment hook's time).
   absl::StatusOr<Snapshot> Refresh();
 
+  // Re-reads the usage figures with StoreOptions.usage_command and publishes the current snapshot
+  // with them merged (MergeUsage): a new revision when the processes on a device or its busy state
+  // changed (SameContent), else the same revision with fresh figures. FAILED_PRECONDITION before
+  // the first full probe, without a usage_command, or from a subscriber callback; the
+  // ProbeRunner's errors as Refresh(). Concurrent calls run one probe each (the timer is the only
+  // regular caller).
+  absl::StatusOr<Snapshot> RefreshUsage();
+
   // The outcome of the latest completed probe run; status UNAVAILABLE "no probe has run yet"
   // (finished_at InfinitePast) before the first.
   ProbeOutcome LastOutcome() const;
@@ -118,8 +143,10 @@ class InventoryStore {
   // Starts the refresh thread: it refreshes at once, then `interval` after each refresh finishes
   // (success or failure). Until the first success it retries sooner, with backoff: 1 s, doubling,
   // at most min(interval, 60 s), also when `interval` is infinite. A second Start while running is ignored. `interval` must be positive.
+  // With a usage_command and a finite usage_interval, a second thread runs RefreshUsage every
+  // usage_interval (after each one finishes), once a snapshot exists.
   void Start(absl::Duration interval);
-  // Stops and joins the refresh thread; returns promptly when it is waiting for the next tick, and
+  // Stops and joins the refresh threads; returns promptly when they wait for the next tick, and
   // after the probe (bounded by its deadline) when one is running. Idempotent. Not from a
   // subscriber callback.
   void Stop();
@@ -132,6 +159,11 @@ class InventoryStore {
 
   // Runs the probe and the augment hook; returns the inventory to publish or the error.
   absl::StatusOr<v1::Inventory> ProbeOnce(absl::Duration& duration);
+  // Publishes make(current) as the new current snapshot: stamped (epoch, version, probed_at) and
+  // numbered against the snapshot it was made from; `make` runs again if another publisher got in
+  // between. Sets `changed` (a new revision). Returns the published snapshot.
+  Snapshot Publish(const std::function<v1::Inventory(const Snapshot& base)>& make, bool& changed);
+  void UsageLoop(absl::Duration interval);
   // Calls the subscribers for `snapshot` (a new revision), in order; takes deliver_mu_.
   void Deliver(const Snapshot& snapshot);
   bool InCallback() const;
@@ -140,6 +172,7 @@ class InventoryStore {
   const StoreOptions options_;
   const uint64_t epoch_;
   const ProbeRunner runner_;
+  const ProbeRunner usage_runner_;
 
   mutable absl::Mutex mu_;
   Snapshot current_ ABSL_GUARDED_BY(mu_);
@@ -162,6 +195,7 @@ class InventoryStore {
 
   absl::Mutex thread_mu_;  // serializes Start/Stop
   std::thread timer_ ABSL_GUARDED_BY(thread_mu_);
+  std::thread usage_timer_ ABSL_GUARDED_BY(thread_mu_);
 };
 
 }  // namespace devplace::inventory

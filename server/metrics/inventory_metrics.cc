@@ -78,6 +78,13 @@ std::vector<MetricFamily> InventoryFamilies(const v1::Inventory& inventory, absl
   MetricFamily memory_free =
       Gauge("devplace_device_memory_free_bytes", "Free device memory in bytes at the last probe (NVML)");
   MetricFamily usable = Gauge("devplace_device_usable", "1 when placement may use the device, else 0");
+  MetricFamily memory_used = Gauge("devplace_device_memory_used_bytes",
+                                   "Device memory in use in bytes at the last usage read (Device.usage)");
+  MetricFamily processes = Gauge("devplace_device_processes",
+                                 "Processes using the device at the last usage read, where its library lists them");
+  MetricFamily busy = Gauge("devplace_device_busy",
+                            "1 when no further process can use the device (exclusive-process mode taken, or "
+                            "prohibited), else 0; where the library reports a compute mode");
   MetricFamily health = Gauge("devplace_device_health", "1 for the device's health state, 0 for the others");
   MetricFamily row_state = Gauge("devplace_backend_state", "1 for the row's state, 0 for the others");
   MetricFamily row_devices = Gauge("devplace_backend_devices", "Devices found in the row");
@@ -101,6 +108,13 @@ std::vector<MetricFamily> InventoryFamilies(const v1::Inventory& inventory, absl
       if (device.has_memory_total_bytes()) Add(memory_total, labels, static_cast<double>(device.memory_total_bytes()));
       if (device.has_memory_free_bytes()) Add(memory_free, labels, static_cast<double>(device.memory_free_bytes()));
       Add(usable, labels, device.usable() ? 1 : 0);
+      if (device.usage().has_memory_used_bytes()) {
+        Add(memory_used, labels, static_cast<double>(device.usage().memory_used_bytes()));
+      }
+      if (device.usage().processes_known()) Add(processes, labels, device.usage().process_count());
+      if (device.usage().compute_mode() != v1::DEVICE_USAGE_COMPUTE_MODE_UNSPECIFIED) {
+        Add(busy, labels, device.usage().busy() ? 1 : 0);
+      }
       AddStateSet<v1::Health>(health, labels, "state", v1::Health_descriptor(), device.health(), "HEALTH_");
     }
   }
@@ -123,7 +137,8 @@ std::vector<MetricFamily> InventoryFamilies(const v1::Inventory& inventory, absl
   }
 
   std::vector<MetricFamily> out;
-  for (MetricFamily* family : {&memory_total, &memory_free, &usable, &health, &row_state, &row_devices,
+  for (MetricFamily* family : {&memory_total, &memory_free, &memory_used, &processes, &busy, &usable, &health,
+                               &row_state, &row_devices,
                                &without_series, &revision, &age, &prober_duration, &prober_status}) {
     PushIfAny(out, std::move(*family));
   }

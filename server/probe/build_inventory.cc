@@ -53,8 +53,48 @@ std::string UnusableReason(const BackendSpec& spec, const probe::PciFunction& fn
   return "";
 }
 
+// The processes of `usage` bounded to kMaxUsageProcesses (the most memory first), then by pid.
+void BoundProcesses(v1::DeviceUsage& usage) {
+  auto& processes = *usage.mutable_processes();
+  const auto by_memory = [](const v1::DeviceUsageProcess& a, const v1::DeviceUsageProcess& b) {
+    if (a.used_memory_bytes() != b.used_memory_bytes()) return a.used_memory_bytes() > b.used_memory_bytes();
+    return a.pid() < b.pid();
+  };
+  std::sort(processes.begin(), processes.end(), by_memory);
+  if (processes.size() > kMaxUsageProcesses) {
+    processes.DeleteSubrange(kMaxUsageProcesses, processes.size() - kMaxUsageProcesses);
+  }
+  std::sort(processes.begin(), processes.end(),
+            [](const v1::DeviceUsageProcess& a, const v1::DeviceUsageProcess& b) { return a.pid() < b.pid(); });
+  if (usage.process_count() < static_cast<uint32_t>(processes.size())) usage.set_process_count(processes.size());
+}
+
+// Device.usage from what the vendor probers recorded: the memory in use (total - free) from the
+// library that gave the memory (attributes["memory_source"]), the processes bounded; likewise for
+// each MIG instance's usage.
+void DeriveUsage(v1::Device& d) {
+  const auto source = d.attributes().find("memory_source");
+  const bool library_memory =
+      source != d.attributes().end() && d.has_memory_total_bytes() && d.has_memory_free_bytes();
+  if (library_memory) {
+    v1::DeviceUsage& usage = *d.mutable_usage();
+    if (usage.source().empty()) usage.set_source(source->second);
+    usage.set_memory_used_bytes(d.memory_total_bytes() - std::min(d.memory_free_bytes(), d.memory_total_bytes()));
+  }
+  if (d.has_usage()) BoundProcesses(*d.mutable_usage());
+  for (v1::Partition& p : *d.mutable_partitions()) {
+    if (!p.has_usage()) continue;
+    if (p.has_memory_total_bytes() && p.has_memory_free_bytes()) {
+      p.mutable_usage()->set_memory_used_bytes(p.memory_total_bytes() -
+                                               std::min(p.memory_free_bytes(), p.memory_total_bytes()));
+    }
+    BoundProcesses(*p.mutable_usage());
+  }
+}
+
 void DeriveDevice(const BackendSpec& spec, const probe::PciFunction& fn, uint32_t host_index, v1::Device& d) {
   d = fn.device;
+  DeriveUsage(d);
   d.set_host_index(host_index);
   d.set_driver_loaded(placement::IsRowDriver(spec, d.driver()));
   d.set_device_nodes_present(!d.device_nodes().empty() && fn.missing_nodes.empty());

@@ -15,6 +15,8 @@ namespace devplace::probe {
 // A probe report's message longer than kMaxReportMessageBytes is cut there, ending
 // "... (N bytes in all)".
 inline constexpr size_t kMaxReportMessageBytes = 4096;
+// DeviceUsage.processes keeps at most this many (the ones using the most memory), by pid.
+inline constexpr int kMaxUsageProcesses = 64;
 
 // The inventory of one probe run: host facts, the cpu row first (always present, READY, no
 // devices), then one Backend per row with hardware on the PCI bus, sorted by row; devices in PCI
@@ -23,7 +25,9 @@ inline constexpr size_t kMaxReportMessageBytes = 4096;
 // (host/facts.h; the pci prober already keeps no more, a vendor prober could add some), or
 // past kMaxDevices in all (rows in row order), keeps the first ones in PCI bus order, and a last
 // probe report "device_bound" (PROBE_STATUS_ERROR) says which rows kept how many of how many.
-// Report messages are cut at kMaxReportMessageBytes.
+// Report messages are cut at kMaxReportMessageBytes. Device.usage gets the memory in use from the
+// library that gave the memory figures (total - free) and at most kMaxUsageProcesses processes.
+
 v1::Inventory BuildInventory(const probe::ProbeRun& run);
 
 // RunProbers(root), then BuildInventory. Never fails: prober errors are in probe_reports. Runs

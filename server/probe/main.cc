@@ -40,6 +40,11 @@ ABSL_FLAG(absl::Duration, probe_timeout, absl::Seconds(5),
           "that never returns (a driver's sysfs file) ends the probe 1s past the deadline with exit status 3. "
           "Keep it below devplaced's --probe_timeout (default 10s), which kills the whole probe and is only "
           "the safety net");
+ABSL_FLAG(bool, usage_only, false,
+          "Read only what moves while jobs run, for devplaced's usage refresh (--usage_interval): the PCI scan and "
+          "the vendor libraries that report memory, for the rows the scan found (their memory figures, processes "
+          "and compute modes; not libcuda's numbering, not NVML's driver versions). The inventory written has the "
+          "PCI devices with those figures and nothing of the other host probers");
 ABSL_FLAG(bool, json, false,
           "Print the inventory as pretty JSON (the protobuf JSON mapping) for people, instead of "
           "the serialized devplace.v1.Inventory bytes");
@@ -71,7 +76,7 @@ std::string Usage() {
   return absl::StrCat(
       "Probes this host's accelerators, CPU and memory once and writes one devplace.v1.Inventory "
       "to stdout.\n\n",
-      usage, " [--probe_timeout=5s] [--json]\n\n", kUsageDetails);
+      usage, " [--probe_timeout=5s] [--usage_only] [--json]\n\n", kUsageDetails);
 }
 
 int Fail(int code, const std::string& message) {
@@ -178,8 +183,8 @@ int main(int argc, char** argv) {
   absl::StatusOr<devplace::probe::HostRoot> root = devplace::probe::HostRoot::Open(absl::GetFlag(FLAGS_host_root));
   if (!root.ok()) return Fail(2, absl::StrCat("--host_root: ", root.status().message()));
 
-  const devplace::probe::ProbeOptions options =
-      devplace::probe::ProbeOptionsFromFlags(absl::GetFlag(FLAGS_probe_timeout));
+  devplace::probe::ProbeOptions options = devplace::probe::ProbeOptionsFromFlags(absl::GetFlag(FLAGS_probe_timeout));
+  options.usage_only = absl::GetFlag(FLAGS_usage_only);
   devplace::probe::ExitWhenOverdue(options.vendor_timeout, "devplace-probe");
   const devplace::probe::ProbeRun run = devplace::probe::RunProbers(*root, options);
   const int status = Write(devplace::probe::BuildInventory(run));

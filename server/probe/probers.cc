@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -13,6 +15,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "server/common/host_file.h"
 
 namespace devplace::probe {
@@ -52,18 +56,71 @@ class AddressSpaceCap {
   bool set_ = false;
 };
 
+// The host probers a usage refresh runs: the PCI scan the vendor probers match devices by.
+const std::vector<Prober>& UsageProbers() {
+  static const auto* probers = [] {
+    auto* kept = new std::vector<Prober>;
+    for (const Prober& p : AllProbers()) {
+      if (p.name == "pci") kept->push_back(p);
+    }
+    return kept;
+  }();
+  return *probers;
+}
+
+// The real uid of `pid`, from the "Uid:" line of the host's /proc/<pid>/status.
+std::optional<uint32_t> ProcessUid(const HostRoot& root, uint32_t pid) {
+  absl::StatusOr<std::string> status = root.ReadFile(absl::StrCat("/proc/", pid, "/status"), 64 << 10);
+  if (!status.ok()) return std::nullopt;
+  for (absl::string_view line : absl::StrSplit(*status, '\n')) {
+    if (!absl::ConsumePrefix(&line, "Uid:")) continue;
+    std::vector<absl::string_view> ids = absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    uint32_t uid = 0;
+    if (!ids.empty() && absl::SimpleAtoi(ids[0], &uid)) return uid;
+  }
+  return std::nullopt;
+}
+
+void SetOwners(const HostRoot& root, v1::DeviceUsage& usage, std::map<uint32_t, std::optional<uint32_t>>& seen) {
+  for (v1::DeviceUsageProcess& p : *usage.mutable_processes()) {
+    if (p.pid() == 0) continue;
+    auto it = seen.find(p.pid());
+    if (it == seen.end()) it = seen.emplace(p.pid(), ProcessUid(root, p.pid())).first;
+    if (it->second) p.set_uid(*it->second);
+  }
+}
+
 }  // namespace
+
+void ReadProcessOwners(const HostRoot& root, HostFacts& facts) {
+  std::map<uint32_t, std::optional<uint32_t>> seen;
+  for (auto& [bus_id, fn] : facts.pci) {
+    if (fn.device.has_usage()) SetOwners(root, *fn.device.mutable_usage(), seen);
+    for (v1::Partition& p : *fn.device.mutable_partitions()) {
+      if (p.has_usage()) SetOwners(root, *p.mutable_usage(), seen);
+    }
+  }
+}
 
 ProbeRun RunProbers(const HostRoot& root, const ProbeOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   ProbeRun run;
   {
     const AddressSpaceCap cap;
-    run = RunProbers(root);
+    run = options.usage_only ? RunProbers(root, UsageProbers()) : RunProbers(root);
   }
   // The vendor probers get what is left of the whole probe's deadline (none: each is reported
   // timed out at once).
-  RunVendorProbers(VendorProbers(options), options.vendor_timeout, run, start + options.vendor_timeout);
+  std::vector<VendorProber> probers = VendorProbers(options);
+  if (options.usage_only) {  // no process for a library whose row the PCI scan did not find
+    probers.erase(std::remove_if(probers.begin(), probers.end(),
+                                 [&](const VendorProber& p) {
+                                   return p.row != v1::ROW_UNSPECIFIED && !run.facts.HasRow(p.row);
+                                 }),
+                  probers.end());
+  }
+  RunVendorProbers(probers, options.vendor_timeout, run, start + options.vendor_timeout);
+  ReadProcessOwners(root, run.facts);
   return run;
 }
 

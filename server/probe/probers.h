@@ -18,11 +18,18 @@ namespace devplace::probe {
 // most 1 MiB each, so a prober that needs more is parsing something hostile.
 inline constexpr uint64_t kHostProbeAddressSpaceBytes = uint64_t{512} << 20;
 
+// Sets DeviceUsageProcess.uid of every process the vendor probers listed (devices and MIG
+// instances) from the "Uid:" line of <root>/proc/<pid>/status (the host's pid namespace, as the
+// libraries report pids); left unset when the file cannot be read (the process ended).
+void ReadProcessOwners(const HostRoot& root, HostFacts& facts);
+
 // RunProbers(root) under an address-space cap (the soft RLIMIT_AS lowered to the current size plus
 // kHostProbeAddressSpaceBytes, and put back after: a prober past it is reported RESOURCE_EXHAUSTED),
 // then the vendor probers that `options` enables (VendorProbers: in the registry's order), all at
 // once, each in its own process, under what is left of
-// options.vendor_timeout (RunVendorProbers): the timeout covers the whole probe.
+// options.vendor_timeout (RunVendorProbers): the timeout covers the whole probe; then
+// ReadProcessOwners. With options.usage_only the host probers are the pci scan alone, and no
+// vendor prober runs whose row (VendorProber::row) the scan did not find.
 ProbeRun RunProbers(const HostRoot& root, const ProbeOptions& options);
 
 // What ExitWhenOverdue allows past the timeout (the vendor runner's own kill and report), and the

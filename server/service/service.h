@@ -17,6 +17,7 @@
 #include "devplace/v1/devplace.grpc.pb.h"
 #include "server/inventory/store.h"
 #include "server/service/answer_cache.h"
+#include "server/service/leases.h"
 #include "server/service/unix_listener.h"
 
 namespace devplace::service {
@@ -58,6 +59,12 @@ struct ServiceOptions {
   // than the rules (V-SKEW), cached repeats included (devplaced counts them:
   // devplace_version_skew_answers_total). Empty: not called. Must be thread-safe and quick.
   std::function<void(const placement::NewerLibrary&)> on_newer_library;
+  // Shared hosts, for metrics (null: none): each PickDevices outcome ("answered", "no_free_device",
+  // "no_free_device_after_wait", "invalid_argument", "failed_precondition", "resource_exhausted",
+  // "cancelled", "unavailable") with the time from its arrival to its answer, and the number of
+  // leases held after every change.
+  std::function<void(const std::string& outcome, absl::Duration latency)> on_pick;
+  std::function<void(size_t held)> on_leases;
 };
 
 // The key ServiceOptions.max_watches_per_peer counts by, from grpc::ServerContext::peer():
@@ -74,12 +81,15 @@ std::string PeerKey(const std::string& peer);
 // Issue 12: answers come from a PreparedSnapshot (server/service/answer_cache.h) built once per
 // published snapshot: its serialized inventory and a bounded cache of ResolveDevice answers.
 class DevicePlacementService final
-    : public v1::DevicePlacement::WithRawCallbackMethod_WatchInventory<
+    : public v1::DevicePlacement::WithRawCallbackMethod_PickDevices<
+          v1::DevicePlacement::WithRawCallbackMethod_LeaseRelease<
+          v1::DevicePlacement::WithRawCallbackMethod_LeaseKeepAlive<
+          v1::DevicePlacement::WithRawCallbackMethod_WatchInventory<
           v1::DevicePlacement::WithRawCallbackMethod_RefreshInventory<
               v1::DevicePlacement::WithRawCallbackMethod_ListBackends<
                   v1::DevicePlacement::WithRawCallbackMethod_GetInventory<
                       v1::DevicePlacement::WithRawCallbackMethod_ResolveDevice<
-                          v1::DevicePlacement::CallbackService>>>>> {
+                          v1::DevicePlacement::CallbackService>>>>>>>> {
  public:
   // What RefreshInventory runs: by default store.Refresh(); devplaced passes a "full" refresh
   // that re-runs the libtorch probe first.
@@ -95,8 +105,10 @@ class DevicePlacementService final
   // FAILED_PRECONDITION, message naming the field).
   grpc::ServerUnaryReactor* ResolveDevice(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
                                           grpc::ByteBuffer* response) override;
-  // The current snapshot (serialized v1::Inventory, the bytes built once per published snapshot);
-  // UNAVAILABLE before the first probe succeeded; INVALID_ARGUMENT when the request does not parse.
+  // The current snapshot (serialized v1::Inventory, the bytes built once per published snapshot),
+  // with the leases held now (Inventory.leases); callers RefreshInventory's rule does not allow get
+  // processes' pids and uids and leases' ids and pids removed. UNAVAILABLE before the first probe
+  // succeeded; INVALID_ARGUMENT when the request does not parse.
   grpc::ServerUnaryReactor* GetInventory(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
                                          grpc::ByteBuffer* response) override;
   // The hardware table (serialized v1::ListBackendsResponse, built once at construction); always
@@ -121,6 +133,20 @@ class DevicePlacementService final
   grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchInventory(grpc::CallbackServerContext* ctx,
                                                              const grpc::ByteBuffer* request) override;
 
+  // Shared hosts (rule P-PICK): picks and leases devices (LeaseTable); a pick that finds too few
+  // devices free and asked to wait (wait_ms) is queued and tried again, in arrival order, whenever
+  // a lease ends and at least every 500 ms, until its deadline (wait_ms, or the client's deadline
+  // less 100 ms). The holder: the caller's process or its parent over the unix socket (peer
+  // credentials; FAILED_PRECONDITION over TCP or for a pid devplaced cannot see), else a TTL.
+  grpc::ServerUnaryReactor* PickDevices(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* LeaseRelease(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* LeaseKeepAlive(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                           grpc::ByteBuffer* response) override;
+  // The lease table (for tests and the daemon's metrics).
+  LeaseTable& leases() { return *leases_; }
+
   // Asks the refresh worker for a refresh without a caller waiting on it (SIGHUP, start-up); it
   // shares a round with concurrent RefreshInventory calls. Ignored once shutdown began.
   void RequestRefresh();
@@ -136,10 +162,32 @@ class DevicePlacementService final
     grpc::ServerUnaryReactor* reactor;  // null for RequestRefresh()
     grpc::ByteBuffer* response;         // a serialized v1::Inventory
   };
+  struct PendingPick {
+    grpc::CallbackServerContext* ctx;
+    grpc::ServerUnaryReactor* reactor;
+    grpc::ByteBuffer* response;
+    v1::PickDevicesRequest request;
+    LeaseHolderSpec holder;
+    absl::Time arrived;
+    absl::Time deadline;
+  };
   void Forget(WatchReactor* watch, const std::string& peer);
   void RefreshWorker();
   // OK when the caller may start a probe, else PERMISSION_DENIED saying who may.
   grpc::Status Authorize(grpc::CallbackServerContext* ctx) const;
+  // Whether Authorize would allow the caller (without building its message).
+  bool Privileged(grpc::CallbackServerContext* ctx) const;
+  // The serialized inventory a caller gets: the snapshot's bytes (redacted for unprivileged
+  // callers), then the leases held now.
+  std::shared_ptr<const std::string> InventoryBytes(const std::shared_ptr<PreparedSnapshot>& prepared, bool privileged);
+  std::string InventoryBytes(const v1::Inventory& inventory, bool privileged);
+  std::string LeaseBytes(bool privileged);
+  absl::StatusOr<LeaseHolderSpec> HolderFor(grpc::CallbackServerContext* ctx, const v1::PickDevicesRequest& request) const;
+  // Answers one pick attempt; false when it stays queued (too few free, before its deadline).
+  bool TryPick(PendingPick& pick, bool waited);
+  void FinishPick(const PendingPick& pick, const grpc::Status& status, const std::string& outcome);
+  void PickWorker();
+  void LeasesChanged();
 
   const ServiceOptions options_;
   inventory::InventoryStore& store_;
@@ -154,7 +202,18 @@ class DevicePlacementService final
   std::vector<PendingRefresh> pending_ ABSL_GUARDED_BY(mu_);
   std::set<WatchReactor*> watches_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int> watches_per_peer_ ABSL_GUARDED_BY(mu_);
+  // The unprivileged callers' copy of the last snapshot that held pids.
+  absl::Mutex redacted_mu_;
+  inventory::Snapshot redacted_of_ ABSL_GUARDED_BY(redacted_mu_);
+  std::shared_ptr<const std::string> redacted_bytes_ ABSL_GUARDED_BY(redacted_mu_);
+  // Picks waiting for devices, in arrival order; poked when leases end.
+  absl::Mutex pick_mu_;
+  std::vector<PendingPick> waiting_ ABSL_GUARDED_BY(pick_mu_);
+  bool pick_poked_ ABSL_GUARDED_BY(pick_mu_) = false;
+  bool picks_stopping_ ABSL_GUARDED_BY(pick_mu_) = false;
+  std::unique_ptr<LeaseTable> leases_;
   std::thread worker_;
+  std::thread pick_worker_;
 };
 
 }  // namespace devplace::service

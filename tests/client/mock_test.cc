@@ -1,4 +1,6 @@
 // How a user tests code that takes a devplace::Client: devplace::MockConnection, no daemon.
+#include <stdlib.h>
+
 #include <string>
 #include <vector>
 
@@ -92,6 +94,56 @@ TEST(MockConnectionTest, EveryMethodCanBeMocked) {
   EXPECT_EQ(client.Refresh().status().code(), absl::StatusCode::kInternal);
   EXPECT_TRUE(client.Backends().ok());
   EXPECT_FALSE(*client.Health());
+}
+
+TEST(MockConnectionTest, PicksAndLeasesCanBeMockedAndThePickIsApplied) {
+  auto connection = std::make_shared<StrictMock<devplace::MockConnection>>();
+  devplace::v1::PickDevicesResponse picked;
+  (*picked.mutable_env())["CUDA_VISIBLE_DEVICES"] = "GPU-1";
+  picked.add_unset("HIP_VISIBLE_DEVICES");
+  picked.mutable_lease()->set_lease_id("abc");
+  EXPECT_CALL(*connection, PickDevices(AllOf(Property(&devplace::v1::PickDevicesRequest::count, 2u),
+                                             Property(&devplace::v1::PickDevicesRequest::wait_ms, 1500u),
+                                             Property(&devplace::v1::PickDevicesRequest::holder,
+                                                      devplace::v1::LEASE_HOLDER_TTL))))
+      .WillOnce(Return(picked));
+  devplace::v1::LeaseReleaseResponse released;
+  released.mutable_lease()->set_lease_id("abc");
+  EXPECT_CALL(*connection, LeaseRelease(Property(&devplace::v1::LeaseReleaseRequest::lease_id, "abc")))
+      .WillOnce(Return(released));
+  EXPECT_CALL(*connection, LeaseKeepAlive(_)).WillOnce(Return(absl::NotFoundError("no lease abc")));
+  const devplace::Client client(connection);
+  devplace::PickOptions options;
+  options.count = 2;
+  options.wait = absl::Milliseconds(1500);
+  options.holder = devplace::v1::LEASE_HOLDER_TTL;
+  absl::StatusOr<devplace::v1::PickDevicesResponse> answer = client.Pick(options);
+  ASSERT_TRUE(answer.ok());
+  setenv("HIP_VISIBLE_DEVICES", "0", 1);
+  devplace::ApplyPickEnvironment(*answer);
+  EXPECT_STREQ(getenv("CUDA_VISIBLE_DEVICES"), "GPU-1");
+  EXPECT_EQ(getenv("HIP_VISIBLE_DEVICES"), nullptr);
+  unsetenv("CUDA_VISIBLE_DEVICES");
+  EXPECT_EQ(client.ReleaseLease("abc")->lease_id(), "abc");
+  EXPECT_EQ(client.KeepLeaseAlive("abc", absl::Minutes(5)).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(ConnectionTest, AConnectionWrittenBeforePicksAnswersUnimplemented) {
+  class OldConnection : public devplace::Connection {
+   public:
+    absl::StatusOr<devplace::v1::ResolveDeviceResponse> ResolveDevice(const devplace::v1::ResolveDeviceRequest&) override {
+      return absl::UnavailableError("");
+    }
+    absl::StatusOr<devplace::v1::Inventory> GetInventory() override { return absl::UnavailableError(""); }
+    absl::StatusOr<devplace::v1::ListBackendsResponse> ListBackends() override { return absl::UnavailableError(""); }
+    absl::StatusOr<devplace::v1::Inventory> RefreshInventory() override { return absl::UnavailableError(""); }
+    absl::Status WatchInventory(uint64_t, devplace::InventoryCallback) override { return absl::UnavailableError(""); }
+    absl::StatusOr<bool> Health() override { return absl::UnavailableError(""); }
+  };
+  const devplace::Client client(std::make_shared<OldConnection>());
+  devplace::PickOptions options;
+  EXPECT_EQ(client.Pick(options).status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(client.ReleaseLease("x").status().code(), absl::StatusCode::kUnimplemented);
 }
 
 }  // namespace

@@ -179,6 +179,8 @@ std::vector<BadCase> BadCases() {
        "--probe_timeout must be at least 200ms (e.g. 10s): the probe child gets 60% of it for vendor libraries"},
       {"refresh_interval", [](DaemonConfig& c, const TempDir&) { c.refresh_interval = absl::Seconds(-1); },
        "--refresh_interval must be 0 (off) or positive, e.g. 60s"},
+      {"usage_interval", [](DaemonConfig& c, const TempDir&) { c.usage_interval = absl::Milliseconds(99); },
+       "--usage_interval must be 0 (only with full probes) or at least 100ms, e.g. 2s"},
       {"shutdown_grace", [](DaemonConfig& c, const TempDir&) { c.shutdown_grace = absl::Seconds(-1); },
        "--shutdown_grace must not be negative"},
       {"refresh_min_interval", [](DaemonConfig& c, const TempDir&) { c.refresh_min_interval = absl::Seconds(-1); },

@@ -2,6 +2,7 @@
 // devplace's prober looks up (server/probe/vendor_libs/cndev_api.h) and answers them from a script (format in
 // accel_fake_script.h) named by FAKE_CNDEV_CONFIG; FAKE_CNDEV_LOG logs the calls. Device keys: bus_id,
 // name, uuid, memory <total> <used> in bytes (answered in MB; absent: not supported),
+// processes <pid>:<KiB>,... (cndevGetProcessInfo; absent: none),
 // health <flag> <device state> <driver state> (default "1 1 4": healthy, good, running). Every
 // struct must carry version 5 or later (else CNDEV_ERROR_UNSUPPORTED_API_VERSION). `fail` codes:
 // the cndevRet_t names without CNDEV_ERROR_ (NO_DRIVER, LOW_DRIVER_VERSION,
@@ -11,6 +12,8 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "server/probe/vendor_libs/cndev_api.h"
 #include "tests/fakes/accel_fake_script.h"
@@ -136,5 +139,29 @@ FAKE_EXPORT cndevRet_t cndevGetCardHealthState(cndevCardHealthState_t* cardHealt
   cardHealthState->health = health;
   cardHealthState->deviceState = device_state;
   cardHealthState->driverState = driver_state;
+  return CNDEV_SUCCESS;
+}
+
+FAKE_EXPORT cndevRet_t cndevGetProcessInfo(unsigned* infoCount, cndevProcessInfo_t* procInfo, cndevDevice_t device) {
+  FAKE_DEVICE_CALL(device, procInfo != nullptr ? procInfo->version : 0)
+  if (infoCount == nullptr) return CNDEV_ERROR_INVALID_ARGUMENT;
+  std::vector<std::pair<unsigned, unsigned long long>> list;
+  const std::string text = script.Fact(i, "processes");
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t end = std::min(text.find(',', at), text.size());
+    unsigned pid = 0;
+    unsigned long long kib = 0;
+    if (std::sscanf(text.substr(at, end - at).c_str(), "%u:%llu", &pid, &kib) == 2) list.emplace_back(pid, kib);
+    at = end + 1;
+  }
+  const unsigned capacity = *infoCount;
+  *infoCount = static_cast<unsigned>(list.size());
+  if (list.size() > capacity) return CNDEV_ERROR_INSUFFICIENT_SPACE;
+  for (size_t k = 0; k < list.size(); ++k) {
+    procInfo[k].pid = list[k].first;
+    procInfo[k].physicalMemoryUsed = list[k].second;
+    procInfo[k].virtualMemoryUsed = list[k].second;
+  }
   return CNDEV_SUCCESS;
 }

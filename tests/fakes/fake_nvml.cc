@@ -28,6 +28,13 @@
 //   device <i> mig <j> name <text to end>       its nvmlDeviceGetName ("... MIG 3g.40gb")
 //   device <i> mig <j> instance <gi> <ci>       nvmlDeviceGetGpuInstanceId / ComputeInstanceId
 //   device <i> mig <j> memory <total> <free> <used>
+//   device <i> compute_mode <n>                 nvmlDeviceGetComputeMode (0 default, 2 prohibited,
+//                                               3 exclusive process; absent: NOT_SUPPORTED)
+//   device <i> process <pid> <used|-> <kind> [<gi> <ci>]
+//                                               a process in nvmlDevice{Compute,Graphics}Running-
+//                                               Processes_v3: <used> bytes ('-': NVML_VALUE_NOT_
+//                                               AVAILABLE), <kind> compute, graphics or both, the
+//                                               MIG instance it runs in (default: none)
 //
 //   fail <function> <target> <code>             the call returns <code>: a name without the
 //                                               NVML_ERROR_ prefix (GPU_IS_LOST, NOT_SUPPORTED,
@@ -79,8 +86,15 @@ struct Mig {
   nvmlMemory_t memory = {};
 };
 
+struct Process {
+  nvmlProcessInfo_t info = {};
+  bool compute = false, graphics = false;
+};
+
 struct Gpu {
   std::string bus_id, name, uuid;
+  int compute_mode = -1;  // -1: NOT_SUPPORTED
+  std::vector<Process> processes;
   bool has_memory = false;
   nvmlMemory_t memory = {};
   unsigned int mig_current = 0, mig_pending = 0;
@@ -183,6 +197,23 @@ bool Parse(const std::string& path, Config& config, std::string& error) {
         gpu.has_memory = true;
         gpu.memory = {static_cast<unsigned long long>(b), static_cast<unsigned long long>(c),
                       static_cast<unsigned long long>(d)};
+      } else if (w[2] == "compute_mode" && w.size() == 4 && ParseInt(w[3], b)) {
+        gpu.compute_mode = static_cast<int>(b);
+      } else if (w[2] == "process" && (w.size() == 6 || w.size() == 8) && ParseInt(w[3], b) &&
+                 (w[4] == "-" || ParseInt(w[4], c)) && (w[5] == "compute" || w[5] == "graphics" || w[5] == "both")) {
+        Process p;
+        p.info.pid = static_cast<unsigned int>(b);
+        p.info.usedGpuMemory = w[4] == "-" ? NVML_VALUE_NOT_AVAILABLE : static_cast<unsigned long long>(c);
+        p.info.gpuInstanceId = NVML_INVALID_INSTANCE_ID;
+        p.info.computeInstanceId = NVML_INVALID_INSTANCE_ID;
+        if (w.size() == 8) {
+          if (!ParseInt(w[6], c) || !ParseInt(w[7], d)) return bad("bad process instance ids");
+          p.info.gpuInstanceId = static_cast<unsigned int>(c);
+          p.info.computeInstanceId = static_cast<unsigned int>(d);
+        }
+        p.compute = w[5] != "graphics";
+        p.graphics = w[5] != "compute";
+        gpu.processes.push_back(p);
       } else if (w[2] == "mig_mode" && w.size() == 5 && ParseInt(w[3], b) && ParseInt(w[4], c)) {
         gpu.mig_current = static_cast<unsigned int>(b);
         gpu.mig_pending = static_cast<unsigned int>(c);
@@ -392,6 +423,46 @@ FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlM
   }
   if (!GpuOf(device).has_memory) return NVML_ERROR_NOT_SUPPORTED;
   *memory = GpuOf(device).memory;
+  return NVML_SUCCESS;
+}
+
+// Both process lists: the GPU's processes of that kind (on a MIG device handle, those in its
+// instance), with NVML's count protocol.
+static nvmlReturn_t Processes(nvmlDevice_t device, unsigned int* infoCount, nvmlProcessInfo_t* infos, bool graphics) {
+  if (infoCount == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const Mig* mig = MigOf(device);
+  std::vector<nvmlProcessInfo_t> list;
+  for (const Process& p : GpuOf(device).processes) {
+    if (!(graphics ? p.graphics : p.compute)) continue;
+    if (mig != nullptr && (p.info.gpuInstanceId != mig->gpu_instance || p.info.computeInstanceId != mig->compute_instance)) {
+      continue;
+    }
+    list.push_back(p.info);
+  }
+  const unsigned int capacity = *infoCount;
+  *infoCount = static_cast<unsigned int>(list.size());
+  if (list.size() > capacity || (infos == nullptr && !list.empty())) return NVML_ERROR_INSUFFICIENT_SIZE;
+  for (size_t i = 0; i < list.size(); ++i) infos[i] = list[i];
+  return NVML_SUCCESS;
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* infoCount,
+                                                                      nvmlProcessInfo_t* infos) {
+  FAKE_NVML_DEVICE_CALL(device)
+  return Processes(device, infoCount, infos, false);
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device, unsigned int* infoCount,
+                                                                       nvmlProcessInfo_t* infos) {
+  FAKE_NVML_DEVICE_CALL(device)
+  return Processes(device, infoCount, infos, true);
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t device, int* mode) {
+  FAKE_NVML_DEVICE_CALL(device)
+  if (mode == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (GpuOf(device).compute_mode < 0) return NVML_ERROR_NOT_SUPPORTED;
+  *mode = GpuOf(device).compute_mode;
   return NVML_SUCCESS;
 }
 

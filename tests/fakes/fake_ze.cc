@@ -14,6 +14,8 @@
 //                                               one device memory module per line (on tile n, or
 //                                               on the device with '-'); health ok (default),
 //                                               degraded, critical, replace
+//   device <i> process <pid> <mem bytes>        a process in zesDeviceProcessesGetState (each
+//                                               entry's stype is checked)
 // plus fail / sleep / hang / crash (tests/fakes/fake_script.h); codes are named without the
 // ZE_RESULT_ERROR_ prefix (DEVICE_LOST, UNSUPPORTED_FEATURE, INSUFFICIENT_PERMISSIONS,
 // UNINITIALIZED, ...). Memory calls target the device index of their module.
@@ -52,6 +54,7 @@ struct Gpu {
   std::string bus_id, name, uuid;
   uint32_t tiles = 0;
   std::vector<Module> memory;
+  std::vector<std::pair<uint32_t, uint64_t>> processes;
 };
 
 struct Config {
@@ -93,6 +96,8 @@ bool Load(const char* path, Config& config, std::string& error) {
         gpu.name = fake::RestOfLine(line, 3);
       } else if (w[2] == "uuid" && w.size() == 4 && w[3].size() == 32) {
         gpu.uuid = w[3];
+      } else if (w[2] == "process" && w.size() == 5 && fake::ParseNumber(w[3], b) && fake::ParseNumber(w[4], c)) {
+        gpu.processes.emplace_back(static_cast<uint32_t>(b), static_cast<uint64_t>(c));
       } else if (w[2] == "tiles" && w.size() == 4 && fake::ParseNumber(w[3], b)) {
         gpu.tiles = static_cast<uint32_t>(b);
       } else if (w[2] == "memory" && (w.size() == 6 || w.size() == 7) && fake::ParseNumber(w[4], b) &&
@@ -271,5 +276,28 @@ FAKE_EXPORT ze_result_t zesMemoryGetState(zes_mem_handle_t hMemory, zes_mem_stat
   pState->health = m.health;
   pState->size = m.size;
   pState->free = m.free;
+  return ZE_RESULT_SUCCESS;
+}
+
+FAKE_EXPORT ze_result_t zesDeviceProcessesGetState(zes_device_handle_t hDevice, uint32_t* pCount,
+                                                   zes_process_state_t* pProcesses) {
+  const Gpu* gpu = GpuOf(hDevice);
+  if (gpu == nullptr || pCount == nullptr) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+  if (const ze_result_t r = Script("zesDeviceProcessesGetState", std::to_string(hDevice->index))) return r;
+  const uint32_t n = static_cast<uint32_t>(gpu->processes.size());
+  if (*pCount == 0) {
+    *pCount = n;
+    return ZE_RESULT_SUCCESS;
+  }
+  if (pProcesses == nullptr) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+  const uint32_t filled = std::min(*pCount, n);
+  for (uint32_t i = 0; i < filled; ++i) {
+    if (pProcesses[i].stype != ZES_STRUCTURE_TYPE_PROCESS_STATE) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+    pProcesses[i].processId = gpu->processes[i].first;
+    pProcesses[i].memSize = gpu->processes[i].second;
+    pProcesses[i].sharedSize = 0;
+    pProcesses[i].engines = 1;
+  }
+  *pCount = filled;
   return ZE_RESULT_SUCCESS;
 }

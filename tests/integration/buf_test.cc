@@ -40,7 +40,8 @@ TEST_F(BufCurl, ListsTheServiceMethodsAndCallsGetInventoryThroughReflection) {
   const std::string base = "http://" + d.tcp_target();
   CommandResult methods = Shell(Curl(base, "--list-methods"));
   ASSERT_EQ(methods.exit_code, 0) << methods.out;
-  for (const char* m : {"ResolveDevice", "GetInventory", "WatchInventory", "ListBackends", "RefreshInventory"}) {
+  for (const char* m : {"ResolveDevice", "GetInventory", "WatchInventory", "ListBackends", "RefreshInventory",
+                        "PickDevices", "LeaseRelease", "LeaseKeepAlive"}) {
     EXPECT_THAT(methods.out, HasSubstr(absl::StrCat("devplace.v1.DevicePlacement/", m)));
   }
   // Health first: the inventory exists once it says SERVING.
@@ -72,6 +73,12 @@ TEST_F(BufCurl, ListsTheServiceMethodsAndCallsGetInventoryThroughReflection) {
                                " -d '{\"workload\": \"WORKLOAD_INFERENCE\", \"device_map\": \"cuda:01\"}'"));
   EXPECT_EQ(bad.exit_code, 3 * 8) << bad.out;  // INVALID_ARGUMENT
   EXPECT_THAT(bad.out, HasSubstr("Invalid device string"));
+  // PickDevices through reflection alone: a TTL lease over TCP, the environment in its JSON.
+  CommandResult pick = Shell(Curl(base + "/devplace.v1.DevicePlacement/PickDevices",
+                                  "-d '{\"count\": 1, \"ttl_ms\": 60000, \"job\": {\"workload\": \"WORKLOAD_TRAINING\"}}'"));
+  ASSERT_EQ(pick.exit_code, 0) << pick.out;
+  EXPECT_THAT(pick.out, HasSubstr("\"CUDA_VISIBLE_DEVICES\": \"GPU-"));
+  EXPECT_THAT(pick.out, HasSubstr("LEASE_HOLDER_TTL"));
   d.Signal(SIGTERM);
   EXPECT_EQ(d.WaitExit(absl::Seconds(10)), 0);
 }

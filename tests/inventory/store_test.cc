@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <fstream>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -29,6 +30,7 @@ namespace {
 using inventory::InventoryStore;
 using inventory::StoreOptions;
 using inventory::ProbeOutcome;
+using inventory::MergeUsage;
 using inventory::SameContent;
 using inventory::Snapshot;
 using ::testing::HasSubstr;
@@ -87,6 +89,153 @@ TEST(SameContentTest, IgnoresRevisionTimestampDurationsAndTelemetryOnly) {
   b = a;
   b.mutable_probe_reports(0)->set_message("found 1 device");
   EXPECT_FALSE(SameContent(a, b));
+}
+
+TEST(SameContentTest, UsageFiguresAreTelemetryButWhoUsesADeviceIsContent) {
+  v1::Inventory a;
+  v1::Device& d = *a.add_backends()->add_devices();
+  v1::DeviceUsage& u = *d.mutable_usage();
+  u.set_source("nvml");
+  u.set_processes_known(true);
+  u.set_process_count(1);
+  u.add_processes()->set_pid(42);
+  d.add_partitions()->set_memory_free_bytes(1);
+  v1::Inventory b = a;
+  b.mutable_usage_read_at()->set_seconds(99);
+  b.mutable_backends(0)->mutable_devices(0)->mutable_usage()->set_memory_used_bytes(5);
+  b.mutable_backends(0)->mutable_devices(0)->mutable_usage()->mutable_processes(0)->set_used_memory_bytes(5);
+  b.mutable_backends(0)->mutable_devices(0)->mutable_partitions(0)->set_memory_free_bytes(7);
+  EXPECT_TRUE(SameContent(a, b));
+  b.mutable_backends(0)->mutable_devices(0)->mutable_usage()->mutable_processes(0)->set_pid(43);
+  EXPECT_FALSE(SameContent(a, b));
+  b = a;
+  b.mutable_backends(0)->mutable_devices(0)->mutable_usage()->set_busy(true);
+  EXPECT_FALSE(SameContent(a, b));
+}
+
+TEST(MergeUsageTest, ReplacesUsageAndFreeMemoryByBusIdAndClearsWhatTheReadLacks) {
+  v1::Inventory into;
+  v1::Backend& b = *into.add_backends();
+  b.set_row(v1::ROW_CUDA_NVIDIA);
+  for (const char* bus : {"0000:18:00.0", "0000:9a:00.0", "0000:aa:00.0"}) {
+    v1::Device& d = *b.add_devices();
+    d.set_pci_bus_id(bus);
+    d.set_memory_free_bytes(100);
+    d.mutable_usage()->set_process_count(9);
+  }
+  b.mutable_devices(1)->add_partitions()->set_uuid("MIG-a");
+  v1::Inventory usage;
+  v1::Backend& ub = *usage.add_backends();
+  ub.set_row(v1::ROW_CUDA_NVIDIA);
+  v1::Device& u0 = *ub.add_devices();
+  u0.set_pci_bus_id("0000:18:00.0");
+  u0.set_memory_free_bytes(60);
+  u0.mutable_usage()->set_process_count(1);
+  v1::Device& u1 = *ub.add_devices();
+  u1.set_pci_bus_id("0000:9a:00.0");  // read without usage or free memory
+  v1::Partition& p = *u1.add_partitions();
+  p.set_uuid("MIG-a");
+  p.set_memory_free_bytes(7);
+  p.mutable_usage()->set_process_count(2);
+  MergeUsage(usage, absl::FromUnixSeconds(1000), into);
+  EXPECT_EQ(into.backends(0).devices(0).memory_free_bytes(), 60u);
+  EXPECT_EQ(into.backends(0).devices(0).usage().process_count(), 1u);
+  EXPECT_FALSE(into.backends(0).devices(1).has_usage());
+  EXPECT_FALSE(into.backends(0).devices(1).has_memory_free_bytes());
+  EXPECT_EQ(into.backends(0).devices(1).partitions(0).usage().process_count(), 2u);
+  EXPECT_EQ(into.backends(0).devices(1).partitions(0).memory_free_bytes(), 7u);
+  EXPECT_FALSE(into.backends(0).devices(2).has_usage());  // not in the read: unknown now
+  EXPECT_EQ(into.backends(0).devices(2).memory_free_bytes(), 100u);
+  EXPECT_EQ(into.usage_read_at().seconds(), 1000);
+}
+
+// A store on nvidia-2x-h100 with the fake NVML answering from a script the test rewrites.
+class UsageStore {
+ public:
+  explicit UsageStore(absl::Duration interval = absl::InfiniteDuration()) {
+    script_ = dir_.path() + "/nvml.txt";
+    Use("h100.txt");
+    setenv("FAKE_NVML_CONFIG", script_.c_str(), 1);
+    StoreOptions options = ProbeOf(HostDir("nvidia-2x-h100"));
+    options.probe_command.push_back("--nvml_library=" DEVPLACE_FAKE_NVML);
+    options.usage_command = options.probe_command;
+    options.usage_command.push_back("--usage_only");
+    options.usage_interval = interval;
+    options.on_usage = [this](const ProbeOutcome& o) {
+      absl::MutexLock lock(&mu_);
+      outcomes_.push_back(o);
+    };
+    store_ = std::make_unique<InventoryStore>(options);
+  }
+  ~UsageStore() { unsetenv("FAKE_NVML_CONFIG"); }
+  void Use(const std::string& fixture) {
+    std::ifstream in(std::string(DEVPLACE_FIXTURES_DIR) + "/nvml/" + fixture);
+    std::ofstream(script_) << in.rdbuf();
+  }
+  InventoryStore& store() { return *store_; }
+  std::vector<ProbeOutcome> outcomes() {
+    absl::MutexLock lock(&mu_);
+    return outcomes_;
+  }
+
+ private:
+  TempDir dir_;
+  std::string script_;
+  std::unique_ptr<InventoryStore> store_;
+  absl::Mutex mu_;
+  std::vector<ProbeOutcome> outcomes_;
+};
+
+const v1::Device& Gpu9a(const Snapshot& s) { return s->backends(1).devices(1); }
+
+TEST(InventoryStoreTest, UsageRefreshPublishesNewProcessesAsARevisionAndFiguresWithoutOne) {
+  UsageStore u;
+  EXPECT_EQ(u.store().RefreshUsage().status().code(), absl::StatusCode::kFailedPrecondition);  // no snapshot yet
+  Recorder recorder;
+  u.store().Subscribe(recorder.callback());
+  absl::StatusOr<Snapshot> first = u.store().Refresh();
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ((*first)->revision(), 1u);
+  EXPECT_TRUE(Gpu9a(*first).usage().processes_known());
+  EXPECT_EQ(Gpu9a(*first).usage().process_count(), 0u);
+  EXPECT_TRUE((*first)->has_usage_read_at());
+
+  // Processes appear: a new revision, delivered; the rest of the snapshot is the full probe's.
+  u.Use("shared.txt");
+  absl::StatusOr<Snapshot> busy = u.store().RefreshUsage();
+  ASSERT_TRUE(busy.ok()) << busy.status();
+  EXPECT_EQ((*busy)->revision(), 2u);
+  EXPECT_EQ(Gpu9a(*busy).usage().process_count(), 3u);
+  EXPECT_TRUE((*busy)->backends(1).devices(0).usage().busy());
+  EXPECT_EQ((*busy)->probe_reports_size(), (*first)->probe_reports_size());
+  EXPECT_EQ((*busy)->probed_at().seconds(), (*first)->probed_at().seconds());
+  ASSERT_EQ(recorder.seen().size(), 2u);
+  EXPECT_EQ(recorder.seen()[1], *busy);
+  ASSERT_EQ(u.outcomes().size(), 1u);
+  EXPECT_TRUE(u.outcomes()[0].changed);
+  EXPECT_GT(u.outcomes()[0].duration, absl::ZeroDuration());
+
+  // The same processes again: fresh figures, the same revision, nobody notified.
+  absl::StatusOr<Snapshot> again = u.store().RefreshUsage();
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ((*again)->revision(), 2u);
+  EXPECT_NE(*again, *busy);
+  EXPECT_EQ(recorder.seen().size(), 2u);
+  // A full probe reading the same usage keeps the revision too.
+  absl::StatusOr<Snapshot> full = u.store().Refresh();
+  ASSERT_TRUE(full.ok());
+  EXPECT_EQ((*full)->revision(), 2u);
+}
+
+TEST(InventoryStoreTest, UsageRefreshRunsOnItsOwnTimer) {
+  UsageStore u(absl::Milliseconds(200));
+  u.store().Start(absl::InfiniteDuration());  // one full probe, then usage refreshes only
+  ASSERT_TRUE(Eventually([&] { return u.store().Current() != nullptr; }, absl::Seconds(20)));
+  u.Use("shared.txt");
+  EXPECT_TRUE(Eventually([&] { return Gpu9a(u.store().Current()).usage().process_count() == 3; }, absl::Seconds(20)));
+  EXPECT_EQ(u.store().Current()->revision(), 2u);
+  u.store().Stop();
+  EXPECT_FALSE(u.outcomes().empty());
 }
 
 TEST(InventoryStoreTest, NothingBeforeTheFirstProbe) {

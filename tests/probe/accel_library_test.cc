@@ -322,6 +322,26 @@ TEST(CndevTest, UnhealthyDeviceIsAFaultWithItsStates) {
   EXPECT_TRUE(FindDevice(inv, "0000:3b:00.0")->usable());
 }
 
+TEST(CndevTest, ProcessesBecomeTheDevicesUsage) {
+  const v1::Inventory inv = ProbeFixture(VendorNamed("cndev"));
+  const v1::DeviceUsage& busy = FindDevice(inv, "0000:5e:00.0")->usage();
+  EXPECT_EQ(busy.source(), "cndev");
+  EXPECT_EQ(busy.process_count(), 1u);
+  ASSERT_EQ(busy.processes_size(), 1);
+  EXPECT_EQ(busy.processes(0).pid(), 7070u);
+  EXPECT_EQ(busy.processes(0).used_memory_bytes(), 4294967296u);  // 4194304 KiB
+  EXPECT_EQ(busy.memory_used_bytes(), 4294967296u);
+  const v1::DeviceUsage& idle = FindDevice(inv, "0000:3b:00.0")->usage();
+  EXPECT_TRUE(idle.processes_known());
+  EXPECT_EQ(idle.process_count(), 0u);
+  // A library that lists no processes (HLML) gives the memory in use only.
+  const v1::Inventory gaudi = ProbeFixture(VendorNamed("hlml"));
+  const v1::DeviceUsage& hlml = FindDevice(gaudi, "0000:33:00.0")->usage();
+  EXPECT_EQ(hlml.source(), "hlml");
+  EXPECT_TRUE(hlml.has_memory_used_bytes());
+  EXPECT_FALSE(hlml.processes_known());
+}
+
 TEST(CndevTest, LibraryTooOldForTheApiVersionIsAnError) {
   const Vendor& v = VendorNamed("cndev");
   TempDir tmp;

@@ -66,6 +66,20 @@ TEST(LevelZeroTest, NamesUuidsAndMemoryMergedByBusId) {
   EXPECT_EQ(FindRow(inv, v1::ROW_XPU)->attributes().at("level_zero_driver_version"), "1.3.29735");
 }
 
+TEST(LevelZeroTest, ProcessesFromSysmanBecomeTheDevicesUsage) {
+  const v1::Inventory inv = ProbeWithZe("arc");
+  const v1::DeviceUsage& used = FindDevice(inv, kArc1)->usage();
+  EXPECT_EQ(used.source(), "level_zero");
+  EXPECT_TRUE(used.processes_known());
+  EXPECT_EQ(used.process_count(), 1u);
+  ASSERT_EQ(used.processes_size(), 1);
+  EXPECT_EQ(used.processes(0).pid(), 3131u);
+  EXPECT_EQ(used.processes(0).used_memory_bytes(), 3221225472u);
+  EXPECT_EQ(used.memory_used_bytes(), 16225243136u - 12884901888u);
+  EXPECT_EQ(FindDevice(inv, kArc0)->usage().process_count(), 0u);
+  EXPECT_TRUE(FindDevice(inv, kArc0)->usage().processes_known());
+}
+
 TEST(LevelZeroTest, TilesGiveSubDevicesAndTheFlatDeviceCount) {
   const v1::Inventory inv = ProbeWithZe("tiles");
   EXPECT_EQ(Ze(inv).status(), v1::PROBE_STATUS_OK) << Ze(inv).message();

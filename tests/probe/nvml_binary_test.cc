@@ -2,6 +2,7 @@
 // that never returns (it gives up on the nvml prober, still writes the rest and exits promptly).
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -34,6 +35,24 @@ v1::Inventory ProbeOutput(const std::string& args) {
   v1::Inventory inv;
   EXPECT_TRUE(inv.ParseFromString(r.out));
   return inv;
+}
+
+TEST(NvmlBinaryTest, UsageOnlyReadsThePciScanAndTheLibrariesOfItsRowsOnly) {
+  TempDir tmp;
+  const CommandResult r = RunProbeWithNvml("nvidia-2x-h100", "shared", "--usage_only --cuda_library=libcuda.so.1",
+                                           "FAKE_NVML_LOG=" + tmp.File("calls"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  v1::Inventory inv;
+  ASSERT_TRUE(inv.ParseFromString(r.out));
+  std::vector<std::string> reports;
+  for (const v1::ProbeReport& report : inv.probe_reports()) reports.push_back(report.name());
+  // No cpu, numa, dev_nodes, ... prober; no libcuda; no process for AMD SMI, Level Zero, ... (no
+  // such hardware on the bus).
+  EXPECT_THAT(reports, ::testing::ElementsAre("pci", "nvml"));
+  EXPECT_EQ(FindDevice(inv, "0000:9a:00.0")->usage().process_count(), 3u);
+  EXPECT_TRUE(FindDevice(inv, "0000:18:00.0")->usage().busy());
+  // NVML's system-wide calls (nvmlSystemGetCudaDriverVersion_v2 loads libcuda) are left out.
+  EXPECT_THAT(ReadFile(tmp.File("calls")), ::testing::Not(HasSubstr("nvmlSystemGet")));
 }
 
 TEST(NvmlBinaryTest, NeverReturningCallTimesOutAndTheRestIsWritten) {

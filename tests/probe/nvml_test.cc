@@ -242,6 +242,55 @@ TEST(NvmlTest, MigInstancesMergedIntoThePartitions) {
   EXPECT_THAT(other->partitions(), IsEmpty());
 }
 
+TEST(NvmlTest, ProcessesComputeModeAndMemoryInUseBecomeTheDevicesUsage) {
+  const v1::Inventory inv = ProbeHostWithNvml("nvidia-2x-h100", "shared");
+  const v1::Device* shared = FindDevice(inv, "0000:9a:00.0");
+  const v1::DeviceUsage& u = shared->usage();
+  EXPECT_EQ(u.source(), "nvml");
+  EXPECT_TRUE(u.processes_known());
+  EXPECT_EQ(u.process_count(), 3u);
+  EXPECT_EQ(u.memory_used_bytes(), 85520809984u - 42949672960u);  // total - free, as the memory figures
+  EXPECT_EQ(u.compute_mode(), v1::DEVICE_USAGE_COMPUTE_MODE_DEFAULT);
+  EXPECT_FALSE(u.busy());
+  ASSERT_EQ(u.processes_size(), 3);  // by pid; both lists merged
+  EXPECT_EQ(u.processes(0).pid(), 77u);
+  EXPECT_EQ(u.processes(0).kind(), v1::DEVICE_USAGE_PROCESS_KIND_GRAPHICS);
+  EXPECT_EQ(u.processes(1).pid(), 4242u);
+  EXPECT_EQ(u.processes(1).used_memory_bytes(), 21474836480u);
+  EXPECT_EQ(u.processes(2).kind(), v1::DEVICE_USAGE_PROCESS_KIND_COMPUTE_AND_GRAPHICS);
+  EXPECT_FALSE(u.processes(1).has_uid());  // no /proc/4242 in the fixture tree
+  // Exclusive-process mode with a process: busy; its memory NVML cannot tell is absent, not 0.
+  const v1::DeviceUsage& exclusive = FindDevice(inv, "0000:18:00.0")->usage();
+  EXPECT_EQ(exclusive.compute_mode(), v1::DEVICE_USAGE_COMPUTE_MODE_EXCLUSIVE_PROCESS);
+  EXPECT_TRUE(exclusive.busy());
+  ASSERT_EQ(exclusive.processes_size(), 1);
+  EXPECT_FALSE(exclusive.processes(0).has_used_memory_bytes());
+}
+
+TEST(NvmlTest, ProcessOwnersComeFromTheHostsProc) {
+  ScratchHost host("nvidia-2x-h100");
+  host.Write("proc/4242/status", "Name:\tpython\nUid:\t1001\t1001\t1001\t1001\nGid:\t100\t100\t100\t100\n");
+  const v1::Inventory inv = ProbeTreeWithNvml(host.dir(), "shared");
+  const v1::DeviceUsage& u = FindDevice(inv, "0000:9a:00.0")->usage();
+  ASSERT_EQ(u.processes_size(), 3);
+  EXPECT_EQ(u.processes(1).pid(), 4242u);
+  EXPECT_EQ(u.processes(1).uid(), 1001u);
+  EXPECT_FALSE(u.processes(2).has_uid());
+}
+
+TEST(NvmlTest, MigProcessesAreCountedInTheirInstance) {
+  const v1::Inventory inv = ProbeHostWithNvml("nvidia-mig", "mig-shared");
+  const v1::Device* gpu = FindDevice(inv, "0000:07:00.0");
+  EXPECT_EQ(gpu->usage().process_count(), 1u);
+  ASSERT_EQ(gpu->partitions_size(), 2);
+  EXPECT_EQ(gpu->partitions(0).usage().process_count(), 0u);
+  EXPECT_TRUE(gpu->partitions(0).usage().processes_known());
+  EXPECT_EQ(gpu->partitions(1).usage().process_count(), 1u);
+  EXPECT_EQ(gpu->partitions(1).usage().processes(0).pid(), 6006u);
+  EXPECT_EQ(gpu->partitions(1).usage().memory_used_bytes(), 42144366592u - 31070624768u);
+  EXPECT_EQ(FindDevice(inv, "0000:87:00.0")->usage().process_count(), 0u);
+}
+
 TEST(NvmlTest, MigInstancesWithoutCapabilityFilesAreAdded) {
   ScratchHost host("nvidia-mig");
   host.Remove("proc/driver/nvidia-caps");
@@ -364,6 +413,7 @@ const GoldenCase kGoldenCases[] = {
     {"gpu-lost", "nvidia-2x-h100", "gpu-lost"},
     {"fell-off-bus", "nvidia-fell-off-bus", "gpu-lost"},
     {"container", "nvidia-container", "container"},
+    {"shared", "nvidia-2x-h100", "shared"},
 };
 
 class NvmlGoldenTest : public ::testing::TestWithParam<GoldenCase> {};

@@ -19,7 +19,7 @@ NAMES = [
     "__version__", "Client", "Resolution", "TlsOptions", "Watch", "make_request", "resolve_device",
     "PLACEMENT_ENVIRONMENT_VARIABLES", "JOB_PYTHON_PACKAGES", "for_job", "from_environment", "job_device_nodes",
     "job_environment", "MAX_CAPTURED_NEAR_MISSES", "possible_placement_typo", "DRA_METADATA_DIR", "device_allocation",
-    "check_local_listener", "check_unix_socket", "default_target",
+    "check_local_listener", "check_unix_socket", "default_target", "Pick", "make_pick_request", "pick",
     "Error", "ResolveError", "AbortedError", "AlreadyExistsError", "CancelledError", "DataLossError",
     "DeadlineExceededError", "FailedPreconditionError", "InternalError", "InvalidArgumentError", "NotFoundError",
     "OutOfRangeError", "PermissionDeniedError", "ResourceExhaustedError", "UnauthenticatedError",
@@ -45,6 +45,14 @@ FUNCTIONS = {
     "check_local_listener": "(address: str) -> None",
     "check_unix_socket": "(path: str) -> None",
     "default_target": "(notes: Optional[List[str]] = None) -> str",
+    "make_pick_request": "(count: int = 1, *, min_free: Union[int, str, None] = None, allow_shared: bool = False, "
+                         "row: Union[str, int, None] = None, holder: Union[str, int, None] = None, "
+                         "ttl: Optional[float] = None, wait: Optional[float] = None, "
+                         "job: Optional[devplace_pb2.ResolveDeviceRequest] = None) -> devplace_pb2.PickDevicesRequest",
+    "pick": "(count: int = 1, *, min_free: Union[int, str, None] = None, allow_shared: bool = False, "
+            "row: Union[str, int, None] = None, ttl: Optional[float] = None, wait: Optional[float] = None, "
+            "job: Optional[devplace_pb2.ResolveDeviceRequest] = None, address: Optional[str] = None, "
+            "timeout: Optional[float] = 5.0, tls: Optional[TlsOptions] = None) -> Pick",
 }
 
 # "(constructor)": the class's call signature; "property" / "classmethod (...)": what the name is.
@@ -66,6 +74,18 @@ CLASSES = {
         "refresh": "(self) -> devplace_pb2.Inventory",
         "watch": "(self, known_revision: int = 0) -> Watch",
         "health": "(self, service: str = '') -> bool",
+        "pick_request": "(self, request: devplace_pb2.PickDevicesRequest) -> Pick",
+        "release_lease": "(self, lease_id: str) -> devplace_pb2.LeaseInfo",
+        "keep_lease_alive": "(self, lease_id: str, ttl: float = 300.0) -> devplace_pb2.LeaseInfo",
+    },
+    "Pick": {
+        "(constructor)": "(device: str, devices: List[str], env: Dict[str, str], unset: List[str], "
+                         "placed: List[devplace_pb2.PlacedDevice], lease_id: str, lease: devplace_pb2.LeaseInfo, "
+                         "explanation: List[str], warnings: List[str], "
+                         "response: devplace_pb2.PickDevicesResponse) -> None",
+        "from_response": "classmethod (response: devplace_pb2.PickDevicesResponse) -> Pick",
+        "apply": "(self) -> None",
+        "__str__": "(self) -> str",
     },
     "Resolution": {
         "(constructor)": "(device: str, devices: List[str], max_memory: Dict[Union[int, str], int], "
@@ -173,7 +193,7 @@ class PublicApi(unittest.TestCase):
                 self.assertEqual(members(cls), expected)
 
     def test_option_and_answer_classes_are_frozen_dataclasses(self):
-        for cls in (devplace.TlsOptions, devplace.Resolution):
+        for cls in (devplace.TlsOptions, devplace.Resolution, devplace.Pick):
             with self.subTest(cls.__name__):
                 self.assertTrue(dataclasses.is_dataclass(cls))
                 self.assertTrue(cls.__dataclass_params__.frozen)

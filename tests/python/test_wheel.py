@@ -15,9 +15,9 @@ from devplace_testing import BINARY_DIR, HERE, SOURCE_DIR, TempDir, clean_env, r
 DEBIAN_PYTHON = "/usr/bin/python3"
 DIST = os.path.join(BINARY_DIR, "client", "python", "dist")
 PACKAGE_FILES = ["devplace/__init__.py", "devplace/_client.py", "devplace/_connect_diagnosis.py",
-                 "devplace/_device_metadata.py", "devplace/_grpc_connection.py", "devplace/_placement_env.py",
-                 "devplace/_python_environment.py", "devplace/_read.py", "devplace/_resolution.py",
-                 "devplace/_resolve_options.py",
+                 "devplace/_device_metadata.py", "devplace/_grpc_connection.py", "devplace/_pick.py",
+                 "devplace/_placement_env.py", "devplace/_python_environment.py", "devplace/_read.py",
+                 "devplace/_resolution.py", "devplace/_resolve_options.py",
                  "devplace/_target.py", "devplace/errors.py", "devplace/py.typed", "devplace/v1/__init__.py",
                  "devplace/v1/devplace_pb2.py", "devplace/v1/devplace_pb2_grpc.py"]
 # What the build writes into the package (protoc, devplace_py_gen); every other file comes from the source tree.

@@ -98,6 +98,12 @@ class Connection {
   // grpc.health.v1.Health/Check for service "" (the whole server): true when SERVING, false for
   // any other serving status. Errors as for any call (UNAVAILABLE when unreachable).
   virtual absl::StatusOr<bool> Health() = 0;
+  // Shared hosts: DevicePlacement.PickDevices, LeaseRelease and LeaseKeepAlive. The gRPC
+  // connection gives PickDevices the unary deadline plus the request's wait_ms. The defaults answer
+  // UNIMPLEMENTED, so a Connection written before these calls existed still builds.
+  virtual absl::StatusOr<v1::PickDevicesResponse> PickDevices(const v1::PickDevicesRequest& request);
+  virtual absl::StatusOr<v1::LeaseReleaseResponse> LeaseRelease(const v1::LeaseReleaseRequest& request);
+  virtual absl::StatusOr<v1::LeaseKeepAliveResponse> LeaseKeepAlive(const v1::LeaseKeepAliveRequest& request);
 };
 
 // How to reach the daemon.
@@ -334,6 +340,36 @@ absl::StatusOr<v1::DeviceAllocation> ReadDeviceAllocation(const std::string& dir
 // first in path order, listed within 2 s.
 std::vector<std::string> JobDeviceNodes(const std::string& dev_dir = "/dev");
 
+// What a job asks PickDevices for on a shared host (rule P-PICK; the fields of PickDevicesRequest
+// in devplace.proto say each one's range and errors).
+struct PickOptions {
+  // Devices wanted, 1 to 64.
+  uint32_t count = 1;
+  // Only devices with at least this much free memory; 0 = any.
+  uint64_t min_free_bytes = 0;
+  // Whether a device other processes already use may be picked (after the idle ones).
+  bool allow_shared = false;
+  // The row; ROW_UNSPECIFIED = the row of the job's ResolveDevice answer.
+  v1::Row row = v1::ROW_UNSPECIFIED;
+  // Who holds the lease: UNSPECIFIED = this process over the unix socket, a TTL lease over TCP;
+  // LEASE_HOLDER_PARENT for a command whose parent (a shell) runs the job.
+  v1::LeaseHolder holder = v1::LEASE_HOLDER_UNSPECIFIED;
+  // A TTL lease's time to live (1 s to a day; zero = the daemon's 5 minutes).
+  absl::Duration ttl = absl::ZeroDuration();
+  // How long the daemon may wait for devices to be released (at most an hour; zero = not at all).
+  absl::Duration wait = absl::ZeroDuration();
+  // The job the devices are for; FromEnvironment() by default (its masks, /dev nodes and DRA
+  // allocation bound the pick). Its workload may stay UNSPECIFIED (training is assumed).
+  ResolveOptions job = ResolveOptions::FromEnvironment();
+
+  v1::PickDevicesRequest ToRequest() const;
+};
+
+// Applies a pick's environment to this process (setenv for PickDevicesResponse.env, unsetenv for
+// .unset), so that a runtime initialised afterwards (CUDA, ROCm, ...) sees exactly the picked
+// devices: call it before anything initialises the device runtime.
+void ApplyPickEnvironment(const v1::PickDevicesResponse& pick);
+
 // The devplaced client: a cheap, copyable value over a shared Connection.
 class Client {
  public:
@@ -366,6 +402,14 @@ class Client {
                      WatchCanceller* canceller = nullptr) const;
   // Whether the daemon reports SERVING.
   absl::StatusOr<bool> Health() const;
+  // Shared hosts: picks and leases devices for a job (PickDevices); the environment to set is
+  // in the answer (ApplyPickEnvironment). Over the unix socket the lease lasts as long as this
+  // process by default.
+  absl::StatusOr<v1::PickDevicesResponse> Pick(const PickOptions& options) const;
+  // Ends a lease now (LeaseRelease): its description as it was.
+  absl::StatusOr<v1::LeaseInfo> ReleaseLease(const std::string& lease_id) const;
+  // Extends a TTL lease to `ttl` from now (LeaseKeepAlive; zero = the daemon's 5 minutes).
+  absl::StatusOr<v1::LeaseInfo> KeepLeaseAlive(const std::string& lease_id, absl::Duration ttl) const;
 
   // The underlying connection.
   const std::shared_ptr<Connection>& connection() const { return connection_; }

@@ -32,6 +32,12 @@ class MockConnection : public Connection {
   MOCK_METHOD(absl::StatusOr<v1::Inventory>, RefreshInventory, (), (override));
   MOCK_METHOD(absl::Status, WatchInventory, (uint64_t known_revision, InventoryCallback on_inventory), (override));
   MOCK_METHOD(absl::StatusOr<bool>, Health, (), (override));
+  MOCK_METHOD(absl::StatusOr<v1::PickDevicesResponse>, PickDevices, (const v1::PickDevicesRequest& request),
+              (override));
+  MOCK_METHOD(absl::StatusOr<v1::LeaseReleaseResponse>, LeaseRelease, (const v1::LeaseReleaseRequest& request),
+              (override));
+  MOCK_METHOD(absl::StatusOr<v1::LeaseKeepAliveResponse>, LeaseKeepAlive, (const v1::LeaseKeepAliveRequest& request),
+              (override));
 };
 
 }  // namespace devplace

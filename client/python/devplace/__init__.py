@@ -12,6 +12,8 @@ python3-grpcio and python3-protobuf)::
         answer = client.resolve("training", local_rank=1)
         answer.device, answer.devices, answer.max_memory, answer.warnings, answer.explanation
         client.inventory(); client.backends(); client.health(); client.refresh()
+
+    devplace.pick(count=1)       # shared hosts: lease the least used GPU, set CUDA_VISIBLE_DEVICES; then import torch
         with client.watch() as revisions:              # cancel() from any thread ends it
             for inventory in revisions: ...
 
@@ -44,6 +46,7 @@ for _module, _package in (("grpc", "grpcio"), ("google.protobuf", "protobuf")):
 from ._client import Client, resolve_device
 from ._device_metadata import DRA_METADATA_DIR, device_allocation
 from ._grpc_connection import TlsOptions
+from ._pick import Pick, make_pick_request, pick
 from ._python_environment import JOB_PYTHON_PACKAGES, job_environment
 from ._resolution import Resolution, Watch
 from ._resolve_options import (MAX_CAPTURED_NEAR_MISSES, PLACEMENT_ENVIRONMENT_VARIABLES, for_job, from_environment,
@@ -58,7 +61,7 @@ __all__ = [
     "__version__", "Client", "Resolution", "TlsOptions", "Watch", "make_request", "resolve_device",
     "PLACEMENT_ENVIRONMENT_VARIABLES", "JOB_PYTHON_PACKAGES", "for_job", "from_environment", "job_device_nodes",
     "job_environment", "MAX_CAPTURED_NEAR_MISSES", "possible_placement_typo", "DRA_METADATA_DIR", "device_allocation",
-    "check_local_listener", "check_unix_socket", "default_target",
+    "check_local_listener", "check_unix_socket", "default_target", "Pick", "make_pick_request", "pick",
     "Error", "ResolveError", "AbortedError", "AlreadyExistsError", "CancelledError", "DataLossError",
     "DeadlineExceededError", "FailedPreconditionError", "InternalError", "InvalidArgumentError", "NotFoundError",
     "OutOfRangeError", "PermissionDeniedError", "ResourceExhaustedError", "UnauthenticatedError",

@@ -14,7 +14,7 @@ import logging
 import os
 import sys
 import warnings
-from typing import Any, Callable, List, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Union
 
 import grpc
 
@@ -25,6 +25,9 @@ from ._target import check_local_listener, check_unix_socket, default_target
 from .errors import (DeadlineExceededError, DevplaceWarning, Error, FailedPreconditionError, FallbackWarning,
                      InvalidArgumentError, NotFoundError, UnavailableError)
 from .v1 import devplace_pb2
+
+if TYPE_CHECKING:
+    from ._pick import Pick
 
 __all__ = ["Client", "resolve_device"]
 
@@ -216,6 +219,28 @@ class Client:
         """grpc.health.v1 Check: True when the daemon reports SERVING for ``service`` ("" = the whole
         server), False for any other status. Errors as for any call."""
         return self._connection.health(service)
+
+    # ---- shared hosts (devplace.pick, _pick.py) ----
+    def pick_request(self, request: devplace_pb2.PickDevicesRequest) -> Pick:
+        """PickDevices with a request from :func:`devplace.make_pick_request`; the environment is not
+        applied (``Pick.apply()`` does that; :func:`devplace.pick` does both)."""
+        from ._pick import Pick  # noqa: PLC0415
+        timeout = self._connection.timeout  # the daemon may wait wait_ms for devices: so may the call
+        if timeout is not None:
+            timeout += request.wait_ms / 1000.0
+        try:
+            return Pick.from_response(self._connection.stub.PickDevices(request, timeout=timeout))
+        except grpc.RpcError as e:
+            raise self._error(e) from None
+
+    def release_lease(self, lease_id: str) -> devplace_pb2.LeaseInfo:
+        """Ends a lease now (LeaseRelease); NotFoundError when it already ended."""
+        return self._unary("LeaseRelease", devplace_pb2.LeaseReleaseRequest(lease_id=lease_id)).lease
+
+    def keep_lease_alive(self, lease_id: str, ttl: float = 300.0) -> devplace_pb2.LeaseInfo:
+        """Extends a TTL lease to ``ttl`` seconds from now (LeaseKeepAlive)."""
+        request = devplace_pb2.LeaseKeepAliveRequest(lease_id=lease_id, ttl_ms=int(ttl * 1000))
+        return self._unary("LeaseKeepAlive", request).lease
 
     # ---- internals ----
     def _unary(self, rpc: str, request: Any) -> Any:

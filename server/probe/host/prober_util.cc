@@ -32,6 +32,19 @@ absl::StatusOr<ProbeOutcome> Problems::Finish(std::string found) const {
                                           " (found anyway: ", found, ")"));
 }
 
+void SetListedProcesses(v1::Device& d, const char* source, const std::vector<std::pair<uint32_t, uint64_t>>& processes) {
+  v1::DeviceUsage& usage = *d.mutable_usage();
+  usage.set_source(source);
+  usage.set_processes_known(true);
+  usage.set_process_count(static_cast<uint32_t>(processes.size()));
+  for (const auto& [pid, bytes] : processes) {
+    v1::DeviceUsageProcess& p = *usage.add_processes();
+    p.set_pid(pid);
+    p.set_used_memory_bytes(bytes);
+    p.set_kind(v1::DEVICE_USAGE_PROCESS_KIND_COMPUTE);
+  }
+}
+
 void MarkLost(v1::Device& d, const std::string& reason) {
   const bool already = d.health() == v1::HEALTH_LOST && !d.health_reason().empty();
   d.set_health_reason(already ? absl::StrCat(d.health_reason(), "; ", reason) : reason);

@@ -38,6 +38,10 @@ class Problems {
 // Helpers for the vendor-library merges (nvml, amd_smi, ...).
 // Marks `d` HEALTH_LOST with `reason`, appended ("; ") to an earlier loss reason.
 void MarkLost(v1::Device& d, const std::string& reason);
+
+// Device.usage from a library that lists the compute processes of a device as (pid, device memory
+// bytes): `source` (the prober's name), processes known, their count and each one.
+void SetListedProcesses(v1::Device& d, const char* source, const std::vector<std::pair<uint32_t, uint64_t>>& processes);
 // A vendor library's driver version for `row`: kept when no kernel source gave one; else a note
 // "<library>'s driver V differs from the <kernel_source>'s K" when they differ. Adds
 // "driver V" to `found`. Nothing when `version` is empty.

@@ -165,6 +165,7 @@ absl::StatusOr<ProbeOutcome> MergeLibrarySnapshot(const LibraryInfo& info, const
       }
       (*d.mutable_attributes())["memory_source"] = info.prober;
     }
+    if (dev.processes) SetListedProcesses(d, info.prober, *dev.processes);
     if (!dev.lost.empty()) {
       ++lost;
       MarkUnhealthy(d, v1::HEALTH_LOST, dev.lost);
@@ -209,7 +210,7 @@ absl::StatusOr<ProbeOutcome> MergeLibrarySnapshot(const LibraryInfo& info, const
 }
 
 VendorProber LibraryProber(const LibraryInfo& info, std::string library, LibraryReader read) {
-  return {info.prober,
+  VendorProber prober{info.prober,
           [info, library = std::move(library), read = std::move(read)](const HostFacts& facts,
                                                                       VendorCall& call) -> VendorMerge {
             std::vector<std::string> bus_ids;
@@ -223,6 +224,8 @@ VendorProber LibraryProber(const LibraryInfo& info, std::string library, Library
             auto snapshot = std::make_shared<const LibrarySnapshot>(read(library, bus_ids, call));
             return [info, snapshot](HostFacts& merged) { return MergeLibrarySnapshot(info, *snapshot, merged); };
           }};
+  prober.row = info.row;
+  return prober;
 }
 
 }  // namespace devplace::probe

@@ -15,6 +15,7 @@
 //   (total - used, never below 0) are set, and Device.attributes["memory_source"] names the
 //   prober (LibraryInfo::prober, its registry name) so answers can say where a figure came from;
 // - vendor facts go to Device.attributes (e.g. "serial", "module_id", "card_id", "logic_id");
+// - processes the library lists go to Device.usage (source: the prober), compute processes;
 // - a device the library reports lost becomes HEALTH_LOST, one it reports faulty HEALTH_FAULT,
 //   with the library call and its answer in health_reason (appended to an earlier reason); a
 //   device it refuses (no permission) gets an inaccessible reason; all three make it unusable.
@@ -52,6 +53,9 @@ struct LibraryDevice {
   std::optional<uint64_t> memory_total_bytes;
   std::optional<uint64_t> memory_used_bytes;
   std::map<std::string, std::string> attributes;  // vendor facts for Device.attributes
+  // The processes using the device, (pid, device memory bytes), for Device.usage; absent when the
+  // library does not list them (or the call is missing or failed).
+  std::optional<std::vector<std::pair<uint32_t, uint64_t>>> processes;
   // "HLML hlml_device_get_memory_info: HLML_ERROR_AIP_IS_LOST (15)" when a call said the device
   // is gone (no later call is made on it); empty otherwise.
   std::string lost;

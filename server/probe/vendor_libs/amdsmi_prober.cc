@@ -321,6 +321,10 @@ VendorProber AmdSmiProber(std::string library) {
           }};
 }
 
-VendorProber prober_factory::amd_smi(std::string library, const ProbeOptions&) { return AmdSmiProber(std::move(library)); }
+VendorProber prober_factory::amd_smi(std::string library, const ProbeOptions&) {
+  VendorProber prober = AmdSmiProber(std::move(library));
+  prober.row = v1::ROW_CUDA_AMD;
+  return prober;
+}
 
 }  // namespace devplace::probe

@@ -88,6 +88,14 @@ typedef struct {
   int driverState;
 } cndevCardHealthState_t;
 
+// One process on a device (cndevGetProcessInfo); memory in KiB.
+typedef struct {
+  int version;
+  unsigned int pid;
+  uint64_t physicalMemoryUsed;
+  uint64_t virtualMemoryUsed;
+} cndevProcessInfo_t;
+
 cndevRet_t cndevInit(int reserved);
 cndevRet_t cndevRelease(void);
 const char* cndevGetErrorString(cndevRet_t errorId);
@@ -98,6 +106,9 @@ const char* cndevGetCardNameStringByDevId(cndevDevice_t device);
 cndevRet_t cndevGetUUID(cndevUUID_t* uuidInfo, cndevDevice_t device);
 cndevRet_t cndevGetMemoryUsage(cndevMemoryInfo_t* memInfo, cndevDevice_t device);
 cndevRet_t cndevGetCardHealthState(cndevCardHealthState_t* cardHealthState, cndevDevice_t device);
+// *infoCount in: the capacity of procInfo (whose first entry carries the version); out: the
+// number of processes. CNDEV_ERROR_INSUFFICIENT_SPACE (with the count) when they do not fit.
+cndevRet_t cndevGetProcessInfo(unsigned* infoCount, cndevProcessInfo_t* procInfo, cndevDevice_t device);
 
 }  // extern "C"
 

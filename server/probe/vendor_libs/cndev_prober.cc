@@ -1,9 +1,12 @@
 // The CNDev prober (Cambricon MLU): libcndev.so through dlopen (declarations in cndev_api.h),
-// API version 5. Reads per device: bus id, name, UUID, memory total/used (MB) and health; a
+// API version 5. Reads per device: bus id, name, UUID, memory total/used (MB), the processes
+// (cndevGetProcessInfo, KiB each) and health; a
 // device whose health flag is 0 becomes HEALTH_FAULT with its device and driver states in the
 // reason. cndevInit's CNDEV_ERROR_NO_DRIVER skips the prober; a library or driver too old for
 // API version 5 (CNDEV_ERROR_LOW_DRIVER_VERSION, CNDEV_ERROR_UNSUPPORTED_API_VERSION) is an error.
+#include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -24,6 +27,7 @@ struct Cndev {
   decltype(&cndevGetCardNameStringByDevId) name = nullptr;
   decltype(&cndevGetUUID) uuid = nullptr;
   decltype(&cndevGetMemoryUsage) memory = nullptr;
+  decltype(&cndevGetProcessInfo) processes = nullptr;
   decltype(&cndevGetCardHealthState) health = nullptr;
 };
 
@@ -80,6 +84,26 @@ void ReadDevice(const Cndev& lib, cndevDevice_t handle, LibraryCalls& calls, Lib
     dev.memory_total_bytes = static_cast<uint64_t>(memory.physicalMemoryTotal) * kMiB;
     dev.memory_used_bytes = static_cast<uint64_t>(memory.physicalMemoryUsed) * kMiB;
   }
+  // Processes: a first try with room for 16, then the count the library asked for.
+  if (lib.processes != nullptr) {
+    constexpr unsigned kMaxProcesses = 4096;
+    std::vector<cndevProcessInfo_t> infos(16);
+    unsigned count = 16;
+    int r = CNDEV_ERROR_INSUFFICIENT_SPACE;
+    for (int attempt = 0; attempt < 3 && r == CNDEV_ERROR_INSUFFICIENT_SPACE && dev.lost.empty(); ++attempt) {
+      infos.assign(std::min(std::max<unsigned>(count, 16), kMaxProcesses), cndevProcessInfo_t{});
+      for (cndevProcessInfo_t& info : infos) info.version = CNDEV_VERSION_5;
+      count = static_cast<unsigned>(infos.size());
+      calls.call().Enter("cndevGetProcessInfo", dev.index);
+      r = lib.processes(&count, infos.data(), handle);
+    }
+    if (r != CNDEV_ERROR_INSUFFICIENT_SPACE && calls.DeviceResult(dev, "cndevGetProcessInfo", r)) {
+      dev.processes.emplace();
+      for (unsigned k = 0; k < std::min<size_t>(count, infos.size()); ++k) {
+        dev.processes->emplace_back(infos[k].pid, infos[k].physicalMemoryUsed * 1024);
+      }
+    }
+  }
   cndevCardHealthState_t health = {};
   health.version = CNDEV_VERSION_5;
   if (lib.health != nullptr &&
@@ -104,6 +128,7 @@ LibrarySnapshot ReadCndev(const std::string& path, const std::vector<std::string
   loaded.Optional("cndevGetUUID", lib.uuid);
   loaded.Optional("cndevGetMemoryUsage", lib.memory);
   loaded.Optional("cndevGetCardHealthState", lib.health);
+  loaded.Optional("cndevGetProcessInfo", lib.processes);
   if (!loaded.CheckSymbols(path, "CNDev", out)) return out;
 
   call.Enter("cndevInit");

@@ -118,6 +118,18 @@ typedef struct {
   uint64_t size;    // bytes
 } zes_mem_state_t;
 
+// zes_process_state_t (zesDeviceProcessesGetState), unchanged since Level Zero 1.0: one process
+// using the device, its device memory and shared memory in bytes.
+#define ZES_STRUCTURE_TYPE_PROCESS_STATE 0x16
+typedef struct {
+  uint32_t stype;  // ZES_STRUCTURE_TYPE_PROCESS_STATE
+  const void* pNext;
+  uint32_t processId;
+  uint64_t memSize;
+  uint64_t sharedSize;
+  uint32_t engines;  // zes_engine_type_flags_t
+} zes_process_state_t;
+
 ze_result_t zesInit(uint32_t flags);
 ze_result_t zesDriverGet(uint32_t* pCount, zes_driver_handle_t* phDrivers);
 ze_result_t zesDeviceGet(zes_driver_handle_t hDriver, uint32_t* pCount, zes_device_handle_t* phDevices);
@@ -126,6 +138,9 @@ ze_result_t zesDevicePciGetProperties(zes_device_handle_t hDevice, zes_pci_prope
 ze_result_t zesDeviceEnumMemoryModules(zes_device_handle_t hDevice, uint32_t* pCount, zes_mem_handle_t* phMemory);
 ze_result_t zesMemoryGetProperties(zes_mem_handle_t hMemory, zes_mem_properties_t* pProperties);
 ze_result_t zesMemoryGetState(zes_mem_handle_t hMemory, zes_mem_state_t* pState);
+// The processes using the device: *pCount in (capacity; 0 asks for the count), out (the count).
+ze_result_t zesDeviceProcessesGetState(zes_device_handle_t hDevice, uint32_t* pCount,
+                                       zes_process_state_t* pProcesses);
 
 }  // extern "C"
 

@@ -25,7 +25,11 @@ struct ZeLibrary {
   decltype(&zesDeviceEnumMemoryModules) memory_modules = nullptr;
   decltype(&zesMemoryGetProperties) memory_properties = nullptr;
   decltype(&zesMemoryGetState) memory_state = nullptr;
+  decltype(&zesDeviceProcessesGetState) processes = nullptr;
 };
+
+// The most processes read per device (a host has far fewer).
+constexpr uint32_t kMaxZeProcesses = 4096;
 
 std::string Text(const char* buffer, size_t size) { return std::string(buffer, strnlen(buffer, size)); }
 
@@ -149,7 +153,25 @@ class Reader {
       }
       for (zes_mem_handle_t module : modules) ReadModule(module, gpu);
     }
+    ReadProcesses(device, gpu);
     out_.gpus.push_back(std::move(gpu));
+  }
+
+  void ReadProcesses(zes_device_handle_t device, ZeGpu& gpu) {
+    if (lib_.processes == nullptr) return;
+    uint32_t count = 0;
+    if (!Call(gpu, "zesDeviceProcessesGetState", [&] { return lib_.processes(device, &count, nullptr); })) return;
+    std::vector<zes_process_state_t> states(std::min(count, kMaxZeProcesses));
+    for (zes_process_state_t& state : states) state.stype = ZES_STRUCTURE_TYPE_PROCESS_STATE;
+    count = static_cast<uint32_t>(states.size());
+    if (count > 0 &&
+        !Call(gpu, "zesDeviceProcessesGetState", [&] { return lib_.processes(device, &count, states.data()); })) {
+      return;
+    }
+    gpu.processes.emplace();
+    for (uint32_t i = 0; i < std::min<size_t>(count, states.size()); ++i) {
+      gpu.processes->emplace_back(states[i].processId, states[i].memSize);
+    }
   }
 
   void ReadModule(zes_mem_handle_t module, ZeGpu& gpu) {
@@ -218,6 +240,7 @@ ZeSnapshot ReadLevelZero(const std::string& library, VendorCall& call) {
   so.Optional("zesDeviceEnumMemoryModules", lib.memory_modules);
   so.Optional("zesMemoryGetProperties", lib.memory_properties);
   so.Optional("zesMemoryGetState", lib.memory_state);
+  so.Optional("zesDeviceProcessesGetState", lib.processes);
   if (std::string missing = so.MissingRequired("not a Level Zero loader with Sysman 1.5, or one too old");
       !missing.empty()) {
     out.unusable = std::move(missing);
@@ -297,6 +320,7 @@ absl::StatusOr<ProbeOutcome> MergeLevelZero(const ZeSnapshot& snapshot, HostFact
         d.set_health_reason(absl::StrCat("Level Zero zesMemoryGetState: ", absl::StrJoin(unhealthy, ", ")));
       }
     }
+    if (gpu.processes) SetListedProcesses(d, "level_zero", *gpu.processes);
     if (!gpu.lost.empty()) {
       ++lost;
       MarkLost(d, gpu.lost);
@@ -331,6 +355,10 @@ VendorProber LevelZeroProber(std::string library) {
           }};
 }
 
-VendorProber prober_factory::level_zero(std::string library, const ProbeOptions&) { return LevelZeroProber(std::move(library)); }
+VendorProber prober_factory::level_zero(std::string library, const ProbeOptions&) {
+  VendorProber prober = LevelZeroProber(std::move(library));
+  prober.row = v1::ROW_XPU;
+  return prober;
+}
 
 }  // namespace devplace::probe

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -34,6 +35,9 @@ struct ZeGpu {
   uint32_t tiles = 0;  // numSubdevices
   std::string driver_version;
   std::vector<ZeMemoryModule> memory;
+  // zesDeviceProcessesGetState: (pid, device memory bytes) of each process; absent when the call
+  // is missing or failed.
+  std::optional<std::vector<std::pair<uint32_t, uint64_t>>> processes;
   // "Level Zero zesMemoryGetState: ZE_RESULT_ERROR_DEVICE_LOST (0x70000001)" when lost.
   std::string lost;
 };

@@ -65,6 +65,26 @@ typedef struct nvmlMemory_st {
   unsigned long long used;
 } nvmlMemory_t;
 
+// One process on a device (nvmlProcessInfo_v2_t, the layout the _v3 process queries fill since
+// driver 510): `usedGpuMemory` is NVML_VALUE_NOT_AVAILABLE when NVML cannot tell (e.g. a process in
+// a pid namespace it cannot see, some MIG configurations); the instance ids are
+// NVML_INVALID_INSTANCE_ID (0xFFFFFFFF) unless MIG is on.
+typedef struct nvmlProcessInfo_st {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+} nvmlProcessInfo_t;
+
+#define NVML_VALUE_NOT_AVAILABLE (~0ULL)
+#define NVML_INVALID_INSTANCE_ID 0xFFFFFFFFu
+
+// nvmlComputeMode_t.
+#define NVML_COMPUTEMODE_DEFAULT 0
+#define NVML_COMPUTEMODE_EXCLUSIVE_THREAD 1  // deprecated; reported as exclusive-process
+#define NVML_COMPUTEMODE_PROHIBITED 2
+#define NVML_COMPUTEMODE_EXCLUSIVE_PROCESS 3
+
 // Library lifetime.
 nvmlReturn_t nvmlInit_v2(void);
 nvmlReturn_t nvmlShutdown(void);
@@ -83,6 +103,17 @@ nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t* pci);
 nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int length);
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length);
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory);
+
+// Usage. The process queries take the list's capacity in *infoCount and set it to the number of
+// processes; a list too small (or null with 0) answers NVML_ERROR_INSUFFICIENT_SIZE with the count.
+// On a MIG-enabled GPU's own handle they list the processes of every instance, each with its GPU
+// and compute instance ids.
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* infoCount,
+                                                     nvmlProcessInfo_t* infos);
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device, unsigned int* infoCount,
+                                                      nvmlProcessInfo_t* infos);
+// `mode` is an nvmlComputeMode_t, an enum: int-sized, the NVML_COMPUTEMODE_* values above.
+nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t device, int* mode);
 
 // MIG. A MIG device handle answers GetUUID ("MIG-..."), GetName ("<GPU name> MIG 1g.10gb") and
 // GetMemoryInfo for its own instance; GetMigDeviceHandleByIndex says NVML_ERROR_NOT_FOUND for an

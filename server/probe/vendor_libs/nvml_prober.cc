@@ -40,6 +40,9 @@ struct NvmlLibrary {
   decltype(&nvmlDeviceGetMigDeviceHandleByIndex) mig_by_index = nullptr;
   decltype(&nvmlDeviceGetGpuInstanceId) gpu_instance = nullptr;
   decltype(&nvmlDeviceGetComputeInstanceId) compute_instance = nullptr;
+  decltype(&nvmlDeviceGetComputeRunningProcesses_v3) compute_processes = nullptr;
+  decltype(&nvmlDeviceGetGraphicsRunningProcesses_v3) graphics_processes = nullptr;
+  decltype(&nvmlDeviceGetComputeMode) compute_mode = nullptr;
 };
 
 // Looks up `symbol`, recording it in `missing` when absent.
@@ -77,6 +80,9 @@ bool Load(const std::string& library, NvmlLibrary& lib, NvmlSnapshot& out) {
   Resolve(lib.handle, "nvmlDeviceGetMigDeviceHandleByIndex", lib.mig_by_index, optional);
   Resolve(lib.handle, "nvmlDeviceGetGpuInstanceId", lib.gpu_instance, optional);
   Resolve(lib.handle, "nvmlDeviceGetComputeInstanceId", lib.compute_instance, optional);
+  Resolve(lib.handle, "nvmlDeviceGetComputeRunningProcesses_v3", lib.compute_processes, optional);
+  Resolve(lib.handle, "nvmlDeviceGetGraphicsRunningProcesses_v3", lib.graphics_processes, optional);
+  Resolve(lib.handle, "nvmlDeviceGetComputeMode", lib.compute_mode, optional);
   if (!required.empty()) {
     out.unusable = absl::StrCat(library, " lacks ", absl::StrJoin(required, ", "),
                                 " (not an NVML library, or one too old)");
@@ -229,6 +235,58 @@ class Reader {
     if (Call(gpu, call, [&] { return getter(handle, buffer, sizeof buffer); })) value = Text(buffer, sizeof buffer);
   }
 
+  // One of the process lists into `gpu.processes`, merged by pid; false when it could not be read.
+  bool ReadProcesses(NvmlGpu& gpu, const char* call, decltype(&nvmlDeviceGetComputeRunningProcesses_v3) fn,
+                     nvmlDevice_t handle, bool graphics) {
+    if (fn == nullptr) return false;
+    unsigned int count = 0;
+    std::vector<nvmlProcessInfo_t> infos;
+    nvmlReturn_t r = NVML_ERROR_INSUFFICIENT_SIZE;
+    // The list can grow between the count and the read: a few tries.
+    for (int attempt = 0; attempt < 3 && r == NVML_ERROR_INSUFFICIENT_SIZE; ++attempt) {
+      infos.assign(std::min(count + 8, kMaxNvmlProcesses), nvmlProcessInfo_t{});
+      count = static_cast<unsigned int>(infos.size());
+      if (!gpu.lost.empty()) return false;
+      call_.Enter(call, gpu.index);
+      r = fn(handle, &count, infos.data());
+    }
+    if (r == NVML_ERROR_INSUFFICIENT_SIZE) {
+      out_.notes.push_back(absl::StrCat(gpu.bus_id, ": ", call, " kept growing; processes not read"));
+      return false;
+    }
+    if (!GpuOk(r, call, gpu)) return false;
+    if (!gpu.processes) gpu.processes.emplace();
+    for (unsigned int i = 0; i < std::min<size_t>(count, infos.size()); ++i) {
+      const nvmlProcessInfo_t& info = infos[i];
+      auto it = std::find_if(gpu.processes->begin(), gpu.processes->end(),
+                             [&](const NvmlProcess& p) { return p.pid == info.pid; });
+      NvmlProcess& p = it != gpu.processes->end() ? *it : gpu.processes->emplace_back();
+      p.pid = info.pid;
+      (graphics ? p.graphics : p.compute) = true;
+      if (info.usedGpuMemory != NVML_VALUE_NOT_AVAILABLE) {
+        p.used_memory_bytes = std::max<uint64_t>(p.used_memory_bytes.value_or(0), info.usedGpuMemory);
+      }
+      if (info.gpuInstanceId != NVML_INVALID_INSTANCE_ID) p.gpu_instance_id = info.gpuInstanceId;
+      if (info.computeInstanceId != NVML_INVALID_INSTANCE_ID) p.compute_instance_id = info.computeInstanceId;
+    }
+    return true;
+  }
+
+  // The compute mode and both process lists (without the compute list the count would mislead:
+  // then no processes at all).
+  void ReadUsage(nvmlDevice_t handle, NvmlGpu& gpu) {
+    int mode = 0;
+    if (lib_.compute_mode != nullptr &&
+        Call(gpu, "nvmlDeviceGetComputeMode", [&] { return lib_.compute_mode(handle, &mode); })) {
+      gpu.compute_mode = mode;
+    }
+    if (!ReadProcesses(gpu, "nvmlDeviceGetComputeRunningProcesses_v3", lib_.compute_processes, handle, false)) {
+      gpu.processes.reset();
+      return;
+    }
+    ReadProcesses(gpu, "nvmlDeviceGetGraphicsRunningProcesses_v3", lib_.graphics_processes, handle, true);
+  }
+
   void ReadGpu(nvmlDevice_t handle, NvmlGpu& gpu) {
     ReadString(gpu, "nvmlDeviceGetName", lib_.name, handle, gpu.name);
     ReadString(gpu, "nvmlDeviceGetUUID", lib_.uuid, handle, gpu.uuid);
@@ -238,6 +296,7 @@ class Reader {
       gpu.memory_total_bytes = memory.total;
       gpu.memory_free_bytes = std::min(memory.free, memory.total);  // never more free than there is
     }
+    ReadUsage(handle, gpu);
     unsigned int current = 0, pending = 0;
     if (lib_.mig_mode == nullptr ||
         !Call(gpu, "nvmlDeviceGetMigMode", [&] { return lib_.mig_mode(handle, &current, &pending); })) {
@@ -301,6 +360,58 @@ v1::Partition& PartitionFor(const NvmlMigDevice& m, v1::Device& d) {
   return p;
 }
 
+v1::DeviceUsageProcess ToProcess(const NvmlProcess& p) {
+  v1::DeviceUsageProcess out;
+  out.set_pid(p.pid);
+  if (p.used_memory_bytes) out.set_used_memory_bytes(*p.used_memory_bytes);
+  out.set_kind(p.compute && p.graphics ? v1::DEVICE_USAGE_PROCESS_KIND_COMPUTE_AND_GRAPHICS
+               : p.graphics           ? v1::DEVICE_USAGE_PROCESS_KIND_GRAPHICS
+                                      : v1::DEVICE_USAGE_PROCESS_KIND_COMPUTE);
+  return out;
+}
+
+// Device.usage and each MIG instance's Partition.usage from what NVML listed.
+void MergeNvmlUsage(const NvmlGpu& gpu, v1::Device& d) {
+  if (!gpu.compute_mode && !gpu.processes) return;
+  v1::DeviceUsage& usage = *d.mutable_usage();
+  usage.set_source("nvml");
+  if (gpu.compute_mode) {
+    switch (*gpu.compute_mode) {
+      case NVML_COMPUTEMODE_DEFAULT:
+        usage.set_compute_mode(v1::DEVICE_USAGE_COMPUTE_MODE_DEFAULT);
+        break;
+      case NVML_COMPUTEMODE_EXCLUSIVE_THREAD:
+      case NVML_COMPUTEMODE_EXCLUSIVE_PROCESS:
+        usage.set_compute_mode(v1::DEVICE_USAGE_COMPUTE_MODE_EXCLUSIVE_PROCESS);
+        break;
+      case NVML_COMPUTEMODE_PROHIBITED:
+        usage.set_compute_mode(v1::DEVICE_USAGE_COMPUTE_MODE_PROHIBITED);
+        break;
+      default:
+        break;
+    }
+  }
+  if (gpu.processes) {
+    usage.set_processes_known(true);
+    usage.set_process_count(static_cast<uint32_t>(gpu.processes->size()));
+    for (const NvmlProcess& p : *gpu.processes) *usage.add_processes() = ToProcess(p);
+    // MIG: each instance's own processes, by GPU and compute instance id.
+    for (v1::Partition& part : *d.mutable_partitions()) {
+      v1::DeviceUsage& pu = *part.mutable_usage();
+      pu.set_source("nvml");
+      pu.set_processes_known(true);
+      for (const NvmlProcess& p : *gpu.processes) {
+        if (p.gpu_instance_id == part.gpu_instance_id() && p.compute_instance_id == part.compute_instance_id()) {
+          *pu.add_processes() = ToProcess(p);
+        }
+      }
+      pu.set_process_count(static_cast<uint32_t>(pu.processes_size()));
+    }
+  }
+  usage.set_busy(usage.compute_mode() == v1::DEVICE_USAGE_COMPUTE_MODE_PROHIBITED ||
+                 (usage.compute_mode() == v1::DEVICE_USAGE_COMPUTE_MODE_EXCLUSIVE_PROCESS && usage.process_count() > 0));
+}
+
 }  // namespace
 
 std::string NvmlReturnName(int code) {
@@ -336,7 +447,7 @@ std::string MigProfile(absl::string_view mig_device_name) {
 std::string CudaVersionString(int version) { return absl::StrCat(version / 1000, ".", version % 1000 / 10); }
 
 NvmlSnapshot ReadNvml(const std::string& library, const std::vector<std::string>& nvidia_bus_ids,
-                      VendorCall& call) {
+                      VendorCall& call, bool usage_only) {
   NvmlSnapshot out;
   NvmlLibrary lib;
   call.Enter("dlopen");
@@ -351,7 +462,7 @@ NvmlSnapshot ReadNvml(const std::string& library, const std::vector<std::string>
     return out;
   }
   Reader reader(lib, call, out);
-  reader.ReadSystem();
+  if (!usage_only) reader.ReadSystem();
   reader.ReadGpus(nvidia_bus_ids);
   call.Enter("nvmlShutdown");
   const nvmlReturn_t shutdown = lib.shutdown();
@@ -394,6 +505,7 @@ absl::StatusOr<ProbeOutcome> MergeNvml(const NvmlSnapshot& snapshot, HostFacts& 
       if (m.memory_free_bytes) p.set_memory_free_bytes(*m.memory_free_bytes);
       ++mig_devices;
     }
+    MergeNvmlUsage(gpu, d);
     if (!gpu.lost.empty()) {
       ++lost;
       MarkLost(d, gpu.lost);
@@ -422,8 +534,8 @@ absl::StatusOr<ProbeOutcome> MergeNvml(const NvmlSnapshot& snapshot, HostFacts& 
   return problems.Finish(FoundAndNotes(found, notes));
 }
 
-VendorProber NvmlProber(std::string library) {
-  return {"nvml", [library = std::move(library)](const HostFacts& facts, VendorCall& call) -> VendorMerge {
+VendorProber NvmlProber(std::string library, bool usage_only) {
+  return {"nvml", [library = std::move(library), usage_only](const HostFacts& facts, VendorCall& call) -> VendorMerge {
             std::vector<std::string> nvidia;
             for (const auto& [bus_id, fn] : facts.pci) {
               if (fn.row == v1::ROW_CUDA_NVIDIA) nvidia.push_back(bus_id);
@@ -433,11 +545,15 @@ VendorProber NvmlProber(std::string library) {
                 return Skipped("no NVIDIA GPU on the PCI bus");
               };
             }
-            auto snapshot = std::make_shared<const NvmlSnapshot>(ReadNvml(library, nvidia, call));
+            auto snapshot = std::make_shared<const NvmlSnapshot>(ReadNvml(library, nvidia, call, usage_only));
             return [snapshot](HostFacts& merged) { return MergeNvml(*snapshot, merged); };
           }};
 }
 
-VendorProber prober_factory::nvml(std::string library, const ProbeOptions&) { return NvmlProber(std::move(library)); }
+VendorProber prober_factory::nvml(std::string library, const ProbeOptions& options) {
+  VendorProber prober = NvmlProber(std::move(library), options.usage_only);
+  prober.row = v1::ROW_CUDA_NVIDIA;
+  return prober;
+}
 
 }  // namespace devplace::probe

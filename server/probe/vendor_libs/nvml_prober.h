@@ -32,6 +32,17 @@ struct NvmlMigDevice {
   std::optional<uint64_t> memory_free_bytes;
 };
 
+// One process on a GPU, from nvmlDeviceGetComputeRunningProcesses_v3 and / or
+// nvmlDeviceGetGraphicsRunningProcesses_v3 (merged by pid).
+struct NvmlProcess {
+  unsigned int pid = 0;
+  std::optional<uint64_t> used_memory_bytes;  // absent: NVML_VALUE_NOT_AVAILABLE
+  bool compute = false;
+  bool graphics = false;
+  std::optional<uint32_t> gpu_instance_id;      // MIG only
+  std::optional<uint32_t> compute_instance_id;  // MIG only
+};
+
 // One GPU as NVML reports it. Optional fields stay empty when the call is missing from the
 // library, NOT_SUPPORTED, or failed.
 struct NvmlGpu {
@@ -43,6 +54,11 @@ struct NvmlGpu {
   std::optional<uint64_t> memory_free_bytes;
   std::optional<bool> mig_enabled;  // current MIG mode
   std::vector<NvmlMigDevice> mig_devices;
+  // nvmlDeviceGetComputeMode (NVML_COMPUTEMODE_*); absent when unknown.
+  std::optional<int> compute_mode;
+  // The processes of both lists (at most kMaxNvmlProcesses per list); absent when the library
+  // lacks the calls or they failed.
+  std::optional<std::vector<NvmlProcess>> processes;
   // "NVML nvmlDeviceGetMemoryInfo: NVML_ERROR_GPU_IS_LOST (15)" when a call said the GPU is lost
   // (no later call is made on it); empty otherwise.
   std::string lost;
@@ -66,26 +82,34 @@ struct NvmlSnapshot {
   std::vector<std::string> problems;
 };
 
+// The most processes read from each of a GPU's two process lists (a host has far fewer).
+inline constexpr unsigned int kMaxNvmlProcesses = 4096;
+
 // Loads `library` (dlopen, RTLD_NOW | RTLD_LOCAL), initialises NVML and reads every GPU, then
 // shuts NVML down and unloads the library. `nvidia_bus_ids` are the NVIDIA GPUs of the PCI scan
 // (canonical ids): one that no NVML index yields is looked up by bus id, so that a lost or
 // refused GPU is attributed to its bus id. Every library call is announced on `call` first.
+// `usage_only` (devplaced's usage refresh) skips the system-wide calls (driver and CUDA driver
+// versions: the latter loads libcuda).
 NvmlSnapshot ReadNvml(const std::string& library, const std::vector<std::string>& nvidia_bus_ids,
-                      VendorCall& call);
+                      VendorCall& call, bool usage_only = false);
 
 // Merges `snapshot` into the NVIDIA row of `facts` by bus id: NVML's name replaces the /proc
 // one; uuid, memory total and free; MIG devices become Device.partitions (matched to the
 // capability-file partitions by GPU and compute instance id, else appended) with uuid, profile
 // (from the MIG device name) and memory; attribute "memory_source" = "nvml" when NVML gave the
 // total memory; attribute "mig_mode" = "enabled" / "disabled";
-// the driver version when no kernel source gave one; Backend attribute "cuda_driver_version".
+// the driver version when no kernel source gave one; Backend attribute "cuda_driver_version";
+// Device.usage (source "nvml"): the compute mode, the processes of both lists by pid (busy when
+// EXCLUSIVE_PROCESS has one, or PROHIBITED), and each MIG instance's own processes (matched by GPU
+// and compute instance id) in its Partition.usage.
 // A lost GPU gets HEALTH_LOST with the call in health_reason; a refused one an
 // inaccessible_reason. A GPU NVML lists that the PCI scan did not see is only named in the
 // message. Skipped / error when NVML was unusable; error (after merging) on unexpected errors.
 absl::StatusOr<ProbeOutcome> MergeNvml(const NvmlSnapshot& snapshot, HostFacts& facts);
 
 // The vendor prober "nvml": ReadNvml on the facts' NVIDIA bus ids, then MergeNvml.
-VendorProber NvmlProber(std::string library);
+VendorProber NvmlProber(std::string library, bool usage_only = false);
 
 // "NVML_ERROR_GPU_IS_LOST (15)" for the named codes, else "NVML error 42".
 std::string NvmlReturnName(int code);

@@ -34,7 +34,9 @@ std::vector<VendorProber> VendorProbers(const ProbeOptions& options) {
   static_assert(sizeof(kFactories) / sizeof(kFactories[0]) == kVendorLibraryCount);
   std::vector<VendorProber> probers;
   for (size_t i = 0; i < kVendorLibraryCount; ++i) {
-    if (!options[i].empty()) probers.push_back(kFactories[i](options[i], options));
+    if (options[i].empty()) continue;
+    if (options.usage_only && *kVendorLibraries[i].memory_source == '\0') continue;  // e.g. libcuda's numbering
+    probers.push_back(kFactories[i](options[i], options));
   }
   return probers;
 }

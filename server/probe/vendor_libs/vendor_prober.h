@@ -52,6 +52,10 @@ using VendorMerge = std::function<absl::StatusOr<ProbeOutcome>(HostFacts& facts)
 struct VendorProber {
   std::string name;  // ProbeReport.name, e.g. "nvml"
   std::function<VendorMerge(const HostFacts& facts, VendorCall& call)> read;
+  // The row the library completes (it is skipped when the PCI scan found none); ROW_UNSPECIFIED
+  // when it says so itself. A usage refresh (ProbeOptions::usage_only) runs no process for a
+  // prober whose row is absent.
+  v1::Row row = v1::ROW_UNSPECIFIED;
 };
 
 // Which vendor probers run, and their deadline. The base holds one path or soname per registered
@@ -61,6 +65,10 @@ struct ProbeOptions : VendorLibraryPaths {
   // Deadline of the whole probe (--probe_timeout): RunProbers(root, options) gives the vendor
   // probers, which run at once, what the host probers left of it.
   std::chrono::milliseconds vendor_timeout{5000};
+  // devplaced's usage refresh (devplace-probe --usage_only): only the libraries that report
+  // memory (a registry memory_source) run, and they may skip what does not move (NVML's driver
+  // and CUDA driver versions).
+  bool usage_only = false;
 };
 
 // Each registered library's prober factory, prober_factory::<name>(library, options) (nvml,
@@ -73,7 +81,8 @@ DEVPLACE_VENDOR_LIBRARIES(DEVPLACE_DECLARE_PROBER_FACTORY)
 #undef DEVPLACE_DECLARE_PROBER_FACTORY
 }  // namespace prober_factory
 
-// The probers of the libraries `options` names (a non-empty path), in the registry's order.
+// The probers of the libraries `options` names (a non-empty path), in the registry's order; with
+// options.usage_only, only those with a memory_source.
 std::vector<VendorProber> VendorProbers(const ProbeOptions& options);
 
 // Runs `probers` at once, each in its own child process under `timeout`, and appends their

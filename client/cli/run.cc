@@ -1,0 +1,166 @@
+// `devplace run`: on a shared host, leases the least used devices (PickDevices, the flags of
+// `devplace pick`), runs a command with the environment that makes it see exactly them, and
+// returns its exit status; the lease lasts as long as this process (over TCP: a TTL lease kept
+// alive every third of its time to live) and is released when the command ends.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "client/cli/cli.h"
+#include "client/cli/connect_flags.h"
+#include "devplace/client.h"
+
+namespace devplace::cli {
+namespace {
+
+std::atomic<pid_t> g_child{0};
+
+// SIGTERM / SIGHUP to this process go on to the command.
+void Forward(int signal) {
+  const pid_t child = g_child.load();
+  if (child > 0) kill(child, signal);
+}
+
+// The command's exit status as a shell reports it: its code, or 128 + the signal that ended it.
+int ExitStatusOf(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return kExitError;
+}
+
+int RunRun() {
+  if (g_arguments.empty()) return UsageError("run", "missing the command to run after --");
+  absl::StatusOr<PickOptions> options = PickOptionsFromFlags(v1::LEASE_HOLDER_PROCESS);
+  if (!options.ok()) return UsageError("run", options.status().message());
+  return WithClient([&](Client& client) {
+    // Over TCP a TTL lease, kept alive below.
+    absl::StatusOr<v1::PickDevicesResponse> pick = PickOverAnyTransport(client, *options);
+    if (!pick.ok()) return Fail(pick.status());
+    const v1::LeaseInfo& lease = pick->lease();
+    std::vector<std::string> env;
+    for (const auto& [name, value] : pick->env()) env.push_back(absl::StrCat(name, "=", value));
+    std::fprintf(stderr, "devplace run: %s (the job's device %s; lease %s)\n", absl::StrJoin(env, " ").c_str(),
+                 pick->device().c_str(), lease.lease_id().c_str());
+
+    // A TTL lease is renewed every third of its time to live while the command runs.
+    std::mutex mu;
+    std::condition_variable done_cv;
+    bool done = false;
+    std::thread keeper;
+    if (lease.holder() == v1::LEASE_HOLDER_TTL) {
+      const int64_t ttl_ms = (lease.expires_at().seconds() - lease.created_at().seconds()) * 1000;
+      const auto every = std::chrono::milliseconds(std::max<int64_t>(ttl_ms / 3, 500));
+      keeper = std::thread([&, every] {
+        std::unique_lock<std::mutex> lock(mu);
+        while (!done_cv.wait_for(lock, every, [&] { return done; })) {
+          lock.unlock();
+          absl::StatusOr<v1::LeaseInfo> kept =
+              client.KeepLeaseAlive(lease.lease_id(), absl::Milliseconds(std::max<int64_t>(ttl_ms, 1000)));
+          if (!kept.ok()) {
+            std::fprintf(stderr, "devplace run: keeping lease %s alive failed: %s\n", lease.lease_id().c_str(),
+                         std::string(kept.status().message()).c_str());
+          }
+          lock.lock();
+        }
+      });
+    }
+
+    // The command's environment: this one without the variables the pick removes or sets, then
+    // the pick's (built before fork: the child only execs).
+    std::vector<std::string> environment;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string entry = *e;
+      const std::string name = entry.substr(0, entry.find('='));
+      const bool replaced = pick->env().contains(name) ||
+                            std::find(pick->unset().begin(), pick->unset().end(), name) != pick->unset().end();
+      if (!replaced) environment.push_back(entry);
+    }
+    environment.insert(environment.end(), env.begin(), env.end());
+    std::vector<char*> envp;
+    for (std::string& entry : environment) envp.push_back(entry.data());
+    envp.push_back(nullptr);
+    std::vector<char*> argv;
+    for (std::string& arg : g_arguments) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    const std::string cannot = absl::StrCat("devplace: run: cannot run ", g_arguments[0], ": ");
+    // Like system(): the terminal's SIGINT / SIGQUIT reach the command (same process group); this
+    // process waits for it to end. SIGTERM / SIGHUP sent to this process are forwarded.
+    struct sigaction ignore {}, forward {}, old_int {}, old_quit {}, old_term {}, old_hup {};
+    ignore.sa_handler = SIG_IGN;
+    forward.sa_handler = Forward;
+    sigaction(SIGINT, &ignore, &old_int);
+    sigaction(SIGQUIT, &ignore, &old_quit);
+    sigaction(SIGTERM, &forward, &old_term);
+    sigaction(SIGHUP, &forward, &old_hup);
+    const pid_t child = fork();
+    if (child == 0) {
+      sigaction(SIGINT, &old_int, nullptr);
+      sigaction(SIGQUIT, &old_quit, nullptr);
+      sigaction(SIGTERM, &old_term, nullptr);
+      sigaction(SIGHUP, &old_hup, nullptr);
+      execvpe(argv[0], argv.data(), envp.data());
+      const int error = errno;
+      const char* why = error == ENOENT ? "not found\n" : error == EACCES ? "permission denied\n" : "cannot execute\n";
+      (void)!write(STDERR_FILENO, cannot.data(), cannot.size());
+      (void)!write(STDERR_FILENO, why, std::strlen(why));
+      _exit(error == ENOENT ? 127 : 126);
+    }
+    int exit_status = kExitError;
+    if (child < 0) {
+      std::fprintf(stderr, "devplace: run: cannot start the command: %s\n", std::strerror(errno));
+    } else {
+      g_child = child;
+      int status = 0;
+      pid_t got;
+      do {
+        got = waitpid(child, &status, 0);
+      } while (got < 0 && errno == EINTR);
+      exit_status = got == child ? ExitStatusOf(status) : kExitError;
+    }
+    g_child = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      done = true;
+    }
+    done_cv.notify_all();
+    if (keeper.joinable()) keeper.join();
+    // Released now rather than when this process exits (a process lease) or its TTL passes.
+    (void)client.ReleaseLease(lease.lease_id());
+    return exit_status;
+  });
+}
+
+}  // namespace
+
+Command RunCommand() {
+  Command command = {
+      "run", "Shared hosts: run a command on the least used devices, leased while it runs.",
+      "devplace run [--count=N] [--min_free=SIZE] [--shared] [--wait=D] -- COMMAND [ARGS...]",
+      "Picks devices as `devplace pick` does (PickDevices with this process's environment), sets the\n"
+      "variables that make COMMAND see exactly them, runs it and exits with its exit status (128 + N when\n"
+      "signal N ended it; 127 when it cannot be found). The lease is held for this process over the unix\n"
+      "socket, or for a time to live kept alive while COMMAND runs over TCP, and released when COMMAND ends.\n"
+      "Two runs started together never share a device. One line on stderr names the variables and the lease.",
+      PickFlagNames(), &RunRun};
+  command.trailing_arguments = true;
+  return command;
+}
+
+}  // namespace devplace::cli

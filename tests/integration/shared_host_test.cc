@@ -1,0 +1,325 @@
+// Shared hosts with real parts: devplaced on a fake 8-GPU host whose fake NVML reports processes
+// and memory in use, picked from by real `devplace pick` / `devplace run` processes at once.
+// Concurrent picks never share a GPU, a 9th is refused with every GPU's usage or waits for the
+// first released one, a lease ends with its process, the exported mask makes `devplace resolve`
+// answer the picked card, a job's mask or device nodes are never left, and `devplace run` returns
+// the command's exit status.
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "devplace/v1/devplace.grpc.pb.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "tests/common/command.h"
+#include "tests/common/temp_dir.h"
+#include "tests/integration/daemon_process.h"
+
+namespace devplace::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+constexpr uint64_t kGiB = 1ull << 30;
+constexpr uint64_t kTotal = 80 * kGiB;
+
+std::string Bus(int i) { return absl::StrFormat("0000:%02x:00.0", 0x20 + i); }
+std::string Uuid(int i) { return absl::StrFormat("GPU-%08x-0000-4000-8000-%012x", i, i); }
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void WriteFile(const std::string& path, const std::string& text) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream(path) << text;
+}
+
+// A copy of the nvidia-2x-h100 fixture with `n` H100s at 0000:20:00.0, 0000:21:00.0, ... (minors
+// 0..n-1, /dev/nvidia<i>), as scripts/bench makes its hosts.
+void MakeHost(const std::string& dest, int n) {
+  const std::string fixture = std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/nvidia-2x-h100";
+  fs::copy(fixture, dest, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+  const std::string pci_template = fixture + "/sys/bus/pci/devices/0000:9a:00.0";
+  const std::string info_template = ReadFile(fixture + "/proc/driver/nvidia/gpus/0000:9a:00.0/information");
+  for (const char* old : {"0000:18:00.0", "0000:9a:00.0"}) {
+    fs::remove_all(dest + "/sys/bus/pci/devices/" + old);
+    fs::remove_all(dest + "/proc/driver/nvidia/gpus/" + old);
+  }
+  for (const char* node : {"nvidia0", "nvidia1"}) fs::remove(dest + "/dev/" + node);
+  for (int i = 0; i < n; ++i) {
+    fs::copy(pci_template, dest + "/sys/bus/pci/devices/" + Bus(i),
+             fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+    std::string info = std::regex_replace(info_template, std::regex("GPU UUID:.*"), "GPU UUID: \t " + Uuid(i));
+    info = std::regex_replace(info, std::regex("Bus Location:.*"), "Bus Location: \t " + Bus(i));
+    info = std::regex_replace(info, std::regex("Device Minor:.*"), absl::StrCat("Device Minor: \t ", i));
+    WriteFile(dest + "/proc/driver/nvidia/gpus/" + Bus(i) + "/information", info);
+    WriteFile(dest + "/dev/nvidia" + std::to_string(i), "");
+  }
+}
+
+struct GpuUse {
+  uint64_t used = kGiB;  // what the driver holds on an idle card
+  std::vector<std::pair<int, uint64_t>> processes;  // pid, bytes
+  int compute_mode = 0;
+};
+
+// The fake NVML script of that host.
+std::string NvmlScript(int n, const std::map<int, GpuUse>& use) {
+  std::string s = "driver_version 550.54.15\ncuda_driver_version 12040\n";
+  for (int i = 0; i < n; ++i) {
+    const GpuUse u = use.count(i) ? use.at(i) : GpuUse();
+    absl::StrAppend(&s, absl::StrFormat("device %d bus_id 00000000:%02X:00.0\n", i, 0x20 + i));
+    absl::StrAppend(&s, "device ", i, " name NVIDIA H100 80GB HBM3\n", "device ", i, " uuid ", Uuid(i), "\n");
+    absl::StrAppend(&s, "device ", i, " memory ", kTotal, " ", kTotal - u.used, " ", u.used, "\n");
+    absl::StrAppend(&s, "device ", i, " compute_mode ", u.compute_mode, "\n");
+    for (const auto& [pid, bytes] : u.processes) absl::StrAppend(&s, "device ", i, " process ", pid, " ", bytes, " compute\n");
+  }
+  return s;
+}
+
+// A daemon on an n-GPU host with that NVML; its probe child inherits FAKE_NVML_CONFIG.
+class SharedHost {
+ public:
+  SharedHost(int n, const std::map<int, GpuUse>& use, std::vector<std::string> flags = {}) {
+    MakeHost(dir_.path() + "/host", n);
+    WriteFile(dir_.path() + "/nvml.txt", NvmlScript(n, use));
+    setenv("FAKE_NVML_CONFIG", (dir_.path() + "/nvml.txt").c_str(), 1);
+    flags.push_back("--host_root=" + dir_.path() + "/host");
+    flags.push_back("--nvml_library=" DEVPLACE_FAKE_NVML);
+    flags.push_back("--cuda_library=");
+    daemon_ = std::make_unique<DaemonProcess>(dir_.path(), flags);
+    unsetenv("FAKE_NVML_CONFIG");
+    EXPECT_TRUE(daemon_->WaitForLog("event=inventory revision=1", absl::Seconds(30))) << daemon_->Log();
+  }
+  ~SharedHost() {
+    daemon_->Signal(SIGTERM);
+    EXPECT_EQ(daemon_->WaitExit(absl::Seconds(10)), 0) << daemon_->Log();
+  }
+  DaemonProcess& daemon() { return *daemon_; }
+  const std::string& dir() const { return dir_.path(); }
+  // `devplace --address=<unix socket>`.
+  std::string Cli() const { return absl::StrCat(DEVPLACE_CLI_BINARY, " --address=", daemon_->unix_target()); }
+  v1::Inventory Inventory() {
+    auto stub = v1::DevicePlacement::NewStub(grpc::CreateChannel(daemon_->unix_target(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    v1::Inventory inv;
+    EXPECT_TRUE(stub->GetInventory(&ctx, {}, &inv).ok());
+    return inv;
+  }
+
+ private:
+  TempDir dir_;
+  std::unique_ptr<DaemonProcess> daemon_;
+};
+
+CommandResult Bash(const std::string& script) {
+  return RunCommand(absl::StrCat("bash -euo pipefail -c '", std::regex_replace(script, std::regex("'"), "'\\''"),
+                                 "' 2>&1"));
+}
+
+TEST(SharedHost, UsageFromNvmlIsInTheInventoryWithItsProcesses) {
+  SharedHost host(4, {{0, {61 * kGiB, {{4242, 40 * kGiB}, {4343, 20 * kGiB}}, 0}}, {1, {11 * kGiB, {{5151, 10 * kGiB}}, 3}}});
+  const v1::Inventory inv = host.Inventory();
+  ASSERT_EQ(inv.backends(1).devices_size(), 4);
+  const v1::DeviceUsage& u0 = inv.backends(1).devices(0).usage();
+  EXPECT_EQ(u0.source(), "nvml");
+  EXPECT_TRUE(u0.processes_known());
+  EXPECT_EQ(u0.process_count(), 2u);
+  EXPECT_EQ(u0.memory_used_bytes(), 61 * kGiB);
+  ASSERT_EQ(u0.processes_size(), 2);
+  EXPECT_EQ(u0.processes(0).pid(), 4242u);  // root over the unix socket: pids shown
+  EXPECT_EQ(u0.processes(0).used_memory_bytes(), 40 * kGiB);
+  const v1::DeviceUsage& u1 = inv.backends(1).devices(1).usage();
+  EXPECT_EQ(u1.compute_mode(), v1::DEVICE_USAGE_COMPUTE_MODE_EXCLUSIVE_PROCESS);
+  EXPECT_TRUE(u1.busy());
+  EXPECT_FALSE(inv.backends(1).devices(2).usage().busy());
+  EXPECT_TRUE(inv.has_usage_read_at());
+  // A caller RefreshInventory's rule does not allow (plain TCP) sees the processes without pids.
+  auto tcp = v1::DevicePlacement::NewStub(grpc::CreateChannel(host.daemon().tcp_target(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  v1::Inventory seen;
+  ASSERT_TRUE(tcp->GetInventory(&ctx, {}, &seen).ok());
+  ASSERT_EQ(seen.backends(1).devices(0).usage().processes_size(), 2);
+  EXPECT_EQ(seen.backends(1).devices(0).usage().processes(0).pid(), 0u);
+  EXPECT_EQ(seen.backends(1).devices(0).usage().processes(0).used_memory_bytes(), 40 * kGiB);
+  // The CLI's table shows it.
+  const CommandResult table = RunCommand(host.Cli() + " inventory");
+  EXPECT_THAT(table.out, HasSubstr("EXCLUSIVE_PROCESS (busy)"));
+  EXPECT_THAT(table.out, ::testing::ContainsRegex("cuda/nvidia +0 +device +61.0 GiB +19.0 GiB +2 \\[4242"));
+}
+
+TEST(SharedHost, EvalPickExportsTheTwoLeastUsedAndResolveAnswersThem) {
+  SharedHost host(8, {{0, {61 * kGiB, {{4242, 60 * kGiB}}, 0}},
+                      {1, {11 * kGiB, {{5151, 10 * kGiB}}, 3}},
+                      {2, {3 * kGiB, {{6161, 2 * kGiB}}, 0}},
+                      {3, {5 * kGiB, {}, 0}},
+                      {5, {2 * kGiB, {}, 0}},
+                      {7, {3 * kGiB, {}, 0}}});
+  // 4 and 6 hold 1 GiB each, the least; 0-2 have processes.
+  const CommandResult r = Bash(absl::StrCat(
+      "eval \"$(", host.Cli(), " pick --count=2 --no_environment)\"\n"
+      "echo \"shell=$$ cvd=$CUDA_VISIBLE_DEVICES\"\n",
+      host.Cli(), " resolve --workload=training --no_environment --env=CUDA_VISIBLE_DEVICES=\"$CUDA_VISIBLE_DEVICES\" "
+      "--json > ", host.dir(), "/resolve.json\n",
+      host.Cli(), " inventory --json > ", host.dir(), "/inventory.json\n"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr(absl::StrCat("cvd=", Uuid(4), ",", Uuid(6))));
+  v1::ResolveDeviceResponse answer;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(ReadFile(host.dir() + "/resolve.json"), &answer).ok());
+  EXPECT_EQ(answer.device(), "cuda:0");
+  EXPECT_EQ(answer.placed(0).pci_bus_id(), Bus(4));
+  // The lease was held by that shell while it ran (and has ended with it).
+  v1::Inventory during;
+  google::protobuf::util::JsonParseOptions lenient;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(ReadFile(host.dir() + "/inventory.json"), &during, lenient).ok());
+  ASSERT_EQ(during.leases_size(), 1);
+  EXPECT_EQ(during.leases(0).holder(), v1::LEASE_HOLDER_PARENT);
+  const std::string shell = std::regex_replace(r.out, std::regex("(?:.|\n)*shell=([0-9]+)(?:.|\n)*"), "$1");
+  EXPECT_EQ(absl::StrCat(during.leases(0).pid()), shell);
+  const absl::Time give_up = absl::Now() + absl::Seconds(5);
+  while (host.Inventory().leases_size() > 0 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_EQ(host.Inventory().leases_size(), 0);
+}
+
+TEST(SharedHost, EightConcurrentRunsGetEightGpusTheNinthIsRefusedOrWaitsForTheFirstReleased) {
+  SharedHost host(8, {}, {"--metrics_listen=127.0.0.1:0"});
+  const std::string d = host.dir();
+  // Eight `devplace run` at once, each holding its GPU until its release file appears.
+  const CommandResult r = Bash(absl::StrCat(
+      "cd ", d, "\n"
+      "for i in 0 1 2 3 4 5 6 7; do\n"
+      "  ", host.Cli(), " run --no_environment -- sh -c \"echo \\$CUDA_VISIBLE_DEVICES > got.$i; "
+      "while [ ! -e release.$i ]; do sleep 0.05; done\" 2>/dev/null &\n"
+      "done\n"
+      "for i in 0 1 2 3 4 5 6 7; do while [ ! -s got.$i ]; do sleep 0.05; done; done\n"
+      "if ", host.Cli(), " pick --no_environment > ninth.out 2> ninth.err; then echo ninth-picked; fi\n"
+      "( ", host.Cli(), " run --no_environment --wait=20s -- sh -c 'echo $CUDA_VISIBLE_DEVICES > got.9' ) &\n"
+      "waiter=$!\n"
+      "sleep 0.5; touch release.3\n"
+      "wait $waiter\n"
+      "for i in 0 1 2 4 5 6 7; do touch release.$i; done\n"
+      "wait\n"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("ninth-picked")));
+  std::set<std::string> gpus;
+  for (int i = 0; i < 8; ++i) gpus.insert(std::string(absl::StripAsciiWhitespace(ReadFile(absl::StrCat(d, "/got.", i)))));
+  EXPECT_EQ(gpus.size(), 8u) << "two runs got the same GPU";
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(gpus.count(Uuid(i)), 1u) << Uuid(i);
+  const std::string ninth = ReadFile(d + "/ninth.err");
+  EXPECT_THAT(ninth, HasSubstr("FAILED_PRECONDITION"));
+  EXPECT_THAT(ninth, HasSubstr("1 free cuda/nvidia device(s) wanted, 0 free for this job now (8 it may use)"));
+  EXPECT_THAT(ninth, HasSubstr("not picked: leased (pid "));
+  // The waiting one got the first GPU released.
+  EXPECT_EQ(absl::StripAsciiWhitespace(ReadFile(d + "/got.9")), absl::StripAsciiWhitespace(ReadFile(d + "/got.3")));
+  EXPECT_EQ(host.Inventory().leases_size(), 0);
+  // Operators see it: picks by outcome, leases held, usage refreshes.
+  std::smatch m;
+  const std::string log = host.daemon().Log();
+  ASSERT_TRUE(std::regex_search(log, m, std::regex("event=metrics_listening url=http://([0-9.:]+)/metrics"))) << log;
+  const CommandResult scrape = RunCommand(absl::StrCat("curl -sS --max-time 10 http://", m[1].str(), "/metrics"));
+  ASSERT_EQ(scrape.exit_code, 0) << scrape.out;
+  EXPECT_THAT(scrape.out, ::testing::ContainsRegex("devplace_picks_total\\{outcome=\"answered\"\\} 9(\\.0*)?\n"));
+  EXPECT_THAT(scrape.out, ::testing::ContainsRegex("devplace_picks_total\\{outcome=\"no_free_device\"\\} 1(\\.0*)?\n"));
+  EXPECT_THAT(scrape.out, ::testing::ContainsRegex("devplace_leases_held 0(\\.0*)?\n"));
+  EXPECT_THAT(scrape.out, HasSubstr("devplace_device_processes{host_index=\"3\""));
+  EXPECT_THAT(scrape.out, HasSubstr("devplace_usage_refreshes_total{result=\"ok\"}"));
+}
+
+TEST(SharedHost, ALeaseEndsWithItsProcessAndRunReturnsTheExitStatus) {
+  SharedHost host(2, {});
+  // SIGKILL leaves the CLI no chance to release: the daemon sees the process end.
+  const CommandResult r = Bash(absl::StrCat(
+      host.Cli(), " run --no_environment -- sleep 2 & runner=$!\n"
+      "for n in $(seq 100); do ", host.Cli(), " inventory --json | grep -c '\"holder\"' >/dev/null && break; sleep 0.05; done\n"
+      "kill -9 $runner\n"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const absl::Time give_up = absl::Now() + absl::Seconds(5);
+  while (host.Inventory().leases_size() > 0 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_EQ(host.Inventory().leases_size(), 0);
+
+  EXPECT_EQ(Bash(host.Cli() + " run --no_environment -- sh -c 'exit 7'").exit_code, 7);
+  EXPECT_EQ(Bash(host.Cli() + " run --no_environment -- sh -c 'kill -TERM $$'").exit_code, 128 + SIGTERM);
+  const CommandResult missing = Bash(host.Cli() + " run --no_environment -- /no/such/command");
+  EXPECT_EQ(missing.exit_code, 127) << missing.out;
+  EXPECT_THAT(missing.out, HasSubstr("cannot run /no/such/command: not found"));
+}
+
+TEST(SharedHost, NeverOutsideTheJobsMaskOrDeviceNodes) {
+  SharedHost host(8, {{5, {1 * kGiB, {}, 0}}});
+  // The job's mask names 5 and 6 (as Slurm without device confinement sets CUDA_VISIBLE_DEVICES):
+  // only those are candidates, though 0-4 and 7 are idle too; a second pick from the same mask,
+  // while the shell holding the first lease runs, finds both leased.
+  CommandResult r = Bash(absl::StrCat(
+      "cd ", host.dir(), "\n",
+      "eval \"$(", host.Cli(), " pick --no_environment --env=CUDA_VISIBLE_DEVICES=5,6 --count=2)\"\n"
+      "echo \"cvd=$CUDA_VISIBLE_DEVICES\"\n"
+      "if ", host.Cli(), " pick --no_environment --env=CUDA_VISIBLE_DEVICES=5,6 2> second.err; then echo second-picked; fi\n"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr(absl::StrCat("cvd=", Uuid(5), ",", Uuid(6))));
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("second-picked")));
+  EXPECT_THAT(ReadFile(host.dir() + "/second.err"), HasSubstr("(2 it may use)"));
+  // A container (or Slurm's device cgroup) with /dev/nvidia7 only.
+  r = RunCommand(host.Cli() + " pick --job_device_nodes=/dev/nvidiactl,/dev/nvidia7 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  v1::PickDevicesResponse pick;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &pick).ok()) << r.out;
+  ASSERT_EQ(pick.placed_size(), 1);
+  EXPECT_EQ(pick.placed(0).pci_bus_id(), Bus(7));
+  // Picks over TCP hold a lease for a time to live, kept alive or released by id.
+  auto stub = v1::DevicePlacement::NewStub(grpc::CreateChannel(host.daemon().tcp_target(), grpc::InsecureChannelCredentials()));
+  v1::PickDevicesRequest request;
+  request.mutable_job()->mutable_env()->insert({"CUDA_VISIBLE_DEVICES", "0"});
+  grpc::ClientContext c1;
+  v1::PickDevicesResponse tcp;
+  ASSERT_TRUE(stub->PickDevices(&c1, request, &tcp).ok());
+  EXPECT_EQ(tcp.lease().holder(), v1::LEASE_HOLDER_TTL);
+  EXPECT_EQ(tcp.lease().expires_at().seconds() - tcp.lease().created_at().seconds(), 300);
+  request.set_holder(v1::LEASE_HOLDER_PROCESS);
+  grpc::ClientContext c2;
+  v1::PickDevicesResponse refused;
+  const grpc::Status process_over_tcp = stub->PickDevices(&c2, request, &refused);
+  EXPECT_EQ(process_over_tcp.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(process_over_tcp.error_message(), HasSubstr("needs the unix socket"));
+  grpc::ClientContext c3;
+  v1::LeaseKeepAliveRequest keep;
+  keep.set_lease_id(tcp.lease().lease_id());
+  keep.set_ttl_ms(60'000);
+  v1::LeaseKeepAliveResponse kept;
+  ASSERT_TRUE(stub->LeaseKeepAlive(&c3, keep, &kept).ok());
+  EXPECT_GT(kept.lease().expires_at().seconds(), kept.lease().created_at().seconds());
+  // Unprivileged TCP callers see leases without ids or pids.
+  grpc::ClientContext c4;
+  v1::Inventory seen;
+  ASSERT_TRUE(stub->GetInventory(&c4, {}, &seen).ok());
+  ASSERT_GE(seen.leases_size(), 1);
+  for (const v1::LeaseInfo& l : seen.leases()) {
+    EXPECT_TRUE(l.lease_id().empty());
+    EXPECT_EQ(l.pid(), 0u);
+  }
+  grpc::ClientContext c5;
+  v1::LeaseReleaseRequest release;
+  release.set_lease_id(tcp.lease().lease_id());
+  v1::LeaseReleaseResponse released;
+  ASSERT_TRUE(stub->LeaseRelease(&c5, release, &released).ok());
+  grpc::ClientContext c6;
+  EXPECT_EQ(stub->LeaseRelease(&c6, release, &released).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+}  // namespace
+}  // namespace devplace::testing

@@ -1,0 +1,103 @@
+"""devplace.pick() on a shared host, against the real devplaced on nvidia-2x-h100 with the fake NVML
+(host device 0 holds 0.5 GB, device 1 40 GB): the least used GPU is leased to the calling process,
+os.environ selects exactly it, the lease ends with the process, and a second process meanwhile
+gets the other GPU; the request's arguments are checked before anything is sent."""
+
+import json
+import os
+import subprocess
+import time
+import unittest
+
+import devplace
+from devplace.v1 import devplace_pb2
+from devplace_testing import PYTHON, clean_env, h100_with_nvml
+
+GPU0 = "GPU-00000000-0000-4000-8000-000000000001"  # 0000:18:00.0, the less used
+GPU1 = "GPU-00000000-0000-4000-8000-000000000002"
+
+# A job process: picks (its /dev says nothing here: for_job sends no device nodes), prints what it
+# got as JSON, then waits for a line on stdin before exiting, so the test decides when its lease ends.
+JOB = """
+import json, os, sys
+import devplace
+p = devplace.pick(count=1, job=devplace.for_job({}), address=sys.argv[1])
+print(json.dumps({"cvd": os.environ["CUDA_VISIBLE_DEVICES"], "device": p.device, "lease_pid": p.lease.pid,
+                  "holder": devplace.v1.devplace_pb2.LeaseHolder.Name(p.lease.holder), "pid": os.getpid()}),
+      flush=True)
+sys.stdin.readline()
+"""
+
+
+class Pick(unittest.TestCase):
+    def start_job(self, target):
+        return subprocess.Popen([PYTHON, "-c", JOB, target], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=clean_env({"PYTHONPATH": os.environ["PYTHONPATH"]}))
+
+    def leases(self, target):
+        with devplace.Client(target) as client:
+            return list(client.inventory().leases)
+
+    def test_the_least_used_gpu_is_leased_to_the_process_and_released_when_it_exits(self):
+        with h100_with_nvml() as daemon:
+            daemon.wait_serving()
+            first = self.start_job(daemon.unix_target)
+            got = json.loads(first.stdout.readline())
+            self.assertEqual(got["cvd"], GPU0)
+            self.assertEqual(got["device"], "cuda:0")
+            self.assertEqual(got["holder"], "LEASE_HOLDER_PROCESS")
+            self.assertEqual(got["lease_pid"], got["pid"])
+            # Meanwhile a second job gets the other GPU; a third finds none free.
+            second = self.start_job(daemon.unix_target)
+            self.assertEqual(json.loads(second.stdout.readline())["cvd"], GPU1)
+            with self.assertRaises(devplace.FailedPreconditionError) as refused:
+                with devplace.Client(daemon.unix_target) as client:
+                    client.pick_request(devplace.make_pick_request(job=devplace.for_job({})))
+            self.assertIn("0 free for this job now (2 it may use)", str(refused.exception))
+            self.assertEqual(sorted(lease.pid for lease in self.leases(daemon.unix_target)),
+                             sorted([got["pid"], second.pid]))
+            for job in (first, second):
+                job.communicate("\n", timeout=20)
+                self.assertEqual(job.returncode, 0)
+            deadline = time.monotonic() + 5
+            while self.leases(daemon.unix_target) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.assertEqual(self.leases(daemon.unix_target), [])
+
+    def test_pick_sets_os_environ_and_a_ttl_lease_over_tcp_is_released_by_id(self):
+        with h100_with_nvml() as daemon:
+            daemon.wait_serving()
+            saved = dict(os.environ)
+            try:
+                os.environ["HIP_VISIBLE_DEVICES"] = "0"  # not the row's variable: left alone
+                picked = devplace.pick(job=devplace.for_job({}), address=daemon.tcp_target, ttl=60)
+                self.assertEqual(os.environ["CUDA_VISIBLE_DEVICES"], GPU0)
+                self.assertEqual(str(picked), "cuda:0")
+                self.assertEqual(picked.lease.holder, devplace_pb2.LEASE_HOLDER_TTL)
+                self.assertTrue(any("picked" in line for line in picked.explanation))
+                with devplace.Client(daemon.tcp_target) as client:
+                    kept = client.keep_lease_alive(picked.lease_id, 120)
+                    self.assertGreater(kept.expires_at.seconds, picked.lease.expires_at.seconds)
+                    self.assertEqual(client.release_lease(picked.lease_id).lease_id, picked.lease_id)
+                    with self.assertRaises(devplace.NotFoundError):
+                        client.release_lease(picked.lease_id)
+            finally:
+                os.environ.clear()
+                os.environ.update(saved)
+
+    def test_arguments_are_checked_before_sending(self):
+        request = devplace.make_pick_request(2, min_free="20G", allow_shared=True, row="cuda/nvidia", wait=1.5,
+                                             job=devplace.for_job({}))
+        self.assertEqual(request.count, 2)
+        self.assertEqual(request.min_free_bytes, 20 << 30)
+        self.assertEqual(request.row, devplace_pb2.ROW_CUDA_NVIDIA)
+        self.assertEqual(request.wait_ms, 1500)
+        self.assertEqual(devplace.make_pick_request(ttl=30, job=devplace.for_job({})).holder,
+                         devplace_pb2.LEASE_HOLDER_TTL)
+        for bad in ({"count": 0}, {"count": 65}, {"min_free": "lots"}, {"wait": 7200}, {"row": "gpu"}):
+            with self.subTest(bad), self.assertRaises(devplace.InvalidArgumentError):
+                devplace.make_pick_request(**bad, job=devplace.for_job({}))
+
+
+if __name__ == "__main__":
+    unittest.main()
