@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <fstream>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -18,6 +17,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "google/protobuf/util/time_util.h"
+#include "server/common/host_file.h"
 
 namespace devplace::service {
 namespace {
@@ -25,13 +25,9 @@ namespace {
 // How often process leases are re-checked by their /proc start time (the pidfds answer at once).
 constexpr absl::Duration kCheckEvery = absl::Seconds(1);
 
-// At most 64 KiB of a /proc file ("" when it cannot be opened).
+// At most 64 KiB of a /proc file ("" when it cannot be read, e.g. the process has ended).
 std::string ReadSmallFile(const std::string& path) {
-  std::ifstream in(path);
-  std::string text(64 << 10, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<size_t>(std::max<std::streamsize>(in.gcount(), 0)));
-  return text;
+  return ReadHostFile(path, 64 << 10, HostFileLimit::kTruncate).value_or("");
 }
 
 google::protobuf::Timestamp ToTimestamp(absl::Time t) {
