@@ -26,7 +26,7 @@ class Install(unittest.TestCase):
             installed = files_under(os.path.join(site, "devplace"))
             self.assertEqual(installed, ["__init__.py", "_client.py", "_connect_diagnosis.py", "_device_metadata.py",
                                          "_grpc_connection.py", "_pick.py", "_placement_env.py",
-                                         "_python_environment.py",
+                                         "_python_environment.py", "_read.py",
                                          "_resolution.py", "_resolve_options.py", "_target.py", "errors.py",
                                          "py.typed", "v1/__init__.py", "v1/devplace_pb2.py",
                                          "v1/devplace_pb2_grpc.py"])
