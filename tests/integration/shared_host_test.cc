@@ -114,7 +114,9 @@ class SharedHost {
   DaemonProcess& daemon() { return *daemon_; }
   const std::string& dir() const { return dir_.path(); }
   // `devplace --address=<unix socket>`.
-  std::string Cli() const { return absl::StrCat(DEVPLACE_CLI_BINARY, " --address=", daemon_->unix_target()); }
+  std::string Cli() const {
+    return absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=", ShellQuote(daemon_->unix_target()));
+  }
   v1::Inventory Inventory() {
     auto stub = v1::DevicePlacement::NewStub(grpc::CreateChannel(daemon_->unix_target(), grpc::InsecureChannelCredentials()));
     grpc::ClientContext ctx;

@@ -65,7 +65,7 @@ TEST(SlurmDaemon, ATaskWithoutTheGpusNodeIsToldSo) {
   DaemonProcess d(dir.path(), {"--host_root=" + std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/nvidia-2x-h100",
                                "--refresh_interval=0"});
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
-  const std::string cli = absl::StrCat(DEVPLACE_CLI_BINARY, " --address=", d.unix_target());
+  const std::string cli = absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=", d.unix_target());
   const CommandResult prolog = RunCommand("env SLURM_STEP_GPUS=0 SLURM_LOCALID=0 SLURM_NTASKS=1 " + cli + " slurm task-prolog");
   EXPECT_EQ(prolog.exit_code, 1) << prolog.out;
   EXPECT_EQ(prolog.out, "");
@@ -79,9 +79,9 @@ TEST(SlurmDaemon, ATaskWithoutTheGpusNodeIsToldSo) {
 // export line widening the mask, exit 0. Now: exit 1, nothing on stdout.
 TEST(SlurmDaemon, AnInjectedRankPrintsNothing) {
   const std::string prolog_cmd = absl::StrCat("SLURM_STEP_GPUS=1 SLURM_NTASKS=1 SLURM_LOCALID=\"$(printf '0\\nexport ",
-                                              "CUDA_VISIBLE_DEVICES=0,1')\" ", DEVPLACE_CLI_BINARY,
-                                              " slurm task-prolog --inventory=", DEVPLACE_SOURCE_DIR,
-                                              "/tests/golden/probe/nvidia-2x-h100.json");
+                                              "CUDA_VISIBLE_DEVICES=0,1')\" ", ShellQuote(DEVPLACE_CLI_BINARY),
+                                              " slurm task-prolog --inventory=",
+                                              ShellQuote(DEVPLACE_SOURCE_DIR "/tests/golden/probe/nvidia-2x-h100.json"));
   const CommandResult prolog = RunCommand(prolog_cmd);
   EXPECT_EQ(prolog.exit_code, 1);
   EXPECT_EQ(prolog.out, "");
@@ -89,8 +89,8 @@ TEST(SlurmDaemon, AnInjectedRankPrintsNothing) {
                                     "task id; accepted: a decimal integer 0..2147483646"));
   // The same without the injection: the step's one GPU and its rank.
   const CommandResult good = RunCommand(absl::StrCat("SLURM_STEP_GPUS=1 SLURM_NTASKS=1 SLURM_LOCALID=0 ",
-                                                     DEVPLACE_CLI_BINARY, " slurm task-prolog --inventory=",
-                                                     DEVPLACE_SOURCE_DIR, "/tests/golden/probe/nvidia-2x-h100.json"));
+                                                     ShellQuote(DEVPLACE_CLI_BINARY), " slurm task-prolog --inventory=",
+                                                     ShellQuote(DEVPLACE_SOURCE_DIR "/tests/golden/probe/nvidia-2x-h100.json")));
   EXPECT_EQ(good.exit_code, 0) << good.err;
   EXPECT_EQ(good.out, "export CUDA_VISIBLE_DEVICES=1\nexport LOCAL_RANK=0\nexport WORLD_SIZE=1\n");
 }

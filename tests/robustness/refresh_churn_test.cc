@@ -84,9 +84,10 @@ TEST(RefreshChurn, FiveHundredRefreshesUnderProcessChurnLeaveTheDaemonAliveAndAn
   const std::string host = Host("nvidia-2x-h100");
   const std::string inventory = dir.File("inventory.pb");
   const CommandResult probed =
-      RunCommand(absl::StrCat(DEVPLACE_PROBE_BINARY, " --host_root=", host, " > ", inventory));
+      RunCommand(absl::StrCat(ShellQuote(DEVPLACE_PROBE_BINARY), " --host_root=", ShellQuote(host), " > ",
+                              ShellQuote(inventory)));
   ASSERT_EQ(probed.exit_code, 0) << probed.err;
-  const std::string probe = dir.Script("probe", "exec cat " + inventory).back();
+  const std::string probe = dir.Script("probe", "exec cat " + ShellQuote(inventory)).back();
   DaemonProcess d(dir.path(), {"--host_root=" + host, "--probe_command=" + probe, "--refresh_min_interval=0s",
                                "--refresh_interval=0s"});
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
