@@ -3,6 +3,7 @@
 // returns its exit status; the lease lasts as long as this process (over TCP: a TTL lease kept
 // alive every third of its time to live) and is released when the command ends.
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -109,8 +110,13 @@ int RunRun() {
     sigaction(SIGQUIT, &ignore, &old_quit);
     sigaction(SIGTERM, &forward, &old_term);
     sigaction(SIGHUP, &forward, &old_hup);
+    const pid_t parent = getpid();
     const pid_t child = fork();
     if (child == 0) {
+      // The lease is this process's: should it die without forwarding (SIGKILL, the OOM killer),
+      // the command dies with it rather than run on devices the daemon hands to the next job.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(kExitError);  // it died before prctl
       sigaction(SIGINT, &old_int, nullptr);
       sigaction(SIGQUIT, &old_quit, nullptr);
       sigaction(SIGTERM, &old_term, nullptr);
@@ -157,6 +163,7 @@ Command RunCommand() {
       "variables that make COMMAND see exactly them, runs it and exits with its exit status (128 + N when\n"
       "signal N ended it; 127 when it cannot be found). The lease is held for this process over the unix\n"
       "socket, or for a time to live kept alive while COMMAND runs over TCP, and released when COMMAND ends.\n"
+      "If this process is killed (SIGKILL, the OOM killer), COMMAND is killed too: it never runs unleased.\n"
       "Two runs started together never share a device. One line on stderr names the variables and the lease.",
       PickFlagNames(), &RunRun};
   command.trailing_arguments = true;

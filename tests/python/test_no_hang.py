@@ -129,6 +129,26 @@ class JobsExit(unittest.TestCase):
                     """)
                 self.assertEqual(out.splitlines()[:2], [f"raised {error}"] * 2)
 
+    def test_unclosed_clients_do_not_slow_the_next_ones(self):
+        # gRPC shares connections process-wide by default: a Client left open against a daemon
+        # that is down kept a connection in reconnect backoff, and every later Client's call waited
+        # on it (1, 2, 3, 4 s, then DEADLINE_EXCEEDED without the reason). Each Client has its own.
+        none_sock = self.dir.file("none.sock")
+        out = self.job(f"""
+            import time
+            held = []
+            for i in range(6):
+                held.append(devplace.Client('unix:{none_sock}'))
+                started = time.monotonic()
+                attempt(held[-1].health)
+                print("took %.1f s" % (time.monotonic() - started))
+            """)
+        lines = out.splitlines()
+        self.assertEqual([l for l in lines if l.startswith("raised")], ["raised UnavailableError"] * 6, out)
+        took = [float(l.split()[1]) for l in lines if l.startswith("took")]
+        self.assertEqual(len(took), 6, out)
+        self.assertLess(max(took), 1.0, out)  # before: 1.0, 1.7, 2.7, 4.1, 5.0
+
     def test_failed_calls_on_a_closed_client(self):
         for case, args, error in self.failing_targets():
             with self.subTest(case):

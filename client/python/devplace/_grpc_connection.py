@@ -76,11 +76,18 @@ def _read_pem(source: str, path: str, what: str) -> bytes:
     return pem
 
 
+# Each Client's channel keeps its own connections (gRPC's default shares them process-wide): a
+# connection some other Client left retrying a daemon that is down would otherwise make this
+# Client's calls wait out gRPC's reconnect backoff (up to the deadline) instead of failing at once
+# with the reason.
+_CHANNEL_OPTIONS: List[Tuple[str, Any]] = [("grpc.use_local_subchannel_pool", 1)]
+
+
 def _channel(target: str, tls: Optional[TlsOptions]) -> Tuple[grpc.Channel, Optional[Dict[str, str]]]:
     """The channel to ``target``: plaintext, or TLS as TlsOptions says (environment included); and
     the TLS settings used (None for plaintext), for :func:`diagnose_unreachable`."""
     if target.startswith("unix:") or target.startswith("unix-abstract:"):
-        return grpc.insecure_channel(target), None
+        return grpc.insecure_channel(target, options=_CHANNEL_OPTIONS), None
     given = tls or TlsOptions()
     values: Dict[str, str] = {}
     source: Dict[str, str] = {}
@@ -92,7 +99,7 @@ def _channel(target: str, tls: Optional[TlsOptions]) -> Tuple[grpc.Channel, Opti
             source[field] = variable
         values[field] = value
     if not (values["ca"] or values["cert"] or values["key"]):
-        return grpc.insecure_channel(target), None
+        return grpc.insecure_channel(target, options=_CHANNEL_OPTIONS), None
     if bool(values["cert"]) != bool(values["key"]):
         missing, present = ("tls_cert", "key") if not values["cert"] else ("tls_key", "cert")
         raise InvalidArgumentError(f"{source[present]} is set without {missing}: a client certificate needs its "
@@ -103,7 +110,7 @@ def _channel(target: str, tls: Optional[TlsOptions]) -> Tuple[grpc.Channel, Opti
         chain = _read_pem(source["cert"], values["cert"], "CERTIFICATE")
         key = _read_pem(source["key"], values["key"], "PRIVATE KEY")
     credentials = grpc.ssl_channel_credentials(root_certificates=root, private_key=key, certificate_chain=chain)
-    options: List[Tuple[str, Any]] = []
+    options: List[Tuple[str, Any]] = list(_CHANNEL_OPTIONS)
     if values["server_name"]:
         options.append(("grpc.ssl_target_name_override", values["server_name"]))
     return grpc.secure_channel(target, credentials, options=options), values
