@@ -19,7 +19,9 @@
 #include "devplace/client.h"
 #include "server/placement/versions.h"
 
-ABSL_FLAG(std::string, workload, "", "Required: training or inference");
+ABSL_FLAG(std::string, workload, "",
+          "training or inference (resolve: required; pick, run: the row of the job's answer for it, training when "
+          "omitted)");
 ABSL_FLAG(std::string, convention, "",
           "Library API to emulate: training_arguments, accelerate (training), from_pretrained, pipeline "
           "(inference); default: training_arguments for training, from_pretrained for inference");

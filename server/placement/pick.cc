@@ -7,6 +7,7 @@
 #include <set>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -18,6 +19,12 @@
 
 namespace devplace::placement {
 namespace {
+
+// A row as users write it ("cuda/nvidia", "cpu"), or its enum name when the table has none.
+std::string RowText(v1::Row row) {
+  const BackendSpec* spec = FindBackend(row);
+  return spec != nullptr ? std::string(spec->name) : v1::Row_Name(row);
+}
 
 std::string Gib(uint64_t bytes) { return absl::StrFormat("%.1f GiB", static_cast<double>(bytes) / (1ull << 30)); }
 
@@ -269,7 +276,7 @@ PickOutcome Pick(const v1::Inventory& inventory, const v1::PickDevicesRequest& r
     out.add_explanation(absl::StrCat("P-PICK the job's answer is ", answer->device(), ": picking from its row"));
   }
   if (row == v1::ROW_CPU || row == v1::ROW_MPS) {
-    return fail(absl::FailedPreconditionError(absl::StrCat("row: ", v1::Row_Name(row),
+    return fail(absl::FailedPreconditionError(absl::StrCat("row: ", RowText(row),
                                                            " has no devices to pick (cpu is shared, mps is one "
                                                            "device); pick from an accelerator row")));
   }
@@ -277,7 +284,7 @@ PickOutcome Pick(const v1::Inventory& inventory, const v1::PickDevicesRequest& r
                                        [&](const v1::Backend& b) { return b.row() == row; });
   if (backend_it == inventory.backends().end()) {
     return fail(absl::FailedPreconditionError(
-        absl::StrCat("row: this host has no ", v1::Row_Name(row), " hardware (rows present: ",
+        absl::StrCat("row: this host has no ", RowText(row), " hardware (rows present: ",
                      absl::StrJoin(inventory.backends(), ", ",
                                    [](std::string* o, const v1::Backend& b) { absl::StrAppend(o, b.name()); }),
                      ")")));
@@ -361,7 +368,8 @@ PickOutcome Pick(const v1::Inventory& inventory, const v1::PickDevicesRequest& r
   std::vector<std::string> refusal;
   for (const Candidate& c : candidates) {
     const std::string line = absl::StrCat(DescribeUnit(c.unit), ": ",
-                                          picked.count(&c) ? absl::StrCat("picked (", c.why, ")")
+                                          picked.count(&c) ? absl::StrCat(picked.size() < count ? "free (" : "picked (",
+                                                                          c.why, ")")
                                           : c.eligible     ? absl::StrCat("not picked: ", count,
                                                                           " less used device(s) came first (", c.why, ")")
                                                            : c.why);
@@ -381,13 +389,32 @@ PickOutcome Pick(const v1::Inventory& inventory, const v1::PickDevicesRequest& r
   }
 
   if (picked.size() < count) {
-    outcome.no_free_device = true;
     const int more = static_cast<int>(candidates.size()) - static_cast<int>(refusal.size());
+    const std::string listed =
+        absl::StrCat(absl::StrJoin(refusal, "; "), more > 0 ? absl::StrCat("; ... and ", more, " more") : "");
+    // More than the job may ever use: no release or wait can help (not queued, not retried).
+    if (count > candidates.size()) {
+      return fail(absl::FailedPreconditionError(absl::StrCat(
+          "P-PICK ", count, " ", backend.name(), " device(s) wanted, but the job may use only ", candidates.size(),
+          " (its masks, device nodes or allocation, and the host's devices): ", listed, "; ask for at most ",
+          candidates.size())));
+    }
+    outcome.no_free_device = true;
+    // Advice that fits: waiting helps when some are leased or in use, sharing when some are in use.
+    const bool some_taken = std::any_of(candidates.begin(), candidates.end(), [&](const Candidate& c) {
+      return !c.eligible && (absl::StrContains(c.why, "leased") || absl::StrContains(c.why, "busy") ||
+                             absl::StrContains(c.why, "in use"));
+    });
+    const bool some_in_use = !request.allow_shared() && std::any_of(candidates.begin(), candidates.end(),
+                                                                    [](const Candidate& c) { return c.processes > 0; });
+    std::vector<std::string> advice;
+    if (some_taken) advice.push_back("retry later or wait for one (wait_ms, --wait)");
+    if (some_in_use) advice.push_back("allow sharing (allow_shared, --shared)");
+    if (request.min_free_bytes() > 0) advice.push_back("ask for less free memory (min_free_bytes, --min_free)");
+    advice.push_back("ask for fewer");
     return fail(absl::FailedPreconditionError(absl::StrCat(
         "P-PICK ", count, " free ", backend.name(), " device(s) wanted, ", picked.size(), " free for this job now (",
-        candidates.size(), " it may use): ", absl::StrJoin(refusal, "; "),
-        more > 0 ? absl::StrCat("; ... and ", more, " more") : "",
-        "; retry later, wait for one (wait_ms, --wait), allow sharing (allow_shared, --shared) or ask for fewer")));
+        candidates.size(), " it may use): ", listed, "; ", absl::StrJoin(advice, ", "))));
   }
 
   // Express the pick in the row's variable, in the job's order of the units.

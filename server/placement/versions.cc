@@ -501,11 +501,21 @@ std::string LibraryVersions::Describe() const {
                           job->ToString(), detected_in.empty() ? ", given," : absl::StrCat(", detected in ", detected_in, ","),
                           " is newer, V-SKEW)");
     }
-    if (!detected_in.empty()) return absl::StrCat(LibraryName(lib), " ", v.ToString(), " (detected in ", detected_in, ")");
+    // A line after the newest release that the rules were read against on the main branch (V-SKEW).
+    const Version release = NewestVersion(lib);
+    const std::string main_branch =
+        (v.major != release.major ? v.major > release.major : v.minor > release.minor)
+            ? absl::StrCat(" (no ", v.major, ".", v.minor, " release in the rules: the main branch's ", v.major, ".",
+                           v.minor, ".0.dev0 was read, with ", release.ToString(), "'s rules)")
+            : "";
+    if (!detected_in.empty()) {
+      return absl::StrCat(LibraryName(lib), " ", v.ToString(), " (detected in ", detected_in, ")", main_branch);
+    }
     return absl::StrCat(LibraryName(lib), " ", v.ToString(),
                         newest ? absl::StrCat(" (", lib == Library::kTransformers ? "transformers_version" : "accelerate_version",
                                               " empty: the newest devplace knows)")
-                               : "");
+                               : "",
+                        main_branch);
   };
   const std::string tf =
       transformers_v4_for_accelerate_

@@ -678,7 +678,7 @@ bool DevicePlacementService::TryPick(PendingPick& pick, bool waited) {
   }
   const absl::Time now = absl::Now();
   if (outcome.no_free_device && now < pick.deadline) return false;  // stays queued
-  if (outcome.no_free_device && waited) {
+  if (outcome.no_free_device && waited && pick.request.wait_ms() > 0) {  // queued only behind others: no wait
     FinishPick(pick,
                ToGrpc(absl::FailedPreconditionError(absl::StrCat(
                    "waited ", absl::ToInt64Milliseconds(now - pick.arrived), " ms (wait_ms ", pick.request.wait_ms(),

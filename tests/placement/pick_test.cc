@@ -22,6 +22,7 @@ using ::devplace::testing::Req;
 using ::devplace::testing::TestUuid;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // `procs` processes using `used` bytes on device i of `row`.
 void Use(InventoryBuilder& inv, v1::Row row, int i, uint32_t procs, uint64_t used) {
@@ -115,6 +116,21 @@ TEST(Pick, LeasedDevicesAreSkippedAndTooFewFreeIsAClearRefusal) {
   EXPECT_TRUE(out.no_free_device);
   EXPECT_THAT(out.status.message(), HasSubstr("1 free cuda/nvidia device(s) wanted, 0 free for this job now (2 it may use)"));
   EXPECT_THAT(out.status.message(), HasSubstr("host device 1 (0000:21:00.0): not picked: leased (a TTL lease)"));
+  EXPECT_THAT(out.status.message(), HasSubstr("; retry later or wait for one (wait_ms, --wait), ask for fewer"));
+  EXPECT_THAT(out.status.message(), Not(HasSubstr("allow sharing")));  // nothing here is in use
+
+  // One free of 2, 2 wanted: the free one is named free, not picked (nothing is leased).
+  leased.pop_back();
+  out = Pick(inv, PickOf(2), leased);
+  EXPECT_TRUE(out.no_free_device);
+  EXPECT_THAT(out.status.message(), HasSubstr("host device 1 (0000:21:00.0): free (no process"));
+
+  // More than the job may ever use: refused at once, never waited for (no_free_device is false).
+  out = Pick(inv, PickOf(3), {});
+  EXPECT_EQ(out.status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(out.no_free_device);
+  EXPECT_THAT(out.status.message(), HasSubstr("3 cuda/nvidia device(s) wanted, but the job may use only 2"));
+  EXPECT_THAT(out.status.message(), HasSubstr("ask for at most 2"));
 }
 
 TEST(Pick, NeverOutsideTheJobsMaskDeviceNodesOrAllocation) {
@@ -273,7 +289,7 @@ TEST(Pick, RequestBoundsAndTheRowAreChecked) {
   EXPECT_THAT(none.status.message(), HasSubstr("the job's device is cpu"));
   r = PickOf(1);
   r.set_row(v1::ROW_NPU);
-  EXPECT_THAT(Pick(inv, r, {}).status.message(), HasSubstr("this host has no ROW_NPU hardware"));
+  EXPECT_THAT(Pick(inv, r, {}).status.message(), HasSubstr("this host has no npu hardware"));
   // The job's own errors come back as ResolveDevice gives them.
   EXPECT_EQ(Pick(inv, PickOf(1, Req::Train().Env("CUDA_DEVICE_ORDER", "BOGUS")), {}).status.code(),
             absl::StatusCode::kInvalidArgument);
