@@ -245,12 +245,19 @@ TEST(SharedHost, EightConcurrentRunsGetEightGpusTheNinthIsRefusedOrWaitsForTheFi
 
 TEST(SharedHost, ALeaseEndsWithItsProcessAndRunReturnsTheExitStatus) {
   SharedHost host(2, {});
-  // SIGKILL leaves the CLI no chance to release: the daemon sees the process end.
+  // SIGKILL leaves the CLI no chance to release: the daemon sees the process end, and the command
+  // dies with it (it must not run on devices the daemon hands to the next job).
+  const std::string marker = absl::StrCat("sleep 30.", getpid());
   const CommandResult r = Bash(absl::StrCat(
-      host.Cli(), " run --no_environment -- sleep 2 & runner=$!\n"
+      host.Cli(), " run --no_environment -- ", marker, " & runner=$!\n"
       "for n in $(seq 100); do ", host.Cli(), " inventory --json | grep -c '\"holder\"' >/dev/null && break; sleep 0.05; done\n"
-      "kill -9 $runner\n"));
+      "pgrep -f '^", marker, "$' >/dev/null && echo command started\n"
+      "kill -9 $runner\n"
+      "for n in $(seq 100); do pgrep -f '^", marker, "$' >/dev/null || break; sleep 0.02; done\n"
+      "pgrep -f '^", marker, "$' >/dev/null && echo command still runs || echo command ended\n"));
   ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("command started\n"));
+  EXPECT_THAT(r.out, HasSubstr("command ended\n"));
   const absl::Time give_up = absl::Now() + absl::Seconds(5);
   while (host.Inventory().leases_size() > 0 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(20));
   EXPECT_EQ(host.Inventory().leases_size(), 0);
