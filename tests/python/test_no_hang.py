@@ -102,6 +102,7 @@ class JobsExit(unittest.TestCase):
                       f"script:\n{script}")
         elapsed = time.monotonic() - started
         self.assertEqual(result.returncode, 0, result.stderr)
+        self.last_stderr = result.stderr
         self.assertTrue(result.stdout.endswith("end of script\n"), result.stdout + result.stderr)
         print(f"  [{self.id().rpartition('.')[2]}: exited in {elapsed:.2f} s]")
         return result.stdout
@@ -215,6 +216,8 @@ class JobsExit(unittest.TestCase):
             with self.subTest(case):
                 out = self.job(body)
                 self.assertEqual(out.splitlines()[0], "revision 1")
+                # A watch whose Client was closed (at exit too) ends quietly: no thread's traceback.
+                self.assertNotIn("Traceback", self.last_stderr)
 
     def test_a_dropped_client_closes_its_connection(self):
         """In this process: the TCP connection to the daemon is gone soon after the last reference to

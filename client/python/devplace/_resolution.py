@@ -146,7 +146,9 @@ class Watch(Iterator[devplace_pb2.Inventory]):
                 from None
         except grpc.RpcError as e:
             self._done = True
-            if self._cancelled.is_set():
+            # Cancelled, or its Client closed (by the job, or at interpreter exit while a thread
+            # still iterates): the iteration ends quietly.
+            if self._cancelled.is_set() or self._client._connection.closed:
                 raise StopIteration from None
             raise self._client._error(e) from None
 
