@@ -51,6 +51,7 @@ Command SlurmTaskPrologCommand();  // slurm.cc: "slurm task-prolog"
 Command VersionCommand();
 Command PickCommand();             // pick.cc
 Command RunCommand();              // run.cc
+Command ReleaseCommand();          // release.cc
 
 // ---- devplace.cc: exit statuses and error lines ----
 

@@ -3,7 +3,7 @@
 //
 //   devplace [global flags] <command> [command flags]
 //   commands: resolve, inventory, labels, backends, watch, health, refresh, probe, fleet, slurm, pick, run,
-//   version
+//   release, version
 //   devplace --version: prints `devplace VERSION` (server/common/version.h) and exits 0
 //
 // Each command is a file of its own (resolve.cc, ..., fleet.cc) defining its flags, its Command
@@ -92,7 +92,7 @@ const std::vector<Command>& Commands() {
   static const std::vector<Command>* const kCommands = new std::vector<Command>{
       ResolveCommand(), InventoryCommand(), LabelsCommand(), BackendsCommand(), WatchCommand(),
       HealthCommand(),  RefreshCommand(),   ProbeCommand(),  FleetCommand(),
-      SlurmGresCommand(), SlurmTaskPrologCommand(), PickCommand(), RunCommand(), VersionCommand(),
+      SlurmGresCommand(), SlurmTaskPrologCommand(), PickCommand(), RunCommand(), ReleaseCommand(), VersionCommand(),
   };
   return *kCommands;
 }

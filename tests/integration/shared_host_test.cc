@@ -328,6 +328,24 @@ TEST(SharedHost, NeverOutsideTheJobsMaskOrDeviceNodes) {
   ASSERT_TRUE(stub->LeaseRelease(&c5, release, &released).ok());
   grpc::ClientContext c6;
   EXPECT_EQ(stub->LeaseRelease(&c6, release, &released).error_code(), grpc::StatusCode::NOT_FOUND);
+
+  // The CLI over TCP: pick holds a TTL lease; release ends it by the id pick printed.
+  const std::string tcp_cli =
+      absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=", host.daemon().tcp_target());
+  r = RunCommand(tcp_cli + " pick --no_environment --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  v1::PickDevicesResponse cli_pick;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &cli_pick).ok()) << r.out;
+  EXPECT_EQ(cli_pick.lease().holder(), v1::LEASE_HOLDER_TTL);
+  r = RunCommand(tcp_cli + " release --lease_id=" + cli_pick.lease().lease_id());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, absl::StrCat("released lease ", cli_pick.lease().lease_id(), " (1 device(s))\n"));
+  r = RunCommand(tcp_cli + " release --lease_id=" + cli_pick.lease().lease_id());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("NOT_FOUND: lease_id: no lease " + cli_pick.lease().lease_id()));
+  r = RunCommand(tcp_cli + " release");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--lease_id='': want the lease's id as `devplace pick` printed it (1 to 64 bytes)"));
 }
 
 }  // namespace
