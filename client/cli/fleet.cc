@@ -36,6 +36,7 @@
 #include "client/common/bounded_read.h"
 #include "devplace/client.h"
 #include "server/common/address.h"
+#include "server/placement/backends.h"
 
 ABSL_FLAG(std::string, targets, "",
           "Required: the daemons to ask, as a comma list of host:port / [v6]:port / unix:/path targets, or "
@@ -263,7 +264,7 @@ void PrintResolveTable(const FleetReport& report) {
       continue;
     }
     const v1::ResolveDeviceResponse& r = node.resolved();
-    rows.push_back({Cell(node.target()), Cell(r.device()), RowName(r.backend()),
+    rows.push_back({Cell(node.target()), Cell(r.device()), placement::RowName(r.backend()),
                     r.devices().empty() ? "-" : Cell(absl::StrJoin(r.devices(), ",")), WarningsCell(r), "-"});
   }
   PrintTable(rows);

@@ -100,11 +100,6 @@ std::string Strip(absl::string_view prefix, const std::string& enum_name) {
   return std::string(s);
 }
 
-std::string RowName(v1::Row row) {
-  const placement::BackendSpec* spec = placement::FindBackend(row);
-  return spec != nullptr ? std::string(spec->name) : v1::Row_Name(row);
-}
-
 int PrintJson(const google::protobuf::Message& message) {
   absl::StatusOr<std::string> json = devplace::ToJson(message);
   if (!json.ok()) return Fail(json.status());
@@ -197,7 +192,7 @@ void PrintUsage(const v1::Inventory& inv) {
   for (const v1::LeaseInfo& l : inv.leases()) {
     std::vector<std::string> units;
     for (const v1::LeaseDevice& d : l.devices()) {
-      units.push_back(absl::StrCat(RowName(d.row()), " ", d.host_index(),
+      units.push_back(absl::StrCat(placement::RowName(d.row()), " ", d.host_index(),
                                    d.partition_uuid().empty() ? "" : absl::StrCat(" ", d.partition_uuid()),
                                    d.sub_device() >= 0 ? absl::StrCat(".", d.sub_device()) : ""));
     }

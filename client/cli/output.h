@@ -30,9 +30,6 @@ std::string Timestamp(const google::protobuf::Timestamp& ts);
 // `enum_name` without `prefix` ("BACKEND_STATE_READY" -> "READY"); unchanged without it.
 std::string Strip(absl::string_view prefix, const std::string& enum_name);
 
-// The row's name ("cuda/nvidia"), or the enum name for a row devplace does not know.
-std::string RowName(v1::Row row);
-
 // Prints the protobuf JSON mapping of `message` (ToJson, server/common/json.h: default-valued scalar
 // fields included, maps sorted) indented by two spaces, then a newline, on stdout, flushed. Returns 0, or
 // Fail()'s status after its error line when the message cannot be converted.

@@ -18,6 +18,7 @@
 #include "client/cli/connect_flags.h"
 #include "client/cli/output.h"
 #include "devplace/client.h"
+#include "server/placement/backends.h"
 #include "server/placement/resolver.h"
 
 ABSL_FLAG(bool, explain, false,
@@ -32,8 +33,8 @@ namespace {
 
 // The --explain block (on stderr).
 void PrintExplanation(const v1::ResolveDeviceResponse& r) {
-  std::string out = absl::StrCat("device:     ", r.device(), "\n", "backend:    ", RowName(r.backend()), " (package ",
-                                 r.package(), ")\n");
+  std::string out = absl::StrCat("device:     ", r.device(), "\n", "backend:    ", placement::RowName(r.backend()),
+                                 " (package ", r.package(), ")\n");
   if (!r.devices().empty()) absl::StrAppend(&out, "devices:    ", absl::StrJoin(r.devices(), ", "), "\n");
   if (!r.transformers_version().empty()) {
     absl::StrAppend(&out, "versions:   Transformers ", r.transformers_version(), ", Accelerate ", r.accelerate_version(),

@@ -91,6 +91,11 @@ const BackendSpec* FindBackend(v1::Row row) {
   return nullptr;
 }
 
+std::string RowName(v1::Row row) {
+  const BackendSpec* spec = FindBackend(row);
+  return spec != nullptr ? std::string(spec->name) : v1::Row_Name(row);
+}
+
 const BackendSpec* ClassifyPci(uint16_t vendor_id, uint16_t device_id, uint32_t pci_class) {
   const uint16_t base_sub = static_cast<uint16_t>(pci_class >> 8);
   for (const BackendSpec& b : Backends()) {

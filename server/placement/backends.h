@@ -6,8 +6,10 @@
 #define DEVPLACE_SERVER_PLACEMENT_BACKENDS_H_
 
 #include <cstdint>
-#include "absl/strings/string_view.h"
+#include <string>
 #include <vector>
+
+#include "absl/strings/string_view.h"
 
 #include "devplace/v1/devplace.pb.h"
 
@@ -47,6 +49,9 @@ const std::vector<BackendSpec>& Backends();
 
 // The row's spec; never null for a valid Row other than ROW_UNSPECIFIED (null then).
 const BackendSpec* FindBackend(v1::Row row);
+
+// The row as users write it ("cuda/nvidia", "npu"), or its enum name for a row the table lacks.
+std::string RowName(v1::Row row);
 
 // The row a PCI function belongs to, or null when it is not an accelerator devplace places on
 // (audio functions of GPUs, NVSwitch, NICs and NVMe of accelerator vendors, Intel/AMD NPUs, ...).

@@ -7,7 +7,6 @@
 #include <set>
 #include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -19,12 +18,6 @@
 
 namespace devplace::placement {
 namespace {
-
-// A row as users write it ("cuda/nvidia", "cpu"), or its enum name when the table has none.
-std::string RowText(v1::Row row) {
-  const BackendSpec* spec = FindBackend(row);
-  return spec != nullptr ? std::string(spec->name) : v1::Row_Name(row);
-}
 
 std::string Gib(uint64_t bytes) { return absl::StrFormat("%.1f GiB", static_cast<double>(bytes) / (1ull << 30)); }
 
@@ -95,6 +88,7 @@ struct Candidate {
   VisibleUnit unit;
   int job_index = 0;      // position in the pool (the job's order)
   bool eligible = false;
+  bool taken = false;     // leased, busy or in use: a wait may free it
   std::string why;        // why not eligible, or what makes it a good choice
   uint32_t processes = 0;
   uint64_t used = 0;
@@ -276,7 +270,7 @@ PickOutcome Pick(const v1::Inventory& inventory, const v1::PickDevicesRequest& r
     out.add_explanation(absl::StrCat("P-PICK the job's answer is ", answer->device(), ": picking from its row"));
   }
   if (row == v1::ROW_CPU || row == v1::ROW_MPS) {
-    return fail(absl::FailedPreconditionError(absl::StrCat("row: ", RowText(row),
+    return fail(absl::FailedPreconditionError(absl::StrCat("row: ", RowName(row),
                                                            " has no devices to pick (cpu is shared, mps is one "
                                                            "device); pick from an accelerator row")));
   }
@@ -284,7 +278,7 @@ PickOutcome Pick(const v1::Inventory& inventory, const v1::PickDevicesRequest& r
                                        [&](const v1::Backend& b) { return b.row() == row; });
   if (backend_it == inventory.backends().end()) {
     return fail(absl::FailedPreconditionError(
-        absl::StrCat("row: this host has no ", RowText(row), " hardware (rows present: ",
+        absl::StrCat("row: this host has no ", RowName(row), " hardware (rows present: ",
                      absl::StrJoin(inventory.backends(), ", ",
                                    [](std::string* o, const v1::Backend& b) { absl::StrAppend(o, b.name()); }),
                      ")")));
@@ -331,6 +325,8 @@ PickOutcome Pick(const v1::Inventory& inventory, const v1::PickDevicesRequest& r
       c.processes = usage->processes_known() ? usage->process_count() : 0;
       c.used = usage->has_memory_used_bytes() ? usage->memory_used_bytes() : 0;
     }
+    c.taken = lease != leased.end() || (usage != nullptr && usage->busy()) ||
+              (c.processes > 0 && !request.allow_shared());
     if (lease != leased.end()) {
       c.why = absl::StrCat("not picked: leased (", lease->holder, ")");
     } else if (usage != nullptr && usage->busy()) {
@@ -401,10 +397,8 @@ PickOutcome Pick(const v1::Inventory& inventory, const v1::PickDevicesRequest& r
     }
     outcome.no_free_device = true;
     // Advice that fits: waiting helps when some are leased or in use, sharing when some are in use.
-    const bool some_taken = std::any_of(candidates.begin(), candidates.end(), [&](const Candidate& c) {
-      return !c.eligible && (absl::StrContains(c.why, "leased") || absl::StrContains(c.why, "busy") ||
-                             absl::StrContains(c.why, "in use"));
-    });
+    const bool some_taken =
+        std::any_of(candidates.begin(), candidates.end(), [](const Candidate& c) { return c.taken; });
     const bool some_in_use = !request.allow_shared() && std::any_of(candidates.begin(), candidates.end(),
                                                                     [](const Candidate& c) { return c.processes > 0; });
     std::vector<std::string> advice;
