@@ -2,8 +2,9 @@
 # `cmake --install` of this build tree into a temporary prefix: checks the complete layout
 # (bin/devplace, sbin/devplaced, lib/devplace/ probes, the proto, the systemd unit rewritten to
 # the prefix, the flag file), verifies that unit with `systemd-analyze verify` (and that the check
-# catches a misspelled directive), then runs the installed devplaced, which must find its probe
-# in ../lib/devplace/, with the installed flag file, and calls it with the installed CLI.
+# catches a misspelled directive), that two installs at once each get their own unit, then runs
+# the installed devplaced, which must find its probe in ../lib/devplace/, with the installed flag
+# file, and calls it with the installed CLI.
 # Usage: install_test.sh <build dir> <cmake> <fixture host dir> <with torch: ON|OFF>
 set -euo pipefail
 build="$1" cmake="$2" fixture="$3" with_torch="$4"
@@ -65,6 +66,21 @@ done
 if grep -Eq '^(PrivateDevices=yes|DevicePolicy=|ProcSubset=pid)' "$unit"; then
   fail "the unit hides /dev or /proc from the probe"
 fi
+
+# ---- installs running at once from this build tree each get a unit with their own paths ----
+# (ctest -j runs this beside the .deb test, whose CPack installs into /usr; a staging file shared by
+# both installed one's unit into the other about one time in five, so 10 rounds catch it.)
+for round in $(seq 1 10); do
+  rm -rf "$tmp/at-once"
+  "$cmake" --install "$build" --prefix "$tmp/at-once/a" --component devplace_daemon >/dev/null &
+  DESTDIR="$tmp/at-once/b" "$cmake" --install "$build" --prefix /usr --component devplace_daemon >/dev/null &
+  wait
+  grep -q "^ExecStart=$tmp/at-once/a/sbin/devplaced " "$tmp/at-once/a/lib/systemd/system/devplaced.service" ||
+    fail "round $round: an install into $tmp/at-once/a beside one into /usr got a unit with other paths"
+  grep -q "^ExecStart=/usr/sbin/devplaced " "$tmp/at-once/b/usr/lib/systemd/system/devplaced.service" ||
+    fail "round $round: an install into /usr beside one into $tmp/at-once/a got a unit with other paths"
+done
+echo "ok: 10 rounds of two installs at once each got their own unit"
 
 # ---- the installed daemon finds lib/devplace/devplace-probe and reads the installed flag file ----
 start_daemon "$prefix/sbin/devplaced" "$prefix/bin/devplace" "$tmp" "$fixture" \
