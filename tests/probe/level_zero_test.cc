@@ -2,7 +2,10 @@
 // the prober's own process) on the xpu-2x-arc fixture host: merge by bus id, memory per module,
 // tiles and the FLAT/COMPOSITE device counts, unhealthy memory, a lost device, unsupported and
 // unexpected answers, a missing or wrong library, a hang and a crash that cost only Level Zero's
-// data, and golden inventories (tests/golden/level_zero; DEVPLACE_UPDATE_GOLDENS=1 rewrites them).
+// data, and golden inventories (tests/golden/level_zero; DEVPLACE_UPDATE_GOLDENS=1 rewrites them);
+// and Debian's real loader with the fake driver (tests/fakes/fake_ze_driver.cc), through the core API.
+#include <dlfcn.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -197,6 +200,59 @@ TEST(LevelZeroGoldenCoverageTest, EveryGoldenHasACase) {
     goldens.insert(entry.path().stem().string());
   }
   EXPECT_EQ(goldens, cases);
+}
+
+// Debian 12's own loader (libze1 1.8: no zesInit, so no Sysman 1.5) with the fake driver
+// (tests/fakes/fake_ze_driver.cc) that the loader loads through ZE_ENABLE_ALT_DRIVERS: the prober
+// falls back to the core API, and every call goes through the real loader's dispatch.
+namespace {
+std::string RealLoaderUnavailable() {
+#ifndef DEVPLACE_FAKE_ZE_DRIVER
+  return "the fake Level Zero driver was not built (Debian package libze-dev missing at configure time)";
+#else
+  void* handle = dlopen("libze_loader.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) return "libze_loader.so.1 is not installed (Debian package libze1)";
+  const bool sysman = dlsym(handle, "zesInit") != nullptr;
+  dlclose(handle);
+  if (sysman) return "this libze_loader.so.1 has zesInit (Sysman 1.5): the core fallback is not used";
+  return "";
+#endif
+}
+}  // namespace
+
+TEST(LevelZeroRealLoader, CoreApiListsDevicesWithoutSysman) {
+  if (const std::string why = RealLoaderUnavailable(); !why.empty()) GTEST_SKIP() << why;
+#ifdef DEVPLACE_FAKE_ZE_DRIVER
+  setenv("ZE_ENABLE_ALT_DRIVERS", DEVPLACE_FAKE_ZE_DRIVER, 1);
+  const v1::Inventory inv = ProbeWithZe("arc", "libze_loader.so.1");
+  unsetenv("ZE_ENABLE_ALT_DRIVERS");
+  EXPECT_EQ(Ze(inv).status(), v1::PROBE_STATUS_OK) << Ze(inv).message();
+  EXPECT_EQ(Ze(inv).message(),
+            "3 Level Zero devices, 3 matched by bus id; core API only (libze_loader.so.1 lacks zesInit, zesDriverGet, "
+            "zesDeviceGet (not a Level Zero loader with Sysman 1.5, or one too old)): memory, processes and the "
+            "driver version not read");
+  const v1::Device* arc1 = FindDevice(inv, kArc1);
+  ASSERT_NE(arc1, nullptr);
+  EXPECT_EQ(arc1->name(), "Intel(R) Arc(TM) A770 Graphics");
+  EXPECT_EQ(arc1->attributes().at("level_zero_uuid"), "8680a056-0800-0000-0700-000000000000");
+  EXPECT_EQ(FindDevice(inv, kIgpu)->name(), "Intel(R) UHD Graphics 770");
+  // Nothing Sysman gives is claimed: memory stays sysfs', no usage, no tile counts.
+  const v1::Inventory sysfs = ProbeTree(HostDir("xpu-2x-arc"));
+  EXPECT_EQ(arc1->memory_total_bytes(), FindDevice(sysfs, kArc1)->memory_total_bytes());
+  EXPECT_EQ(arc1->attributes().count("memory_source"), 0u);
+  EXPECT_FALSE(arc1->has_usage());
+  EXPECT_EQ(arc1->attributes().count("flat_device_count"), 0u);
+#endif
+}
+
+TEST(LevelZeroRealLoader, NoDriverIsSkipped) {
+  if (const std::string why = RealLoaderUnavailable(); !why.empty()) GTEST_SKIP() << why;
+  // The real loader with no driver to load (this host has no Intel GPU driver).
+  setenv("ZE_ENABLE_ALT_DRIVERS", "/nonexistent/libze_intel_gpu.so.1", 1);
+  const v1::Inventory inv = ProbeWithZe("arc", "libze_loader.so.1");
+  unsetenv("ZE_ENABLE_ALT_DRIVERS");
+  EXPECT_EQ(Ze(inv).status(), v1::PROBE_STATUS_SKIPPED) << Ze(inv).message();
+  EXPECT_THAT(Ze(inv).message(), HasSubstr("no Level Zero GPU driver: zeInit: ZE_RESULT_ERROR_UNINITIALIZED"));
 }
 
 }  // namespace

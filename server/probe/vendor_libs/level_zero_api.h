@@ -2,7 +2,10 @@
 // here so that nothing Intel is needed at build time (the loader is opened with dlopen). Names,
 // values and layouts follow the public headers level_zero/ze_api.h and level_zero/zes_api.h of the
 // Level Zero specification 1.5 and later (github.com/oneapi-src/level-zero); zesInit exists since
-// 1.5, so devplace needs no zeInit and no ZES_ENABLE_SYSMAN.
+// 1.5, so devplace needs no zeInit and no ZES_ENABLE_SYSMAN. A loader without zesInit (older than
+// Sysman 1.5, e.g. Debian 12's libze1 1.8) is read through the core API instead (zeInit,
+// zeDriverGet, zeDeviceGet, zeDeviceGetProperties, zeDevicePciGetPropertiesExt, declared at the
+// end).
 #ifndef DEVPLACE_SERVER_PROBE_VENDOR_LIBS_LEVEL_ZERO_API_H_
 #define DEVPLACE_SERVER_PROBE_VENDOR_LIBS_LEVEL_ZERO_API_H_
 
@@ -141,6 +144,30 @@ ze_result_t zesMemoryGetState(zes_mem_handle_t hMemory, zes_mem_state_t* pState)
 // The processes using the device: *pCount in (capacity; 0 asks for the count), out (the count).
 ze_result_t zesDeviceProcessesGetState(zes_device_handle_t hDevice, uint32_t* pCount,
                                        zes_process_state_t* pProcesses);
+
+// ---- the core API, for loaders without Sysman 1.5 ----
+typedef struct _ze_driver_handle_t* ze_driver_handle_t;
+typedef struct _ze_device_handle_t* ze_device_handle_t;
+
+// ze_init_flags_t: ZE_INIT_FLAG_GPU_ONLY.
+#define ZE_INIT_FLAG_GPU_ONLY 0x1
+// ze_structure_type_t of ze_pci_ext_properties_t (ZE_extension_pci_properties, API 1.3).
+#define ZE_STRUCTURE_TYPE_PCI_EXT_PROPERTIES 0x10008
+
+typedef struct {
+  uint32_t stype;  // ZE_STRUCTURE_TYPE_PCI_EXT_PROPERTIES
+  void* pNext;
+  uint32_t domain, bus, device, function;  // ze_pci_address_ext_t
+  int32_t genVersion, width;               // ze_pci_speed_ext_t
+  int64_t maxBandwidth;
+} ze_pci_ext_properties_t;
+
+ze_result_t zeInit(uint32_t flags);
+ze_result_t zeDriverGet(uint32_t* pCount, ze_driver_handle_t* phDrivers);
+ze_result_t zeDeviceGet(ze_driver_handle_t hDriver, uint32_t* pCount, ze_device_handle_t* phDevices);
+// `pDeviceProperties->stype` must be ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES.
+ze_result_t zeDeviceGetProperties(ze_device_handle_t hDevice, ze_device_properties_t* pDeviceProperties);
+ze_result_t zeDevicePciGetPropertiesExt(ze_device_handle_t hDevice, ze_pci_ext_properties_t* pPciProperties);
 
 }  // extern "C"
 

@@ -201,6 +201,104 @@ class Reader {
   ZeSnapshot& out_;
 };
 
+// The core API of a loader without Sysman 1.5.
+struct ZeCoreLibrary {
+  decltype(&zeInit) init = nullptr;
+  decltype(&zeDriverGet) drivers = nullptr;
+  decltype(&zeDeviceGet) devices = nullptr;
+  decltype(&zeDeviceGetProperties) properties = nullptr;
+  decltype(&zeDevicePciGetPropertiesExt) pci = nullptr;
+};
+
+// Reads every root device of every driver through the core API: bus id, name, UUID. Devices on
+// one PCI function (the tiles of a card under ZE_FLAT_DEVICE_HIERARCHY=FLAT) become one entry,
+// named by the first, with their count as `tiles` and no UUID (each tile has its own).
+void ReadCore(const ZeCoreLibrary& lib, VendorCall& call, ZeSnapshot& out) {
+  auto list = [&](const char* name, auto fn, auto& handles) {
+    uint32_t count = 0;
+    call.Enter(name);
+    ze_result_t r = fn(&count, nullptr);
+    if (r == ZE_RESULT_SUCCESS && count > 0) {
+      handles.resize(std::min(count, kMaxZeProcesses));
+      count = static_cast<uint32_t>(handles.size());
+      r = fn(&count, handles.data());
+      handles.resize(std::min<size_t>(count, handles.size()));
+    }
+    if (r != ZE_RESULT_SUCCESS) out.problems.push_back(absl::StrCat(name, ": ", ZeResultName(r)));
+    return r == ZE_RESULT_SUCCESS;
+  };
+  std::vector<ze_driver_handle_t> drivers;
+  if (!list("zeDriverGet", [&](uint32_t* n, ze_driver_handle_t* h) { return lib.drivers(n, h); }, drivers)) return;
+  int index = 0;
+  for (ze_driver_handle_t driver : drivers) {
+    std::vector<ze_device_handle_t> devices;
+    if (!list("zeDeviceGet", [&](uint32_t* n, ze_device_handle_t* h) { return lib.devices(driver, n, h); }, devices)) {
+      continue;
+    }
+    for (ze_device_handle_t device : devices) {
+      ZeGpu gpu;
+      gpu.index = index++;
+      ze_pci_ext_properties_t pci = {};
+      pci.stype = ZE_STRUCTURE_TYPE_PCI_EXT_PROPERTIES;
+      call.Enter("zeDevicePciGetPropertiesExt", gpu.index);
+      if (const ze_result_t r = lib.pci(device, &pci); r != ZE_RESULT_SUCCESS) {
+        out.notes.push_back(absl::StrCat("Level Zero device ", gpu.index, " has no bus id (zeDevicePciGetPropertiesExt: ",
+                                         ZeResultName(r), ")"));
+        continue;
+      }
+      gpu.bus_id = absl::StrFormat("%04x:%02x:%02x.%x", pci.domain, pci.bus, pci.device, pci.function);
+      auto same = std::find_if(out.gpus.begin(), out.gpus.end(), [&](const ZeGpu& g) { return g.bus_id == gpu.bus_id; });
+      if (same != out.gpus.end()) {  // another tile of a card already listed
+        same->tiles = std::max<uint32_t>(same->tiles, 1) + 1;
+        same->uuid.clear();
+        continue;
+      }
+      auto properties = std::make_unique<ze_device_properties_t>();
+      properties->stype = ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES;
+      call.Enter("zeDeviceGetProperties", gpu.index);
+      if (const ze_result_t r = lib.properties(device, properties.get()); r == ZE_RESULT_SUCCESS) {
+        gpu.name = Text(properties->name, sizeof properties->name);
+        const uint8_t* id = properties->uuid;
+        if (std::any_of(id, id + ZE_MAX_DEVICE_UUID_SIZE, [](uint8_t b) { return b != 0; })) gpu.uuid = Uuid(id);
+      } else if (r == ZE_RESULT_ERROR_DEVICE_LOST) {
+        gpu.lost = absl::StrCat("Level Zero zeDeviceGetProperties: ", ZeResultName(r));
+      } else {
+        out.problems.push_back(absl::StrCat(gpu.bus_id, ": zeDeviceGetProperties: ", ZeResultName(r)));
+      }
+      out.gpus.push_back(std::move(gpu));
+    }
+  }
+}
+
+// A loader without Sysman 1.5 (`why`: what it lacks): the core API, when it has it.
+ZeSnapshot ReadLevelZeroCore(const std::string& library, const std::string& why, VendorCall& call) {
+  ZeSnapshot out;
+  VendorLibrary so(library);
+  ZeCoreLibrary lib;
+  so.Require("zeInit", lib.init);
+  so.Require("zeDriverGet", lib.drivers);
+  so.Require("zeDeviceGet", lib.devices);
+  so.Require("zeDeviceGetProperties", lib.properties);
+  so.Require("zeDevicePciGetPropertiesExt", lib.pci);
+  if (std::string missing = so.MissingRequired("nor the core API's device list"); !missing.empty()) {
+    out.unusable = absl::StrCat(why, "; ", missing);
+    return out;
+  }
+  out.core_only = true;
+  out.notes.push_back(absl::StrCat("core API only (", why,
+                                   "): memory, processes and the driver version not read"));
+  call.Enter("zeInit");
+  const ze_result_t r = lib.init(ZE_INIT_FLAG_GPU_ONLY);
+  if (r != ZE_RESULT_SUCCESS) {
+    out.skipped = r == ZE_RESULT_ERROR_UNINITIALIZED || r == ZE_RESULT_ERROR_DEPENDENCY_UNAVAILABLE;
+    out.unusable = absl::StrCat(out.skipped ? "no Level Zero GPU driver: " : "", "zeInit: ", ZeResultName(r));
+    return out;
+  }
+  ReadCore(lib, call, out);
+  call.Enter("dlclose");
+  return out;
+}
+
 }  // namespace
 
 std::string ZeResultName(uint32_t code) {
@@ -243,8 +341,7 @@ ZeSnapshot ReadLevelZero(const std::string& library, VendorCall& call) {
   so.Optional("zesDeviceProcessesGetState", lib.processes);
   if (std::string missing = so.MissingRequired("not a Level Zero loader with Sysman 1.5, or one too old");
       !missing.empty()) {
-    out.unusable = std::move(missing);
-    return out;
+    return ReadLevelZeroCore(library, missing, call);
   }
   if (std::string missing = so.MissingOptional(); !missing.empty()) out.notes.push_back(std::move(missing));
   call.Enter("zesInit");
@@ -286,7 +383,7 @@ absl::StatusOr<ProbeOutcome> MergeLevelZero(const ZeSnapshot& snapshot, HostFact
     }
     if (driver_version.empty()) driver_version = gpu.driver_version;
     if (gpu.tiles > 1) d.set_sub_device_count(gpu.tiles);
-    if (!gpu.name.empty() || !gpu.memory.empty()) {
+    if (!snapshot.core_only && (!gpu.name.empty() || !gpu.memory.empty())) {
       attributes["level_zero_tiles"] = absl::StrCat(gpu.tiles);
       attributes["flat_device_count"] = absl::StrCat(std::max<uint32_t>(gpu.tiles, 1));
       attributes["composite_device_count"] = "1";

@@ -1,4 +1,4 @@
-// The Level Zero Sysman prober (issue 13): loads libze_loader.so.1 with dlopen at run time
+// The Level Zero Sysman prober: loads libze_loader.so.1 with dlopen at run time
 // (declarations in level_zero_api.h, no build-time Intel dependency) and adds what Sysman knows
 // to the Intel GPU row (ROW_XPU), matched by PCI bus id: name, UUID, device memory per module and
 // in total, tiles (sub-devices) and the device count each FLAT/COMPOSITE hierarchy presents. It
@@ -45,12 +45,19 @@ struct ZeGpu {
 struct ZeSnapshot {
   std::optional<std::string> unusable;
   bool skipped = false;
+  // Read through the core API (the loader has no Sysman 1.5): names, UUIDs and bus ids only; the
+  // note says what was not read. `gpus` then holds one entry per PCI function, its `tiles` the
+  // number of root devices the loader listed on it (FLAT hierarchy: one per tile) when above 1.
+  bool core_only = false;
   std::vector<ZeGpu> gpus;
   std::vector<std::string> notes;
   std::vector<std::string> problems;
 };
 
-// Loads `library`, zesInit(0), reads every device of every driver, unloads.
+// Loads `library`, zesInit(0), reads every device of every driver, unloads. A loader without
+// zesInit / zesDriverGet / zesDeviceGet (older than Sysman 1.5) but with the core API is read with
+// zeInit(ZE_INIT_FLAG_GPU_ONLY), zeDriverGet, zeDeviceGet, zeDeviceGetProperties and
+// zeDevicePciGetPropertiesExt instead (core_only).
 ZeSnapshot ReadLevelZero(const std::string& library, VendorCall& call);
 
 // Merges `snapshot` into the XPU row of `facts` by bus id: the name; uuid ("ze-" form in
