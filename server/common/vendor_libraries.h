@@ -31,6 +31,9 @@
     "libcuda (NVIDIA GPUs), read in two short-lived child processes: the CUDA runtime's GPU numbering "  \
     "under CUDA_DEVICE_ORDER unset and PCI_BUS_ID (unknown without it: answers on hosts with mixed GPU " \
     "models then warn that the order may differ)")                                                       \
+  X(rocm_smi, "librocm_smi64.so.1", "rocm_smi",                                                          \
+    "ROCm SMI (AMD GPUs; ROCm's librocm_smi64.so.7 or .so.6 when the default is not installed): names, "  \
+    "unique ids, VRAM total/used and the compute processes of each GPU")                                 \
   X(amd_smi, "libamd_smi.so", "amd_smi",                                                                 \
     "AMD SMI (AMD GPUs): names, UUIDs, VRAM total/used, compute and memory partition modes, the "        \
     "driver version")                                                                                    \

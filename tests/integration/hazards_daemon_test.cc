@@ -198,7 +198,7 @@ TEST(DaemonHazards, CudaOrderFromLibcudaNumbersTheJobsGpus) {
 // libcuda; xpu-2x-arc's UHD 770 next to two Arc A770), asked by the devplace CLI with --explain.
 TEST(DaemonHazards, RenumberingIsWarnedOverTheWire) {
   ScopedEnv cuda("FAKE_CUDA_CONFIG", Fixture("cuda/mixed-models.txt"));
-  const std::vector<std::string> no_libraries = {"--nvml_library=", "--amd_smi_library=", "--level_zero_library=",
+  const std::vector<std::string> no_libraries = {"--nvml_library=", "--rocm_smi_library=", "--amd_smi_library=", "--level_zero_library=",
                                                  "--cuda_library="};
   Daemon amd("amd-2x-mi210-kfd-order", no_libraries);
   Daemon nv("nvidia-mixed-models", {"--nvml_library=", "--cuda_library=" DEVPLACE_FAKE_CUDA});

@@ -26,7 +26,7 @@ std::string Host(const std::string& name) { return std::string(DEVPLACE_FIXTURES
 
 // No vendor library: only the sysfs/procfs probers run.
 constexpr char kNoLibraries[] =
-    " --nvml_library= --cuda_library= --amd_smi_library= --level_zero_library= --hlml_library= --dcmi_library="
+    " --nvml_library= --cuda_library= --rocm_smi_library= --amd_smi_library= --level_zero_library= --hlml_library= --dcmi_library="
     " --cndev_library= --mtml_library=";
 
 struct Measured {

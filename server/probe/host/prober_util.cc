@@ -40,7 +40,7 @@ void SetListedProcesses(v1::Device& d, const char* source, const std::vector<std
   for (const auto& [pid, bytes] : processes) {
     v1::DeviceUsageProcess& p = *usage.add_processes();
     p.set_pid(pid);
-    p.set_used_memory_bytes(bytes);
+    if (bytes != kUnknownProcessBytes) p.set_used_memory_bytes(bytes);
     p.set_kind(v1::DEVICE_USAGE_PROCESS_KIND_COMPUTE);
   }
 }

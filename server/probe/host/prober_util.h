@@ -39,8 +39,12 @@ class Problems {
 // Marks `d` HEALTH_LOST with `reason`, appended ("; ") to an earlier loss reason.
 void MarkLost(v1::Device& d, const std::string& reason);
 
+// A process's device memory that the library does not give for one device (ROCm SMI gives one
+// figure for all the GPUs a process uses): its used_memory_bytes stays absent.
+inline constexpr uint64_t kUnknownProcessBytes = ~uint64_t{0};
 // Device.usage from a library that lists the compute processes of a device as (pid, device memory
-// bytes): `source` (the prober's name), processes known, their count and each one.
+// bytes or kUnknownProcessBytes): `source` (the prober's name), processes known, their count and
+// each one.
 void SetListedProcesses(v1::Device& d, const char* source, const std::vector<std::pair<uint32_t, uint64_t>>& processes);
 // A vendor library's driver version for `row`: kept when no kernel source gave one; else a note
 // "<library>'s driver V differs from the <kernel_source>'s K" when they differ. Adds
