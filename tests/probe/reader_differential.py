@@ -280,6 +280,9 @@ def rocm_smi_child():
             dev["vram_used"] = used.value
         if lib.rsmi_dev_unique_id_get(i, ctypes.byref(uid)) == 0:
             dev["unique_id"] = uid.value
+        name = ctypes.create_string_buffer(256)
+        if lib.rsmi_dev_name_get(i, name, ctypes.c_size_t(len(name))) == 0:
+            dev["name"] = name.value.decode("utf-8", "replace")
         out["devices"].append(dev)
     count = ctypes.c_uint32(0)
     out["proc_status"] = lib.rsmi_compute_process_info_get(None, ctypes.byref(count))
@@ -342,10 +345,23 @@ def compare_rocm_smi(probe, host_dir, processes):
     amd = {bus: d for bus, d in devplace_devices(inv).items() if d["row"] == "ROW_CUDA_AMD"}
     devs = {d["bus_id"]: d for d in reading["devices"]}
     t.check("AMD GPUs", len(amd), len(devs))
+    notes = []
     if not processes:
         t.check("bus ids", fmt_set(amd), fmt_set(devs))
+        cli, _ = in_namespace(host_dir, ["rocm-smi", "--showbus", "--json"]) if shutil.which("rocm-smi") else (None, "")
+        if cli is None:
+            notes.append("the rocm-smi CLI is not installed: only the library was asked")
+        else:
+            text = cli.stdout[cli.stdout.find("{"):] if "{" in cli.stdout else "{}"
+            buses = {v["PCI Bus"].lower() for k, v in json.loads(text).items() if k.startswith("card") and "PCI Bus" in v}
+            t.check("bus ids (rocm-smi --showbus --json)", fmt_set(amd), fmt_set(buses))
         for bus in sorted(set(amd) | set(devs)):
             mine, theirs = amd.get(bus, {}), devs.get(bus, {})
+            if mine.get("name"):
+                t.check(bus + " name", mine["name"], theirs.get("name", ""))
+            else:
+                notes.append("%s: devplace has no name (no product_name in sysfs); ROCm SMI says %r" %
+                             (bus, theirs.get("name", "")))
             t.check(bus + " unique id", mine.get("uuid", ""),
                     "GPU-%016x" % theirs["unique_id"] if "unique_id" in theirs else "")
             total = int(mine.get("memoryTotalBytes", 0))
@@ -367,8 +383,8 @@ def compare_rocm_smi(probe, host_dir, processes):
         t.check("compute processes {pid: [[bus id, VRAM bytes]]}",
                 "unknown on " + ", ".join(unknown) if unknown else json.dumps(devplace_procs, sort_keys=True),
                 json.dumps(smi_procs, sort_keys=True))
-    notes = ["ROCm SMI numbers devices in DRM card order: " +
-             ", ".join("%d=%s" % (d["index"], d["bus_id"]) for d in reading["devices"])]
+    notes.append("ROCm SMI numbers devices in DRM card order: " +
+                 ", ".join("%d=%s" % (d["index"], d["bus_id"]) for d in reading["devices"]))
     t.finish(notes)
 
 
