@@ -123,8 +123,9 @@ TEST(FixtureResolve, AmdRocrSelectsByOrdinalOrUuid) {
   EXPECT_EQ(r->max_memory().at("1"), 64407732224u);
 }
 
-// E-ORDER (HIP): the KFD topology of amd-2x-mi210-kfd-order lists 83:00.0 as node 1 and 63:00.0
-// as node 2, so HIP device 0 is the second card on the bus; on amd-2x-mi210 the orders agree.
+// E-ORDER (HIP): the KFD topology of amd-2x-mi210-kfd-order lists 83:00.0 as node 2 and 63:00.0
+// as node 3 (nodes 0 and 1 are the CPUs), so HIP device 0 is the second card on the bus; on
+// amd-2x-mi210 the orders agree.
 TEST(FixtureResolve, AmdMasksCountInTheKfdTopologysOrder) {
   const v1::Inventory inv = ProbeHost("amd-2x-mi210-kfd-order");
   const v1::Device* first = FindDevice(inv, "0000:63:00.0");

@@ -108,7 +108,7 @@ TEST(ParseColonFieldsTest, FirstOccurrenceWinsAndJunkIgnored) {
 }
 
 TEST(ParseSpaceFieldsTest, KfdProperties) {
-  const auto props = ParseSpaceFields(ReadFixture("amd-2x-mi210", "sys/class/kfd/kfd/topology/nodes/2/properties"));
+  const auto props = ParseSpaceFields(ReadFixture("amd-2x-mi210", "sys/class/kfd/kfd/topology/nodes/3/properties"));
   EXPECT_EQ(props.at("simd_count"), "416");
   EXPECT_EQ(props.at("location_id"), "33536");
   EXPECT_EQ(props.at("drm_render_minor"), "129");
