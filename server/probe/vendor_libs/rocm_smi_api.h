@@ -39,8 +39,9 @@ typedef enum {
 // rsmi_memory_type_t: RSMI_MEM_TYPE_VRAM.
 typedef enum { RSMI_MEM_TYPE_VRAM = 0 } rsmi_memory_type_t;
 
-// One process using a GPU, as rsmi_compute_process_info_get lists it. vram_usage is the bytes of
-// device memory it holds on all the GPUs it uses together.
+// One process using a GPU. rsmi_compute_process_info_get fills process_id and pasid only (ROCm SMI
+// 5.2.3 leaves the rest 0); rsmi_compute_process_info_by_pid_get fills all: vram_usage is the bytes
+// of device memory it holds on all the GPUs it uses together.
 typedef struct {
   uint32_t process_id;
   uint32_t pasid;
@@ -64,6 +65,8 @@ rsmi_status_t rsmi_dev_memory_usage_get(uint32_t dv_ind, rsmi_memory_type_t mem_
 // `procs` null: *num_items becomes the number of processes; else up to *num_items are written and
 // *num_items becomes the number written (RSMI_STATUS_INSUFFICIENT_SIZE when there were more).
 rsmi_status_t rsmi_compute_process_info_get(rsmi_process_info_t* procs, uint32_t* num_items);
+// One process's entry, with its VRAM (RSMI_STATUS_NOT_FOUND: no such process uses a GPU).
+rsmi_status_t rsmi_compute_process_info_by_pid_get(uint32_t pid, rsmi_process_info_t* proc);
 // The device indices process `pid` uses, the same way (null `dv_indices`: the count).
 rsmi_status_t rsmi_compute_process_gpus_get(uint32_t pid, uint32_t* dv_indices, uint32_t* num_devices);
 

@@ -2,7 +2,8 @@
 // merged into the AMD row (ROW_CUDA_AMD) by PCI bus id like the other accelerator libraries
 // (accel_library.h). Per GPU: bus id, marketing name, unique id (as the uuid "GPU-<16 hex digits>",
 // ROCm's ROCR_VISIBLE_DEVICES form), VRAM total and used, and the compute processes using it
-// (rsmi_compute_process_info_get, each process's GPUs from rsmi_compute_process_gpus_get). It runs
+// (rsmi_compute_process_info_get, then each process's GPUs from rsmi_compute_process_gpus_get and
+// its VRAM from rsmi_compute_process_info_by_pid_get). It runs
 // beside AMD SMI (which lists no processes) or alone on ROCm 5.x hosts, where AMD SMI does not exist;
 // it reports before AMD SMI, so where both give a figure AMD SMI's is kept.
 //
@@ -43,6 +44,7 @@ struct RocmSmi {
   decltype(&rsmi_dev_memory_usage_get) memory_usage = nullptr;
   decltype(&rsmi_compute_process_info_get) processes = nullptr;
   decltype(&rsmi_compute_process_gpus_get) process_gpus = nullptr;
+  decltype(&rsmi_compute_process_info_by_pid_get) process_by_pid = nullptr;
 };
 
 // Where the library looks for the GPUs (its KFD topology).
@@ -137,8 +139,9 @@ bool ReadList(LibraryCalls& calls, const char* name, Fill fill, std::vector<T>& 
   return false;
 }
 
-// The compute processes of every device read (by the library's device index). A process using
-// several GPUs has one VRAM figure for all of them: on each it is listed without a figure.
+// The compute processes of every device read (by the library's device index): the list, then each
+// process's GPUs and its VRAM (the list itself carries no VRAM figure). A process using several
+// GPUs has one VRAM figure for all of them: on each it is listed without a figure.
 void ReadProcesses(const RocmSmi& lib, LibraryCalls& calls, std::map<uint32_t, LibraryDevice*>& by_index) {
   if (lib.processes == nullptr || lib.process_gpus == nullptr || by_index.empty()) return;
   std::vector<rsmi_process_info_t> processes;
@@ -159,11 +162,21 @@ void ReadProcesses(const RocmSmi& lib, LibraryCalls& calls, std::map<uint32_t, L
                   gpus)) {
       continue;
     }
+    if (gpus.empty()) continue;
+    uint64_t vram = kUnknownProcessBytes;
+    if (lib.process_by_pid != nullptr && gpus.size() == 1) {
+      rsmi_process_info_t info = {};
+      calls.call().Enter("rsmi_compute_process_info_by_pid_get");
+      const int r = lib.process_by_pid(process.process_id, &info);
+      if (r == RSMI_STATUS_SUCCESS) {
+        vram = info.vram_usage;
+      } else if (r != RSMI_STATUS_NOT_FOUND) {  // NOT_FOUND: it ended in between
+        calls.SystemResult("rsmi_compute_process_info_by_pid_get", r);
+      }
+    }
     for (uint32_t gpu : gpus) {
       const auto it = by_index.find(gpu);
-      if (it == by_index.end()) continue;
-      it->second->processes->emplace_back(process.process_id,
-                                          gpus.size() == 1 ? process.vram_usage : kUnknownProcessBytes);
+      if (it != by_index.end()) it->second->processes->emplace_back(process.process_id, vram);
     }
   }
 }
@@ -206,6 +219,7 @@ LibrarySnapshot ReadRocmSmi(const std::string& path, const std::vector<std::stri
   loaded.Optional("rsmi_dev_memory_usage_get", lib.memory_usage);
   loaded.Optional("rsmi_compute_process_info_get", lib.processes);
   loaded.Optional("rsmi_compute_process_gpus_get", lib.process_gpus);
+  loaded.Optional("rsmi_compute_process_info_by_pid_get", lib.process_by_pid);
   if (!loaded.CheckSymbols(path, "ROCm SMI", out)) return out;
 
   call.Enter("rsmi_init");
