@@ -376,13 +376,15 @@ def compare_rocm_smi(probe, host_dir, processes):
                 unknown.append(bus)
             for p in usage.get("processes", []):
                 devplace_procs.setdefault(str(p.get("pid", 0)), []).append([bus, int(p.get("usedMemoryBytes", 0))])
+        if reading.get("proc_status", 0) != 0:  # ROCm SMI could not list them: unknown, as devplace says
+            smi_procs = "unknown on " + ", ".join(sorted(devs))
         for p in reading["processes"]:
             gpus = p["gpus"] or []
             for bus in gpus:  # a process on several GPUs: ROCm SMI sums its VRAM over them
                 smi_procs.setdefault(str(p["pid"]), []).append([bus, p["vram"] if len(gpus) == 1 else None])
         t.check("compute processes {pid: [[bus id, VRAM bytes]]}",
                 "unknown on " + ", ".join(unknown) if unknown else json.dumps(devplace_procs, sort_keys=True),
-                json.dumps(smi_procs, sort_keys=True))
+                smi_procs if isinstance(smi_procs, str) else json.dumps(smi_procs, sort_keys=True))
     notes.append("ROCm SMI numbers devices in DRM card order: " +
                  ", ".join("%d=%s" % (d["index"], d["bus_id"]) for d in reading["devices"]))
     t.finish(notes)

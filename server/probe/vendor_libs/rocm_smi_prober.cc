@@ -49,6 +49,8 @@ struct RocmSmi {
 
 // Where the library looks for the GPUs (its KFD topology).
 constexpr char kKfdTopology[] = "/sys/class/kfd/kfd/topology/nodes";
+// Where it lists the processes using the GPUs (kernels since 5.x; without it the list fails).
+constexpr char kKfdProcesses[] = "/sys/class/kfd/kfd/proc";
 // The sonames tried, in order, when the prober is given the registry's default.
 constexpr const char* kReleaseSonames[] = {"librocm_smi64.so.7", "librocm_smi64.so.6"};
 // At most this many processes are read (a list that keeps growing past it is not read).
@@ -144,6 +146,11 @@ bool ReadList(LibraryCalls& calls, const char* name, Fill fill, std::vector<T>& 
 // GPUs has one VRAM figure for all of them: on each it is listed without a figure.
 void ReadProcesses(const RocmSmi& lib, LibraryCalls& calls, std::map<uint32_t, LibraryDevice*>& by_index) {
   if (lib.processes == nullptr || lib.process_gpus == nullptr || by_index.empty()) return;
+  if (access(kKfdProcesses, F_OK) != 0) {
+    calls.out().notes.push_back(absl::StrCat("processes not read: no ", kKfdProcesses,
+                                             " (a kernel without KFD process accounting)"));
+    return;
+  }
   std::vector<rsmi_process_info_t> processes;
   if (!ReadList(calls, "rsmi_compute_process_info_get",
                 [&](rsmi_process_info_t* p, uint32_t* n) { return lib.processes(p, n); }, processes)) {
