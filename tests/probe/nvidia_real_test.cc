@@ -98,13 +98,20 @@ TEST(NvidiaRealLibraries, FakeNvmlAnswersADriverlessHostAsTheRealOneDoes) {
   EXPECT_EQ(fake.message(), real.message());
 }
 
-TEST(NvidiaRealLibraries, RealLibcudaOnADriverlessHost) {
+TEST(NvidiaRealLibraries, RealLibcudaOnADriverlessHostAndTheFakeAgree) {
   SKIP_WITHOUT(cuda_path, "libcuda.so.1", "libcuda1");
   if (NvidiaSmi().exit_code != 9) GTEST_SKIP() << "not a host without the NVIDIA driver (nvidia-smi does not exit 9)";
-  const v1::ProbeReport cuda = ReportOf(Probe("nvidia-2x-h100", "--cuda_library=libcuda.so.1"), "cuda");
+  const v1::ProbeReport real = ReportOf(Probe("nvidia-2x-h100", "--cuda_library=libcuda.so.1"), "cuda");
   // No driver: no numbering, and the probe says why rather than failing.
-  EXPECT_EQ(cuda.status(), v1::PROBE_STATUS_SKIPPED) << cuda.message();
-  EXPECT_THAT(cuda.message(), HasSubstr("cuInit"));
+  EXPECT_EQ(real.status(), v1::PROBE_STATUS_SKIPPED) << real.message();
+  EXPECT_EQ(real.message(), "cuInit: CUDA_ERROR_NO_DEVICE (100)");
+  // The fake libcuda scripted for a driver without a usable GPU answers the same.
+  const v1::ProbeReport fake =
+      ReportOf(Probe("nvidia-2x-h100", std::string("--cuda_library=") + ShellQuote(DEVPLACE_FAKE_CUDA),
+                     "FAKE_CUDA_CONFIG=" + ShellQuote(std::string(DEVPLACE_FIXTURES_DIR) + "/cuda/no-device.txt")),
+               "cuda");
+  EXPECT_EQ(fake.status(), real.status());
+  EXPECT_EQ(fake.message(), real.message());
 }
 
 // name -> "T" / "T@@VER" / ... as `nm -D --defined-only --with-symbol-versions` lists them:
