@@ -97,7 +97,7 @@ TEST(RocmSmiRealLibrary, GoldenInventory) {
   v1::Inventory inv = ProbeInNamespace(HostDir("amd-2x-mi210"));
   inv.clear_probed_at();
   for (v1::ProbeReport& report : *inv.mutable_probe_reports()) report.set_duration_ms(0);
-  ExpectMatchesGolden(inv, std::string(DEVPLACE_GOLDEN_DIR) + "/../rocm_smi/amd-2x-mi210.json",
+  ExpectMatchesGolden(inv, std::string(DEVPLACE_ROCM_SMI_GOLDEN_DIR) + "/amd-2x-mi210.json",
                       "inventory of amd-2x-mi210 with Debian's ROCm SMI");
 }
 
