@@ -49,12 +49,13 @@ def run(argv, env=None, timeout=TIMEOUT_S):
 # devplace's reading
 # ------------------------------------------------------------------------------------------------
 
-def library_flags(probe):
-    """`--<lib>_library=` for every vendor library the probe knows except ROCm SMI's: the sysfs view only
-    (a real NVML or Level Zero loader installed on the test machine must not answer for the fixture)."""
+def library_flags(probe, keep=()):
+    """`--<lib>_library=` for every vendor library the probe knows except those in `keep`: the sysfs
+    view (a real NVML or Level Zero loader installed on the test machine must not answer for the
+    fixture). In the ROCm SMI namespace ROCm SMI's own is kept: there it reads the fixture."""
     text = run([probe, "--helpfull"]).stdout + run([probe, "--help"]).stdout
     flags = sorted(set(re.findall(r"--([a-z0-9_]+_library)\b", text)))
-    return ["--%s=" % f for f in flags if f != "rocm_smi_library"]
+    return ["--%s=" % f for f in flags if f not in keep]
 
 
 def devplace_inventory(probe, host_dir):
@@ -336,7 +337,8 @@ def compare_rocm_smi(probe, host_dir, processes):
         print(smi.stdout + smi.stderr)
         sys.exit(1)
     reading = json.loads(smi.stdout.strip().splitlines()[-1])
-    dp, why = in_namespace(host_dir, [probe, "--host_root=" + host_dir, "--json"] + library_flags(probe))
+    dp, why = in_namespace(host_dir, [probe, "--host_root=" + host_dir, "--json"] +
+                           library_flags(probe, keep=("rocm_smi_library",)))
     if dp is None or dp.returncode != 0:
         raise SystemExit("devplace-probe in the namespace failed: %s" % (why or dp.stderr))
     inv = json.loads(dp.stdout)
