@@ -141,5 +141,30 @@ TEST(RocmSmiRealLibrary, ReadsTheAmdFixtureAsTheSysfsProbersDo) {
   }
 }
 
+// A process with queues on both GPUs: ROCm SMI lists it on both (rsmi_compute_process_gpus_get)
+// with one VRAM figure for the two together (rsmi_compute_process_info_by_pid_get sums its
+// vram_<gpu_id> files), so devplace lists it on each GPU without a memory figure rather than
+// doubling or misplacing one.
+TEST(RocmSmiRealLibrary, AProcessOnTwoGpusHasNoPerGpuMemory) {
+  SKIP_WITHOUT_REAL_LIBRARY();
+  ScratchHost host("amd-2x-mi210");
+  const std::string proc = "sys/class/kfd/kfd/proc/4242/";
+  host.Write(proc + "queues/1/gpuid", "53238\n");
+  host.Write(proc + "queues/1/type", "compute\n");
+  host.Write(proc + "queues/1/size", "1048576\n");
+  host.Write(proc + "vram_53238", "1048576\n");
+  const v1::Inventory inv = ProbeInNamespace(host.dir());
+  ASSERT_EQ(RocmSmi(inv).status(), v1::PROBE_STATUS_OK) << RocmSmi(inv).message();
+  for (const std::string bus_id : {"0000:63:00.0", "0000:83:00.0"}) {
+    SCOPED_TRACE(bus_id);
+    const v1::Device* d = FindDevice(inv, bus_id);
+    ASSERT_NE(d, nullptr);
+    EXPECT_TRUE(d->usage().processes_known());
+    ASSERT_EQ(d->usage().processes_size(), 1);
+    EXPECT_EQ(d->usage().processes(0).pid(), 4242u);
+    EXPECT_FALSE(d->usage().processes(0).has_used_memory_bytes());
+  }
+}
+
 }  // namespace
 }  // namespace devplace::testing
