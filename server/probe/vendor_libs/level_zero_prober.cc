@@ -52,6 +52,22 @@ const char* HealthName(int health) {
   }
 }
 
+// The two-call count-then-fill pattern of a system-wide list (drivers, devices): false, with a
+// problem recorded, when a call fails.
+template <typename Handle, typename Fn>
+bool ListHandles(VendorCall& call, ZeSnapshot& snapshot, const char* name, Fn fn, std::vector<Handle>& out) {
+  uint32_t count = 0;
+  call.Enter(name);
+  ze_result_t r = fn(&count, nullptr);
+  if (r == ZE_RESULT_SUCCESS && count > 0) {
+    out.resize(count);
+    r = fn(&count, out.data());
+    out.resize(std::min<size_t>(count, out.size()));
+  }
+  if (r != ZE_RESULT_SUCCESS) snapshot.problems.push_back(absl::StrCat(name, ": ", ZeResultName(r)));
+  return r == ZE_RESULT_SUCCESS;
+}
+
 class Reader {
  public:
   Reader(const ZeLibrary& lib, VendorCall& call, ZeSnapshot& out) : lib_(lib), call_(call), out_(out) {}
@@ -71,19 +87,9 @@ class Reader {
   }
 
  private:
-  // The two-call count-then-fill pattern of a system-wide list.
   template <typename Handle, typename Fn>
   bool List(const char* call, Fn fn, std::vector<Handle>& out) {
-    uint32_t count = 0;
-    call_.Enter(call);
-    ze_result_t r = fn(&count, nullptr);
-    if (r == ZE_RESULT_SUCCESS && count > 0) {
-      out.resize(count);
-      r = fn(&count, out.data());
-      out.resize(std::min<size_t>(count, out.size()));
-    }
-    if (r != ZE_RESULT_SUCCESS) out_.problems.push_back(absl::StrCat(call, ": ", ZeResultName(r)));
-    return r == ZE_RESULT_SUCCESS;
+    return ListHandles(call_, out_, call, fn, out);
   }
 
   // DEVICE_LOST marks the device lost; UNSUPPORTED_FEATURE / NOT_AVAILABLE leave the field unset;
@@ -214,25 +220,16 @@ struct ZeCoreLibrary {
 // one PCI function (the tiles of a card under ZE_FLAT_DEVICE_HIERARCHY=FLAT) become one entry,
 // named by the first, with their count as `tiles` and no UUID (each tile has its own).
 void ReadCore(const ZeCoreLibrary& lib, VendorCall& call, ZeSnapshot& out) {
-  auto list = [&](const char* name, auto fn, auto& handles) {
-    uint32_t count = 0;
-    call.Enter(name);
-    ze_result_t r = fn(&count, nullptr);
-    if (r == ZE_RESULT_SUCCESS && count > 0) {
-      handles.resize(std::min(count, kMaxZeProcesses));
-      count = static_cast<uint32_t>(handles.size());
-      r = fn(&count, handles.data());
-      handles.resize(std::min<size_t>(count, handles.size()));
-    }
-    if (r != ZE_RESULT_SUCCESS) out.problems.push_back(absl::StrCat(name, ": ", ZeResultName(r)));
-    return r == ZE_RESULT_SUCCESS;
-  };
   std::vector<ze_driver_handle_t> drivers;
-  if (!list("zeDriverGet", [&](uint32_t* n, ze_driver_handle_t* h) { return lib.drivers(n, h); }, drivers)) return;
+  if (!ListHandles(call, out, "zeDriverGet", [&](uint32_t* n, ze_driver_handle_t* h) { return lib.drivers(n, h); },
+                   drivers)) {
+    return;
+  }
   int index = 0;
   for (ze_driver_handle_t driver : drivers) {
     std::vector<ze_device_handle_t> devices;
-    if (!list("zeDeviceGet", [&](uint32_t* n, ze_device_handle_t* h) { return lib.devices(driver, n, h); }, devices)) {
+    if (!ListHandles(call, out, "zeDeviceGet",
+                     [&](uint32_t* n, ze_device_handle_t* h) { return lib.devices(driver, n, h); }, devices)) {
       continue;
     }
     for (ze_device_handle_t device : devices) {
