@@ -11,8 +11,9 @@
 // zeInit, zeDriverGet, zeDeviceGet, zeDeviceGetProperties, zeDevicePciGetPropertiesExt.
 //
 // Devices come from the fake_ze script named by FAKE_ZE_CONFIG (format at the top of fake_ze.cc),
-// read at zeInit: `device <i> bus_id|name|uuid` are answered; the Sysman-only keys (memory,
-// process, tiles) and driver_version are accepted and unused; fail / sleep / hang / crash rules
+// read at zeInit (tests/fakes/fake_ze_script.h): `device <i> bus_id|name|uuid` are answered; the
+// Sysman-only keys (memory, process, tiles) and driver_version are read and unused; fail / sleep /
+// hang / crash rules
 // apply to the core calls by name (zeInit, zeDriverGet, zeDeviceGet with target "-";
 // zeDeviceGetProperties and zeDevicePciGetPropertiesExt with the device index).
 #include <level_zero/ze_ddi.h>
@@ -28,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/fakes/fake_script.h"
+#include "tests/fakes/fake_ze_script.h"
 
 struct _ze_driver_handle_t {
   int unused;
@@ -39,57 +40,19 @@ struct _ze_device_handle_t {
 
 namespace {
 
-struct Gpu {
-  std::string bus_id, name, uuid;
-};
+using fake_ze::Gpu;
 
-struct Config {
-  std::vector<Gpu> gpus;
-  std::vector<fake::Rule> rules;
+struct Config : fake_ze::Script {
   _ze_driver_handle_t driver = {};
   std::vector<_ze_device_handle_t> devices;
 };
 
 Config* g_config = nullptr;  // the script of the last zeInit (kept: handles point into it)
 
-const std::map<std::string, long long>& Codes() {
-  static const auto* codes = new std::map<std::string, long long>{
-      {"DEVICE_LOST", ZE_RESULT_ERROR_DEVICE_LOST},
-      {"UNINITIALIZED", ZE_RESULT_ERROR_UNINITIALIZED},
-      {"UNSUPPORTED_FEATURE", ZE_RESULT_ERROR_UNSUPPORTED_FEATURE},
-      {"INVALID_ARGUMENT", ZE_RESULT_ERROR_INVALID_ARGUMENT},
-      {"UNKNOWN", ZE_RESULT_ERROR_UNKNOWN},
-  };
-  return *codes;
-}
-
+// The whole fake_ze script is read (fake_ze_script.h); the core calls answer from its bus_id,
+// name and uuid keys.
 bool Load(const char* path, Config& config, std::string& error) {
-  std::map<int, Gpu> gpus;
-  const auto directive = [&](const std::vector<std::string>& w, const std::string& line) -> std::string {
-    long long a = 0;
-    if (w[0] == "driver_version") return "";
-    if (w[0] != "device" || w.size() < 4 || !fake::ParseNumber(w[1], a) || a < 0) return "unknown directive";
-    Gpu& gpu = gpus[static_cast<int>(a)];
-    if (w[2] == "bus_id" && w.size() == 4) {
-      gpu.bus_id = w[3];
-    } else if (w[2] == "name") {
-      gpu.name = fake::RestOfLine(line, 3);
-    } else if (w[2] == "uuid" && w.size() == 4 && w[3].size() == 32) {
-      gpu.uuid = w[3];
-    } else if (w[2] != "memory" && w[2] != "process" && w[2] != "tiles") {
-      return "bad device directive";
-    }
-    return "";
-  };
-  if (!fake::ReadScript(path, Codes(), config.rules, directive, error)) return false;
-  int expected = 0;
-  for (auto& [index, gpu] : gpus) {
-    if (index != expected++ || gpu.bus_id.empty()) {
-      error = std::string(path) + ": devices must be numbered 0..n-1, each with a bus_id";
-      return false;
-    }
-    config.gpus.push_back(gpu);
-  }
+  if (!fake_ze::LoadScript(path, config, error)) return false;
   config.devices.resize(config.gpus.size());
   for (size_t i = 0; i < config.devices.size(); ++i) config.devices[i].index = static_cast<int>(i);
   return true;
