@@ -44,4 +44,14 @@ class Table {
 // Calls a function that requires the lock without holding it.
 void Unlocked(Table& t) { t.PutLocked("a", 1); }  // expect-warning
 
+// Takes two locks against their declared order (-Wthread-safety-beta checks ABSL_ACQUIRED_BEFORE).
+struct Ordered {
+  absl::Mutex first ABSL_ACQUIRED_BEFORE(second);
+  absl::Mutex second;
+  void Backwards() {
+    absl::MutexLock b(&second);
+    absl::MutexLock a(&first);  // expect-warning
+  }
+};
+
 }  // namespace devplace::seeded
