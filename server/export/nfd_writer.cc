@@ -177,7 +177,8 @@ void NfdPublisher::Loop() {
     {
       absl::MutexLock lock(&mu_);
       const absl::Time deadline = retry_at != absl::InfinitePast() ? retry_at : writer_.NextRestamp();
-      auto ready = [this] { return stopping_ || fresh_; };
+      // Await evaluates the condition with mu_ held; the annotation lets the analysis check it.
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || fresh_; };
       mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
       if (stopping_) return;
       fresh_ = false;

@@ -15,7 +15,6 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <thread>
@@ -27,6 +26,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "server/common/host_file.h"
 
 extern char** environ;
@@ -41,8 +41,8 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kProcStatMaxBytes = 4096;
 
 // Probe children that a Run() still owns (spawned, not yet reaped), for the orphan sweep.
-std::mutex g_children_mu;
-std::set<pid_t>& LiveChildren() {
+ABSL_CONST_INIT absl::Mutex g_children_mu(absl::kConstInit);
+std::set<pid_t>& LiveChildren() ABSL_EXCLUSIVE_LOCKS_REQUIRED(g_children_mu) {
   static std::set<pid_t>* const children = new std::set<pid_t>;
   return *children;
 }
@@ -255,7 +255,7 @@ int KillEscapedProbeProcesses() {
   int killed = 0;
   for (pid_t pid : orphans) {
     {
-      std::lock_guard<std::mutex> lock(g_children_mu);
+      absl::MutexLock lock(&g_children_mu);
       if (LiveChildren().count(pid) > 0) continue;  // a probe child a Run() still owns
     }
     kill(pid, SIGKILL);
@@ -302,7 +302,7 @@ ProbeResult ProbeRunner::Run() const {
   absl::StatusOr<pid_t> spawned;
   {
     // Spawned and registered under one lock, so an orphan sweep never takes a new child for an orphan.
-    std::lock_guard<std::mutex> lock(g_children_mu);
+    absl::MutexLock lock(&g_children_mu);
     spawned = Spawn(argv_, out_write.get(), err_write.get());
     if (spawned.ok()) LiveChildren().insert(*spawned);
   }
@@ -386,7 +386,7 @@ ProbeResult ProbeRunner::Run() const {
   }
   const std::optional<int> status = KillAndReap(pid);
   {
-    std::lock_guard<std::mutex> lock(g_children_mu);
+    absl::MutexLock lock(&g_children_mu);
     LiveChildren().erase(pid);
   }
   KillEscapedProbeProcesses();

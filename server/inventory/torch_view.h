@@ -35,7 +35,7 @@ class TorchView {
   std::atomic<bool> cancelled_{false};
   std::vector<std::string> command_;
   absl::Duration timeout_;
-  absl::Mutex run_mu_;
+  absl::Mutex run_mu_ ABSL_ACQUIRED_BEFORE(mu_);  // held for a whole Run(): runs one at a time
   mutable absl::Mutex mu_;
   v1::TorchInfo last_ ABSL_GUARDED_BY(mu_);
 };

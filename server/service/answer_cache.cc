@@ -37,7 +37,9 @@ std::shared_ptr<const ResolveAnswer> PreparedSnapshot::FindByWire(absl::string_v
 std::shared_ptr<const ResolveAnswer> PreparedSnapshot::Resolve(const v1::ResolveDeviceRequest& request,
                                                                absl::string_view wire) {
   std::shared_ptr<const ResolveAnswer> answer = Resolve(request);
-  if (limits_.max_entries > 0 && wire.size() <= limits_.max_key_bytes) Remember(by_wire_, std::string(wire), answer);
+  if (limits_.max_entries > 0 && wire.size() <= limits_.max_key_bytes) {
+    Remember(KeyKind::kWire, std::string(wire), answer);
+  }
   return answer;
 }
 
@@ -56,14 +58,15 @@ std::shared_ptr<const ResolveAnswer> PreparedSnapshot::Resolve(const v1::Resolve
   // whichever answer lands in the cache equals the others.
   auto answer = std::make_shared<ResolveAnswer>();
   answer->status = placement::ResolveSerialized(*snapshot_, request, &answer->bytes, &answer->newer);
-  if (cacheable) Remember(answers_, std::move(key), answer);
+  if (cacheable) Remember(KeyKind::kCanonical, std::move(key), answer);
   return answer;
 }
 
-void PreparedSnapshot::Remember(AnswerMap& map, std::string key, const std::shared_ptr<const ResolveAnswer>& answer) {
+void PreparedSnapshot::Remember(KeyKind kind, std::string key, const std::shared_ptr<const ResolveAnswer>& answer) {
   const size_t cost = key.size() + answer->bytes.size() + answer->status.message().size();
   if (cost > limits_.max_bytes / 4) return;  // served, but one answer must not crowd out the rest
   absl::MutexLock lock(&mu_);
+  AnswerMap& map = kind == KeyKind::kWire ? by_wire_ : answers_;
   if (map.contains(key)) return;
   if (map.size() >= limits_.max_entries || cached_bytes_ + cost > limits_.max_bytes) {
     // Full: start over. A storm of one request refills its entry at once; a stream of distinct

@@ -91,10 +91,12 @@ class PreparedSnapshot {
   const std::shared_ptr<const std::string> inventory_bytes_;
   mutable absl::Mutex mu_;
   using AnswerMap = absl::flat_hash_map<std::string, std::shared_ptr<const ResolveAnswer>>;
-  // Caches `answer` under `key` in `map` (answers_ or by_wire_) unless it would take over a quarter
-  // of max_bytes; empties both maps first when `map` holds max_entries or the bytes would pass
-  // max_bytes. Takes mu_.
-  void Remember(AnswerMap& map, std::string key, const std::shared_ptr<const ResolveAnswer>& answer)
+  // Which map a key belongs in: answers_ (canonical request) or by_wire_ (the request's bytes).
+  enum class KeyKind { kCanonical, kWire };
+  // Caches `answer` under `key` in the map of `kind` unless it would take over a quarter of
+  // max_bytes; empties both maps first when that map holds max_entries or the bytes would pass
+  // max_bytes. Takes mu_ (the map is named, not passed: a reference to it would escape the lock).
+  void Remember(KeyKind kind, std::string key, const std::shared_ptr<const ResolveAnswer>& answer)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   AnswerMap answers_ ABSL_GUARDED_BY(mu_);

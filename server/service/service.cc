@@ -204,6 +204,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   void OnWriteDone(bool ok) override {
     const grpc::ByteBuffer* next = nullptr;
     bool finish = false;
+    grpc::Status status;  // copied under mu_: Finish is called without it
     {
       absl::MutexLock lock(&mu_);
       writing_ = false;
@@ -212,6 +213,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
       if (finishing_) {
         finish = !finish_called_;
         finish_called_ = true;
+        status = status_;
       } else if (next_ != nullptr) {
         writing_ = true;
         in_flight_ = Bytes(*next_);
@@ -219,7 +221,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
         next = in_flight_.get();
       }
     }
-    if (finish) Finish(status_);
+    if (finish) Finish(status);
     if (next != nullptr) StartWrite(next);
   }
 
