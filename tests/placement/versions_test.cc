@@ -204,6 +204,22 @@ std::vector<Case> Cases() {
   c.push_back({.id = "V13_tf_xla_env_4_39", .host = cuda2,
                .request = Tf("4.39.0", Acc("0.28.0", Req::Train(TA).Runtime({"cuda", "xla"}).Env("USE_TORCH_XLA", "0"))),
                .device = "cuda:0"});
+  // T-XLA-NEURON: torch-neuronx on torch_xla (the job has both): xla:0 is a NeuronCore, by torch_xla's remap of
+  // NEURON_RT_VISIBLE_CORES and LOCAL_RANK (torch_xla/_internal/neuron.py, torch_xla >= 2.5).
+  const auto trn2 = H({{v1::ROW_NEURON, 2}});
+  c.push_back({.id = "X01_neuron_xla_single", .host = trn2, .request = Req::Train(TA).Runtime({"neuron", "xla"}),
+               .device = "xla:0", .words = {"its XLA device is neuron", "T-XLA-NEURON a single process"},
+               .host_indices = {0}});
+  c.push_back({.id = "X02_neuron_xla_rank1", .host = trn2, .request = Req::Train(ACC).Runtime({"neuron", "xla"}).Rank(1, 2),
+               .device = "xla:0", .words = {"torch_xla sets it to LOCAL_RANK=1"}, .host_indices = {1}});
+  c.push_back({.id = "X03_neuron_xla_remap", .host = trn2,
+               .request = Req::Train(ACC).Runtime({"neuron", "xla"}).Rank(0, 2)
+                              .Env("NEURON_RT_VISIBLE_CORES", "1,0").Env("LOCAL_WORLD_SIZE", "2"),
+               .device = "xla:0", .words = {"to its entry at LOCAL_RANK=0"}, .host_indices = {1}});
+  c.push_back({.id = "X04_neuron_xla_list_vs_local_world", .host = trn2,
+               .request = Req::Train(ACC).Runtime({"neuron", "xla"}).Rank(0, 2)
+                              .Env("NEURON_RT_VISIBLE_CORES", "0-1").Env("LOCAL_WORLD_SIZE", "1"),
+               .code = kPrecondition, .words = {"torch_xla raises ValueError: LOCAL_WORLD_SIZE 1 is not equal to the 2"}});
   c.push_back({.id = "V12_mem_npu_0_25", .host = npu_cuda, .request = Acc("0.25.0", Req::Infer("auto")), .device = "cuda:0",
                .words = {"V-ACC-MEM-0.25", "never places on npu"}});
   c.push_back({.id = "V12_mem_npu_0_26", .host = npu_cuda, .request = Acc("0.26.0", Req::Infer("auto")), .device = "npu:0"});
@@ -436,6 +452,23 @@ TEST_P(VersionCases, Resolves) {
 
 INSTANTIATE_TEST_SUITE_P(Semantics, VersionCases, ::testing::ValuesIn(Cases()),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.id; });
+
+// A torch_xla Trainium job (torch-neuronx and torch_xla among its packages): the answer names the Neuron row,
+// with no TPU wording and no claim that torch-neuronx is missing or that USE_TORCH_XLA=0 gets a neuron device.
+TEST(NeuronOnXla, NamesTheNeuronCoreWithoutTpuOrMissingPluginWarnings) {
+  absl::StatusOr<v1::ResolveDeviceResponse> got =
+      Resolve(HostOf({{v1::ROW_NEURON, 2}})(), Req::Train(TA).Runtime({"neuron", "xla", "cpu"}));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->device(), "xla:0");
+  EXPECT_EQ(got->backend(), v1::ROW_NEURON);
+  ASSERT_EQ(got->placed_size(), 1);
+  EXPECT_EQ(got->placed(0).device(), "xla:0");
+  for (const std::string& w : got->warnings()) {
+    EXPECT_THAT(w, ::testing::Not(HasSubstr("TPU"))) << w;
+    EXPECT_THAT(w, ::testing::Not(HasSubstr("torch-neuronx"))) << w;
+    EXPECT_THAT(w, ::testing::Not(HasSubstr("USE_TORCH_XLA=0"))) << w;
+  }
+}
 
 // The data itself: every feature has a row, and each order kind's rows ascend.
 TEST(VersionTable, EveryFeatureHasOneRowAndOrdersAscend) {
