@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "server/placement/resolver_internal.h"
 #include "server/placement/versions.h"
@@ -177,6 +179,23 @@ absl::Status Resolution::SingleProcess(bool acc) {
     return absl::OkStatus();
   }
   const std::string type = r->backend->device_type();
+  // V-TF-XPU-STOCK: Transformers 4.42 to 4.57's XPU branch needs Intel Extension for PyTorch or
+  // Accelerate >= 0.32 (is_accelerate_available("0.32.0.dev")), else TrainingArguments raises ImportError.
+  if (!acc && type == "xpu" && versions_.Has(Feature::kTfStockXpu) && versions_.transformers() < Version{5, 0, 0} &&
+      versions_.accelerate() < Version{0, 32, 0}) {
+    const bool known = job_ && job_->torch;
+    const bool ipex = known && job_->ipex && !absl::StrContains(absl::AsciiStrToLower(*job_->ipex), "+cpu");
+    const std::string why = absl::StrCat(
+        "TrainingArguments of Transformers ", versions_.transformers().ToString(), " raises ImportError \"Using the XPU "
+        "PyTorch backend requires `accelerate>=0.32.0.dev`\" for ", r->backend->name(),
+        " without Intel Extension for PyTorch, and the job's Accelerate is ", versions_.accelerate().ToString(), " (",
+        versions_.Rule(Feature::kTfStockXpu).id, ", training_args.py _setup_devices)");
+    if (known && !ipex) return absl::FailedPreconditionError(absl::StrCat(why, ": install accelerate >= 0.32"));
+    if (!known) {
+      out_.add_warnings(absl::StrCat(why, "; the job's packages are not known, so devplace answers as if it had "
+                                     "intel_extension_for_pytorch (send the job's packages: devplace resolve --python_env)"));
+    }
+  }
   const std::string device = SingleDevice(acc, type);
   out_.add_explanation(absl::StrCat(id, " single process: first available of ", OrderText(order), " is ",
                                     r->backend->name(), " -> ", device));

@@ -220,6 +220,13 @@ std::vector<Case> Cases() {
                .request = Req::Train(ACC).Runtime({"neuron", "xla"}).Rank(0, 2)
                               .Env("NEURON_RT_VISIBLE_CORES", "0-1").Env("LOCAL_WORLD_SIZE", "1"),
                .code = kPrecondition, .words = {"torch_xla raises ValueError: LOCAL_WORLD_SIZE 1 is not equal to the 2"}});
+  // V-TF-XPU-STOCK: 4.42's XPU branch without IPEX needs Accelerate >= 0.32 (executed: 4.42.0 + 0.31.0 raises
+  // ImportError). The job's packages say torch without IPEX.
+  c.push_back({.id = "V14_tf_xpu_old_accelerate", .host = H({{v1::ROW_XPU, 2}}),
+               .request = Tf("4.42.0", Acc("0.31.0", Req::Train(TA).Packages({{"torch", "2.5.1+xpu"}}))),
+               .code = kPrecondition, .words = {"requires `accelerate>=0.32.0.dev`", "install accelerate >= 0.32"}});
+  c.push_back({.id = "V14_tf_xpu_accelerate_0_32", .host = H({{v1::ROW_XPU, 2}}),
+               .request = Tf("4.42.0", Acc("0.32.0", Req::Train(TA).Packages({{"torch", "2.5.1+xpu"}}))), .device = "xpu:0"});
   c.push_back({.id = "V12_mem_npu_0_25", .host = npu_cuda, .request = Acc("0.25.0", Req::Infer("auto")), .device = "cuda:0",
                .words = {"V-ACC-MEM-0.25", "never places on npu"}});
   c.push_back({.id = "V12_mem_npu_0_26", .host = npu_cuda, .request = Acc("0.26.0", Req::Infer("auto")), .device = "npu:0"});
