@@ -436,9 +436,11 @@ def coverage_doc(cov):
         f"shared 2-core machine, plus asking devplace; this run {cov['seconds']} s, kept answers reused): "
         "for every row of `server/placement/versions.cc`, a workload whose library answer changes across the row's "
         "boundary, executed at the last release tag before it and at its first tag (a `condition` row: two workloads "
-        "at one tag). Accelerate's rows are executed alone at **every** Accelerate release tag from the one before "
-        "the boundary through the next minor line, patch releases included, and each of those tags is compared "
-        "with devplace too; Transformers' rows with the same Accelerate release on both sides (the one current at "
+        "at one tag; the chain's T- rules: condition off / on at the newest Accelerate). Accelerate's rows are "
+        "executed alone at " + ("**every** Accelerate release tag (`--every_tag`)" if cov.get("every_tag") else
+                                "every Accelerate release tag from the one before the boundary through the next minor "
+                                "line") + ", patch releases included, and each of those tags is compared with devplace "
+        "too; Transformers' rows with the same Accelerate release on both sides (the one current at "
         "the rule's first tag), so only Transformers changes. A rule is covered when the library's answer changes "
         "and devplace agrees on both sides (or differs only as an intended difference).",
         "",
@@ -602,9 +604,11 @@ def probe_library(a, tfr, accr, tf, acc, items):
     for p, w in items:
         penv = {k: v for k, v in w.env.items() if k in PROCESS_ENV}
         ipex = bool(tf) and "intel_extension_for_pytorch" in XHOSTS[p.host].get("packages", [])
-        groups.setdefault((p.xla, json.dumps(penv, sort_keys=True), ipex), []).append((p, w))
+        # With torch_xla, Accelerate before 0.28 decides at import whether to import it (is_tpu_available(
+        # check_device=False) is False on a CUDA host): one process per host, as a job has one host.
+        groups.setdefault((p.xla, json.dumps(penv, sort_keys=True), ipex, p.host if p.xla else ""), []).append((p, w))
     got = {}
-    for (xla, penv, _), its in groups.items():
+    for (xla, penv, _, _), its in groups.items():
         key = hashlib.sha256(json.dumps([HERE_DIGEST, tf, acc, xla, penv, [(p.host, w) for p, w in its]]).encode()).hexdigest()[:16]
         cache = os.path.join(a.work, f"probe-{key}.json")
         if os.path.exists(cache) and not a.fresh:
@@ -726,6 +730,7 @@ def run_probes(a, tfr, accr):
     results = load_results()
     results["coverage"] = {"ran": datetime.date.today().isoformat(), "seconds": round(time.time() - t0),
                            "oracle_processes": len(EXEC_SECONDS), "oracle_seconds": round(sum(EXEC_SECONDS)),
+                           "every_tag": bool(a.every_tag),
                            "executed": executed, "rows": table, "missing": missing}
     save_results(results)
     for t in table:
