@@ -8,8 +8,12 @@ Modes (README.md here says how to run each):
   records per pair the comparisons, the agreement and each disagreement with its classification
   in results.json here; `--doc` renders that file as docs/FIDELITY.md.
 - `--boundaries`: every release boundary of server/placement/versions.cc (each row's commits) is
-  looked up in the mirrors with `git tag --contains`; the first release tag must be the row's
-  `since`. Writes tests/placement/version_boundaries.txt, which ctest holds the table to.
+  looked up among every release tag in the mirrors, patch releases included; the first tag holding
+  any of a row's commits must be the row's `since`. Writes tests/placement/version_boundaries.txt,
+  which ctest holds the table to.
+- `--probes`: a covering workload per rule, executed on both sides of each boundary (every
+  Accelerate tag of the range, or all with `--every_tag`); the coverage table goes into
+  results.json and, with `--doc`, docs/FIDELITY.md.
 - `--newer`: the release tags in the mirrors newer than the newest release the table knows.
 Opt-in (needs local mirrors with the release tags, and Debian's python3-torch); not part of CI.
 """
@@ -448,6 +452,10 @@ def coverage_doc(cov):
         f"{', '.join(sorted((e[3:] for e in cov['executed'] if not e.startswith('tf')), key=vkey))}; "
         f"{len(cov['executed']) - n_acc} Transformers + Accelerate pairs over {n_tf} Transformers tags: "
         f"{', '.join(e for e in cov['executed'] if e.startswith('tf'))}).",
+        "",
+        "The boundaries themselves (`run.py --boundaries`) are checked against every release tag of both libraries "
+        "in the supported range, patch releases included (42 Accelerate, 123 Transformers in the mirrors used; about "
+        "2 minutes); these probes confirm each by executing the tags on both sides.",
         "",
         "| rule | host | workload (before / after) | torch_xla | before | library | devplace | after | library | "
         "devplace | tags executed (agree) | covered |",
