@@ -92,6 +92,47 @@ def _install_plugins(packages):
 
 sys.path.insert(0, SITE)
 
+# torch_xla, when the job has it (the whole process: the libraries read it, and USE_TORCH_XLA, once at import).
+# Its XLA device: xm.xla_device() answers xla:0 where the host has a device PJRT runs on (a TPU, a NeuronCore,
+# a CUDA GPU) and raises RuntimeError where it has none, as torch_xla does; the runtime's device_type() names it.
+TORCH_XLA = {
+    "__init__.py": "__version__ = '2.5.0'\n",
+    "core/__init__.py": "",
+    "core/xla_model.py": (
+        "import torch\nimport _fidelity_hw\n\n\n"
+        "def xla_device(n=None, devkind=None):\n"
+        "    if _fidelity_hw.xla_type() is None:\n"
+        "        raise RuntimeError('simulated torch_xla: no XLA device on this host')\n"
+        "    return torch.device('xla', 0 if n is None else n)\n\n\n"
+        "def xla_device_hw(device):\n    return _fidelity_hw.xla_type()\n\n\n"
+        "def xrt_world_size(*a):\n    return 1\n\n\n"
+        "def get_ordinal(*a, **k):\n    return 0\n\n\n"
+        "def get_local_ordinal(*a, **k):\n    return 0\n\n\n"
+        "def get_xla_supported_devices(*a, **k):\n    return ['xla:0']\n\n\n"
+        "def set_replication(*a, **k):\n    pass\n\n\n"
+        "def rendezvous(*a, **k):\n    pass\n\n\n"
+        "def mark_step(*a, **k):\n    pass\n\n\n"
+        "def is_master_ordinal(*a, **k):\n    return True\n"),
+    "runtime.py": (
+        "import _fidelity_hw\n\n\n"
+        "def device_type():\n    return _fidelity_hw.xla_type()\n\n\n"
+        "def world_size():\n    return 1\n\n\n"
+        "def global_ordinal():\n    return 0\n\n\n"
+        "def local_ordinal():\n    return 0\n\n\n"
+        "def using_pjrt():\n    return True\n"),
+    "distributed/__init__.py": "",
+    "distributed/xla_backend.py": "",
+    "distributed/xla_multiprocessing.py": "def spawn(*a, **k):\n    pass\n",
+}
+if JOB.get("torch_xla"):
+    for rel, text in TORCH_XLA.items():
+        path = os.path.join(SITE, "torch_xla", rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+    _dist_info("torch_xla", "2.5.0")
+os.environ.update(JOB.get("process_env", {}))  # read once, at import (USE_TORCH_XLA)
+
 
 class _Stub(types.ModuleType):
     """A module, a function (a decorator returns what it decorates) and a namespace of stand-ins at once."""
@@ -220,7 +261,9 @@ class _TorchStubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Last on sys.meta_path: a torch submodule this torch lacks (torch.distributed.tensor...) is a stand-in."""
 
     def find_spec(self, name, path=None, target=None):
-        return importlib.machinery.ModuleSpec(name, self, is_package=True) if name.startswith("torch.") else None
+        # torch_xla's modules that play no part in choosing a device (parallel_loader, ...): stand-ins too.
+        stand_in = name.startswith("torch.") or (JOB.get("torch_xla") and name.startswith("torch_xla."))
+        return importlib.machinery.ModuleSpec(name, self, is_package=True) if stand_in else None
 
     create_module = _StubFinder.create_module
 
@@ -305,8 +348,20 @@ def attach(dtype):
         sys.modules[f"torch.{dtype}"] = getattr(torch, dtype)
 
 
+def xla_type():
+    """The device torch_xla's PJRT runtime finds on the simulated host (None: none)."""
+    if HOST.get("tpu"):
+        return "TPU"
+    if COUNT.get("neuron") or HOST.get("neuron_xla"):
+        return "NEURON"
+    if COUNT.get("cuda"):
+        return "CUDA"
+    return None
+
+
 _hw = types.ModuleType("_fidelity_hw")
 _hw.attach = attach
+_hw.xla_type = xla_type
 sys.modules["_fidelity_hw"] = _hw
 
 torch.device = FakeDevice
@@ -373,7 +428,7 @@ import accelerate.state  # noqa: E402
 import accelerate.utils.imports  # noqa: E402
 
 PLACEMENT_ENV = ("LOCAL_RANK", "RANK", "WORLD_SIZE", "ACCELERATE_USE_CPU", "ACCELERATE_TORCH_DEVICE", "MASTER_ADDR",
-                 "MASTER_PORT", "CUDA_VISIBLE_DEVICES")
+                 "MASTER_PORT", "CUDA_VISIBLE_DEVICES", "LOCAL_WORLD_SIZE")
 
 
 def _clear_caches():
@@ -406,6 +461,10 @@ def run_case(case):
     _clear_caches()
     conv = case["convention"]
     if conv == "accelerate":
+        if "ACCELERATE_USE_CPU" in env:  # Accelerator reads it through AcceleratorState, PartialState does not
+            from accelerate.utils import TorchDynamoPlugin  # what Accelerator() passes (no torch.compile)
+            return str(accelerate.state.AcceleratorState(cpu=bool(case.get("use_cpu")), _from_accelerator=True,
+                                                         dynamo_plugin=TorchDynamoPlugin()).device)
         ps = accelerate.state.PartialState(cpu=bool(case.get("use_cpu")))
         return str(ps.device)
     if conv == "max_memory":

@@ -8,8 +8,12 @@ Modes (README.md here says how to run each):
   records per pair the comparisons, the agreement and each disagreement with its classification
   in results.json here; `--doc` renders that file as docs/FIDELITY.md.
 - `--boundaries`: every release boundary of server/placement/versions.cc (each row's commits) is
-  looked up in the mirrors with `git tag --contains`; the first release tag must be the row's
-  `since`. Writes tests/placement/version_boundaries.txt, which ctest holds the table to.
+  looked up among every release tag in the mirrors, patch releases included; the first tag holding
+  any of a row's commits must be the row's `since`. Writes tests/placement/version_boundaries.txt,
+  which ctest holds the table to.
+- `--probes`: a covering workload per rule, executed on both sides of each boundary (every
+  Accelerate tag of the range, or all with `--every_tag`); the coverage table goes into
+  results.json and, with `--doc`, docs/FIDELITY.md.
 - `--newer`: the release tags in the mirrors newer than the newest release the table knows.
 Opt-in (needs local mirrors with the release tags, and Debian's python3-torch); not part of CI.
 """
@@ -239,8 +243,12 @@ def oracle(acc_dir, tf_dir, hosts, workloads, hub_version, versions):
         for w in workloads:
             cases.append({"id": f"{h['id']}/{w.id}", "host": h, "convention": w.convention, "local_rank": w.rank,
                           "use_cpu": w.use_cpu, "device": w.device})
-    job = {"accelerate": acc_dir, "transformers": tf_dir, "hub_version": hub_version, "cases": cases,
-           "accelerate_version": versions[1], "transformers_version": versions[0], "torch": TORCH}
+    return run_oracle({"accelerate": acc_dir, "transformers": tf_dir, "hub_version": hub_version, "cases": cases,
+                       "accelerate_version": versions[1], "transformers_version": versions[0], "torch": TORCH})
+
+
+def run_oracle(job):
+    """{case id: answer} from one oracle.py process (a case it did not answer: the process's last error)."""
     r = subprocess.run(["nice", "-n", "10", sys.executable, os.path.join(HERE, "oracle.py")], input=json.dumps(job),
                        capture_output=True, text=True, timeout=1800)
     got = {}
@@ -248,7 +256,7 @@ def oracle(acc_dir, tf_dir, hosts, workloads, hub_version, versions):
         if line.startswith("{"):
             d = json.loads(line)
             got[d.pop("id")] = d
-    for c in cases:
+    for c in job["cases"]:
         got.setdefault(c["id"], {"error": "oracle died: " + (r.stderr.strip().splitlines() or ["?"])[-1]})
     return got
 
@@ -407,8 +415,340 @@ def render_doc(results):
         shown = ", ".join(where) if len(where) <= 3 else f"{where[0]} … {where[-1]}"
         lines.append(f"| {why} | {host} | {workload} | `{lib}` | `{mine}` | {len(where)}: {shown} |")
     lines.append("")
+    lines += coverage_doc(results.get("coverage"))
     with open(DOC, "w") as f:
         f.write("\n".join(lines))
+
+
+def coverage_doc(cov):
+    """The coverage table: each rule's covering workload, the library's answer on each side and devplace's."""
+    if not cov:
+        return []
+
+    def ans(x):
+        return f"`{x.get('device', x.get('error', ''))[:70]}`"
+
+    rows = cov["rows"]
+    tags = sorted({t for r in rows for t in r["tags"]}, key=vkey)
+    n_acc = len([e for e in cov["executed"] if not e.startswith("tf")])
+    n_tf = len({e.split("+")[0] for e in cov["executed"] if e.startswith("tf")})
+    lines = [
+        "## A covering workload per rule",
+        "",
+        "Written by `run.py --probes` (ran " + cov["ran"] + f"; executing the libraries took "
+        f"{cov.get('oracle_seconds', '?')} s of wall time in {cov.get('oracle_processes', '?')} processes on the "
+        f"shared 2-core machine, plus asking devplace; this run {cov['seconds']} s, kept answers reused): "
+        "for every row of `server/placement/versions.cc`, a workload whose library answer changes across the row's "
+        "boundary, executed at the last release tag before it and at its first tag (a `condition` row: two workloads "
+        "at one tag; the chain's T- rules: condition off / on at the newest Accelerate). Accelerate's rows are "
+        "executed alone at " + ("**every** Accelerate release tag (`--every_tag`)" if cov.get("every_tag") else
+                                "every Accelerate release tag from the one before the boundary through the next minor "
+                                "line") + ", patch releases included, and each of those tags is compared with devplace "
+        "too; Transformers' rows with the same Accelerate release on both sides (the one current at "
+        "the rule's first tag), so only Transformers changes. A rule is covered when the library's answer changes "
+        "and devplace agrees on both sides (or differs only as an intended difference).",
+        "",
+        f"Executed: {len(cov['executed'])} release pairs ({n_acc} Accelerate tags alone: "
+        f"{', '.join(sorted((e[3:] for e in cov['executed'] if not e.startswith('tf')), key=vkey))}; "
+        f"{len(cov['executed']) - n_acc} Transformers + Accelerate pairs over {n_tf} Transformers tags: "
+        f"{', '.join(e for e in cov['executed'] if e.startswith('tf'))}).",
+        "",
+        "The boundaries themselves (`run.py --boundaries`) are checked against every release tag of both libraries "
+        "in the supported range, patch releases included (42 Accelerate, 123 Transformers in the mirrors used; about "
+        "2 minutes); these probes confirm each by executing the tags on both sides.",
+        "",
+        "| rule | host | workload (before / after) | torch_xla | before | library | devplace | after | library | "
+        "devplace | tags executed (agree) | covered |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        wl = r["before_workload"] if r["before_workload"] == r["after_workload"] else \
+            f"{r['before_workload']} / {r['after_workload']}"
+        per = r["per_tag"]
+        agree = f"{len(per)} ({sum(x['agree'] for x in per)})" if per else "2"
+        ok = "yes" if r["changes"] and not r["unintended"] else \
+            ("no: the library's answer does not change" if not r["changes"] else f"no: unintended at {r['unintended']}")
+        lines.append(f"| {r['rule']} | {r['host']} | `{wl}` | {'yes' if r['torch_xla'] else '–'} | {r['before']} | "
+                     f"{ans(r['library_before'])} | {ans(r['devplace_before'])} | {r['after']} | "
+                     f"{ans(r['library_after'])} | {ans(r['devplace_after'])} | {agree} | {ok} |")
+    lines += ["", "Rows without a covering workload (the coverage check fails for each): " +
+              (", ".join(cov["missing"]) or "none") + ".", ""]
+    return lines
+
+
+# ---------------------------------------------------------------- a covering workload per rule
+# Each rule of versions.cc gets at least one executed workload whose library answer changes across the rule's
+# boundary (`boundary`: the same workload at the last tag before the rule and at its first tag) or across the
+# condition the rule tests (`condition`: two workloads at one tag). A probe: rule, host, the workload before and
+# after (convention, devplace flags, local_rank, world_size, use_cpu, pipeline device, per-case environment),
+# and whether the job has torch_xla (with USE_TORCH_XLA as the process has it).
+XHOSTS = {h["id"]: h for h in HOSTS}
+XHOSTS["tpu2"] = {"id": "tpu2", "fixtures": ["tpu-2x-v5e"], "count": {}, "tpu": True}
+XHOSTS["mlu2+xpu2"] = {"id": "mlu2+xpu2", "fixtures": ["mlu-2x-mlu370", "xpu-2x-arc"], "count": {"mlu": 2, "xpu": 2},
+                       "stock_xpu": True, "packages": ["torch_mlu"]}
+PW = collections.namedtuple("PW", "id convention flags rank world use_cpu device env")
+
+
+def pw(wid, rank=None, world=2, use_cpu=False, device=None, env=None):
+    base = {w.id: w for w in WORKLOADS}[wid]
+    flags = list(base.flags) + (["--use_cpu"] if use_cpu and "--use_cpu" not in base.flags else [])
+    return PW(wid + ("+use_cpu" if use_cpu and not base.use_cpu else "") + "".join(f"+{k}={v}" for k, v in sorted((env or {}).items())) + (f"@{rank}/{world}" if rank is not None else ""),
+              base.convention, flags, rank if rank is not None else base.rank, world, use_cpu or base.use_cpu,
+              device if device is not None else base.device, env or {})
+
+
+P = collections.namedtuple("P", "rule host before after xla")
+PROBES = [
+    # Accelerate (executed alone: Accelerator().device / PartialState().device, get_max_memory)
+    P("V-ACC-XLA-IMPORT", "cuda2", pw("acc"), pw("acc"), True),
+    P("V-ACC-SET-DEVICE", "mps", pw("acc", rank=1, env={"ACCELERATE_TORCH_DEVICE": "cpu"}),
+      pw("acc", rank=1, env={"ACCELERATE_TORCH_DEVICE": "cpu"}), False),
+    P("V-ACC-XLA-CPU", "tpu2", pw("acc", use_cpu=True), pw("acc", use_cpu=True), True),
+    P("V-ACC-XLA-CPU", "cuda2", pw("acc", env={"ACCELERATE_USE_CPU": "1"}), pw("acc", env={"ACCELERATE_USE_CPU": "1"}), True),
+    P("V-ACC-XLA-CPU", "tpu2", pw("acc", env={"ACCELERATE_TORCH_DEVICE": "cpu"}),
+      pw("acc", env={"ACCELERATE_TORCH_DEVICE": "cpu"}), True),
+    P("V-ACC-XPU-STOCK", "xpu2-stock", pw("acc"), pw("acc"), False),
+    P("V-ACC-MODULO", "cuda2", pw("acc", rank=3, world=4), pw("acc", rank=3, world=4), False),
+    P("V-ACC-XPU-BARE", "xpu2-stock", pw("acc"), pw("acc"), False),
+    P("V-ACC-XPU-MEM-IPEX", "xpu2-ipex", pw("auto"), pw("auto"), False),
+    P("V-ACC-XPU-MEM-FIX", "xpu2-ipex", pw("auto"), pw("auto"), False),
+    P("V-ACC-MULTICPU", "mps", pw("acc", rank=1), pw("acc", rank=1), False),
+    P("V-ACC-DD-0.29", "mlu2", pw("acc"), pw("acc"), False),
+    P("V-ACC-DD-0.33", "musa2", pw("acc"), pw("acc"), False),
+    P("V-ACC-DD-0.34", "cuda2+npu2", pw("acc"), pw("acc"), False),
+    P("V-ACC-DD-1.5", "hpu2", pw("acc"), pw("acc"), False),
+    P("V-ACC-DD-1.13", "neuron2", pw("acc"), pw("acc"), False),
+    P("V-ACC-DIST-0.29", "mlu2", pw("acc", rank=1), pw("acc", rank=1), False),
+    P("V-ACC-DIST-0.33", "musa2", pw("acc", rank=1), pw("acc", rank=1), False),
+    P("V-ACC-DIST-0.34", "cuda2+npu2", pw("acc", rank=1), pw("acc", rank=1), False),
+    P("V-ACC-DIST-1.5", "cuda2+mlu2", pw("acc", rank=1), pw("acc", rank=1), False),
+    P("V-ACC-DIST-1.6", "mlu2+xpu2", pw("acc", rank=1), pw("acc", rank=1), False),
+    P("V-ACC-DIST-1.13", "neuron2", pw("acc", rank=1), pw("acc", rank=1), False),
+    P("V-ACC-DIST-1.14", "cuda2+mlu2", pw("acc", rank=1), pw("acc", rank=1), False),
+    P("V-ACC-MEM-0.26", "npu2", pw("auto"), pw("auto"), False),
+    P("V-ACC-MEM-0.29", "mlu2", pw("auto"), pw("auto"), False),
+    P("V-ACC-MEM-0.33", "musa2", pw("auto"), pw("auto"), False),
+    P("V-ACC-MEM-1.5", "hpu2", pw("auto"), pw("auto"), False),
+    # Transformers (with the Accelerate release current at each tag)
+    P("V-TF-USE-CPU", "cuda2", pw("ta"), pw("ta-cpu"), False),  # condition: use_cpu (no_cuda before 4.32)
+    P("V-TF-XPU-STOCK", "xpu2-stock", pw("ta"), pw("ta"), False),
+    P("V-TF-TA-MPS", "mps", pw("ta", env={"ACCELERATE_USE_CPU": "1"}), pw("ta", env={"ACCELERATE_USE_CPU": "1"}), False),
+    P("V-TF-TA-ENV", "hpu2", pw("ta", env={"ACCELERATE_TORCH_DEVICE": "hpu"}),
+      pw("ta", env={"ACCELERATE_TORCH_DEVICE": "hpu"}), False),
+    P("V-TF-PIPE-DEFAULT", "cuda2", pw("pl"), pw("pl"), False),
+    P("V-TF-TA-4.34", "xpu2-ipex", pw("ta"), pw("ta"), False),
+    P("V-TF-TA-4.40", "mlu2", pw("ta"), pw("ta"), False),
+    P("V-TF-TA-4.42", "mps", pw("ta"), pw("ta"), False),
+    P("V-TF-TA-4.43", "mps", pw("ta"), pw("ta"), False),
+    P("V-TF-TA-4.45", "musa2", pw("ta"), pw("ta"), False),
+    P("V-TF-TA-4.50", "hpu2", pw("ta"), pw("ta"), False),
+    P("V-TF-TA-5.4", "neuron2", pw("ta"), pw("ta"), False),
+    P("V-TF-PIPE-4.37", "xpu2-ipex", pw("pl0"), pw("pl0"), False),
+    P("V-TF-PIPE-4.38", "npu2", pw("pl0"), pw("pl0"), False),
+    P("V-TF-PIPE-4.40", "mlu2", pw("pl0"), pw("pl0"), False),
+    P("V-TF-PIPE-4.45", "musa2", pw("pl0"), pw("pl0"), False),
+    P("V-TF-PIPE-4.50", "hpu2", pw("pl0"), pw("pl0"), False),
+    # Device-choice rules of the chain (docs/SEMANTICS.md section 5), across the condition each tests, at the
+    # newest Accelerate release: condition off (before) / on (after).
+    P("T-XLA", "cuda2", pw("acc", env={"USE_TORCH_XLA": "0"}), pw("acc"), True),
+    P("T-XLA", "tpu2", pw("acc", env={"USE_TORCH_XLA": "0"}), pw("acc"), True),
+    P("T-XLA-NEURON", "neuron2", pw("acc", env={"USE_TORCH_XLA": "0"}), pw("acc"), True),
+    P("T-CPU", "cuda2", pw("acc"), pw("acc", use_cpu=True), False),
+    P("T-CPU", "cuda2", pw("acc"), pw("acc", env={"ACCELERATE_USE_CPU": "1"}), False),
+    P("T-ENV", "cuda2", pw("acc"), pw("acc", env={"ACCELERATE_TORCH_DEVICE": "cuda:1"}), False),
+    P("T-DIST", "cuda2", pw("acc"), pw("acc", rank=1), False),
+    P("V-TF-XLA-ENV", "cuda2", pw("ta", env={"USE_TORCH_XLA": "0"}), pw("ta", env={"USE_TORCH_XLA": "0"}), True),
+    P("V-TF-TA-4.32", "npu2", pw("ta"), pw("ta"), False),
+]
+# Process-level variables (read once, at import): USE_TORCH_XLA.
+PROCESS_ENV = ("USE_TORCH_XLA",)
+
+
+def rule_rows():
+    """{rule id: (library, since)} for every row of versions.cc."""
+    return {rid: (lib, since) for rid, lib, since, _ in table_rows()}
+
+
+def tag_before(rel, v):
+    older = sorted((x for x in rel if vkey(x) < vkey(v)), key=vkey)
+    return older[-1] if older else None
+
+
+def acc_for(tfr, accr, tf):
+    date = tfr[tf][2]
+    cands = [v for v, (_, _, d) in accr.items() if d <= date and (vkey(tf) < (5,) or vkey(v) >= (1, 1))
+             and vkey(v) >= SUPPORTED["accelerate"]]
+    return max(cands, key=vkey) if cands else min((v for v in accr if vkey(v) >= (0, 25)), key=vkey)
+
+
+def probe_devplace(a, p, w, tf, acc):
+    host = XHOSTS[p.host]
+    inv = inventory(a.devplace, host, a.work)
+    site = job_site(host, a.work)
+    runtime = backends(host) + (["xla"] if p.xla else [])
+    cmd = [a.devplace, "resolve", f"--inventory={inv}", "--no_environment", "--json", *w.flags,
+           "--runtime_backends=" + ",".join(runtime), f"--python_env={site}", f"--accelerate_version={acc}"]
+    if tf:
+        cmd.append(f"--transformers_version={tf}")
+    if w.rank is not None:
+        cmd += [f"--local_rank={w.rank}", f"--world_size={w.world}"]
+    for k, v in w.env.items():
+        cmd.append(f"--env={k}={v}")
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        return {"error": r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}"}
+    return {"device": json.loads(r.stdout)["device"]}
+
+
+EXEC_SECONDS = []  # wall seconds of each oracle process (kept with its answers, so a rerun still counts them)
+
+
+def probe_library(a, tfr, accr, tf, acc, items):
+    """Executes [(probe, workload)] at one (Transformers, Accelerate) pair: one process per torch_xla/process env."""
+    acc_dir = export(a.accelerate_git, accr[acc][0], "src", os.path.join(a.work, f"accelerate-{acc}"))
+    tf_dir = (export(a.transformers_git, tfr[tf][0], "src/transformers", os.path.join(a.work, f"transformers-{tf}"))
+              if tf else None)
+    groups = collections.OrderedDict()
+    for p, w in items:
+        penv = {k: v for k, v in w.env.items() if k in PROCESS_ENV}
+        ipex = bool(tf) and "intel_extension_for_pytorch" in XHOSTS[p.host].get("packages", [])
+        # With torch_xla, Accelerate before 0.28 decides at import whether to import it (is_tpu_available(
+        # check_device=False) is False on a CUDA host): one process per host, as a job has one host.
+        groups.setdefault((p.xla, json.dumps(penv, sort_keys=True), ipex, p.host if p.xla else ""), []).append((p, w))
+    got = {}
+    for (xla, penv, _, _), its in groups.items():
+        key = hashlib.sha256(json.dumps([HERE_DIGEST, tf, acc, xla, penv, [(p.host, w) for p, w in its]]).encode()).hexdigest()[:16]
+        cache = os.path.join(a.work, f"probe-{key}.json")
+        if os.path.exists(cache) and not a.fresh:
+            with open(cache) as f:
+                kept = json.load(f)
+            EXEC_SECONDS.append(kept.pop("_seconds", 0))
+            got.update({(p.host, w.id, p.xla): kept[f"{p.host}/{w.id}"] for p, w in its})
+            continue
+        started = __import__("time").time()
+        cases = [{"id": f"{p.host}/{w.id}", "host": XHOSTS[p.host], "convention": w.convention, "local_rank": w.rank,
+                  "world_size": w.world, "use_cpu": w.use_cpu, "device": w.device,
+                  "env": {k: v for k, v in w.env.items() if k not in PROCESS_ENV}} for p, w in its]
+        seen, uniq = set(), []
+        for c in cases:
+            if c["id"] not in seen:
+                seen.add(c["id"])
+                uniq.append(c)
+        mine = run_oracle({"accelerate": acc_dir, "transformers": tf_dir, "cases": uniq, "accelerate_version": acc,
+                           "hub_version": "1.2.0" if tf and vkey(tf) >= (5,) else "0.30.0", "transformers_version": tf,
+                           "torch": TORCH, "torch_xla": xla, "process_env": json.loads(penv)})
+        EXEC_SECONDS.append(round(__import__("time").time() - started, 1))
+        with open(cache, "w") as f:
+            json.dump({**mine, "_seconds": EXEC_SECONDS[-1]}, f)
+        got.update({(p.host, w.id, p.xla): mine[f"{p.host}/{w.id}"] for p, w in its})
+    return got
+
+
+def run_probes(a, tfr, accr):
+    """Executes every probe at the tags around its rule's boundary, Accelerate's at every tag of the ranges
+    they span, and writes the coverage table into results.json (rendered by --doc)."""
+    import time
+    t0 = time.time()
+    rows = rule_rows()
+    accs = sorted((v for v in accr if vkey(v) >= SUPPORTED["accelerate"]), key=vkey)
+    plan = collections.defaultdict(list)  # (tf, acc) -> [(probe, workload)]
+    sides = []  # (probe, (tf, acc) before, (tf, acc) after)
+    for p in PROBES:
+        lib, since = rows.get(p.rule, (None, None))
+        if p.rule.startswith("T-"):  # a condition at the newest Accelerate release
+            pair = (None, accs[-1])
+            plan[pair] += [(p, p.before), (p, p.after)]
+            sides.append((p, pair, pair, []))
+            continue
+        if lib == "accelerate":
+            before = tag_before(accr, since)
+            span = accs if a.every_tag else [v for v in accs if vkey(before) <= vkey(v) and
+                                             vkey(v)[:2] <= (vkey(since)[0], vkey(since)[1] + 1)]
+            for v in span:
+                plan[(None, v)].append((p, p.before if vkey(v) < vkey(since) else p.after))
+            sides.append((p, (None, before), (None, since), span))
+        elif lib == "transformers":
+            if p.before.id != p.after.id:  # a condition at the rule's first tag
+                pair = (since, acc_for(tfr, accr, since))
+                plan[pair] += [(p, p.before), (p, p.after)]
+                sides.append((p, pair, pair, [since]))
+                continue
+            # the same Accelerate on both sides (the one current at the rule's first tag): only Transformers changes
+            before, acc = tag_before(tfr, since), acc_for(tfr, accr, since)
+            b, af = (before, acc), (since, acc)
+            plan[b].append((p, p.before))
+            plan[af].append((p, p.after))
+            sides.append((p, b, af, [before, since]))
+        else:
+            sys.exit(f"probe for {p.rule}: no such row in versions.cc")
+    if a.only:
+        keep = set(a.only.split(","))
+        plan = {k: v for k, v in plan.items() if f"tf{k[0]}" in keep or f"acc{k[1]}" in keep}
+    answers = {}
+    for (tf, acc), items in sorted(plan.items(), key=lambda kv: (kv[0][0] is not None, vkey(kv[0][0] or "0.0.0"),
+                                                                   vkey(kv[0][1]))):
+        t = time.time()
+        lib = probe_library(a, tfr, accr, tf, acc, items)
+        for p, w in items:
+            answers[(tf, acc, p.host, w.id, p.xla)] = {"library": lib[(p.host, w.id, p.xla)],
+                                                         "devplace": probe_devplace(a, p, w, tf, acc)}
+        print(f"  executed Transformers {tf or '-'} + Accelerate {acc}: {len(items)} probes, {time.time() - t:.0f} s",
+              flush=True)
+    table, bad = [], 0
+    for p, b, af, span in sides:
+        rb = answers.get((b[0], b[1], p.host, p.before.id, p.xla))
+        ra = answers.get((af[0], af[1], p.host, p.after.id, p.xla))
+        if rb is None or ra is None:
+            continue
+        changes = rb["library"] != ra["library"]
+        # every tag executed for an Accelerate probe: each agrees with devplace or is an intended difference
+        per_tag = []
+        for v in span:
+            key = (None, v, p.host, (p.before if vkey(v) < vkey(af[1]) else p.after).id, p.xla)
+            if b[0] is None and key in answers:
+                x = answers[key]
+                per_tag.append({"tag": v, "library": x["library"], "devplace": x["devplace"],
+                                "agree": same(x["library"], x["devplace"])})
+        unintended = []
+        for side, r, pair in (("before", rb, b), ("after", ra, af)):
+            if not same(r["library"], r["devplace"]):
+                w = p.before if side == "before" else p.after
+                cls = classify(pair[0], pair[1], XHOSTS[p.host], w, r["library"], r["devplace"])
+                if cls == "unintended":
+                    unintended.append(side)
+        for x in per_tag:
+            if not x["agree"]:
+                w = p.before
+                cls = classify(None, x["tag"], XHOSTS[p.host], w, x["library"], x["devplace"])
+                x["class"] = cls
+                if cls == "unintended":
+                    unintended.append(x["tag"])
+        ok = changes and not unintended
+        bad += not ok
+        table.append({"rule": p.rule, "host": p.host, "before_workload": p.before.id, "after_workload": p.after.id,
+                      "torch_xla": p.xla, "before": f"{b[0] or '-'}+{b[1]}", "after": f"{af[0] or '-'}+{af[1]}",
+                      "library_before": rb["library"], "library_after": ra["library"],
+                      "devplace_before": rb["devplace"], "devplace_after": ra["devplace"],
+                      "tags": span, "per_tag": per_tag, "changes": changes, "unintended": unintended})
+    covered = {t["rule"] for t in table if t["changes"] and not t["unintended"]}
+    missing = sorted(r for r, (lib, since) in rows.items()
+                     if r not in covered and not (since == "0.25.0" and lib == "accelerate")
+                     and not (since == "4.30.0" and lib == "transformers"))
+    executed = sorted({f"{'tf' + k[0] + '+' if k[0] else ''}acc{k[1]}" for k in plan})
+    results = load_results()
+    results["coverage"] = {"ran": datetime.date.today().isoformat(), "seconds": round(time.time() - t0),
+                           "oracle_processes": len(EXEC_SECONDS), "oracle_seconds": round(sum(EXEC_SECONDS)),
+                           "every_tag": bool(a.every_tag),
+                           "executed": executed, "rows": table, "missing": missing}
+    save_results(results)
+    for t in table:
+        print(f"{'ok ' if t['changes'] and not t['unintended'] else 'BAD'} {t['rule']:<20} {t['host']:<11} "
+              f"{t['before_workload']:<34} {t['before']:>14}: {json.dumps(t['library_before'])} (devplace "
+              f"{json.dumps(t['devplace_before'])}) -> {t['after']}: {json.dumps(t['library_after'])} (devplace "
+              f"{json.dumps(t['devplace_after'])})" + (f"  unintended at {t['unintended']}" if t["unintended"] else ""))
+    print(f"{len(executed)} release pairs executed in {time.time() - t0:.0f} s; {len(covered)} rules covered; "
+          f"not covered: {', '.join(missing) or 'none'}")
+    return 1 if missing or bad else 0
 
 
 # ---------------------------------------------------------------- the version table's boundaries
@@ -447,6 +787,10 @@ def first_release(repo, commit, rel):
 
 
 def check_boundaries(a, tfr, accr):
+    """A row's behaviour is in a release when the release contains any of the row's commits (a change that
+    reached a patch release as a commit of its own on the release branch, and main through another, is two
+    commits: V-ACC-XLA-CPU). The row's `since` must be the first such release, counting every release tag,
+    patch releases included, and every later release must have one of them too."""
     repos = {"transformers": (a.transformers_git, tfr), "accelerate": (a.accelerate_git, accr)}
     lines, bad = [], 0
     for rid, lib, since, commits in table_rows():
@@ -455,27 +799,36 @@ def check_boundaries(a, tfr, accr):
             print(f"{rid}: no commit recorded")
             bad += 1
             continue
+        firsts, have_any = [], set()
         for c in commits:
             full = git(repo, "rev-parse", "--verify", "--quiet", c + "^{commit}").strip()
             if since in rel and rel[since][0] == full:  # the oldest row of an order: the release itself
                 print(f"ok  {rid:<22} {lib:<12} {c} is the release commit of {since} ({rel[since][1]})")
                 lines.append(f"{rid} {lib} {c} v{since}")
+                firsts.append(since)
+                have_any.update(v for v in rel if vkey(v) >= vkey(since))
                 continue
             first, have = first_release(repo, full, rel)
-            # Every later release must contain it too (a patch release cut from main can hold a change
-            # its successors on the release branch lack: that would not be one boundary).
-            gaps = [v for v in rel if first and vkey(v) > vkey(first) and v not in have]
-            ok = first == since and not gaps
-            bad += not ok
-            print(f"{'ok ' if ok else 'BAD'} {rid:<22} {lib:<12} {c} first release {first} ({rel[first][1] if first else '-'})"
-                  f"; table since {since}" + (f"; not in the later {', '.join(sorted(gaps, key=vkey))}" if gaps else ""))
+            print(f"    {rid:<22} {lib:<12} {c} first release {first} ({rel[first][1] if first else '-'})")
             lines.append(f"{rid} {lib} {c} v{first}")
+            if first:
+                firsts.append(first)
+            have_any.update(have)
+        first = min(firsts, key=vkey) if firsts else None
+        # Every later release must have the behaviour too (a patch release cut from main can hold a change
+        # its successors on the release branch lack: that would not be one boundary).
+        gaps = [v for v in rel if first and vkey(v) > vkey(first) and v not in have_any]
+        ok = first == since and not gaps
+        bad += not ok
+        print(f"{'ok ' if ok else 'BAD'} {rid:<22} {lib:<12} first release with one of its commits {first}; table "
+              f"since {since}" + (f"; not in the later {', '.join(sorted(gaps, key=vkey))}" if gaps else ""))
     with open(BOUNDARIES, "w") as f:
-        f.write("# (rule, library, commit, first release tag) for every row of server/placement/versions.cc,\n"
-                "# written by scripts/fidelity/run.py --boundaries from `git tag --contains` on the libraries'\n"
-                "# histories with their release tags; tests/placement/versions_test.cc holds the table to it.\n")
+        f.write("# (rule, library, commit, first release tag containing the commit) for every row of\n"
+                "# server/placement/versions.cc, written by scripts/fidelity/run.py --boundaries from every release\n"
+                "# tag of the libraries (patch releases included); a row's release is the first tag of any of its\n"
+                "# commits. tests/placement/versions_test.cc holds the table to it.\n")
         f.write("\n".join(lines) + "\n")
-    print(f"{len(lines)} boundaries, {bad} wrong; wrote {os.path.relpath(BOUNDARIES, ROOT)}")
+    print(f"{len(lines)} boundary commits, {bad} rows wrong; wrote {os.path.relpath(BOUNDARIES, ROOT)}")
     return 1 if bad else 0
 
 
@@ -548,6 +901,10 @@ def main():
     ap.add_argument("--doc", action="store_true", help="render docs/FIDELITY.md from results.json (after any run)")
     ap.add_argument("--boundaries", action="store_true", help="check versions.cc's boundaries against the tags and "
                     "write tests/placement/version_boundaries.txt")
+    ap.add_argument("--probes", action="store_true", help="execute each rule's covering workload at the tags "
+                    "around its boundary (Accelerate: every tag of the range) and check coverage")
+    ap.add_argument("--every_tag", action="store_true", help="--probes: every Accelerate probe at every Accelerate "
+                    "release tag (default: the tags from the one before each boundary through the next minor)")
     ap.add_argument("--newer", action="store_true", help="list release tags newer than the table knows")
     ap.add_argument("--crosscheck", default="", help="git directory of an independent Transformers fork with main's "
                     "history: check each matrix release's branch point and device files against it")
@@ -557,14 +914,18 @@ def main():
         return check_boundaries(a, tfr, accr)
     if a.newer:
         return list_newer(tfr, accr)
+    if a.probes:
+        os.makedirs(a.work, exist_ok=True)
+        rc = run_probes(a, tfr, accr)
+        if a.doc:
+            render_doc(load_results())
+        return rc
     if a.crosscheck:
         return crosscheck(a.transformers_git, a.crosscheck, tfr)
     os.makedirs(a.work, exist_ok=True)
     pairs = []
     for tf in last_patches(tfr, "transformers"):
-        date = tfr[tf][2]
-        cands = [v for v, (_, _, d) in accr.items() if d <= date and (vkey(tf) < (5,) or vkey(v) >= (1, 1))]
-        pairs.append((tf, max(cands, key=vkey)))
+        pairs.append((tf, acc_for(tfr, accr, tf)))
     pairs += [(None, v) for v in last_patches(accr, "accelerate")]
     if a.pairs:
         pairs = []

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/placement/device_string.h"
@@ -17,16 +19,75 @@
 
 namespace devplace::placement::resolver_internal {
 
-// The row whose device torch_xla's XLA device is: a visible TPU; before V-ACC-XLA-IMPORT a Neuron
-// core too (torch-neuronx runs on torch_xla, and is_tpu_available() only asked for an XLA device).
+// The row whose device torch_xla's XLA device is: a visible TPU; a NeuronCore when the job's torch-neuronx
+// runs on torch_xla (its packages have both: the Neuron PJRT plug-in, T-XLA-NEURON), and before
+// V-ACC-XLA-IMPORT a Neuron core in any case (is_tpu_available() only asked for an XLA device).
 const RowState* Resolution::XlaRow() const {
   const RowState* found = nullptr;
   for (const RowState& r : rows_) {
     if (r.vis.units.empty()) continue;
     if (r.backend->row() == v1::ROW_TPU) return &r;
-    if (r.backend->row() == v1::ROW_NEURON && !versions_.Has(Feature::kAccXlaImportOnly)) found = &r;
+    if (r.backend->row() == v1::ROW_NEURON && (runtime_.count("neuron") || !versions_.Has(Feature::kAccXlaImportOnly))) {
+      found = &r;
+    }
   }
   return found;
+}
+
+// T-XLA-NEURON: which NeuronCore a torch_xla process is, by torch_xla's own set-up
+// (torch_xla/_internal/neuron.py configure_pjrt_environment and neuron_utils.remap_visible_cores, first
+// in torch_xla 2.5): under torchrun (LOCAL_RANK set) an unset NEURON_RT_VISIBLE_CORES becomes
+// LOCAL_RANK; a set one must list LOCAL_WORLD_SIZE cores (default 1; one core or none with a world of
+// 1 is kept as is) and the process keeps the entry at position LOCAL_RANK, else torch_xla raises
+// ValueError. Returns the index into the visible cores, or that error as FAILED_PRECONDITION.
+absl::StatusOr<int> Resolution::NeuronXlaCore(const RowState& neuron) {
+  const int count = static_cast<int>(neuron.vis.units.size());
+  if (!local_rank_) {
+    out_.add_explanation("T-XLA-NEURON a single process (no LOCAL_RANK): the Neuron runtime gives torch_xla the "
+                         "first visible NeuronCore as xla:0");
+    return 0;
+  }
+  const int rank = *local_rank_;
+  const std::string* cores = Env("NEURON_RT_VISIBLE_CORES");
+  if (cores == nullptr || cores->empty()) {
+    if (rank >= count) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "local_rank ", rank, ": torch_xla sets NEURON_RT_VISIBLE_CORES=", rank, " (LOCAL_RANK, "
+          "torch_xla/_internal/neuron.py, torch_xla >= 2.5), but this host has ", count,
+          " NeuronCore(s): the Neuron runtime finds no such core"));
+    }
+    out_.add_explanation(absl::StrCat("T-XLA-NEURON NEURON_RT_VISIBLE_CORES unset under torchrun: torch_xla sets it "
+                                      "to LOCAL_RANK=", rank, " (torch_xla/_internal/neuron.py "
+                                      "configure_pjrt_environment, torch_xla >= 2.5)"));
+    return rank;
+  }
+  int local_world = 1;
+  if (const std::string* lws = Env("LOCAL_WORLD_SIZE"); lws != nullptr && !lws->empty()) {
+    if (!absl::SimpleAtoi(*lws, &local_world) || local_world <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat("env.LOCAL_WORLD_SIZE=", *lws,
+                                                     " is not a positive integer (torchrun sets it per node)"));
+    }
+  }
+  if (count <= 1 && local_world == 1) {
+    out_.add_explanation(absl::StrCat("T-XLA-NEURON NEURON_RT_VISIBLE_CORES=", *cores, " with LOCAL_WORLD_SIZE 1: "
+                                      "torch_xla keeps it (neuron_utils.remap_visible_cores, torch_xla >= 2.5)"));
+    return 0;
+  }
+  if (local_world != count) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "torch_xla raises ValueError: LOCAL_WORLD_SIZE ", local_world, " is not equal to the ", count,
+        " NeuronCore(s) of NEURON_RT_VISIBLE_CORES=", *cores, " (neuron_utils.remap_visible_cores, torch_xla >= 2.5: "
+        "list one core per local process, or set LOCAL_WORLD_SIZE to the count)"));
+  }
+  if (rank >= count) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "torch_xla raises ValueError: LOCAL_RANK ", rank, " is not below the ", count,
+        " NeuronCore(s) of NEURON_RT_VISIBLE_CORES=", *cores, " (neuron_utils.remap_visible_cores, torch_xla >= 2.5)"));
+  }
+  out_.add_explanation(absl::StrCat("T-XLA-NEURON torch_xla remaps NEURON_RT_VISIBLE_CORES=", *cores,
+                                    " to its entry at LOCAL_RANK=", rank,
+                                    " (neuron_utils.remap_visible_cores, torch_xla >= 2.5): this process's xla:0"));
+  return rank;
 }
 
 // Whether PartialState picks XLA (T-XLA, V-ACC-XLA-IMPORT, V-ACC-XLA-CPU).
@@ -61,7 +122,12 @@ absl::Status Resolution::AnswerXla(bool state_cpu) {
   out_.set_package("torch_xla");
   out_.add_devices("xla:0");
   if (tpu != nullptr) {
-    const int idx = tpu->vis.units.size() > 1 && local_rank_ ? *local_rank_ % static_cast<int>(tpu->vis.units.size()) : 0;
+    int idx = tpu->vis.units.size() > 1 && local_rank_ ? *local_rank_ % static_cast<int>(tpu->vis.units.size()) : 0;
+    if (tpu->backend->row() == v1::ROW_NEURON && runtime_.count("neuron")) {
+      absl::StatusOr<int> core = NeuronXlaCore(*tpu);
+      if (!core.ok()) return core.status();
+      idx = *core;
+    }
     Place(*tpu, idx)->set_device("xla:0");
     out_.add_explanation(absl::StrCat("T-XLA torch_xla is importable (runtime_backends has xla) and its XLA device is ",
                                       tpu->backend->name(), ": Accelerate picks the XLA device before any other check; "

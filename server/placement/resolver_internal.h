@@ -110,6 +110,7 @@ class Resolution {
   bool XlaApplies(bool state_cpu);
   absl::Status AnswerXla(bool state_cpu);
   absl::Status MultiCpu(bool acc, bool state_cpu, const std::string& why);
+  absl::StatusOr<int> NeuronXlaCore(const RowState& neuron);  // T-XLA-NEURON: torch_xla's core remap
   const RowState* XlaRow() const;
   absl::Status AnswerVerbatim(const DeviceString& d);
   absl::Status Distributed(const RowState& row, const OrderRule& chain);

@@ -5,10 +5,13 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "server/placement/resolver_internal.h"
 #include "server/placement/versions.h"
@@ -29,21 +32,26 @@ absl::Status Resolution::Training() {
   // PartialState's cpu flag: TrainingArguments passes `use_cpu or ACCELERATE_USE_CPU`, Accelerator
   // reads both too.
   const bool state_cpu = req_.use_cpu() || accelerate_use_cpu_;
-  // Before Accelerate 0.29 the XLA and MULTI_CPU branches set the device over ACCELERATE_TORCH_DEVICE
-  // (V-ACC-SET-DEVICE); the others kept it.
+  // Before Accelerate 0.29 the MULTI_CPU branch set the device over ACCELERATE_TORCH_DEVICE
+  // (V-ACC-SET-DEVICE), and before 0.29.2 the XLA branch did (V-ACC-XLA-CPU); the others kept it.
   const bool env_kept = versions_.Has(Feature::kAccSetDevice);
+  const bool env_kept_xla = versions_.Has(Feature::kAccXlaBeforeCpu);
+  // 0.29.0 and 0.29.1 keep it everywhere but in the XLA branch: that is decided first.
+  std::optional<bool> xla;
+  if (acc && torch_device_env_ && env_kept && !env_kept_xla) xla = XlaApplies(state_cpu);
   // T-ENV first: PartialState.__init__ sets its device from ACCELERATE_TORCH_DEVICE before
   // anything else and set_device then returns early, so it beats cpu, MULTI_CPU and XLA.
-  if (acc && torch_device_env_ && env_kept) {
+  if (acc && torch_device_env_ && env_kept && !xla.value_or(false)) {
     out_.add_explanation(absl::StrCat(
         "T-ENV ACCELERATE_TORCH_DEVICE=", torch_device_env_->ToString(),
         ": PartialState.__init__ takes it as the device before anything else and set_device returns early, so it "
-        "wins over cpu, ACCELERATE_USE_CPU, MULTI_CPU and XLA; used verbatim, without validation or rank offset"));
+        "wins over cpu, ACCELERATE_USE_CPU, MULTI_CPU", env_kept_xla ? " and XLA" : "",
+        "; used verbatim, without validation or rank offset"));
     return AnswerVerbatim(*torch_device_env_);
   }
   // T-XLA
-  if (XlaApplies(state_cpu)) {
-    if (torch_device_env_ && env_kept) {
+  if (xla.has_value() ? *xla : XlaApplies(state_cpu)) {
+    if (torch_device_env_ && env_kept_xla) {
       out_.add_explanation(absl::StrCat("T-ENV ", acc ? "Accelerator" : "TrainingArguments' XLA branch passes "
                                         "PartialState.device, which", " ACCELERATE_TORCH_DEVICE=",
                                         torch_device_env_->ToString(), " set first"));
@@ -51,17 +59,22 @@ absl::Status Resolution::Training() {
     }
     if (torch_device_env_) {
       out_.add_explanation(absl::StrCat("T-ENV ACCELERATE_TORCH_DEVICE=", torch_device_env_->ToString(),
-                                        " is overwritten by the XLA branch: ", versions_.Cite(Feature::kAccSetDevice)));
+                                        " is overwritten by the XLA branch: ",
+                                        versions_.Cite(env_kept ? Feature::kAccXlaBeforeCpu : Feature::kAccSetDevice)));
     }
     return AnswerXla(state_cpu);
   }
-  // TrainingArguments' own XLA check (torch_xla importable) comes before its single-process chain and
-  // passes PartialState.device on, which before Accelerate 0.28 is not XLA on a host with a CUDA GPU
-  // (V-ACC-XLA-IMPORT): the job gets Accelerate's device, `cuda`, without DataParallel.
-  if (!acc && !local_rank_ && runtime_.count("xla") && use_torch_xla_ && !versions_.Has(Feature::kAccXlaImportOnly)) {
+  // TrainingArguments' own XLA check (torch_xla importable; USE_TORCH_XLA read only from Transformers
+  // 4.39, V-TF-XLA-ENV) comes before its single-process chain and passes PartialState.device on. Reaching
+  // here, PartialState did not pick XLA: before Accelerate 0.28 on a host with a CUDA GPU
+  // (V-ACC-XLA-IMPORT), or USE_TORCH_XLA=0 read by Accelerate but not by that Transformers. The job
+  // gets Accelerate's device, `cuda`, without DataParallel.
+  const bool tf_xla = runtime_.count("xla") && (use_torch_xla_ || !versions_.Has(Feature::kTfXlaReadsEnv));
+  if (!acc && !local_rank_ && tf_xla) {
     out_.add_explanation(absl::StrCat("T-XLA TrainingArguments' own XLA check passes (torch_xla importable), so it "
                                       "takes PartialState.device, which is not XLA here: ",
-                                      versions_.Cite(Feature::kAccXlaImportOnly)));
+                                      versions_.Cite(use_torch_xla_ ? Feature::kAccXlaImportOnly
+                                                                    : Feature::kTfXlaReadsEnv)));
     if (torch_device_env_) return AnswerVerbatim(*torch_device_env_);
     if (state_cpu) {
       AnswerCpu("T-CPU PartialState(cpu=True): cpu");
@@ -166,6 +179,23 @@ absl::Status Resolution::SingleProcess(bool acc) {
     return absl::OkStatus();
   }
   const std::string type = r->backend->device_type();
+  // V-TF-XPU-STOCK: Transformers 4.42 to 4.57's XPU branch needs Intel Extension for PyTorch or
+  // Accelerate >= 0.32 (is_accelerate_available("0.32.0.dev")), else TrainingArguments raises ImportError.
+  if (!acc && type == "xpu" && versions_.Has(Feature::kTfStockXpu) && versions_.transformers() < Version{5, 0, 0} &&
+      versions_.accelerate() < Version{0, 32, 0}) {
+    const bool known = job_ && job_->torch;
+    const bool ipex = known && job_->ipex && !absl::StrContains(absl::AsciiStrToLower(*job_->ipex), "+cpu");
+    const std::string why = absl::StrCat(
+        "TrainingArguments of Transformers ", versions_.transformers().ToString(), " raises ImportError \"Using the XPU "
+        "PyTorch backend requires `accelerate>=0.32.0.dev`\" for ", r->backend->name(),
+        " without Intel Extension for PyTorch, and the job's Accelerate is ", versions_.accelerate().ToString(), " (",
+        versions_.Rule(Feature::kTfStockXpu).id, ", training_args.py _setup_devices)");
+    if (known && !ipex) return absl::FailedPreconditionError(absl::StrCat(why, ": install accelerate >= 0.32"));
+    if (!known) {
+      out_.add_warnings(absl::StrCat(why, "; the job's packages are not known, so devplace answers as if it had "
+                                     "intel_extension_for_pytorch (send the job's packages: devplace resolve --python_env)"));
+    }
+  }
   const std::string device = SingleDevice(acc, type);
   out_.add_explanation(absl::StrCat(id, " single process: first available of ", OrderText(order), " is ",
                                     r->backend->name(), " -> ", device));

@@ -22,9 +22,11 @@ constexpr Version kLast4x{4, 57, 0};
 
 
 // Each row: the boundary, the rule id, what changed, where it lives, and /*commits=*/ the commit(s)
-// that brought it, each first in the release tag `since` (git tag --contains on the library's
-// history with its release tags; scripts/fidelity/run.py --boundaries checks them and writes
-// tests/placement/version_boundaries.txt, which versions_test.cc holds this table to).
+// that brought it; `since` is the first release tag, patch releases included, that contains any of
+// them (a change can reach a patch release as a release-branch commit of its own and main as another).
+// scripts/fidelity/run.py --boundaries checks them against every release tag and writes
+// tests/placement/version_boundaries.txt, which versions_test.cc holds this table to; run.py --probes
+// executes each row's covering workload at the tags around it.
 std::vector<FeatureRule> MakeFeatureRules() {
   return {
       {F::kAccXlaImportOnly, L::kAccelerate, {0, 28, 0}, "V-ACC-XLA-IMPORT",
@@ -35,17 +37,20 @@ std::vector<FeatureRule> MakeFeatureRules() {
        "is_tpu_available up to v0.27.2)",
        /*commits=*/"b443be70"},
       {F::kAccSetDevice, L::kAccelerate, {0, 29, 0}, "V-ACC-SET-DEVICE",
-       "PartialState.set_device keeps a device ACCELERATE_TORCH_DEVICE set, in the XLA and MULTI_CPU branches too, "
-       "and a MULTI_CPU process gets cpu; before 0.29 the XLA branch set xm.xla_device() and the MULTI_CPU branch "
-       "cpu (cpu=True), else xpu:<local_rank> or default_device (mps on an Apple host) over it",
+       "PartialState.set_device keeps a device ACCELERATE_TORCH_DEVICE set, in the MULTI_CPU branch too (the XLA "
+       "branch only from 0.29.2, V-ACC-XLA-CPU), and a MULTI_CPU process gets cpu; before 0.29 the MULTI_CPU branch "
+       "set cpu (cpu=True), else xpu:<local_rank> or default_device (mps on an Apple host) over it",
        "huggingface/accelerate:src/accelerate/state.py PartialState.set_device, _prepare_backend (first tag v0.29.0, "
        "PR #2576; PartialState.__init__ up to v0.28.0)",
        /*commits=*/"11568e56"},
-      {F::kAccXlaBeforeCpu, L::kAccelerate, {0, 30, 0}, "V-ACC-XLA-CPU",
-       "XLA is chosen before the cpu flag, so it wins over use_cpu / ACCELERATE_USE_CPU; before 0.30 the XLA "
-       "branch required `not cpu`",
-       "huggingface/accelerate:src/accelerate/state.py PartialState._prepare_backend (first tag v0.30.0, PR #2634)",
-       /*commits=*/"6386f701"},
+      {F::kAccXlaBeforeCpu, L::kAccelerate, {0, 29, 2}, "V-ACC-XLA-CPU",
+       "XLA is a backend of _prepare_backend, chosen before the cpu flag, so it wins over use_cpu / "
+       "ACCELERATE_USE_CPU, and its device is set by set_device, which keeps a device ACCELERATE_TORCH_DEVICE set; "
+       "before 0.29.2 PartialState.__init__ took the XLA branch only when `not cpu` and set xm.xla_device() over "
+       "ACCELERATE_TORCH_DEVICE",
+       "huggingface/accelerate:src/accelerate/state.py PartialState._prepare_backend, set_device (first tag v0.29.2: "
+       "the release-branch commit \"Patch for v0.29.2\"; on the main line PR #2634, first tag v0.30.0)",
+       /*commits=*/"759a9336 6386f701"},
       {F::kAccStockXpu, L::kAccelerate, {0, 32, 0}, "V-ACC-XPU-STOCK",
        "is_xpu_available() accepts stock PyTorch's torch.xpu (torch >= 2.4); before 0.32 Accelerate sees an Intel "
        "GPU only through Intel Extension for PyTorch (intel_extension_for_pytorch installed)",
@@ -83,6 +88,13 @@ std::vector<FeatureRule> MakeFeatureRules() {
        "exist there)",
        "huggingface/transformers:src/transformers/training_args.py TrainingArguments (first tag v4.32.0, PR #24863)",
        /*commits=*/"9dc965bb40"},
+      {F::kTfXlaReadsEnv, L::kTransformers, {4, 39, 0}, "V-TF-XLA-ENV",
+       "is_torch_xla_available() reads USE_TORCH_XLA, so USE_TORCH_XLA=0 turns TrainingArguments' own XLA check off; "
+       "before 4.39 that check (is_torch_tpu_available: torch_xla importable and xm.xla_device() works) ignored it "
+       "and passed PartialState.device on, Accelerate's `cuda` on a CUDA host, not cuda:0",
+       "huggingface/transformers:src/transformers/utils/import_utils.py is_torch_xla_available (first tag v4.39.0, "
+       "PR #29334; is_torch_tpu_available up to v4.38.2)",
+       /*commits=*/"873d9bb3cc"},
       {F::kTfStockXpu, L::kTransformers, {4, 42, 0}, "V-TF-XPU-STOCK",
        "is_torch_xpu_available() accepts stock PyTorch's torch.xpu (torch >= 2.4); before 4.42 Transformers sees an "
        "Intel GPU only through Intel Extension for PyTorch (intel_extension_for_pytorch installed)",

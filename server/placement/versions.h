@@ -36,8 +36,8 @@ absl::string_view LibraryName(Library lib);  // "Transformers", "Accelerate"
 // Yes/no behaviours that appeared in one release and stayed.
 enum class Feature {
   kAccXlaImportOnly,      // is_torch_xla_available tests only the import (no TPU/CUDA check); USE_TORCH_XLA read
-  kAccSetDevice,          // PartialState.set_device: ACCELERATE_TORCH_DEVICE kept over XLA / MULTI_CPU, MULTI_CPU is cpu
-  kAccXlaBeforeCpu,       // XLA is chosen before the cpu flag (_prepare_backend)
+  kAccSetDevice,          // PartialState.set_device: ACCELERATE_TORCH_DEVICE kept over MULTI_CPU, MULTI_CPU is cpu
+  kAccXlaBeforeCpu,       // XLA is chosen before the cpu flag (_prepare_backend); set_device keeps ACCELERATE_TORCH_DEVICE over it
   kAccStockXpu,           // is_xpu_available accepts stock torch.xpu (before: only through IPEX)
   kAccIndexModulo,        // distributed device index = local_process_index % device_count()
   kAccXpuBare,            // default_device returns `xpu`, not `xpu:0`
@@ -52,12 +52,14 @@ enum class Feature {
   kTfV5,                  // v5: no_cuda / use_mps_device removed, Accelerate >= 1.1.0 required
   kTfDeviceMapCudaRank,   // from_pretrained(device_map="cuda") becomes cuda:<LOCAL_RANK or 0>
   kTfNativeTpu,           // TrainingArguments selects tpu:0 when torch_tpu is available
+  kTfXlaReadsEnv,         // is_torch_xla_available reads USE_TORCH_XLA (before: TrainingArguments' XLA check ignores it)
 };
 
-// Every row records where its boundary comes from: the commit(s) that brought the behaviour, each
-// first in the release tag `since` names by `git tag --contains` on the library's history with its
-// release tags. tests/placement/version_boundaries.txt, written from the tags by
-// scripts/fidelity/run.py --boundaries, lists (rule, library, commit, first tag), and
+// Every row records where its boundary comes from: the commit(s) that brought the behaviour; `since`
+// is the first release tag, patch releases included, that contains any of them (a change can reach a
+// patch release through a release-branch commit and the main line through another: V-ACC-XLA-CPU).
+// tests/placement/version_boundaries.txt, written from every release tag by
+// scripts/fidelity/run.py --boundaries, lists (rule, library, commit, first tag containing it), and
 // tests/placement/versions_test.cc holds every row to it. The oldest row of an order names the
 // release commit of the oldest supported release (the order as it was there).
 struct FeatureRule {

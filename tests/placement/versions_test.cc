@@ -13,9 +13,11 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/placement/resolver.h"
@@ -176,10 +178,55 @@ std::vector<Case> Cases() {
                .request = Acc("0.27.0", Req::Train(ACC).Runtime({"cuda", "xla"})), .device = "cuda"});
   c.push_back({.id = "V10_xla_import_0_28", .host = cuda2, .request = Acc("0.28.0", Req::Train(TA).Runtime({"cuda", "xla"})),
                .device = "xla:0"});
-  c.push_back({.id = "V11_xla_cpu_0_29", .host = tpu2, .request = Acc("0.29.0", Req::Train(TA).UseCpu().Runtime({"xla"})),
-               .device = "cpu", .words = {"V-ACC-XLA-CPU (Accelerate 0.29.0 < 0.30.0"}});
+  // V-ACC-XLA-CPU reached the 0.29 line as a patch release ("Patch for v0.29.2"): executed at v0.29.1 / v0.29.2.
+  c.push_back({.id = "V11_xla_cpu_0_29_1", .host = tpu2,
+               .request = Acc("0.29.1", Req::Train(TA).UseCpu().Runtime({"xla"})),
+               .device = "cpu", .words = {"V-ACC-XLA-CPU (Accelerate 0.29.1 < 0.29.2"}});
+  c.push_back({.id = "V11_xla_cpu_0_29_2", .host = tpu2,
+               .request = Acc("0.29.2", Req::Train(TA).UseCpu().Runtime({"xla"})),
+               .device = "xla:0", .words = {"XLA wins over use_cpu"}});
+  c.push_back({.id = "V11_xla_cpu_0_29_2_ACC_env", .host = cuda2,
+               .request = Acc("0.29.2", Req::Train(ACC).Runtime({"cuda", "xla"}).Env("ACCELERATE_USE_CPU", "1")),
+               .device = "xla:0", .words = {"XLA wins over use_cpu"}});
+  c.push_back({.id = "V11_xla_cpu_0_29_1_ACC_env", .host = cuda2,
+               .request = Acc("0.29.1", Req::Train(ACC).Runtime({"cuda", "xla"}).Env("ACCELERATE_USE_CPU", "1")),
+               .device = "cpu"});
   c.push_back({.id = "V11_xla_cpu_0_30", .host = tpu2, .request = Acc("0.30.0", Req::Train(TA).UseCpu().Runtime({"xla"})),
                .device = "xla:0", .words = {"XLA wins over use_cpu"}});
+  // V-TF-XLA-ENV: before Transformers 4.39 TrainingArguments' XLA check ignores USE_TORCH_XLA=0 and passes
+  // PartialState.device on: Accelerate's `cuda`, not cuda:0 (executed at v4.36.2 + v0.25.0, v4.38.2 / v4.39.0).
+  c.push_back({.id = "V13_tf_xla_env_4_36", .host = cuda2,
+               .request = Tf("4.36.2", Acc("0.25.0", Req::Train(TA).Runtime({"cuda", "xla"}).Env("USE_TORCH_XLA", "0"))),
+               .device = "cuda", .words = {"V-TF-XLA-ENV (Transformers 4.36.2 < 4.39.0"}});
+  c.push_back({.id = "V13_tf_xla_env_4_38", .host = cuda2,
+               .request = Tf("4.38.2", Acc("0.28.0", Req::Train(TA).Runtime({"cuda", "xla"}).Env("USE_TORCH_XLA", "0"))),
+               .device = "cuda", .words = {"TrainingArguments' own XLA check passes"}});
+  c.push_back({.id = "V13_tf_xla_env_4_39", .host = cuda2,
+               .request = Tf("4.39.0", Acc("0.28.0", Req::Train(TA).Runtime({"cuda", "xla"}).Env("USE_TORCH_XLA", "0"))),
+               .device = "cuda:0"});
+  // T-XLA-NEURON: torch-neuronx on torch_xla (the job has both): xla:0 is a NeuronCore, by torch_xla's remap of
+  // NEURON_RT_VISIBLE_CORES and LOCAL_RANK (torch_xla/_internal/neuron.py, torch_xla >= 2.5).
+  const auto trn2 = H({{v1::ROW_NEURON, 2}});
+  c.push_back({.id = "X01_neuron_xla_single", .host = trn2, .request = Req::Train(TA).Runtime({"neuron", "xla"}),
+               .device = "xla:0", .words = {"its XLA device is neuron", "T-XLA-NEURON a single process"},
+               .host_indices = {0}});
+  c.push_back({.id = "X02_neuron_xla_rank1", .host = trn2, .request = Req::Train(ACC).Runtime({"neuron", "xla"}).Rank(1, 2),
+               .device = "xla:0", .words = {"torch_xla sets it to LOCAL_RANK=1"}, .host_indices = {1}});
+  c.push_back({.id = "X03_neuron_xla_remap", .host = trn2,
+               .request = Req::Train(ACC).Runtime({"neuron", "xla"}).Rank(0, 2)
+                              .Env("NEURON_RT_VISIBLE_CORES", "1,0").Env("LOCAL_WORLD_SIZE", "2"),
+               .device = "xla:0", .words = {"to its entry at LOCAL_RANK=0"}, .host_indices = {1}});
+  c.push_back({.id = "X04_neuron_xla_list_vs_local_world", .host = trn2,
+               .request = Req::Train(ACC).Runtime({"neuron", "xla"}).Rank(0, 2)
+                              .Env("NEURON_RT_VISIBLE_CORES", "0-1").Env("LOCAL_WORLD_SIZE", "1"),
+               .code = kPrecondition, .words = {"torch_xla raises ValueError: LOCAL_WORLD_SIZE 1 is not equal to the 2"}});
+  // V-TF-XPU-STOCK: 4.42's XPU branch without IPEX needs Accelerate >= 0.32 (executed: 4.42.0 + 0.31.0 raises
+  // ImportError). The job's packages say torch without IPEX.
+  c.push_back({.id = "V14_tf_xpu_old_accelerate", .host = H({{v1::ROW_XPU, 2}}),
+               .request = Tf("4.42.0", Acc("0.31.0", Req::Train(TA).Packages({{"torch", "2.5.1+xpu"}}))),
+               .code = kPrecondition, .words = {"requires `accelerate>=0.32.0.dev`", "install accelerate >= 0.32"}});
+  c.push_back({.id = "V14_tf_xpu_accelerate_0_32", .host = H({{v1::ROW_XPU, 2}}),
+               .request = Tf("4.42.0", Acc("0.32.0", Req::Train(TA).Packages({{"torch", "2.5.1+xpu"}}))), .device = "xpu:0"});
   c.push_back({.id = "V12_mem_npu_0_25", .host = npu_cuda, .request = Acc("0.25.0", Req::Infer("auto")), .device = "cuda:0",
                .words = {"V-ACC-MEM-0.25", "never places on npu"}});
   c.push_back({.id = "V12_mem_npu_0_26", .host = npu_cuda, .request = Acc("0.26.0", Req::Infer("auto")), .device = "npu:0"});
@@ -290,8 +337,13 @@ std::vector<Case> Cases() {
   c.push_back({.id = "V31_env_vs_xla_0_28", .host = tpu2,
                .request = Acc("0.28.0", Req::Train(ACC).Runtime({"xla"}).Env("ACCELERATE_TORCH_DEVICE", "cpu")),
                .device = "xla:0", .words = {"overwritten by the XLA branch"}});
-  c.push_back({.id = "V31_env_vs_xla_0_29", .host = tpu2,
-               .request = Acc("0.29.0", Req::Train(ACC).Runtime({"xla"}).Env("ACCELERATE_TORCH_DEVICE", "cpu")),
+  // 0.29.0 and 0.29.1 keep ACCELERATE_TORCH_DEVICE in set_device, but their XLA branch in __init__ still set
+  // xm.xla_device() over it; from 0.29.2 XLA's device comes from set_device too (V-ACC-XLA-CPU).
+  c.push_back({.id = "V31_env_vs_xla_0_29_1", .host = tpu2,
+               .request = Acc("0.29.1", Req::Train(ACC).Runtime({"xla"}).Env("ACCELERATE_TORCH_DEVICE", "cpu")),
+               .device = "xla:0", .words = {"overwritten by the XLA branch", "V-ACC-XLA-CPU"}});
+  c.push_back({.id = "V31_env_vs_xla_0_29_2", .host = tpu2,
+               .request = Acc("0.29.2", Req::Train(ACC).Runtime({"xla"}).Env("ACCELERATE_TORCH_DEVICE", "cpu")),
                .device = "cpu"});
   c.push_back({.id = "V32_use_torch_xla_0_27", .host = tpu2,
                .request = Acc("0.27.0", Req::Train(ACC).Runtime({"xla"}).Env("USE_TORCH_XLA", "0")), .device = "xla:0",
@@ -408,6 +460,23 @@ TEST_P(VersionCases, Resolves) {
 INSTANTIATE_TEST_SUITE_P(Semantics, VersionCases, ::testing::ValuesIn(Cases()),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.id; });
 
+// A torch_xla Trainium job (torch-neuronx and torch_xla among its packages): the answer names the Neuron row,
+// with no TPU wording and no claim that torch-neuronx is missing or that USE_TORCH_XLA=0 gets a neuron device.
+TEST(NeuronOnXla, NamesTheNeuronCoreWithoutTpuOrMissingPluginWarnings) {
+  absl::StatusOr<v1::ResolveDeviceResponse> got =
+      Resolve(HostOf({{v1::ROW_NEURON, 2}})(), Req::Train(TA).Runtime({"neuron", "xla", "cpu"}));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->device(), "xla:0");
+  EXPECT_EQ(got->backend(), v1::ROW_NEURON);
+  ASSERT_EQ(got->placed_size(), 1);
+  EXPECT_EQ(got->placed(0).device(), "xla:0");
+  for (const std::string& w : got->warnings()) {
+    EXPECT_THAT(w, ::testing::Not(HasSubstr("TPU"))) << w;
+    EXPECT_THAT(w, ::testing::Not(HasSubstr("torch-neuronx"))) << w;
+    EXPECT_THAT(w, ::testing::Not(HasSubstr("USE_TORCH_XLA=0"))) << w;
+  }
+}
+
 // The data itself: every feature has a row, and each order kind's rows ascend.
 TEST(VersionTable, EveryFeatureHasOneRowAndOrdersAscend) {
   using placement::Feature;
@@ -416,7 +485,7 @@ TEST(VersionTable, EveryFeatureHasOneRowAndOrdersAscend) {
                     Feature::kAccXpuMemoryIpex, Feature::kAccXpuMemoryIpexFixed,
                     Feature::kAccMultiCpuNeedsCpu, Feature::kTfUseCpu, Feature::kTfStockXpu,
                     Feature::kTfTaMpsBranch, Feature::kTfTaTorchDeviceFallback, Feature::kTfPipelineAccelDefault,
-                    Feature::kTfV5, Feature::kTfDeviceMapCudaRank, Feature::kTfNativeTpu}) {
+                    Feature::kTfV5, Feature::kTfDeviceMapCudaRank, Feature::kTfNativeTpu, Feature::kTfXlaReadsEnv}) {
     int n = 0;
     for (const placement::FeatureRule& r : placement::FeatureRules()) n += r.feature == f;
     EXPECT_EQ(n, 1) << static_cast<int>(f);
@@ -430,9 +499,11 @@ TEST(VersionTable, EveryFeatureHasOneRowAndOrdersAscend) {
   }
 }
 
-// Every boundary of the table against the list the fidelity runner wrote from the release tags
-// (`git tag --contains` of each row's commits): a row whose release, id or commits change without a
-// new list fails here, and so does a list line no row has.
+// Every boundary of the table against the list the fidelity runner wrote from every release tag,
+// patch releases included (the first tag containing each of a row's commits): a row's release is the
+// first tag of any of its commits (a change can reach a patch release through a release-branch commit
+// of its own and main through another). A row whose release, id or commits change without a new list
+// fails here, and so does a list line no row has.
 TEST(VersionTable, BoundariesAreTheReleaseTagsOfTheirCommits) {
   std::ifstream in(DEVPLACE_VERSION_BOUNDARIES);
   ASSERT_TRUE(in) << DEVPLACE_VERSION_BOUNDARIES;
@@ -450,6 +521,8 @@ TEST(VersionTable, BoundariesAreTheReleaseTagsOfTheirCommits) {
                    absl::string_view commits) {
     const std::vector<std::string> ids = absl::StrSplit(commits, ' ', absl::SkipEmpty());
     EXPECT_FALSE(ids.empty()) << id << " records no commit";
+    std::string first;  // the earliest first tag of the row's commits
+    std::vector<int> first_key;
     for (const std::string& c : ids) {
       EXPECT_GE(c.size(), 8u) << id << ": " << c;
       EXPECT_TRUE(std::all_of(c.begin(), c.end(), [](char ch) { return absl::ascii_isxdigit(ch) && !absl::ascii_isupper(ch); }))
@@ -462,8 +535,21 @@ TEST(VersionTable, BoundariesAreTheReleaseTagsOfTheirCommits) {
         continue;
       }
       used.insert(key);
-      EXPECT_EQ(it->second, absl::StrCat("v", since.ToString()))
-          << id << ": the table says " << since.ToString() << ", the tags say " << it->second << " for " << c;
+      std::vector<int> k;
+      for (absl::string_view part : absl::StrSplit(absl::StripPrefix(it->second, "v"), '.')) {
+        int n = 0;
+        EXPECT_TRUE(absl::SimpleAtoi(part, &n)) << key << ": " << it->second;
+        k.push_back(n);
+      }
+      if (first.empty() || k < first_key) {
+        first = it->second;
+        first_key = k;
+      }
+    }
+    if (!first.empty()) {
+      EXPECT_EQ(first, absl::StrCat("v", since.ToString()))
+          << id << ": the table says " << since.ToString() << ", the tags say " << first << " (first tag of any of "
+          << commits << ")";
     }
   };
   for (const placement::FeatureRule& r : placement::FeatureRules()) check(r.id, r.library, r.since, r.commits);
