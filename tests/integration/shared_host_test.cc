@@ -471,6 +471,9 @@ TEST(SharedHost, UnknownUsageIsAWarningAndMinFreeIsRefusedAtOnce) {
   r = RunCommand(cli + " pick --no_environment");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.err, HasSubstr("devplace pick: warning: P-PICK usage unknown for "));
+  r = RunCommand(cli + " inventory");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("unknown for 2 device(s) (cuda/nvidia 0, cuda/nvidia 1): no vendor library reads it"));
   d.Signal(SIGTERM);
   EXPECT_EQ(d.WaitExit(absl::Seconds(10)), 0);
 }
