@@ -71,7 +71,7 @@ bool Alive(const ProcessIdentity& holder) {
   return now.has_value() && now->start_time == holder.start_time;
 }
 
-// Whether any process of process group `pgid` is left (Linux does not give a new process the id of
+// Whether any running process of process group `pgid` is left (Linux does not give a new process the id of
 // a group that still has members, so a member found is one of that group).
 bool GroupAlive(pid_t pgid) {
   DIR* proc = opendir("/proc");
@@ -81,7 +81,7 @@ bool GroupAlive(pid_t pgid) {
     int pid = 0;
     if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
     const std::optional<ProcessIdentity> p = ReadProcess(pid);
-    if (p && p->pgid == pgid) {
+    if (p && p->pgid == pgid && p->state != 'Z') {  // a zombie has ended: it runs on no device
       alive = true;
       break;
     }
@@ -124,6 +124,7 @@ std::optional<ProcessIdentity> ReadProcess(pid_t pid) {
   }
   id.ppid = ppid;
   id.pgid = pgid;
+  if (!fields[0].empty()) id.state = fields[0][0];
   const std::string status = ReadSmallFile(absl::StrCat("/proc/", pid, "/status"));
   for (absl::string_view line : absl::StrSplit(status, '\n')) {
     if (!absl::ConsumePrefix(&line, "Uid:")) continue;

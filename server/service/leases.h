@@ -37,6 +37,7 @@ struct ProcessIdentity {
   pid_t pid = 0;
   pid_t ppid = 0;
   pid_t pgid = 0;           // its process group
+  char state = '?';         // field 3: R, S, D, Z (a zombie: ended, not yet reaped), ...
   uid_t uid = 0;            // effective uid (the "Uid:" line's second field)
   uint64_t start_time = 0;  // field 22 of /proc/<pid>/stat, clock ticks since boot
 };

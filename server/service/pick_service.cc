@@ -184,7 +184,13 @@ grpc::ServerUnaryReactor* DevicePlacementService::PickDevices(grpc::CallbackServ
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   PendingPick pick{ctx, reactor, response_bytes, {}, {}, absl::Now(), absl::InfinitePast()};
   if (grpc::Status bad; !ParseRequest(request_bytes, &pick.request, &bad)) {
-    FinishPick(pick, bad, "invalid_argument");
+    // A call cancelled before its request arrived is no malformed request.
+    if (ctx->IsCancelled()) {
+      FinishPick(pick, grpc::Status(grpc::StatusCode::CANCELLED, "the caller went away before its request arrived"),
+                 "cancelled");
+    } else {
+      FinishPick(pick, bad, "invalid_argument");
+    }
     return reactor;
   }
   if (absl::Status invalid = placement::ValidatePickRequest(pick.request); !invalid.ok()) {
