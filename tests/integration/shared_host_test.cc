@@ -5,6 +5,8 @@
 // answer the picked card, a job's mask or device nodes are never left, and `devplace run` returns
 // the command's exit status.
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -476,6 +478,29 @@ TEST(SharedHost, UnknownUsageIsAWarningAndMinFreeIsRefusedAtOnce) {
   EXPECT_THAT(r.out, HasSubstr("unknown for 2 device(s) (cuda/nvidia 0, cuda/nvidia 1): no vendor library reads it"));
   d.Signal(SIGTERM);
   EXPECT_EQ(d.WaitExit(absl::Seconds(10)), 0);
+}
+
+// A local user outside the socket's group (here `nobody`) holds a process lease over the unix
+// socket, bound to their own shell; they see no lease ids or pids, and refresh stays privileged.
+TEST(SharedHost, AnyLocalUserHoldsAProcessLeaseOverTheUnixSocket) {
+  if (getuid() != 0) GTEST_SKIP() << "needs root to run a command as nobody (setpriv)";
+  SharedHost host(2, {});
+  ASSERT_EQ(chmod(host.dir().c_str(), 0755), 0);  // the test's directory (0700) holds the socket
+  const std::string as_nobody = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
+  if (RunCommand(as_nobody + "test -x " + ShellQuote(DEVPLACE_CLI_BINARY)).exit_code != 0) {
+    GTEST_SKIP() << "setpriv missing, or nobody cannot reach " << DEVPLACE_CLI_BINARY << " (the checkout's path)";
+  }
+  const std::string script = absl::StrCat(
+      "cd /; eval \"$(", host.Cli(), " pick --no_environment 2>/dev/null)\" && echo \"shell=$$ cvd=$CUDA_VISIBLE_DEVICES\"\n",
+      host.Cli(), " inventory --json\n", host.Cli(), " refresh 2>&1 || echo refresh-refused\n");
+  const CommandResult r = RunCommand(as_nobody + "bash -c " + ShellQuote(script));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("cvd=GPU-"));
+  EXPECT_THAT(r.out, HasSubstr("\"holder\": \"LEASE_HOLDER_PARENT\""));
+  EXPECT_THAT(r.out, HasSubstr("\"uid\": 65534"));
+  EXPECT_THAT(r.out, HasSubstr("\"leaseId\": \"\",\n      \"holder\": \"LEASE_HOLDER_PARENT\",\n      \"pid\": 0,"));
+  EXPECT_THAT(r.out, HasSubstr("PERMISSION_DENIED"));
+  EXPECT_THAT(r.out, HasSubstr("refresh-refused"));
 }
 
 }  // namespace
