@@ -1,6 +1,8 @@
 // The connection flags (--address, --timeout, --tls_*) and the Client they describe.
 #include "client/cli/connect_flags.h"
 
+#include <cstdlib>
+
 #include "absl/flags/flag.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
@@ -60,6 +62,11 @@ std::string ConnectFlagError(const absl::Status& connect_error) {
 int WithClient(absl::FunctionRef<int(Client&)> command) {
   if (const std::string address = absl::GetFlag(FLAGS_address); !address.empty() && !ParseAddress(address, AddressUse::kDial)) {
     return UsageError(g_command, absl::StrCat("--address=", address, ": ", kTargetForms));
+  }
+  // The variable that stands for --address is checked as strictly (a bare path is no DNS name).
+  if (const char* env = std::getenv("DEVPLACE_ADDRESS");
+      absl::GetFlag(FLAGS_address).empty() && env != nullptr && *env != '\0' && !ParseAddress(env, AddressUse::kDial)) {
+    return UsageError(g_command, absl::StrCat("DEVPLACE_ADDRESS=", env, " (from the environment): ", kTargetForms));
   }
   absl::StatusOr<Client> client = Client::Connect(ConnectOptionsFromFlags());
   if (!client.ok() && client.status().code() == absl::StatusCode::kInvalidArgument) {

@@ -74,7 +74,10 @@ ABSL_FLAG(absl::Duration, usage_interval, Defaults().usage_interval,
           "Device.usage) between full probes, with a cheaper probe child (devplace-probe --usage_only: the PCI scan "
           "and the vendor libraries that report memory), for PickDevices on shared hosts; at least 100ms, "
           "0 = only with each full probe");
-ABSL_FLAG(std::string, socket_mode, Defaults().socket_mode, "Permission bits of unix-socket listeners (octal)");
+ABSL_FLAG(std::string, socket_mode, Defaults().socket_mode,
+          "Permission bits of unix-socket listeners (octal). The default 0666 lets every local user read and pick "
+          "(a process lease for their own process); refresh and others' pids stay for root, the daemon's user and "
+          "--socket_group");
 ABSL_FLAG(std::string, socket_group, Defaults().socket_group,
           "Group that owns unix-socket listeners (name or gid), so jobs in that group can connect; default: the "
           "daemon's own group");
@@ -127,8 +130,8 @@ ABSL_FLAG(std::string, metrics_listen, Defaults().metrics_listen,
           "Where to serve Prometheus metrics at /metrics over HTTP: IPV4:PORT or [IPV6]:PORT (port 0 picks a free "
           "port, logged at start); empty disables. Loopback only unless --metrics_allow_remote. If the default "
           "address 127.0.0.1:9465 is taken the daemon logs a warning and runs without metrics; any other address "
-          "that cannot be bound is fatal (exit 1). 8 workers; a connection that has not sent its request within 5s "
-          "is closed");
+          "that cannot be bound is fatal (exit 1). One accept loop, no worker per connection (64 connections at "
+          "once, 8 per peer); a connection that has not sent its request within 5s is closed");
 ABSL_FLAG(bool, metrics_allow_remote, Defaults().metrics_allow_remote,
           "Allow a non-loopback --metrics_listen (e.g. 0.0.0.0:9465): /metrics names the host's devices and has "
           "no authentication");

@@ -482,7 +482,7 @@ TEST_P(Hazards, Resolves) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Issue10, Hazards, ::testing::ValuesIn(Cases()),
+INSTANTIATE_TEST_SUITE_P(EnumerationHazards, Hazards, ::testing::ValuesIn(Cases()),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.id; });
 
 }  // namespace
