@@ -65,6 +65,15 @@ struct ServiceOptions {
   // leases held after every change.
   std::function<void(const std::string& outcome, absl::Duration latency)> on_pick;
   std::function<void(size_t held)> on_leases;
+  // Most devices one user (uid, root excepted) holds leased at once: 0 = no cap
+  // (LeaseTableOptions::max_devices_per_user).
+  int max_leased_devices_per_user = 0;
+  // Most picks one user (uid over the unix socket, else the peer's address) has waiting at once, and
+  // the most bytes what they keep may take together; past either a pick is RESOURCE_EXHAUSTED at once.
+  int max_waiting_picks_per_user = 16;
+  int64_t max_waiting_pick_bytes_per_user = int64_t{16} << 20;
+  // Called when the lease table could not be written to its file (LeaseTable::Restore's path).
+  std::function<void(const absl::Status&)> on_lease_write_error;
 };
 
 // The key ServiceOptions.max_watches_per_peer counts by, from grpc::ServerContext::peer():
