@@ -97,8 +97,9 @@ TEST(LeaseRestart, LiveLeasesSurviveSigkillAndRestartASecondPickDoesNotGetTheirD
 TEST(LeaseRestart, ALeaseWhoseProcessEndedWhileTheDaemonWasDownIsDroppedWithALogLine) {
   TempDir dir;
   auto daemon = Start(dir.path());
-  // The other GPU is leased to a shell (LEASE_HOLDER_PARENT: the CLI's parent), started with
-  // fork and exec before this process forks anything else.
+  v1::PickDevicesResponse ttl;  // one GPU for ten minutes
+  ASSERT_TRUE(Pick(*Stub(daemon->tcp_target()), v1::LEASE_HOLDER_TTL, &ttl).ok());
+  // The other GPU is leased to a shell (the CLI's parent), started with fork and exec at once.
   const std::string script =
       absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=", ShellQuote(daemon->unix_target()),
                    " pick --no_environment --json > ", ShellQuote(dir.File("pick.json")), " && exec sleep 600");

@@ -1,0 +1,252 @@
+// DevicePlacementService's PickDevices and lease calls (LeaseRelease, LeaseKeepAlive): the holder
+// of each lease, the queue of waiting picks and its worker. The inventory calls are in service.cc.
+#include <algorithm>
+#include <cctype>
+#include <functional>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "server/placement/pick.h"
+#include "server/service/service.h"
+#include "server/service/wire.h"
+
+namespace devplace::service {
+namespace {
+
+// A lease RPC (LeaseRelease, LeaseKeepAlive): parses `Request`, checks its lease_id (1 to 64
+// bytes, else INVALID_ARGUMENT), runs `op` and answers a `Response` holding the lease it returns.
+template <typename Request, typename Response>
+grpc::ServerUnaryReactor* LeaseCall(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request_bytes,
+                                    grpc::ByteBuffer* response_bytes,
+                                    const std::function<absl::StatusOr<v1::LeaseInfo>(const Request&)>& op) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  Request request;
+  if (grpc::Status bad; !ParseRequest(request_bytes, &request, &bad)) {
+    reactor->Finish(bad);
+    return reactor;
+  }
+  if (request.lease_id().empty() || request.lease_id().size() > 64) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                 "lease_id: 1 to 64 bytes, the LeaseInfo.lease_id PickDevices answered"));
+    return reactor;
+  }
+  absl::StatusOr<v1::LeaseInfo> lease = op(request);
+  if (lease.ok()) {
+    Response response;
+    *response.mutable_lease() = *std::move(lease);
+    *response_bytes = SharedBytes(std::make_shared<const std::string>(response.SerializeAsString()));
+  }
+  reactor->Finish(ToGrpc(lease.status()));
+  return reactor;
+}
+
+// "no_free_device", "invalid_argument", ...: a pick's outcome for metrics.
+std::string OutcomeOf(const absl::Status& status) {
+  std::string name = absl::StatusCodeToString(status.code());
+  for (char& c : name) c = static_cast<char>(c == ' ' ? '_' : std::tolower(static_cast<unsigned char>(c)));
+  return name;
+}
+
+// The gRPC deadline of a waiting pick: its wait, or the client's deadline less 100 ms (so it gets
+// the answer, not DEADLINE_EXCEEDED).
+absl::Time WaitDeadline(const grpc::CallbackServerContext* ctx, uint32_t wait_ms, absl::Time now) {
+  absl::Time deadline = now + absl::Milliseconds(wait_ms);
+  const absl::Time client = absl::FromChrono(ctx->deadline());
+  if (client < absl::InfiniteFuture()) deadline = std::min(deadline, client - absl::Milliseconds(100));
+  return deadline;
+}
+
+}  // namespace
+
+// ---- PickDevices and leases ----
+
+absl::StatusOr<LeaseHolderSpec> DevicePlacementService::HolderFor(grpc::CallbackServerContext* ctx,
+                                                                 const v1::PickDevicesRequest& request) const {
+  std::optional<PeerCredentials> creds;
+  if (access_.peers != nullptr) creds = access_.peers->Find(ctx->peer());
+  LeaseHolderSpec holder;
+  holder.kind = request.holder() != v1::LEASE_HOLDER_UNSPECIFIED ? request.holder()
+                : creds                                         ? v1::LEASE_HOLDER_PROCESS
+                                                                : v1::LEASE_HOLDER_TTL;
+  if (creds) holder.caller_uid = creds->uid;
+  if (holder.kind == v1::LEASE_HOLDER_TTL) {
+    holder.ttl = absl::Milliseconds(request.ttl_ms() != 0 ? request.ttl_ms() : placement::kDefaultLeaseTtlMs);
+    return holder;
+  }
+  const char* which = holder.kind == v1::LEASE_HOLDER_PARENT ? "LEASE_HOLDER_PARENT" : "LEASE_HOLDER_PROCESS";
+  if (!creds) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "holder: ", which, " needs the unix socket, where devplaced knows the calling process from its peer "
+        "credentials; over TCP ask for LEASE_HOLDER_TTL (`devplace pick --ttl=10m`) and renew it with LeaseKeepAlive"));
+  }
+  const std::optional<ProcessIdentity> caller = ReadProcess(creds->pid);
+  if (creds->pid <= 0 || !caller) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "holder: the calling process (pid ", creds->pid, " as the socket reports it) is not visible to devplaced "
+        "(another pid namespace, or it has exited), so no lease can follow its life; ask for LEASE_HOLDER_TTL "
+        "(`devplace pick --ttl=10m`)"));
+  }
+  if (holder.kind == v1::LEASE_HOLDER_PROCESS) {
+    holder.process = *caller;
+    return holder;
+  }
+  const std::optional<ProcessIdentity> parent = ReadProcess(caller->ppid);
+  if (caller->ppid <= 1 || !parent) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "holder: LEASE_HOLDER_PARENT: the caller's parent (pid ", caller->ppid,
+        ") cannot hold the lease (init, or not visible to devplaced); run the pick from the shell that starts the "
+        "job, or ask for LEASE_HOLDER_TTL"));
+  }
+  if (parent->uid != creds->uid) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "holder: LEASE_HOLDER_PARENT: the caller's parent (pid ", parent->pid, ") runs as uid ", parent->uid,
+        ", not as the caller (uid ", creds->uid, "); a lease is held only for a process of the caller's own user"));
+  }
+  holder.process = *parent;
+  return holder;
+}
+
+void DevicePlacementService::FinishPick(const PendingPick& pick, const grpc::Status& status,
+                                        const std::string& outcome) {
+  if (options_.on_pick) options_.on_pick(outcome, absl::Now() - pick.arrived);
+  pick.reactor->Finish(status);
+}
+
+bool DevicePlacementService::TryPick(PendingPick& pick, bool waited) {
+  const std::shared_ptr<PreparedSnapshot> prepared = prepared_.Current();
+  if (prepared == nullptr) {
+    FinishPick(pick, NoInventory(store_), "unavailable");
+    return true;
+  }
+  const placement::PickOutcome outcome = leases_->PickAndHold(*prepared->snapshot(), pick.request, pick.holder);
+  if (outcome.status.ok()) {
+    *pick.response = SharedBytes(std::make_shared<const std::string>(outcome.response.SerializeAsString()));
+    LeasesChanged();
+    FinishPick(pick, grpc::Status::OK, "answered");
+    return true;
+  }
+  const absl::Time now = absl::Now();
+  if (outcome.no_free_device && now < pick.deadline) return false;  // stays queued
+  if (outcome.no_free_device && waited && pick.request.wait_ms() > 0) {  // queued only behind others: no wait
+    FinishPick(pick,
+               ToGrpc(absl::FailedPreconditionError(absl::StrCat(
+                   "waited ", absl::ToInt64Milliseconds(now - pick.arrived), " ms (wait_ms ", pick.request.wait_ms(),
+                   " or the call's deadline): ", outcome.status.message()))),
+               "no_free_device_after_wait");
+    return true;
+  }
+  FinishPick(pick, ToGrpc(outcome.status), outcome.no_free_device ? "no_free_device" : OutcomeOf(outcome.status));
+  return true;
+}
+
+grpc::ServerUnaryReactor* DevicePlacementService::PickDevices(grpc::CallbackServerContext* ctx,
+                                                              const grpc::ByteBuffer* request_bytes,
+                                                              grpc::ByteBuffer* response_bytes) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  PendingPick pick{ctx, reactor, response_bytes, {}, {}, absl::Now(), absl::InfinitePast()};
+  if (grpc::Status bad; !ParseRequest(request_bytes, &pick.request, &bad)) {
+    FinishPick(pick, bad, "invalid_argument");
+    return reactor;
+  }
+  if (absl::Status invalid = placement::ValidatePickRequest(pick.request); !invalid.ok()) {
+    FinishPick(pick, ToGrpc(invalid), "invalid_argument");
+    return reactor;
+  }
+  absl::StatusOr<LeaseHolderSpec> holder = HolderFor(ctx, pick.request);
+  if (!holder.ok()) {
+    FinishPick(pick, ToGrpc(holder.status()), OutcomeOf(holder.status()));
+    return reactor;
+  }
+  pick.holder = *std::move(holder);
+  pick.deadline = WaitDeadline(ctx, pick.request.wait_ms(), pick.arrived);
+  {
+    absl::MutexLock lock(&pick_mu_);
+    if (picks_stopping_) {
+      FinishPick(pick, grpc::Status(grpc::StatusCode::UNAVAILABLE, "devplaced is shutting down"), "unavailable");
+      return reactor;
+    }
+    // Waiting picks come first: a new one queues behind them (arrival order).
+    if (!waiting_.empty()) {
+      waiting_.push_back(std::move(pick));
+      pick_poked_ = true;
+      return reactor;
+    }
+  }
+  if (!TryPick(pick, false)) {
+    absl::MutexLock lock(&pick_mu_);
+    waiting_.push_back(std::move(pick));
+    pick_poked_ = true;  // the worker takes its deadline into account
+  }
+  return reactor;
+}
+
+void DevicePlacementService::LeasesChanged() {
+  if (options_.on_leases) options_.on_leases(leases_->size());
+  absl::MutexLock lock(&pick_mu_);
+  pick_poked_ = true;
+}
+
+void DevicePlacementService::PickWorker() {
+  constexpr absl::Duration kRetryEvery = absl::Milliseconds(500);
+  for (;;) {
+    std::vector<PendingPick> round;
+    bool stopping = false;
+    {
+      absl::MutexLock lock(&pick_mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(pick_mu_) {
+        return picks_stopping_ || (pick_poked_ && !waiting_.empty());
+      };
+      absl::Duration wait = waiting_.empty() ? absl::InfiniteDuration() : kRetryEvery;
+      const absl::Time now = absl::Now();
+      for (const PendingPick& p : waiting_) wait = std::min(wait, std::max(p.deadline - now, absl::ZeroDuration()));
+      pick_mu_.AwaitWithTimeout(absl::Condition(&ready), wait);
+      pick_poked_ = false;
+      stopping = picks_stopping_;
+      round.swap(waiting_);
+    }
+    std::vector<PendingPick> kept;
+    for (PendingPick& p : round) {
+      if (stopping) {
+        FinishPick(p, grpc::Status(grpc::StatusCode::UNAVAILABLE, "devplaced is shutting down"), "unavailable");
+      } else if (p.ctx->IsCancelled()) {
+        FinishPick(p, grpc::Status(grpc::StatusCode::CANCELLED, "the caller went away while waiting"), "cancelled");
+      } else if (!TryPick(p, true)) {
+        kept.push_back(std::move(p));
+      }
+    }
+    if (stopping) return;
+    absl::MutexLock lock(&pick_mu_);
+    // Those that arrived meanwhile queue behind the ones still waiting.
+    kept.insert(kept.end(), std::make_move_iterator(waiting_.begin()), std::make_move_iterator(waiting_.end()));
+    waiting_.swap(kept);
+  }
+}
+
+grpc::ServerUnaryReactor* DevicePlacementService::LeaseRelease(grpc::CallbackServerContext* ctx,
+                                                               const grpc::ByteBuffer* request_bytes,
+                                                               grpc::ByteBuffer* response_bytes) {
+  return LeaseCall<v1::LeaseReleaseRequest, v1::LeaseReleaseResponse>(
+      ctx, request_bytes, response_bytes,
+      [this](const v1::LeaseReleaseRequest& request) { return leases_->Release(request.lease_id()); });
+}
+
+grpc::ServerUnaryReactor* DevicePlacementService::LeaseKeepAlive(grpc::CallbackServerContext* ctx,
+                                                                 const grpc::ByteBuffer* request_bytes,
+                                                                 grpc::ByteBuffer* response_bytes) {
+  return LeaseCall<v1::LeaseKeepAliveRequest, v1::LeaseKeepAliveResponse>(
+      ctx, request_bytes, response_bytes,
+      [this](const v1::LeaseKeepAliveRequest& request) -> absl::StatusOr<v1::LeaseInfo> {
+        const uint32_t ttl = request.ttl_ms();
+        if (ttl != 0 && (ttl < placement::kMinLeaseTtlMs || ttl > placement::kMaxLeaseTtlMs)) {
+          return absl::InvalidArgumentError(absl::StrCat("ttl_ms: ", ttl, " is out of range; accepted: 0 (= ",
+                                                         placement::kDefaultLeaseTtlMs, ") or ",
+                                                         placement::kMinLeaseTtlMs, " to ", placement::kMaxLeaseTtlMs));
+        }
+        return leases_->KeepAlive(request.lease_id(),
+                                  absl::Milliseconds(ttl != 0 ? ttl : placement::kDefaultLeaseTtlMs));
+      });
+}
+
+}  // namespace devplace::service

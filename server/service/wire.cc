@@ -1,0 +1,64 @@
+#include "server/service/wire.h"
+
+#include <optional>
+#include <utility>
+
+namespace devplace::service {
+namespace {
+
+// Status messages travel in a trailer, which clients cap (8 KiB by default): longer ones are cut.
+constexpr size_t kMaxStatusMessageBytes = 4096;
+
+}  // namespace
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  std::string message(s.message());
+  if (message.size() > kMaxStatusMessageBytes) {
+    message.resize(kMaxStatusMessageBytes);
+    message += "... (truncated)";
+  }
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), message);
+}
+
+// Bytes shared with the cache or the prepared snapshot, as a response body. Small answers are
+// copied (one allocation); larger ones travel without a copy, the slice keeping them alive.
+grpc::ByteBuffer SharedBytes(std::shared_ptr<const std::string> bytes) {
+  constexpr size_t kCopyBelowBytes = 4096;
+  if (bytes->size() < kCopyBelowBytes) {
+    grpc::Slice copied(bytes->data(), bytes->size());
+    return grpc::ByteBuffer(&copied, 1);
+  }
+  auto* holder = new std::shared_ptr<const std::string>(std::move(bytes));
+  grpc::Slice shared(const_cast<char*>((*holder)->data()), (*holder)->size(),
+                     [](void* p) { delete static_cast<std::shared_ptr<const std::string>*>(p); }, holder);
+  return grpc::ByteBuffer(&shared, 1);
+}
+
+// A raw request body as one contiguous view: small requests arrive as one slice, viewed in place
+// (`slices` keeps it alive); others are copied into `flat`. False when the buffer cannot be read.
+bool WireBytes(const grpc::ByteBuffer* bytes, std::vector<grpc::Slice>& slices, std::string& flat,
+               absl::string_view& wire) {
+  if (!bytes->Dump(&slices).ok()) return false;
+  if (slices.size() == 1) {
+    wire = absl::string_view(reinterpret_cast<const char*>(slices[0].begin()), slices[0].size());
+    return true;
+  }
+  flat.reserve(bytes->Length());
+  for (const grpc::Slice& s : slices) flat.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  wire = flat;
+  return true;
+}
+
+// UNAVAILABLE before the first inventory, with the latest probe failure when there was one.
+grpc::Status NoInventory(const inventory::InventoryStore& store) {
+  const std::optional<inventory::ProbeOutcome> error = store.LastError();
+  if (!error.has_value()) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "no inventory yet: the first probe of this host has not completed");
+  }
+  return ToGrpc(absl::UnavailableError(absl::StrCat("no inventory yet: the last probe of this host failed (",
+                                                    absl::StatusCodeToString(error->status.code()), ": ",
+                                                    error->status.message(), "); retrying with backoff")));
+}
+
+}  // namespace devplace::service
