@@ -232,6 +232,9 @@ absl::Status Daemon::Start() {
     metrics->ObservePick(outcome, latency);
   };
   service_options.on_leases = [metrics = shared_metrics_.get()](size_t held) { metrics->SetLeasesHeld(held); };
+  service_options.on_lease_call = [metrics = shared_metrics_.get()](const std::string& call, const std::string& outcome) {
+    metrics->ObserveLeaseCall(call, outcome);
+  };
   service_options.max_leased_devices_per_user = c.max_leased_devices_per_user;
   service_options.max_waiting_picks_per_user = c.max_waiting_picks_per_user;
   service_options.max_waiting_pick_bytes_per_user = c.max_waiting_pick_bytes_per_user;

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <utility>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -192,6 +193,7 @@ placement::PickOutcome LeaseTable::PickAndHold(const v1::Inventory& inventory, c
               "uid ", *holder.caller_uid, " holds ", held, " leased device(s) and asked for ", wanted, " more; each "
               "user may hold at most ", options_.max_devices_per_user, " at once (devplaced "
               "--max_leased_devices_per_user); release one (`devplace release --lease_id=ID`) or wait for a job to end"));
+          outcome.status.SetPayload(kOverUserCapPayload, absl::Cord("1"));
         }
       }
       if (outcome.status.ok()) {
@@ -416,9 +418,17 @@ RestoreReport LeaseTable::Restore(const std::string& path) {
   if (!report.warning.empty()) file.Clear();
   const absl::Time now = absl::Now();
   int ended = 0;
+  // Oldest first, as List() gives them.
+  std::vector<const state::HeldLease*> ordered;
+  for (const state::HeldLease& held : file.leases()) ordered.push_back(&held);
+  std::stable_sort(ordered.begin(), ordered.end(), [](const state::HeldLease* a, const state::HeldLease* b) {
+    const google::protobuf::Timestamp &x = a->info().created_at(), &y = b->info().created_at();
+    return x.seconds() != y.seconds() ? x.seconds() < y.seconds() : x.nanos() < y.nanos();
+  });
   {
     absl::MutexLock lock(&mu_);
-    for (const state::HeldLease& held : file.leases()) {
+    for (const state::HeldLease* entry : ordered) {
+      const state::HeldLease& held = *entry;
       const v1::LeaseInfo& info = held.info();
       const std::string name = absl::StrCat("lease ", info.lease_id());
       if (info.lease_id().empty() || leases_.count(info.lease_id()) > 0 || info.devices_size() == 0 ||

@@ -79,6 +79,10 @@ struct RestoreReport {
   bool found = false;  // whether the file existed
 };
 
+// The payload (absl::Status::GetPayload) on PickAndHold's RESOURCE_EXHAUSTED when the caller's
+// max_devices_per_user is the reason (metrics tell it from the table's kMaxLeases).
+inline constexpr char kOverUserCapPayload[] = "devplace.dev/over_user_device_cap";
+
 // The largest lease file Restore reads (kMaxLeases leases of 64 devices each fit).
 inline constexpr size_t kMaxLeaseFileBytes = size_t{16} << 20;
 

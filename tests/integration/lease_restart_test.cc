@@ -118,6 +118,11 @@ TEST(LeaseRestart, ALeaseWhoseProcessEndedWhileTheDaemonWasDownIsDroppedWithALog
     absl::SleepFor(absl::Milliseconds(20));
   }
   ASSERT_EQ(inventory.leases_size(), 2);
+  // The CLI has its answer (the shell runs sleep now) before the daemon goes.
+  while (ReadFile(dir.File("pick.json")).find("leaseId") == std::string::npos && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_THAT(ReadFile(dir.File("pick.json")), HasSubstr("leaseId"));
   Kill9(*daemon);
   kill(child, SIGKILL);  // the job (the shell, now sleep) ends while no daemon runs
   waitpid(child, nullptr, 0);
