@@ -99,12 +99,24 @@ struct Waiter {
   grpc::Status status;
 };
 
+// A channel of its own (a distinct argument: gRPC shares one connection between equal channels).
+// A connection carries at most 100 calls at once (devplaced's GRPC_ARG_MAX_CONCURRENT_STREAMS), so
+// waiters are spread over channels of 50, and control calls never queue behind them.
+std::unique_ptr<v1::DevicePlacement::Stub> NewStub(const std::string& target) {
+  static std::atomic<int> next{0};
+  grpc::ChannelArguments args;
+  args.SetInt("devplace.bench.channel", next++);
+  return v1::DevicePlacement::NewStub(grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
+}
+
 // Starts `request` as one more waiter.
-void StartWaiter(v1::DevicePlacement::Stub& stub, const v1::PickDevicesRequest& request,
+void StartWaiter(const std::string& target, const v1::PickDevicesRequest& request,
+                 std::vector<std::unique_ptr<v1::DevicePlacement::Stub>>& stubs,
                  std::vector<std::unique_ptr<Waiter>>& waiters) {
+  if (waiters.size() % 50 == 0) stubs.push_back(NewStub(target));
   auto w = std::make_unique<Waiter>();
   Waiter* raw = w.get();
-  stub.async()->PickDevices(&raw->ctx, &request, &raw->response, [raw](grpc::Status s) {
+  stubs.back()->async()->PickDevices(&raw->ctx, &request, &raw->response, [raw](grpc::Status s) {
     raw->status = std::move(s);
     raw->done = true;
   });
@@ -121,13 +133,14 @@ void CancelAll(std::vector<std::unique_ptr<Waiter>>& waiters) {
 
 void Memory(const Options& o) {
   auto d = Start(o);
-  auto stub = v1::DevicePlacement::NewStub(grpc::CreateChannel(d->tcp_target(), grpc::InsecureChannelCredentials()));
+  auto stub = NewStub(d->tcp_target());
+  std::vector<std::unique_ptr<v1::DevicePlacement::Stub>> stubs;
   HoldAll(*stub);
   const v1::PickDevicesRequest request = Costly(o.bytes, 3600000);
   absl::SleepFor(absl::Seconds(1));
   const int64_t before = StatusKb(d->pid(), "VmRSS");
   std::vector<std::unique_ptr<Waiter>> waiters;
-  for (int i = 0; i < o.waiters; ++i) StartWaiter(*stub, request, waiters);
+  for (int i = 0; i < o.waiters; ++i) StartWaiter(d->tcp_target(), request, stubs, waiters);
   absl::SleepFor(absl::Seconds(5));  // all sent and parsed
   const double cpu0 = CpuSeconds(d->pid());
   absl::SleepFor(absl::Seconds(5));
@@ -151,14 +164,15 @@ void Memory(const Options& o) {
 
 void Order(const Options& o) {
   auto d = Start(o);
-  auto stub = v1::DevicePlacement::NewStub(grpc::CreateChannel(d->tcp_target(), grpc::InsecureChannelCredentials()));
+  auto stub = NewStub(d->tcp_target());
+  std::vector<std::unique_ptr<v1::DevicePlacement::Stub>> stubs;
   const v1::PickDevicesRequest request = Costly(o.bytes, 60000);
   int out_of_order = 0;
   for (int round = 0; round < o.rounds; ++round) {
     const std::string lease = HoldAll(*stub);
     std::vector<std::unique_ptr<Waiter>> waiters;
     for (int i = 0; i < o.order_waiters; ++i) {
-      StartWaiter(*stub, request, waiters);
+      StartWaiter(d->tcp_target(), request, stubs, waiters);
       absl::SleepFor(absl::Milliseconds(10));  // one after the other
     }
     absl::SleepFor(absl::Milliseconds(200 + 97 * round));  // the release lands anywhere in the retry cycle

@@ -150,7 +150,7 @@ void LeaseTable::Close(Lease& lease) {
 }
 
 placement::PickOutcome LeaseTable::PickAndHold(const v1::Inventory& inventory, const v1::PickDevicesRequest& request,
-                                               const LeaseHolderSpec& holder) {
+                                               const LeaseHolderSpec& holder, std::optional<uint64_t> only_if_ended) {
   placement::PickOutcome outcome;
   const bool process = holder.kind == v1::LEASE_HOLDER_PROCESS || holder.kind == v1::LEASE_HOLDER_PARENT;
   int pidfd = -1;
@@ -169,7 +169,9 @@ placement::PickOutcome LeaseTable::PickAndHold(const v1::Inventory& inventory, c
     absl::MutexLock lock(&mu_);
     const absl::Time now = absl::Now();
     ended = SweepLocked(now);
-    if (leases_.size() >= kMaxLeases) {
+    if (only_if_ended && *only_if_ended != ended_) {
+      outcome.status = absl::AbortedError("leases ended since this round of waiting picks began: earlier waiters first");
+    } else if (leases_.size() >= kMaxLeases) {
       outcome.status = absl::ResourceExhaustedError(
           absl::StrCat("devplaced holds ", leases_.size(), " leases, its limit; release some (LeaseRelease)"));
     } else {
@@ -252,6 +254,7 @@ absl::StatusOr<v1::LeaseInfo> LeaseTable::Release(const std::string& lease_id, c
     Close(it->second);
     leases_.erase(it);
     ++generation_;
+    ++ended_;
   }
   Persist();
   if (options_.on_release) options_.on_release();
@@ -312,6 +315,11 @@ size_t LeaseTable::size() const {
   return leases_.size();
 }
 
+uint64_t LeaseTable::ended() const {
+  absl::MutexLock lock(&mu_);
+  return ended_;
+}
+
 uint64_t LeaseTable::granted() const {
   absl::MutexLock lock(&mu_);
   return granted_;
@@ -335,6 +343,7 @@ int LeaseTable::SweepLocked(absl::Time now) {
       it = leases_.erase(it);
       ++ended;
       ++generation_;
+      ++ended_;
     } else {
       ++it;
     }

@@ -114,8 +114,14 @@ class LeaseTable {
   // this returns. RESOURCE_EXHAUSTED past kMaxLeases or past the caller's
   // max_devices_per_user; FAILED_PRECONDITION when the holding process is gone or is not the one
   // `holder` names any more.
+  // With `only_if_ended` (a waiting pick, tried in arrival order): ABORTED without picking when
+  // leases ended since ended() returned that value, so that a device released while later waiters
+  // are tried goes to the earliest waiter (the caller starts again from it).
   placement::PickOutcome PickAndHold(const v1::Inventory& inventory, const v1::PickDevicesRequest& request,
-                                     const LeaseHolderSpec& holder);
+                                     const LeaseHolderSpec& holder,
+                                     std::optional<uint64_t> only_if_ended = std::nullopt);
+  // How many leases ended so far (released, or their process or TTL ended).
+  uint64_t ended() const;
   // Ends the lease now: its description, or NOT_FOUND; PERMISSION_DENIED when the lease has an
   // owner (LeaseInfo.uid) and `caller` is neither that user nor root.
   absl::StatusOr<v1::LeaseInfo> Release(const std::string& lease_id, const LeaseCaller& caller = {});
@@ -166,6 +172,7 @@ class LeaseTable {
   std::map<std::string, Lease> leases_ ABSL_GUARDED_BY(mu_);
   uint64_t next_order_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t granted_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t ended_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // Bumped on every change; Persist skips a write when the file already holds this generation.
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;

@@ -126,13 +126,15 @@ void DevicePlacementService::FinishPick(const PendingPick& pick, const grpc::Sta
   pick.reactor->Finish(status);
 }
 
-bool DevicePlacementService::TryPick(PendingPick& pick, bool waited) {
+bool DevicePlacementService::TryPick(PendingPick& pick, bool waited, std::optional<uint64_t> only_if_ended) {
   const std::shared_ptr<PreparedSnapshot> prepared = prepared_.Current();
   if (prepared == nullptr) {
     FinishPick(pick, NoInventory(store_), "unavailable");
     return true;
   }
-  const placement::PickOutcome outcome = leases_->PickAndHold(*prepared->snapshot(), pick.request, pick.holder);
+  const placement::PickOutcome outcome =
+      leases_->PickAndHold(*prepared->snapshot(), pick.request, pick.holder, only_if_ended);
+  if (only_if_ended && outcome.status.code() == absl::StatusCode::kAborted) return false;  // the round starts again
   if (outcome.status.ok()) {
     *pick.response = SharedBytes(std::make_shared<const std::string>(outcome.response.SerializeAsString()));
     LeasesChanged();
@@ -212,6 +214,8 @@ void DevicePlacementService::Enqueue(PendingPick pick) {
         " bytes (--max_waiting_pick_bytes_per_user); this one keeps ", pick.kept_bytes,
         ". Wait for one to end, or pick without --wait");
     if (mine.count == 0) waiting_per_user_.erase(who);
+    trim_pending_ = true;  // its request was parsed: memory to hand back
+    pick_poked_ = true;
     FinishPick(pick, grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, message), "too_many_waiting");
     return;
   }
@@ -232,11 +236,12 @@ void DevicePlacementService::PickRound() {
   for (bool again = true; again;) {
     again = false;
     std::list<PendingPick>::iterator it;
-    uint64_t ended_at_start = 0;
+    // A waiter is given a device only while no lease ended since the round began: one released
+    // meanwhile goes to the earliest waiter it suits, in the next round.
+    const uint64_t ended_at_start = leases_->ended();
     {
       absl::MutexLock lock(&pick_mu_);
       it = waiting_.begin();
-      ended_at_start = leases_ended_;
     }
     for (;;) {
       {
@@ -248,7 +253,7 @@ void DevicePlacementService::PickRound() {
       if (p.ctx->IsCancelled()) {
         FinishPick(p, grpc::Status(grpc::StatusCode::CANCELLED, "the caller went away while waiting"), "cancelled");
       } else {
-        answered = TryPick(p, true);
+        answered = TryPick(p, true, ended_at_start);
       }
       absl::MutexLock lock(&pick_mu_);
       if (answered) {
@@ -262,7 +267,7 @@ void DevicePlacementService::PickRound() {
       } else {
         ++it;
       }
-      if (leases_ended_ != ended_at_start) {  // a device was released behind this waiter: from the first again
+      if (leases_->ended() != ended_at_start) {  // a device was released behind the first waiter: from it again
         again = true;
         break;
       }
@@ -277,7 +282,7 @@ void DevicePlacementService::PickWorker() {
     {
       absl::MutexLock lock(&pick_mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(pick_mu_) {
-        return picks_stopping_ || (pick_poked_ && !waiting_.empty());
+        return picks_stopping_ || (pick_poked_ && (!waiting_.empty() || trim_pending_));
       };
       absl::Duration wait = waiting_.empty() ? absl::InfiniteDuration() : kRetryEvery;
       const absl::Time now = absl::Now();
@@ -302,8 +307,12 @@ void DevicePlacementService::PickWorker() {
     bool trim = false;
     {
       absl::MutexLock lock(&pick_mu_);
-      trim = trim_pending_ && waiting_.empty();
-      if (trim) trim_pending_ = false;
+      const absl::Time now = absl::Now();
+      trim = trim_pending_ && (waiting_.empty() || now - last_trim_ >= absl::Seconds(2));
+      if (trim) {
+        trim_pending_ = false;
+        last_trim_ = now;
+      }
     }
     // The waiters' requests were freed; hand the heap's free pages back to the system, or a burst
     // of waiters leaves the daemon at its peak RSS for good.

@@ -170,13 +170,7 @@ DevicePlacementService::DevicePlacementService(inventory::InventoryStore& store,
       backends_bytes_(std::make_shared<const std::string>(placement::ListBackendsResponse().SerializeAsString())),
       leases_(std::make_unique<LeaseTable>([this] {
         LeaseTableOptions leases;
-        leases.on_release = [this] {
-          {
-            absl::MutexLock lock(&pick_mu_);
-            ++leases_ended_;  // a round under way starts again from the first waiter
-          }
-          LeasesChanged();
-        };
+        leases.on_release = [this] { LeasesChanged(); };
         leases.max_devices_per_user = options_.max_leased_devices_per_user;
         leases.on_write_error = options_.on_lease_write_error;
         return leases;

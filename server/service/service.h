@@ -210,7 +210,8 @@ class DevicePlacementService final
   std::string LeaseBytes(bool privileged);
   absl::StatusOr<LeaseHolderSpec> HolderFor(grpc::CallbackServerContext* ctx, const v1::PickDevicesRequest& request) const;
   // Answers one pick attempt; false when it stays queued (too few free, before its deadline).
-  bool TryPick(PendingPick& pick, bool waited);
+  // `only_if_ended`: LeaseTable::PickAndHold's (a round of waiting picks).
+  bool TryPick(PendingPick& pick, bool waited, std::optional<uint64_t> only_if_ended = std::nullopt);
   // Queues `pick` (compacted) behind the waiting ones, or answers it RESOURCE_EXHAUSTED past its
   // user's bounds or UNAVAILABLE once stopping.
   void Enqueue(PendingPick pick) ABSL_LOCKS_EXCLUDED(pick_mu_);
@@ -246,11 +247,12 @@ class DevicePlacementService final
   // lock while PickDevices appends); a std::list keeps them in place meanwhile.
   std::list<PendingPick> waiting_ ABSL_GUARDED_BY(pick_mu_);
   std::map<std::string, UserWaiting> waiting_per_user_ ABSL_GUARDED_BY(pick_mu_);
-  uint64_t leases_ended_ ABSL_GUARDED_BY(pick_mu_) = 0;  // LeaseTable on_release calls so far
   bool pick_poked_ ABSL_GUARDED_BY(pick_mu_) = false;
   bool picks_stopping_ ABSL_GUARDED_BY(pick_mu_) = false;
-  // Whether picks waited since the heap was last trimmed (malloc_trim when the queue empties).
+  // Whether picks queued or were refused since the heap was last trimmed (malloc_trim when the
+  // queue empties, or at most every 2 s while picks wait).
   bool trim_pending_ ABSL_GUARDED_BY(pick_mu_) = false;
+  absl::Time last_trim_ ABSL_GUARDED_BY(pick_mu_) = absl::InfinitePast();
   std::unique_ptr<LeaseTable> leases_;
   std::thread worker_;
   std::thread pick_worker_;
