@@ -154,6 +154,10 @@ void Memory(const Options& o) {
   CancelAll(waiters);
   absl::SleepFor(absl::Seconds(3));  // the daemon's pick worker sees them cancelled
   const int64_t after = StatusKb(d->pid(), "VmRSS");
+  if (after < 0) {  // the daemon is gone: its last words
+    const std::string log = d->Log();
+    fprintf(stderr, "devplaced exited; its log ends:\n%s\n", log.substr(log.size() > 4000 ? log.size() - 4000 : 0).c_str());
+  }
   printf("memory: %d waiters x %d bytes: rss_before_kb=%lld rss_waiting_kb=%lld rss_after_cancel_kb=%lld "
          "waiting=%d refused_at_once=%d daemon_cpu_while_waiting=%.2f cores\n",
          o.waiters, static_cast<int>(request.ByteSizeLong()), static_cast<long long>(before),

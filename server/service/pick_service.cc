@@ -163,10 +163,17 @@ grpc::ServerUnaryReactor* DevicePlacementService::PickDevices(grpc::CallbackServ
                                                               grpc::ByteBuffer* response_bytes) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   PendingPick pick{ctx, reactor, response_bytes, {}, {}, absl::Now(), absl::InfinitePast()};
+  {
+    absl::MutexLock lock(&pick_mu_);
+    pick.arrival = next_arrival_++;  // before the parse: a big request must not lose its place
+  }
   if (grpc::Status bad; !ParseRequest(request_bytes, &pick.request, &bad)) {
     FinishPick(pick, bad, "invalid_argument");
     return reactor;
   }
+  // The call keeps its request's bytes until it ends, which for a waiting pick may be an hour:
+  // they are parsed, so they are handed back now (the buffer is the call's, cleared, not freed).
+  const_cast<grpc::ByteBuffer*>(request_bytes)->Clear();
   if (absl::Status invalid = placement::ValidatePickRequest(pick.request); !invalid.ok()) {
     FinishPick(pick, ToGrpc(invalid), "invalid_argument");
     return reactor;
@@ -221,7 +228,10 @@ void DevicePlacementService::Enqueue(PendingPick pick) {
   }
   ++mine.count;
   mine.bytes += pick.kept_bytes;
-  waiting_.push_back(std::move(pick));
+  // In arrival order: a pick whose parse took longer than a later one's still goes before it.
+  auto after = waiting_.end();
+  while (after != waiting_.begin() && std::prev(after)->arrival > pick.arrival) --after;
+  waiting_.insert(after, std::move(pick));
   pick_poked_ = true;  // the worker takes its deadline into account
   trim_pending_ = true;
 }

@@ -189,6 +189,7 @@ class DevicePlacementService final
     LeaseHolderSpec holder;
     absl::Time arrived;
     absl::Time deadline;
+    uint64_t arrival = 0;   // the order PickDevices calls began in (the queue keeps it)
     std::string user;       // who the per-user bounds count it for: "uid:N", else the peer
     size_t kept_bytes = 0;  // what the queued request takes (SpaceUsedLong)
   };
@@ -247,6 +248,7 @@ class DevicePlacementService final
   // lock while PickDevices appends); a std::list keeps them in place meanwhile.
   std::list<PendingPick> waiting_ ABSL_GUARDED_BY(pick_mu_);
   std::map<std::string, UserWaiting> waiting_per_user_ ABSL_GUARDED_BY(pick_mu_);
+  uint64_t next_arrival_ ABSL_GUARDED_BY(pick_mu_) = 0;
   bool pick_poked_ ABSL_GUARDED_BY(pick_mu_) = false;
   bool picks_stopping_ ABSL_GUARDED_BY(pick_mu_) = false;
   // Whether picks queued or were refused since the heap was last trimmed (malloc_trim when the
