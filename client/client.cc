@@ -135,6 +135,7 @@ v1::PickDevicesRequest PickOptions::ToRequest() const {
   request.set_min_free_bytes(min_free_bytes);
   request.set_allow_shared(allow_shared);
   request.set_holder(holder);
+  if (holder == v1::LEASE_HOLDER_PARENT) request.set_holder_pid(static_cast<uint32_t>(holder_pid));
   // Out-of-range durations are sent as such (saturated), so the daemon names the field.
   request.set_ttl_ms(static_cast<uint32_t>(std::clamp<int64_t>(absl::ToInt64Milliseconds(ttl), 0, UINT32_MAX)));
   request.set_wait_ms(static_cast<uint32_t>(std::clamp<int64_t>(absl::ToInt64Milliseconds(wait), 0, UINT32_MAX)));

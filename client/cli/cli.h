@@ -5,6 +5,8 @@
 #ifndef DEVPLACE_CLIENT_CLI_CLI_H_
 #define DEVPLACE_CLIENT_CLI_CLI_H_
 
+#include <sys/types.h>
+
 #include <string>
 #include <vector>
 
@@ -75,6 +77,14 @@ absl::StatusOr<PickOptions> PickOptionsFromFlags(v1::LeaseHolder process_holder)
 // client.Pick(options); when the daemon says a process lease needs the unix socket (this is TCP),
 // again with the holder left to the daemon (a TTL lease), which `options` then says.
 absl::StatusOr<v1::PickDevicesResponse> PickOverAnyTransport(Client& client, PickOptions& options);
+// The shell that evaluates `devplace pick`'s output: this process's parent, or, when that is a
+// subshell its own parent forked for `$(...)` (same executable and command line, same session,
+// its stdout a pipe the parent reads: bash does so for `$(cmd 2>/dev/null)`, `$(cmd 2>&1)`,
+// `$(cmd | cat)`), that parent, and so on up.
+pid_t EvaluatingShell();
+// What `devplace pick` prints on stdout when it fails (not with --json): a comment, an empty
+// CUDA_VISIBLE_DEVICES and `false`, so that `eval "$(devplace pick)"` fails and hides the GPUs.
+void PrintPickFailClosed();
 
 // Prints `devplace: <command>: <message> (see devplace <command> --help)` on stderr, or
 // `devplace: <message> (see devplace --help)` when `command` is empty; returns kExitUsage.

@@ -172,6 +172,22 @@ std::string FlagSuggestion(const Command& command, const std::string& name) {
   return near ? absl::StrCat("; did you mean --", *near, "?") : "";
 }
 
+// Whether the command line is `devplace ... pick ...` without --json (its first word that is not
+// a flag, before `--`), so that a failure prints PrintPickFailClosed()'s lines.
+bool IsPickForEval(int argc, char** argv) {
+  bool pick = false;
+  for (int i = 1; i < argc; ++i) {
+    const absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (arg == "--json" || arg == "--json=true" || arg == "-json") return false;
+    if (!pick && !arg.empty() && arg[0] != '-') {
+      if (arg != "pick") return false;
+      pick = true;
+    }
+  }
+  return pick;
+}
+
 // Parses argv: sets the flags, returns the command, or the exit status to end with.
 struct ParsedCommandLine {
   const Command* command = nullptr;
@@ -354,6 +370,8 @@ int main(int argc, char** argv) {
   // line each command prints; an explicit GRPC_VERBOSITY (e.g. DEBUG) still wins.
   ::setenv("GRPC_VERBOSITY", "NONE", /*overwrite=*/0);
   const devplace::cli::ParsedCommandLine parsed = devplace::cli::ParseCommandLine(argc, argv);
-  if (parsed.exit_status) return *parsed.exit_status;
-  return parsed.command->run();
+  const int status = parsed.exit_status ? *parsed.exit_status : parsed.command->run();
+  // `eval "$(devplace pick ...)"` must fail whatever went wrong, a bad flag included.
+  if (status != 0 && devplace::cli::IsPickForEval(argc, argv)) devplace::cli::PrintPickFailClosed();
+  return status;
 }

@@ -226,6 +226,19 @@ int PrintInventory(const v1::Inventory& inv) {
     head.push_back({"Usage", absl::StrCat("read ", Timestamp(inv.usage_read_at()), ", ", inv.leases_size(),
                                           " lease", inv.leases_size() == 1 ? "" : "s", " held")});
   }
+  // Accelerators whose usage no vendor library read: a pick takes them as idle.
+  std::vector<std::string> unknown;
+  for (const v1::Backend& b : inv.backends()) {
+    if (b.row() == v1::ROW_CPU || b.row() == v1::ROW_MPS) continue;
+    for (const v1::Device& d : b.devices()) {
+      if (!d.has_usage()) unknown.push_back(absl::StrCat(b.name(), " ", d.host_index()));
+    }
+  }
+  if (!unknown.empty()) {
+    head.push_back({"Usage", absl::StrCat("unknown for ", unknown.size(), " device(s) (", absl::StrJoin(unknown, ", "),
+                                          "): no vendor library reads it here, so a pick takes them as idle and "
+                                          "--min_free cannot be met")});
+  }
   if (inv.torch().probed()) {
     head.push_back({"Torch", TorchLine(inv)});
   } else if (!inv.torch().error().empty()) {

@@ -1,8 +1,11 @@
 // `devplace pick`: on a shared host, asks the daemon for the least used devices of the job's row
 // (PickDevices) and prints the `export` lines that make a job see exactly them, for
-// `eval "$(devplace pick)"`. The lease is held for the shell that evaluates them (this command's
-// parent, LEASE_HOLDER_PARENT) over the unix socket, or for --ttl. The flags are shared with
-// `devplace run` (run.cc) through PickOptionsFromFlags().
+// `eval "$(devplace pick)"`. The lease is held for the shell that evaluates them (EvaluatingShell:
+// this command's parent, past the subshells `$(...)` forks; LEASE_HOLDER_PARENT) over the unix
+// socket, or for --ttl. Whatever fails, the output makes `eval` fail (PrintPickFailClosed). The flags
+// are shared with `devplace run` (run.cc) through PickOptionsFromFlags().
+#include <unistd.h>
+
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -15,8 +18,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "client/cli/cli.h"
+#include "client/common/bounded_read.h"
 #include "client/cli/connect_flags.h"
 #include "client/cli/output.h"
 #include "devplace/client.h"
@@ -33,8 +38,8 @@ ABSL_FLAG(std::string, row, "",
           "The row to pick from (cuda/nvidia, cuda/amd, xpu, npu, ...: `devplace backends`); empty: the row of "
           "this job's own answer (`devplace resolve`)");
 ABSL_FLAG(absl::Duration, ttl, absl::ZeroDuration(),
-          "Hold the lease for this long (1s to 24h) instead of for a process; over TCP a TTL lease is the only "
-          "kind (0 there: the daemon's 5m)");
+          "Hold the lease for this long (1s to 24h) instead of for the shell; over TCP a TTL lease is the only "
+          "kind, and a pick there without --ttl is refused");
 ABSL_FLAG(absl::Duration, wait, absl::ZeroDuration(),
           "When too few devices are free, let the daemon wait up to this long (at most 1h) for a lease to end "
           "instead of failing at once");
@@ -87,21 +92,115 @@ std::string Placed(const v1::PickDevicesResponse& pick) {
   return absl::StrJoin(parts, ", ");
 }
 
+// /proc/<pid>/<name> of a process of this user (bounded; "" when it cannot be read).
+std::string ProcText(pid_t pid, const char* name) {
+  reading::ReadBudget budget(absl::Seconds(1), 64 << 10);
+  return reading::ReadRegularFile(absl::StrCat("/proc/", pid, "/", name), 64 << 10, budget).value_or("");
+}
+
+std::string ProcLink(pid_t pid, const std::string& name) {
+  char target[256];
+  const ssize_t n = readlink(absl::StrCat("/proc/", pid, "/", name).c_str(), target, sizeof target - 1);
+  return n > 0 ? std::string(target, static_cast<size_t>(n)) : "";
+}
+
+// Fields of /proc/<pid>/stat after the command: [0] state, [1] ppid, [2] pgrp, [3] session.
+std::vector<std::string> StatFields(pid_t pid) {
+  const std::string stat = ProcText(pid, "stat");
+  const size_t paren = stat.rfind(')');
+  if (paren == std::string::npos) return {};
+  return absl::StrSplit(stat.substr(paren + 1), ' ', absl::SkipEmpty());
+}
+
+// Whether `child` is a subshell that `parent` forked for `$(...)` and is reading: the same program
+// (executable and command line: a fork that did not exec), the same session, and child's stdout a
+// pipe whose other end `parent` holds. bash forks one for `$(cmd 2>/dev/null)`, `$(cmd 2>&1)` and
+// `$(cmd | cat)`; it exits as soon as the command does, so it cannot hold a lease.
+bool IsSubshellOf(pid_t child, pid_t parent) {
+  const std::vector<std::string> c = StatFields(child);
+  const std::vector<std::string> p = StatFields(parent);
+  if (c.size() < 4 || p.size() < 4 || c[3] != p[3]) return false;
+  const std::string exe = ProcLink(child, "exe");
+  const std::string cmdline = ProcText(child, "cmdline");
+  if (exe.empty() || exe != ProcLink(parent, "exe") || cmdline != ProcText(parent, "cmdline")) return false;
+  const std::string out = ProcLink(child, "fd/1");
+  if (!absl::StartsWith(out, "pipe:")) return false;
+  for (int fd = 0; fd < 1024; ++fd) {
+    if (ProcLink(parent, absl::StrCat("fd/", fd)) == out) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+pid_t EvaluatingShell() {
+  pid_t shell = getppid();
+  for (int up = 0; up < 16 && shell > 1; ++up) {
+    const std::vector<std::string> fields = StatFields(shell);
+    int parent = 0;
+    if (fields.size() < 2 || !absl::SimpleAtoi(fields[1], &parent) || parent <= 1 || !IsSubshellOf(shell, parent)) break;
+    shell = parent;
+  }
+  return shell;
+}
+
+void PrintPickFailClosed() {
+  std::printf(
+      "# devplace pick failed (its error is on stderr): nothing is leased. CUDA_VISIBLE_DEVICES is emptied so that\n"
+      "# nothing started from this shell sees every GPU, and eval fails (`eval \"$(devplace pick)\" && cmd` does not\n"
+      "# run cmd; set -e stops the script). devplace run -- cmd picks and runs in one step.\n"
+      "export CUDA_VISIBLE_DEVICES=\n"
+      "false\n");
+  std::fflush(stdout);
+}
+
+namespace {
+
+// The note on the lease: devices, the job's device, the lease and who holds it until when.
+std::string PickNote(const v1::PickDevicesResponse& pick) {
+  const v1::LeaseInfo& lease = pick.lease();
+  std::string holder;
+  switch (lease.holder()) {
+    case v1::LEASE_HOLDER_TTL:
+      holder = absl::StrCat("until ", Timestamp(lease.expires_at()), " unless renewed");
+      break;
+    case v1::LEASE_HOLDER_PARENT:
+      holder = absl::StrCat("held while the shell (pid ", lease.pid(), ") runs");
+      break;
+    default:
+      holder = absl::StrCat("held while pid ", lease.pid(), " runs");
+  }
+  return absl::StrCat(Placed(pick), "; the job's device: ", pick.device(), "; lease ", lease.lease_id(), " ", holder,
+                      "; end it sooner: devplace release --lease_id=", lease.lease_id());
+}
+
 int RunPick() {
   absl::StatusOr<PickOptions> options = PickOptionsFromFlags(v1::LEASE_HOLDER_PARENT);
   if (!options.ok()) return UsageError("pick", options.status().message());
+  if (options->holder == v1::LEASE_HOLDER_PARENT) options->holder_pid = EvaluatingShell();
   return WithClient([&](Client& client) {
-    absl::StatusOr<v1::PickDevicesResponse> pick = PickOverAnyTransport(client, *options);
+    absl::StatusOr<v1::PickDevicesResponse> pick = client.Pick(*options);
     if (!pick.ok()) return Fail(pick.status());
     if (absl::GetFlag(FLAGS_json)) return PrintJson(*pick);
     for (const std::string& name : pick->unset()) std::printf("unset %s\n", name.c_str());
     for (const auto& [name, value] : pick->env()) std::printf("export %s=%s\n", name.c_str(), ShellQuote(value).c_str());
-    const v1::LeaseInfo& lease = pick->lease();
-    std::printf("# devplace: %s; the job's device: %s; %s\n", Placed(*pick).c_str(), pick->device().c_str(),
-                lease.holder() == v1::LEASE_HOLDER_TTL
-                    ? absl::StrCat("lease ", lease.lease_id(), " until ", Timestamp(lease.expires_at())).c_str()
-                    : absl::StrCat("lease ", lease.lease_id(), " held while pid ", lease.pid(), " runs").c_str());
+    const std::string note = PickNote(*pick);
+    std::printf("# devplace: %s\n", note.c_str());
     std::fflush(stdout);
+    // Also on stderr, which eval does not swallow, with the pick's warnings.
+    std::fprintf(stderr, "devplace pick: %s\n", note.c_str());
+    for (const std::string& w : pick->warnings()) std::fprintf(stderr, "devplace pick: warning: %s\n", w.c_str());
+    if (isatty(STDOUT_FILENO)) {
+      std::fprintf(stderr,
+                   "devplace pick: the lines above were printed, not run: this shell (pid %u) now holds the lease "
+                   "and its devices stay taken until it exits or `devplace release --lease_id=%s`; to hand them to a "
+                   "job, run eval \"$(devplace pick ...)\" && cmd, or devplace run -- cmd\n",
+                   pick->lease().pid(), pick->lease().lease_id().c_str());
+    } else if (isatty(STDERR_FILENO) && pick->lease().holder() == v1::LEASE_HOLDER_PARENT) {
+      std::fprintf(stderr, "devplace pick: this shell (pid %u) now holds the lease: exit it, or run devplace release "
+                           "--lease_id=%s, to free the devices\n",
+                   pick->lease().pid(), pick->lease().lease_id().c_str());
+    }
     return 0;
   });
 }
@@ -112,7 +211,9 @@ absl::StatusOr<v1::PickDevicesResponse> PickOverAnyTransport(Client& client, Pic
   absl::StatusOr<v1::PickDevicesResponse> pick = client.Pick(options);
   if (!pick.ok() && absl::IsFailedPrecondition(pick.status()) && options.holder != v1::LEASE_HOLDER_TTL &&
       absl::StrContains(pick.status().message(), "needs the unix socket")) {
-    options.holder = v1::LEASE_HOLDER_UNSPECIFIED;  // over TCP: the daemon's TTL lease
+    // Over TCP: a TTL lease, asked for here, that the caller (devplace run) keeps alive.
+    options.holder = v1::LEASE_HOLDER_TTL;
+    if (options.ttl == absl::ZeroDuration()) options.ttl = absl::Minutes(1);
     pick = client.Pick(options);
   }
   return pick;
@@ -173,15 +274,19 @@ const std::vector<const char*>& PickFlagNames() {
 Command PickCommand() {
   return {"pick",
           "Shared hosts: lease the least used devices and print the export lines that hand them to a job.",
-          "eval \"$(devplace pick [--count=N] [--min_free=SIZE] [--shared] [--ttl=D] [--wait=D])\"",
+          "eval \"$(devplace pick [--count=N] [--min_free=SIZE] [--shared] [--ttl=D] [--wait=D])\" && cmd",
           "Calls PickDevices with this shell's environment (its masks, /dev nodes and DRA allocation bound the\n"
           "choice: a device outside them is never picked) and prints `unset` / `export` lines for eval, and a\n"
-          "comment naming the devices, the job's device string and the lease. The daemon picks the least used\n"
-          "devices nobody leased (fewest processes, then least memory in use) and leases them: over the unix\n"
-          "socket to this command's parent (the shell that evals the output; released when it exits), with\n"
-          "--ttl or over TCP for a time to live. Two picks at once never get the same device. Too few free:\n"
-          "exit 1 with FAILED_PRECONDITION listing each device's usage, or wait with --wait. --json prints the\n"
-          "PickDevicesResponse. `devplace run` runs a command under a lease instead.",
+          "comment naming the devices, the job's device string and the lease (also on stderr, which eval does\n"
+          "not hide, with the pick's warnings). The daemon picks the least used devices nobody leased (fewest\n"
+          "processes, then least memory in use) and leases them: over the unix socket to the shell that evals\n"
+          "the output (this command's parent, or its parent when that is a subshell `$(...)` forked for a\n"
+          "redirection or a pipe; released when the shell exits, or by devplace release --lease_id=ID), with\n"
+          "--ttl for a time to live (over TCP --ttl is required). Two picks at once never get the same device.\n"
+          "Too few free: FAILED_PRECONDITION listing each device's usage, or wait with --wait. Whatever fails,\n"
+          "exit 1 and stdout empties CUDA_VISIBLE_DEVICES and ends with `false`, so eval fails and `&& cmd` never\n"
+          "runs on every device. --json prints the PickDevicesResponse (nothing on stdout on failure). Scripts\n"
+          "and units: `devplace run -- cmd` picks and runs in one step.",
           PickFlagNames(), &RunPick};
 }
 

@@ -1,7 +1,10 @@
 // `devplace run`: on a shared host, leases the least used devices (PickDevices, the flags of
 // `devplace pick`), runs a command with the environment that makes it see exactly them, and
-// returns its exit status; the lease lasts as long as this process (over TCP: a TTL lease kept
-// alive every third of its time to live) and is released when the command ends.
+// returns its exit status. The command runs in this process's own process group (LeadOwnGroup),
+// and the lease is held for the group (LEASE_HOLDER_PROCESS_GROUP): it lasts while any process of
+// the job lives, even when this one was killed (over TCP: a TTL lease kept alive every third of its
+// time to live); it is released when the command ends.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -24,6 +27,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "client/cli/cli.h"
 #include "client/cli/connect_flags.h"
 #include "devplace/client.h"
@@ -39,6 +43,55 @@ void Forward(int signal) {
   if (child > 0) kill(child, signal);
 }
 
+// The terminal whose foreground this process's group had, and that group, to hand back at the end.
+struct Foreground {
+  int tty = -1;
+  pid_t group = 0;
+};
+
+// Makes this process lead a process group of its own, so that the job (its child and every process
+// the child starts, unless one leaves the group) is one group the daemon can hold the lease for. A
+// process that leads its group already (started by an interactive shell, or a session leader such
+// as a systemd service) keeps it. When the old group had the terminal's foreground, the new one gets
+// it (so Ctrl-C and reads from the terminal reach the job); `restore` gives it back.
+void LeadOwnGroup(Foreground& restore) {
+  if (getpgrp() == getpid()) return;
+  const pid_t old_group = getpgrp();
+  const int tty = open("/dev/tty", O_RDWR | O_CLOEXEC | O_NOCTTY);
+  const bool foreground = tty >= 0 && tcgetpgrp(tty) == old_group;
+  if (setpgid(0, 0) != 0) {
+    if (tty >= 0) close(tty);
+    return;  // the lease request says why (the daemon checks the caller leads its group)
+  }
+  if (!foreground) {
+    if (tty >= 0) close(tty);
+    return;
+  }
+  sigset_t block, old;
+  sigemptyset(&block);
+  sigaddset(&block, SIGTTOU);
+  sigprocmask(SIG_BLOCK, &block, &old);
+  if (tcsetpgrp(tty, getpid()) == 0) {
+    restore.tty = tty;
+    restore.group = old_group;
+  } else {
+    close(tty);
+  }
+  sigprocmask(SIG_SETMASK, &old, nullptr);
+}
+
+void RestoreForeground(Foreground& restore) {
+  if (restore.tty < 0) return;
+  sigset_t block, old;
+  sigemptyset(&block);
+  sigaddset(&block, SIGTTOU);
+  sigprocmask(SIG_BLOCK, &block, &old);
+  (void)tcsetpgrp(restore.tty, restore.group);
+  sigprocmask(SIG_SETMASK, &old, nullptr);
+  close(restore.tty);
+  restore.tty = -1;
+}
+
 // The command's exit status as a shell reports it: its code, or 128 + the signal that ended it.
 int ExitStatusOf(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
@@ -48,8 +101,14 @@ int ExitStatusOf(int status) {
 
 int RunRun() {
   if (g_arguments.empty()) return UsageError("run", "missing the command to run after --");
-  absl::StatusOr<PickOptions> options = PickOptionsFromFlags(v1::LEASE_HOLDER_PROCESS);
+  absl::StatusOr<PickOptions> options = PickOptionsFromFlags(v1::LEASE_HOLDER_PROCESS_GROUP);
   if (!options.ok()) return UsageError("run", options.status().message());
+  Foreground foreground;
+  LeadOwnGroup(foreground);
+  struct Restore {
+    Foreground& f;
+    ~Restore() { RestoreForeground(f); }
+  } restore{foreground};
   return WithClient([&](Client& client) {
     // Over TCP a TTL lease, kept alive below.
     absl::StatusOr<v1::PickDevicesResponse> pick = PickOverAnyTransport(client, *options);
@@ -57,8 +116,13 @@ int RunRun() {
     const v1::LeaseInfo& lease = pick->lease();
     std::vector<std::string> env;
     for (const auto& [name, value] : pick->env()) env.push_back(absl::StrCat(name, "=", value));
-    std::fprintf(stderr, "devplace run: %s (the job's device %s; lease %s)\n", absl::StrJoin(env, " ").c_str(),
-                 pick->device().c_str(), lease.lease_id().c_str());
+    std::fprintf(stderr, "devplace run: %s (the job's device %s; lease %s, %s)\n", absl::StrJoin(env, " ").c_str(),
+                 pick->device().c_str(), lease.lease_id().c_str(),
+                 lease.holder() == v1::LEASE_HOLDER_PROCESS_GROUP
+                     ? absl::StrCat("held while any process of group ", lease.pid(), " runs").c_str()
+                     : absl::StrCat("kept alive while this runs; over TCP it ends ",
+                                    absl::FormatDuration(options->ttl), " after this process dies").c_str());
+    for (const std::string& w : pick->warnings()) std::fprintf(stderr, "devplace run: warning: %s\n", w.c_str());
 
     // A TTL lease is renewed every third of its time to live while the command runs.
     std::mutex mu;
@@ -113,8 +177,8 @@ int RunRun() {
     const pid_t parent = getpid();
     const pid_t child = fork();
     if (child == 0) {
-      // The lease is this process's: should it die without forwarding (SIGKILL, the OOM killer),
-      // the command dies with it rather than run on devices the daemon hands to the next job.
+      // Should this process die without forwarding (SIGKILL, the OOM killer), the command dies with
+      // it; processes it started that live on keep the group's lease until they end.
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (getppid() != parent) _exit(kExitError);  // it died before prctl
       sigaction(SIGINT, &old_int, nullptr);
@@ -147,8 +211,9 @@ int RunRun() {
     }
     done_cv.notify_all();
     if (keeper.joinable()) keeper.join();
-    // Released now rather than when this process exits (a process lease) or its TTL passes.
-    (void)client.ReleaseLease(lease.lease_id());
+    // A TTL lease is released now rather than when its TTL passes. The group's lease ends when the
+    // last process of the group does (this one, unless the command left some running).
+    if (lease.holder() == v1::LEASE_HOLDER_TTL) (void)client.ReleaseLease(lease.lease_id());
     return exit_status;
   });
 }
@@ -161,10 +226,14 @@ Command RunCommand() {
       "devplace run [--count=N] [--min_free=SIZE] [--shared] [--wait=D] -- COMMAND [ARGS...]",
       "Picks devices as `devplace pick` does (PickDevices with this process's environment), sets the\n"
       "variables that make COMMAND see exactly them, runs it and exits with its exit status (128 + N when\n"
-      "signal N ended it; 127 when it cannot be found). The lease is held for this process over the unix\n"
-      "socket, or for a time to live kept alive while COMMAND runs over TCP, and released when COMMAND ends.\n"
-      "If this process is killed (SIGKILL, the OOM killer), COMMAND is killed too: it never runs unleased.\n"
-      "Two runs started together never share a device. One line on stderr names the variables and the lease.",
+      "signal N ended it; 127 when it cannot be found). COMMAND runs in this process's own process group\n"
+      "(it leads a new one unless it leads its group already, and takes the terminal's foreground with it),\n"
+      "and over the unix socket the lease is held for that group: it ends when COMMAND ends (released) or,\n"
+      "if this process is killed (SIGKILL, the OOM killer: COMMAND is killed with it), when the last process\n"
+      "of the group has ended, so no process of the job ever runs on a device whose lease ended. A process\n"
+      "that leaves the group (setsid, a daemonizing fork) is not the job's any more. Over TCP a time to live\n"
+      "(--ttl, default 1m) kept alive while COMMAND runs. Two runs started together never share a device.\n"
+      "One line on stderr names the variables and the lease.",
       PickFlagNames(), &RunRun};
   command.trailing_arguments = true;
   return command;

@@ -42,8 +42,10 @@ struct DaemonConfig {
   service::TlsFiles tls;
   // Allow a plaintext host:port listener on a non-loopback address.
   bool allow_insecure_remote = false;
-  // Permission bits of unix-socket listeners: octal text, 0..0777.
-  std::string socket_mode = "0660";
+  // Permission bits of unix-socket listeners: octal text, 0..0777. 0666: every local user may
+  // connect (each call checks its caller: RefreshInventory and others' pids and lease ids are for
+  // root, the daemon's user and the socket group), so every user can hold a process lease.
+  std::string socket_mode = "0666";
   // Group of unix-socket listeners: a group name or a numeric gid; empty: the daemon's own group.
   std::string socket_group;
   // Largest request message accepted, in bytes: kMinReceiveBytes..kMaxReceiveBytes.
@@ -154,7 +156,7 @@ struct ValidConfig {
   // The TLS files as ValidateConfig read and checked them (set when any_tls): the daemon's
   // credentials start from these, so the files are read once at start (again only on SIGHUP).
   std::optional<service::TlsMaterial> tls_material;
-  mode_t socket_mode = 0660;
+  mode_t socket_mode = 0666;
   gid_t socket_gid = static_cast<gid_t>(-1);  // -1: the daemon's own group
   std::string probe_command;                  // the executable to run
   std::string torch_probe_command;            // empty: none

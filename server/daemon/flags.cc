@@ -74,7 +74,10 @@ ABSL_FLAG(absl::Duration, usage_interval, Defaults().usage_interval,
           "Device.usage) between full probes, with a cheaper probe child (devplace-probe --usage_only: the PCI scan "
           "and the vendor libraries that report memory), for PickDevices on shared hosts; at least 100ms, "
           "0 = only with each full probe");
-ABSL_FLAG(std::string, socket_mode, Defaults().socket_mode, "Permission bits of unix-socket listeners (octal)");
+ABSL_FLAG(std::string, socket_mode, Defaults().socket_mode,
+          "Permission bits of unix-socket listeners (octal). The default 0666 lets every local user read and pick "
+          "(a process lease for their own process); refresh and others' pids stay for root, the daemon's user and "
+          "--socket_group");
 ABSL_FLAG(std::string, socket_group, Defaults().socket_group,
           "Group that owns unix-socket listeners (name or gid), so jobs in that group can connect; default: the "
           "daemon's own group");

@@ -92,6 +92,8 @@ struct Candidate {
   std::string why;        // why not eligible, or what makes it a good choice
   uint32_t processes = 0;
   uint64_t used = 0;
+  bool usage_unknown = false;  // no vendor library read its usage: it may be in use outside leases
+  bool free_unknown = false;   // its free memory is unknown
 };
 
 // The units the pick chooses from: the job's visible units; where CUDA itself would pick one MIG
@@ -214,17 +216,18 @@ absl::Status ValidatePickRequest(const v1::PickDevicesRequest& request) {
   }
   if (!v1::LeaseHolder_IsValid(request.holder())) {
     return absl::InvalidArgumentError(absl::StrCat("holder: ", static_cast<int>(request.holder()),
-                                                   " is not a LeaseHolder value; accepted: 0 to 3"));
+                                                   " is not a LeaseHolder value; accepted: 0 to 4"));
   }
   if (!v1::Row_IsValid(request.row())) {
     return absl::InvalidArgumentError(absl::StrCat("row: ", static_cast<int>(request.row()),
                                                    " is not a Row value; accepted: 0 to 12"));
   }
   if (request.ttl_ms() != 0) {
-    if (request.holder() == v1::LEASE_HOLDER_PROCESS || request.holder() == v1::LEASE_HOLDER_PARENT) {
+    if (request.holder() == v1::LEASE_HOLDER_PROCESS || request.holder() == v1::LEASE_HOLDER_PARENT ||
+        request.holder() == v1::LEASE_HOLDER_PROCESS_GROUP) {
       return absl::InvalidArgumentError(
           "ttl_ms: a lease held for a process lasts as long as the process; set ttl_ms only with LEASE_HOLDER_TTL "
-          "(or leave holder unspecified over TCP)");
+          "(or with holder unspecified)");
     }
     if (request.ttl_ms() < kMinLeaseTtlMs || request.ttl_ms() > kMaxLeaseTtlMs) {
       return absl::InvalidArgumentError(absl::StrCat("ttl_ms: ", request.ttl_ms(), " is out of range; accepted: 0 (= ",
@@ -234,7 +237,11 @@ absl::Status ValidatePickRequest(const v1::PickDevicesRequest& request) {
   }
   if (request.wait_ms() > kMaxPickWaitMs) {
     return absl::InvalidArgumentError(absl::StrCat("wait_ms: ", request.wait_ms(), " is out of range; accepted: 0 to ",
-                                                   kMaxPickWaitMs, " (an hour)"));
+                                                   kMaxPickWaitMs, " (an hour; --wait=1h)"));
+  }
+  if (request.holder_pid() != 0 && request.holder() != v1::LEASE_HOLDER_PARENT) {
+    return absl::InvalidArgumentError(absl::StrCat("holder_pid: ", request.holder_pid(),
+                                                   " names the holding ancestor of LEASE_HOLDER_PARENT only; leave it 0"));
   }
   return absl::OkStatus();
 }
@@ -321,6 +328,8 @@ PickOutcome Pick(const v1::Inventory& inventory, const v1::PickDevicesRequest& r
     const LeasedUnit me = AsLeased(row, c.unit);
     const auto lease = std::find_if(leased.begin(), leased.end(), [&](const LeasedUnit& l) { return Overlaps(l, me); });
     const std::optional<uint64_t> free = FreeOf(c.unit);
+    c.usage_unknown = usage == nullptr;
+    c.free_unknown = !free.has_value();
     if (usage != nullptr) {
       c.processes = usage->processes_known() ? usage->process_count() : 0;
       c.used = usage->has_memory_used_bytes() ? usage->memory_used_bytes() : 0;
@@ -336,9 +345,10 @@ PickOutcome Pick(const v1::Inventory& inventory, const v1::PickDevicesRequest& r
     } else if (c.processes > 0 && !request.allow_shared()) {
       c.why = absl::StrCat("not picked: in use (", state, "); allow_shared (--shared) would let it be shared");
     } else if (request.min_free_bytes() > 0 && !free) {
-      c.why = absl::StrCat("not picked: free memory unknown and min_free_bytes is ", Gib(request.min_free_bytes()));
+      c.why = absl::StrCat("not picked: free memory unknown and --min_free (min_free_bytes) is ",
+                           Gib(request.min_free_bytes()));
     } else if (request.min_free_bytes() > 0 && *free < request.min_free_bytes()) {
-      c.why = absl::StrCat("not picked: ", Gib(*free), " free, less than min_free_bytes ",
+      c.why = absl::StrCat("not picked: ", Gib(*free), " free, less than --min_free (min_free_bytes) ",
                            Gib(request.min_free_bytes()), " (", state, ")");
     } else {
       c.eligible = true;
@@ -395,6 +405,16 @@ PickOutcome Pick(const v1::Inventory& inventory, const v1::PickDevicesRequest& r
           " (its masks, device nodes or allocation, and the host's devices): ", listed, "; ask for at most ",
           candidates.size())));
     }
+    // --min_free where no device's free memory is known: no wait can change that (not queued).
+    if (request.min_free_bytes() > 0 &&
+        std::all_of(candidates.begin(), candidates.end(), [](const Candidate& c) { return c.free_unknown; })) {
+      return fail(absl::FailedPreconditionError(absl::StrCat(
+          "P-PICK --min_free (min_free_bytes ", Gib(request.min_free_bytes()), ") needs each device's free memory, "
+          "and it is unknown for all ", candidates.size(), " ", backend.name(),
+          " device(s) the job may use (no vendor library reads it here; `devplace inventory` shows the usage "
+          "source), so no wait can satisfy it: pick without --min_free, or install the vendor library "
+          "(docs/CLIENT.md \"Shared hosts\")")));
+    }
     outcome.no_free_device = true;
     // Advice that fits: waiting helps when some are leased or in use, sharing when some are in use.
     const bool some_taken =
@@ -402,9 +422,9 @@ PickOutcome Pick(const v1::Inventory& inventory, const v1::PickDevicesRequest& r
     const bool some_in_use = !request.allow_shared() && std::any_of(candidates.begin(), candidates.end(),
                                                                     [](const Candidate& c) { return c.processes > 0; });
     std::vector<std::string> advice;
-    if (some_taken) advice.push_back("retry later or wait for one (wait_ms, --wait)");
-    if (some_in_use) advice.push_back("allow sharing (allow_shared, --shared)");
-    if (request.min_free_bytes() > 0) advice.push_back("ask for less free memory (min_free_bytes, --min_free)");
+    if (some_taken) advice.push_back("retry later or wait for one (--wait, wait_ms)");
+    if (some_in_use) advice.push_back("allow sharing (--shared, allow_shared)");
+    if (request.min_free_bytes() > 0) advice.push_back("ask for less free memory (--min_free, min_free_bytes)");
     advice.push_back("ask for fewer");
     return fail(absl::FailedPreconditionError(absl::StrCat(
         "P-PICK ", count, " free ", backend.name(), " device(s) wanted, ", picked.size(), " free for this job now (",
@@ -485,6 +505,17 @@ PickOutcome Pick(const v1::Inventory& inventory, const v1::PickDevicesRequest& r
   absl::StatusOr<v1::ResolveDeviceResponse> answer = Resolve(inventory, then);
   if (!answer.ok()) return fail(answer.status());
   out.set_device(answer->device());
+  std::vector<std::string> unknown;
+  for (const Candidate& c : candidates) {
+    if (picked.count(&c) && c.usage_unknown) unknown.push_back(DescribeUnit(c.unit));
+  }
+  if (!unknown.empty()) {
+    out.add_warnings(absl::StrCat(
+        "P-PICK usage unknown for ", absl::StrJoin(unknown, ", "),
+        ": no vendor library reports its processes or memory here, so a process that runs on it outside "
+        "devplace's leases is not seen (it was picked as if idle); install the vendor library (NVML, amd_smi, "
+        "...) for the usage"));
+  }
   for (const std::string& w : answer->warnings()) out.add_warnings(w);
   out.add_explanation(absl::StrCat("P-PICK with it the job's answer is ", answer->device()));
   return outcome;

@@ -1,5 +1,6 @@
 #include "server/service/leases.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/stat.h>
@@ -78,14 +79,36 @@ bool Alive(const ProcessIdentity& holder) {
   return now.has_value() && now->start_time == holder.start_time;
 }
 
+// Whether any process of process group `pgid` is left (Linux does not give a new process the id of
+// a group that still has members, so a member found is one of that group).
+bool GroupAlive(pid_t pgid) {
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return true;  // cannot tell: keep the lease
+  bool alive = false;
+  while (const dirent* e = readdir(proc)) {
+    int pid = 0;
+    if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
+    const std::optional<ProcessIdentity> p = ReadProcess(pid);
+    if (p && p->pgid == pgid) {
+      alive = true;
+      break;
+    }
+  }
+  closedir(proc);
+  return alive;
+}
+
 std::string HolderText(const v1::LeaseInfo& lease, absl::Time expires) {
   switch (lease.holder()) {
+    // No pid: the text reaches every caller's refusal, and pids are only for privileged callers.
     case v1::LEASE_HOLDER_PROCESS:
-      return absl::StrCat("pid ", lease.pid(), "'s lease");
+      return "a process's lease";
     case v1::LEASE_HOLDER_PARENT:
-      return absl::StrCat("pid ", lease.pid(), "'s lease (a shell's)");
+      return "a shell's lease";
+    case v1::LEASE_HOLDER_PROCESS_GROUP:
+      return "a process group's lease (devplace run)";
     default:
-      return absl::StrCat("a lease until ", absl::FormatTime("%H:%M:%SZ", expires, absl::UTCTimeZone()));
+      return absl::StrCat("a lease until ", absl::FormatTime("%Y-%m-%d %H:%M:%SZ", expires, absl::UTCTimeZone()));
   }
 }
 
@@ -102,10 +125,13 @@ std::optional<ProcessIdentity> ReadProcess(pid_t pid) {
   ProcessIdentity id;
   id.pid = pid;
   int ppid = 0;
-  if (fields.size() < 20 || !absl::SimpleAtoi(fields[1], &ppid) || !absl::SimpleAtoi(fields[19], &id.start_time)) {
+  int pgid = 0;
+  if (fields.size() < 20 || !absl::SimpleAtoi(fields[1], &ppid) || !absl::SimpleAtoi(fields[2], &pgid) ||
+      !absl::SimpleAtoi(fields[19], &id.start_time)) {
     return std::nullopt;
   }
   id.ppid = ppid;
+  id.pgid = pgid;
   const std::string status = ReadSmallFile(absl::StrCat("/proc/", pid, "/status"));
   for (absl::string_view line : absl::StrSplit(status, '\n')) {
     if (!absl::ConsumePrefix(&line, "Uid:")) continue;
@@ -152,7 +178,8 @@ void LeaseTable::Close(Lease& lease) {
 placement::PickOutcome LeaseTable::PickAndHold(const v1::Inventory& inventory, const v1::PickDevicesRequest& request,
                                                const LeaseHolderSpec& holder, std::optional<uint64_t> only_if_ended) {
   placement::PickOutcome outcome;
-  const bool process = holder.kind == v1::LEASE_HOLDER_PROCESS || holder.kind == v1::LEASE_HOLDER_PARENT;
+  const bool process = holder.kind == v1::LEASE_HOLDER_PROCESS || holder.kind == v1::LEASE_HOLDER_PARENT ||
+                       holder.kind == v1::LEASE_HOLDER_PROCESS_GROUP;
   int pidfd = -1;
   if (process) {
     pidfd = OpenPidfd(holder.process.pid);
@@ -276,9 +303,8 @@ absl::StatusOr<v1::LeaseInfo> LeaseTable::KeepAlive(const std::string& lease_id,
     Lease& lease = it->second;
     if (absl::Status owner = CheckOwner(lease.info, caller); !owner.ok()) return owner;
     if (lease.info.holder() != v1::LEASE_HOLDER_TTL) {
-      return absl::FailedPreconditionError(absl::StrCat("lease ", lease_id, " is held for pid ", lease.info.pid(),
-                                                        " and lasts as long as that process; only a TTL lease is "
-                                                        "kept alive"));
+      return absl::FailedPreconditionError(absl::StrCat("lease ", lease_id, " is held for a process and lasts as long "
+                                                        "as it; only a TTL lease is kept alive"));
     }
     lease.expires = now + ttl;
     *lease.info.mutable_expires_at() = ToTimestamp(lease.expires);
@@ -337,6 +363,10 @@ int LeaseTable::SweepLocked(absl::Time now) {
       gone = poll(&p, 1, 0) > 0 || !Alive(lease.holder.process);
     } else {
       gone = !Alive(lease.holder.process);
+    }
+    if (gone && lease.info.holder() == v1::LEASE_HOLDER_PROCESS_GROUP && GroupAlive(lease.holder.process.pid)) {
+      Close(lease);  // the leader's pidfd stays readable: the group is checked every second instead
+      gone = false;
     }
     if (gone) {
       Close(lease);
@@ -450,12 +480,24 @@ RestoreReport LeaseTable::Restore(const std::string& path) {
       lease.order = next_order_++;
       lease.holder.kind = info.holder();
       if (info.has_uid()) lease.holder.caller_uid = info.uid();
-      if (info.holder() == v1::LEASE_HOLDER_PROCESS || info.holder() == v1::LEASE_HOLDER_PARENT) {
+      const bool group = info.holder() == v1::LEASE_HOLDER_PROCESS_GROUP;
+      if (info.holder() == v1::LEASE_HOLDER_PROCESS || info.holder() == v1::LEASE_HOLDER_PARENT || group) {
         lease.holder.process.pid = static_cast<pid_t>(info.pid());
+        lease.holder.process.pgid = group ? lease.holder.process.pid : 0;
         lease.holder.process.start_time = held.start_time();
         lease.holder.process.uid = held.process_uid();
         const int pidfd = info.pid() > 0 ? OpenPidfd(lease.holder.process.pid) : -1;
         const std::optional<ProcessIdentity> now_running = ReadProcess(lease.holder.process.pid);
+        const bool same = now_running && now_running->start_time == held.start_time() &&
+                          now_running->uid == held.process_uid();
+        if (group && !same && info.pid() > 1 && GroupAlive(lease.holder.process.pid)) {
+          // The leader ended while the daemon was down, but the job's group lives on: kept, and
+          // checked by its group every second (as SweepLocked does).
+          if (pidfd >= 0) close(pidfd);
+          leases_.emplace(info.lease_id(), std::move(lease));
+          ++report.kept;
+          continue;
+        }
         if (!now_running) {
           if (pidfd >= 0) close(pidfd);
           report.dropped.push_back(absl::StrCat(name, ": its holder, pid ", info.pid(), ", has exited"));

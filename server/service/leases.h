@@ -43,6 +43,7 @@ inline constexpr size_t kMaxLeases = 1024;
 struct ProcessIdentity {
   pid_t pid = 0;
   pid_t ppid = 0;
+  pid_t pgid = 0;           // its process group
   uid_t uid = 0;            // effective uid (the "Uid:" line's second field)
   uint64_t start_time = 0;  // field 22 of /proc/<pid>/stat, clock ticks since boot
 };
@@ -88,8 +89,9 @@ inline constexpr size_t kMaxLeaseFileBytes = size_t{16} << 20;
 
 // Who holds a new lease.
 struct LeaseHolderSpec {
-  v1::LeaseHolder kind = v1::LEASE_HOLDER_TTL;  // PROCESS, PARENT or TTL (never UNSPECIFIED)
-  // PROCESS and PARENT: the holding process, as ReadProcess saw it when the pick was asked.
+  v1::LeaseHolder kind = v1::LEASE_HOLDER_TTL;  // PROCESS, PARENT, PROCESS_GROUP or TTL (never UNSPECIFIED)
+  // PROCESS and PARENT: the holding process, as ReadProcess saw it when the pick was asked;
+  // PROCESS_GROUP: the group's leader (the lease lasts while any process of its group lives).
   ProcessIdentity process;
   // TTL: how long the lease lives without a LeaseKeepAlive.
   absl::Duration ttl = absl::Milliseconds(placement::kDefaultLeaseTtlMs);

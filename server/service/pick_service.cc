@@ -8,9 +8,12 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/placement/pick.h"
+#include "server/service/connection_gate.h"
 #include "server/service/service.h"
 #include "server/service/waiting_pick.h"
 #include "server/service/wire.h"
@@ -79,20 +82,35 @@ absl::StatusOr<LeaseHolderSpec> DevicePlacementService::HolderFor(grpc::Callback
   std::optional<PeerCredentials> creds;
   if (access_.peers != nullptr) creds = access_.peers->Find(ctx->peer());
   LeaseHolderSpec holder;
+  // Unspecified: the calling process over the unix socket, a TTL lease when the caller gave a TTL.
   holder.kind = request.holder() != v1::LEASE_HOLDER_UNSPECIFIED ? request.holder()
-                : creds                                         ? v1::LEASE_HOLDER_PROCESS
-                                                                : v1::LEASE_HOLDER_TTL;
+                : request.ttl_ms() != 0                         ? v1::LEASE_HOLDER_TTL
+                                                                : v1::LEASE_HOLDER_PROCESS;
   if (creds) holder.caller_uid = creds->uid;
+  if (!creds && options_.connections != nullptr) {  // loopback TCP: the user the connection gate found for it
+    if (const std::optional<std::string> key = options_.connections->PeerOf(ctx->peer())) {
+      uint32_t uid = 0;
+      if (absl::StartsWith(*key, "uid:") && absl::SimpleAtoi(absl::string_view(*key).substr(4), &uid)) {
+        holder.caller_uid = uid;
+      }
+    }
+  }
   if (holder.kind == v1::LEASE_HOLDER_TTL) {
     holder.ttl = absl::Milliseconds(request.ttl_ms() != 0 ? request.ttl_ms() : placement::kDefaultLeaseTtlMs);
     return holder;
   }
-  const char* which = holder.kind == v1::LEASE_HOLDER_PARENT ? "LEASE_HOLDER_PARENT" : "LEASE_HOLDER_PROCESS";
+  const char* which = holder.kind == v1::LEASE_HOLDER_PARENT          ? "LEASE_HOLDER_PARENT"
+                      : holder.kind == v1::LEASE_HOLDER_PROCESS_GROUP ? "LEASE_HOLDER_PROCESS_GROUP"
+                                                                      : "LEASE_HOLDER_PROCESS";
   if (!creds) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "holder: ", which, " needs the unix socket, where devplaced knows the calling process from its peer "
-        "credentials; over TCP ask for LEASE_HOLDER_TTL (`devplace pick --ttl=10m`) and renew it with LeaseKeepAlive"));
+        "holder: ", request.holder() == v1::LEASE_HOLDER_UNSPECIFIED ? "a lease for the calling process" : which,
+        " needs the unix socket, where devplaced knows the calling process from its peer credentials (every local "
+        "user may connect to it); over TCP a lease has a time to live, which only the caller can choose, since one "
+        "that ends while the job runs hands its devices to the next pick: ask for it (`devplace pick --ttl=2h`, "
+        "LEASE_HOLDER_TTL with ttl_ms) and renew it (LeaseKeepAlive), or pick over the unix socket"));
   }
+  // The process that connected: its pid now must still be it (same uid, same start time).
   const std::optional<ProcessIdentity> caller = ReadProcess(creds->pid);
   if (creds->pid <= 0 || !caller) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -100,23 +118,42 @@ absl::StatusOr<LeaseHolderSpec> DevicePlacementService::HolderFor(grpc::Callback
         "(another pid namespace, or it has exited), so no lease can follow its life; ask for LEASE_HOLDER_TTL "
         "(`devplace pick --ttl=10m`)"));
   }
+  if (caller->uid != creds->uid || (creds->start_time != 0 && caller->start_time != creds->start_time)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "holder: pid ", creds->pid, " is no longer the process that connected (it exited and its pid was given to "
+        "another process); connect again from the process that will hold the lease"));
+  }
   if (holder.kind == v1::LEASE_HOLDER_PROCESS) {
     holder.process = *caller;
     return holder;
   }
-  const std::optional<ProcessIdentity> parent = ReadProcess(caller->ppid);
-  if (caller->ppid <= 1 || !parent) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "holder: LEASE_HOLDER_PARENT: the caller's parent (pid ", caller->ppid,
-        ") cannot hold the lease (init, or not visible to devplaced); run the pick from the shell that starts the "
-        "job, or ask for LEASE_HOLDER_TTL"));
+  if (holder.kind == v1::LEASE_HOLDER_PROCESS_GROUP) {
+    if (caller->pgid != caller->pid) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "holder: LEASE_HOLDER_PROCESS_GROUP: the caller (pid ", caller->pid, ") does not lead its process group ",
+          caller->pgid, "; call setpgid(0, 0) first (devplace run does)"));
+    }
+    holder.process = *caller;
+    return holder;
   }
-  if (parent->uid != creds->uid) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "holder: LEASE_HOLDER_PARENT: the caller's parent (pid ", parent->pid, ") runs as uid ", parent->uid,
-        ", not as the caller (uid ", creds->uid, "); a lease is held only for a process of the caller's own user"));
+  // LEASE_HOLDER_PARENT: holder_pid, an ancestor of the caller (0: its parent), of the caller's uid.
+  const pid_t wanted = request.holder_pid() != 0 ? static_cast<pid_t>(request.holder_pid()) : caller->ppid;
+  std::optional<ProcessIdentity> ancestor = ReadProcess(caller->ppid);
+  for (int up = 0; ancestor && ancestor->pid != wanted && ancestor->ppid > 1 && up < 64; ++up) {
+    ancestor = ReadProcess(ancestor->ppid);
   }
-  holder.process = *parent;
+  if (wanted <= 1 || !ancestor || ancestor->pid != wanted) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "holder: LEASE_HOLDER_PARENT: pid ", wanted,
+        " cannot hold the lease: it is not an ancestor of the calling process that devplaced can see (or it is "
+        "init); run the pick from the shell that starts the job, or ask for LEASE_HOLDER_TTL"));
+  }
+  if (ancestor->uid != creds->uid) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "holder: LEASE_HOLDER_PARENT: pid ", ancestor->pid, " runs as uid ", ancestor->uid, ", not as the caller (uid ",
+        creds->uid, "); a lease is held only for a process of the caller's own user"));
+  }
+  holder.process = *ancestor;
   return holder;
 }
 
@@ -146,8 +183,8 @@ bool DevicePlacementService::TryPick(PendingPick& pick, bool waited, std::option
   if (outcome.no_free_device && waited && pick.request.wait_ms() > 0) {  // queued only behind others: no wait
     FinishPick(pick,
                ToGrpc(absl::FailedPreconditionError(absl::StrCat(
-                   "waited ", absl::ToInt64Milliseconds(now - pick.arrived), " ms (wait_ms ", pick.request.wait_ms(),
-                   " or the call's deadline): ", outcome.status.message()))),
+                   "waited ", absl::ToInt64Milliseconds(now - pick.arrived), " ms (--wait, wait_ms ",
+                   pick.request.wait_ms(), ", or the call's deadline): ", outcome.status.message()))),
                "no_free_device_after_wait");
     return true;
   }

@@ -20,6 +20,7 @@
 #include "absl/time/clock.h"
 #include "grpcpp/server.h"
 #include "server/common/safe_directory.h"
+#include "server/service/leases.h"
 #include "grpcpp/server_posix.h"
 
 #ifndef SO_PEERGROUPS
@@ -73,6 +74,9 @@ PeerCredentials ReadCredentials(int fd) {
   }
   groups.resize(glen / sizeof(gid_t));
   c.groups = std::move(groups);
+  if (const std::optional<ProcessIdentity> process = ReadProcess(c.pid); process && process->uid == c.uid) {
+    c.start_time = process->start_time;
+  }
   return c;
 }
 

@@ -41,6 +41,9 @@ struct PeerCredentials {
   uid_t uid = 0;
   gid_t gid = 0;                // primary group
   std::vector<gid_t> groups;    // supplementary groups (SO_PEERGROUPS; empty where unsupported)
+  // The start time of `pid` (field 22 of /proc/<pid>/stat) when the connection was accepted; 0 when
+  // unknown. With the uid it tells the process that connected from a later one given its pid.
+  uint64_t start_time = 0;
 };
 
 // Credentials of the connections the listeners accepted, by the gRPC peer name of their calls

@@ -45,7 +45,7 @@ TEST(DaemonConfig, GoodConfigPassesAndResolves) {
   EXPECT_THAT(v->listen, ElementsAre("unix:" + dir.File("d.sock"), "127.0.0.1:0"));
   EXPECT_TRUE(v->insecure_remote.empty());
   EXPECT_FALSE(v->any_tls);
-  EXPECT_EQ(v->socket_mode, 0660u);
+  EXPECT_EQ(v->socket_mode, 0666u);
   EXPECT_EQ(v->socket_gid, static_cast<gid_t>(-1));
   EXPECT_EQ(v->probe_command, DEVPLACE_PROBE_BINARY);
   EXPECT_EQ(v->torch_probe_command, "");
@@ -97,7 +97,7 @@ TEST(DaemonConfig, ResolvesTheOtherAcceptedForms) {
 TEST(DaemonConfig, DefaultsAreTheDocumentedOnes) {
   const DaemonConfig c;
   EXPECT_EQ(c.listen, "");
-  EXPECT_EQ(c.socket_mode, "0660");
+  EXPECT_EQ(c.socket_mode, "0666");
   EXPECT_EQ(c.metrics_listen, "127.0.0.1:9465");
   EXPECT_EQ(c.max_receive_bytes, 1 << 20);
   EXPECT_EQ(c.memory_quota_bytes, int64_t{256} << 20);

@@ -313,7 +313,7 @@ TEST(OperatorSockets, DeletedSocketIsRecreatedOnSighupButAnotherDaemonsIsLeftAlo
   ASSERT_TRUE(d.WaitForLog("event=socket_recreated", absl::Seconds(10))) << d.Log();
   struct stat st;
   ASSERT_EQ(stat(d.socket_path().c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777, 0660u);
+  EXPECT_EQ(st.st_mode & 0777, 0666u);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   v1::Inventory inv;

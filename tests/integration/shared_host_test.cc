@@ -226,7 +226,8 @@ TEST(SharedHost, EightConcurrentRunsGetEightGpusTheNinthIsRefusedOrWaitsForTheFi
   const std::string ninth = ReadFile(d + "/ninth.err");
   EXPECT_THAT(ninth, HasSubstr("FAILED_PRECONDITION"));
   EXPECT_THAT(ninth, HasSubstr("1 free cuda/nvidia device(s) wanted, 0 free for this job now (8 it may use)"));
-  EXPECT_THAT(ninth, HasSubstr("not picked: leased (pid "));
+  EXPECT_THAT(ninth, HasSubstr("not picked: leased (a process group's lease (devplace run))"));
+  EXPECT_THAT(ninth, ::testing::Not(HasSubstr("pid ")));
   // The waiting one got the first GPU released.
   EXPECT_EQ(absl::StripAsciiWhitespace(ReadFile(d + "/got.9")), absl::StripAsciiWhitespace(ReadFile(d + "/got.3")));
   EXPECT_EQ(host.Inventory().leases_size(), 0);
@@ -294,11 +295,23 @@ TEST(SharedHost, NeverOutsideTheJobsMaskOrDeviceNodes) {
   auto stub = v1::DevicePlacement::NewStub(grpc::CreateChannel(host.daemon().tcp_target(), grpc::InsecureChannelCredentials()));
   v1::PickDevicesRequest request;
   request.mutable_job()->mutable_env()->insert({"CUDA_VISIBLE_DEVICES", "0"});
+  // Without a time to live the caller asked for, nothing: a lease that silently ends while the
+  // job runs is refused with the fix.
+  grpc::ClientContext c0;
+  v1::PickDevicesResponse implicit;
+  const grpc::Status no_ttl = stub->PickDevices(&c0, request, &implicit);
+  EXPECT_EQ(no_ttl.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(no_ttl.error_message(), HasSubstr("`devplace pick --ttl=2h`"));
+  request.set_ttl_ms(300'000);
   grpc::ClientContext c1;
   v1::PickDevicesResponse tcp;
   ASSERT_TRUE(stub->PickDevices(&c1, request, &tcp).ok());
   EXPECT_EQ(tcp.lease().holder(), v1::LEASE_HOLDER_TTL);
   EXPECT_EQ(tcp.lease().expires_at().seconds() - tcp.lease().created_at().seconds(), 300);
+  // Loopback TCP: the lease records the caller's uid, as the connection caps find it.
+  ASSERT_TRUE(tcp.lease().has_uid());
+  EXPECT_EQ(tcp.lease().uid(), getuid());
+  request.set_ttl_ms(0);
   request.set_holder(v1::LEASE_HOLDER_PROCESS);
   grpc::ClientContext c2;
   v1::PickDevicesResponse refused;
@@ -333,6 +346,9 @@ TEST(SharedHost, NeverOutsideTheJobsMaskOrDeviceNodes) {
   const std::string tcp_cli =
       absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=", host.daemon().tcp_target());
   r = RunCommand(tcp_cli + " pick --no_environment --json");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("--ttl"));
+  r = RunCommand(tcp_cli + " pick --no_environment --ttl=5m --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   v1::PickDevicesResponse cli_pick;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &cli_pick).ok()) << r.out;
@@ -346,6 +362,120 @@ TEST(SharedHost, NeverOutsideTheJobsMaskOrDeviceNodes) {
   r = RunCommand(tcp_cli + " release");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--lease_id='': want the lease's id as `devplace pick` printed it (1 to 64 bytes)"));
+}
+
+// `eval "$(devplace pick ...)"` in the spellings users write: bash forks a subshell for the
+// command substitution when it has a redirection or a pipe; the lease must still go to the shell
+// that evaluates the output (which runs the job), so three such shells at once get three GPUs.
+TEST(SharedHost, EvalPickHoldsTheLeaseForTheEvaluatingShellInEverySpelling) {
+  SharedHost host(4, {});
+  const std::string d = host.dir();
+  const CommandResult r = Bash(absl::StrCat(
+      "cd ", d, "\n",
+      "bash -c 'eval \"$(", host.Cli(), " pick --no_environment 2>/dev/null)\"; echo $$ $CUDA_VISIBLE_DEVICES > a; "
+      "while [ ! -e done ]; do sleep 0.05; done' &\n"
+      "bash -c 'eval \"$(", host.Cli(), " pick --no_environment 2>&1)\"; echo $$ $CUDA_VISIBLE_DEVICES > b; "
+      "while [ ! -e done ]; do sleep 0.05; done' &\n"
+      "bash -c 'eval \"$(", host.Cli(), " pick --no_environment | cat)\"; echo $$ $CUDA_VISIBLE_DEVICES > c; "
+      "while [ ! -e done ]; do sleep 0.05; done' &\n"
+      "for f in a b c; do while [ ! -s $f ]; do sleep 0.05; done; done\n",
+      host.Cli(), " inventory --json > inventory.json\n"
+      "touch done; wait\n"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::set<std::string> gpus, shells;
+  for (const char* f : {"/a", "/b", "/c"}) {
+    const std::vector<std::string> words = absl::StrSplit(absl::StripAsciiWhitespace(ReadFile(d + f)), ' ');
+    ASSERT_EQ(words.size(), 2u) << f;
+    shells.insert(words[0]);
+    gpus.insert(words[1]);
+  }
+  EXPECT_EQ(gpus.size(), 3u) << "two evals got the same GPU";
+  v1::Inventory during;
+  google::protobuf::util::JsonParseOptions lenient;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(ReadFile(d + "/inventory.json"), &during, lenient).ok());
+  ASSERT_EQ(during.leases_size(), 3);
+  std::set<std::string> holders;
+  for (const v1::LeaseInfo& l : during.leases()) holders.insert(absl::StrCat(l.pid()));
+  EXPECT_EQ(holders, shells) << "the leases are not held by the shells that ran the jobs";
+}
+
+// Whatever fails, eval fails: `eval "$(devplace pick)" && cmd` never runs cmd, `set -e` stops,
+// and a shell that ignores the failure sees no GPU. The note reaches stderr, which eval leaves.
+TEST(SharedHost, AFailedPickMakesEvalFailAndHidesTheGpus) {
+  SharedHost host(2, {});
+  const std::string no_daemon =
+      absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=unix:", ShellQuote(host.dir() + "/none.sock"));
+  CommandResult r = Bash(absl::StrCat(
+      "cd ", host.dir(), "\n",
+      "export CUDA_VISIBLE_DEVICES=0,1\n"
+      "eval \"$(", host.Cli(), " pick --no_environment --count=3 2>/dev/null)\" && echo ran-too-many\n"
+      "eval \"$(", host.Cli(), " pick --no_environment --bogus_flag 2>/dev/null)\" && echo ran-bad-flag\n"
+      "eval \"$(", no_daemon, " pick --no_environment 2>/dev/null)\" && echo ran-no-daemon\n"
+      "echo \"cvd=[$CUDA_VISIBLE_DEVICES]\"\n"
+      "eval \"$(", host.Cli(), " pick --no_environment 2>note.err)\" && echo ran-ok\n"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("ran-too-many")));
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("ran-bad-flag")));
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("ran-no-daemon")));
+  EXPECT_THAT(r.out, HasSubstr("cvd=[]"));
+  EXPECT_THAT(r.out, HasSubstr("ran-ok"));
+  const std::string note = ReadFile(host.dir() + "/note.err");
+  EXPECT_THAT(note, ::testing::ContainsRegex("devplace pick: cuda:0 = host device [01] .*; lease [0-9a-f]{32} held "
+                                             "while the shell \\(pid [0-9]+\\) runs; end it sooner: devplace "
+                                             "release --lease_id=[0-9a-f]{32}"));
+  // set -e: the script stops at the failed eval.
+  r = Bash(absl::StrCat("eval \"$(", host.Cli(), " pick --no_environment --count=3)\"\necho after\n"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("after")));
+  EXPECT_THAT(r.out, HasSubstr("FAILED_PRECONDITION"));
+}
+
+// A `devplace run` killed with SIGKILL: the process its command started lives on, and keeps the
+// lease (held for the run's process group) until it ends; only then is the GPU picked again.
+TEST(SharedHost, AKilledRunKeepsItsLeaseWhileAnyProcessOfTheJobLives) {
+  SharedHost host(1, {});
+  const std::string marker = absl::StrCat("30.", getpid());
+  const std::string tail = absl::StrCat(" pgrep -f '^sleep ", marker, "$'");
+  CommandResult r = Bash(absl::StrCat(
+      "cd ", host.dir(), "\n",
+      "bash -c 'exec ", host.Cli(), " run --no_environment -- bash -c \"sleep ", marker, "; true\"' 2>/dev/null &\n"
+      "sleep 1; kill -9 $!\n"
+      "for n in $(seq 100);", " do", tail, " >/dev/null && break; sleep 0.05; done\n"
+      "sleep 2\n",
+      tail, " >/dev/null && echo job-lives\n"
+      "if ", host.Cli(), " pick --no_environment 2> second.err; then echo second-picked; fi\n"
+      "pkill -f '^sleep ", marker, "$'\n"
+      "for n in $(seq 100); do ", host.Cli(), " pick --no_environment --wait=5s >/dev/null 2>&1 && echo third-picked && "
+      "break; done\n"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("job-lives"));
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("second-picked")));
+  EXPECT_THAT(ReadFile(host.dir() + "/second.err"), HasSubstr("a process group's lease (devplace run)"));
+  EXPECT_THAT(r.out, HasSubstr("third-picked"));
+}
+
+// Without a vendor library the usage and free memory are unknown: the pick says so (stderr, where
+// eval cannot hide it), and --min_free is refused at once rather than waited out.
+TEST(SharedHost, UnknownUsageIsAWarningAndMinFreeIsRefusedAtOnce) {
+  TempDir dir;
+  DaemonProcess d(dir.path(), {"--host_root=" + std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/nvidia-2x-h100",
+                               "--nvml_library=/nonexistent/libnvidia-ml.so.1", "--cuda_library="});
+  ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(30))) << d.Log();
+  const std::string cli = absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=", ShellQuote(d.unix_target()));
+  const absl::Time start = absl::Now();
+  CommandResult r = RunCommand(cli + " pick --no_environment --min_free=1G --wait=60s");
+  EXPECT_LT(absl::Now() - start, absl::Seconds(20));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("FAILED_PRECONDITION: P-PICK --min_free (min_free_bytes 1.0 GiB) needs each device's "
+                               "free memory, and it is unknown for all 2 cuda/nvidia device(s)"));
+  r = RunCommand(cli + " pick --no_environment");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("devplace pick: warning: P-PICK usage unknown for "));
+  r = RunCommand(cli + " inventory");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("unknown for 2 device(s) (cuda/nvidia 0, cuda/nvidia 1): no vendor library reads it"));
+  d.Signal(SIGTERM);
+  EXPECT_EQ(d.WaitExit(absl::Seconds(10)), 0);
 }
 
 }  // namespace

@@ -116,7 +116,7 @@ TEST(Pick, LeasedDevicesAreSkippedAndTooFewFreeIsAClearRefusal) {
   EXPECT_TRUE(out.no_free_device);
   EXPECT_THAT(out.status.message(), HasSubstr("1 free cuda/nvidia device(s) wanted, 0 free for this job now (2 it may use)"));
   EXPECT_THAT(out.status.message(), HasSubstr("host device 1 (0000:21:00.0): not picked: leased (a TTL lease)"));
-  EXPECT_THAT(out.status.message(), HasSubstr("; retry later or wait for one (wait_ms, --wait), ask for fewer"));
+  EXPECT_THAT(out.status.message(), HasSubstr("; retry later or wait for one (--wait, wait_ms), ask for fewer"));
   EXPECT_THAT(out.status.message(), Not(HasSubstr("allow sharing")));  // nothing here is in use
 
   // One free of 2, 2 wanted: the free one is named free, not picked (nothing is leased).
@@ -186,7 +186,7 @@ TEST(Pick, BusyMinFreeAndSharing) {
   out = Pick(inv, r, {});
   ASSERT_TRUE(out.status.ok()) << out.status;
   EXPECT_THAT(Hosts(out.response), ElementsAre(2));
-  EXPECT_THAT(Explained(out.response), HasSubstr("not picked: 10.0 GiB free, less than min_free_bytes 40.0 GiB"));
+  EXPECT_THAT(Explained(out.response), HasSubstr("not picked: 10.0 GiB free, less than --min_free (min_free_bytes) 40.0 GiB"));
   // Without sharing nothing is free.
   r.set_allow_shared(false);
   out = Pick(inv, r, {});

@@ -353,9 +353,13 @@ struct PickOptions {
   bool allow_shared = false;
   // The row; ROW_UNSPECIFIED = the row of the job's ResolveDevice answer.
   v1::Row row = v1::ROW_UNSPECIFIED;
-  // Who holds the lease: UNSPECIFIED = this process over the unix socket, a TTL lease over TCP;
-  // LEASE_HOLDER_PARENT for a command whose parent (a shell) runs the job.
+  // Who holds the lease: UNSPECIFIED = this process over the unix socket (a TTL lease when `ttl`
+  // is set; over TCP FAILED_PRECONDITION without it); LEASE_HOLDER_PARENT for a command whose
+  // parent (a shell) runs the job; LEASE_HOLDER_PROCESS_GROUP for this process's group, which it
+  // must lead (held while any member lives).
   v1::LeaseHolder holder = v1::LEASE_HOLDER_UNSPECIFIED;
+  // LEASE_HOLDER_PARENT: the ancestor that holds the lease (0 = this process's parent).
+  int holder_pid = 0;
   // A TTL lease's time to live (1 s to a day; zero = the daemon's 5 minutes).
   absl::Duration ttl = absl::ZeroDuration();
   // How long the daemon may wait for devices to be released (at most an hour; zero = not at all).

@@ -189,14 +189,16 @@ def pick(count: int = 1, *, min_free: Union[int, str, None] = None, allow_shared
     ``allow_shared`` lets devices other processes use be picked (after idle ones); ``row`` names the
     row ("cuda/nvidia", "npu", ... ; default: this job's own); ``wait`` (seconds, at most 3600)
     lets the daemon wait for a device to be released; ``ttl`` (seconds) asks for a lease with a time
-    to live instead of one held for this process (over TCP that is the only kind: it is kept alive
-    in a background thread). The daemon never picks outside this process's visibility variables,
+    to live instead of one held for this process (over TCP that is the only kind, and ``ttl`` is
+    then required: without it the pick raises FailedPreconditionError; it is kept alive in a
+    background thread). The daemon never picks outside this process's visibility variables,
     /dev nodes or DRA allocation (``job``, default :func:`devplace.from_environment`; a scheduler
     picking for another process passes :func:`devplace.for_job`'s request).
 
     Raises:
-        FailedPreconditionError: too few devices free (the message lists each one's usage), or the
-            job's device is cpu.
+        FailedPreconditionError: too few devices free (the message lists each one's usage), the
+            job's device is cpu, ``min_free`` where no device's free memory is known, or a pick
+            over TCP without ``ttl``.
         InvalidArgumentError: an argument out of range.
         UnavailableError: no daemon, or no inventory yet.
     """
