@@ -86,15 +86,7 @@ absl::StatusOr<LeaseHolderSpec> DevicePlacementService::HolderFor(grpc::Callback
   holder.kind = request.holder() != v1::LEASE_HOLDER_UNSPECIFIED ? request.holder()
                 : request.ttl_ms() != 0                         ? v1::LEASE_HOLDER_TTL
                                                                 : v1::LEASE_HOLDER_PROCESS;
-  if (creds) holder.caller_uid = creds->uid;
-  if (!creds && options_.connections != nullptr) {  // loopback TCP: the user the connection gate found for it
-    if (const std::optional<std::string> key = options_.connections->PeerOf(ctx->peer())) {
-      uint32_t uid = 0;
-      if (absl::StartsWith(*key, "uid:") && absl::SimpleAtoi(absl::string_view(*key).substr(4), &uid)) {
-        holder.caller_uid = uid;
-      }
-    }
-  }
+  holder.caller_uid = CallerUid(ctx);
   if (holder.kind == v1::LEASE_HOLDER_TTL) {
     holder.ttl = absl::Milliseconds(request.ttl_ms() != 0 ? request.ttl_ms() : placement::kDefaultLeaseTtlMs);
     return holder;
@@ -368,10 +360,16 @@ void DevicePlacementService::PickWorker() {
 }
 
 std::optional<uid_t> DevicePlacementService::CallerUid(grpc::CallbackServerContext* ctx) const {
-  if (access_.peers == nullptr) return std::nullopt;
-  const std::optional<PeerCredentials> creds = access_.peers->Find(ctx->peer());
-  if (!creds) return std::nullopt;
-  return creds->uid;
+  if (access_.peers != nullptr) {
+    if (const std::optional<PeerCredentials> creds = access_.peers->Find(ctx->peer())) return creds->uid;
+  }
+  if (options_.connections != nullptr) {  // loopback TCP: the user the connection gate found for it
+    if (const std::optional<std::string> key = options_.connections->PeerOf(ctx->peer())) {
+      uint32_t uid = 0;
+      if (absl::StartsWith(*key, "uid:") && absl::SimpleAtoi(absl::string_view(*key).substr(4), &uid)) return uid;
+    }
+  }
+  return std::nullopt;
 }
 
 grpc::ServerUnaryReactor* DevicePlacementService::LeaseRelease(grpc::CallbackServerContext* ctx,

@@ -219,7 +219,8 @@ class DevicePlacementService final
   // Tries every waiting pick in arrival order; starts again from the first when a lease ended
   // meanwhile, so that a device released during a round goes to the earliest waiter it suits.
   void PickRound() ABSL_LOCKS_EXCLUDED(pick_mu_);
-  // The caller's uid: its peer credentials over the unix socket; nullopt elsewhere.
+  // The caller's uid: its peer credentials over the unix socket, the connection's owner over
+  // loopback TCP (ServiceOptions::connections); nullopt elsewhere.
   std::optional<uid_t> CallerUid(grpc::CallbackServerContext* ctx) const;
   void FinishPick(const PendingPick& pick, const grpc::Status& status, const std::string& outcome);
   void PickWorker();
