@@ -23,21 +23,13 @@
 #include "devplace/v1/devplace.grpc.pb.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
+#include "bench/proc_status.h"
 #include "tests/integration/daemon_process.h"
 
 namespace devplace {
 namespace {
 
 using testing::DaemonProcess;
-
-int64_t StatusKb(pid_t pid, const std::string& field) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(field + ":", 0) == 0) return std::stoll(line.substr(field.size() + 1));
-  }
-  return -1;
-}
 
 std::string TempDirPath() {
   char tmpl[] = "/tmp/devplace-bench-XXXXXX";

@@ -41,6 +41,21 @@ constexpr size_t kMaxSourceBytes = 512;
 constexpr int kMaxValues = 64;
 constexpr int kMaxDepth = 32;
 
+// The attribute names the daemon identifies an allocated device by (server/placement/allocation.cc,
+// rule P-DRA), plain or qualified by the device's driver ("gpu.nvidia.com/uuid"): kept whatever
+// the number of attributes.
+constexpr absl::string_view kIdentifyingAttributes[] = {"uuid", "pciBusID", "pciAddr", "pciAddress", "minor", "index"};
+bool IdentifyingAttribute(absl::string_view key, absl::string_view driver) {
+  if (key == "resource.kubernetes.io/pciBusID") return true;
+  if (!driver.empty() && key.size() > driver.size() && absl::StartsWith(key, driver) && key[driver.size()] == '/') {
+    key.remove_prefix(driver.size() + 1);
+  }
+  for (absl::string_view name : kIdentifyingAttributes) {
+    if (key == name) return true;
+  }
+  return false;
+}
+
 bool JsonSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 // The deepest nesting of the value at text[i], by the brackets outside strings up to the one that
@@ -344,18 +359,31 @@ class Reader {
       return;
     }
     if (const Value* attributes = Field(d, "attributes"); attributes != nullptr && attributes->has_struct_value()) {
-      // In name order (protobuf's map is not ordered), the first kMaxAttributes that fit.
+      // The attributes that identify the hardware first (the daemon matches on them), then the
+      // others, each in name order (protobuf's map is not ordered): the first kMaxAttributes that
+      // fit. Any left out is a problem line.
       std::vector<std::string> names;
       for (const auto& [key, value] : attributes->struct_value().fields()) names.push_back(key);
-      std::sort(names.begin(), names.end());
+      std::sort(names.begin(), names.end(), [&device](const std::string& a, const std::string& b) {
+        const bool ia = IdentifyingAttribute(a, device.driver()), ib = IdentifyingAttribute(b, device.driver());
+        return ia != ib ? ia : a < b;
+      });
+      int cut = 0;
       for (const std::string& key : names) {
         std::string text;
-        if (device.attributes_size() >= kMaxAttributes) break;
         if (key.size() > kMaxStringBytes || !AttributeText(attributes->struct_value().fields().at(key), &text) ||
             text.size() > kMaxStringBytes) {
           continue;
         }
+        if (device.attributes_size() >= kMaxAttributes) {
+          ++cut;
+          continue;
+        }
         (*device.mutable_attributes())[key] = text;
+      }
+      if (cut > 0) {
+        Problem(absl::StrCat(rel, ": device ", device.name(), " has more than ", kMaxAttributes, " attributes; ", cut,
+                             " not sent (uuid, the PCI address, minor and index are kept)"));
       }
     }
     *out_.add_devices() = std::move(device);

@@ -3,6 +3,7 @@
 #include "server/daemon/config.h"
 
 #include <grp.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -16,6 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "server/common/address.h"
+#include "server/common/atomic_file.h"
+#include "server/common/safe_directory.h"
 #include "server/export/nfd_writer.h"
 #include "server/metrics/exposer.h"
 
@@ -197,6 +200,52 @@ absl::Status CheckNfd(const DaemonConfig& config) {
   return absl::OkStatus();
 }
 
+// --lease_state_file, --max_leased_devices_per_user and the waiting picks' bounds.
+absl::Status CheckLeases(const DaemonConfig& config, ValidConfig& out) {
+  const std::string& file = config.lease_state_file;
+  if (file == "none") {
+    out.lease_state_file.clear();
+  } else if (file.empty()) {
+    out.lease_state_file.clear();
+    for (const std::string& address : out.listen) {
+      if (!absl::StartsWith(address, "unix:")) continue;
+      out.lease_state_file = absl::StrCat(DirectoryOf(address.substr(5)), "/", kLeaseStateFileName);
+      break;
+    }
+  } else {
+    const std::filesystem::path path(file);
+    std::error_code ec;
+    if (!path.is_absolute() || !path.has_filename() || !std::filesystem::is_directory(path.parent_path(), ec)) {
+      return Bad(absl::StrCat("--lease_state_file=", file,
+                              ": needs an absolute file name in an existing directory (e.g. /var/lib/devplace/"
+                              "leases.state), or none"));
+    }
+    if (std::filesystem::is_directory(path, ec)) {
+      return Bad(absl::StrCat("--lease_state_file=", file, ": is a directory; name a file inside it"));
+    }
+    struct stat st {};
+    const std::string dir = DirectoryOf(file);
+    if (stat(dir.c_str(), &st) != 0) return Bad(absl::StrCat("--lease_state_file=", file, ": cannot stat ", dir));
+    if (absl::Status safe = CheckSafeDirectory(st, absl::StrCat("directory ", dir), geteuid(),
+                                               "another user could replace the lease table and hand out leased devices");
+        !safe.ok()) {
+      return Bad(absl::StrCat("--lease_state_file=", file, ": ", safe.message()));
+    }
+    out.lease_state_file = file;
+  }
+  if (config.max_leased_devices_per_user < 0 || config.max_leased_devices_per_user > 1024) {
+    return Bad("--max_leased_devices_per_user must be within 0 (no cap)..1024");
+  }
+  if (config.max_waiting_picks_per_user < 1 || config.max_waiting_picks_per_user > 1024) {
+    return Bad("--max_waiting_picks_per_user must be within 1..1024");
+  }
+  if (config.max_waiting_pick_bytes_per_user < (int64_t{64} << 10) ||
+      config.max_waiting_pick_bytes_per_user > (int64_t{256} << 20)) {
+    return Bad("--max_waiting_pick_bytes_per_user must be within 65536 (64 KiB)..268435456 (256 MiB)");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::vector<std::string> DefaultListen() {
@@ -234,6 +283,7 @@ absl::StatusOr<ValidConfig> ValidateConfig(const DaemonConfig& config) {
   if (absl::Status s = CheckLimits(config); !s.ok()) return s;
   if (absl::Status s = CheckProbes(config, out); !s.ok()) return s;
   if (absl::Status s = CheckNfd(config); !s.ok()) return s;
+  if (absl::Status s = CheckLeases(config, out); !s.ok()) return s;
   return out;
 }
 

@@ -100,6 +100,19 @@ struct DaemonConfig {
   // RefreshInventory starts at most one probe per this interval: >= 0, 0 = no limit.
   absl::Duration refresh_min_interval = absl::Seconds(1);
 
+  // ---- shared hosts (PickDevices and leases) ----
+  // The lease table's file (kept durably so that a restart, a crash or an upgrade loses no live
+  // lease): an absolute path whose directory exists and is safe (server/common/safe_directory.h);
+  // empty: kLeaseStateFileName in the first unix-socket listener's directory (the runtime
+  // directory, /run/devplace as root), in memory only without a unix listener; "none": in memory only.
+  std::string lease_state_file;
+  // Most devices one user (uid, root excepted) holds leased at once: 0 (no cap)..1024.
+  int max_leased_devices_per_user = 0;
+  // Most picks waiting at once per user (a uid over the unix socket, else the peer's address),
+  // and the most bytes their kept requests take together: 1..1024 and 64 KiB..256 MiB.
+  int max_waiting_picks_per_user = 16;
+  int64_t max_waiting_pick_bytes_per_user = int64_t{16} << 20;
+
   // ---- metrics, logs, node labels ----
   // Prometheus /metrics address: IPV4:PORT or [IPV6]:PORT (port 0: a free one), loopback unless
   // metrics_allow_remote; empty: no metrics.
@@ -147,7 +160,11 @@ struct ValidConfig {
   gid_t socket_gid = static_cast<gid_t>(-1);  // -1: the daemon's own group
   std::string probe_command;                  // the executable to run
   std::string torch_probe_command;            // empty: none
+  std::string lease_state_file;               // empty: leases in memory only
 };
+
+// The lease table file's name in the runtime directory when --lease_state_file is empty.
+inline constexpr char kLeaseStateFileName[] = "leases.state";
 
 // Checks `config` (see the top of this file); the first problem is INVALID_ARGUMENT.
 absl::StatusOr<ValidConfig> ValidateConfig(const DaemonConfig& config);

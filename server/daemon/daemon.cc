@@ -232,6 +232,17 @@ absl::Status Daemon::Start() {
     metrics->ObservePick(outcome, latency);
   };
   service_options.on_leases = [metrics = shared_metrics_.get()](size_t held) { metrics->SetLeasesHeld(held); };
+  service_options.on_lease_call = [metrics = shared_metrics_.get()](const std::string& call, const std::string& outcome) {
+    metrics->ObserveLeaseCall(call, outcome);
+  };
+  service_options.max_leased_devices_per_user = c.max_leased_devices_per_user;
+  service_options.max_waiting_picks_per_user = c.max_waiting_picks_per_user;
+  service_options.max_waiting_pick_bytes_per_user = c.max_waiting_pick_bytes_per_user;
+  service_options.on_lease_write_error = [file = config_.lease_state_file](const absl::Status& error) {
+    spdlog::warn("event=lease_state_write_failed file={} error=\"{}\" (the leases stand in memory; a restart "
+                 "would forget the newest change)",
+                 file, std::string(error.message()));
+  };
   service_ = std::make_unique<service::DevicePlacementService>(*store_, full_refresh, access, service_options);
 
   // --nfd_features_file: a writer thread keeps the NFD feature file current in the directory
@@ -300,6 +311,25 @@ absl::Status Daemon::StartMetrics() {
                  address, error, held);
   }
   return absl::OkStatus();
+}
+
+// The leases the previous daemon held (--lease_state_file), each checked again; a file that cannot
+// be used is a warning and an empty table.
+void Daemon::RestoreLeases() {
+  const std::string& file = config_.lease_state_file;
+  if (file.empty()) {
+    spdlog::info("event=lease_state file=none (leases are kept in memory only: a restart forgets them)");
+    return;
+  }
+  const service::RestoreReport report = service_->leases().Restore(file);
+  if (!report.warning.empty()) {
+    spdlog::warn("event=lease_state_ignored file={} error=\"{}\"", file, report.warning);
+  }
+  for (const std::string& line : report.dropped) {
+    spdlog::info("event=lease_dropped file={} reason=\"{}\"", file, line);
+  }
+  spdlog::info("event=lease_state file={} found={} kept={} dropped={}", file, report.found, report.kept,
+               report.dropped.size());
 }
 
 // The gRPC server with its TCP/TLS ports and the unix-socket listeners that feed it.
@@ -378,6 +408,7 @@ absl::Status Daemon::StartServer() {
         tls ? tls_->credentials() : grpc::InsecureServerCredentials()));
     tcp_listeners_.push_back(std::move(*l));
   }
+  RestoreLeases();  // before any pick can arrive: the table a restart must not forget
   builder.RegisterService(service_.get());
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(rpc_metrics_->NewInterceptorFactory());

@@ -90,6 +90,7 @@ class Daemon {
 
  private:
   absl::Status StartMetrics();
+  void RestoreLeases();
   absl::Status StartServer();
   void StartBackground();
   void CheckSockets(const char* trigger);

@@ -154,6 +154,28 @@ ABSL_FLAG(absl::Duration, refresh_min_interval, Defaults().refresh_min_interval,
           "share it); others get RESOURCE_EXHAUSTED with the time to wait. 0 = no limit. RefreshInventory is "
           "allowed only to root, the daemon's user and --socket_group members over the unix socket, and to "
           "mTLS-authenticated clients");
+ABSL_FLAG(std::string, lease_state_file, Defaults().lease_state_file,
+          "The lease table's file: every PickDevices lease is written there (mode 0600, atomic replace, fsync) "
+          "before the pick is answered and read back at start, so a restart, kill -9 or a package upgrade loses no "
+          "live lease (each is checked again: its process still running with the same start time, its time to live "
+          "not past; the rest are dropped with a log line). A file that is corrupt, not owned by the daemon's user "
+          "or writable by others is a warning and an empty table. An absolute path in an existing directory owned "
+          "by root or the daemon's user and not writable by others (else exit 2); \"none\": in memory only. "
+          "Default: leases.state beside the first unix socket (/run/devplace/leases.state as root), in memory only "
+          "without a unix listener");
+ABSL_FLAG(int, max_leased_devices_per_user, Defaults().max_leased_devices_per_user,
+          "Most devices one user (uid; root is not capped) holds leased at once, all its leases together; a pick "
+          "past it is RESOURCE_EXHAUSTED. 0 = no cap, the default: on a workstation with one user, or one job per "
+          "host, a single job must be able to lease every device (a --count=8 pick on an 8-GPU host); a host "
+          "shared by several users sets it, e.g. to the device count divided by the users who share it. Users "
+          "seen only over TCP without a uid are not capped");
+ABSL_FLAG(int, max_waiting_picks_per_user, Defaults().max_waiting_picks_per_user,
+          "Most picks one user (uid over the unix socket, else the client's address) has waiting (--wait) at "
+          "once (1..1024); past it a pick is RESOURCE_EXHAUSTED at once");
+ABSL_FLAG(int64_t, max_waiting_pick_bytes_per_user, Defaults().max_waiting_pick_bytes_per_user,
+          "Most bytes one user's waiting picks keep together (what each needs to be tried again: the job's "
+          "environment entries the rules read, its device nodes and DRA allocation), 64 KiB..256 MiB; past it a "
+          "pick is RESOURCE_EXHAUSTED at once");
 
 namespace devplace::daemon {
 namespace {
@@ -361,6 +383,10 @@ absl::StatusOr<ValidConfig> ConfigFromFlags() {
   c.log_format = absl::GetFlag(FLAGS_log_format);
   c.nfd_features_file = absl::GetFlag(FLAGS_nfd_features_file);
   c.nfd_expiry = absl::GetFlag(FLAGS_nfd_expiry);
+  c.lease_state_file = absl::GetFlag(FLAGS_lease_state_file);
+  c.max_leased_devices_per_user = absl::GetFlag(FLAGS_max_leased_devices_per_user);
+  c.max_waiting_picks_per_user = absl::GetFlag(FLAGS_max_waiting_picks_per_user);
+  c.max_waiting_pick_bytes_per_user = absl::GetFlag(FLAGS_max_waiting_pick_bytes_per_user);
   return ValidateConfig(c);
 }
 

@@ -25,16 +25,6 @@
 
 namespace devplace::labels {
 
-// Writes `content` to `path` atomically: "<dir>/.<name>.tmp-<pid>" (NFD ignores dot files),
-// fsync, rename over `path`, fsync of the directory. Readers see the old or the new file, never a
-// partial one. Errors: the errno-derived status of the failing step, message naming the path.
-absl::Status WriteFileAtomically(const std::string& path, absl::string_view content);
-
-// The same, relative to the open directory `dir_fd` (openat, renameat): the file lands in that
-// directory whatever is at its path by now. `dir` names it in error messages.
-absl::Status WriteFileAtomicallyAt(int dir_fd, const std::string& dir, const std::string& name,
-                                   absl::string_view content);
-
 // Opens `dir` as the daemon writes its feature file there: O_DIRECTORY | O_NOFOLLOW (a symbolic
 // link is refused, not followed), then the rule of server/common/safe_directory.h applied to the
 // opened directory, so the directory checked is the one written to. Returns the descriptor (the

@@ -94,6 +94,9 @@ absl::Status CheckBounds(const v1::DeviceAllocation& allocation) {
 
 // The value of attribute `name` of `d`: spelled `name` or "<driver>/<name>" (the driver's own
 // domain); a qualified `name` only as itself. Null when absent or empty.
+// The names Identities reads (with kPciAttributes), plain or qualified by the driver.
+constexpr absl::string_view kIdentityAttributes[] = {"uuid", "minor", "index"};
+
 const std::string* Attribute(const v1::AllocatedDevice& d, absl::string_view name) {
   const auto find = [&d](const std::string& key) -> const std::string* {
     const auto it = d.attributes().find(key);
@@ -243,6 +246,19 @@ v1::Row DriverRow(const std::string& driver) {
     if (k.driver == driver) return k.row;
   }
   return v1::ROW_UNSPECIFIED;
+}
+
+bool IdentifyingAttribute(absl::string_view key, absl::string_view driver) {
+  if (!driver.empty() && key.size() > driver.size() && absl::StartsWith(key, driver) && key[driver.size()] == '/') {
+    key.remove_prefix(driver.size() + 1);
+  }
+  for (absl::string_view name : kPciAttributes) {
+    if (key == name) return true;
+  }
+  for (absl::string_view name : kIdentityAttributes) {
+    if (key == name) return true;
+  }
+  return false;
 }
 
 absl::StatusOr<JobAllocation> MatchAllocation(const v1::Inventory& inventory, const v1::DeviceAllocation& allocation) {

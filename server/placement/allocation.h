@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "devplace/v1/devplace.pb.h"
 
 namespace devplace::placement {
@@ -30,6 +31,12 @@ struct JobAllocation {
 // The DRA drivers whose devices belong to one row: gpu.nvidia.com (cuda/nvidia), gpu.amd.com
 // (cuda/amd), gpu.intel.com (xpu), tpu.google.com (tpu); ROW_UNSPECIFIED for any other driver.
 v1::Row DriverRow(const std::string& driver);
+
+// Whether MatchAllocation may read attribute `key` of a device of `driver`: "uuid", the PCI
+// address spellings, "minor" and "index", plain or qualified by the driver ("gpu.nvidia.com/uuid"),
+// and "resource.kubernetes.io/pciBusID". No other attribute is read by any rule (a waiting pick
+// keeps only these).
+bool IdentifyingAttribute(absl::string_view key, absl::string_view driver);
 
 // Matches `allocation` against `inventory`. Each device is matched within its driver's row (any
 // accelerator row for another driver) by the first identity that names exactly one host device:

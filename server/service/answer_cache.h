@@ -2,11 +2,15 @@
 // GetInventory serves, and a bounded cache of ResolveDevice answers keyed by the canonical request
 // bytes, for the pod-startup storm where hundreds of identical requests arrive at once.
 //
-// Correctness rests on two facts: the resolver is a pure function of (snapshot, request), and a
-// PreparedSnapshot belongs to exactly one published snapshot object (it holds the pointer). The
-// store publishes a new object for every probe, also when the revision does not move (fresh
-// `probed_at` and free-memory telemetry), so answers are never shared between two snapshots, let
-// alone two revisions. No gRPC here: the service wraps the bytes into slices without copying.
+// Correctness rests on two facts: the resolver is a pure function of (snapshot, request), and the
+// answers of a PreparedSnapshot are shared only between snapshots that are equal in everything the
+// resolver reads (SameAnswers). The store publishes a new object for every probe and every usage
+// refresh (every 2 s by default); a usage refresh changes only what no answer shows (when usage was
+// read, the usage table: processes and the memory they use) unless free memory or the processes
+// changed, so its snapshot keeps the previous answers. Free memory is not such a field: answers
+// show it (placed[].memory_free_bytes) and budget with it (max_memory, rule I-MEM), so a refresh
+// that moves it starts an empty cache, as does any new revision (answers carry
+// inventory_revision). No gRPC here: the service wraps the bytes into slices without copying.
 #ifndef DEVPLACE_SERVER_SERVICE_ANSWER_CACHE_H_
 #define DEVPLACE_SERVER_SERVICE_ANSWER_CACHE_H_
 
@@ -55,11 +59,20 @@ struct ResolveAnswer {
 // share one cache entry.
 std::string CanonicalRequestKey(const v1::ResolveDeviceRequest& request);
 
+// Whether every ResolveDevice answer against `a` equals the one against `b`: the two are equal in
+// every field but the ones the resolver (server/placement) never reads: `probed_at`,
+// `usage_read_at`, the probe reports' `duration_ms`, `Device.usage` and `Partition.usage`.
+// Revision, free memory (Device/Partition.memory_free_bytes) and host RAM
+// (Host.memory_available_bytes) all appear in answers, so they must be equal.
+bool SameAnswers(const v1::Inventory& a, const v1::Inventory& b);
+
 // Thread-safe; immutable apart from the answer cache.
 class PreparedSnapshot {
  public:
-  // Serializes `snapshot` (not null) once.
-  PreparedSnapshot(inventory::Snapshot snapshot, AnswerCacheLimits limits);
+  // Serializes `snapshot` (not null) once. With `previous` (whose snapshot must give the same
+  // answers: SameAnswers), its answer cache is shared instead of starting an empty one.
+  PreparedSnapshot(inventory::Snapshot snapshot, AnswerCacheLimits limits,
+                   const PreparedSnapshot* previous = nullptr);
 
   const inventory::Snapshot& snapshot() const { return snapshot_; }
   // The serialized Inventory: exactly what GetInventory returns for this snapshot.
@@ -81,29 +94,30 @@ class PreparedSnapshot {
   std::shared_ptr<const ResolveAnswer> FindByWire(absl::string_view wire) const;
 
   // Answers cached now (by canonical request), and how many calls were served from the cache so far
-  // (Resolve hits and FindByWire hits).
+  // (Resolve hits and FindByWire hits), counted over every snapshot that shared this cache.
   size_t cached_answers() const;
   uint64_t hits() const;
 
  private:
+  using AnswerMap = absl::flat_hash_map<std::string, std::shared_ptr<const ResolveAnswer>>;
+  // The answers, shared by consecutive snapshots that give the same answers.
+  struct Cache {
+    mutable absl::Mutex mu;
+    AnswerMap answers ABSL_GUARDED_BY(mu);
+    // The same answers by wire bytes; counted in the same byte budget and emptied with answers.
+    AnswerMap by_wire ABSL_GUARDED_BY(mu);
+    size_t cached_bytes ABSL_GUARDED_BY(mu) = 0;
+    mutable std::atomic<uint64_t> hits{0};
+  };
+  // Caches `answer` under `key` in the answers (by_wire false) or the wire map unless it would
+  // take over a quarter of max_bytes; empties both maps first when that map holds max_entries or
+  // the bytes would pass max_bytes. Takes the cache's lock.
+  void Remember(bool by_wire, std::string key, const std::shared_ptr<const ResolveAnswer>& answer);
+
   const inventory::Snapshot snapshot_;
   const AnswerCacheLimits limits_;
   const std::shared_ptr<const std::string> inventory_bytes_;
-  mutable absl::Mutex mu_;
-  using AnswerMap = absl::flat_hash_map<std::string, std::shared_ptr<const ResolveAnswer>>;
-  // Which map a key belongs in: answers_ (canonical request) or by_wire_ (the request's bytes).
-  enum class KeyKind { kCanonical, kWire };
-  // Caches `answer` under `key` in the map of `kind` unless it would take over a quarter of
-  // max_bytes; empties both maps first when that map holds max_entries or the bytes would pass
-  // max_bytes. Takes mu_ (the map is named, not passed: a reference to it would escape the lock).
-  void Remember(KeyKind kind, std::string key, const std::shared_ptr<const ResolveAnswer>& answer)
-      ABSL_LOCKS_EXCLUDED(mu_);
-
-  AnswerMap answers_ ABSL_GUARDED_BY(mu_);
-  // The same answers by wire bytes; counted in the same byte budget and emptied with answers_.
-  AnswerMap by_wire_ ABSL_GUARDED_BY(mu_);
-  size_t cached_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  mutable std::atomic<uint64_t> hits_{0};
+  const std::shared_ptr<Cache> cache_;
 };
 
 // Hands out the PreparedSnapshot of the store's current snapshot, building it when the store

@@ -7,6 +7,13 @@
 // pidfd_open is missing, its /proc start time no longer matching, checked every second, which also
 // guards against a reused pid) or for a time to live (released when it passes without a
 // LeaseKeepAlive). No gRPC here.
+//
+// Durable (Restore): the table is kept in a file (lease_state.proto) rewritten atomically
+// (server/common/atomic_file.h) after every change, before the change is answered, and read back
+// when the daemon starts, so that a restart, a crash or a package upgrade loses no live lease.
+//
+// Owners: a lease picked by a known user (LeaseInfo.uid) is released and kept alive only by that
+// user or root; a lease without a uid (picked over TCP) by whoever holds its id.
 #ifndef DEVPLACE_SERVER_SERVICE_LEASES_H_
 #define DEVPLACE_SERVER_SERVICE_LEASES_H_
 
@@ -45,6 +52,42 @@ struct ProcessIdentity {
 // `pid`'s identity, or nullopt when it does not exist (or /proc cannot be read).
 std::optional<ProcessIdentity> ReadProcess(pid_t pid);
 
+// Who asks to release or keep alive a lease: the caller's uid when known (unix socket).
+struct LeaseCaller {
+  std::optional<uid_t> uid;
+};
+
+struct LeaseTableOptions {
+  // Called (outside the table's lock, on the table's own thread or the caller's) after leases
+  // ended, so that waiting picks can try again.
+  std::function<void()> on_release;
+  // Most devices one user (LeaseInfo.uid, never root) holds leased at once, all its leases
+  // together: 0 = no cap. A pick past it is RESOURCE_EXHAUSTED, however many devices are free.
+  int max_devices_per_user = 0;
+  // Called when the table could not be written to its file (Restore's path): the change stands
+  // in memory; the file keeps the previous table until a later write succeeds.
+  std::function<void(const absl::Status&)> on_write_error;
+};
+
+// What LeaseTable::Restore did with the file.
+struct RestoreReport {
+  // Non-empty when the file was not used (unreadable, not the daemon's, writable by others,
+  // corrupt, too large, a newer version): the table starts empty and the file is rewritten.
+  std::string warning;
+  size_t kept = 0;
+  // One line per lease dropped: its id and why ("pid 123 has exited", "pid 123 is another process
+  // now", "its time to live passed at ...").
+  std::vector<std::string> dropped;
+  bool found = false;  // whether the file existed
+};
+
+// The payload (absl::Status::GetPayload) on PickAndHold's RESOURCE_EXHAUSTED when the caller's
+// max_devices_per_user is the reason (metrics tell it from the table's kMaxLeases).
+inline constexpr char kOverUserCapPayload[] = "devplace.dev/over_user_device_cap";
+
+// The largest lease file Restore reads (kMaxLeases leases of 64 devices each fit).
+inline constexpr size_t kMaxLeaseFileBytes = size_t{16} << 20;
+
 // Who holds a new lease.
 struct LeaseHolderSpec {
   v1::LeaseHolder kind = v1::LEASE_HOLDER_TTL;  // PROCESS, PARENT, PROCESS_GROUP or TTL (never UNSPECIFIED)
@@ -62,6 +105,7 @@ class LeaseTable {
   // `on_release` is called (outside the table's lock, on the table's own thread or the caller's)
   // after leases ended, so that waiting picks can try again.
   explicit LeaseTable(std::function<void()> on_release = nullptr);
+  explicit LeaseTable(LeaseTableOptions options);
   // Stops the watcher thread.
   ~LeaseTable();
   LeaseTable(const LeaseTable&) = delete;
@@ -69,15 +113,35 @@ class LeaseTable {
 
   // placement::Pick against `inventory` with every unit now leased set aside; when it succeeds,
   // the picked units are leased to `holder` before any other pick runs, and the response's lease
-  // is filled (id, holder, pid, uid, devices, times). RESOURCE_EXHAUSTED past kMaxLeases;
-  // FAILED_PRECONDITION when the holding process is gone or is not the one `holder` names any more.
+  // is filled (id, holder, pid, uid, devices, times) and written to the file (Restore) before
+  // this returns. RESOURCE_EXHAUSTED past kMaxLeases or past the caller's
+  // max_devices_per_user; FAILED_PRECONDITION when the holding process is gone or is not the one
+  // `holder` names any more.
+  // With `only_if_ended` (a waiting pick, tried in arrival order): ABORTED without picking when
+  // leases ended since ended() returned that value, so that a device released while later waiters
+  // are tried goes to the earliest waiter (the caller starts again from it).
   placement::PickOutcome PickAndHold(const v1::Inventory& inventory, const v1::PickDevicesRequest& request,
-                                     const LeaseHolderSpec& holder);
-  // Ends the lease now: its description, or NOT_FOUND.
-  absl::StatusOr<v1::LeaseInfo> Release(const std::string& lease_id);
+                                     const LeaseHolderSpec& holder,
+                                     std::optional<uint64_t> only_if_ended = std::nullopt);
+  // How many leases ended so far (released, or their process or TTL ended).
+  uint64_t ended() const;
+  // Ends the lease now: its description, or NOT_FOUND; PERMISSION_DENIED when the lease has an
+  // owner (LeaseInfo.uid) and `caller` is neither that user nor root.
+  absl::StatusOr<v1::LeaseInfo> Release(const std::string& lease_id, const LeaseCaller& caller = {});
   // A TTL lease lives `ttl` from now: its description; NOT_FOUND for an unknown or ended lease,
-  // FAILED_PRECONDITION for a process lease.
-  absl::StatusOr<v1::LeaseInfo> KeepAlive(const std::string& lease_id, absl::Duration ttl);
+  // PERMISSION_DENIED as Release, FAILED_PRECONDITION for a process lease.
+  absl::StatusOr<v1::LeaseInfo> KeepAlive(const std::string& lease_id, absl::Duration ttl,
+                                          const LeaseCaller& caller = {});
+  // Reads the table back from `path` (call once, before the first pick) and keeps it there from
+  // now on. Each lease is checked again: a process lease only while its pid runs with the start
+  // time it had, a TTL lease only until its expires_at; the others are dropped (RestoreReport
+  // says which and why). A file that is missing starts an empty table; one that cannot be used (a
+  // symbolic link, not a regular file, not owned by this process's uid, writable by group or
+  // others, larger than kMaxLeaseFileBytes, not a LeaseState, a newer version) is a warning and an
+  // empty table, never an error. The file is then rewritten (mode 0600) with what was kept.
+  RestoreReport Restore(const std::string& path);
+  // Devices leased now to `uid` (all its leases).
+  size_t DevicesOf(uid_t uid) const;
   // Every lease now, oldest first.
   std::vector<v1::LeaseInfo> List();
   size_t size() const;
@@ -98,13 +162,24 @@ class LeaseTable {
   void Watch();
   int SweepLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Close(Lease& lease);
+  // PERMISSION_DENIED unless `caller` may release or keep alive `lease`.
+  static absl::Status CheckOwner(const v1::LeaseInfo& lease, const LeaseCaller& caller);
+  // Writes the table as it is now to path_ (when set). Every writer takes write_mu_ first and
+  // reads the table after it, so the last write holds the newest table.
+  void Persist() ABSL_LOCKS_EXCLUDED(mu_, write_mu_);
 
-  const std::function<void()> on_release_;
+  const LeaseTableOptions options_;
+  absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  std::string path_ ABSL_GUARDED_BY(write_mu_);  // empty: memory only
   mutable absl::Mutex mu_;
   std::map<std::string, Lease> leases_ ABSL_GUARDED_BY(mu_);
   uint64_t next_order_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t granted_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t ended_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Bumped on every change; Persist skips a write when the file already holds this generation.
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t written_generation_ ABSL_GUARDED_BY(write_mu_) = 0;
   int wake_fd_ = -1;  // an eventfd: the watcher re-reads the pidfds
   std::thread watcher_;
 };

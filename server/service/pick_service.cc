@@ -1,5 +1,7 @@
 // DevicePlacementService's PickDevices and lease calls (LeaseRelease, LeaseKeepAlive): the holder
 // of each lease, the queue of waiting picks and its worker. The inventory calls are in service.cc.
+#include <malloc.h>
+
 #include <algorithm>
 #include <cctype>
 #include <functional>
@@ -13,6 +15,7 @@
 #include "server/placement/pick.h"
 #include "server/service/connection_gate.h"
 #include "server/service/service.h"
+#include "server/service/waiting_pick.h"
 #include "server/service/wire.h"
 
 namespace devplace::service {
@@ -20,19 +23,35 @@ namespace {
 
 // A lease RPC (LeaseRelease, LeaseKeepAlive): parses `Request`, checks its lease_id (1 to 64
 // bytes, else INVALID_ARGUMENT), runs `op` and answers a `Response` holding the lease it returns.
+// "no_free_device", "invalid_argument", ...: a pick's or lease call's outcome for metrics.
+std::string OutcomeOf(const absl::Status& status) {
+  std::string name = absl::StatusCodeToString(status.code());
+  for (char& c : name) c = static_cast<char>(c == ' ' ? '_' : std::tolower(static_cast<unsigned char>(c)));
+  return name;
+}
+
+// A lease RPC (LeaseRelease, LeaseKeepAlive): parses `Request`, checks its lease_id (1 to 64
+// bytes, else INVALID_ARGUMENT), runs `op` and answers a `Response` holding the lease it returns;
+// `on_outcome` (when set) gets "ok" or the error's OutcomeOf.
 template <typename Request, typename Response>
 grpc::ServerUnaryReactor* LeaseCall(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request_bytes,
                                     grpc::ByteBuffer* response_bytes,
-                                    const std::function<absl::StatusOr<v1::LeaseInfo>(const Request&)>& op) {
+                                    const std::function<absl::StatusOr<v1::LeaseInfo>(const Request&)>& op,
+                                    const std::function<void(const std::string&)>& on_outcome) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  const auto finish = [&](const grpc::Status& status, const std::string& outcome) {
+    if (on_outcome) on_outcome(outcome);
+    reactor->Finish(status);
+  };
   Request request;
   if (grpc::Status bad; !ParseRequest(request_bytes, &request, &bad)) {
-    reactor->Finish(bad);
+    finish(bad, "invalid_argument");
     return reactor;
   }
   if (request.lease_id().empty() || request.lease_id().size() > 64) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                 "lease_id: 1 to 64 bytes, the LeaseInfo.lease_id PickDevices answered"));
+    finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "lease_id: 1 to 64 bytes, the LeaseInfo.lease_id PickDevices answered"),
+           "invalid_argument");
     return reactor;
   }
   absl::StatusOr<v1::LeaseInfo> lease = op(request);
@@ -41,15 +60,8 @@ grpc::ServerUnaryReactor* LeaseCall(grpc::CallbackServerContext* ctx, const grpc
     *response.mutable_lease() = *std::move(lease);
     *response_bytes = SharedBytes(std::make_shared<const std::string>(response.SerializeAsString()));
   }
-  reactor->Finish(ToGrpc(lease.status()));
+  finish(ToGrpc(lease.status()), lease.ok() ? "ok" : OutcomeOf(lease.status()));
   return reactor;
-}
-
-// "no_free_device", "invalid_argument", ...: a pick's outcome for metrics.
-std::string OutcomeOf(const absl::Status& status) {
-  std::string name = absl::StatusCodeToString(status.code());
-  for (char& c : name) c = static_cast<char>(c == ' ' ? '_' : std::tolower(static_cast<unsigned char>(c)));
-  return name;
 }
 
 // The gRPC deadline of a waiting pick: its wait, or the client's deadline less 100 ms (so it gets
@@ -74,15 +86,7 @@ absl::StatusOr<LeaseHolderSpec> DevicePlacementService::HolderFor(grpc::Callback
   holder.kind = request.holder() != v1::LEASE_HOLDER_UNSPECIFIED ? request.holder()
                 : request.ttl_ms() != 0                         ? v1::LEASE_HOLDER_TTL
                                                                 : v1::LEASE_HOLDER_PROCESS;
-  if (creds) holder.caller_uid = creds->uid;
-  if (!creds && options_.connections != nullptr) {  // loopback TCP: the user the connection gate found for it
-    if (const std::optional<std::string> key = options_.connections->PeerOf(ctx->peer())) {
-      uint32_t uid = 0;
-      if (absl::StartsWith(*key, "uid:") && absl::SimpleAtoi(absl::string_view(*key).substr(4), &uid)) {
-        holder.caller_uid = uid;
-      }
-    }
-  }
+  holder.caller_uid = CallerUid(ctx);
   if (holder.kind == v1::LEASE_HOLDER_TTL) {
     holder.ttl = absl::Milliseconds(request.ttl_ms() != 0 ? request.ttl_ms() : placement::kDefaultLeaseTtlMs);
     return holder;
@@ -151,13 +155,15 @@ void DevicePlacementService::FinishPick(const PendingPick& pick, const grpc::Sta
   pick.reactor->Finish(status);
 }
 
-bool DevicePlacementService::TryPick(PendingPick& pick, bool waited) {
+bool DevicePlacementService::TryPick(PendingPick& pick, bool waited, std::optional<uint64_t> only_if_ended) {
   const std::shared_ptr<PreparedSnapshot> prepared = prepared_.Current();
   if (prepared == nullptr) {
     FinishPick(pick, NoInventory(store_), "unavailable");
     return true;
   }
-  const placement::PickOutcome outcome = leases_->PickAndHold(*prepared->snapshot(), pick.request, pick.holder);
+  const placement::PickOutcome outcome =
+      leases_->PickAndHold(*prepared->snapshot(), pick.request, pick.holder, only_if_ended);
+  if (only_if_ended && outcome.status.code() == absl::StatusCode::kAborted) return false;  // the round starts again
   if (outcome.status.ok()) {
     *pick.response = SharedBytes(std::make_shared<const std::string>(outcome.response.SerializeAsString()));
     LeasesChanged();
@@ -174,7 +180,10 @@ bool DevicePlacementService::TryPick(PendingPick& pick, bool waited) {
                "no_free_device_after_wait");
     return true;
   }
-  FinishPick(pick, ToGrpc(outcome.status), outcome.no_free_device ? "no_free_device" : OutcomeOf(outcome.status));
+  FinishPick(pick, ToGrpc(outcome.status),
+             outcome.no_free_device                                       ? "no_free_device"
+             : outcome.status.GetPayload(kOverUserCapPayload).has_value() ? "over_user_device_cap"
+                                                                          : OutcomeOf(outcome.status));
   return true;
 }
 
@@ -183,6 +192,10 @@ grpc::ServerUnaryReactor* DevicePlacementService::PickDevices(grpc::CallbackServ
                                                               grpc::ByteBuffer* response_bytes) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   PendingPick pick{ctx, reactor, response_bytes, {}, {}, absl::Now(), absl::InfinitePast()};
+  {
+    absl::MutexLock lock(&pick_mu_);
+    pick.arrival = next_arrival_++;  // before the parse: a big request must not lose its place
+  }
   if (grpc::Status bad; !ParseRequest(request_bytes, &pick.request, &bad)) {
     // A call cancelled before its request arrived is no malformed request.
     if (ctx->IsCancelled()) {
@@ -193,6 +206,9 @@ grpc::ServerUnaryReactor* DevicePlacementService::PickDevices(grpc::CallbackServ
     }
     return reactor;
   }
+  // The call keeps its request's bytes until it ends, which for a waiting pick may be an hour:
+  // they are parsed, so they are handed back now (the buffer is the call's, cleared, not freed).
+  const_cast<grpc::ByteBuffer*>(request_bytes)->Clear();
   if (absl::Status invalid = placement::ValidatePickRequest(pick.request); !invalid.ok()) {
     FinishPick(pick, ToGrpc(invalid), "invalid_argument");
     return reactor;
@@ -204,6 +220,8 @@ grpc::ServerUnaryReactor* DevicePlacementService::PickDevices(grpc::CallbackServ
   }
   pick.holder = *std::move(holder);
   pick.deadline = WaitDeadline(ctx, pick.request.wait_ms(), pick.arrived);
+  pick.user = pick.holder.caller_uid ? absl::StrCat("uid:", *pick.holder.caller_uid) : PeerKey(ctx->peer());
+  bool behind_others = false;
   {
     absl::MutexLock lock(&pick_mu_);
     if (picks_stopping_) {
@@ -211,18 +229,46 @@ grpc::ServerUnaryReactor* DevicePlacementService::PickDevices(grpc::CallbackServ
       return reactor;
     }
     // Waiting picks come first: a new one queues behind them (arrival order).
-    if (!waiting_.empty()) {
-      waiting_.push_back(std::move(pick));
-      pick_poked_ = true;
-      return reactor;
-    }
+    behind_others = !waiting_.empty();
   }
-  if (!TryPick(pick, false)) {
-    absl::MutexLock lock(&pick_mu_);
-    waiting_.push_back(std::move(pick));
-    pick_poked_ = true;  // the worker takes its deadline into account
-  }
+  if (behind_others || !TryPick(pick, false)) Enqueue(std::move(pick));
   return reactor;
+}
+
+void DevicePlacementService::Enqueue(PendingPick pick) {
+  // A waiting pick keeps what the rules read, not the whole request (its env and DRA attributes
+  // may be a megabyte); the parsed request is freed here.
+  pick.request = KeptForWaiting(pick.request);
+  pick.kept_bytes = pick.request.SpaceUsedLong();
+  absl::MutexLock lock(&pick_mu_);
+  if (picks_stopping_) {
+    FinishPick(pick, grpc::Status(grpc::StatusCode::UNAVAILABLE, "devplaced is shutting down"), "unavailable");
+    return;
+  }
+  UserWaiting& mine = waiting_per_user_[pick.user];
+  const int max_count = options_.max_waiting_picks_per_user;
+  const size_t max_bytes = static_cast<size_t>(options_.max_waiting_pick_bytes_per_user);
+  if ((max_count > 0 && mine.count >= max_count) || (max_bytes > 0 && mine.bytes + pick.kept_bytes > max_bytes)) {
+    const std::string who = pick.user;
+    const std::string message = absl::StrCat(
+        who, " has ", mine.count, " pick(s) waiting, keeping ", mine.bytes, " bytes; each user may have at most ",
+        max_count, " waiting (devplaced --max_waiting_picks_per_user) keeping at most ", max_bytes,
+        " bytes (--max_waiting_pick_bytes_per_user); this one keeps ", pick.kept_bytes,
+        ". Wait for one to end, or pick without --wait");
+    if (mine.count == 0) waiting_per_user_.erase(who);
+    trim_pending_ = true;  // its request was parsed: memory to hand back
+    pick_poked_ = true;
+    FinishPick(pick, grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, message), "too_many_waiting");
+    return;
+  }
+  ++mine.count;
+  mine.bytes += pick.kept_bytes;
+  // In arrival order: a pick whose parse took longer than a later one's still goes before it.
+  auto after = waiting_.end();
+  while (after != waiting_.begin() && std::prev(after)->arrival > pick.arrival) --after;
+  waiting_.insert(after, std::move(pick));
+  pick_poked_ = true;  // the worker takes its deadline into account
+  trim_pending_ = true;
 }
 
 void DevicePlacementService::LeasesChanged() {
@@ -231,15 +277,57 @@ void DevicePlacementService::LeasesChanged() {
   pick_poked_ = true;
 }
 
+void DevicePlacementService::PickRound() {
+  for (bool again = true; again;) {
+    again = false;
+    std::list<PendingPick>::iterator it;
+    // A waiter is given a device only while no lease ended since the round began: one released
+    // meanwhile goes to the earliest waiter it suits, in the next round.
+    const uint64_t ended_at_start = leases_->ended();
+    {
+      absl::MutexLock lock(&pick_mu_);
+      it = waiting_.begin();
+    }
+    for (;;) {
+      {
+        absl::MutexLock lock(&pick_mu_);
+        if (it == waiting_.end()) break;
+      }
+      PendingPick& p = *it;  // stays in place: only this thread removes entries
+      bool answered = true;
+      if (p.ctx->IsCancelled()) {
+        FinishPick(p, grpc::Status(grpc::StatusCode::CANCELLED, "the caller went away while waiting"), "cancelled");
+      } else {
+        answered = TryPick(p, true, ended_at_start);
+      }
+      absl::MutexLock lock(&pick_mu_);
+      if (answered) {
+        auto user = waiting_per_user_.find(p.user);
+        if (user != waiting_per_user_.end() && --user->second.count <= 0) {
+          waiting_per_user_.erase(user);
+        } else if (user != waiting_per_user_.end()) {
+          user->second.bytes -= std::min(user->second.bytes, p.kept_bytes);
+        }
+        it = waiting_.erase(it);
+      } else {
+        ++it;
+      }
+      if (leases_->ended() != ended_at_start) {  // a device was released behind the first waiter: from it again
+        again = true;
+        break;
+      }
+    }
+  }
+}
+
 void DevicePlacementService::PickWorker() {
   constexpr absl::Duration kRetryEvery = absl::Milliseconds(500);
   for (;;) {
-    std::vector<PendingPick> round;
     bool stopping = false;
     {
       absl::MutexLock lock(&pick_mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(pick_mu_) {
-        return picks_stopping_ || (pick_poked_ && !waiting_.empty());
+        return picks_stopping_ || (pick_poked_ && (!waiting_.empty() || trim_pending_));
       };
       absl::Duration wait = waiting_.empty() ? absl::InfiniteDuration() : kRetryEvery;
       const absl::Time now = absl::Now();
@@ -247,24 +335,47 @@ void DevicePlacementService::PickWorker() {
       pick_mu_.AwaitWithTimeout(absl::Condition(&ready), wait);
       pick_poked_ = false;
       stopping = picks_stopping_;
-      round.swap(waiting_);
     }
-    std::vector<PendingPick> kept;
-    for (PendingPick& p : round) {
-      if (stopping) {
+    if (stopping) {
+      std::list<PendingPick> last;
+      {
+        absl::MutexLock lock(&pick_mu_);
+        last.swap(waiting_);
+        waiting_per_user_.clear();
+      }
+      for (const PendingPick& p : last) {
         FinishPick(p, grpc::Status(grpc::StatusCode::UNAVAILABLE, "devplaced is shutting down"), "unavailable");
-      } else if (p.ctx->IsCancelled()) {
-        FinishPick(p, grpc::Status(grpc::StatusCode::CANCELLED, "the caller went away while waiting"), "cancelled");
-      } else if (!TryPick(p, true)) {
-        kept.push_back(std::move(p));
+      }
+      return;
+    }
+    PickRound();
+    bool trim = false;
+    {
+      absl::MutexLock lock(&pick_mu_);
+      const absl::Time now = absl::Now();
+      trim = trim_pending_ && (waiting_.empty() || now - last_trim_ >= absl::Seconds(2));
+      if (trim) {
+        trim_pending_ = false;
+        last_trim_ = now;
       }
     }
-    if (stopping) return;
-    absl::MutexLock lock(&pick_mu_);
-    // Those that arrived meanwhile queue behind the ones still waiting.
-    kept.insert(kept.end(), std::make_move_iterator(waiting_.begin()), std::make_move_iterator(waiting_.end()));
-    waiting_.swap(kept);
+    // The waiters' requests were freed; hand the heap's free pages back to the system, or a burst
+    // of waiters leaves the daemon at its peak RSS for good.
+    if (trim) malloc_trim(0);
   }
+}
+
+std::optional<uid_t> DevicePlacementService::CallerUid(grpc::CallbackServerContext* ctx) const {
+  if (access_.peers != nullptr) {
+    if (const std::optional<PeerCredentials> creds = access_.peers->Find(ctx->peer())) return creds->uid;
+  }
+  if (options_.connections != nullptr) {  // loopback TCP: the user the connection gate found for it
+    if (const std::optional<std::string> key = options_.connections->PeerOf(ctx->peer())) {
+      uint32_t uid = 0;
+      if (absl::StartsWith(*key, "uid:") && absl::SimpleAtoi(absl::string_view(*key).substr(4), &uid)) return uid;
+    }
+  }
+  return std::nullopt;
 }
 
 grpc::ServerUnaryReactor* DevicePlacementService::LeaseRelease(grpc::CallbackServerContext* ctx,
@@ -272,7 +383,12 @@ grpc::ServerUnaryReactor* DevicePlacementService::LeaseRelease(grpc::CallbackSer
                                                                grpc::ByteBuffer* response_bytes) {
   return LeaseCall<v1::LeaseReleaseRequest, v1::LeaseReleaseResponse>(
       ctx, request_bytes, response_bytes,
-      [this](const v1::LeaseReleaseRequest& request) { return leases_->Release(request.lease_id()); });
+      [this, ctx](const v1::LeaseReleaseRequest& request) {
+        return leases_->Release(request.lease_id(), LeaseCaller{CallerUid(ctx)});
+      },
+      [this](const std::string& outcome) {
+        if (options_.on_lease_call) options_.on_lease_call("release", outcome);
+      });
 }
 
 grpc::ServerUnaryReactor* DevicePlacementService::LeaseKeepAlive(grpc::CallbackServerContext* ctx,
@@ -280,7 +396,7 @@ grpc::ServerUnaryReactor* DevicePlacementService::LeaseKeepAlive(grpc::CallbackS
                                                                  grpc::ByteBuffer* response_bytes) {
   return LeaseCall<v1::LeaseKeepAliveRequest, v1::LeaseKeepAliveResponse>(
       ctx, request_bytes, response_bytes,
-      [this](const v1::LeaseKeepAliveRequest& request) -> absl::StatusOr<v1::LeaseInfo> {
+      [this, ctx](const v1::LeaseKeepAliveRequest& request) -> absl::StatusOr<v1::LeaseInfo> {
         const uint32_t ttl = request.ttl_ms();
         if (ttl != 0 && (ttl < placement::kMinLeaseTtlMs || ttl > placement::kMaxLeaseTtlMs)) {
           return absl::InvalidArgumentError(absl::StrCat("ttl_ms: ", ttl, " is out of range; accepted: 0 (= ",
@@ -288,7 +404,11 @@ grpc::ServerUnaryReactor* DevicePlacementService::LeaseKeepAlive(grpc::CallbackS
                                                          placement::kMinLeaseTtlMs, " to ", placement::kMaxLeaseTtlMs));
         }
         return leases_->KeepAlive(request.lease_id(),
-                                  absl::Milliseconds(ttl != 0 ? ttl : placement::kDefaultLeaseTtlMs));
+                                  absl::Milliseconds(ttl != 0 ? ttl : placement::kDefaultLeaseTtlMs),
+                                  LeaseCaller{CallerUid(ctx)});
+      },
+      [this](const std::string& outcome) {
+        if (options_.on_lease_call) options_.on_lease_call("keep_alive", outcome);
       });
 }
 

@@ -170,7 +170,13 @@ DevicePlacementService::DevicePlacementService(inventory::InventoryStore& store,
       access_(std::move(access)),
       prepared_(store, options.answer_cache),
       backends_bytes_(std::make_shared<const std::string>(placement::ListBackendsResponse().SerializeAsString())),
-      leases_(std::make_unique<LeaseTable>([this] { LeasesChanged(); })),
+      leases_(std::make_unique<LeaseTable>([this] {
+        LeaseTableOptions leases;
+        leases.on_release = [this] { LeasesChanged(); };
+        leases.max_devices_per_user = options_.max_leased_devices_per_user;
+        leases.on_write_error = options_.on_lease_write_error;
+        return leases;
+      }())),
       worker_([this] { RefreshWorker(); }),
       pick_worker_([this] { PickWorker(); }) {}
 

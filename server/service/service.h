@@ -5,6 +5,7 @@
 #define DEVPLACE_SERVER_SERVICE_SERVICE_H_
 
 #include <functional>
+#include <list>
 #include <memory>
 #include <map>
 #include <set>
@@ -65,6 +66,18 @@ struct ServiceOptions {
   // leases held after every change.
   std::function<void(const std::string& outcome, absl::Duration latency)> on_pick;
   std::function<void(size_t held)> on_leases;
+  // Most devices one user (uid, root excepted) holds leased at once: 0 = no cap
+  // (LeaseTableOptions::max_devices_per_user).
+  int max_leased_devices_per_user = 0;
+  // Most picks one user (uid over the unix socket, else the peer's address) has waiting at once, and
+  // the most bytes what they keep may take together; past either a pick is RESOURCE_EXHAUSTED at once.
+  int max_waiting_picks_per_user = 16;
+  int64_t max_waiting_pick_bytes_per_user = int64_t{16} << 20;
+  // Called when the lease table could not be written to its file (LeaseTable::Restore's path).
+  std::function<void(const absl::Status&)> on_lease_write_error;
+  // Each LeaseRelease ("release") and LeaseKeepAlive ("keep_alive") answer by outcome ("ok",
+  // "not_found", "permission_denied", "invalid_argument", "failed_precondition"), for metrics.
+  std::function<void(const std::string& call, const std::string& outcome)> on_lease_call;
 };
 
 // The key ServiceOptions.max_watches_per_peer counts by, from grpc::ServerContext::peer():
@@ -136,7 +149,12 @@ class DevicePlacementService final
   // Shared hosts (rule P-PICK): picks and leases devices (LeaseTable); a pick that finds too few
   // devices free and asked to wait (wait_ms) is queued and tried again, in arrival order, whenever
   // a lease ends and at least every 500 ms, until its deadline (wait_ms, or the client's deadline
-  // less 100 ms). The holder: the caller's process or its parent over the unix socket (peer
+  // less 100 ms). A queued pick keeps only what the rules read of its request (KeptForWaiting);
+  // each user (uid over the unix socket, else the peer) has at most
+  // ServiceOptions::max_waiting_picks_per_user queued, keeping at most
+  // max_waiting_pick_bytes_per_user (RESOURCE_EXHAUSTED past either). LeaseRelease and
+  // LeaseKeepAlive: PERMISSION_DENIED unless the caller is the lease's owner or root
+  // (LeaseTable::Release). The holder: the caller's process or its parent over the unix socket (peer
   // credentials; FAILED_PRECONDITION over TCP or for a pid devplaced cannot see), else a TTL.
   grpc::ServerUnaryReactor* PickDevices(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
                                         grpc::ByteBuffer* response) override;
@@ -166,10 +184,19 @@ class DevicePlacementService final
     grpc::CallbackServerContext* ctx;
     grpc::ServerUnaryReactor* reactor;
     grpc::ByteBuffer* response;
+    // Once queued, only what the rules read of it (KeptForWaiting).
     v1::PickDevicesRequest request;
     LeaseHolderSpec holder;
     absl::Time arrived;
     absl::Time deadline;
+    uint64_t arrival = 0;   // the order PickDevices calls began in (the queue keeps it)
+    std::string user;       // who the per-user bounds count it for: "uid:N", else the peer
+    size_t kept_bytes = 0;  // what the queued request takes (SpaceUsedLong)
+  };
+  // What one user's waiting picks take.
+  struct UserWaiting {
+    int count = 0;
+    size_t bytes = 0;
   };
   void Forget(WatchReactor* watch, const std::string& peer);
   void RefreshWorker();
@@ -184,7 +211,17 @@ class DevicePlacementService final
   std::string LeaseBytes(bool privileged);
   absl::StatusOr<LeaseHolderSpec> HolderFor(grpc::CallbackServerContext* ctx, const v1::PickDevicesRequest& request) const;
   // Answers one pick attempt; false when it stays queued (too few free, before its deadline).
-  bool TryPick(PendingPick& pick, bool waited);
+  // `only_if_ended`: LeaseTable::PickAndHold's (a round of waiting picks).
+  bool TryPick(PendingPick& pick, bool waited, std::optional<uint64_t> only_if_ended = std::nullopt);
+  // Queues `pick` (compacted) behind the waiting ones, or answers it RESOURCE_EXHAUSTED past its
+  // user's bounds or UNAVAILABLE once stopping.
+  void Enqueue(PendingPick pick) ABSL_LOCKS_EXCLUDED(pick_mu_);
+  // Tries every waiting pick in arrival order; starts again from the first when a lease ended
+  // meanwhile, so that a device released during a round goes to the earliest waiter it suits.
+  void PickRound() ABSL_LOCKS_EXCLUDED(pick_mu_);
+  // The caller's uid: its peer credentials over the unix socket, the connection's owner over
+  // loopback TCP (ServiceOptions::connections); nullopt elsewhere.
+  std::optional<uid_t> CallerUid(grpc::CallbackServerContext* ctx) const;
   void FinishPick(const PendingPick& pick, const grpc::Status& status, const std::string& outcome);
   void PickWorker();
   void LeasesChanged();
@@ -208,9 +245,17 @@ class DevicePlacementService final
   std::shared_ptr<const std::string> redacted_bytes_ ABSL_GUARDED_BY(redacted_mu_);
   // Picks waiting for devices, in arrival order; poked when leases end.
   absl::Mutex pick_mu_;
-  std::vector<PendingPick> waiting_ ABSL_GUARDED_BY(pick_mu_);
+  // Arrival order. Only the pick worker removes entries (so it may use one it reached without the
+  // lock while PickDevices appends); a std::list keeps them in place meanwhile.
+  std::list<PendingPick> waiting_ ABSL_GUARDED_BY(pick_mu_);
+  std::map<std::string, UserWaiting> waiting_per_user_ ABSL_GUARDED_BY(pick_mu_);
+  uint64_t next_arrival_ ABSL_GUARDED_BY(pick_mu_) = 0;
   bool pick_poked_ ABSL_GUARDED_BY(pick_mu_) = false;
   bool picks_stopping_ ABSL_GUARDED_BY(pick_mu_) = false;
+  // Whether picks queued or were refused since the heap was last trimmed (malloc_trim when the
+  // queue empties, or at most every 2 s while picks wait).
+  bool trim_pending_ ABSL_GUARDED_BY(pick_mu_) = false;
+  absl::Time last_trim_ ABSL_GUARDED_BY(pick_mu_) = absl::InfinitePast();
   std::unique_ptr<LeaseTable> leases_;
   std::thread worker_;
   std::thread pick_worker_;

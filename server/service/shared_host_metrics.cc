@@ -15,7 +15,8 @@ SharedHostMetrics::SharedHostMetrics(prometheus::Registry& registry)
     : picks_(prometheus::BuildCounter()
                  .Name("devplace_picks_total")
                  .Help("PickDevices answers by outcome (answered, no_free_device, no_free_device_after_wait, "
-                       "invalid_argument, failed_precondition, resource_exhausted, cancelled, unavailable)")
+                       "invalid_argument, failed_precondition, resource_exhausted, over_user_device_cap, too_many_waiting, "
+                       "cancelled, unavailable)")
                  .Register(registry)),
       pick_duration_(prometheus::BuildHistogram()
                          .Name("devplace_pick_duration_seconds")
@@ -27,6 +28,11 @@ SharedHostMetrics::SharedHostMetrics(prometheus::Registry& registry)
                        .Help("Leases PickDevices handed out that are held now")
                        .Register(registry)
                        .Add({})),
+      lease_calls_(prometheus::BuildCounter()
+                       .Name("devplace_lease_calls_total")
+                       .Help("LeaseRelease (call=release) and LeaseKeepAlive (call=keep_alive) answers by outcome "
+                             "(ok, not_found, permission_denied, invalid_argument, failed_precondition)")
+                       .Register(registry)),
       usage_refreshes_(prometheus::BuildCounter()
                            .Name("devplace_usage_refreshes_total")
                            .Help("Usage refreshes (devplace-probe --usage_only, every --usage_interval) by result")
@@ -47,6 +53,10 @@ void SharedHostMetrics::ObservePick(const std::string& outcome, absl::Duration l
 }
 
 void SharedHostMetrics::SetLeasesHeld(size_t held) { leases_held_.Set(static_cast<double>(held)); }
+
+void SharedHostMetrics::ObserveLeaseCall(const std::string& call, const std::string& outcome) {
+  lease_calls_.Add({{"call", call}, {"outcome", outcome}}).Increment();
+}
 
 void SharedHostMetrics::ObserveUsageRefresh(bool ok, absl::Duration duration) {
   usage_refreshes_.Add({{"result", ok ? "ok" : "error"}}).Increment();

@@ -2,9 +2,14 @@
 //   devplace_picks_total{outcome}             PickDevices answers: "answered", "no_free_device",
 //                                             "no_free_device_after_wait", "invalid_argument",
 //                                             "failed_precondition", "resource_exhausted",
+//                                             "over_user_device_cap", "too_many_waiting",
 //                                             "cancelled", "unavailable" (a bounded set)
 //   devplace_pick_duration_seconds            histogram, arrival to answer (waits included)
 //   devplace_leases_held                      leases held now
+//   devplace_lease_calls_total{call,outcome}  LeaseRelease ("release") and LeaseKeepAlive
+//                                             ("keep_alive") answers: "ok", "not_found",
+//                                             "permission_denied", "invalid_argument",
+//                                             "failed_precondition"
 //   devplace_usage_refreshes_total{result}    usage refreshes (devplace-probe --usage_only): ok, error
 //   devplace_usage_refresh_duration_seconds   histogram, the usage probe child's run
 #ifndef DEVPLACE_SERVER_SERVICE_SHARED_HOST_METRICS_H_
@@ -29,12 +34,14 @@ class SharedHostMetrics {
   // Thread-safe, as prometheus-cpp's metrics are.
   void ObservePick(const std::string& outcome, absl::Duration latency);
   void SetLeasesHeld(size_t held);
+  void ObserveLeaseCall(const std::string& call, const std::string& outcome);
   void ObserveUsageRefresh(bool ok, absl::Duration duration);
 
  private:
   prometheus::Family<prometheus::Counter>& picks_;
   prometheus::Histogram& pick_duration_;
   prometheus::Gauge& leases_held_;
+  prometheus::Family<prometheus::Counter>& lease_calls_;
   prometheus::Family<prometheus::Counter>& usage_refreshes_;
   prometheus::Histogram& usage_duration_;
 };

@@ -52,6 +52,16 @@ TEST(DaemonConfig, GoodConfigPassesAndResolves) {
   EXPECT_EQ(v->log_level, spdlog::level::info);
   EXPECT_EQ(v->log_format, logging::Format::kText);
   EXPECT_EQ(v->config.host_root, kHostRoot);
+  // The lease table beside the first unix socket, unless named or "none".
+  EXPECT_EQ(v->lease_state_file, dir.File("leases.state"));
+  DaemonConfig c = GoodConfig(dir);
+  c.lease_state_file = "none";
+  EXPECT_EQ(ValidateConfig(c)->lease_state_file, "");
+  c.lease_state_file = dir.File("mine.state");
+  EXPECT_EQ(ValidateConfig(c)->lease_state_file, dir.File("mine.state"));
+  c.lease_state_file = "";
+  c.listen = "127.0.0.1:0";  // no unix socket: in memory only
+  EXPECT_EQ(ValidateConfig(c)->lease_state_file, "");
 }
 
 TEST(DaemonConfig, ResolvesTheOtherAcceptedForms) {
@@ -241,6 +251,26 @@ std::vector<BadCase> BadCases() {
        "--probe_command: '<dir>/afile' is not an executable"},
       {"torch_probe_missing", [](DaemonConfig& c, const TempDir& d) { c.torch_probe_command = d.File("no-torch"); },
        "--torch_probe_command: '<dir>/no-torch' is not an executable (\"none\" disables it)"},
+      {"lease_file_relative", [](DaemonConfig& c, const TempDir&) { c.lease_state_file = "leases.state"; },
+       "--lease_state_file=leases.state: needs an absolute file name in an existing directory (e.g. "
+       "/var/lib/devplace/leases.state), or none"},
+      {"lease_file_no_directory", [](DaemonConfig& c, const TempDir& d) { c.lease_state_file = d.File("nodir/l"); },
+       "--lease_state_file=<dir>/nodir/l: needs an absolute file name in an existing directory (e.g. "
+       "/var/lib/devplace/leases.state), or none"},
+      {"lease_file_unsafe_directory",
+       [](DaemonConfig& c, const TempDir& d) {
+         d.Touch("open/");
+         chmod(d.File("open").c_str(), 0777);
+         c.lease_state_file = d.File("open/leases.state");
+       },
+       "--lease_state_file=<dir>/open/leases.state: directory <dir>/open is writable by group or others without the "
+       "sticky bit (mode 0777): another user could replace the lease table and hand out leased devices"},
+      {"leased_devices_cap", [](DaemonConfig& c, const TempDir&) { c.max_leased_devices_per_user = -1; },
+       "--max_leased_devices_per_user must be within 0 (no cap)..1024"},
+      {"waiting_picks", [](DaemonConfig& c, const TempDir&) { c.max_waiting_picks_per_user = 0; },
+       "--max_waiting_picks_per_user must be within 1..1024"},
+      {"waiting_bytes", [](DaemonConfig& c, const TempDir&) { c.max_waiting_pick_bytes_per_user = 1000; },
+       "--max_waiting_pick_bytes_per_user must be within 65536 (64 KiB)..268435456 (256 MiB)"},
       {"nfd_no_directory", [](DaemonConfig& c, const TempDir& d) { c.nfd_features_file = d.File("nodir/features"); },
        "--nfd_features_file=<dir>/nodir/features: needs a file name in an existing directory (e.g. NFD's features.d)"},
       {"nfd_name_too_long",

@@ -21,6 +21,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "server/common/atomic_file.h"
 #include "server/export/labels.h"
 #include "tests/common/temp_dir.h"
 
@@ -57,7 +58,7 @@ TEST(WriteFileAtomicallyTest, APlantedSymlinkAtTheTempNameIsNotFollowed) {
   { std::ofstream(victim) << "precious\n"; }
   const std::string temp = absl::StrCat(dir.path(), "/.devplace.tmp-", getpid());
   ASSERT_EQ(symlink(victim.c_str(), temp.c_str()), 0);
-  ASSERT_TRUE(labels::WriteFileAtomically(path, "a=b\n").ok());
+  ASSERT_TRUE(WriteFileAtomically(path, "a=b\n").ok());
   EXPECT_EQ(ReadFile(victim), "precious\n");
   EXPECT_EQ(ReadFile(path), "a=b\n");
   struct stat st;

@@ -1,6 +1,7 @@
-// Issue 12: prebuilt answers must be exactly the answers the resolver gives, and never outlive the
-// snapshot they were built for: not across revisions, not across an unchanged re-probe (which
-// publishes fresh free-memory figures under the same revision), not across requests.
+// Prebuilt answers must be exactly the answers the resolver gives, and never outlive what they
+// were built from: not across revisions, not across an unchanged re-probe (which publishes fresh
+// free-memory figures under the same revision), not across requests; a usage refresh that moves
+// nothing an answer shows keeps them.
 #include "server/service/answer_cache.h"
 
 #include <chrono>
@@ -201,6 +202,101 @@ TEST(PreparedSnapshot, StaysWithinItsLimits) {
   EXPECT_TRUE(IsResolversAnswer(off.Resolve(AutoRequest())->bytes, *snap, AutoRequest()));
   EXPECT_EQ(off.cached_answers(), 0u);
   EXPECT_EQ(off.hits(), 0u);
+}
+
+// The usage read `devplace-probe --usage_only` would print for Gpus(8, free): every device with
+// its free memory and a usage table (one process on device 0 using `used` bytes).
+// (Backend 0 is the host's CPU, 1 the GPUs.)
+v1::Inventory UsageRead(uint64_t free_bytes, uint64_t used) {
+  v1::Inventory usage = Gpus(8, free_bytes);
+  for (v1::Device& d : *usage.mutable_backends(1)->mutable_devices()) {
+    v1::DeviceUsage& u = *d.mutable_usage();
+    u.set_source("nvml");
+    u.set_processes_known(true);
+    if (d.host_index() != 0) continue;
+    u.set_memory_used_bytes(used + kGiB);
+    u.set_process_count(1);
+    v1::DeviceUsageProcess& p = *u.add_processes();
+    p.set_pid(4242);
+    p.set_used_memory_bytes(used);
+  }
+  return usage;
+}
+
+// A usage refresh (every 2 s in devplaced) publishes a new snapshot; when it moved only what no
+// answer shows (when usage was read, the memory processes use), the answers stay cached. Free
+// memory shows in answers (placed[].memory_free_bytes, max_memory): when it moves, and on a new
+// revision, the cache starts empty and the answers are the resolver's for the new snapshot.
+TEST(PreparedSnapshots, AUsageOnlyRefreshKeepsTheAnswersAndARealChangeEmptiesThem) {
+  TempDir dir;
+  dir.Write("inventory.bin", Gpus(8).SerializeAsString());
+  dir.Write("usage.bin", UsageRead(70 * kGiB, 5 * kGiB).SerializeAsString());
+  inventory::StoreOptions options;
+  options.probe_command = {"/bin/cat", dir.File("inventory.bin")};
+  options.usage_command = {"/bin/cat", dir.File("usage.bin")};
+  inventory::InventoryStore store(options);
+  ASSERT_TRUE(store.Refresh().ok());
+  ASSERT_TRUE(store.RefreshUsage().ok());  // the first usage table: device 0 turns busy, a new revision
+  service::PreparedSnapshots prepared(store, {});
+  const v1::ResolveDeviceRequest req = AutoRequest();
+  const std::shared_ptr<service::PreparedSnapshot> first = prepared.Current();
+  ASSERT_NE(first, nullptr);
+  const uint64_t revision = first->snapshot()->revision();
+  EXPECT_TRUE(IsResolversAnswer(first->Resolve(req)->bytes, *first->snapshot(), req));
+  ASSERT_EQ(first->cached_answers(), 1u);
+
+  // Usage only: the process uses more memory, free memory as before.
+  dir.Write("usage.bin", UsageRead(70 * kGiB, 9 * kGiB).SerializeAsString());
+  ASSERT_TRUE(store.RefreshUsage().ok());
+  const std::shared_ptr<service::PreparedSnapshot> second = prepared.Current();
+  ASSERT_NE(second->snapshot(), first->snapshot());  // a new snapshot...
+  EXPECT_EQ(second->snapshot()->revision(), revision);
+  EXPECT_EQ(second->snapshot()->backends(1).devices(0).usage().memory_used_bytes(), 10 * kGiB);
+  v1::Inventory served;
+  ASSERT_TRUE(served.ParseFromString(*second->inventory_bytes()));  // ...whose inventory has the new usage
+  EXPECT_EQ(served.backends(1).devices(0).usage().processes(0).used_memory_bytes(), 9 * kGiB);
+  EXPECT_EQ(second->cached_answers(), 1u);  // ...and the answers of the last one
+  const uint64_t hits = second->hits();
+  EXPECT_TRUE(IsResolversAnswer(second->Resolve(req)->bytes, *second->snapshot(), req));
+  EXPECT_EQ(second->hits(), hits + 1);
+
+  // Free memory moved: answers show it, so they are built again.
+  dir.Write("usage.bin", UsageRead(50 * kGiB, 9 * kGiB).SerializeAsString());
+  ASSERT_TRUE(store.RefreshUsage().ok());
+  const std::shared_ptr<service::PreparedSnapshot> third = prepared.Current();
+  EXPECT_EQ(third->cached_answers(), 0u);
+  const std::shared_ptr<const service::ResolveAnswer> answer = third->Resolve(req);
+  EXPECT_TRUE(IsResolversAnswer(answer->bytes, *third->snapshot(), req));
+  v1::ResolveDeviceResponse parsed;
+  ASSERT_TRUE(parsed.ParseFromString(answer->bytes));
+  EXPECT_EQ(parsed.placed(0).memory_free_bytes(), 50 * kGiB);
+
+  // A real inventory change (two GPUs left): a new revision, an empty cache.
+  dir.Write("inventory.bin", Gpus(2).SerializeAsString());
+  ASSERT_TRUE(store.Refresh().ok());
+  const std::shared_ptr<service::PreparedSnapshot> fourth = prepared.Current();
+  EXPECT_GT(fourth->snapshot()->revision(), revision);
+  EXPECT_EQ(fourth->cached_answers(), 0u);
+  ASSERT_TRUE(parsed.ParseFromString(fourth->Resolve(req)->bytes));
+  EXPECT_EQ(parsed.placed_size(), 2);
+  EXPECT_TRUE(IsResolversAnswer(parsed, *fourth->snapshot(), req));
+}
+
+TEST(SameAnswers, OnlyFieldsNoAnswerShowsAreIgnored) {
+  const v1::Inventory base = UsageRead(70 * kGiB, 5 * kGiB);
+  v1::Inventory other = base;
+  other.mutable_usage_read_at()->set_seconds(1234);
+  other.mutable_probed_at()->set_seconds(99);
+  other.mutable_backends(1)->mutable_devices(1)->mutable_usage()->set_busy(true);
+  EXPECT_TRUE(service::SameAnswers(base, other));
+  other.set_revision(base.revision() + 1);
+  EXPECT_FALSE(service::SameAnswers(base, other));
+  other = base;
+  other.mutable_backends(1)->mutable_devices(3)->set_memory_free_bytes(1);
+  EXPECT_FALSE(service::SameAnswers(base, other));
+  other = base;
+  other.mutable_host()->set_memory_available_bytes(base.host().memory_available_bytes() + 1);
+  EXPECT_FALSE(service::SameAnswers(base, other));
 }
 
 // The real service on a unix socket, over a store whose probe (a real child process) prints the

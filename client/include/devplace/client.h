@@ -318,7 +318,9 @@ inline constexpr char kDraMetadataDir[] = "/var/run/kubernetes.io/dra-device-att
 // from a template, by the pod's claim name), in path order. Of each file, a stream of DeviceMetadata
 // objects (one per API version, newest first), the first of apiVersion
 // metadata.resource.k8s.io/v1alpha1 is read (what follows it is not): each requests[].devices[]
-// entry becomes one AllocatedDevice with its scalar attributes as text (the first 64 by name, each
+// entry becomes one AllocatedDevice with its scalar attributes as text (at most 64: the ones
+// that identify the hardware, uuid, the PCI address, minor and index, plain or driver-qualified,
+// first, then the others by name, with a problem naming the device when some are left out; each
 // key and value at most 256 bytes; more than 1024 devices are cut, with a problem saying so).
 // Claim and request directory names that are not UTF-8 are sent with their odd bytes written \xNN.
 //

@@ -122,6 +122,20 @@ def _string(obj: Any, name: str) -> str:
     return value if isinstance(value, str) else ""
 
 
+# The attribute names the daemon identifies an allocated device by (rule P-DRA), plain or
+# qualified by the device's driver ("gpu.nvidia.com/uuid"): kept whatever the number of attributes
+# (C++ IdentifyingAttribute).
+_IDENTIFYING = ("uuid", "pciBusID", "pciAddr", "pciAddress", "minor", "index")
+
+
+def _identifying(key: str, driver: str) -> bool:
+    if key == "resource.kubernetes.io/pciBusID":
+        return True
+    if driver and key.startswith(driver + "/"):
+        key = key[len(driver) + 1:]
+    return key in _IDENTIFYING
+
+
 def _attribute_text(value: Any) -> Optional[str]:
     """A DeviceAttribute ({"int": 1} / {"bool": true} / {"string": ...} / {"version": ...}) as text."""
     if not isinstance(value, dict):
@@ -239,14 +253,22 @@ class _Reader:
                                               driver=fields[2], pool=fields[3], name=fields[4])
         attributes = d.get("attributes")
         if isinstance(attributes, dict):
-            # In name order (byte order, as the C++ reader sorts), the first _MAX_ATTRIBUTES that fit.
-            for key in sorted(attributes, key=lambda k: k.encode("utf-8")):
-                if len(device.attributes) >= _MAX_ATTRIBUTES:
-                    break
+            # The attributes that identify the hardware first (the daemon matches on them), then the
+            # others, each in name order (byte order, as the C++ reader sorts): the first
+            # _MAX_ATTRIBUTES that fit. Any left out is a problem line.
+            driver = fields[2]
+            cut = 0
+            for key in sorted(attributes, key=lambda k: (not _identifying(k, driver), k.encode("utf-8"))):
                 text = _attribute_text(attributes[key])
                 if _size(key) > _MAX_STRING_BYTES or text is None or _size(text) > _MAX_STRING_BYTES:
                     continue
+                if len(device.attributes) >= _MAX_ATTRIBUTES:
+                    cut += 1
+                    continue
                 device.attributes[key] = text
+            if cut:
+                self.problem(f"{rel}: device {fields[4]} has more than {_MAX_ATTRIBUTES} attributes; {cut} not sent "
+                             "(uuid, the PCI address, minor and index are kept)")
         self.out.devices.append(device)
 
 
@@ -285,8 +307,10 @@ def device_allocation(path: Optional[str] = None) -> Optional[devplace_pb2.Devic
     ``path`` is the metadata directory (default :data:`DRA_METADATA_DIR`). Every
     ``<claim>/<request>/<driver>-metadata.json`` under its ``resourceclaims/`` and
     ``resourceclaimtemplates/``, in path order, gives one ``AllocatedDevice`` per
-    ``requests[].devices[]`` entry, with its scalar attributes as text (the first 64 by name, each
-    key and value at most 256 bytes; at most 1024 devices). Reading is bounded: a metadata file must
+    ``requests[].devices[]`` entry, with its scalar attributes as text (at most 64: the ones that identify the
+    hardware, ``uuid``, the PCI address, ``minor`` and ``index``, plain or driver-qualified, first,
+    then the others by name, with a problem line when some are left out; each key and value at most
+    256 bytes; at most 1024 devices). Reading is bounded: a metadata file must
     be a regular file of at most 1 MiB holding strict JSON (RFC 8259, at most 32 levels deep); the
     first 1024 entries of a directory by name, 16 MiB in all, within 5 s. Files that cannot be used
     (not a regular file, unreadable, too large, not such JSON, no object of a known apiVersion,
