@@ -191,7 +191,7 @@ grpc::ServerUnaryReactor* DevicePlacementService::PickDevices(grpc::CallbackServ
                                                               const grpc::ByteBuffer* request_bytes,
                                                               grpc::ByteBuffer* response_bytes) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  PendingPick pick{ctx, reactor, response_bytes, {}, {}, absl::Now(), absl::InfinitePast()};
+  PendingPick pick{ctx, reactor, response_bytes, {}, {}, absl::Now(), absl::InfinitePast(), 0, {}, 0};
   {
     absl::MutexLock lock(&pick_mu_);
     pick.arrival = next_arrival_++;  // before the parse: a big request must not lose its place
