@@ -119,6 +119,18 @@ class SharedHost {
   std::string Cli() const {
     return absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=", ShellQuote(daemon_->unix_target()));
   }
+  // A script's first line: `devplace` on PATH (a link in this host's directory) and
+  // DEVPLACE_ADDRESS naming this daemon, as a user's shell has them. Commands nested in
+  // `bash -c '...'` then name no path, whose quotes would end the outer ones (the checkout's
+  // path may hold a space).
+  std::string ShellEnv() const {
+    const std::string bin = dir_.path() + "/bin";
+    std::error_code ec;
+    std::filesystem::create_directories(bin, ec);
+    std::filesystem::create_symlink(DEVPLACE_CLI_BINARY, bin + "/devplace", ec);
+    return absl::StrCat("export PATH=", ShellQuote(bin), ":\"$PATH\" DEVPLACE_ADDRESS=",
+                        ShellQuote(daemon_->unix_target()), "\n");
+  }
   v1::Inventory Inventory() {
     auto stub = v1::DevicePlacement::NewStub(grpc::CreateChannel(daemon_->unix_target(), grpc::InsecureChannelCredentials()));
     grpc::ClientContext ctx;
@@ -373,12 +385,12 @@ TEST(SharedHost, EvalPickHoldsTheLeaseForTheEvaluatingShellInEverySpelling) {
   SharedHost host(4, {});
   const std::string d = host.dir();
   const CommandResult r = Bash(absl::StrCat(
-      "cd ", d, "\n",
-      "bash -c 'eval \"$(", host.Cli(), " pick --no_environment 2>/dev/null)\"; echo $$ $CUDA_VISIBLE_DEVICES > a; "
+      "cd ", ShellQuote(d), "\n", host.ShellEnv(),
+      "bash -c 'eval \"$(devplace pick --no_environment 2>/dev/null)\"; echo $$ $CUDA_VISIBLE_DEVICES > a; "
       "while [ ! -e done ]; do sleep 0.05; done' &\n"
-      "bash -c 'eval \"$(", host.Cli(), " pick --no_environment 2>&1)\"; echo $$ $CUDA_VISIBLE_DEVICES > b; "
+      "bash -c 'eval \"$(devplace pick --no_environment 2>&1)\"; echo $$ $CUDA_VISIBLE_DEVICES > b; "
       "while [ ! -e done ]; do sleep 0.05; done' &\n"
-      "bash -c 'eval \"$(", host.Cli(), " pick --no_environment | cat)\"; echo $$ $CUDA_VISIBLE_DEVICES > c; "
+      "bash -c 'eval \"$(devplace pick --no_environment | cat)\"; echo $$ $CUDA_VISIBLE_DEVICES > c; "
       "while [ ! -e done ]; do sleep 0.05; done' &\n"
       "for f in a b c; do while [ ! -s $f ]; do sleep 0.05; done; done\n",
       host.Cli(), " inventory --json > inventory.json\n"
@@ -439,8 +451,8 @@ TEST(SharedHost, AKilledRunKeepsItsLeaseWhileAnyProcessOfTheJobLives) {
   const std::string marker = absl::StrCat("30.", getpid());
   const std::string tail = absl::StrCat(" pgrep -f '^sleep ", marker, "$'");
   CommandResult r = Bash(absl::StrCat(
-      "cd ", host.dir(), "\n",
-      "bash -c 'exec ", host.Cli(), " run --no_environment -- bash -c \"sleep ", marker, "; true\"' 2>/dev/null &\n"
+      "cd ", ShellQuote(host.dir()), "\n", host.ShellEnv(),
+      "bash -c 'exec devplace run --no_environment -- bash -c \"sleep ", marker, "; true\"' 2>/dev/null &\n"
       "sleep 1; kill -9 $!\n"
       "for n in $(seq 100);", " do", tail, " >/dev/null && break; sleep 0.05; done\n"
       "sleep 2\n",
