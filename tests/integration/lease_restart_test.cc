@@ -138,7 +138,7 @@ TEST(LeaseRestart, ALeaseWhoseProcessEndedWhileTheDaemonWasDownIsDroppedWithALog
 
 TEST(LeaseRestart, ACorruptLeaseFileIsAWarningAndAnEmptyTable) {
   TempDir dir;
-  dir.Write("leases.state", std::string("\x0a\xff\xff\xff\xff\xff not a lease table", 26));
+  dir.Write("leases.state", std::string("\x0a\xff\xff\xff\xff\xff not a lease table"));
   chmod((dir.path() + "/leases.state").c_str(), 0600);
   auto daemon = Start(dir.path());
   EXPECT_THAT(daemon->Log(), HasSubstr("event=lease_state_ignored"));
