@@ -25,6 +25,8 @@ struct TlsSettings {
 //   - a client key that does not belong to the client certificate (checked before dialling);
 //   - nothing listening (no socket file, a stale socket, connection refused): devplaced is
 //     probably not running, and the command that starts it;
+//   - a unix socket this user may not connect to (its mode and group, or a directory above it):
+//     the socket's mode, owner and group, then the fixes (the group, --socket_mode, loopback TCP);
 //   - a plaintext client at a TLS listener: --tls_ca (DEVPLACE_TLS_CA);
 //   - a TLS client at a plaintext listener;
 //   - a daemon certificate not signed by a CA in tls_ca (or the system roots): --tls_ca;

@@ -3,6 +3,7 @@ carry fail before any call; the socket-trust rules and UNAVAILABLE notes match t
 
 import os
 import shlex
+import shutil
 import socket
 import unittest
 from unittest import mock
@@ -10,7 +11,7 @@ from unittest import mock
 import grpc
 
 import devplace
-from devplace_testing import PROBE, Daemon, TempDir, clean_env, cli, fixture
+from devplace_testing import CLI, PROBE, PYTHON, Daemon, TempDir, clean_env, cli, fixture, run
 
 
 class DaemonErrors(unittest.TestCase):
@@ -136,6 +137,32 @@ class UnreachableAndEarly(unittest.TestCase):
                       raised.exception.message)
         self.assertIn("(gRPC: ", raised.exception.message)
         self.assertIn(f"[devplace target 127.0.0.1:{port} (from address)", raised.exception.message)
+
+    def test_a_socket_this_user_may_not_open_names_its_mode_group_and_the_fix(self):
+        # A real devplaced whose socket is 0660 root:root, dialled by nobody (Debian's setpriv) through
+        # both clients: the cause first (the socket's mode, owner and group, the user), then the fixes,
+        # not gRPC's bare "Permission denied".
+        as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        if os.geteuid() != 0 or not shutil.which("setpriv"):
+            self.skipTest("needs root and setpriv to connect as nobody")
+        site = os.environ["PYTHONPATH"].split(os.pathsep)[0]
+        if run(as_nobody + ["test", "-r", os.path.join(site, "devplace", "__init__.py"), "-a", "-x", CLI]).returncode:
+            self.skipTest("nobody cannot read the build tree (the checkout's path)")
+        with Daemon(fixture("nvidia-2x-h100"), ["--socket_mode=0660", "--lease_state_file=none"]) as daemon:
+            os.chmod(daemon.dir, 0o755)
+            expected = (f"permission denied: the socket {daemon.socket_path} (mode 0660, owner uid 0, group root) does "
+                        "not let this user (uid 65534) connect; the host's operator adds the user to group root "
+                        "(effective at the next login) or runs devplaced with --socket_mode=0666, its default; "
+                        "meanwhile --address=127.0.0.1:7465 (DEVPLACE_ADDRESS) reaches the daemon over loopback TCP")
+            script = ("import devplace\ntry:\n    devplace.Client(%r).inventory()\nexcept devplace.UnavailableError as e:\n"
+                      "    print(e.message)\n") % daemon.unix_target
+            python = run(as_nobody + [PYTHON, "-c", script])
+            self.assertEqual(python.returncode, 0, python.stderr)
+            self.assertTrue(python.stdout.startswith(expected), python.stdout)
+            self.assertIn("(gRPC: ", python.stdout)  # gRPC's own words stay, after the cause
+            command = run(as_nobody + [CLI, f"--address={daemon.unix_target}", "inventory"])
+            self.assertEqual(command.returncode, 1, command.stderr)
+            self.assertTrue(command.stderr.startswith(f"devplace: inventory: UNAVAILABLE: {expected}"), command.stderr)
 
     def test_cpu_fallback_is_opt_in_and_only_for_no_answer(self):
         with TempDir() as dir:
