@@ -88,21 +88,18 @@ std::string GroupName(gid_t gid) {
   return absl::StrCat(gid);
 }
 
-// What lets a local user in, after the cause and `fix` (the operator's first fix); the Python client
-// says the same (_connect_diagnosis.py).
+}  // namespace
+
 std::string PermissionFix(const std::string& fix) {
   return absl::StrCat(fix, "; meanwhile --address=127.0.0.1:7465 (DEVPLACE_ADDRESS) reaches the daemon over loopback "
                       "TCP where it listens there, as by default (a pick there needs --ttl)");
 }
 
+namespace {
+
 std::string DiagnoseUnix(const std::string& path) {
   struct stat st;
-  if (::lstat(path.c_str(), &st) != 0) {
-    if (errno == EACCES) {
-      return absl::StrCat("permission denied: a directory above ", path, " does not let this user (uid ", ::geteuid(),
-                          ") reach the socket; ",
-                          PermissionFix("the host's operator lets the user search that directory (its mode or group)"));
-    }
+  if (::lstat(path.c_str(), &st) != 0) {  // EACCES: CheckUnixSocket (trust.cc) said why before any call
     if (errno != ENOENT) return "";
     return absl::StrCat("no socket at ", path, ": ", kStartHint);
   }

@@ -163,6 +163,19 @@ class UnreachableAndEarly(unittest.TestCase):
             command = run(as_nobody + [CLI, f"--address={daemon.unix_target}", "inventory"])
             self.assertEqual(command.returncode, 1, command.stderr)
             self.assertTrue(command.stderr.startswith(f"devplace: inventory: UNAVAILABLE: {expected}"), command.stderr)
+            # A directory above the socket that nobody may search: refused before any call, also cause first.
+            os.chmod(daemon.dir, 0o700)
+            expected = (f"permission denied: a directory above {daemon.socket_path} does not let this user (uid 65534) "
+                        "reach the socket; the host's operator lets the user search that directory (its mode or "
+                        "group); meanwhile --address=127.0.0.1:7465 (DEVPLACE_ADDRESS) reaches the daemon")
+            script = script.replace("UnavailableError", "FailedPreconditionError")
+            python = run(as_nobody + [PYTHON, "-c", script])
+            self.assertEqual(python.returncode, 0, python.stderr)
+            self.assertIn(f"(from address): {expected}", python.stdout)
+            command = run(as_nobody + [CLI, f"--address={daemon.unix_target}", "inventory"])
+            self.assertEqual(command.returncode, 1, command.stderr)
+            self.assertIn(f"FAILED_PRECONDITION: refusing {daemon.unix_target} (from --address", command.stderr)
+            self.assertIn(f"): {expected}", command.stderr)
 
     def test_cpu_fallback_is_opt_in_and_only_for_no_answer(self):
         with TempDir() as dir:

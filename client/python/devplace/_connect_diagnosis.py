@@ -27,8 +27,9 @@ _CERT_FIX = ("pass --tls_cert and --tls_key (DEVPLACE_TLS_CERT, DEVPLACE_TLS_KEY
 _PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
 
 
-def _permission_fix(fix: str) -> str:
-    """What lets a local user in, after the cause (libdevplace's PermissionFix says the same)."""
+def permission_fix(fix: str) -> str:
+    """``fix`` (what the host's operator can change so that this user may connect to a unix socket),
+    then what works meanwhile; for _unix and _target.check_unix_socket (libdevplace's PermissionFix)."""
     return (f"{fix}; meanwhile --address=127.0.0.1:7465 (DEVPLACE_ADDRESS) reaches the daemon over loopback TCP "
             "where it listens there, as by default (a pick there needs --ttl)")
 
@@ -45,11 +46,7 @@ def _unix(path: str) -> str:
         st = os.lstat(path)
     except FileNotFoundError:
         return f"no socket at {path}: {_START_HINT}"
-    except PermissionError:
-        return (f"permission denied: a directory above {path} does not let this user (uid {os.geteuid()}) reach the "
-                "socket; " + _permission_fix("the host's operator lets the user search that directory (its mode or "
-                                             "group)"))
-    except OSError:
+    except OSError:  # PermissionError: check_unix_socket (_target.py) said why before any call
         return ""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -60,7 +57,7 @@ def _unix(path: str) -> str:
         group = _group_name(st.st_gid)
         return (f"permission denied: the socket {path} (mode {st.st_mode & 0o7777:04o}, owner uid {st.st_uid}, group "
                 f"{group}) does not let this user (uid {os.geteuid()}) connect; " +
-                _permission_fix(f"the host's operator adds the user to group {group} (effective at the next login) "
+                permission_fix(f"the host's operator adds the user to group {group} (effective at the next login) "
                                 "or runs devplaced with --socket_mode=0666, its default"))
     except OSError:
         return ""
