@@ -145,9 +145,10 @@ class UnreachableAndEarly(unittest.TestCase):
         as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
         if os.geteuid() != 0 or not shutil.which("setpriv"):
             self.skipTest("needs root and setpriv to connect as nobody")
-        site = os.environ["PYTHONPATH"].split(os.pathsep)[0]
-        if run(as_nobody + ["test", "-r", os.path.join(site, "devplace", "__init__.py"), "-a", "-x", CLI]).returncode:
-            self.skipTest("nobody cannot read the build tree (the checkout's path)")
+        package = os.path.abspath(devplace.__file__)  # the build tree's, or a venv's with the wheel
+        if run(as_nobody + [PYTHON, "-c", "import devplace"]).returncode or \
+                run(as_nobody + ["test", "-r", package, "-a", "-x", CLI]).returncode:
+            self.skipTest("nobody cannot import devplace or run the CLI here (the checkout's or the venv's path)")
         with Daemon(fixture("nvidia-2x-h100"), ["--socket_mode=0660", "--lease_state_file=none"]) as daemon:
             os.chmod(daemon.dir, 0o755)
             expected = (f"permission denied: the socket {daemon.socket_path} (mode 0660, owner uid 0, group root) does "
