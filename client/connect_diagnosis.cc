@@ -6,6 +6,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <netdb.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -28,6 +29,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
@@ -78,9 +80,26 @@ int TimeoutMs(absl::Duration timeout) {
   return static_cast<int>(absl::ToInt64Milliseconds(timeout));
 }
 
+// The group `gid` by name, else by number.
+std::string GroupName(gid_t gid) {
+  group entry{}, *found = nullptr;
+  std::vector<char> buffer(16384);
+  if (::getgrgid_r(gid, &entry, buffer.data(), buffer.size(), &found) == 0 && found != nullptr) return entry.gr_name;
+  return absl::StrCat(gid);
+}
+
+}  // namespace
+
+std::string PermissionFix(const std::string& fix) {
+  return absl::StrCat(fix, "; meanwhile --address=127.0.0.1:7465 (DEVPLACE_ADDRESS) reaches the daemon over loopback "
+                      "TCP where it listens there, as by default (a pick there needs --ttl)");
+}
+
+namespace {
+
 std::string DiagnoseUnix(const std::string& path) {
   struct stat st;
-  if (::lstat(path.c_str(), &st) != 0) {
+  if (::lstat(path.c_str(), &st) != 0) {  // EACCES: CheckUnixSocket (trust.cc) said why before any call
     if (errno != ENOENT) return "";
     return absl::StrCat("no socket at ", path, ": ", kStartHint);
   }
@@ -89,7 +108,17 @@ std::string DiagnoseUnix(const std::string& path) {
   addr.sun_family = AF_UNIX;
   if (s.fd < 0 || path.size() >= sizeof(addr.sun_path)) return "";
   std::memcpy(addr.sun_path, path.data(), path.size());
-  if (::connect(s.fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 || errno != ECONNREFUSED) return "";
+  if (::connect(s.fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) return "";
+  if (errno == EACCES) {
+    const std::string group = GroupName(st.st_gid);
+    return absl::StrCat("permission denied: the socket ", path, " (mode ", absl::StrFormat("%04o", st.st_mode & 07777),
+                        ", owner uid ", st.st_uid, ", group ", group, ") does not let this user (uid ", ::geteuid(),
+                        ") connect; ",
+                        PermissionFix(absl::StrCat("the host's operator adds the user to group ", group,
+                                                   " (effective at the next login) or runs devplaced with "
+                                                   "--socket_mode=0666, its default")));
+  }
+  if (errno != ECONNREFUSED) return "";
   return absl::StrCat(path, " is a socket nobody accepts on (left behind by a devplaced that stopped): ", kStartHint);
 }
 

@@ -25,6 +25,8 @@ struct TlsSettings {
 //   - a client key that does not belong to the client certificate (checked before dialling);
 //   - nothing listening (no socket file, a stale socket, connection refused): devplaced is
 //     probably not running, and the command that starts it;
+//   - a unix socket this user may not connect to: the socket's mode, owner and group, then the
+//     fixes (the group, --socket_mode, loopback TCP);
 //   - a plaintext client at a TLS listener: --tls_ca (DEVPLACE_TLS_CA);
 //   - a TLS client at a plaintext listener;
 //   - a daemon certificate not signed by a CA in tls_ca (or the system roots): --tls_ca;
@@ -32,6 +34,11 @@ struct TlsSettings {
 //   - a daemon that requires a client certificate and got none: --tls_cert / --tls_key;
 //   - a daemon that refused the client certificate given (not from its --tls_client_ca).
 std::string DiagnoseUnreachable(const std::string& target, const TlsSettings& tls, absl::Duration timeout);
+
+// `fix` (what the host's operator can change so that this user may connect to a unix socket), then
+// what works meanwhile: loopback TCP, where a pick needs --ttl. For DiagnoseUnreachable and
+// CheckUnixSocket (trust.cc); the Python client says the same (_connect_diagnosis.permission_fix).
+std::string PermissionFix(const std::string& fix);
 
 }  // namespace devplace::internal
 

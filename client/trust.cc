@@ -20,6 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "client/common/bounded_read.h"
+#include "client/connect_diagnosis.h"
 #include "devplace/client.h"
 
 namespace devplace {
@@ -78,6 +79,12 @@ absl::Status CheckUnixSocket(const std::string& path) {
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0) {
     if (errno == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": no such socket"));
+    if (errno == EACCES) {  // the cause first: gRPC would only say "Permission denied"
+      return absl::FailedPreconditionError(absl::StrCat(
+          "permission denied: a directory above ", path, " does not let this user (uid ", ::geteuid(),
+          ") reach the socket; ",
+          internal::PermissionFix("the host's operator lets the user search that directory (its mode or group)")));
+    }
     return absl::FailedPreconditionError(absl::StrCat(path, ": ", std::strerror(errno)));
   }
   const uid_t me = ::geteuid();

@@ -44,10 +44,13 @@ int Run(int argc, char** argv) {
     fputs(help->c_str(), stdout);
     return 0;
   }
-  if (std::optional<std::string> error = daemon::CheckFlags(args)) {
+  std::vector<std::string> checked = {argv[0]};  // what absl parses: the names with underscores
+  if (std::optional<std::string> error = daemon::CheckFlags(args, &checked)) {
     return Usage(*error);
   }
-  std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
+  std::vector<char*> checked_argv;
+  for (std::string& arg : checked) checked_argv.push_back(arg.data());
+  std::vector<char*> rest = absl::ParseCommandLine(static_cast<int>(checked_argv.size()), checked_argv.data());
   if (rest.size() > 1) return Usage(absl::StrCat("unexpected argument '", rest[1], "'"));
   absl::StatusOr<daemon::ValidConfig> config = daemon::ConfigFromFlags();
   if (!config.ok()) return Usage(std::string(config.status().message()));

@@ -168,8 +168,7 @@ void PrintCommandHelp(const Command& command) {
 std::string FlagSuggestion(const Command& command, const std::string& name) {
   std::vector<std::string> flags(kGlobalFlags.begin(), kGlobalFlags.end());
   flags.insert(flags.end(), command.flags.begin(), command.flags.end());
-  const std::optional<std::string> near = placement::ClosestName(name, flags, 2);
-  return near ? absl::StrCat("; did you mean --", *near, "?") : "";
+  return DidYouMeanFlag(placement::ClosestName(name, flags, 2));
 }
 
 // Whether the command line is `devplace ... pick ...` without --json (its first word that is not
@@ -213,8 +212,7 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
       positional.emplace_back(arg);
       continue;
     }
-    auto [name, value, typed] = SplitFlagArgument(arg);
-    std::replace(name.begin(), name.end(), '-', '_');  // --device-map is --device_map
+    auto [name, value, typed] = SplitFlagArgument(arg);  // --device-map is --device_map
     if (name == "help" || name == "h" || name == "helpfull" || name == "helpshort") {
       help = true;
       continue;

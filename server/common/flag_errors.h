@@ -1,10 +1,11 @@
 // Command-line flag helpers shared by devplaced and the devplace CLI, which check their flags
-// themselves so that every flag error exits 2 with one line: splitting `--name=value`, and one
-// wording for a bad value (the flag, the value, the accepted forms; a bare number given to a
-// duration flag gets "write 30s").
+// themselves so that every flag error exits 2 with one line: splitting `--name=value` (a name takes
+// - or _ alike), one wording for a bad value (the flag, the value, the accepted forms; a bare number
+// given to a duration flag gets "write 30s") and for the flag an unknown one was probably meant to be.
 #ifndef DEVPLACE_SERVER_COMMON_FLAG_ERRORS_H_
 #define DEVPLACE_SERVER_COMMON_FLAG_ERRORS_H_
 
+#include <algorithm>
 #include <optional>
 #include <string>
 
@@ -18,7 +19,7 @@
 namespace devplace {
 
 struct FlagArgument {
-  std::string name;                  // without dashes
+  std::string name;                  // without the leading dashes; a '-' inside read as '_' (--device-map is device_map)
   std::optional<std::string> value;  // after '=', if any
   std::string typed;                 // the flag as written, dashes included, up to '=': "-x", "--device-map"
 };
@@ -30,8 +31,15 @@ inline FlagArgument SplitFlagArgument(absl::string_view arg) {
   absl::ConsumePrefix(&arg, "-");
   const size_t eq = arg.find('=');
   FlagArgument out{std::string(arg.substr(0, eq)), std::nullopt, std::string(typed)};
+  std::replace(out.name.begin(), out.name.end(), '-', '_');
   if (eq != absl::string_view::npos) out.value = std::string(arg.substr(eq + 1));
   return out;
+}
+
+// "; did you mean --NEAR?" after "unknown flag --x", or "" without a `near` flag (the caller's
+// placement::ClosestName of the unknown name among the flags it accepts, distance at most 2).
+inline std::string DidYouMeanFlag(const std::optional<std::string>& near) {
+  return near ? absl::StrCat("; did you mean --", *near, "?") : "";
 }
 
 // "--NAME=VALUE: <why>", where <why> is absl's parse error, or for a duration flag the accepted

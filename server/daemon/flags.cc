@@ -23,6 +23,7 @@
 #include "server/common/host_file.h"
 #include "server/common/vendor_library_flags.h"
 #include "server/common/version.h"
+#include "server/placement/env_typos.h"
 #include "server/placement/versions.h"
 
 namespace {
@@ -197,7 +198,8 @@ constexpr char kUsage[] =
     "Unix sockets: only the default runtime directory (/run/devplace, /tmp/devplace-<uid>) is created;\n"
     "a socket directory must be owned by root or this user and not writable by others (unless sticky).\n"
     "SIGHUP also re-creates a deleted socket. RefreshInventory: root, this user or --socket_group members\n"
-    "over the unix socket, or mTLS clients; rate-limited by --refresh_min_interval.\n\n"
+    "over the unix socket, or mTLS clients; rate-limited by --refresh_min_interval.\n"
+    "Flag names take - or _ alike (--lease-state-file is --lease_state_file), in a --flagfile too.\n\n"
     "Usage: devplaced [--listen=unix:/path,127.0.0.1:7465] [--host_root=/] [--refresh_interval=60s] ...";
 
 }  // namespace
@@ -301,25 +303,56 @@ std::optional<std::string> HelpText(const std::vector<std::string>& args) {
   return text;
 }
 
-std::optional<std::string> CheckFlags(const std::vector<std::string>& args, bool from_file, int depth) {
+namespace {
+
+// "; did you mean --X?" for an unknown flag `name` near a flag devplaced accepts (the CLI's rule,
+// flag_errors.h), or "".
+std::string DaemonFlagSuggestion(const std::string& name) {
+  std::vector<std::string> names;
+  for (const auto& [flag_name, flag] : absl::GetAllFlags()) names.emplace_back(flag_name);
+  std::sort(names.begin(), names.end());  // ties go to the first name in order, whatever the map's order
+  return DidYouMeanFlag(placement::ClosestName(name, names, 2));
+}
+
+std::optional<std::string> CheckFlagsIn(const std::vector<std::string>& args, bool from_file, int depth,
+                                        std::vector<std::string>* for_absl) {
   static const std::set<std::string> kAbslOwn = {"help", "helpfull", "helpshort", "helppackage", "version",
                                                   "only_check_args", "helpon", "helpmatch", "fromenv",
                                                   "tryfromenv", "undefok"};
   for (size_t i = 0; i < args.size(); ++i) {
     absl::string_view arg = args[i];
-    if (arg == "--") break;
-    if (arg.size() < 2 || arg[0] != '-') continue;  // positional: reported after parsing
+    if (arg == "--") {
+      for (; i < args.size(); ++i) for_absl->push_back(args[i]);
+      break;
+    }
+    if (arg.size() < 2 || arg[0] != '-') {  // positional: reported after parsing
+      for_absl->emplace_back(arg);
+      continue;
+    }
     auto [name, value, typed] = SplitFlagArgument(arg);
+    // absl knows only the underscore spelling: hand it the name as checked here.
+    const std::string spelled = absl::StrCat("--", name, value ? absl::StrCat("=", *value) : "");
     if (name == "version" && value) return absl::StrCat("flag ", typed, " takes no value (", typed, "=", *value, ")");
-    if (kAbslOwn.count(name) > 0) continue;
+    if (kAbslOwn.count(name) > 0) {
+      for_absl->push_back(spelled);
+      continue;
+    }
     absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
     if (flag == nullptr && absl::StartsWith(name, "no") && !value) {  // --noflag for a bool
       const absl::CommandLineFlag* positive = absl::FindCommandLineFlag(name.substr(2));
-      if (positive != nullptr && positive->IsOfType<bool>()) continue;
+      if (positive != nullptr && positive->IsOfType<bool>()) {
+        for_absl->push_back(spelled);
+        continue;
+      }
     }
-    if (flag == nullptr) return absl::StrCat("unknown flag ", typed, from_file ? " in a --flagfile" : "");
+    if (flag == nullptr) {
+      return absl::StrCat("unknown flag ", typed, from_file ? " in a --flagfile" : "", DaemonFlagSuggestion(name));
+    }
     if (!value) {
-      if (flag->IsOfType<bool>()) continue;
+      if (flag->IsOfType<bool>()) {
+        for_absl->push_back(spelled);
+        continue;
+      }
       if (from_file || i + 1 >= args.size()) return absl::StrCat("flag --", name, " needs a value (--", name, "=VALUE)");
       value = args[++i];
     }
@@ -337,7 +370,8 @@ std::optional<std::string> CheckFlags(const std::vector<std::string>& args, bool
           absl::string_view l = absl::StripAsciiWhitespace(line);
           if (!l.empty() && l[0] != '#') lines.emplace_back(l);
         }
-        if (std::optional<std::string> error = CheckFlags(lines, true, depth + 1)) {
+        // The file's flags take its place, so that absl never reads a file spelled with dashes.
+        if (std::optional<std::string> error = CheckFlagsIn(lines, true, depth + 1, for_absl)) {
           return absl::StrCat(*error, " (in --flagfile=", file, ")");
         }
       }
@@ -345,8 +379,16 @@ std::optional<std::string> CheckFlags(const std::vector<std::string>& args, bool
     }
     std::string error;
     if (!flag->ParseFrom(*value, &error)) return BadFlagValue(*flag, *value, error);
+    for_absl->push_back(absl::StrCat("--", name, "=", *value));
   }
   return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> CheckFlags(const std::vector<std::string>& args, std::vector<std::string>* for_absl) {
+  std::vector<std::string> ignored;
+  return CheckFlagsIn(args, false, 0, for_absl != nullptr ? for_absl : &ignored);
 }
 
 absl::StatusOr<ValidConfig> ConfigFromFlags() {

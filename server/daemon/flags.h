@@ -2,8 +2,9 @@
 // --help text, the check of every flag before absl parses them, and the DaemonConfig they give.
 //
 // Contract: SetUpFlagUsage() before parsing; HelpText(), then CheckFlags() on the raw arguments (absl would exit 1
-// on a bad flag by itself; devplaced exits 2 with CheckFlags' line); then absl::ParseCommandLine;
-// then ConfigFromFlags(). Every error is one line for `devplaced: <message> (see --help)`.
+// on a bad flag by itself; devplaced exits 2 with CheckFlags' line); then absl::ParseCommandLine on
+// the arguments CheckFlags gave back; then ConfigFromFlags(). Every error is one line for
+// `devplaced: <message> (see --help)`.
 #ifndef DEVPLACE_SERVER_DAEMON_FLAGS_H_
 #define DEVPLACE_SERVER_DAEMON_FLAGS_H_
 
@@ -29,10 +30,12 @@ void SetUpFlagUsage();
 std::optional<std::string> HelpText(const std::vector<std::string>& args);
 
 // Checks every flag in `args` (argv without argv[0]) and in --flagfile files before absl parses
-// them: an unknown flag, a value the flag cannot take or an unreadable flag file is one line
-// naming the flag and what it accepts. nullopt when all is well. `from_file` and `depth` are for
-// the recursion into flag files.
-std::optional<std::string> CheckFlags(const std::vector<std::string>& args, bool from_file = false, int depth = 0);
+// them: an unknown flag (with "; did you mean --X?" when one is near, as the CLI says it), a value
+// the flag cannot take or an unreadable flag file is one line naming the flag and what it accepts.
+// nullopt when all is well. Flag names take - or _ alike, as the CLI's do (--lease-state-file is
+// --lease_state_file); `for_absl` (when given) receives the arguments for absl::ParseCommandLine,
+// each flag spelled with underscores and each --flagfile replaced by the flags its files hold.
+std::optional<std::string> CheckFlags(const std::vector<std::string>& args, std::vector<std::string>* for_absl = nullptr);
 
 // The DaemonConfig the parsed flags give, checked by ValidateConfig.
 absl::StatusOr<ValidConfig> ConfigFromFlags();

@@ -177,6 +177,52 @@ TEST(OperatorExitCodes, EveryFlagErrorExitsTwoWithOneLine) {
 
 // ---- item 2: squatted sockets ------------------------------------------------------------------
 
+// devplaced's flag names take - or _ alike, as the CLI's do, on the command line and in a flag
+// file, and a misspelt one names the flag it is near (the CLI's rule, server/common/flag_errors.h).
+TEST(OperatorFlags, DaemonFlagsTakeDashesOrUnderscoresAndAMisspeltOneNamesTheNearest) {
+  TempDir dir;
+  const std::string daemon = ShellQuote(DEVPLACE_DAEMON_BINARY);
+  const std::string dashed_file = dir.Write("dashed.flags", "--lease-state-file=relative.state\n");
+  struct Case {
+    std::string flags;
+    std::string line;  // stderr, exactly
+  };
+  const std::string relative =
+      "--lease_state_file=relative.state: needs an absolute file name in an existing directory (e.g. "
+      "/var/lib/devplace/leases.state), or none";
+  const std::vector<Case> cases = {
+      // The value reached the flag, whichever spelling: ValidateConfig names it with underscores.
+      {"--lease-state-file=relative.state", "devplaced: " + relative + " (see --help)\n"},
+      {"--lease_state_file=relative.state", "devplaced: " + relative + " (see --help)\n"},
+      {"--lease-state-file relative.state", "devplaced: " + relative + " (see --help)\n"},
+      {"--flagfile=" + ShellQuote(dashed_file), "devplaced: " + relative + " (see --help)\n"},
+      {"--max-leased-devices-per-user=2000",
+       "devplaced: --max_leased_devices_per_user must be within 0 (no cap)..1024 (see --help)\n"},
+      {"--lease_stat_file=x", "devplaced: unknown flag --lease_stat_file; did you mean --lease_state_file? (see --help)\n"},
+      {"--lease-stat-file=x", "devplaced: unknown flag --lease-stat-file; did you mean --lease_state_file? (see --help)\n"},
+      {"--nosuchthing=1", "devplaced: unknown flag --nosuchthing (see --help)\n"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.flags);
+    const CommandResult r = RunCommand(absl::StrCat(daemon, " --torch_probe_command=none ", c.flags));
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(r.err, c.line);
+  }
+  // A daemon started with dashed names runs as with underscores: the pick's lease is written to the
+  // file --lease-state-file named, on the host --host-root named.
+  const std::string state = dir.File("dashed leases.state");
+  DaemonProcess d(dir.path(), {"--host-root=" + Host("nvidia-2x-h100"), "--lease-state-file=" + state,
+                               "--refresh-interval=0s"});
+  ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(30))) << d.Log();
+  const CommandResult pick = RunCommand(absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=",
+                                                     ShellQuote(d.unix_target()), " pick --no_environment --ttl=60s"));
+  EXPECT_EQ(pick.exit_code, 0) << pick.err;
+  EXPECT_THAT(pick.out, HasSubstr("export CUDA_VISIBLE_DEVICES='GPU-"));
+  EXPECT_TRUE(std::filesystem::exists(state)) << d.Log();
+  d.Signal(SIGTERM);
+  EXPECT_EQ(d.WaitExit(absl::Seconds(10)), 0) << d.Log();
+}
+
 TEST(OperatorSockets, DaemonRefusesADirectoryOwnedByAnotherUserOrWritableByOthers) {
   OwnedDir squatted(kNobody, 0755);
   CommandResult r = RunCommand(absl::StrCat(ShellQuote(DEVPLACE_DAEMON_BINARY), " --torch_probe_command=none --host_root=",

@@ -3,6 +3,7 @@ carry fail before any call; the socket-trust rules and UNAVAILABLE notes match t
 
 import os
 import shlex
+import shutil
 import socket
 import unittest
 from unittest import mock
@@ -10,7 +11,7 @@ from unittest import mock
 import grpc
 
 import devplace
-from devplace_testing import PROBE, Daemon, TempDir, clean_env, cli, fixture
+from devplace_testing import CLI, PROBE, PYTHON, Daemon, TempDir, clean_env, cli, fixture, run
 
 
 class DaemonErrors(unittest.TestCase):
@@ -136,6 +137,46 @@ class UnreachableAndEarly(unittest.TestCase):
                       raised.exception.message)
         self.assertIn("(gRPC: ", raised.exception.message)
         self.assertIn(f"[devplace target 127.0.0.1:{port} (from address)", raised.exception.message)
+
+    def test_a_socket_this_user_may_not_open_names_its_mode_group_and_the_fix(self):
+        # A real devplaced whose socket is 0660 root:root, dialled by nobody (Debian's setpriv) through
+        # both clients: the cause first (the socket's mode, owner and group, the user), then the fixes,
+        # not gRPC's bare "Permission denied".
+        as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        if os.geteuid() != 0 or not shutil.which("setpriv"):
+            self.skipTest("needs root and setpriv to connect as nobody")
+        package = os.path.abspath(devplace.__file__)  # the build tree's, or a venv's with the wheel
+        if run(as_nobody + [PYTHON, "-c", "import devplace"]).returncode or \
+                run(as_nobody + ["test", "-r", package, "-a", "-x", CLI]).returncode:
+            self.skipTest("nobody cannot import devplace or run the CLI here (the checkout's or the venv's path)")
+        with Daemon(fixture("nvidia-2x-h100"), ["--socket_mode=0660", "--lease_state_file=none"]) as daemon:
+            os.chmod(daemon.dir, 0o755)
+            expected = (f"permission denied: the socket {daemon.socket_path} (mode 0660, owner uid 0, group root) does "
+                        "not let this user (uid 65534) connect; the host's operator adds the user to group root "
+                        "(effective at the next login) or runs devplaced with --socket_mode=0666, its default; "
+                        "meanwhile --address=127.0.0.1:7465 (DEVPLACE_ADDRESS) reaches the daemon over loopback TCP")
+            script = ("import devplace\ntry:\n    devplace.Client(%r).inventory()\nexcept devplace.UnavailableError as e:\n"
+                      "    print(e.message)\n") % daemon.unix_target
+            python = run(as_nobody + [PYTHON, "-c", script])
+            self.assertEqual(python.returncode, 0, python.stderr)
+            self.assertTrue(python.stdout.startswith(expected), python.stdout)
+            self.assertIn("(gRPC: ", python.stdout)  # gRPC's own words stay, after the cause
+            command = run(as_nobody + [CLI, f"--address={daemon.unix_target}", "inventory"])
+            self.assertEqual(command.returncode, 1, command.stderr)
+            self.assertTrue(command.stderr.startswith(f"devplace: inventory: UNAVAILABLE: {expected}"), command.stderr)
+            # A directory above the socket that nobody may search: refused before any call, also cause first.
+            os.chmod(daemon.dir, 0o700)
+            expected = (f"permission denied: a directory above {daemon.socket_path} does not let this user (uid 65534) "
+                        "reach the socket; the host's operator lets the user search that directory (its mode or "
+                        "group); meanwhile --address=127.0.0.1:7465 (DEVPLACE_ADDRESS) reaches the daemon")
+            script = script.replace("UnavailableError", "FailedPreconditionError")
+            python = run(as_nobody + [PYTHON, "-c", script])
+            self.assertEqual(python.returncode, 0, python.stderr)
+            self.assertIn(f"(from address): {expected}", python.stdout)
+            command = run(as_nobody + [CLI, f"--address={daemon.unix_target}", "inventory"])
+            self.assertEqual(command.returncode, 1, command.stderr)
+            self.assertIn(f"FAILED_PRECONDITION: refusing {daemon.unix_target} (from --address", command.stderr)
+            self.assertIn(f"): {expected}", command.stderr)
 
     def test_cpu_fallback_is_opt_in_and_only_for_no_answer(self):
         with TempDir() as dir:

@@ -22,8 +22,9 @@ Like ``devplace resolve``, ``resolve()`` sends this process's placement variable
 libdevplace's ``ResolveOptions::FromEnvironment()`` does (:func:`from_environment`,
 :func:`device_allocation`). Errors raise :class:`ResolveError` (alias of :class:`Error`), one
 subclass per gRPC code, carrying ``.code`` and ``.message`` (see :mod:`devplace.errors`).
-``resolve_device()`` issues each warning of the answer as a :class:`DevplaceWarning` and a record of
-the ``devplace`` logger; the cpu fallback's is a :class:`FallbackWarning`.
+``resolve_device()`` issues each warning of the answer once, as a :class:`DevplaceWarning`
+(``logging.captureWarnings(True)`` puts them in the job's log); the cpu fallback's is a
+:class:`FallbackWarning`.
 Messages, enums and stubs of devplace.proto: ``devplace.v1.devplace_pb2`` / ``devplace_pb2_grpc``.
 """
 

@@ -3,14 +3,12 @@
 ``DEVPLACE_ADDRESS``, else the default sockets and ``127.0.0.1:7465`` of _target.py, whose trust
 rules it applies to a daemon nobody named), the calls (resolve, inventory, backends, refresh, watch,
 health) over a :class:`GrpcConnection` (_grpc_connection.py), the opt-in cpu fallback, and the
-one-liner :func:`resolve_device`, which issues the answer's warnings (:func:`_issue`: a Python
-warning and a record of the ``devplace`` logger each). Requests come from _resolve_options.py,
-answers are _resolution.py's.
+one-liner :func:`resolve_device`, which issues the answer's warnings (:func:`_issue`: one Python
+warning each). Requests come from _resolve_options.py, answers are _resolution.py's.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 import warnings
@@ -30,12 +28,6 @@ if TYPE_CHECKING:
     from ._pick import Pick
 
 __all__ = ["Client", "resolve_device"]
-
-# The logger of the answers' warnings. A library's NullHandler: without a logging configuration in the
-# job, the Python warning is what shows (once, on stderr); with one, the record follows it.
-_LOGGER = logging.getLogger("devplace")
-_LOGGER.addHandler(logging.NullHandler())
-
 
 def _refuse_untrusted(check: Callable[[str], None], what: str, target: str, origin: str) -> None:
     """Runs a trust check (_target.py) on ``what``; a missing socket or listener is left for the call to report."""
@@ -265,11 +257,11 @@ def _cpu_fallback(error: Error) -> Resolution:
 
 
 def _issue(answer: Resolution, category: type) -> None:
-    """Each warning of ``answer`` as a record of the ``devplace`` logger (WARNING), then as a Python
-    warning of ``category`` attributed to the job's line that called devplace. All records come first:
-    a filter that turns the warnings into errors raises at the first, and the log still has them all."""
-    for text in answer.warnings:
-        _LOGGER.warning("%s", text)
+    """Each warning of ``answer`` as a Python warning of ``category`` attributed to the job's line that
+    called devplace, and nothing else: one channel, so that each shows once whatever the job's logging
+    set-up (a record of devplace's own beside it printed every warning twice under
+    ``logging.basicConfig()``). The job routes them with Python's own switches: the warnings filters,
+    and ``logging.captureWarnings(True)`` for its log (records of the ``py.warnings`` logger)."""
     level = _callers_level()
     for text in answer.warnings:
         warnings.warn(text, category, stacklevel=level)
@@ -301,9 +293,10 @@ def resolve_device(workload: Union[str, int], device_map: Union[str, int, None] 
     (a ``RuntimeWarning``) when the daemon gives no answer, so a pod's first line does not stop the pod.
 
     Each warning of the answer (a container that cannot see its GPUs gets ``"cpu"`` and the reason) is
-    logged as a WARNING record of the ``devplace`` logger and issued as a :class:`DevplaceWarning`
-    pointing at the caller's line, so it shows in the job's log by default; ``warnings.filterwarnings``
-    with ``category=devplace.DevplaceWarning`` silences it ("ignore") or raises it ("error").
+    issued once, as a :class:`DevplaceWarning` pointing at the caller's line, whatever the job's logging
+    set-up; ``warnings.filterwarnings`` with ``category=devplace.DevplaceWarning`` silences it
+    ("ignore") or raises it ("error"), and ``logging.captureWarnings(True)`` sends it to the job's log
+    (a record of the ``py.warnings`` logger) instead of stderr.
     """
     with Client(address, timeout, tls) as client:
         answer = client.resolve(workload, device_map, **kwargs)

@@ -2,7 +2,8 @@
 gRPC reports UNAVAILABLE (its text says "Socket closed" for most TLS mistakes), the target is dialled
 once more with the standard library's socket and ssl to name the cause and the setting that fixes
 it: a host name that does not resolve, a client key that does not belong to the client certificate,
-devplaced not running (no socket, a stale socket, connection refused), plaintext sent to a TLS
+devplaced not running (no socket, a stale socket, connection refused), a socket whose mode, group
+or directory does not let this user connect, plaintext sent to a TLS
 listener, TLS sent to a plaintext one, a daemon certificate from an unknown CA or without the dialled
 name, a required client certificate missing, or a client certificate the daemon refused.
 :func:`diagnose_unreachable` is what _grpc_connection.py calls (tests/python/test_tls.py and
@@ -11,6 +12,7 @@ test_errors.py check its sentences).
 
 from __future__ import annotations
 
+import grp
 import ipaddress
 import os
 import socket
@@ -25,18 +27,38 @@ _CERT_FIX = ("pass --tls_cert and --tls_key (DEVPLACE_TLS_CERT, DEVPLACE_TLS_KEY
 _PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
 
 
+def permission_fix(fix: str) -> str:
+    """``fix`` (what the host's operator can change so that this user may connect to a unix socket),
+    then what works meanwhile; for _unix and _target.check_unix_socket (libdevplace's PermissionFix)."""
+    return (f"{fix}; meanwhile --address=127.0.0.1:7465 (DEVPLACE_ADDRESS) reaches the daemon over loopback TCP "
+            "where it listens there, as by default (a pick there needs --ttl)")
+
+
+def _group_name(gid: int) -> str:
+    try:
+        return grp.getgrgid(gid).gr_name
+    except (KeyError, OverflowError):
+        return str(gid)
+
+
 def _unix(path: str) -> str:
     try:
-        os.lstat(path)
+        st = os.lstat(path)
     except FileNotFoundError:
         return f"no socket at {path}: {_START_HINT}"
-    except OSError:
+    except OSError:  # PermissionError: check_unix_socket (_target.py) said why before any call
         return ""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         s.connect(path)
     except ConnectionRefusedError:
         return f"{path} is a socket nobody accepts on (left behind by a devplaced that stopped): {_START_HINT}"
+    except PermissionError:
+        group = _group_name(st.st_gid)
+        return (f"permission denied: the socket {path} (mode {st.st_mode & 0o7777:04o}, owner uid {st.st_uid}, group "
+                f"{group}) does not let this user (uid {os.geteuid()}) connect; " +
+                permission_fix(f"the host's operator adds the user to group {group} (effective at the next login) "
+                                "or runs devplaced with --socket_mode=0666, its default"))
     except OSError:
         return ""
     finally:

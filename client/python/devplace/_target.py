@@ -16,6 +16,7 @@ import sys
 from typing import List, Optional, Tuple, Union
 
 from . import _read
+from ._connect_diagnosis import permission_fix
 from .errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
 
 _Address = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
@@ -40,6 +41,11 @@ def check_unix_socket(path: str) -> None:
         st = os.lstat(path)
     except FileNotFoundError:
         raise NotFoundError(f"{path}: no such socket") from None
+    except PermissionError:  # the cause first: gRPC would only say "Permission denied"
+        raise FailedPreconditionError(
+            f"permission denied: a directory above {path} does not let this user (uid {os.geteuid()}) reach the "
+            "socket; " + permission_fix("the host's operator lets the user search that directory (its mode or group)")
+        ) from None
     except OSError as e:
         raise FailedPreconditionError(f"{path}: {os.strerror(e.errno or errno.EIO)}") from None
     me = os.geteuid()
