@@ -68,7 +68,7 @@ HOSTS = [
 # The distribution each stand-in package is installed as (what a client sends in job_environment).
 DISTRIBUTIONS = {"torch_npu": "torch_npu", "torch_mlu": "torch_mlu", "torch_musa": "torch_musa",
                  "intel_extension_for_pytorch": "intel_extension_for_pytorch", "torch_neuronx": "torch_neuronx",
-                 "habana_frameworks": "habana_torch_plugin"}
+                 "habana_frameworks": "habana_torch_plugin", "torch_tpu": "torch_tpu"}
 TORCH = "2.8.0"  # the torch release the simulated job reports (oracle.py's default)
 
 # Workloads: id, oracle convention, devplace flags, local_rank, use_cpu, pipeline device.
@@ -484,20 +484,30 @@ def coverage_doc(cov):
 # and whether the job has torch_xla (with USE_TORCH_XLA as the process has it).
 XHOSTS = {h["id"]: h for h in HOSTS}
 XHOSTS["tpu2"] = {"id": "tpu2", "fixtures": ["tpu-2x-v5e"], "count": {}, "tpu": True}
+# torch-tpu (the native `tpu` device, no torch_xla) on the same TPU host.
+XHOSTS["tpu2-torch_tpu"] = {"id": "tpu2-torch_tpu", "fixtures": ["tpu-2x-v5e"], "count": {"tpu": 2}, "tpu": True,
+                            "packages": ["torch_tpu"]}
 XHOSTS["mlu2+xpu2"] = {"id": "mlu2+xpu2", "fixtures": ["mlu-2x-mlu370", "xpu-2x-arc"], "count": {"mlu": 2, "xpu": 2},
                        "stock_xpu": True, "packages": ["torch_mlu"]}
 PW = collections.namedtuple("PW", "id convention flags rank world use_cpu device env")
+# Workloads only the probes run, beside the matrix's: from_pretrained(device_map="cuda") (its `device`).
+PROBE_WORKLOADS = WORKLOADS + [
+    W("fp-cuda", "from_pretrained", ["--workload=inference", "--convention=from_pretrained", "--device_map=cuda"], None,
+      False, "cuda"),
+]
 
 
 def pw(wid, rank=None, world=2, use_cpu=False, device=None, env=None):
-    base = {w.id: w for w in WORKLOADS}[wid]
+    base = {w.id: w for w in PROBE_WORKLOADS}[wid]
     flags = list(base.flags) + (["--use_cpu"] if use_cpu and "--use_cpu" not in base.flags else [])
     return PW(wid + ("+use_cpu" if use_cpu and not base.use_cpu else "") + "".join(f"+{k}={v}" for k, v in sorted((env or {}).items())) + (f"@{rank}/{world}" if rank is not None else ""),
               base.convention, flags, rank if rank is not None else base.rank, world, use_cpu or base.use_cpu,
               device if device is not None else base.device, env or {})
 
 
-P = collections.namedtuple("P", "rule host before after xla")
+# acc: the Accelerate release on both sides of a Transformers probe (default: the one current at the rule's
+# first tag).
+P = collections.namedtuple("P", "rule host before after xla acc", defaults=(None,))
 PROBES = [
     # Accelerate (executed alone: Accelerator().device / PartialState().device, get_max_memory)
     P("V-ACC-XLA-IMPORT", "cuda2", pw("acc"), pw("acc"), True),
@@ -559,6 +569,13 @@ PROBES = [
     P("T-DIST", "cuda2", pw("acc"), pw("acc", rank=1), False),
     P("V-TF-XLA-ENV", "cuda2", pw("ta", env={"USE_TORCH_XLA": "0"}), pw("ta", env={"USE_TORCH_XLA": "0"}), True),
     P("V-TF-TA-4.32", "npu2", pw("ta"), pw("ta"), False),
+    # from_pretrained(device_map="cuda") in rank 1 of 2: 4.x passes torch.device("cuda") on, 5.0 cuda:<LOCAL_RANK>.
+    P("V-TF-CUDA-RANK", "cuda2", pw("fp-cuda", rank=1), pw("fp-cuda", rank=1), False),
+    # torch-tpu installed on a TPU host: TrainingArguments' tpu:0 branch (5.9), after neuron:0, before cuda:0.
+    P("V-TF-TPU", "tpu2-torch_tpu", pw("ta"), pw("ta"), False),
+    P("V-TF-TA-TPU", "tpu2-torch_tpu", pw("ta"), pw("ta"), False),
+    # Transformers 5 requires Accelerate >= 1.1.0: the last 4.x with Accelerate 1.0.1 works, 5.0.0 raises.
+    P("V-TF-V5", "cuda2", pw("ta"), pw("ta"), False, acc="1.0.1"),
 ]
 # Process-level variables (read once, at import): USE_TORCH_XLA.
 PROCESS_ENV = ("USE_TORCH_XLA",)
@@ -669,12 +686,12 @@ def run_probes(a, tfr, accr):
             sides.append((p, (None, before), (None, since), span))
         elif lib == "transformers":
             if p.before.id != p.after.id:  # a condition at the rule's first tag
-                pair = (since, acc_for(tfr, accr, since))
+                pair = (since, p.acc or acc_for(tfr, accr, since))
                 plan[pair] += [(p, p.before), (p, p.after)]
                 sides.append((p, pair, pair, [since]))
                 continue
             # the same Accelerate on both sides (the one current at the rule's first tag): only Transformers changes
-            before, acc = tag_before(tfr, since), acc_for(tfr, accr, since)
+            before, acc = tag_before(tfr, since), p.acc or acc_for(tfr, accr, since)
             b, af = (before, acc), (since, acc)
             plan[b].append((p, p.before))
             plan[af].append((p, p.after))
