@@ -14,6 +14,9 @@ Modes (README.md here says how to run each):
 - `--probes`: a covering workload per rule, executed on both sides of each boundary (every
   Accelerate tag of the range, or all with `--every_tag`); the coverage table goes into
   results.json and, with `--doc`, docs/FIDELITY.md.
+- `--xla_git`: torch_xla's own Neuron set-up (T-XLA-NEURON), executed at every torch_xla release tag from 2.5
+  by neuron_xla.py here against devplace; writes tests/placement/neuron_xla_remap.txt and, with --probes, joins
+  the coverage check.
 - `--newer`: the release tags in the mirrors newer than the newest release the table knows.
 Opt-in (needs local mirrors with the release tags, and Debian's python3-torch); not part of CI.
 """
@@ -416,6 +419,7 @@ def render_doc(results):
         lines.append(f"| {why} | {host} | {workload} | `{lib}` | `{mine}` | {len(where)}: {shown} |")
     lines.append("")
     lines += coverage_doc(results.get("coverage"))
+    lines += neuron_xla_doc(results.get("neuron_xla"))
     with open(DOC, "w") as f:
         f.write("\n".join(lines))
 
@@ -473,6 +477,37 @@ def coverage_doc(cov):
                      f"{ans(r['library_after'])} | {ans(r['devplace_after'])} | {agree} | {ok} |")
     lines += ["", "Rows without a covering workload (the coverage check fails for each): " +
               (", ".join(cov["missing"]) or "none") + ".", ""]
+    return lines
+
+
+def neuron_xla_doc(nx):
+    """T-XLA-NEURON against torch_xla's own Neuron set-up (neuron_xla.py)."""
+    if not nx:
+        return []
+    lines = [
+        "## Trainium on torch_xla: torch_xla's own Neuron set-up",
+        "",
+        f"Written by `run.py --xla_git=...` (`scripts/fidelity/neuron_xla.py`, ran {nx['ran']}, {nx['seconds']} s): "
+        "`torch_xla/_internal/neuron.py` `configure_pjrt_environment()` (with `neuron_utils.remap_visible_cores`), "
+        f"taken unmodified from each torch_xla release tag from 2.5 ({len(nx['tags'])} tags: {', '.join(nx['tags'])}; "
+        f"{nx['distinct_sources']} distinct versions of the two files), executed over {nx['cases']} combinations of "
+        "`NEURON_RT_VISIBLE_CORES` x `LOCAL_RANK` (torchrun, or a single process) x `LOCAL_WORLD_SIZE`; the "
+        "process's NeuronCore is the first entry of the list it leaves. Stand-ins only for what the modules import: "
+        "an empty `torch_xla` package and `_internal/__init__.py`, and `torch_xla.experimental.plugins.DevicePlugin`. "
+        f"The tags disagree on {nx['tags_disagree']} combinations. devplace (`resolve` on the neuron-2x-trn1 fixture, "
+        f"4 NeuronCores, the job with torch-neuronx and torch_xla) agrees on {nx['agree']} of {nx['compared']}: the "
+        "same core (`placed`), torch_xla's ValueError as FAILED_PRECONDITION, a list its parser refuses as "
+        "INVALID_ARGUMENT, a core the host lacks as the Neuron runtime's failure. The answers are "
+        "`tests/placement/neuron_xla_remap.txt`, which ctest `NeuronOnXla.CoreIsTorchXlaExecutedRemap` holds "
+        "devplace's resolver to without the mirror.",
+        "",
+    ]
+    if nx["differences"]:
+        lines += ["| NEURON_RT_VISIBLE_CORES | LOCAL_RANK | LOCAL_WORLD_SIZE | torch_xla | devplace |", "|---|---|---|---|---|"]
+        for d in nx["differences"]:
+            lines.append(f"| `{d['NEURON_RT_VISIBLE_CORES']}` | {d['LOCAL_RANK']} | {d['LOCAL_WORLD_SIZE']} | "
+                         f"{d['torch_xla']} | `{json.dumps(d['devplace'])[:120]}` |")
+        lines.append("")
     return lines
 
 
@@ -768,6 +803,18 @@ def run_probes(a, tfr, accr):
     return 1 if missing or bad else 0
 
 
+def run_neuron_xla(a):
+    """T-XLA-NEURON against torch_xla's own code (neuron_xla.py): kept in results.json, exit 1 on a difference."""
+    sys.path.insert(0, HERE)
+    import neuron_xla
+    os.makedirs(a.work, exist_ok=True)
+    summary = neuron_xla.run(a.xla_git, a.devplace, a.work, sys.executable)
+    results = load_results()
+    results["neuron_xla"] = summary
+    save_results(results)
+    return 1 if summary["tags_disagree"] or summary["differences"] else 0
+
+
 # ---------------------------------------------------------------- the version table's boundaries
 ROW = re.compile(r"\{\s*[FK]::k\w+,\s*L::k(\w+),\s*\{(\d+),\s*(\d+),\s*(\d+)\}")
 
@@ -923,10 +970,18 @@ def main():
     ap.add_argument("--every_tag", action="store_true", help="--probes: every Accelerate probe at every Accelerate "
                     "release tag (default: the tags from the one before each boundary through the next minor)")
     ap.add_argument("--newer", action="store_true", help="list release tags newer than the table knows")
+    ap.add_argument("--xla_git", default="", help="git directory of a pytorch/xla mirror with its release tags: execute "
+                    "torch_xla's Neuron set-up at every tag from 2.5 against devplace (neuron_xla.py; with --probes "
+                    "or alone) and write tests/placement/neuron_xla_remap.txt")
     ap.add_argument("--crosscheck", default="", help="git directory of an independent Transformers fork with main's "
                     "history: check each matrix release's branch point and device files against it")
     a = ap.parse_args()
     tfr, accr = releases(a.transformers_git, "transformers"), releases(a.accelerate_git, "accelerate")
+    if a.xla_git and not a.probes:
+        rc = run_neuron_xla(a)
+        if a.doc:
+            render_doc(load_results())
+        return rc
     if a.boundaries:
         return check_boundaries(a, tfr, accr)
     if a.newer:
@@ -934,6 +989,8 @@ def main():
     if a.probes:
         os.makedirs(a.work, exist_ok=True)
         rc = run_probes(a, tfr, accr)
+        if a.xla_git:
+            rc = run_neuron_xla(a) or rc
         if a.doc:
             render_doc(load_results())
         return rc
