@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -62,15 +63,27 @@ absl::StatusOr<std::optional<std::string>> Resolution::TorchXlaNeuronCores(int h
                                         "configure_pjrt_environment, torch_xla >= 2.5)"));
     }
   } else {
-    std::vector<int> list;  // torch_xla's get_visible_cores_list
+    // torch_xla's get_visible_cores_list, bounded: no host has kMaxListed NeuronCores, so a longer list is refused
+    // here (torch_xla would build it, then find that it is not LOCAL_WORLD_SIZE long).
+    constexpr int64_t kMaxListed = 1 << 16;
+    std::vector<int> list;
+    std::set<int> seen;
     for (absl::string_view e : absl::StrSplit(*cores, ',')) {
       std::vector<absl::string_view> ab = absl::StrSplit(e, '-');
       int a = 0, b = 0;
       bool ok = (ab.size() == 1 || ab.size() == 2) && ParseDecimal(ab[0], &a);
       if (ok) ok = ab.size() == 1 ? (b = a, true) : (ParseDecimal(ab[1], &b) && a <= b);
-      for (int c = a; ok && c <= b; ++c) ok = std::find(list.begin(), list.end(), c) == list.end();
       if (!ok) return std::optional<std::string>();  // torch_xla raises too; the visibility rules say why
-      for (int c = a; c <= b; ++c) list.push_back(c);
+      if (static_cast<int64_t>(b) - a + 1 + static_cast<int64_t>(list.size()) > kMaxListed) {
+        return absl::InvalidArgumentError(absl::StrCat("env.NEURON_RT_VISIBLE_CORES='", *cores, "' lists more than ",
+                                                       kMaxListed, " NeuronCores; accepted: core index N, inclusive "
+                                                       "range A-B, or a comma list of them, e.g. 0-1,4"));
+      }
+      for (int c = a;; ++c) {
+        if (!seen.insert(c).second) return std::optional<std::string>();  // overlapping entries: likewise
+        list.push_back(c);
+        if (c == b) break;
+      }
     }
     const int count = static_cast<int>(list.size());
     int local_world = 1;

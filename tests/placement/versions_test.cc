@@ -220,6 +220,17 @@ std::vector<Case> Cases() {
                .request = Req::Train(ACC).Runtime({"neuron", "xla"}).Rank(0, 2)
                               .Env("NEURON_RT_VISIBLE_CORES", "0-1").Env("LOCAL_WORLD_SIZE", "1"),
                .code = kPrecondition, .words = {"torch_xla raises ValueError: LOCAL_WORLD_SIZE 1 is not equal to the 2"}});
+  // torch_xla's remap reads the list before the runtime does: the list is bounded (no host has 65536 cores), and a
+  // list naming cores this host lacks is fine for a rank whose own entry exists (the runtime sees only that one).
+  c.push_back({.id = "X05_neuron_xla_huge_list", .host = trn2,
+               .request = Req::Train(ACC).Runtime({"neuron", "xla"}).Rank(0, 2)
+                              .Env("NEURON_RT_VISIBLE_CORES", "0-2147483647").Env("LOCAL_WORLD_SIZE", "2"),
+               .code = kInvalid, .words = {"lists more than 65536 NeuronCores"}});
+  c.push_back({.id = "X05_neuron_xla_list_beyond_host", .host = trn2,
+               .request = Req::Train(ACC).Runtime({"neuron", "xla"}).Rank(1, 8)
+                              .Env("NEURON_RT_VISIBLE_CORES", "0-7").Env("LOCAL_WORLD_SIZE", "8"),
+               .device = "xla:0", .words = {"to its entry at LOCAL_RANK=1, NEURON_RT_VISIBLE_CORES=1"},
+               .host_indices = {1}});
   // V-TF-XPU-STOCK: 4.42's XPU branch without IPEX needs Accelerate >= 0.32 (executed: 4.42.0 + 0.31.0 raises
   // ImportError). The job's packages say torch without IPEX.
   c.push_back({.id = "V14_tf_xpu_old_accelerate", .host = H({{v1::ROW_XPU, 2}}),
