@@ -13,7 +13,10 @@ the Neuron runtime's first). Stand-ins, only for what the two modules import and
 remap: an empty `torch_xla` package (the real one loads the C++ extension), an empty
 `torch_xla/_internal/__init__.py`, and `torch_xla.experimental.plugins` with an empty `DevicePlugin` base
 class (neuron.py subclasses it at import). `torch.distributed.is_torchelastic_launched` is Debian's
-python3-torch's own (torchrun is simulated by TORCHELASTIC_RUN_ID, as torchrun sets it).
+python3-torch's own (torchrun is simulated by TORCHELASTIC_RUN_ID, as torchrun sets it). From torch_xla 2.6
+on, torch_xla/__init__.py calls this set-up only when torch-neuronx is not installed (with it, torch-neuronx's
+own `xla.init()`, which is not public): what is executed here is torch_xla's, which devplace assumes
+torch-neuronx keeps (docs/SEMANTICS.md T-XLA-NEURON).
 
 It writes tests/placement/neuron_xla_remap.txt (ctest NeuronOnXla.CoreIsTorchXlaExecutedRemap holds
 devplace's resolver to it, with no mirror) and, given a devplace build, asks `devplace resolve` each
