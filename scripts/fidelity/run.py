@@ -457,6 +457,15 @@ def coverage_doc(cov):
         f"{len(cov['executed']) - n_acc} Transformers + Accelerate pairs over {n_tf} Transformers tags: "
         f"{', '.join(e for e in cov['executed'] if e.startswith('tf'))}).",
         "",
+    ]
+    last = cov.get("last_execution")
+    if last:
+        lines += [f"The last run that executed the libraries itself (ran {last['ran']}, "
+                  f"{'every Accelerate tag' if last.get('every_tag') else 'the tags around each boundary'}) executed "
+                  f"{last['fresh_processes']} oracle processes over {last['release_pairs']} release pairs and took "
+                  f"{last['seconds']} s ({last['seconds'] / 60:.0f} min) from start to end, asking devplace included.",
+                  ""]
+    lines += [
         "The boundaries themselves (`run.py --boundaries`) are checked against every release tag of both libraries "
         "in the supported range, patch releases included (42 Accelerate, 123 Transformers in the mirrors used; about "
         "2 minutes); these probes confirm each by executing the tags on both sides.",
@@ -653,6 +662,7 @@ def probe_devplace(a, p, w, tf, acc):
 
 
 EXEC_SECONDS = []  # wall seconds of each oracle process (kept with its answers, so a rerun still counts them)
+FRESH = []  # the oracle processes this run executed (not kept answers)
 
 
 def probe_library(a, tfr, accr, tf, acc, items):
@@ -690,6 +700,7 @@ def probe_library(a, tfr, accr, tf, acc, items):
                            "hub_version": "1.2.0" if tf and vkey(tf) >= (5,) else "0.30.0", "transformers_version": tf,
                            "torch": TORCH, "torch_xla": xla, "process_env": json.loads(penv)})
         EXEC_SECONDS.append(round(__import__("time").time() - started, 1))
+        FRESH.append(EXEC_SECONDS[-1])
         with open(cache, "w") as f:
             json.dump({**mine, "_seconds": EXEC_SECONDS[-1]}, f)
         got.update({(p.host, w.id, p.xla): mine[f"{p.host}/{w.id}"] for p, w in its})
@@ -788,7 +799,13 @@ def run_probes(a, tfr, accr):
                      and not (since == "4.30.0" and lib == "transformers"))
     executed = sorted({f"{'tf' + k[0] + '+' if k[0] else ''}acc{k[1]}" for k in plan})
     results = load_results()
+    # The last run that executed the libraries itself (a rerun on kept answers keeps its figures).
+    last = (results.get("coverage") or {}).get("last_execution")
+    if FRESH:
+        last = {"ran": datetime.date.today().isoformat(), "seconds": round(time.time() - t0),
+                "fresh_processes": len(FRESH), "release_pairs": len(plan), "every_tag": bool(a.every_tag)}
     results["coverage"] = {"ran": datetime.date.today().isoformat(), "seconds": round(time.time() - t0),
+                           "last_execution": last,
                            "oracle_processes": len(EXEC_SECONDS), "oracle_seconds": round(sum(EXEC_SECONDS)),
                            "every_tag": bool(a.every_tag),
                            "executed": executed, "rows": table, "missing": missing}
