@@ -127,18 +127,6 @@ absl::StatusOr<std::optional<std::string>> Resolution::TorchXlaNeuronCores(int h
   return absl::StrCat(core);
 }
 
-// T-XLA-NEURON: which NeuronCore a torch_xla process is: the first it sees. A single process keeps the job's
-// NEURON_RT_VISIBLE_CORES; under torchrun the visible cores are those torch_xla's set-up left
-// (TorchXlaNeuronCores, applied when the rows were computed). Returns the index into the visible cores.
-absl::StatusOr<int> Resolution::NeuronXlaCore(const RowState& neuron) {
-  (void)neuron;
-  if (!local_rank_) {
-    out_.add_explanation("T-XLA-NEURON a single process (no LOCAL_RANK): the Neuron runtime gives torch_xla the "
-                         "first visible NeuronCore as xla:0");
-  }
-  return 0;
-}
-
 // Whether PartialState picks XLA (T-XLA, V-ACC-XLA-IMPORT, V-ACC-XLA-CPU).
 bool Resolution::XlaApplies(bool state_cpu) {
   if (!runtime_.count("xla")) return false;
@@ -172,10 +160,15 @@ absl::Status Resolution::AnswerXla(bool state_cpu) {
   out_.add_devices("xla:0");
   if (tpu != nullptr) {
     int idx = tpu->vis.units.size() > 1 && local_rank_ ? *local_rank_ % static_cast<int>(tpu->vis.units.size()) : 0;
+    // T-XLA-NEURON: the process's NeuronCore is the first it sees. A single process keeps the job's
+    // NEURON_RT_VISIBLE_CORES; under torchrun the visible cores are those torch_xla's set-up left
+    // (TorchXlaNeuronCores, applied when the rows were computed).
     if (tpu->backend->row() == v1::ROW_NEURON && runtime_.count("neuron")) {
-      absl::StatusOr<int> core = NeuronXlaCore(*tpu);
-      if (!core.ok()) return core.status();
-      idx = *core;
+      idx = 0;
+      if (!local_rank_) {
+        out_.add_explanation("T-XLA-NEURON a single process (no LOCAL_RANK): the Neuron runtime gives torch_xla the "
+                             "first visible NeuronCore as xla:0");
+      }
     }
     Place(*tpu, idx)->set_device("xla:0");
     out_.add_explanation(absl::StrCat("T-XLA torch_xla is importable (runtime_backends has xla) and its XLA device is ",

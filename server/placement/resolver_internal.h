@@ -110,7 +110,6 @@ class Resolution {
   bool XlaApplies(bool state_cpu);
   absl::Status AnswerXla(bool state_cpu);
   absl::Status MultiCpu(bool acc, bool state_cpu, const std::string& why);
-  absl::StatusOr<int> NeuronXlaCore(const RowState& neuron);  // T-XLA-NEURON: the core among the visible ones
   // T-XLA-NEURON under torchrun: the NEURON_RT_VISIBLE_CORES torch_xla leaves for the Neuron runtime (nullopt:
   // as the job set it), or torch_xla's ValueError. `host_cores`: the NeuronCores before any mask.
   absl::StatusOr<std::optional<std::string>> TorchXlaNeuronCores(int host_cores);
