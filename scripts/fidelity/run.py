@@ -429,8 +429,8 @@ def coverage_doc(cov):
     if not cov:
         return []
 
-    def ans(x):
-        return f"`{x.get('device', x.get('error', ''))[:70]}`"
+    def ans(x):  # a code span: the library's own backticks (error messages) would end it
+        return f"`{x.get('device', x.get('error', ''))[:70].replace('`', chr(39))}`"
 
     rows = cov["rows"]
     tags = sorted({t for r in rows for t in r["tags"]}, key=vkey)
