@@ -8,7 +8,7 @@ JSON line per case with the device string the library chose, or the exception it
 Nothing in the libraries is edited: their source trees are put on sys.path as checked out, and
 the hardware they see is simulated by patching torch at run time (torch.cuda.*, torch.backends.mps,
 torch.distributed) and by registering stand-in plug-in packages (torch_npu, torch_mlu, torch_musa,
-torch_sdaa, habana_frameworks.torch, intel_extension_for_pytorch, torch_neuronx) that attach a
+torch_sdaa, habana_frameworks.torch, intel_extension_for_pytorch, torch_neuronx, torch_tpu) that attach a
 simulated `torch.<type>` module when imported, as the real plug-ins do. huggingface_hub,
 safetensors and tokenizers, which play no part in device choice, are replaced by stand-ins.
 """
@@ -38,6 +38,7 @@ PLUGINS = {  # package -> (device type it attaches, distribution name)
     "intel_extension_for_pytorch": ("xpu", "intel_extension_for_pytorch"),
     "torch_neuronx": ("neuron", "torch_neuronx"),
     "habana_frameworks": ("hpu", "habana_frameworks"),
+    "torch_tpu": ("tpu", "torch_tpu"),  # torch-tpu: the native `tpu` device (PrivateUse1), no torch_xla
 }
 
 
@@ -379,7 +380,7 @@ def set_host(host):
     HOST.update(host)
     COUNT.clear()
     COUNT.update(host.get("count", {}))
-    for dtype in ("npu", "mlu", "musa", "sdaa", "xpu", "hpu", "neuron"):
+    for dtype in ("npu", "mlu", "musa", "sdaa", "xpu", "hpu", "neuron", "tpu"):
         if isinstance(getattr(torch, dtype, None), FakeAccelerator):
             delattr(torch, dtype)
             sys.modules.pop(f"torch.{dtype}", None)
@@ -445,7 +446,8 @@ def _clear_caches():
     if hasattr(state, "PartialState") and hasattr(state.PartialState, "_reset_state"):
         state.PartialState._reset_state()
     _dist["init"] = False
-    for acc in [getattr(torch, t) for t in ("npu", "mlu", "musa", "sdaa", "xpu", "hpu", "neuron") if hasattr(torch, t)]:
+    for acc in [getattr(torch, t) for t in ("npu", "mlu", "musa", "sdaa", "xpu", "hpu", "neuron", "tpu")
+                if hasattr(torch, t)]:
         if isinstance(acc, FakeAccelerator):
             acc.current = 0
 
@@ -474,6 +476,8 @@ def run_case(case):
         return f"{MEMORY_ASKED[0]}:0" if MEMORY_ASKED else ("mps" if "mps" in keys else "cpu")
     if conv == "pipeline":
         return _pipeline_device(case.get("device"))
+    if conv == "from_pretrained":
+        return _from_pretrained_device(case["device"])
     if conv == "training_arguments":
         import transformers
         kw = {"output_dir": tempfile.mkdtemp(prefix="fidelity-out-"), "report_to": []}
@@ -482,6 +486,37 @@ def run_case(case):
         args = transformers.TrainingArguments(**kw)
         return str(args.device)
     raise ValueError(conv)
+
+
+def _from_pretrained_device(device_map):
+    """The device from_pretrained(device_map=<a device string>) loads the whole model on, by Transformers' own
+    conversion of the argument: check_and_set_device_map (integrations/accelerate.py, 5.0 on) called as is, or
+    before it the conversion statement of PreTrainedModel.from_pretrained itself (4.x: `if isinstance(device_map,
+    torch.device): ... elif isinstance(device_map, str) ...`), taken from the checked-out source and executed in
+    modeling_utils' own namespace. The answer is the device of the map's one entry, as the library passes it on
+    (`cuda`: torch's current CUDA device when the weights are moved)."""
+    import ast
+    import inspect
+    import textwrap
+    try:
+        from transformers.integrations.accelerate import check_and_set_device_map
+    except ImportError:
+        check_and_set_device_map = None
+    if check_and_set_device_map is not None:
+        mapped = check_and_set_device_map(device_map)
+    else:
+        import transformers.modeling_utils as mu
+        tree = ast.parse(textwrap.dedent(inspect.getsource(mu.PreTrainedModel.from_pretrained)))
+        found = [n for n in ast.walk(tree) if isinstance(n, ast.If) and ast.unparse(n.test) ==
+                 "isinstance(device_map, torch.device)"]
+        if len(found) != 1:
+            raise RuntimeError(f"harness: {len(found)} device_map conversions in from_pretrained")
+        scope = {"device_map": device_map}
+        exec(compile(ast.Module(body=found, type_ignores=[]), mu.__file__, "exec"), vars(mu), scope)
+        mapped = scope["device_map"]
+    if not isinstance(mapped, dict) or list(mapped) != [""]:
+        raise RuntimeError(f"harness: from_pretrained mapped {device_map!r} to {mapped!r}, not one device")
+    return str(mapped[""])
 
 
 def _available(device):

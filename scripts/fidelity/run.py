@@ -14,6 +14,9 @@ Modes (README.md here says how to run each):
 - `--probes`: a covering workload per rule, executed on both sides of each boundary (every
   Accelerate tag of the range, or all with `--every_tag`); the coverage table goes into
   results.json and, with `--doc`, docs/FIDELITY.md.
+- `--xla_git`: torch_xla's own Neuron set-up (T-XLA-NEURON), executed at every torch_xla release tag from 2.5
+  by neuron_xla.py here against devplace; writes tests/placement/neuron_xla_remap.txt and, with --probes, joins
+  the coverage check.
 - `--newer`: the release tags in the mirrors newer than the newest release the table knows.
 Opt-in (needs local mirrors with the release tags, and Debian's python3-torch); not part of CI.
 """
@@ -68,7 +71,7 @@ HOSTS = [
 # The distribution each stand-in package is installed as (what a client sends in job_environment).
 DISTRIBUTIONS = {"torch_npu": "torch_npu", "torch_mlu": "torch_mlu", "torch_musa": "torch_musa",
                  "intel_extension_for_pytorch": "intel_extension_for_pytorch", "torch_neuronx": "torch_neuronx",
-                 "habana_frameworks": "habana_torch_plugin"}
+                 "habana_frameworks": "habana_torch_plugin", "torch_tpu": "torch_tpu"}
 TORCH = "2.8.0"  # the torch release the simulated job reports (oracle.py's default)
 
 # Workloads: id, oracle convention, devplace flags, local_rank, use_cpu, pipeline device.
@@ -416,6 +419,7 @@ def render_doc(results):
         lines.append(f"| {why} | {host} | {workload} | `{lib}` | `{mine}` | {len(where)}: {shown} |")
     lines.append("")
     lines += coverage_doc(results.get("coverage"))
+    lines += neuron_xla_doc(results.get("neuron_xla"))
     with open(DOC, "w") as f:
         f.write("\n".join(lines))
 
@@ -425,8 +429,8 @@ def coverage_doc(cov):
     if not cov:
         return []
 
-    def ans(x):
-        return f"`{x.get('device', x.get('error', ''))[:70]}`"
+    def ans(x):  # a code span: the library's own backticks (error messages) would end it
+        return f"`{x.get('device', x.get('error', ''))[:70].replace('`', chr(39))}`"
 
     rows = cov["rows"]
     tags = sorted({t for r in rows for t in r["tags"]}, key=vkey)
@@ -453,6 +457,15 @@ def coverage_doc(cov):
         f"{len(cov['executed']) - n_acc} Transformers + Accelerate pairs over {n_tf} Transformers tags: "
         f"{', '.join(e for e in cov['executed'] if e.startswith('tf'))}).",
         "",
+    ]
+    last = cov.get("last_execution")
+    if last:
+        lines += [f"The last run that executed the libraries itself (ran {last['ran']}, "
+                  f"{'every Accelerate tag' if last.get('every_tag') else 'the tags around each boundary'}) executed "
+                  f"{last['fresh_processes']} oracle processes over {last['release_pairs']} release pairs and took "
+                  f"{last['seconds']} s ({last['seconds'] / 60:.0f} min) from start to end, asking devplace included.",
+                  ""]
+    lines += [
         "The boundaries themselves (`run.py --boundaries`) are checked against every release tag of both libraries "
         "in the supported range, patch releases included (42 Accelerate, 123 Transformers in the mirrors used; about "
         "2 minutes); these probes confirm each by executing the tags on both sides.",
@@ -476,6 +489,37 @@ def coverage_doc(cov):
     return lines
 
 
+def neuron_xla_doc(nx):
+    """T-XLA-NEURON against torch_xla's own Neuron set-up (neuron_xla.py)."""
+    if not nx:
+        return []
+    lines = [
+        "## Trainium on torch_xla: torch_xla's own Neuron set-up",
+        "",
+        f"Written by `run.py --xla_git=...` (`scripts/fidelity/neuron_xla.py`, ran {nx['ran']}, {nx['seconds']} s): "
+        "`torch_xla/_internal/neuron.py` `configure_pjrt_environment()` (with `neuron_utils.remap_visible_cores`), "
+        f"taken unmodified from each torch_xla release tag from 2.5 ({len(nx['tags'])} tags: {', '.join(nx['tags'])}; "
+        f"{nx['distinct_sources']} distinct versions of the two files), executed over {nx['cases']} combinations of "
+        "`NEURON_RT_VISIBLE_CORES` x `LOCAL_RANK` (torchrun, or a single process) x `LOCAL_WORLD_SIZE`; the "
+        "process's NeuronCore is the first entry of the list it leaves. Stand-ins only for what the modules import: "
+        "an empty `torch_xla` package and `_internal/__init__.py`, and `torch_xla.experimental.plugins.DevicePlugin`. "
+        f"The tags disagree on {nx['tags_disagree']} combinations. devplace (`resolve` on the neuron-2x-trn1 fixture, "
+        f"4 NeuronCores, the job with torch-neuronx and torch_xla) agrees on {nx['agree']} of {nx['compared']}: the "
+        "same core (`placed`), torch_xla's ValueError as FAILED_PRECONDITION, a list its parser refuses as "
+        "INVALID_ARGUMENT, a core the host lacks as the Neuron runtime's failure. The answers are "
+        "`tests/placement/neuron_xla_remap.txt`, which ctest `NeuronOnXla.CoreIsTorchXlaExecutedRemap` holds "
+        "devplace's resolver to without the mirror.",
+        "",
+    ]
+    if nx["differences"]:
+        lines += ["| NEURON_RT_VISIBLE_CORES | LOCAL_RANK | LOCAL_WORLD_SIZE | torch_xla | devplace |", "|---|---|---|---|---|"]
+        for d in nx["differences"]:
+            lines.append(f"| `{d['NEURON_RT_VISIBLE_CORES']}` | {d['LOCAL_RANK']} | {d['LOCAL_WORLD_SIZE']} | "
+                         f"{d['torch_xla']} | `{json.dumps(d['devplace'])[:120]}` |")
+        lines.append("")
+    return lines
+
+
 # ---------------------------------------------------------------- a covering workload per rule
 # Each rule of versions.cc gets at least one executed workload whose library answer changes across the rule's
 # boundary (`boundary`: the same workload at the last tag before the rule and at its first tag) or across the
@@ -484,20 +528,30 @@ def coverage_doc(cov):
 # and whether the job has torch_xla (with USE_TORCH_XLA as the process has it).
 XHOSTS = {h["id"]: h for h in HOSTS}
 XHOSTS["tpu2"] = {"id": "tpu2", "fixtures": ["tpu-2x-v5e"], "count": {}, "tpu": True}
+# torch-tpu (the native `tpu` device, no torch_xla) on the same TPU host.
+XHOSTS["tpu2-torch_tpu"] = {"id": "tpu2-torch_tpu", "fixtures": ["tpu-2x-v5e"], "count": {"tpu": 2}, "tpu": True,
+                            "packages": ["torch_tpu"]}
 XHOSTS["mlu2+xpu2"] = {"id": "mlu2+xpu2", "fixtures": ["mlu-2x-mlu370", "xpu-2x-arc"], "count": {"mlu": 2, "xpu": 2},
                        "stock_xpu": True, "packages": ["torch_mlu"]}
 PW = collections.namedtuple("PW", "id convention flags rank world use_cpu device env")
+# Workloads only the probes run, beside the matrix's: from_pretrained(device_map="cuda") (its `device`).
+PROBE_WORKLOADS = WORKLOADS + [
+    W("fp-cuda", "from_pretrained", ["--workload=inference", "--convention=from_pretrained", "--device_map=cuda"], None,
+      False, "cuda"),
+]
 
 
 def pw(wid, rank=None, world=2, use_cpu=False, device=None, env=None):
-    base = {w.id: w for w in WORKLOADS}[wid]
+    base = {w.id: w for w in PROBE_WORKLOADS}[wid]
     flags = list(base.flags) + (["--use_cpu"] if use_cpu and "--use_cpu" not in base.flags else [])
     return PW(wid + ("+use_cpu" if use_cpu and not base.use_cpu else "") + "".join(f"+{k}={v}" for k, v in sorted((env or {}).items())) + (f"@{rank}/{world}" if rank is not None else ""),
               base.convention, flags, rank if rank is not None else base.rank, world, use_cpu or base.use_cpu,
               device if device is not None else base.device, env or {})
 
 
-P = collections.namedtuple("P", "rule host before after xla")
+# acc: the Accelerate release on both sides of a Transformers probe (default: the one current at the rule's
+# first tag).
+P = collections.namedtuple("P", "rule host before after xla acc", defaults=(None,))
 PROBES = [
     # Accelerate (executed alone: Accelerator().device / PartialState().device, get_max_memory)
     P("V-ACC-XLA-IMPORT", "cuda2", pw("acc"), pw("acc"), True),
@@ -559,6 +613,13 @@ PROBES = [
     P("T-DIST", "cuda2", pw("acc"), pw("acc", rank=1), False),
     P("V-TF-XLA-ENV", "cuda2", pw("ta", env={"USE_TORCH_XLA": "0"}), pw("ta", env={"USE_TORCH_XLA": "0"}), True),
     P("V-TF-TA-4.32", "npu2", pw("ta"), pw("ta"), False),
+    # from_pretrained(device_map="cuda") in rank 1 of 2: 4.x passes torch.device("cuda") on, 5.0 cuda:<LOCAL_RANK>.
+    P("V-TF-CUDA-RANK", "cuda2", pw("fp-cuda", rank=1), pw("fp-cuda", rank=1), False),
+    # torch-tpu installed on a TPU host: TrainingArguments' tpu:0 branch (5.9), after neuron:0, before cuda:0.
+    P("V-TF-TPU", "tpu2-torch_tpu", pw("ta"), pw("ta"), False),
+    P("V-TF-TA-TPU", "tpu2-torch_tpu", pw("ta"), pw("ta"), False),
+    # Transformers 5 requires Accelerate >= 1.1.0: the last 4.x with Accelerate 1.0.1 works, 5.0.0 raises.
+    P("V-TF-V5", "cuda2", pw("ta"), pw("ta"), False, acc="1.0.1"),
 ]
 # Process-level variables (read once, at import): USE_TORCH_XLA.
 PROCESS_ENV = ("USE_TORCH_XLA",)
@@ -601,6 +662,7 @@ def probe_devplace(a, p, w, tf, acc):
 
 
 EXEC_SECONDS = []  # wall seconds of each oracle process (kept with its answers, so a rerun still counts them)
+FRESH = []  # the oracle processes this run executed (not kept answers)
 
 
 def probe_library(a, tfr, accr, tf, acc, items):
@@ -638,6 +700,7 @@ def probe_library(a, tfr, accr, tf, acc, items):
                            "hub_version": "1.2.0" if tf and vkey(tf) >= (5,) else "0.30.0", "transformers_version": tf,
                            "torch": TORCH, "torch_xla": xla, "process_env": json.loads(penv)})
         EXEC_SECONDS.append(round(__import__("time").time() - started, 1))
+        FRESH.append(EXEC_SECONDS[-1])
         with open(cache, "w") as f:
             json.dump({**mine, "_seconds": EXEC_SECONDS[-1]}, f)
         got.update({(p.host, w.id, p.xla): mine[f"{p.host}/{w.id}"] for p, w in its})
@@ -669,12 +732,12 @@ def run_probes(a, tfr, accr):
             sides.append((p, (None, before), (None, since), span))
         elif lib == "transformers":
             if p.before.id != p.after.id:  # a condition at the rule's first tag
-                pair = (since, acc_for(tfr, accr, since))
+                pair = (since, p.acc or acc_for(tfr, accr, since))
                 plan[pair] += [(p, p.before), (p, p.after)]
                 sides.append((p, pair, pair, [since]))
                 continue
             # the same Accelerate on both sides (the one current at the rule's first tag): only Transformers changes
-            before, acc = tag_before(tfr, since), acc_for(tfr, accr, since)
+            before, acc = tag_before(tfr, since), p.acc or acc_for(tfr, accr, since)
             b, af = (before, acc), (since, acc)
             plan[b].append((p, p.before))
             plan[af].append((p, p.after))
@@ -736,7 +799,13 @@ def run_probes(a, tfr, accr):
                      and not (since == "4.30.0" and lib == "transformers"))
     executed = sorted({f"{'tf' + k[0] + '+' if k[0] else ''}acc{k[1]}" for k in plan})
     results = load_results()
+    # The last run that executed the libraries itself (a rerun on kept answers keeps its figures).
+    last = (results.get("coverage") or {}).get("last_execution")
+    if FRESH:
+        last = {"ran": datetime.date.today().isoformat(), "seconds": round(time.time() - t0),
+                "fresh_processes": len(FRESH), "release_pairs": len(plan), "every_tag": bool(a.every_tag)}
     results["coverage"] = {"ran": datetime.date.today().isoformat(), "seconds": round(time.time() - t0),
+                           "last_execution": last,
                            "oracle_processes": len(EXEC_SECONDS), "oracle_seconds": round(sum(EXEC_SECONDS)),
                            "every_tag": bool(a.every_tag),
                            "executed": executed, "rows": table, "missing": missing}
@@ -749,6 +818,18 @@ def run_probes(a, tfr, accr):
     print(f"{len(executed)} release pairs executed in {time.time() - t0:.0f} s; {len(covered)} rules covered; "
           f"not covered: {', '.join(missing) or 'none'}")
     return 1 if missing or bad else 0
+
+
+def run_neuron_xla(a):
+    """T-XLA-NEURON against torch_xla's own code (neuron_xla.py): kept in results.json, exit 1 on a difference."""
+    sys.path.insert(0, HERE)
+    import neuron_xla
+    os.makedirs(a.work, exist_ok=True)
+    summary = neuron_xla.run(a.xla_git, a.devplace, a.work, sys.executable)
+    results = load_results()
+    results["neuron_xla"] = summary
+    save_results(results)
+    return 1 if summary["tags_disagree"] or summary["differences"] else 0
 
 
 # ---------------------------------------------------------------- the version table's boundaries
@@ -906,10 +987,18 @@ def main():
     ap.add_argument("--every_tag", action="store_true", help="--probes: every Accelerate probe at every Accelerate "
                     "release tag (default: the tags from the one before each boundary through the next minor)")
     ap.add_argument("--newer", action="store_true", help="list release tags newer than the table knows")
+    ap.add_argument("--xla_git", default="", help="git directory of a pytorch/xla mirror with its release tags: execute "
+                    "torch_xla's Neuron set-up at every tag from 2.5 against devplace (neuron_xla.py; with --probes "
+                    "or alone) and write tests/placement/neuron_xla_remap.txt")
     ap.add_argument("--crosscheck", default="", help="git directory of an independent Transformers fork with main's "
                     "history: check each matrix release's branch point and device files against it")
     a = ap.parse_args()
     tfr, accr = releases(a.transformers_git, "transformers"), releases(a.accelerate_git, "accelerate")
+    if a.xla_git and not a.probes:
+        rc = run_neuron_xla(a)
+        if a.doc:
+            render_doc(load_results())
+        return rc
     if a.boundaries:
         return check_boundaries(a, tfr, accr)
     if a.newer:
@@ -917,6 +1006,8 @@ def main():
     if a.probes:
         os.makedirs(a.work, exist_ok=True)
         rc = run_probes(a, tfr, accr)
+        if a.xla_git:
+            rc = run_neuron_xla(a) or rc
         if a.doc:
             render_doc(load_results())
         return rc

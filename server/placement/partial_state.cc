@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "server/placement/device_string.h"
 #include "server/placement/resolver_internal.h"
 #include "server/placement/versions.h"
@@ -34,60 +37,94 @@ const RowState* Resolution::XlaRow() const {
   return found;
 }
 
-// T-XLA-NEURON: which NeuronCore a torch_xla process is, by torch_xla's own set-up
-// (torch_xla/_internal/neuron.py configure_pjrt_environment and neuron_utils.remap_visible_cores, first
-// in torch_xla 2.5): under torchrun (LOCAL_RANK set) an unset NEURON_RT_VISIBLE_CORES becomes
-// LOCAL_RANK; a set one must list LOCAL_WORLD_SIZE cores (default 1; one core or none with a world of
-// 1 is kept as is) and the process keeps the entry at position LOCAL_RANK, else torch_xla raises
-// ValueError. Returns the index into the visible cores, or that error as FAILED_PRECONDITION.
-absl::StatusOr<int> Resolution::NeuronXlaCore(const RowState& neuron) {
-  const int count = static_cast<int>(neuron.vis.units.size());
-  if (!local_rank_) {
-    out_.add_explanation("T-XLA-NEURON a single process (no LOCAL_RANK): the Neuron runtime gives torch_xla the "
-                         "first visible NeuronCore as xla:0");
-    return 0;
-  }
+// T-XLA-NEURON: a torch-neuronx job on torch_xla under torchrun (LOCAL_RANK set). torch_xla runs its Neuron
+// set-up when imported (Accelerate imports it whenever it reads torch_xla as available).
+bool Resolution::NeuronOnXlaTorchrun() const {
+  return local_rank_.has_value() && runtime_.count("neuron") && runtime_.count("xla") &&
+         (use_torch_xla_ || !versions_.Has(Feature::kAccXlaImportOnly));
+}
+
+// T-XLA-NEURON: what torch_xla's Neuron set-up at import (torch_xla/_internal/neuron.py
+// configure_pjrt_environment and neuron_utils.remap_visible_cores, first in torch_xla 2.5) does to
+// NEURON_RT_VISIBLE_CORES under torchrun, before the Neuron runtime reads it: unset or empty becomes LOCAL_RANK;
+// a set list (entries N or A-B, mutually exclusive) must hold LOCAL_WORLD_SIZE cores (default 1; one core with a
+// local world of 1 is kept as is) and becomes its entry at position LOCAL_RANK, else torch_xla raises ValueError
+// (FAILED_PRECONDITION here). A list torch_xla's own parser refuses is left to the visibility rules (malformed:
+// INVALID_ARGUMENT). Executed against torch_xla's code at its tags: scripts/fidelity/neuron_xla.py,
+// tests/placement/neuron_xla_remap.txt.
+absl::StatusOr<std::optional<std::string>> Resolution::TorchXlaNeuronCores(int host_cores) {
   const int rank = *local_rank_;
   const std::string* cores = Env("NEURON_RT_VISIBLE_CORES");
+  int core = rank;
   if (cores == nullptr || cores->empty()) {
+    if (rank < host_cores) {
+      out_.add_explanation(absl::StrCat("T-XLA-NEURON NEURON_RT_VISIBLE_CORES unset under torchrun: torch_xla sets it "
+                                        "to LOCAL_RANK=", rank, " (torch_xla/_internal/neuron.py "
+                                        "configure_pjrt_environment, torch_xla >= 2.5)"));
+    }
+  } else {
+    // torch_xla's get_visible_cores_list, bounded: no host has kMaxListed NeuronCores, so a longer list is refused
+    // here (torch_xla would build it, then find that it is not LOCAL_WORLD_SIZE long).
+    constexpr int64_t kMaxListed = 1 << 16;
+    std::vector<int> list;
+    std::set<int> seen;
+    for (absl::string_view e : absl::StrSplit(*cores, ',')) {
+      std::vector<absl::string_view> ab = absl::StrSplit(e, '-');
+      int a = 0, b = 0;
+      bool ok = (ab.size() == 1 || ab.size() == 2) && ParseDecimal(ab[0], &a);
+      if (ok) ok = ab.size() == 1 ? (b = a, true) : (ParseDecimal(ab[1], &b) && a <= b);
+      if (!ok) return std::optional<std::string>();  // torch_xla raises too; the visibility rules say why
+      if (static_cast<int64_t>(b) - a + 1 + static_cast<int64_t>(list.size()) > kMaxListed) {
+        return absl::InvalidArgumentError(absl::StrCat("env.NEURON_RT_VISIBLE_CORES='", *cores, "' lists more than ",
+                                                       kMaxListed, " NeuronCores; accepted: core index N, inclusive "
+                                                       "range A-B, or a comma list of them, e.g. 0-1,4"));
+      }
+      for (int c = a;; ++c) {
+        if (!seen.insert(c).second) return std::optional<std::string>();  // overlapping entries: likewise
+        list.push_back(c);
+        if (c == b) break;
+      }
+    }
+    const int count = static_cast<int>(list.size());
+    int local_world = 1;
+    if (const std::string* lws = Env("LOCAL_WORLD_SIZE"); lws != nullptr && !lws->empty()) {
+      if (!absl::SimpleAtoi(*lws, &local_world) || local_world <= 0) {
+        return absl::InvalidArgumentError(absl::StrCat("env.LOCAL_WORLD_SIZE=", *lws,
+                                                       " is not a positive integer (torchrun sets it per node)"));
+      }
+    }
+    if (count <= 1 && local_world == 1) {
+      out_.add_explanation(absl::StrCat("T-XLA-NEURON NEURON_RT_VISIBLE_CORES=", *cores, " with LOCAL_WORLD_SIZE 1: "
+                                        "torch_xla keeps it (neuron_utils.remap_visible_cores, torch_xla >= 2.5)"));
+      return std::optional<std::string>();
+    }
+    if (local_world != count) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "torch_xla raises ValueError: LOCAL_WORLD_SIZE ", local_world, " is not equal to the ", count,
+          " NeuronCore(s) of NEURON_RT_VISIBLE_CORES=", *cores, " (neuron_utils.remap_visible_cores, torch_xla >= 2.5: "
+          "list one core per local process, or set LOCAL_WORLD_SIZE to the count)"));
+    }
     if (rank >= count) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "local_rank ", rank, ": torch_xla sets NEURON_RT_VISIBLE_CORES=", rank, " (LOCAL_RANK, "
-          "torch_xla/_internal/neuron.py, torch_xla >= 2.5), but this host has ", count,
-          " NeuronCore(s): the Neuron runtime finds no such core"));
+          "torch_xla raises ValueError: LOCAL_RANK ", rank, " is not below the ", count,
+          " NeuronCore(s) of NEURON_RT_VISIBLE_CORES=", *cores, " (neuron_utils.remap_visible_cores, torch_xla >= 2.5)"));
     }
-    out_.add_explanation(absl::StrCat("T-XLA-NEURON NEURON_RT_VISIBLE_CORES unset under torchrun: torch_xla sets it "
-                                      "to LOCAL_RANK=", rank, " (torch_xla/_internal/neuron.py "
-                                      "configure_pjrt_environment, torch_xla >= 2.5)"));
-    return rank;
-  }
-  int local_world = 1;
-  if (const std::string* lws = Env("LOCAL_WORLD_SIZE"); lws != nullptr && !lws->empty()) {
-    if (!absl::SimpleAtoi(*lws, &local_world) || local_world <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat("env.LOCAL_WORLD_SIZE=", *lws,
-                                                     " is not a positive integer (torchrun sets it per node)"));
+    core = list[rank];
+    if (core < host_cores) {
+      out_.add_explanation(absl::StrCat("T-XLA-NEURON torch_xla remaps NEURON_RT_VISIBLE_CORES=", *cores,
+                                        " to its entry at LOCAL_RANK=", rank, ", NEURON_RT_VISIBLE_CORES=", core,
+                                        " (neuron_utils.remap_visible_cores, torch_xla >= 2.5): this process's xla:0"));
     }
   }
-  if (count <= 1 && local_world == 1) {
-    out_.add_explanation(absl::StrCat("T-XLA-NEURON NEURON_RT_VISIBLE_CORES=", *cores, " with LOCAL_WORLD_SIZE 1: "
-                                      "torch_xla keeps it (neuron_utils.remap_visible_cores, torch_xla >= 2.5)"));
-    return 0;
-  }
-  if (local_world != count) {
+  if (core >= host_cores) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "torch_xla raises ValueError: LOCAL_WORLD_SIZE ", local_world, " is not equal to the ", count,
-        " NeuronCore(s) of NEURON_RT_VISIBLE_CORES=", *cores, " (neuron_utils.remap_visible_cores, torch_xla >= 2.5: "
-        "list one core per local process, or set LOCAL_WORLD_SIZE to the count)"));
+        "local_rank ", rank, ": torch_xla sets NEURON_RT_VISIBLE_CORES=", core,
+        cores == nullptr || cores->empty() ? " (LOCAL_RANK, torch_xla/_internal/neuron.py, torch_xla >= 2.5)"
+                                           : absl::StrCat(" (the entry at LOCAL_RANK of ", *cores,
+                                                          ", neuron_utils.remap_visible_cores, torch_xla >= 2.5)"),
+        ", but this host has ", host_cores, " NeuronCore(s): the Neuron runtime finds no such core"));
   }
-  if (rank >= count) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "torch_xla raises ValueError: LOCAL_RANK ", rank, " is not below the ", count,
-        " NeuronCore(s) of NEURON_RT_VISIBLE_CORES=", *cores, " (neuron_utils.remap_visible_cores, torch_xla >= 2.5)"));
-  }
-  out_.add_explanation(absl::StrCat("T-XLA-NEURON torch_xla remaps NEURON_RT_VISIBLE_CORES=", *cores,
-                                    " to its entry at LOCAL_RANK=", rank,
-                                    " (neuron_utils.remap_visible_cores, torch_xla >= 2.5): this process's xla:0"));
-  return rank;
+  return absl::StrCat(core);
 }
 
 // Whether PartialState picks XLA (T-XLA, V-ACC-XLA-IMPORT, V-ACC-XLA-CPU).
@@ -123,10 +160,15 @@ absl::Status Resolution::AnswerXla(bool state_cpu) {
   out_.add_devices("xla:0");
   if (tpu != nullptr) {
     int idx = tpu->vis.units.size() > 1 && local_rank_ ? *local_rank_ % static_cast<int>(tpu->vis.units.size()) : 0;
+    // T-XLA-NEURON: the process's NeuronCore is the first it sees. A single process keeps the job's
+    // NEURON_RT_VISIBLE_CORES; under torchrun the visible cores are those torch_xla's set-up left
+    // (TorchXlaNeuronCores, applied when the rows were computed).
     if (tpu->backend->row() == v1::ROW_NEURON && runtime_.count("neuron")) {
-      absl::StatusOr<int> core = NeuronXlaCore(*tpu);
-      if (!core.ok()) return core.status();
-      idx = *core;
+      idx = 0;
+      if (!local_rank_) {
+        out_.add_explanation("T-XLA-NEURON a single process (no LOCAL_RANK): the Neuron runtime gives torch_xla the "
+                             "first visible NeuronCore as xla:0");
+      }
     }
     Place(*tpu, idx)->set_device("xla:0");
     out_.add_explanation(absl::StrCat("T-XLA torch_xla is importable (runtime_backends has xla) and its XLA device is ",

@@ -142,7 +142,24 @@ absl::Status Resolution::ComputeRows() {
     }
     RowState r;
     r.backend = &b;
-    ASSIGN_OR_RETURN(r.vis, ComputeVisibility(b, req_.env(), job, allocation ? &*allocation : nullptr));
+    // T-XLA-NEURON: under torchrun torch_xla rewrites NEURON_RT_VISIBLE_CORES at import, before the Neuron
+    // runtime reads it, so the NeuronCores the process sees follow the value it leaves.
+    if (b.row() == v1::ROW_NEURON && NeuronOnXlaTorchrun()) {
+      placement::Env unmasked = req_.env();
+      unmasked.erase("NEURON_RT_VISIBLE_CORES");
+      unmasked.erase("NEURON_RT_NUM_CORES");
+      ASSIGN_OR_RETURN(RowVisibility all, ComputeVisibility(b, unmasked, job, allocation ? &*allocation : nullptr));
+      ASSIGN_OR_RETURN(std::optional<std::string> cores, TorchXlaNeuronCores(static_cast<int>(all.units.size())));
+      if (cores) {
+        placement::Env remapped = req_.env();
+        remapped["NEURON_RT_VISIBLE_CORES"] = *cores;
+        ASSIGN_OR_RETURN(r.vis, ComputeVisibility(b, remapped, job, allocation ? &*allocation : nullptr));
+      } else {
+        ASSIGN_OR_RETURN(r.vis, ComputeVisibility(b, req_.env(), job, allocation ? &*allocation : nullptr));
+      }
+    } else {
+      ASSIGN_OR_RETURN(r.vis, ComputeVisibility(b, req_.env(), job, allocation ? &*allocation : nullptr));
+    }
     for (const std::string& e : r.vis.explanation) out_.add_explanation(e);
     for (const std::string& w : r.vis.warnings) out_.add_warnings(w);
     const auto supported = std::find_if(r.vis.units.begin(), r.vis.units.end(),

@@ -110,7 +110,10 @@ class Resolution {
   bool XlaApplies(bool state_cpu);
   absl::Status AnswerXla(bool state_cpu);
   absl::Status MultiCpu(bool acc, bool state_cpu, const std::string& why);
-  absl::StatusOr<int> NeuronXlaCore(const RowState& neuron);  // T-XLA-NEURON: torch_xla's core remap
+  // T-XLA-NEURON under torchrun: the NEURON_RT_VISIBLE_CORES torch_xla leaves for the Neuron runtime (nullopt:
+  // as the job set it), or torch_xla's ValueError. `host_cores`: the NeuronCores before any mask.
+  absl::StatusOr<std::optional<std::string>> TorchXlaNeuronCores(int host_cores);
+  bool NeuronOnXlaTorchrun() const;  // the job's torch-neuronx runs on torch_xla, launched by torchrun
   const RowState* XlaRow() const;
   absl::Status AnswerVerbatim(const DeviceString& d);
   absl::Status Distributed(const RowState& row, const OrderRule& chain);

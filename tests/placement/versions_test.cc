@@ -220,6 +220,17 @@ std::vector<Case> Cases() {
                .request = Req::Train(ACC).Runtime({"neuron", "xla"}).Rank(0, 2)
                               .Env("NEURON_RT_VISIBLE_CORES", "0-1").Env("LOCAL_WORLD_SIZE", "1"),
                .code = kPrecondition, .words = {"torch_xla raises ValueError: LOCAL_WORLD_SIZE 1 is not equal to the 2"}});
+  // torch_xla's remap reads the list before the runtime does: the list is bounded (no host has 65536 cores), and a
+  // list naming cores this host lacks is fine for a rank whose own entry exists (the runtime sees only that one).
+  c.push_back({.id = "X05_neuron_xla_huge_list", .host = trn2,
+               .request = Req::Train(ACC).Runtime({"neuron", "xla"}).Rank(0, 2)
+                              .Env("NEURON_RT_VISIBLE_CORES", "0-2147483647").Env("LOCAL_WORLD_SIZE", "2"),
+               .code = kInvalid, .words = {"lists more than 65536 NeuronCores"}});
+  c.push_back({.id = "X05_neuron_xla_list_beyond_host", .host = trn2,
+               .request = Req::Train(ACC).Runtime({"neuron", "xla"}).Rank(1, 8)
+                              .Env("NEURON_RT_VISIBLE_CORES", "0-7").Env("LOCAL_WORLD_SIZE", "8"),
+               .device = "xla:0", .words = {"to its entry at LOCAL_RANK=1, NEURON_RT_VISIBLE_CORES=1"},
+               .host_indices = {1}});
   // V-TF-XPU-STOCK: 4.42's XPU branch without IPEX needs Accelerate >= 0.32 (executed: 4.42.0 + 0.31.0 raises
   // ImportError). The job's packages say torch without IPEX.
   c.push_back({.id = "V14_tf_xpu_old_accelerate", .host = H({{v1::ROW_XPU, 2}}),
@@ -475,6 +486,75 @@ TEST(NeuronOnXla, NamesTheNeuronCoreWithoutTpuOrMissingPluginWarnings) {
     EXPECT_THAT(w, ::testing::Not(HasSubstr("torch-neuronx"))) << w;
     EXPECT_THAT(w, ::testing::Not(HasSubstr("USE_TORCH_XLA=0"))) << w;
   }
+}
+
+// T-XLA-NEURON against torch_xla's own code: every row of tests/placement/neuron_xla_remap.txt is what
+// torch_xla/_internal/neuron.py configure_pjrt_environment() left, executed unmodified at torch_xla's release
+// tags by scripts/fidelity/neuron_xla.py, for one NEURON_RT_VISIBLE_CORES x LOCAL_RANK x LOCAL_WORLD_SIZE.
+// On a host of 2 Trainium devices with 2 NeuronCores each (cores 0-3) the resolver must place the process on
+// that core; a core the host lacks (or, for a single process, a list naming one) is the Neuron runtime's
+// failure; torch_xla's ValueError (the list against LOCAL_WORLD_SIZE or LOCAL_RANK) is FAILED_PRECONDITION and
+// a list torch_xla's parser refuses INVALID_ARGUMENT.
+TEST(NeuronOnXla, CoreIsTorchXlaExecutedRemap) {
+  constexpr int kCores = 4;
+  InventoryBuilder host;
+  host.Add(v1::ROW_NEURON, 2);
+  for (int i = 0; i < 2; ++i) host.Device(v1::ROW_NEURON, i).set_sub_device_count(2);
+  std::ifstream in(DEVPLACE_NEURON_XLA_REMAP);
+  ASSERT_TRUE(in) << DEVPLACE_NEURON_XLA_REMAP;
+  auto unset = [](const std::string& f) { return f == "-"; };
+  auto value = [](const std::string& f) { return f == "\"\"" ? std::string() : f; };
+  int rows = 0;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    const std::vector<std::string> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    ASSERT_EQ(f.size(), 4u) << line;
+    ++rows;
+    Req req = Req::Train(ACC).Runtime({"neuron", "xla", "cpu"});
+    int rank = -1, lws = 0;
+    if (!unset(f[1])) {
+      ASSERT_TRUE(absl::SimpleAtoi(f[1], &rank)) << line;
+      if (!unset(f[2])) {
+        ASSERT_TRUE(absl::SimpleAtoi(f[2], &lws)) << line;
+      }
+      req.Rank(rank, lws > 0 ? lws : rank + 1);
+      if (lws > 0) req.Env("LOCAL_WORLD_SIZE", f[2]);
+    }
+    if (!unset(f[0])) req.Env("NEURON_RT_VISIBLE_CORES", value(f[0]));
+    absl::StatusOr<v1::ResolveDeviceResponse> got = Resolve(host.Build(), req);
+    const std::string& want = f[3];
+    if (want == "error=count") {
+      EXPECT_EQ(got.status().code(), kPrecondition) << line << ": " << got.status();
+      EXPECT_THAT(std::string(got.status().message()), HasSubstr("torch_xla raises ValueError")) << line;
+      continue;
+    }
+    if (want == "error=malformed") {
+      EXPECT_EQ(got.status().code(), kInvalid) << line << ": " << got.status();
+      continue;
+    }
+    int core = -1;
+    ASSERT_TRUE(absl::SimpleAtoi(absl::StripPrefix(want, "core="), &core)) << line;
+    bool names_missing = false;  // a list torch_xla leaves as it is that names a core the host lacks
+    if (rank < 0 && !unset(f[0])) {
+      for (absl::string_view e : absl::StrSplit(f[0], ',')) {
+        int last = 0;
+        names_missing |= absl::SimpleAtoi(std::vector<absl::string_view>(absl::StrSplit(e, '-')).back(), &last) &&
+                         last >= kCores;
+      }
+    }
+    if (core >= kCores || names_missing) {
+      EXPECT_TRUE(got.status().code() == kPrecondition || got.status().code() == kInvalid)
+          << line << ": the Neuron runtime has no such core, devplace says " << got.status();
+      continue;
+    }
+    ASSERT_TRUE(got.ok()) << line << ": " << got.status();
+    EXPECT_EQ(got->device(), "xla:0") << line;
+    ASSERT_EQ(got->placed_size(), 1) << line;
+    EXPECT_EQ(got->placed(0).host_index(), core / 2) << line << "\n" << got->DebugString();
+    EXPECT_EQ(got->placed(0).sub_device(), core % 2) << line << "\n" << got->DebugString();
+  }
+  EXPECT_GT(rows, 100) << "tests/placement/neuron_xla_remap.txt: run scripts/fidelity/neuron_xla.py";
 }
 
 // The data itself: every feature has a row, and each order kind's rows ascend.
