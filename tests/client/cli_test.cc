@@ -314,8 +314,10 @@ TEST_F(CliOnlineTest, WatchPrintsEachRevision) {
   EXPECT_THAT(r.out, HasSubstr("cuda/nvidia READY 2/2"));
 
   server_.service().EndWatchesAfter(2, grpc::Status(grpc::StatusCode::UNAVAILABLE, "going away"));
-  std::thread refresher([this] {
-    absl::SleepFor(absl::Milliseconds(300));
+  // The refresh comes once the watch has sent revision 1 (however long the CLI takes to start).
+  const int sent_before = server_.service().watch_messages();
+  std::thread refresher([this, sent_before] {
+    server_.service().WaitForWatchMessagesOver(sent_before, absl::Seconds(60));
     Client(MakeGrpcConnection(server_.target())).Refresh().IgnoreError();
   });
   r = Run(Address() + "watch --json");

@@ -90,6 +90,10 @@ grpc::Status TestPlacementService::WatchInventory(grpc::ServerContext* context,
     }
     if (snapshot.revision() != 0) {
       if (!writer->Write(snapshot)) break;
+      {
+        absl::MutexLock lock(&mu_);
+        ++watch_messages_;
+      }
       sent = snapshot.revision();
       if (limit > 0 && ++count >= limit) return end;
       continue;

@@ -59,6 +59,17 @@ class TestPlacementService final : public v1::DevicePlacement::Service {
     absl::MutexLock lock(&mu_);
     return inventory_.revision();
   }
+  // Messages all watches have written so far.
+  int watch_messages() const {
+    absl::MutexLock lock(&mu_);
+    return watch_messages_;
+  }
+  // Waits until watches have written more than `messages` messages in all (true), or `timeout`.
+  bool WaitForWatchMessagesOver(int messages, absl::Duration timeout) const {
+    absl::MutexLock lock(&mu_);
+    auto over = [this, messages]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return watch_messages_ > messages; };
+    return mu_.AwaitWithTimeout(absl::Condition(&over), timeout);
+  }
 
  private:
   mutable absl::Mutex mu_;
@@ -66,6 +77,7 @@ class TestPlacementService final : public v1::DevicePlacement::Service {
   absl::Duration delay_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
   int watch_limit_ ABSL_GUARDED_BY(mu_) = 0;
   grpc::Status watch_end_ ABSL_GUARDED_BY(mu_);
+  int watch_messages_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // The service plus gRPC's default health service, listening on unix:<temp dir>/devplace.sock.

@@ -2,6 +2,7 @@
 // probing fixture host trees through the real devplace-probe child, called over gRPC.
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -219,11 +220,13 @@ TEST(Daemon, GarbageFromTheProbeIsReportedAndTheLastGoodSnapshotStays) {
 TEST(Daemon, SigtermDuringCallsAndWatchesEndsCleanly) {
   TempDir dir;
   const std::string probe = dir.Script("slow-second-probe",
-                                       absl::StrCat("if [ -e ", dir.path(), "/ran ]; then sleep 1; fi\ntouch ",
+                                       absl::StrCat("if [ -e ", dir.path(), "/ran ]; then touch ", dir.path(),
+                                                    "/second; sleep 1; fi\ntouch ",
                                                     dir.path(), "/ran\nexec ", ShellQuote(DEVPLACE_PROBE_BINARY), " \"$@\""))
                                 .back();
+  // A grace far longer than the slow probe's second, however slow the machine or the build.
   DaemonProcess d(dir.path(), {"--host_root=" + Fixture("amd-2x-mi210"), "--probe_command=" + probe,
-                               "--refresh_interval=0s"});
+                               "--refresh_interval=0s", "--shutdown_grace=30s"});
   Stubs s(d.unix_target());
   WaitServing(s);
   grpc::ClientContext watch_ctx;
@@ -235,7 +238,12 @@ TEST(Daemon, SigtermDuringCallsAndWatchesEndsCleanly) {
     v1::Inventory inv;
     refresh_status = s.placement->RefreshInventory(Ctx().get(), {}, &inv);
   });
-  absl::SleepFor(absl::Milliseconds(200));  // the refresh is waiting on the slow probe
+  // SIGTERM once the refresh is waiting on the slow probe (however long the call takes to arrive).
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (access((dir.path() + "/second").c_str(), F_OK) != 0 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(access((dir.path() + "/second").c_str(), F_OK), 0) << "the refresh never ran the probe";
   d.Signal(SIGTERM);
   while (reader->Read(&seen)) {
   }

@@ -453,8 +453,9 @@ TEST(SharedHost, AKilledRunKeepsItsLeaseWhileAnyProcessOfTheJobLives) {
   CommandResult r = Bash(absl::StrCat(
       "cd ", ShellQuote(host.dir()), "\n", host.ShellEnv(),
       "bash -c 'exec devplace run --no_environment -- bash -c \"sleep ", marker, "; true\"' 2>/dev/null &\n"
-      "sleep 1; kill -9 $!\n"
-      "for n in $(seq 100);", " do", tail, " >/dev/null && break; sleep 0.05; done\n"
+      // Killed once its job runs (a slow machine or a sanitizer build may take seconds to pick).
+      "for n in $(seq 400);", " do", tail, " >/dev/null && break; sleep 0.05; done\n"
+      "kill -9 $!\n"
       "sleep 2\n",
       tail, " >/dev/null && echo job-lives\n"
       "if ", host.Cli(), " pick --no_environment 2> second.err; then echo second-picked; fi\n"

@@ -128,13 +128,19 @@ TEST(LeaseTableFile, ATtlLeaseIsKeptUntilItsTimeAndAReusedPidIsNotTheHolder) {
   TempDir dir;
   const std::string file = dir.File("leases.state");
   Sleeper holder;
+  // The short lease must still be in the file when the table goes (each pick writes it, with an
+  // fsync that can take a while on a loaded machine), and its time must have passed at the restore.
+  constexpr absl::Duration kShort = absl::Seconds(3);
+  absl::Time short_picked;
   {
     LeaseTable table;
     table.Restore(file);
     PickOne(table, TtlHolder(absl::Minutes(5)));
-    PickOne(table, TtlHolder(absl::Seconds(1)));
+    short_picked = absl::Now();
+    PickOne(table, TtlHolder(kShort));
   }
-  absl::SleepFor(absl::Milliseconds(1100));
+  ASSERT_LT(absl::Now(), short_picked + kShort) << "the table outlived the short lease; the test needs a longer one";
+  absl::SleepFor(short_picked + kShort + absl::Milliseconds(100) - absl::Now());
   {
     LeaseTable table;
     const RestoreReport report = table.Restore(file);
