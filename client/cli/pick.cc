@@ -144,13 +144,15 @@ pid_t EvaluatingShell() {
   return shell;
 }
 
+// Every command line ends with `;` and comes before the first comment: an unquoted `eval $(...)`
+// joins the lines into one, where a `#` would comment out whatever follows it.
 void PrintPickFailClosed() {
   std::printf(
+      "export CUDA_VISIBLE_DEVICES= ;\n"
+      "false ;\n"
       "# devplace pick failed (its error is on stderr): nothing is leased. CUDA_VISIBLE_DEVICES is emptied so that\n"
       "# nothing started from this shell sees every GPU, and eval fails (`eval \"$(devplace pick)\" && cmd` does not\n"
-      "# run cmd; set -e stops the script). devplace run -- cmd picks and runs in one step.\n"
-      "export CUDA_VISIBLE_DEVICES=\n"
-      "false\n");
+      "# run cmd; set -e stops the script). devplace run -- cmd picks and runs in one step.\n");
   std::fflush(stdout);
 }
 
@@ -182,8 +184,9 @@ int RunPick() {
     absl::StatusOr<v1::PickDevicesResponse> pick = client.Pick(*options);
     if (!pick.ok()) return Fail(pick.status());
     if (absl::GetFlag(FLAGS_json)) return PrintJson(*pick);
-    for (const std::string& name : pick->unset()) std::printf("unset %s\n", name.c_str());
-    for (const auto& [name, value] : pick->env()) std::printf("export %s=%s\n", name.c_str(), ShellQuote(value).c_str());
+    // `;` after each command, the note last: see PrintPickFailClosed.
+    for (const std::string& name : pick->unset()) std::printf("unset %s;\n", name.c_str());
+    for (const auto& [name, value] : pick->env()) std::printf("export %s=%s;\n", name.c_str(), ShellQuote(value).c_str());
     const std::string note = PickNote(*pick);
     std::printf("# devplace: %s\n", note.c_str());
     std::fflush(stdout);

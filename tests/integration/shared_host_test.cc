@@ -425,12 +425,19 @@ TEST(SharedHost, AFailedPickMakesEvalFailAndHidesTheGpus) {
       "eval \"$(", host.Cli(), " pick --no_environment --count=3 2>/dev/null)\" && echo ran-too-many\n"
       "eval \"$(", host.Cli(), " pick --no_environment --bogus_flag 2>/dev/null)\" && echo ran-bad-flag\n"
       "eval \"$(", no_daemon, " pick --no_environment 2>/dev/null)\" && echo ran-no-daemon\n"
+      // Unquoted, the output is joined into one line: its commands still run, before its comments.
+      "(export CUDA_VISIBLE_DEVICES=0,1; eval $(", no_daemon, " pick --no_environment 2>/dev/null) && echo ran-unquoted;"
+      " echo \"unquoted-cvd=[$CUDA_VISIBLE_DEVICES]\")\n"
       "echo \"cvd=[$CUDA_VISIBLE_DEVICES]\"\n"
-      "eval \"$(", host.Cli(), " pick --no_environment 2>note.err)\" && echo ran-ok\n"));
+      "eval \"$(", host.Cli(), " pick --no_environment 2>note.err)\" && echo ran-ok\n"
+      "eval $(", host.Cli(), " pick --no_environment 2>/dev/null) && echo \"unquoted-ok=[$CUDA_VISIBLE_DEVICES]\"\n"));
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_THAT(r.out, ::testing::Not(HasSubstr("ran-too-many")));
   EXPECT_THAT(r.out, ::testing::Not(HasSubstr("ran-bad-flag")));
   EXPECT_THAT(r.out, ::testing::Not(HasSubstr("ran-no-daemon")));
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("ran-unquoted")));
+  EXPECT_THAT(r.out, HasSubstr("unquoted-cvd=[]"));
+  EXPECT_THAT(r.out, HasSubstr("unquoted-ok=[GPU-"));
   EXPECT_THAT(r.out, HasSubstr("cvd=[]"));
   EXPECT_THAT(r.out, HasSubstr("ran-ok"));
   const std::string note = ReadFile(host.dir() + "/note.err");
