@@ -94,6 +94,7 @@ struct Candidate {
   uint64_t used = 0;
   bool usage_unknown = false;  // no vendor library read its usage: it may be in use outside leases
   bool free_unknown = false;   // its free memory is unknown
+  bool unusable = false;       // the job sees it but cannot use it (P4: e.g. an iGPU PyTorch's xpu lacks)
 };
 
 // The units the pick chooses from: the job's visible units; where CUDA itself would pick one MIG
@@ -334,9 +335,14 @@ PickOutcome Pick(const v1::Inventory& inventory, const v1::PickDevicesRequest& r
       c.processes = usage->processes_known() ? usage->process_count() : 0;
       c.used = usage->has_memory_used_bytes() ? usage->memory_used_bytes() : 0;
     }
-    c.taken = lease != leased.end() || (usage != nullptr && usage->busy()) ||
-              (c.processes > 0 && !request.allow_shared());
-    if (lease != leased.end()) {
+    c.unusable = !c.unit.device->usable();
+    c.taken = !c.unusable && (lease != leased.end() || (usage != nullptr && usage->busy()) ||
+                              (c.processes > 0 && !request.allow_shared()));
+    if (c.unusable) {
+      // Step 2 takes P4's usable devices only: the job sees this one (it counts in the mask's
+      // numbering) but cannot run on it, so leasing it would hand the job cpu.
+      c.why = absl::StrCat("not picked: not usable (", c.unit.device->unusable_reason(), ")");
+    } else if (lease != leased.end()) {
       c.why = absl::StrCat("not picked: leased (", lease->holder, ")");
     } else if (usage != nullptr && usage->busy()) {
       c.why = absl::StrCat("not picked: busy (", state, ")");
@@ -394,23 +400,26 @@ PickOutcome Pick(const v1::Inventory& inventory, const v1::PickDevicesRequest& r
     }
   }
 
+  const size_t usable = static_cast<size_t>(
+      std::count_if(candidates.begin(), candidates.end(), [](const Candidate& c) { return !c.unusable; }));
   if (picked.size() < count) {
     const int more = static_cast<int>(candidates.size()) - static_cast<int>(refusal.size());
     const std::string listed =
         absl::StrCat(absl::StrJoin(refusal, "; "), more > 0 ? absl::StrCat("; ... and ", more, " more") : "");
     // More than the job may ever use: no release or wait can help (not queued, not retried).
-    if (count > candidates.size()) {
+    if (count > usable) {
       return fail(absl::FailedPreconditionError(absl::StrCat(
-          "P-PICK ", count, " ", backend.name(), " device(s) wanted, but the job may use only ", candidates.size(),
-          " (its masks, device nodes or allocation, and the host's devices): ", listed, "; ask for at most ",
-          candidates.size())));
+          "P-PICK ", count, " ", backend.name(), " device(s) wanted, but the job may use only ", usable,
+          " (its masks, device nodes or allocation, and the host's usable devices): ", listed,
+          usable > 0 ? absl::StrCat("; ask for at most ", usable) : std::string())));
     }
     // --min_free where no device's free memory is known: no wait can change that (not queued).
     if (request.min_free_bytes() > 0 &&
-        std::all_of(candidates.begin(), candidates.end(), [](const Candidate& c) { return c.free_unknown; })) {
+        std::all_of(candidates.begin(), candidates.end(),
+                    [](const Candidate& c) { return c.unusable || c.free_unknown; })) {
       return fail(absl::FailedPreconditionError(absl::StrCat(
           "P-PICK --min_free (min_free_bytes ", Gib(request.min_free_bytes()), ") needs each device's free memory, "
-          "and it is unknown for all ", candidates.size(), " ", backend.name(),
+          "and it is unknown for all ", usable, " ", backend.name(),
           " device(s) the job may use (no vendor library reads it here; `devplace inventory` shows the usage "
           "source), so no wait can satisfy it: pick without --min_free, or install the vendor library "
           "(docs/CLIENT.md \"Shared hosts\")")));

@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/placement/pick.h"
 #include "server/placement/resolver.h"
 #include "tests/placement/request_builder.h"
 #include "tests/probe/test_util.h"
@@ -91,6 +92,28 @@ TEST(FixtureResolve, UnsupportedIntelIgpuKeepsItsIndexAndIsWarnedAbout) {
   EXPECT_THAT(r->devices(), ElementsAre("xpu:0", "xpu:1", "cpu"));
   EXPECT_THAT(Buses(*r), ElementsAre("0000:03:00.0", "0000:07:00.0"));
   EXPECT_EQ(r->max_memory().at("0"), 17095983104u);  // total: free memory is unknown for Intel GPUs
+}
+
+// P-PICK step 2 takes P4's usable devices only: the job sees the UHD 770 (it is xpu:0 in Level
+// Zero's numbering) but a lease on it would hand the job cpu, so a pick leases the Arc cards, and
+// a --count above them is refused at once.
+TEST(FixtureResolve, APickOnAnIntelHostNeverLeasesTheUnsupportedIgpu) {
+  const v1::Inventory inv = ProbeHost("xpu-2x-arc");
+  v1::PickDevicesRequest pick;
+  pick.set_count(1);
+  *pick.mutable_job() = Req::Train();
+  placement::PickOutcome out = placement::Pick(inv, pick, {});
+  ASSERT_TRUE(out.status.ok()) << out.status;
+  ASSERT_EQ(out.response.placed_size(), 1);
+  EXPECT_EQ(out.response.placed(0).pci_bus_id(), "0000:03:00.0");
+  EXPECT_EQ(out.response.device(), "xpu:0");
+  EXPECT_EQ(out.response.env().at("ZE_AFFINITY_MASK"), "1");
+  EXPECT_THAT(absl::StrJoin(out.response.explanation(), "\n"), HasSubstr("0000:00:02.0): not picked: not usable"));
+  pick.set_count(3);
+  out = placement::Pick(inv, pick, {});
+  EXPECT_EQ(out.status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(out.status.message(), HasSubstr("the job may use only 2"));
+  EXPECT_FALSE(out.no_free_device);  // no wait can help
 }
 
 TEST(FixtureResolve, MemoryUnknownLeavesMaxMemoryEmpty) {
