@@ -8,10 +8,11 @@ import os
 import subprocess
 import time
 import unittest
+import warnings
 
 import devplace
 from devplace.v1 import devplace_pb2
-from devplace_testing import PYTHON, clean_env, h100_with_nvml
+from devplace_testing import PYTHON, Daemon, clean_env, fixture, h100_with_nvml
 
 GPU0 = "GPU-00000000-0000-4000-8000-000000000001"  # 0000:18:00.0, the less used
 GPU1 = "GPU-00000000-0000-4000-8000-000000000002"
@@ -81,6 +82,24 @@ class Pick(unittest.TestCase):
                     self.assertEqual(client.release_lease(picked.lease_id).lease_id, picked.lease_id)
                     with self.assertRaises(devplace.NotFoundError):
                         client.release_lease(picked.lease_id)
+            finally:
+                os.environ.clear()
+                os.environ.update(saved)
+
+    def test_the_answers_warnings_are_issued_once_as_devplace_warnings(self):
+        # Without a vendor library the pick takes the GPUs as idle, and says so.
+        with Daemon(fixture("nvidia-2x-h100")) as daemon:
+            daemon.wait_serving()
+            saved = dict(os.environ)
+            try:
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    picked = devplace.pick(job=devplace.for_job({}), address=daemon.unix_target)
+                issued = [str(w.message) for w in caught if issubclass(w.category, devplace.DevplaceWarning)]
+                self.assertTrue(picked.warnings)
+                self.assertEqual(issued, list(picked.warnings))
+                self.assertTrue(any("usage unknown" in w for w in issued), issued)
+                self.assertEqual(caught[0].filename, __file__)  # attributed to the job's line
             finally:
                 os.environ.clear()
                 os.environ.update(saved)

@@ -256,8 +256,8 @@ def _cpu_fallback(error: Error) -> Resolution:
     return Resolution.from_response(response)
 
 
-def _issue(answer: Resolution, category: type) -> None:
-    """Each warning of ``answer`` as a Python warning of ``category`` attributed to the job's line that
+def _issue(answer: Any, category: type) -> None:
+    """Each warning of ``answer`` (a Resolution or a Pick) as a Python warning of ``category`` attributed to the job's line that
     called devplace, and nothing else: one channel, so that each shows once whatever the job's logging
     set-up (a record of devplace's own beside it printed every warning twice under
     ``logging.basicConfig()``). The job routes them with Python's own switches: the warnings filters,

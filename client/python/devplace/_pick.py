@@ -21,7 +21,7 @@ import threading
 import warnings
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 
-from .errors import InvalidArgumentError
+from .errors import DevplaceWarning, InvalidArgumentError
 from ._resolve_options import from_environment
 from .v1 import devplace_pb2
 
@@ -201,8 +201,12 @@ def pick(count: int = 1, *, min_free: Union[int, str, None] = None, allow_shared
             over TCP without ``ttl``.
         InvalidArgumentError: an argument out of range.
         UnavailableError: no daemon, or no inventory yet.
+
+    Each warning of the answer (usage unknown, a driver-dependent mask, ...) is issued once as a
+    :class:`DevplaceWarning`, as :func:`devplace.resolve_device` issues its own; the result's
+    ``warnings`` keeps them too.
     """
-    from ._client import Client  # noqa: PLC0415
+    from ._client import Client, _issue  # noqa: PLC0415
 
     if _torch_already_initialised():
         warnings.warn("devplace.pick(): a torch device runtime is already initialised in this process; the "
@@ -213,6 +217,7 @@ def pick(count: int = 1, *, min_free: Union[int, str, None] = None, allow_shared
     with Client(address, timeout=timeout, tls=tls) as client:
         result = client.pick_request(request)
     result.apply()
+    _issue(result, DevplaceWarning)  # as resolve_device() does: once each, at the job's line
     if result.lease.holder == devplace_pb2.LEASE_HOLDER_TTL:
         ttl_ms = (result.lease.expires_at.seconds - result.lease.created_at.seconds) * 1000
         _keep_alive(address, timeout, tls, result.lease_id, max(ttl_ms, 1000))
