@@ -114,9 +114,13 @@ std::string DiagnoseUnix(const std::string& path) {
     return absl::StrCat("permission denied: the socket ", path, " (mode ", absl::StrFormat("%04o", st.st_mode & 07777),
                         ", owner uid ", st.st_uid, ", group ", group, ") does not let this user (uid ", ::geteuid(),
                         ") connect; ",
-                        PermissionFix(absl::StrCat("the host's operator adds the user to group ", group,
-                                                   " (effective at the next login) or runs devplaced with "
-                                                   "--socket_mode=0666, its default")));
+                        PermissionFix(absl::StrCat(
+                            // Group root: nobody should be added to it; a group of the socket's own is the fix.
+                            st.st_gid == 0 ? "the host's operator runs devplaced with --socket_group=GROUP (a group "
+                                             "for devplace's users; the socket's group is root now) and adds the "
+                                             "user to GROUP"
+                                           : absl::StrCat("the host's operator adds the user to group ", group),
+                            " (effective at the next login) or runs devplaced with --socket_mode=0666, its default")));
   }
   if (errno != ECONNREFUSED) return "";
   return absl::StrCat(path, " is a socket nobody accepts on (left behind by a devplaced that stopped): ", kStartHint);

@@ -152,8 +152,10 @@ class UnreachableAndEarly(unittest.TestCase):
         with Daemon(fixture("nvidia-2x-h100"), ["--socket_mode=0660", "--lease_state_file=none"]) as daemon:
             os.chmod(daemon.dir, 0o755)
             expected = (f"permission denied: the socket {daemon.socket_path} (mode 0660, owner uid 0, group root) does "
-                        "not let this user (uid 65534) connect; the host's operator adds the user to group root "
-                        "(effective at the next login) or runs devplaced with --socket_mode=0666, its default; "
+                        "not let this user (uid 65534) connect; the host's operator runs devplaced with "
+                        "--socket_group=GROUP (a group for devplace's users; the socket's group is root now) and adds "
+                        "the user to GROUP (effective at the next login) or runs devplaced with --socket_mode=0666, "
+                        "its default; "
                         "meanwhile --address=127.0.0.1:7465 (DEVPLACE_ADDRESS) reaches the daemon over loopback TCP")
             script = ("import devplace\ntry:\n    devplace.Client(%r).inventory()\nexcept devplace.UnavailableError as e:\n"
                       "    print(e.message)\n") % daemon.unix_target

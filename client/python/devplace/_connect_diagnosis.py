@@ -57,8 +57,12 @@ def _unix(path: str) -> str:
         group = _group_name(st.st_gid)
         return (f"permission denied: the socket {path} (mode {st.st_mode & 0o7777:04o}, owner uid {st.st_uid}, group "
                 f"{group}) does not let this user (uid {os.geteuid()}) connect; " +
-                permission_fix(f"the host's operator adds the user to group {group} (effective at the next login) "
-                                "or runs devplaced with --socket_mode=0666, its default"))
+                permission_fix(
+                    # Group root: nobody should be added to it; a group of the socket's own is the fix.
+                    ("the host's operator runs devplaced with --socket_group=GROUP (a group for devplace's users; "
+                     "the socket's group is root now) and adds the user to GROUP" if st.st_gid == 0 else
+                     f"the host's operator adds the user to group {group}") +
+                    " (effective at the next login) or runs devplaced with --socket_mode=0666, its default"))
     except OSError:
         return ""
     finally:
