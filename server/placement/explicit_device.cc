@@ -83,6 +83,22 @@ absl::Status Resolution::ExplicitString(const std::string& s) {
     AnswerCpu("I-STR cpu is always available");
     return absl::OkStatus();
   }
+  // T-XLA-NEURON: with torch-neuronx on torch_xla (the job has both) the XLA devices are its
+  // NeuronCores, as in training: device_map "xla" / "xla:N" is the N-th core it sees.
+  if (const RowState* x = d.type == "xla" && runtime_.count("xla") ? XlaRow() : nullptr;
+      x != nullptr && x->backend->row() == v1::ROW_NEURON) {
+    const int idx = d.has_index() ? d.index : 0;
+    if (idx >= static_cast<int>(x->vis.units.size())) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(field, ": ", canon, " is not visible to this job: it sees ", Visible(*x), because));
+    }
+    Answer(*x, canon);
+    out_.set_package("torch_xla");
+    Place(*x, idx)->set_device(canon);
+    out_.add_explanation(absl::StrCat("T-XLA-NEURON ", canon, " is a NeuronCore: the job's torch-neuronx runs on "
+                                      "torch_xla, whose XLA devices are the NeuronCores it sees"));
+    return absl::OkStatus();
+  }
   const std::string want = d.type == "xla" ? "tpu" : d.type;
   const RowState* present = nullptr;
   for (const RowState& r : rows_) {

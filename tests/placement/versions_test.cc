@@ -231,6 +231,13 @@ std::vector<Case> Cases() {
                               .Env("NEURON_RT_VISIBLE_CORES", "0-7").Env("LOCAL_WORLD_SIZE", "8"),
                .device = "xla:0", .words = {"to its entry at LOCAL_RANK=1, NEURON_RT_VISIBLE_CORES=1"},
                .host_indices = {1}});
+  // The same job's explicit device_map "xla" / "xla:1" (from_pretrained, pipeline): its NeuronCores, never a TPU.
+  c.push_back({.id = "X06_neuron_xla_device_map", .host = trn2, .request = Req::Infer("xla").Runtime({"neuron", "xla"}),
+               .device = "xla", .words = {"T-XLA-NEURON xla is a NeuronCore"}, .host_indices = {0}});
+  c.push_back({.id = "X06_neuron_xla_device_map_1", .host = trn2, .request = Req::Infer("xla:1").Runtime({"neuron", "xla"}),
+               .device = "xla:1", .host_indices = {1}});
+  c.push_back({.id = "X06_neuron_xla_device_map_2", .host = trn2, .request = Req::Infer("xla:2").Runtime({"neuron", "xla"}),
+               .code = kPrecondition, .words = {"xla:2 is not visible to this job"}});
   // V-TF-XPU-STOCK: 4.42's XPU branch without IPEX needs Accelerate >= 0.32 (executed: 4.42.0 + 0.31.0 raises
   // ImportError). The job's packages say torch without IPEX.
   c.push_back({.id = "V14_tf_xpu_old_accelerate", .host = H({{v1::ROW_XPU, 2}}),
