@@ -1,7 +1,9 @@
 #include "server/placement/device_string.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -67,6 +69,17 @@ bool ParseDecimal(absl::string_view text, int* out) {
   if (!absl::SimpleAtoi(text, &v)) return false;
   *out = v;
   return true;
+}
+
+bool ParseCoreEntry(absl::string_view entry, int* first, int* last) {
+  const std::vector<absl::string_view> ab = absl::StrSplit(entry, '-');
+  if (ab.size() != 1 && ab.size() != 2) return false;
+  if (!ParseDecimal(ab[0], first)) return false;
+  if (ab.size() == 1) {
+    *last = *first;
+    return true;
+  }
+  return ParseDecimal(ab[1], last) && *first <= *last;
 }
 
 std::string DeviceString::ToString() const {

@@ -30,6 +30,11 @@ struct DeviceString {
 // anything else or overflows int. The number syntax of device indices and of the vendor masks.
 bool ParseDecimal(absl::string_view text, int* out);
 
+// One entry of NEURON_RT_VISIBLE_CORES: a core index `N` (first = last = N) or an inclusive range
+// `A-B` with A <= B; false for anything else. The Neuron runtime's syntax, which torch_xla's remap
+// (neuron_utils.get_visible_cores_list) reads the same way.
+bool ParseCoreEntry(absl::string_view entry, int* first, int* last);
+
 // Parses `text` as a device string. `field` names where the text came from (e.g. "device_map",
 // "env.ACCELERATE_TORCH_DEVICE") and prefixes every error message.
 // Errors (all INVALID_ARGUMENT, the message quoting the input and listing the accepted forms):

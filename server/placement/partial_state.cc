@@ -69,10 +69,8 @@ absl::StatusOr<std::optional<std::string>> Resolution::TorchXlaNeuronCores(int h
     std::vector<int> list;
     std::set<int> seen;
     for (absl::string_view e : absl::StrSplit(*cores, ',')) {
-      std::vector<absl::string_view> ab = absl::StrSplit(e, '-');
       int a = 0, b = 0;
-      bool ok = (ab.size() == 1 || ab.size() == 2) && ParseDecimal(ab[0], &a);
-      if (ok) ok = ab.size() == 1 ? (b = a, true) : (ParseDecimal(ab[1], &b) && a <= b);
+      const bool ok = ParseCoreEntry(e, &a, &b);
       if (!ok) return std::optional<std::string>();  // torch_xla raises too; the visibility rules say why
       if (static_cast<int64_t>(b) - a + 1 + static_cast<int64_t>(list.size()) > kMaxListed) {
         return absl::InvalidArgumentError(absl::StrCat("env.NEURON_RT_VISIBLE_CORES='", *cores, "' lists more than ",

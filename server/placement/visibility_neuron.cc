@@ -24,10 +24,8 @@ absl::Status MaskNeuron(const Env& env, std::vector<VisibleUnit>& units, RowVisi
     std::vector<VisibleUnit> picked;
     std::set<int> seen;
     for (absl::string_view e : absl::StrSplit(*cores, ',')) {
-      std::vector<absl::string_view> ab = absl::StrSplit(e, '-');
       int a = 0, b = 0;
-      bool ok = (ab.size() == 1 || ab.size() == 2) && ParseDecimal(ab[0], &a);
-      if (ok) ok = ab.size() == 1 ? (b = a, true) : (ParseDecimal(ab[1], &b) && a <= b);
+      const bool ok = ParseCoreEntry(e, &a, &b);
       if (!ok) return BadMask("NEURON_RT_VISIBLE_CORES", *cores, absl::StrCat("entry '", e, "' is malformed"), kAccepted);
       for (int c = a; c <= b; ++c) {
         if (c >= static_cast<int>(units.size())) {
