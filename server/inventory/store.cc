@@ -27,6 +27,24 @@ ProbeRunnerOptions RunnerOptions(const StoreOptions& options) {
   return runner;
 }
 
+// Whether each device and partition of `a` has a free-memory figure exactly where `b`'s has one
+// (`a` and `b` list the same devices and partitions: SameContent compared them first). The
+// figure is telemetry, but whether it is known is content: answers budget with it (rule I-MEM)
+// or, without it, leave max_memory empty and say why.
+bool SameMemoryKnown(const v1::Inventory& a, const v1::Inventory& b) {
+  for (int i = 0; i < a.backends_size(); ++i) {
+    for (int j = 0; j < a.backends(i).devices_size(); ++j) {
+      const v1::Device& x = a.backends(i).devices(j);
+      const v1::Device& y = b.backends(i).devices(j);
+      if (x.has_memory_free_bytes() != y.has_memory_free_bytes()) return false;
+      for (int k = 0; k < x.partitions_size(); ++k) {
+        if (x.partitions(k).has_memory_free_bytes() != y.partitions(k).has_memory_free_bytes()) return false;
+      }
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 bool SameContent(const v1::Inventory& a, const v1::Inventory& b) {
@@ -46,7 +64,7 @@ bool SameContent(const v1::Inventory& a, const v1::Inventory& b) {
       v1::DeviceUsage::descriptor()->FindFieldByNumber(v1::DeviceUsage::kMemoryUsedBytesFieldNumber));
   differencer.IgnoreField(
       v1::DeviceUsageProcess::descriptor()->FindFieldByNumber(v1::DeviceUsageProcess::kUsedMemoryBytesFieldNumber));
-  return differencer.Compare(a, b);
+  return differencer.Compare(a, b) && SameMemoryKnown(a, b);
 }
 
 void MergeUsage(const v1::Inventory& usage, absl::Time read_at, v1::Inventory& into) {

@@ -33,7 +33,8 @@ using Snapshot = std::shared_ptr<const v1::Inventory>;
 // every probe (`Host.memory_available_bytes`, `Device.memory_free_bytes`,
 // `Partition.memory_free_bytes`, `DeviceUsage.memory_used_bytes`,
 // `DeviceUsageProcess.used_memory_bytes`): the contract of Inventory.revision. Which processes use
-// a device (their pids, uids and kinds, the count) and whether it is busy are content.
+// a device (their pids, uids and kinds, the count), whether it is busy, and whether a device's or
+// partition's free memory is known at all are content.
 bool SameContent(const v1::Inventory& a, const v1::Inventory& b);
 
 // Copies the usage figures of `usage` (devplace-probe --usage_only's output) into `into`, matched

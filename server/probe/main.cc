@@ -41,7 +41,8 @@ ABSL_FLAG(absl::Duration, probe_timeout, absl::Seconds(5),
           "Keep it below devplaced's --probe_timeout (default 10s), which kills the whole probe and is only "
           "the safety net");
 ABSL_FLAG(bool, usage_only, false,
-          "Read only what moves while jobs run, for devplaced's usage refresh (--usage_interval): the PCI scan and "
+          "Read only what moves while jobs run, for devplaced's usage refresh (--usage_interval): the PCI scan, "
+          "the sysfs files of memory in use (AMD's mem_info_vram_used, Neuron's per-core device memory) and "
           "the vendor libraries that report memory, for the rows the scan found (their memory figures, processes "
           "and compute modes; not libcuda's numbering, not NVML's driver versions). The inventory written has the "
           "PCI devices with those figures and nothing of the other host probers");

@@ -56,18 +56,6 @@ class AddressSpaceCap {
   bool set_ = false;
 };
 
-// The host probers a usage refresh runs: the PCI scan the vendor probers match devices by.
-const std::vector<Prober>& UsageProbers() {
-  static const auto* probers = [] {
-    auto* kept = new std::vector<Prober>;
-    for (const Prober& p : AllProbers()) {
-      if (p.name == "pci") kept->push_back(p);
-    }
-    return kept;
-  }();
-  return *probers;
-}
-
 // The real uid of `pid`, from the "Uid:" line of the host's /proc/<pid>/status.
 std::optional<uint32_t> ProcessUid(const HostRoot& root, uint32_t pid) {
   absl::StatusOr<std::string> status = root.ReadFile(absl::StrCat("/proc/", pid, "/status"), 64 << 10);

@@ -28,8 +28,9 @@ void ReadProcessOwners(const HostRoot& root, HostFacts& facts);
 // then the vendor probers that `options` enables (VendorProbers: in the registry's order), all at
 // once, each in its own process, under what is left of
 // options.vendor_timeout (RunVendorProbers): the timeout covers the whole probe; then
-// ReadProcessOwners. With options.usage_only the host probers are the pci scan alone, and no
-// vendor prober runs whose row (VendorProber::row) the scan did not find.
+// ReadProcessOwners. With options.usage_only the host probers are UsageProbers() (the pci scan and
+// the sysfs readers of memory in use), and no vendor prober runs whose row (VendorProber::row) the
+// scan did not find.
 ProbeRun RunProbers(const HostRoot& root, const ProbeOptions& options);
 
 // What ExitWhenOverdue allows past the timeout (the vendor runner's own kill and report), and the

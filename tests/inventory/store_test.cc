@@ -4,7 +4,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <ostream>
@@ -82,7 +84,7 @@ TEST(SameContentTest, IgnoresRevisionTimestampDurationsAndTelemetryOnly) {
   EXPECT_TRUE(SameContent(a, b));
   b.mutable_host()->set_memory_available_bytes(1);  // telemetry: not a new revision
   b.add_backends()->add_devices()->set_memory_free_bytes(5);
-  a.add_backends()->add_devices();
+  a.add_backends()->add_devices()->set_memory_free_bytes(9);
   EXPECT_TRUE(SameContent(a, b));
   b.mutable_host()->set_memory_total_bytes(1);
   EXPECT_FALSE(SameContent(a, b));
@@ -110,6 +112,24 @@ TEST(SameContentTest, UsageFiguresAreTelemetryButWhoUsesADeviceIsContent) {
   EXPECT_FALSE(SameContent(a, b));
   b = a;
   b.mutable_backends(0)->mutable_devices(0)->mutable_usage()->set_busy(true);
+  EXPECT_FALSE(SameContent(a, b));
+}
+
+// Answers budget with a known free memory (rule I-MEM) and leave max_memory empty, with a warning,
+// without one: a figure that appears or goes is a new revision, its value moving is not.
+TEST(SameContentTest, WhetherFreeMemoryIsKnownIsContent) {
+  v1::Inventory a;
+  v1::Device& d = *a.add_backends()->add_devices();
+  d.set_memory_free_bytes(10);
+  d.add_partitions()->set_memory_free_bytes(1);
+  v1::Inventory b = a;
+  b.mutable_backends(0)->mutable_devices(0)->set_memory_free_bytes(20);
+  EXPECT_TRUE(SameContent(a, b));
+  b.mutable_backends(0)->mutable_devices(0)->clear_memory_free_bytes();
+  EXPECT_FALSE(SameContent(a, b));
+  EXPECT_FALSE(SameContent(b, a));
+  b = a;
+  b.mutable_backends(0)->mutable_devices(0)->mutable_partitions(0)->clear_memory_free_bytes();
   EXPECT_FALSE(SameContent(a, b));
 }
 
@@ -147,6 +167,51 @@ TEST(MergeUsageTest, ReplacesUsageAndFreeMemoryByBusIdAndClearsWhatTheReadLacks)
   EXPECT_FALSE(into.backends(0).devices(2).has_usage());  // not in the read: unknown now
   EXPECT_EQ(into.backends(0).devices(2).memory_free_bytes(), 100u);
   EXPECT_EQ(into.usage_read_at().seconds(), 1000);
+}
+
+// The usage refresh re-reads what the full probe read, and nothing else: on a host whose files do
+// not move, merging it leaves every device's usage and free memory as the full probe had them, and
+// the revision stays 1. (A usage read that lacked a full prober's figures, e.g. Neuron's per-core
+// device memory, would erase them at the first refresh after start-up: the answers of one revision
+// would then differ, with and without placed[].memory_free_bytes, by when they were asked.)
+TEST(InventoryStoreTest, AUsageRefreshOnASettledHostChangesNothingOnEveryFixtureHost) {
+  std::vector<std::string> hosts;
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(DEVPLACE_FIXTURES_DIR) + "/hosts")) {
+    if (entry.is_directory()) hosts.push_back(entry.path().filename().string());
+  }
+  std::sort(hosts.begin(), hosts.end());
+  ASSERT_GE(hosts.size(), 17u);
+  int with_figures = 0;
+  for (const std::string& host : hosts) {
+    SCOPED_TRACE(host);
+    StoreOptions options = ProbeOf(HostDir(host));
+    for (absl::string_view flag : absl::StrSplit(NoVendorLibraryFlags(), ' ', absl::SkipEmpty())) {
+      options.probe_command.emplace_back(flag);
+    }
+    options.usage_command = options.probe_command;
+    options.usage_command.push_back("--usage_only");
+    InventoryStore store(options);
+    absl::StatusOr<Snapshot> full = store.Refresh();
+    ASSERT_TRUE(full.ok()) << full.status();
+    absl::StatusOr<Snapshot> merged = store.RefreshUsage();
+    ASSERT_TRUE(merged.ok()) << merged.status();
+    EXPECT_EQ((*merged)->revision(), 1u);
+    ASSERT_EQ((*merged)->backends_size(), (*full)->backends_size());
+    for (int i = 0; i < (*full)->backends_size(); ++i) {
+      for (int j = 0; j < (*full)->backends(i).devices_size(); ++j) {
+        const v1::Device& before = (*full)->backends(i).devices(j);
+        const v1::Device& after = (*merged)->backends(i).devices(j);
+        SCOPED_TRACE(before.pci_bus_id());
+        EXPECT_EQ(after.has_memory_free_bytes(), before.has_memory_free_bytes());
+        EXPECT_EQ(after.memory_free_bytes(), before.memory_free_bytes());
+        EXPECT_EQ(after.usage().SerializeAsString(), before.usage().SerializeAsString());
+        with_figures += before.has_memory_free_bytes() ? 1 : 0;
+      }
+    }
+  }
+  // The hosts whose files give memory in use: AMD's two MI210 trees and the mixed host's MI210,
+  // Neuron's Trainium (sysfs per-core memory).
+  EXPECT_GE(with_figures, 4);
 }
 
 // A store on nvidia-2x-h100 with the fake NVML answering from a script the test rewrites.

@@ -46,9 +46,11 @@ TEST(NvmlBinaryTest, UsageOnlyReadsThePciScanAndTheLibrariesOfItsRowsOnly) {
   ASSERT_TRUE(inv.ParseFromString(r.out));
   std::vector<std::string> reports;
   for (const v1::ProbeReport& report : inv.probe_reports()) reports.push_back(report.name());
-  // No cpu, numa, dev_nodes, ... prober; no libcuda; no process for AMD SMI, Level Zero, ... (no
-  // such hardware on the bus).
-  EXPECT_THAT(reports, ::testing::ElementsAre("pci", "nvml"));
+  // No cpu, numa, dev_nodes, ... prober (amd and neuron read memory in use from sysfs, and skip a
+  // host without their devices); no libcuda; no process for AMD SMI, Level Zero, ... (no such
+  // hardware on the bus).
+  EXPECT_THAT(reports, ::testing::ElementsAre("pci", "amd", "neuron", "nvml"));
+  EXPECT_EQ(FindReport(inv, "amd")->status(), v1::PROBE_STATUS_SKIPPED);
   EXPECT_EQ(FindDevice(inv, "0000:9a:00.0")->usage().process_count(), 3u);
   EXPECT_TRUE(FindDevice(inv, "0000:18:00.0")->usage().busy());
   // NVML's system-wide calls (nvmlSystemGetCudaDriverVersion_v2 loads libcuda) are left out.

@@ -14,11 +14,11 @@ const std::vector<Prober>& AllProbers() {
       {"memory", ProbeMemory},
       {"cpu", ProbeCpu},
       {"numa", ProbeNuma},
-      {"pci", ProbePci},
+      {"pci", ProbePci, /*reads_usage=*/true},
       {"modules", ProbeModules},
       {"nvidia_proc", ProbeNvidiaProc},
-      {"amd", ProbeAmd},
-      {"neuron", ProbeNeuron},
+      {"amd", ProbeAmd, /*reads_usage=*/true},      // mem_info_vram_used
+      {"neuron", ProbeNeuron, /*reads_usage=*/true},  // neuron_core<k> device memory
       {"tpu", ProbeTpu},
       {"hpu", ProbeHpu},
       {"npu", ProbeNpu},
@@ -27,6 +27,17 @@ const std::vector<Prober>& AllProbers() {
       {"drm", ProbeDrm},
       {"dev_nodes", ProbeDeviceNodes},
   };
+  return *probers;
+}
+
+const std::vector<Prober>& UsageProbers() {
+  static const std::vector<Prober>* probers = [] {
+    auto* kept = new std::vector<Prober>;
+    for (const Prober& p : AllProbers()) {
+      if (p.reads_usage) kept->push_back(p);
+    }
+    return kept;
+  }();
   return *probers;
 }
 

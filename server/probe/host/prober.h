@@ -33,6 +33,12 @@ using ProberFn = absl::StatusOr<ProbeOutcome> (*)(const HostRoot& root, HostFact
 struct Prober {
   absl::string_view name;  // ProbeReport.name
   ProberFn run;
+  // Whether a usage refresh (devplace-probe --usage_only) runs it too: the PCI scan every other
+  // prober matches devices by, and each prober that reads what moves between full probes (a
+  // device's memory in use, from sysfs). A prober that records Device.memory_free_bytes or
+  // Device.usage must be one, or each usage refresh would erase what the full probe read (the
+  // daemon merges the usage read over the full probe's inventory: MergeUsage).
+  bool reads_usage = false;
 };
 
 // Every prober, in run order: host, memory, cpu, numa, pci, modules, nvidia_proc, amd, neuron,
@@ -40,6 +46,8 @@ struct Prober {
 // driver-version sources (/proc files, sysfs attributes) override `modules`' guesses; drm adds
 // the DRM nodes after each row's own node; dev_nodes checks the nodes every earlier prober listed.
 const std::vector<Prober>& AllProbers();
+// The probers a usage refresh runs (reads_usage), in the same order: pci, amd, neuron.
+const std::vector<Prober>& UsageProbers();
 
 // The facts and the per-prober reports of one run.
 struct ProbeRun {
