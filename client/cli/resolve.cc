@@ -87,7 +87,7 @@ void PrintExplanation(const v1::ResolveDeviceResponse& r) {
     for (const auto& [key, bytes] : budgets) parts.push_back(absl::StrCat(key, "=", Bytes(bytes)));
     absl::StrAppend(&out, "max_memory: ", absl::StrJoin(parts, ", "), "\n");
   }
-  absl::StrAppend(&out, "inventory revision: ", r.inventory_revision(), "\n");
+  absl::StrAppend(&out, "inventory revision: ", r.inventory_revision(), " (epoch ", r.inventory_epoch(), ")\n");
   if (!r.explanation().empty()) absl::StrAppend(&out, "explanation:\n");
   for (int i = 0; i < r.explanation_size(); ++i) absl::StrAppend(&out, "  ", i + 1, ". ", r.explanation(i), "\n");
   if (!r.warnings().empty()) absl::StrAppend(&out, "warnings:\n");

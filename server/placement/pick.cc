@@ -260,6 +260,7 @@ PickOutcome Pick(const v1::Inventory& inventory, const v1::PickDevicesRequest& r
   v1::ResolveDeviceRequest job = request.job();
   if (job.workload() == v1::WORKLOAD_UNSPECIFIED) job.set_workload(v1::WORKLOAD_TRAINING);
   out.set_inventory_revision(inventory.revision());
+  out.set_inventory_epoch(inventory.epoch());
 
   // The row: named, or the one the job's own answer uses.
   v1::Row row = request.row();

@@ -92,6 +92,7 @@ absl::Status Resolution::Run() {
   }
   BoundPlaced();
   out_.set_inventory_revision(inv_.revision());
+  out_.set_inventory_epoch(inv_.epoch());
   out_.set_transformers_version(versions_.transformers().ToString());
   out_.set_accelerate_version(versions_.accelerate().ToString());
   auto from = [](bool given, bool detected) {

@@ -4,17 +4,23 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "devplace/v1/devplace.grpc.pb.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -97,6 +103,8 @@ TEST(Daemon, ServesEveryRpcOverUnixSocketAndTcp) {
     EXPECT_EQ(answer.device(), "cuda:0");
     EXPECT_EQ(answer.devices_size(), 3);
     EXPECT_EQ(answer.inventory_revision(), 1u);
+    EXPECT_EQ(answer.inventory_epoch(), inv.epoch());
+    EXPECT_NE(answer.inventory_epoch(), 0u);
     grpc::Status bad = s.placement->ResolveDevice(Ctx().get(), Inference("cuda:01"), &answer);
     EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     EXPECT_THAT(bad.error_message(), HasSubstr("device_map: Invalid device string: 'cuda:01'"));
@@ -286,6 +294,105 @@ TEST(Daemon, MergesTheLibtorchViewFromTheTorchProbe) {
   EXPECT_FALSE(inv.torch().probed());
   EXPECT_THAT(inv.torch().error(), HasSubstr("disabled"));
 #endif
+}
+
+// One answer per request and inventory: clients that ask the same question while the daemon starts,
+// merges usage reads (every 100 ms here) and runs a full refresh get the same bytes every time, all
+// from revision 1 of one epoch: the fixture's files never change, so neither may the answer. The
+// Neuron host is where it did not hold: the usage read lacked the per-core device memory the full
+// probe reads, so the first usage refresh after start-up erased placed[].memory_free_bytes, and an
+// answer asked a moment earlier differed from one asked a moment later; the AMD hosts read their
+// memory in use from sysfs the same way.
+// `m`'s bytes with map entries in key order: equal messages, equal bytes (a plain serialization
+// writes max_memory in the map's own order, which differs between equal maps).
+std::string Canonical(const google::protobuf::Message& m) {
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream stream(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    m.SerializeToCodedStream(&coded);
+  }
+  return bytes;
+}
+
+TEST(Daemon, OneAnswerPerRequestAndRevisionWhileItStartsRefreshesAndMergesUsage) {
+  v1::ResolveDeviceRequest rank1;  // Accelerator().device for LOCAL_RANK=1
+  rank1.set_workload(v1::WORKLOAD_TRAINING);
+  rank1.set_convention(v1::CONVENTION_ACCELERATE);
+  rank1.set_local_rank(1);
+  const std::vector<v1::ResolveDeviceRequest> requests = {rank1, Inference("auto")};
+  for (const char* host : {"neuron-2x-trn1", "amd-2x-mi210", "mixed-nvidia-amd-igpu", "nvidia-2x-h100"}) {
+    SCOPED_TRACE(host);
+    TempDir dir;
+    std::vector<std::string> flags = {"--host_root=" + Fixture(host), "--usage_interval=100ms",
+                                      "--refresh_min_interval=0s"};
+    if (std::string(host) == "nvidia-2x-h100") {  // NVML's figures, from the fake, which do not move either
+      setenv("FAKE_NVML_CONFIG", (std::string(DEVPLACE_FIXTURES_DIR) + "/nvml/h100.txt").c_str(), 1);
+      flags.push_back("--nvml_library=" DEVPLACE_FAKE_NVML);
+    }
+    DaemonProcess d(dir.path(), flags);
+    unsetenv("FAKE_NVML_CONFIG");
+    struct Answer {
+      uint64_t epoch, revision;
+      std::string bytes;
+    };
+    absl::Mutex mu;
+    std::vector<std::map<std::string, int>> seen(requests.size());  // answer bytes -> count
+    std::set<std::pair<uint64_t, uint64_t>> versions;                // (epoch, revision) answered from
+    std::atomic<bool> done{false};
+    std::vector<std::thread> clients;
+    for (int c = 0; c < 4; ++c) {  // each its own channel, from before the first inventory
+      clients.emplace_back([&, c] {
+        Stubs s(c % 2 == 0 ? d.unix_target() : d.tcp_target());
+        while (!done.load()) {
+          for (size_t i = 0; i < requests.size(); ++i) {
+            v1::ResolveDeviceResponse answer;
+            if (!s.placement->ResolveDevice(Ctx().get(), requests[i], &answer).ok()) continue;  // not serving yet
+            absl::MutexLock lock(&mu);
+            versions.insert({answer.inventory_epoch(), answer.inventory_revision()});
+            ++seen[i][Canonical(answer)];
+          }
+        }
+      });
+    }
+    // The event the test needs: answers given across several usage reads and a full refresh.
+    Stubs s(d.unix_target());
+    WaitServing(s);
+    std::set<int64_t> usage_reads;
+    bool refreshed = false;
+    const absl::Time give_up = absl::Now() + absl::Seconds(60);
+    while (usage_reads.size() < 4 && absl::Now() < give_up) {
+      v1::Inventory inv;
+      if (s.placement->GetInventory(Ctx().get(), {}, &inv).ok()) {
+        usage_reads.insert(inv.usage_read_at().seconds() * 1000000000 + inv.usage_read_at().nanos());
+      }
+      if (usage_reads.size() >= 2 && !refreshed) {
+        v1::Inventory after;
+        refreshed = s.placement->RefreshInventory(Ctx().get(), {}, &after).ok();
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    done = true;
+    for (std::thread& t : clients) t.join();
+    EXPECT_GE(usage_reads.size(), 4u) << "usage reads seen by GetInventory: " << usage_reads.size() << "\n" << d.Log();
+    EXPECT_TRUE(refreshed);
+    v1::Inventory inv;
+    ASSERT_TRUE(s.placement->GetInventory(Ctx().get(), {}, &inv).ok());
+    EXPECT_EQ(versions, (std::set<std::pair<uint64_t, uint64_t>>{{inv.epoch(), 1}}));
+    for (size_t i = 0; i < requests.size(); ++i) {
+      SCOPED_TRACE(requests[i].ShortDebugString());
+      ASSERT_FALSE(seen[i].empty());
+      if (seen[i].size() == 1) continue;
+      std::string differ;
+      for (const auto& [bytes, count] : seen[i]) {
+        v1::ResolveDeviceResponse answer;
+        answer.ParseFromString(bytes);
+        absl::StrAppend(&differ, count, " x ", answer.ShortDebugString(), "\n");
+      }
+      ADD_FAILURE() << seen[i].size() << " different answers to one request:\n" << differ;
+    }
+  }
 }
 
 }  // namespace

@@ -93,7 +93,7 @@ CLASSES = {
                          "backend: str, package: str, inventory_revision: int, transformers_version: str, "
                          "accelerate_version: str, versions_from: Dict[str, str], runtime_backends: List[str], "
                          "response: devplace_pb2.ResolveDeviceResponse, job_versions: Dict[str, str] = <factory>, "
-                         "newer_than_rules: List[str] = <factory>) -> None",
+                         "newer_than_rules: List[str] = <factory>, inventory_epoch: int = 0) -> None",
         "from_response": "classmethod (response: devplace_pb2.ResolveDeviceResponse) -> Resolution",
         "__str__": "(self) -> str",
     },
@@ -230,7 +230,7 @@ class PublicApi(unittest.TestCase):
                 leaves.append(value)
 
         for field in dataclasses.fields(resolution):
-            if field.name not in ("response", "inventory_revision"):
+            if field.name not in ("response", "inventory_revision", "inventory_epoch"):
                 walk(getattr(resolution, field.name))
         self.assertEqual([v for v in leaves if isinstance(v, int) and not isinstance(v, bool)], [])
         names = [v.lower() for v in leaves if isinstance(v, str) and v]

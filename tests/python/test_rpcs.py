@@ -56,6 +56,7 @@ class EveryRpc(unittest.TestCase):
                 self.assertEqual(answer.backend, "ROW_CUDA_NVIDIA")
                 self.assertEqual(answer.package, "torch")
                 self.assertEqual(answer.inventory_revision, 1)
+                self.assertEqual(answer.inventory_epoch, client.inventory().epoch)
                 self.assertTrue(any(step.startswith("T-DIST") for step in answer.explanation), answer.explanation)
 
     def test_max_memory_in_accelerates_format(self):

@@ -163,6 +163,8 @@ def cli_flags(kwargs):
 
 
 class SemanticsOverTheWire(unittest.TestCase):
+    maxDiff = None  # a difference between the two clients' answers is shown whole
+
     @classmethod
     def setUpClass(cls):
         cls.daemons = {}

@@ -53,7 +53,10 @@ class Resolution:
         placed: host identity of each accelerator in ``devices`` (``devplace_pb2.PlacedDevice``).
         backend: the row chosen, as its enum name ("ROW_CUDA_NVIDIA", "ROW_CPU", ...).
         package: the Python package the job needs for that row ("torch", "torch-npu", ...).
-        inventory_revision: revision of the inventory the answer was computed from.
+        inventory_revision: revision of the inventory the answer was computed from, within
+            ``inventory_epoch``: two answers to one request with the same pair are the same answer
+            but for the measured free memory (``placed[].memory_free_bytes`` and the ``max_memory``
+            budgets), which the daemon re-reads between revisions.
         transformers_version: the Transformers release whose rules were applied: the one asked
             for; else the newest devplace knows ("5.15.0"), except that naming only an Accelerate
             below 1.1.0 applies Transformers 4.57.0 (the newest that runs with it).
@@ -73,6 +76,8 @@ class Resolution:
             known release's rules (``transformers_version`` / ``accelerate_version``) and
             ``warnings`` names both releases (rule V-SKEW); with ``strict=True`` such a request
             raises FailedPreconditionError instead. Empty when the rules cover the job.
+        inventory_epoch: the daemon instance that numbered ``inventory_revision`` (revisions restart
+            at 1 when the daemon restarts).
     """
 
     device: str
@@ -91,6 +96,7 @@ class Resolution:
     response: devplace_pb2.ResolveDeviceResponse = dataclasses.field(repr=False, compare=False)
     job_versions: Dict[str, str] = dataclasses.field(default_factory=dict)
     newer_than_rules: List[str] = dataclasses.field(default_factory=list)
+    inventory_epoch: int = 0
 
     @classmethod
     def from_response(cls, response: devplace_pb2.ResolveDeviceResponse) -> "Resolution":
@@ -108,7 +114,8 @@ class Resolution:
                                                    ("accelerate", response.accelerate_job_version)) if v},
                    newer_than_rules=[k for k, newer in (("transformers", response.transformers_newer_than_rules),
                                                         ("accelerate", response.accelerate_newer_than_rules))
-                                     if newer])
+                                     if newer],
+                   inventory_epoch=response.inventory_epoch)
 
     def __str__(self) -> str:
         return self.device
