@@ -5,7 +5,6 @@
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "tests/common/temp_dir.h"
 
@@ -17,7 +16,6 @@ std::vector<std::string> ProbeCommand(const std::string& host_root) {
   return {ProbeBinary(), "--host_root=" + host_root};
 }
 
-std::string ShellQuote(const std::string& s) { return "'" + absl::StrReplaceAll(s, {{"'", "'\\''"}}) + "'"; }
 
 bool NoChildren() {
   siginfo_t info{};

@@ -10,14 +10,13 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "tests/common/command.h"  // ShellQuote, RunCommand
 
 namespace devplace::testing {
 
 // The devplace-probe binary, and its command line for a host tree.
 std::string ProbeBinary();
 std::vector<std::string> ProbeCommand(const std::string& host_root);
-// A shell word: `s` in single quotes.
-std::string ShellQuote(const std::string& s);
 
 // Whether this process has no child left, running or zombie (reaps none that it finds alive:
 // waitid with WNOWAIT).
