@@ -2,9 +2,9 @@
 either way, a daemon that accepts and never answers) exits, whether it closed its Client, left it
 open or dropped it, and so does one that left a Watch open or whose resolve_device() raised. Each
 case is a real job: a child /usr/bin/python3 running the snippet against a real devplaced (or a
-listener that never answers), which must print its last line and exit 0 within EXIT_LIMIT seconds.
-Without the client closing its channels at exit, Debian's grpcio 1.51 waits forever in the
-channel's __del__ during interpreter shutdown."""
+listener that never answers), which must print its last line and exit 0. Without the client
+closing its channels at exit, Debian's grpcio 1.51 waits forever in the channel's __del__ during
+interpreter shutdown: EXIT_LIMIT only tells that from a slow machine."""
 
 import gc
 import os
@@ -19,7 +19,9 @@ import devplace
 from devplace_testing import PYTHON, TempDir, clean_env
 from test_tls import make_ca, mutual_tls_daemon
 
-EXIT_LIMIT = 10.0  # seconds a failing job may take from start to exit
+# Seconds a failing job may take from start to exit: a guard against the forever above (a job takes
+# 1-6 s on an idle machine, and passed 10 s with the machine loaded eight times over).
+EXIT_LIMIT = 60.0
 
 # What every job runs first: `attempt(f)` calls f and prints what happened on one line.
 PRELUDE = """\
@@ -133,22 +135,24 @@ class JobsExit(unittest.TestCase):
     def test_unclosed_clients_do_not_slow_the_next_ones(self):
         # gRPC shares connections process-wide by default: a Client left open against a daemon
         # that is down kept a connection in reconnect backoff, and every later Client's call waited
-        # on it (1, 2, 3, 4 s, then DEADLINE_EXCEEDED without the reason). Each Client has its own.
+        # on it (1, 2, 3, 4 s, then DEADLINE_EXCEEDED without the reason). Each Client has its own,
+        # so each call is refused at once for what it is (UNAVAILABLE), however many came before:
+        # the backoff shared would turn the later ones into DEADLINE_EXCEEDED. (Their times are
+        # printed, not judged: a loaded machine slows every call alike.)
         none_sock = self.dir.file("none.sock")
         out = self.job(f"""
             import time
             held = []
-            for i in range(6):
+            for i in range(8):
                 held.append(devplace.Client('unix:{none_sock}'))
                 started = time.monotonic()
                 attempt(held[-1].health)
                 print("took %.1f s" % (time.monotonic() - started))
             """)
         lines = out.splitlines()
-        self.assertEqual([l for l in lines if l.startswith("raised")], ["raised UnavailableError"] * 6, out)
+        self.assertEqual([l for l in lines if l.startswith("raised")], ["raised UnavailableError"] * 8, out)
         took = [float(l.split()[1]) for l in lines if l.startswith("took")]
-        self.assertEqual(len(took), 6, out)
-        self.assertLess(max(took), 1.0, out)  # before: 1.0, 1.7, 2.7, 4.1, 5.0
+        self.assertEqual(len(took), 8, out)
 
     def test_failed_calls_on_a_closed_client(self):
         for case, args, error in self.failing_targets():

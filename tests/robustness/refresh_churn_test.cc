@@ -40,8 +40,10 @@ namespace devplace::testing {
 namespace {
 
 constexpr int kRefreshes = 500;
-// Generous: about 10 s on an idle 2-core machine; the cap is for a machine under heavy load.
-constexpr absl::Duration kBudget = absl::Seconds(150);
+// The test runs until the 500th refresh, however long the machine takes (about 10 s on an idle
+// 2-core machine; 229 in 150 s were seen with the machine loaded eight times over): this is only
+// the guard for a daemon that stops refreshing (its binary's ctest timeout is above it).
+constexpr absl::Duration kBudget = absl::Seconds(600);
 
 std::string Host(const std::string& name) { return std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/" + name; }
 
