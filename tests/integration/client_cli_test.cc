@@ -27,8 +27,9 @@ CommandResult RunCli(const std::string& args, const std::string& prefix = "") {
   return RunCommand(absl::StrCat(prefix, " ", ShellQuote(DEVPLACE_CLI_BINARY), " ", args));
 }
 
+// Waits for the first inventory (up to 60 s: a guard, the event is SERVING).
 void WaitServing(const Client& client) {
-  for (int i = 0; i < 200; ++i) {
+  for (const absl::Time give_up = absl::Now() + absl::Seconds(60); absl::Now() < give_up;) {
     absl::StatusOr<bool> serving = client.Health();
     if (serving.ok() && *serving) return;
     absl::SleepFor(absl::Milliseconds(20));
@@ -87,7 +88,9 @@ TEST(ClientAndCli, EveryCommandOfTheCli) {
   DaemonProcess d(dir.path(), {"--host_root=" + Host("nvidia-2x-h100")});
   const std::string at = "--address=" + d.unix_target();
   CommandResult health;
-  for (int i = 0; i < 100 && health.out != "SERVING\n"; ++i) health = RunCli(at + " health");
+  for (const absl::Time give_up = absl::Now() + absl::Seconds(60); health.out != "SERVING\n" && absl::Now() < give_up;) {
+    health = RunCli(at + " health");
+  }
   EXPECT_EQ(health.exit_code, 0) << health.err;
   EXPECT_EQ(health.out, "SERVING\n");
 
@@ -118,9 +121,15 @@ TEST(ClientAndCli, EveryCommandOfTheCli) {
   CommandResult backends = RunCli(at + " backends");
   EXPECT_THAT(backends.out, HasSubstr("cuda/nvidia"));
   EXPECT_THAT(backends.out, HasSubstr("torch-npu"));
-  CommandResult watch = RunCli("--json " + at + " watch", "timeout 3");  // the first revision, then stopped
-  EXPECT_EQ(watch.exit_code, 124) << watch.err;                 // still watching when timeout stops it
-  EXPECT_THAT(watch.out, HasSubstr("\"revision\": \"1\""));
+  // The first revision, then still watching: stopped once it printed it (up to 60 s for that).
+  const std::string out = dir.File("watch.json");
+  CommandResult watch = RunCommand(absl::StrCat(
+      ShellQuote(DEVPLACE_CLI_BINARY), " --json ", at, " watch >", ShellQuote(out), " & pid=$!; for i in $(seq 1200); do ",
+      "grep -q '\"revision\": \"1\"' ", ShellQuote(out), " && break; sleep 0.05; done; ",
+      "kill -0 $pid && echo still-watching; kill $pid; wait $pid; echo exit=$?"));
+  EXPECT_THAT(watch.out, StartsWith("still-watching\n")) << watch.out << watch.err;
+  EXPECT_THAT(watch.out, HasSubstr("exit=143")) << watch.out << watch.err;  // SIGTERM while it watched
+  EXPECT_THAT(ReadFile(out), HasSubstr("\"revision\": \"1\""));
   d.Signal(SIGTERM);
   EXPECT_EQ(d.WaitExit(absl::Seconds(10)), 0);
 }
