@@ -7,6 +7,7 @@
 #include <sys/syscall.h>
 #include <sys/types.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -83,7 +84,20 @@ TEST(Signals, EveryThreadOfATlsDaemonBlocksThemAndASighupStormLeavesItServing) {
   const std::string tls_target = "127.0.0.1:" + log.substr(at, log.find_first_not_of("0123456789", at) - at);
 
   const uint64_t wanted = (1ull << (SIGHUP - 1)) | (1ull << (SIGINT - 1)) | (1ull << (SIGTERM - 1));
-  const std::vector<ThreadMask> threads = ThreadMasks(d.pid());
+  // A thread's mask and its system call are two reads: the signal thread, whose mask is empty
+  // inside rt_sigtimedwait, can leave the call between them (it wakes every slice), more so on a
+  // loaded machine. So sample until one sample is consistent (a thread that really takes the
+  // signals outside sigtimedwait never gives one; the last sample is then judged below).
+  std::vector<ThreadMask> threads;
+  for (const absl::Time give_up = absl::Now() + absl::Seconds(30); absl::Now() < give_up;
+       absl::SleepFor(absl::Milliseconds(10))) {
+    threads = ThreadMasks(d.pid());
+    if (std::all_of(threads.begin(), threads.end(), [&](const ThreadMask& t) {
+          return t.in_sigtimedwait || (t.blocked & wanted) == wanted;
+        })) {
+      break;
+    }
+  }
   EXPECT_GT(threads.size(), 2u) << "the TLS daemon runs gRPC's and the certificate watcher's threads";
   int waiting = 0;
   for (const ThreadMask& t : threads) {
