@@ -159,46 +159,17 @@ absl::Status Daemon::Start() {
   }
   options.probe_command.push_back(absl::StrCat("--probe_timeout=", absl::FormatDuration(vendor_timeout)));
   options.probe_timeout = c.probe_timeout;
-  registry_ = std::make_shared<prometheus::Registry>();
-  probe_metrics_ = std::make_unique<metrics::ProbeMetrics>(*registry_);
-  metrics::RegisterBuildInfo(*registry_);
-  rpc_metrics_ = std::make_unique<service::RpcMetrics>(*registry_);
-  version_skew_metrics_ = std::make_unique<metrics::VersionSkewMetrics>(*registry_);
-  options.on_probe = [probe_metrics = probe_metrics_.get()](const inventory::ProbeOutcome& o) {
-    probe_metrics->ObserveRun(o.status.ok(), o.duration);
-    if (o.status.ok()) {
-      spdlog::info("event=probe result=ok duration_ms={} revision={} changed={}",
-                   absl::ToInt64Milliseconds(o.duration), o.revision, o.changed);
-    } else {
-      spdlog::warn("event=probe result=error duration_ms={} code={} error=\"{}\" serving_revision={}",
-                   absl::ToInt64Milliseconds(o.duration), absl::StatusCodeToString(o.status.code()),
-                   absl::CHexEscape(o.status.message()), o.revision);  // the child's stderr is quoted in it
-    }
-  };
-  options.augment = [torch = torch_.get(), probe_metrics = probe_metrics_.get()](v1::Inventory& fresh) {
-    probe_metrics->ObserveReports(fresh);
+  observer_ = std::make_unique<DaemonObserver>(config_.lease_state_file);
+  options.augment = [torch = torch_.get(), observer = observer_.get()](v1::Inventory& fresh) {
+    observer->OnProbeReports(fresh);
     *fresh.mutable_torch() = torch->Last();
     return absl::OkStatus();
   };
   // The usage refresh: the same probe child reading only what moves (devplace-probe --usage_only).
-  shared_metrics_ = std::make_unique<service::SharedHostMetrics>(*registry_);
   options.usage_command = options.probe_command;
   options.usage_command.push_back("--usage_only");
   options.usage_interval = c.usage_interval > absl::ZeroDuration() ? c.usage_interval : absl::InfiniteDuration();
-  options.on_usage = [metrics = shared_metrics_.get(), failing = std::make_shared<std::atomic<bool>>(false)](
-                         const inventory::ProbeOutcome& o) {
-    metrics->ObserveUsageRefresh(o.status.ok(), o.duration);
-    if (o.status.ok()) {
-      if (failing->exchange(false)) spdlog::info("event=usage_refresh result=ok (recovered)");
-      spdlog::debug("event=usage_refresh result=ok duration_ms={} revision={} changed={}",
-                    absl::ToInt64Milliseconds(o.duration), o.revision, o.changed);
-    } else if (!failing->exchange(true)) {  // once per failing spell, not every --usage_interval
-      spdlog::warn("event=usage_refresh result=error duration_ms={} code={} error=\"{}\" (logged again after it "
-                   "recovers)",
-                   absl::ToInt64Milliseconds(o.duration), absl::StatusCodeToString(o.status.code()),
-                   absl::CHexEscape(o.status.message()));
-    }
-  };
+  observer_->ObserveStore(options);
   store_ = std::make_unique<inventory::InventoryStore>(options);
   // A full refresh (RefreshInventory, SIGHUP, start-up) re-runs the libtorch probe, then the host
   // probe, which publishes the new view. The service runs them on its one refresh worker.
@@ -225,24 +196,10 @@ absl::Status Daemon::Start() {
   service_options.max_watches = c.max_watches;
   service_options.max_watches_per_peer = c.max_watches_per_peer;
   service_options.connections = gate_.get();
-  service_options.on_newer_library = [skew = version_skew_metrics_.get()](const placement::NewerLibrary& newer) {
-    skew->Count(newer);
-  };
-  service_options.on_pick = [metrics = shared_metrics_.get()](const std::string& outcome, absl::Duration latency) {
-    metrics->ObservePick(outcome, latency);
-  };
-  service_options.on_leases = [metrics = shared_metrics_.get()](size_t held) { metrics->SetLeasesHeld(held); };
-  service_options.on_lease_call = [metrics = shared_metrics_.get()](const std::string& call, const std::string& outcome) {
-    metrics->ObserveLeaseCall(call, outcome);
-  };
+  service_options.observer = observer_.get();
   service_options.max_leased_devices_per_user = c.max_leased_devices_per_user;
   service_options.max_waiting_picks_per_user = c.max_waiting_picks_per_user;
   service_options.max_waiting_pick_bytes_per_user = c.max_waiting_pick_bytes_per_user;
-  service_options.on_lease_write_error = [file = config_.lease_state_file](const absl::Status& error) {
-    spdlog::warn("event=lease_state_write_failed file={} error=\"{}\" (the leases stand in memory; a restart "
-                 "would forget the newest change)",
-                 file, std::string(error.message()));
-  };
   service_ = std::make_unique<service::DevicePlacementService>(*store_, full_refresh, access, service_options);
 
   // --nfd_features_file: a writer thread keeps the NFD feature file current in the directory
@@ -283,7 +240,7 @@ absl::Status Daemon::StartMetrics() {
   hooks.release = [gate = metrics_gate_.get()](int fd, bool timed_out) { gate->Release(fd, timed_out); };
   absl::StatusOr<metrics::MetricsEndpoint> started = metrics::StartMetricsEndpoint(
       address,
-      {registry_, std::make_shared<metrics::InventoryCollector>([store = store_.get()] { return store->Current(); }),
+      {observer_->registry(), std::make_shared<metrics::InventoryCollector>([store = store_.get()] { return store->Current(); }),
        std::make_shared<metrics::ProcessCollector>(),
        std::make_shared<service::ConnectionCollector>(std::vector<std::pair<std::string, const service::ConnectionGate*>>{
            {"grpc", gate_.get()}, {"metrics", metrics_gate_.get()}})},
@@ -411,7 +368,7 @@ absl::Status Daemon::StartServer() {
   RestoreLeases();  // before any pick can arrive: the table a restart must not forget
   builder.RegisterService(service_.get());
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
-  interceptors.push_back(rpc_metrics_->NewInterceptorFactory());
+  interceptors.push_back(observer_->rpc_metrics().NewInterceptorFactory());
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   server_ = builder.BuildAndStart();
   if (server_ == nullptr) {

@@ -37,19 +37,15 @@
 #include "absl/status/status.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
-#include "prometheus/registry.h"
 #include "server/daemon/config.h"
+#include "server/daemon/observer.h"
 #include "server/export/nfd_writer.h"
 #include "server/inventory/store.h"
 #include "server/inventory/torch_view.h"
 #include "server/metrics/exposer.h"
-#include "server/metrics/inventory_metrics.h"
-#include "server/metrics/version_skew_metrics.h"
 #include "server/service/liveness.h"
 #include "server/service/connection_gate.h"
-#include "server/service/rpc_metrics.h"
 #include "server/service/service.h"
-#include "server/service/shared_host_metrics.h"
 #include "server/service/tcp_listener.h"
 #include "server/service/tls.h"
 #include "server/service/unix_listener.h"
@@ -107,11 +103,9 @@ class Daemon {
   std::atomic<bool> listener_dead_{false};   // exit 1
   // Built by Start() in this order; destroyed in reverse.
   std::unique_ptr<service::ReloadableTlsCredentials> tls_;
-  std::shared_ptr<prometheus::Registry> registry_;  // counters and histograms for /metrics
-  std::unique_ptr<metrics::ProbeMetrics> probe_metrics_;
-  std::unique_ptr<service::RpcMetrics> rpc_metrics_;
-  std::unique_ptr<metrics::VersionSkewMetrics> version_skew_metrics_;  // outlives service_ (declared before it)
-  std::unique_ptr<service::SharedHostMetrics> shared_metrics_;  // picks, leases, usage refreshes
+  // Every metric family and the log lines of the store's and service's events; outlives both
+  // (declared before them).
+  std::unique_ptr<DaemonObserver> observer_;
   std::unique_ptr<inventory::TorchView> torch_;
   std::unique_ptr<inventory::InventoryStore> store_;
   service::PeerRegistry peers_;

@@ -149,7 +149,7 @@ absl::StatusOr<LeaseHolderSpec> DevicePlacementService::HolderFor(grpc::Callback
 
 void DevicePlacementService::FinishPick(const PendingPick& pick, const grpc::Status& status,
                                         const std::string& outcome) {
-  if (options_.on_pick) options_.on_pick(outcome, absl::Now() - pick.arrived);
+  if (options_.observer != nullptr) options_.observer->OnPick(outcome, absl::Now() - pick.arrived);
   pick.reactor->Finish(status);
 }
 
@@ -239,7 +239,7 @@ bool DevicePlacementService::RetryWaiting(PendingPick& pick, uint64_t ended_at_s
 }
 
 void DevicePlacementService::LeasesChanged() {
-  if (options_.on_leases) options_.on_leases(leases_->size());
+  if (options_.observer != nullptr) options_.observer->OnLeasesHeld(leases_->size());
   waiting_.Poke();
 }
 
@@ -265,7 +265,7 @@ grpc::ServerUnaryReactor* DevicePlacementService::LeaseRelease(grpc::CallbackSer
         return leases_->Release(request.lease_id(), LeaseCaller{CallerUid(ctx)});
       },
       [this](const std::string& outcome) {
-        if (options_.on_lease_call) options_.on_lease_call("release", outcome);
+        if (options_.observer != nullptr) options_.observer->OnLeaseCall("release", outcome);
       });
 }
 
@@ -286,7 +286,7 @@ grpc::ServerUnaryReactor* DevicePlacementService::LeaseKeepAlive(grpc::CallbackS
                                   LeaseCaller{CallerUid(ctx)});
       },
       [this](const std::string& outcome) {
-        if (options_.on_lease_call) options_.on_lease_call("keep_alive", outcome);
+        if (options_.observer != nullptr) options_.observer->OnLeaseCall("keep_alive", outcome);
       });
 }
 

@@ -49,7 +49,9 @@ DevicePlacementService::DevicePlacementService(inventory::InventoryStore& store,
         LeaseTableOptions leases;
         leases.on_release = [this] { LeasesChanged(); };
         leases.max_devices_per_user = options_.max_leased_devices_per_user;
-        leases.on_write_error = options_.on_lease_write_error;
+        if (ServiceObserver* observer = options_.observer; observer != nullptr) {
+          leases.on_write_error = [observer](const absl::Status& error) { observer->OnLeaseWriteError(error); };
+        }
         return leases;
       }())),
       refreshes_(refresh ? std::move(refresh) : [&store] { return store.Refresh(); },
@@ -90,8 +92,8 @@ grpc::ServerUnaryReactor* DevicePlacementService::ResolveDevice(grpc::CallbackSe
   }
   if (answer->status.ok()) {
     *response_bytes = SharedBytes(std::shared_ptr<const std::string>(answer, &answer->bytes));
-    if (options_.on_newer_library) {
-      for (const placement::NewerLibrary& newer : answer->newer) options_.on_newer_library(newer);
+    if (options_.observer != nullptr) {
+      for (const placement::NewerLibrary& newer : answer->newer) options_.observer->OnNewerLibrary(newer);
     }
   }
   reactor->Finish(ToGrpc(answer->status));

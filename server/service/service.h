@@ -5,7 +5,6 @@
 #define DEVPLACE_SERVER_SERVICE_SERVICE_H_
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,6 +16,7 @@
 #include "server/service/answer_cache.h"
 #include "server/service/leases.h"
 #include "server/service/refresh_rounds.h"
+#include "server/service/service_observer.h"
 #include "server/service/unix_listener.h"
 #include "server/service/waiting_pick.h"
 #include "server/service/watch_hub.h"
@@ -54,16 +54,9 @@ struct ServiceOptions {
   // ResolveDevice answers cached per published snapshot (server/service/answer_cache.h): at most
   // this many entries and bytes; max_entries 0 turns the cache off.
   AnswerCacheLimits answer_cache;
-  // Called for each library of each ResolveDevice answer sent with OK whose job release is newer
-  // than the rules (V-SKEW), cached repeats included (devplaced counts them:
-  // devplace_version_skew_answers_total). Empty: not called. Must be thread-safe and quick.
-  std::function<void(const placement::NewerLibrary&)> on_newer_library;
-  // Shared hosts, for metrics (null: none): each PickDevices outcome ("answered", "no_free_device",
-  // "no_free_device_after_wait", "invalid_argument", "failed_precondition", "resource_exhausted",
-  // "cancelled", "unavailable") with the time from its arrival to its answer, and the number of
-  // leases held after every change.
-  std::function<void(const std::string& outcome, absl::Duration latency)> on_pick;
-  std::function<void(size_t held)> on_leases;
+  // Told of every answer metrics count (newer job releases, picks, leases held, lease calls) and
+  // of lease-file write errors; null: nobody. Must outlive the service.
+  ServiceObserver* observer = nullptr;
   // Most devices one user (uid, root excepted) holds leased at once: 0 = no cap
   // (LeaseTableOptions::max_devices_per_user).
   int max_leased_devices_per_user = 0;
@@ -72,11 +65,6 @@ struct ServiceOptions {
   // (WaitingPicks, server/service/waiting_pick.h).
   int max_waiting_picks_per_user = 16;
   int64_t max_waiting_pick_bytes_per_user = int64_t{16} << 20;
-  // Called when the lease table could not be written to its file (LeaseTable::Restore's path).
-  std::function<void(const absl::Status&)> on_lease_write_error;
-  // Each LeaseRelease ("release") and LeaseKeepAlive ("keep_alive") answer by outcome ("ok",
-  // "not_found", "permission_denied", "invalid_argument", "failed_precondition"), for metrics.
-  std::function<void(const std::string& call, const std::string& outcome)> on_lease_call;
 };
 
 // The key ServiceOptions.max_watches_per_peer counts by, from grpc::ServerContext::peer():
