@@ -85,10 +85,25 @@ class Daemon {
   const std::string& metrics_address() const { return metrics_endpoint_.address; }
 
  private:
+  // Start()'s steps, in its order: each builds one part from the validated config (and the parts
+  // built before it) and logs what it set up.
+  absl::Status BuildTls();
+  void BuildConnectionGates();
+  void BuildObserver();
+  void BuildStore();
+  void BuildService();
+  absl::Status BuildNfdWriter();
   absl::Status StartMetrics();
-  void RestoreLeases();
   absl::Status StartServer();
   void StartBackground();
+  // StartServer()'s steps.
+  void ConfigureServer(grpc::ServerBuilder& builder);
+  absl::Status BuildListeners(grpc::ServerBuilder& builder, std::vector<int>& ports);
+  void RestoreLeases();
+  void StartListeners(const std::vector<int>& ports);
+  void BuildLiveness();
+  // What RefreshInventory, SIGHUP and start-up run: the libtorch probe, then the host probe.
+  absl::StatusOr<inventory::Snapshot> FullRefresh();
   void CheckSockets(const char* trigger);
   void LogMaxConnections(int max_total);
   void CheckConnections();
