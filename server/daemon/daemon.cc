@@ -1,17 +1,15 @@
-// Daemon: devplaced's start-up, signal loop and shutdown, in the order the daemon has always run
-// them (see daemon.h for the contract). Every log line here is one of devplaced's documented
-// events.
+// Daemon: devplaced's start-up, as a list of builders run in the order the daemon has always run
+// them (see daemon.h for the contract); the signal loop and shutdown are in daemon_run.cc. Every
+// log line here is one of devplaced's documented events.
 #include "server/daemon/daemon.h"
 
 #include <grp.h>
-#include <malloc.h>
 #include <pthread.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <optional>
@@ -27,27 +25,49 @@
 #include "grpcpp/resource_quota.h"
 #include "server/common/vendor_libraries.h"
 #include "server/common/version.h"
-#include "server/logging/logging.h"
 #include "server/service/connection_metrics.h"
-#include "server/service/grpc_log.h"
 #include "server/service/tcp_peer.h"
 #include "spdlog/spdlog.h"
 
 namespace devplace::daemon {
 namespace {
 
-// A deleted socket file (or runtime directory) is looked for this long after the last signal or
-// check: well within the liveness checks' default 3 x 5 s, so a removed socket is back before it
-// could be found dead.
-constexpr std::chrono::seconds kSocketCheckEvery{2};
-// Connections are re-counted (and refusals reported) this often.
-constexpr absl::Duration kConnectionCheckEvery = absl::Seconds(1);
-// The heap is trimmed after this many connections closed since the last trim, and once more a
-// little later (gRPC frees a closed connection's buffers on its own threads, not at once).
-constexpr int kTrimAfterClosed = 64;
-constexpr absl::Duration kTrimAgainAfter = absl::Seconds(3);
-// How soon Wait() notices Stop().
-constexpr absl::Duration kStopPoll = absl::Milliseconds(200);
+// Descriptors: the soft limit goes up to the hard one, so a connection flood needs the hard limit.
+void RaiseDescriptorLimit() {
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &files) != 0) {
+      spdlog::warn("event=rlimit_nofile_failed error=\"{}\"", strerror(errno));
+    }
+  }
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0) spdlog::info("event=rlimit_nofile soft={} hard={}", files.rlim_cur, files.rlim_max);
+}
+
+void LogStart(const ValidConfig& config) {
+  const DaemonConfig& c = config.config;
+  const std::string& torch_probe = config.torch_probe_command;
+  spdlog::info("event=start version={} pid={} host_root={} probe_command={} torch_probe_command={} probe_timeout_ms={} "
+               "refresh_interval_s={} usage_interval_ms={}",
+               kVersion, getpid(), c.host_root, config.probe_command, torch_probe.empty() ? "none" : torch_probe,
+               absl::ToInt64Milliseconds(c.probe_timeout), absl::ToInt64Seconds(c.refresh_interval),
+               absl::ToInt64Milliseconds(c.usage_interval));
+}
+
+// A probe grandchild that escapes the group kill with setsid() is re-parented here and killed
+// after the run (devplaced's only children are probe children).
+void EnableOrphanCleanup() {
+  if (const absl::Status s = inventory::EnableOrphanCleanup(); !s.ok()) {
+    spdlog::warn("event=orphan_cleanup_disabled error=\"{}\"", std::string(s.message()));
+  }
+}
+
+// Logs a listener that could not be bound (event=listen_failed KEY=ADDRESS), and says so on stderr
+// as `devplaced: --FLAG=ADDRESS: why`.
+void LogListenFailed(const char* key, const char* flag, const std::string& address, const absl::Status& error) {
+  spdlog::error("event=listen_failed {}={} error=\"{}\"", key, address, std::string(error.message()));
+  fprintf(stderr, "devplaced: --%s=%s: %s\n", flag, address.c_str(), std::string(error.message()).c_str());
+}
 
 }  // namespace
 
@@ -82,33 +102,46 @@ void Daemon::Stop() { stop_requested_ = true; }
 absl::Status Daemon::Start() {
   if (state_ != State::kNew) return absl::FailedPreconditionError("Daemon::Start() may be called once");
   state_ = State::kDone;  // unless everything below starts
-  const DaemonConfig& c = config_.config;
   // Signals are taken by sigtimedwait in Wait(); every thread started later (the TLS certificate
   // watcher's and gRPC's below included) inherits the mask, so none of them can be killed by one.
   signals_ = BlockDaemonSignals();
   signal(SIGPIPE, SIG_IGN);
-  if (config_.any_tls) {  // from the files as ValidateConfig read them: they are not read again
-    if (!config_.tls_material.has_value()) {
-      return absl::FailedPreconditionError("tls: listeners without checked TLS files (use ValidateConfig)");
-    }
-    absl::StatusOr<std::unique_ptr<service::ReloadableTlsCredentials>> created =
-        service::ReloadableTlsCredentials::Create(c.tls, *std::move(config_.tls_material));
-    config_.tls_material.reset();  // the credentials keep the key; no second copy
-    if (!created.ok()) return absl::InvalidArgumentError(created.status().message());
-    tls_ = *std::move(created);
-  }
+  if (absl::Status s = BuildTls(); !s.ok()) return s;
+  RaiseDescriptorLimit();
+  BuildConnectionGates();
+  LogStart(config_);
+  EnableOrphanCleanup();
+  BuildObserver();
+  BuildStore();
+  BuildService();
+  if (absl::Status s = BuildNfdWriter(); !s.ok()) return s;
+  // /metrics before the gRPC listeners: a fatal bind error exits before serving.
+  if (absl::Status s = StartMetrics(); !s.ok()) return s;
+  if (absl::Status s = StartServer(); !s.ok()) return s;
+  StartBackground();
+  state_ = State::kRunning;
+  return absl::OkStatus();
+}
 
-  // Descriptors: the soft limit goes up to the hard one, so a connection flood needs the hard limit.
-  rlimit files{};
-  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
-    files.rlim_cur = files.rlim_max;
-    if (setrlimit(RLIMIT_NOFILE, &files) != 0) {
-      spdlog::warn("event=rlimit_nofile_failed error=\"{}\"", strerror(errno));
-    }
+absl::Status Daemon::BuildTls() {
+  if (!config_.any_tls) return absl::OkStatus();
+  // From the files as ValidateConfig read them: they are not read again.
+  if (!config_.tls_material.has_value()) {
+    return absl::FailedPreconditionError("tls: listeners without checked TLS files (use ValidateConfig)");
   }
-  if (getrlimit(RLIMIT_NOFILE, &files) == 0) spdlog::info("event=rlimit_nofile soft={} hard={}", files.rlim_cur, files.rlim_max);
-  // The connection caps stay below the descriptor limit, followed at every accept when root changes
-  // it later: a flood is refused at accept, never met by EMFILE.
+  absl::StatusOr<std::unique_ptr<service::ReloadableTlsCredentials>> created =
+      service::ReloadableTlsCredentials::Create(config_.config.tls, *std::move(config_.tls_material));
+  config_.tls_material.reset();  // the credentials keep the key; no second copy
+  if (!created.ok()) return absl::InvalidArgumentError(created.status().message());
+  tls_ = *std::move(created);
+  return absl::OkStatus();
+}
+
+// The connection caps of the gRPC listeners and /metrics' own. The caps stay below the descriptor
+// limit, followed at every accept when root changes it later: a flood is refused at accept, never
+// met by EMFILE.
+void Daemon::BuildConnectionGates() {
+  const DaemonConfig& c = config_.config;
   service::ConnectionLimits limits;
   limits.max_total = c.max_connections;
   limits.max_per_peer = c.max_connections_per_peer;
@@ -132,21 +165,15 @@ absl::Status Daemon::Start() {
   metrics_limits.max_unowned = kMaxUnownedConnections;
   metrics_limits.rate_per_peer = c.max_connection_rate_per_peer;
   metrics_gate_ = std::make_unique<service::ConnectionGate>(metrics_limits);
+}
 
+void Daemon::BuildObserver() { observer_ = std::make_unique<DaemonObserver>(config_.lease_state_file); }
+
+// The libtorch view and the inventory store: the probe child with every vendor library's flag, its
+// usage refresh, and the observer told of every run.
+void Daemon::BuildStore() {
+  const DaemonConfig& c = config_.config;
   const std::string& torch_probe = config_.torch_probe_command;
-  spdlog::info("event=start version={} pid={} host_root={} probe_command={} torch_probe_command={} probe_timeout_ms={} "
-               "refresh_interval_s={} usage_interval_ms={}",
-               kVersion, getpid(), c.host_root, config_.probe_command, torch_probe.empty() ? "none" : torch_probe,
-               absl::ToInt64Milliseconds(c.probe_timeout), absl::ToInt64Seconds(c.refresh_interval),
-               absl::ToInt64Milliseconds(c.usage_interval));
-
-  // A probe grandchild that escapes the group kill with setsid() is re-parented here and killed
-  // after the run (devplaced's only children are probe children).
-  if (const absl::Status s = inventory::EnableOrphanCleanup(); !s.ok()) {
-    spdlog::warn("event=orphan_cleanup_disabled error=\"{}\"", std::string(s.message()));
-  }
-
-  // ---- the store, the libtorch view, the service ----
   torch_ = std::make_unique<inventory::TorchView>(
       torch_probe.empty() ? std::vector<std::string>{} : std::vector<std::string>{torch_probe}, c.probe_timeout);
   inventory::StoreOptions options;
@@ -159,115 +186,73 @@ absl::Status Daemon::Start() {
   }
   options.probe_command.push_back(absl::StrCat("--probe_timeout=", absl::FormatDuration(vendor_timeout)));
   options.probe_timeout = c.probe_timeout;
-  registry_ = std::make_shared<prometheus::Registry>();
-  probe_metrics_ = std::make_unique<metrics::ProbeMetrics>(*registry_);
-  metrics::RegisterBuildInfo(*registry_);
-  rpc_metrics_ = std::make_unique<service::RpcMetrics>(*registry_);
-  version_skew_metrics_ = std::make_unique<metrics::VersionSkewMetrics>(*registry_);
-  options.on_probe = [probe_metrics = probe_metrics_.get()](const inventory::ProbeOutcome& o) {
-    probe_metrics->ObserveRun(o.status.ok(), o.duration);
-    if (o.status.ok()) {
-      spdlog::info("event=probe result=ok duration_ms={} revision={} changed={}",
-                   absl::ToInt64Milliseconds(o.duration), o.revision, o.changed);
-    } else {
-      spdlog::warn("event=probe result=error duration_ms={} code={} error=\"{}\" serving_revision={}",
-                   absl::ToInt64Milliseconds(o.duration), absl::StatusCodeToString(o.status.code()),
-                   absl::CHexEscape(o.status.message()), o.revision);  // the child's stderr is quoted in it
-    }
-  };
-  options.augment = [torch = torch_.get(), probe_metrics = probe_metrics_.get()](v1::Inventory& fresh) {
-    probe_metrics->ObserveReports(fresh);
+  options.augment = [torch = torch_.get(), observer = observer_.get()](v1::Inventory& fresh) {
+    observer->OnProbeReports(fresh);
     *fresh.mutable_torch() = torch->Last();
     return absl::OkStatus();
   };
   // The usage refresh: the same probe child reading only what moves (devplace-probe --usage_only).
-  shared_metrics_ = std::make_unique<service::SharedHostMetrics>(*registry_);
   options.usage_command = options.probe_command;
   options.usage_command.push_back("--usage_only");
   options.usage_interval = c.usage_interval > absl::ZeroDuration() ? c.usage_interval : absl::InfiniteDuration();
-  options.on_usage = [metrics = shared_metrics_.get(), failing = std::make_shared<std::atomic<bool>>(false)](
-                         const inventory::ProbeOutcome& o) {
-    metrics->ObserveUsageRefresh(o.status.ok(), o.duration);
-    if (o.status.ok()) {
-      if (failing->exchange(false)) spdlog::info("event=usage_refresh result=ok (recovered)");
-      spdlog::debug("event=usage_refresh result=ok duration_ms={} revision={} changed={}",
-                    absl::ToInt64Milliseconds(o.duration), o.revision, o.changed);
-    } else if (!failing->exchange(true)) {  // once per failing spell, not every --usage_interval
-      spdlog::warn("event=usage_refresh result=error duration_ms={} code={} error=\"{}\" (logged again after it "
-                   "recovers)",
-                   absl::ToInt64Milliseconds(o.duration), absl::StatusCodeToString(o.status.code()),
-                   absl::CHexEscape(o.status.message()));
-    }
-  };
+  observer_->ObserveStore(options);
   store_ = std::make_unique<inventory::InventoryStore>(options);
-  // A full refresh (RefreshInventory, SIGHUP, start-up) re-runs the libtorch probe, then the host
-  // probe, which publishes the new view. The service runs them on its one refresh worker.
-  auto full_refresh = [this, torch_enabled = !torch_probe.empty()]() -> absl::StatusOr<inventory::Snapshot> {
-    if (stopping_.load()) return absl::UnavailableError("devplaced is shutting down");
-    spdlog::info("event=refresh kind=full");
-    if (torch_enabled) {
-      const absl::Time start = absl::Now();
-      const v1::TorchInfo view = torch_->Run();
-      spdlog::info("event=torch_probe result={} duration_ms={} version={} backends={} error=\"{}\"",
-                   view.probed() ? "ok" : "error", absl::ToInt64Milliseconds(absl::Now() - start), view.version(),
-                   absl::StrJoin(view.compiled_backends(), ","), absl::CHexEscape(view.error()));
-    }
-    if (stopping_.load()) return absl::UnavailableError("devplaced is shutting down");
-    return store_->Refresh();
-  };
+}
+
+// A full refresh (RefreshInventory, SIGHUP, start-up) re-runs the libtorch probe, then the host
+// probe, which publishes the new view. The service runs it on its one refresh worker.
+absl::StatusOr<inventory::Snapshot> Daemon::FullRefresh() {
+  if (stopping_.load()) return absl::UnavailableError("devplaced is shutting down");
+  spdlog::info("event=refresh kind=full");
+  if (!config_.torch_probe_command.empty()) {
+    const absl::Time start = absl::Now();
+    const v1::TorchInfo view = torch_->Run();
+    spdlog::info("event=torch_probe result={} duration_ms={} version={} backends={} error=\"{}\"",
+                 view.probed() ? "ok" : "error", absl::ToInt64Milliseconds(absl::Now() - start), view.version(),
+                 absl::StrJoin(view.compiled_backends(), ","), absl::CHexEscape(view.error()));
+  }
+  if (stopping_.load()) return absl::UnavailableError("devplaced is shutting down");
+  return store_->Refresh();
+}
+
+// The DevicePlacement service: who may re-probe, its caps, and the observer of its answers.
+void Daemon::BuildService() {
+  const DaemonConfig& c = config_.config;
   service::RefreshAccess access;
   access.peers = &peers_;
   access.daemon_uid = geteuid();
   access.socket_gid = config_.socket_gid != static_cast<gid_t>(-1) ? config_.socket_gid : getegid();
   if (const struct group* g = getgrgid(access.socket_gid); g != nullptr) access.socket_group = g->gr_name;
   access.min_interval = c.refresh_min_interval;
-  service::ServiceOptions service_options;
-  service_options.max_watches = c.max_watches;
-  service_options.max_watches_per_peer = c.max_watches_per_peer;
-  service_options.connections = gate_.get();
-  service_options.on_newer_library = [skew = version_skew_metrics_.get()](const placement::NewerLibrary& newer) {
-    skew->Count(newer);
-  };
-  service_options.on_pick = [metrics = shared_metrics_.get()](const std::string& outcome, absl::Duration latency) {
-    metrics->ObservePick(outcome, latency);
-  };
-  service_options.on_leases = [metrics = shared_metrics_.get()](size_t held) { metrics->SetLeasesHeld(held); };
-  service_options.on_lease_call = [metrics = shared_metrics_.get()](const std::string& call, const std::string& outcome) {
-    metrics->ObserveLeaseCall(call, outcome);
-  };
-  service_options.max_leased_devices_per_user = c.max_leased_devices_per_user;
-  service_options.max_waiting_picks_per_user = c.max_waiting_picks_per_user;
-  service_options.max_waiting_pick_bytes_per_user = c.max_waiting_pick_bytes_per_user;
-  service_options.on_lease_write_error = [file = config_.lease_state_file](const absl::Status& error) {
-    spdlog::warn("event=lease_state_write_failed file={} error=\"{}\" (the leases stand in memory; a restart "
-                 "would forget the newest change)",
-                 file, std::string(error.message()));
-  };
-  service_ = std::make_unique<service::DevicePlacementService>(*store_, full_refresh, access, service_options);
+  service::ServiceOptions options;
+  options.max_watches = c.max_watches;
+  options.max_watches_per_peer = c.max_watches_per_peer;
+  options.connections = gate_.get();
+  options.observer = observer_.get();
+  options.max_leased_devices_per_user = c.max_leased_devices_per_user;
+  options.max_waiting_picks_per_user = c.max_waiting_picks_per_user;
+  options.max_waiting_pick_bytes_per_user = c.max_waiting_pick_bytes_per_user;
+  service_ = std::make_unique<service::DevicePlacementService>(
+      *store_, [this] { return FullRefresh(); }, access, options);
+}
 
-  // --nfd_features_file: a writer thread keeps the NFD feature file current in the directory
-  // opened (and checked) here, once; write errors never stop serving, an unsafe directory stops
-  // the start.
-  if (const std::string& nfd_file = c.nfd_features_file; !nfd_file.empty()) {
-    nfd_ = std::make_unique<labels::NfdPublisher>(
-        nfd_file, c.nfd_expiry,
-        [nfd_file](const absl::Status& error) {
-          spdlog::warn("event=nfd_write_failed path={} error=\"{}\" (retried with back-off; logged again when the "
-                       "error changes)",
-                       nfd_file, std::string(error.message()));
-        },
-        [nfd_file](uint64_t revision) { spdlog::info("event=nfd_written path={} revision={}", nfd_file, revision); });
-    if (!nfd_->directory_status().ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--nfd_features_file=", nfd_file, ": ", nfd_->directory_status().message()));
-    }
+// --nfd_features_file: a writer thread keeps the NFD feature file current in the directory opened
+// (and checked) here, once; write errors never stop serving, an unsafe directory stops the start.
+absl::Status Daemon::BuildNfdWriter() {
+  const std::string& nfd_file = config_.config.nfd_features_file;
+  if (nfd_file.empty()) return absl::OkStatus();
+  nfd_ = std::make_unique<labels::NfdPublisher>(
+      nfd_file, config_.config.nfd_expiry,
+      [nfd_file](const absl::Status& error) {
+        spdlog::warn("event=nfd_write_failed path={} error=\"{}\" (retried with back-off; logged again when the "
+                     "error changes)",
+                     nfd_file, std::string(error.message()));
+      },
+      [nfd_file](uint64_t revision) { spdlog::info("event=nfd_written path={} revision={}", nfd_file, revision); });
+  if (!nfd_->directory_status().ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--nfd_features_file=", nfd_file, ": ", nfd_->directory_status().message()));
   }
-
-  // /metrics before the gRPC listeners: a fatal bind error exits before serving.
-  if (absl::Status s = StartMetrics(); !s.ok()) return s;
-  if (absl::Status s = StartServer(); !s.ok()) return s;
-  StartBackground();
-  state_ = State::kRunning;
   return absl::OkStatus();
 }
 
@@ -283,7 +268,7 @@ absl::Status Daemon::StartMetrics() {
   hooks.release = [gate = metrics_gate_.get()](int fd, bool timed_out) { gate->Release(fd, timed_out); };
   absl::StatusOr<metrics::MetricsEndpoint> started = metrics::StartMetricsEndpoint(
       address,
-      {registry_, std::make_shared<metrics::InventoryCollector>([store = store_.get()] { return store->Current(); }),
+      {observer_->registry(), std::make_shared<metrics::InventoryCollector>([store = store_.get()] { return store->Current(); }),
        std::make_shared<metrics::ProcessCollector>(),
        std::make_shared<service::ConnectionCollector>(std::vector<std::pair<std::string, const service::ConnectionGate*>>{
            {"grpc", gate_.get()}, {"metrics", metrics_gate_.get()}})},
@@ -292,8 +277,7 @@ absl::Status Daemon::StartMetrics() {
     metrics_endpoint_ = std::move(*started);
     spdlog::info("event=metrics_listening url=http://{}/metrics", metrics_endpoint_.address);
   } else if (address != kDefaultMetricsListen) {
-    spdlog::error("event=listen_failed metrics_listen={} error=\"{}\"", address, std::string(started.status().message()));
-    fprintf(stderr, "devplaced: --metrics_listen=%s: %s\n", address.c_str(), std::string(started.status().message()).c_str());
+    LogListenFailed("metrics_listen", "metrics_listen", address, started.status());
     return absl::UnavailableError(started.status().message());
   } else {
     // The default address cannot be bound, most often because another devplaced (or a test's)
@@ -334,7 +318,6 @@ void Daemon::RestoreLeases() {
 
 // The gRPC server with its TCP/TLS ports and the unix-socket listeners that feed it.
 absl::Status Daemon::StartServer() {
-  const DaemonConfig& c = config_.config;
   if (tls_ != nullptr) {
     const service::TlsMaterial m = tls_->current();
     spdlog::info("event=tls mode={} subject=\"{}\" not_after=\"{}\" client_cas={}",
@@ -349,6 +332,37 @@ absl::Status Daemon::StartServer() {
   (void)grpc::health::v1::HealthCheckRequest::descriptor();  // lets reflection describe grpc.health.v1
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  ConfigureServer(builder);
+  std::vector<int> ports;  // each --listen address's port (0 for a unix socket)
+  if (absl::Status s = BuildListeners(builder, ports); !s.ok()) return s;
+  RestoreLeases();  // before any pick can arrive: the table a restart must not forget
+  builder.RegisterService(service_.get());
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(observer_->rpc_metrics().NewInterceptorFactory());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr) {
+    // Every socket was bound above with its errno; gRPC's own log line just before, routed
+    // through our logger, says what failed.
+    spdlog::error("event=listen_failed addresses={} error=\"the gRPC server did not start: see the library_log "
+                  "line above\"",
+                  absl::StrJoin(config_.listen, ","));
+    return absl::UnavailableError("the gRPC server did not start");
+  }
+  // gRPC's default health service starts out SERVING; say NOT_SERVING until the first inventory.
+  // (A client racing the first microseconds after bind may still see SERVING once.)
+  health_ = server_->GetHealthCheckService();
+  // The placement service answers under its own name too (same status as "").
+  health_->SetServingStatus(v1::DevicePlacement::service_full_name(), false);
+  health_->SetServingStatus(false);
+  StartListeners(ports);
+  return absl::OkStatus();
+}
+
+// The server's limits: message size, the memory quota, keepalive, streams per connection and the
+// handshake timeout.
+void Daemon::ConfigureServer(grpc::ServerBuilder& builder) {
+  const DaemonConfig& c = config_.config;
   builder.SetMaxReceiveMessageSize(c.max_receive_bytes);
   // Bounds what gRPC buffers for all connections together (requests being received included).
   grpc::ResourceQuota quota("devplaced");
@@ -368,13 +382,16 @@ absl::Status Daemon::StartServer() {
   // closed: gRPC's default, 120 s, let stalled handshakes pile up.
   builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
                              static_cast<int>(absl::ToInt64Milliseconds(c.handshake_timeout)));
-  const std::vector<std::string>& listen = config_.listen;
-  std::vector<std::unique_ptr<int>> ports;
-  // Unix sockets are accepted by devplaced itself (peer credentials for RefreshInventory); only
-  // the default runtime directory is created.
+}
+
+// Binds every --listen address, in order: unix sockets accepted by devplaced itself (peer
+// credentials for RefreshInventory; only the default runtime directory is created), TCP and TLS
+// accepted by devplaced (the connection caps), then handed to gRPC with the listener's
+// credentials, whose TLS handshake gRPC runs. `ports` gets each address's port (0 for unix).
+absl::Status Daemon::BuildListeners(grpc::ServerBuilder& builder, std::vector<int>& ports) {
   const std::string default_unix = DefaultListen().front().substr(5);
-  for (const std::string& address : listen) {
-    ports.push_back(std::make_unique<int>(0));
+  for (const std::string& address : config_.listen) {
+    ports.push_back(0);
     if (absl::StartsWith(address, "unix:")) {
       service::UnixListener::Options o;
       o.path = address.substr(5);
@@ -383,8 +400,7 @@ absl::Status Daemon::StartServer() {
       o.create_directory = o.path == default_unix;
       absl::StatusOr<std::unique_ptr<service::UnixListener>> l = service::UnixListener::Bind(o);
       if (!l.ok()) {
-        spdlog::error("event=listen_failed address={} error=\"{}\"", address, std::string(l.status().message()));
-        fprintf(stderr, "devplaced: --listen=%s: %s\n", address.c_str(), std::string(l.status().message()).c_str());
+        LogListenFailed("address", "listen", address, l.status());
         return l.status().code() == absl::StatusCode::kFailedPrecondition
                    ? l.status()
                    : absl::UnavailableError(l.status().message());
@@ -392,65 +408,64 @@ absl::Status Daemon::StartServer() {
       unix_listeners_.push_back(std::move(*l));
       continue;
     }
-    // TCP and TLS: accepted by devplaced (the connection caps), handed to gRPC with the
-    // listener's credentials, whose TLS handshake gRPC runs.
     const bool tls = absl::StartsWith(address, "tls:");
     absl::StatusOr<std::unique_ptr<service::TcpListener>> l =
         service::TcpListener::Bind(tls ? address.substr(4) : address, tls);
     if (!l.ok()) {
-      spdlog::error("event=listen_failed address={} error=\"{}\"", address, std::string(l.status().message()));
-      fprintf(stderr, "devplaced: --listen=%s: %s\n", address.c_str(), std::string(l.status().message()).c_str());
+      LogListenFailed("address", "listen", address, l.status());
       return absl::UnavailableError(l.status().message());
     }
-    *ports.back() = (*l)->port();
+    ports.back() = (*l)->port();
     acceptors_.push_back(builder.experimental().AddExternalConnectionAcceptor(
         grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD,
         tls ? tls_->credentials() : grpc::InsecureServerCredentials()));
     tcp_listeners_.push_back(std::move(*l));
   }
-  RestoreLeases();  // before any pick can arrive: the table a restart must not forget
-  builder.RegisterService(service_.get());
-  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
-  interceptors.push_back(rpc_metrics_->NewInterceptorFactory());
-  builder.experimental().SetInterceptorCreators(std::move(interceptors));
-  server_ = builder.BuildAndStart();
-  if (server_ == nullptr) {
-    // Every socket was bound above with its errno; gRPC's own log line just before, routed
-    // through our logger, says what failed.
-    spdlog::error("event=listen_failed addresses={} error=\"the gRPC server did not start: see the library_log "
-                  "line above\"",
-                  absl::StrJoin(listen, ","));
-    return absl::UnavailableError("the gRPC server did not start");
-  }
-  // gRPC's default health service starts out SERVING; say NOT_SERVING until the first inventory.
-  // (A client racing the first microseconds after bind may still see SERVING once.)
-  health_ = server_->GetHealthCheckService();
-  // The placement service answers under its own name too (same status as "").
-  health_->SetServingStatus(v1::DevicePlacement::service_full_name(), false);
-  health_->SetServingStatus(false);
+  return absl::OkStatus();
+}
+
+// Every listener starts accepting into the started server; each address is logged (with the port
+// picked for :0) once the sockets have their mode.
+void Daemon::StartListeners(const std::vector<int>& ports) {
   const service::AcceptErrorHook on_accept_error = [](const std::string& listener, int error) {
     spdlog::warn("event=accept_failed address={} error=\"{}\" (retried every 100 ms; logged at most once a second)",
                  listener, strerror(error));
   };
   for (const auto& l : unix_listeners_) {
-    l->Start(server_.get(), &peers_, gate_.get(), c.handshake_timeout, on_accept_error);
+    l->Start(server_.get(), &peers_, gate_.get(), config_.config.handshake_timeout, on_accept_error);
   }
   for (size_t i = 0; i < tcp_listeners_.size(); ++i) {
     tcp_listeners_[i]->Start(acceptors_[i].get(), gate_.get(), &self_connections_, geteuid(), on_accept_error);
   }
-  for (size_t i = 0; i < listen.size(); ++i) {  // logged once the sockets have their mode
+  const std::vector<std::string>& listen = config_.listen;
+  for (size_t i = 0; i < listen.size(); ++i) {
     std::string bound = listen[i];
     if (!absl::StartsWith(bound, "unix:")) {
-      bound = absl::StrCat(bound.substr(0, bound.rfind(':')), ":", *ports[i]);
+      bound = absl::StrCat(bound.substr(0, bound.rfind(':')), ":", ports[i]);
     }
     spdlog::info("event=listening address={}", bound);
     listening_.push_back(bound);
   }
-  return absl::OkStatus();
 }
 
-// Liveness self-checks, the NFD writer, the inventory subscription and the first probes.
+// Liveness self-checks, the inventory subscription (health, NFD writer) and the first probes.
 void Daemon::StartBackground() {
+  BuildLiveness();
+  // Health turns SERVING with the first inventory (never again once stopping); each new revision
+  // is logged.
+  subscription_ = store_->Subscribe([this, nfd = nfd_.get()](const inventory::Snapshot& inv) {
+    spdlog::info("event=inventory revision={} backends={}", inv->revision(), inv->backends_size());
+    if (!stopping_.load()) health_->SetServingStatus(true);
+    if (nfd != nullptr) nfd->Publish(inv);
+  });
+  // The timer probes at once, then every --refresh_interval; serving never waits on a probe.
+  const absl::Duration refresh_interval = config_.config.refresh_interval;
+  store_->Start(refresh_interval > absl::ZeroDuration() ? refresh_interval : absl::InfiniteDuration());
+  service_->RequestRefresh();  // the libtorch view, once serving
+}
+
+// A self-connect check of every bound listener; a listener found dead ends the daemon (exit 1).
+void Daemon::BuildLiveness() {
   const DaemonConfig& c = config_.config;
   service::LivenessOptions liveness_options;
   size_t next_unix = 0, next_tcp = 0;
@@ -477,172 +492,6 @@ void Daemon::StartBackground() {
   };
   liveness_ = std::make_unique<service::ListenerLiveness>(liveness_options);
   if (c.liveness_interval > absl::ZeroDuration()) liveness_->Start();
-
-  // Health turns SERVING with the first inventory (never again once stopping); each new revision
-  // is logged.
-  subscription_ = store_->Subscribe([this, nfd = nfd_.get()](const inventory::Snapshot& inv) {
-    spdlog::info("event=inventory revision={} backends={}", inv->revision(), inv->backends_size());
-    if (!stopping_.load()) health_->SetServingStatus(true);
-    if (nfd != nullptr) nfd->Publish(inv);
-  });
-  // The timer probes at once, then every --refresh_interval; serving never waits on a probe.
-  store_->Start(c.refresh_interval > absl::ZeroDuration() ? c.refresh_interval : absl::InfiniteDuration());
-  service_->RequestRefresh();  // the libtorch view, once serving
-}
-
-// A deleted socket file is re-created on SIGHUP and by a check every 10 s; a path another
-// process now serves on is left to it (logged).
-void Daemon::CheckSockets(const char* trigger) {
-  for (const auto& l : unix_listeners_) {
-    if (l->PathIsOurs()) continue;
-    const absl::Status s = l->Recreate();
-    if (s.ok()) {
-      spdlog::warn("event=socket_recreated path={} trigger={}", l->path(), trigger);
-    } else {
-      spdlog::error("event=socket_lost path={} trigger={} error=\"{}\"", l->path(), trigger, std::string(s.message()));
-    }
-  }
-}
-
-// Logs the total connection cap when the descriptor limit makes it differ from --max_connections
-// (at start) or from the last one logged (root changed the limit since).
-void Daemon::LogMaxConnections(int max_total) {
-  const int configured = config_.config.max_connections;
-  if (max_total == logged_max_total_ || (logged_max_total_ == 0 && max_total == configured)) {
-    logged_max_total_ = max_total;
-    return;
-  }
-  rlimit files{};
-  getrlimit(RLIMIT_NOFILE, &files);
-  if (max_total < configured) {
-    spdlog::warn("event=max_connections_lowered max_connections={} to={} rlimit_nofile={} (reserve {} and {} "
-                 "descriptors for the daemon itself)",
-                 configured, max_total, files.rlim_cur, kConnectionReserve, kDescriptorHeadroom);
-  } else {
-    spdlog::info("event=max_connections_restored max_connections={} rlimit_nofile={}", max_total, files.rlim_cur);
-  }
-  logged_max_total_ = max_total;
-}
-
-// Re-counts the open connections, reports refusals since the last report (one line, however
-// many), and returns freed heap to the system after many connections closed: gRPC's buffers for
-// thousands of connections (stalled TLS handshakes above all) are freed into glibc's arenas, which
-// keep them (RSS stays at its peak) until trimmed.
-void Daemon::CheckConnections() {
-  const int open = gate_->Sweep();
-  LogMaxConnections(gate_->EffectiveMaxTotal());
-  const service::ConnectionGate::Stats stats = gate_->stats();
-  const uint64_t refused = stats.unserved();
-  if (refused != reported_refused_) {
-    spdlog::warn("event=connections_refused count={} peer_cap_total={} total_cap_total={} unowned_cap_total={} "
-                 "rate_total={} handshake_timeout_total={} open={} max_connections={} max_connections_per_peer={}",
-                 refused - reported_refused_, stats.refused_peer, stats.refused_total, stats.refused_unowned,
-                 stats.refused_rate, stats.timed_out, open, logged_max_total_, gate_->limits().max_per_peer);
-    reported_refused_ = refused;
-  }
-  const service::ConnectionGate::Stats m = metrics_gate_->stats();
-  if (const uint64_t metrics_refused = m.unserved(); metrics_refused != reported_metrics_refused_) {
-    spdlog::warn("event=metrics_connections_refused count={} peer_cap_total={} total_cap_total={} unowned_cap_total={} "
-                 "rate_total={} request_timeout_total={} open={}",
-                 metrics_refused - reported_metrics_refused_, m.refused_peer, m.refused_total, m.refused_unowned,
-                 m.refused_rate, m.timed_out, m.open);
-    reported_metrics_refused_ = metrics_refused;
-  }
-  open_since_trim_ = std::max({open_since_trim_, gate_->TakePeak(), open});
-  const bool many_closed = open_since_trim_ - open >= kTrimAfterClosed;
-  if (!many_closed && !(trim_again_at_.has_value() && absl::Now() >= *trim_again_at_)) return;
-  const struct mallinfo2 before = mallinfo2();
-  malloc_trim(0);
-  const struct mallinfo2 after = mallinfo2();
-  spdlog::info("event=heap_trimmed connections_closed={} open={} heap_bytes={} free_bytes_before={} "
-               "free_bytes_after={} mmap_bytes={}",
-               open_since_trim_ - open, open, after.arena, before.fordblks, after.fordblks, after.hblkhd);
-  open_since_trim_ = open;
-  trim_again_at_ = many_closed ? std::optional<absl::Time>(absl::Now() + kTrimAgainAfter) : std::nullopt;
-}
-
-void Daemon::OnSighup() {
-  spdlog::info("event=refresh_requested trigger=SIGHUP");
-  if (tls_ != nullptr) {  // new connections get the new certificates; a broken renewal keeps the old ones
-    absl::StatusOr<service::TlsMaterial> m = tls_->Reload();
-    if (m.ok()) {
-      spdlog::info("event=tls_reload result=ok subject=\"{}\" not_after=\"{}\" client_cas={}", m->subject,
-                   m->not_after, m->client_ca_count);
-    } else {
-      spdlog::error("event=tls_reload result=error error=\"{}\" (the previous certificates stay in use)",
-                    std::string(m.status().message()));
-    }
-  }
-  CheckSockets("SIGHUP");
-  service_->RequestRefresh();
-}
-
-int Daemon::Wait() {
-  if (state_ != State::kRunning) return 0;
-  // The socket check runs after kSocketCheckEvery without a signal; the wait is cut into
-  // kStopPoll slices so that Stop() is seen without a signal.
-  auto next_check = std::chrono::steady_clock::now() + kSocketCheckEvery;
-  absl::Time next_connection_check = absl::Now() + kConnectionCheckEvery;
-  for (;;) {
-    if (absl::Now() >= next_connection_check) {
-      CheckConnections();
-      next_connection_check = absl::Now() + kConnectionCheckEvery;
-    }
-    if (stop_requested_.load()) {
-      spdlog::info("event=shutdown signal=none");
-      break;
-    }
-    const auto left = next_check - std::chrono::steady_clock::now();
-    const timespec slice = absl::ToTimespec(
-        std::clamp(absl::FromChrono(left), absl::ZeroDuration(), kStopPoll));
-    const int sig = sigtimedwait(&signals_, nullptr, &slice);
-    if (sig < 0) {
-      if (errno != EAGAIN) {
-        next_check = std::chrono::steady_clock::now() + kSocketCheckEvery;
-      } else if (std::chrono::steady_clock::now() >= next_check) {
-        CheckSockets("check");
-        next_check = std::chrono::steady_clock::now() + kSocketCheckEvery;
-      }
-      continue;
-    }
-    next_check = std::chrono::steady_clock::now() + kSocketCheckEvery;
-    if (sig == SIGHUP) {
-      OnSighup();
-      continue;
-    }
-    spdlog::info("event=shutdown signal={}", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-    break;
-  }
-  Shutdown();
-  state_ = State::kDone;
-  return listener_dead_ ? 1 : 0;
-}
-
-// Stop accepting at once; calls in flight get --shutdown_grace (a RefreshInventory waiting on a
-// probe finishes when that probe does, bounded by --probe_timeout); watches end with OK.
-void Daemon::Shutdown() {
-  stopping_ = true;
-  liveness_->Stop();
-  torch_->Cancel();  // a libtorch probe in flight is killed, not waited for
-  health_->SetServingStatus(false);
-  for (const auto& l : unix_listeners_) l->Stop();  // no new unix connections; the file is removed
-  for (const auto& l : tcp_listeners_) l->Stop();
-  service_->Shutdown();
-  server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(config_.config.shutdown_grace));
-  server_->Wait();
-  store_->Stop();
-  store_->Unsubscribe(*subscription_);
-  if (nfd_ != nullptr) nfd_->Stop();  // the file stays; NFD drops its labels at the expiry time
-  spdlog::info("event=stopped");
-}
-
-void ConfigureLogging(const ValidConfig& config) {
-  // Library lines (gRPC core, libprotobuf) per second per library; the rest are counted and
-  // reported in one event=library_log_suppressed line (a flood of bad requests logs a line each).
-  constexpr int kLibraryLogsPerSecond = 10;
-  logging::Configure(config.log_level, config.log_format);
-  logging::RouteProtobufLogs(kLibraryLogsPerSecond);
-  service::RouteGrpcLogs(config.log_level, kLibraryLogsPerSecond);
 }
 
 }  // namespace devplace::daemon

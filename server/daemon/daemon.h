@@ -37,19 +37,15 @@
 #include "absl/status/status.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
-#include "prometheus/registry.h"
 #include "server/daemon/config.h"
+#include "server/daemon/observer.h"
 #include "server/export/nfd_writer.h"
 #include "server/inventory/store.h"
 #include "server/inventory/torch_view.h"
 #include "server/metrics/exposer.h"
-#include "server/metrics/inventory_metrics.h"
-#include "server/metrics/version_skew_metrics.h"
 #include "server/service/liveness.h"
 #include "server/service/connection_gate.h"
-#include "server/service/rpc_metrics.h"
 #include "server/service/service.h"
-#include "server/service/shared_host_metrics.h"
 #include "server/service/tcp_listener.h"
 #include "server/service/tls.h"
 #include "server/service/unix_listener.h"
@@ -89,10 +85,25 @@ class Daemon {
   const std::string& metrics_address() const { return metrics_endpoint_.address; }
 
  private:
+  // Start()'s steps, in its order: each builds one part from the validated config (and the parts
+  // built before it) and logs what it set up.
+  absl::Status BuildTls();
+  void BuildConnectionGates();
+  void BuildObserver();
+  void BuildStore();
+  void BuildService();
+  absl::Status BuildNfdWriter();
   absl::Status StartMetrics();
-  void RestoreLeases();
   absl::Status StartServer();
   void StartBackground();
+  // StartServer()'s steps.
+  void ConfigureServer(grpc::ServerBuilder& builder);
+  absl::Status BuildListeners(grpc::ServerBuilder& builder, std::vector<int>& ports);
+  void RestoreLeases();
+  void StartListeners(const std::vector<int>& ports);
+  void BuildLiveness();
+  // What RefreshInventory, SIGHUP and start-up run: the libtorch probe, then the host probe.
+  absl::StatusOr<inventory::Snapshot> FullRefresh();
   void CheckSockets(const char* trigger);
   void LogMaxConnections(int max_total);
   void CheckConnections();
@@ -107,11 +118,9 @@ class Daemon {
   std::atomic<bool> listener_dead_{false};   // exit 1
   // Built by Start() in this order; destroyed in reverse.
   std::unique_ptr<service::ReloadableTlsCredentials> tls_;
-  std::shared_ptr<prometheus::Registry> registry_;  // counters and histograms for /metrics
-  std::unique_ptr<metrics::ProbeMetrics> probe_metrics_;
-  std::unique_ptr<service::RpcMetrics> rpc_metrics_;
-  std::unique_ptr<metrics::VersionSkewMetrics> version_skew_metrics_;  // outlives service_ (declared before it)
-  std::unique_ptr<service::SharedHostMetrics> shared_metrics_;  // picks, leases, usage refreshes
+  // Every metric family and the log lines of the store's and service's events; outlives both
+  // (declared before them).
+  std::unique_ptr<DaemonObserver> observer_;
   std::unique_ptr<inventory::TorchView> torch_;
   std::unique_ptr<inventory::InventoryStore> store_;
   service::PeerRegistry peers_;

@@ -1,7 +1,6 @@
 // DevicePlacementService's PickDevices and lease calls (LeaseRelease, LeaseKeepAlive): the holder
-// of each lease, the queue of waiting picks and its worker. The inventory calls are in service.cc.
-#include <malloc.h>
-
+// of each lease and each pick's answer. The queue of waiting picks is WaitingPicks
+// (waiting_pick.h); the inventory calls are in service.cc.
 #include <algorithm>
 #include <cctype>
 #include <functional>
@@ -15,7 +14,6 @@
 #include "server/placement/pick.h"
 #include "server/service/connection_gate.h"
 #include "server/service/service.h"
-#include "server/service/waiting_pick.h"
 #include "server/service/wire.h"
 
 namespace devplace::service {
@@ -151,7 +149,7 @@ absl::StatusOr<LeaseHolderSpec> DevicePlacementService::HolderFor(grpc::Callback
 
 void DevicePlacementService::FinishPick(const PendingPick& pick, const grpc::Status& status,
                                         const std::string& outcome) {
-  if (options_.on_pick) options_.on_pick(outcome, absl::Now() - pick.arrived);
+  if (options_.observer != nullptr) options_.observer->OnPick(outcome, absl::Now() - pick.arrived);
   pick.reactor->Finish(status);
 }
 
@@ -192,10 +190,7 @@ grpc::ServerUnaryReactor* DevicePlacementService::PickDevices(grpc::CallbackServ
                                                               grpc::ByteBuffer* response_bytes) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   PendingPick pick{ctx, reactor, response_bytes, {}, {}, absl::Now(), absl::InfinitePast(), 0, {}, 0};
-  {
-    absl::MutexLock lock(&pick_mu_);
-    pick.arrival = next_arrival_++;  // before the parse: a big request must not lose its place
-  }
+  pick.arrival = waiting_.Arrive();  // before the parse: a big request must not lose its place
   if (grpc::Status bad; !ParseRequest(request_bytes, &pick.request, &bad)) {
     // A call cancelled before its request arrived is no malformed request.
     if (ctx->IsCancelled()) {
@@ -221,148 +216,31 @@ grpc::ServerUnaryReactor* DevicePlacementService::PickDevices(grpc::CallbackServ
   pick.holder = *std::move(holder);
   pick.deadline = WaitDeadline(ctx, pick.request.wait_ms(), pick.arrived);
   pick.user = pick.holder.caller_uid ? absl::StrCat("uid:", *pick.holder.caller_uid) : PeerKey(ctx->peer());
-  bool behind_others = false;
-  {
-    absl::MutexLock lock(&pick_mu_);
-    if (picks_stopping_) {
-      FinishPick(pick, grpc::Status(grpc::StatusCode::UNAVAILABLE, "devplaced is shutting down"), "unavailable");
-      return reactor;
-    }
-    // Waiting picks come first: a new one queues behind them (arrival order).
-    behind_others = !waiting_.empty();
+  switch (waiting_.Arriving()) {
+    case WaitingPicks::Turn::kShuttingDown:
+      FinishPick(pick, ShuttingDown(), "unavailable");
+      break;
+    case WaitingPicks::Turn::kBehindOthers:  // waiting picks come first: a new one queues behind them
+      waiting_.Enqueue(std::move(pick));
+      break;
+    case WaitingPicks::Turn::kNow:
+      if (!TryPick(pick, false)) waiting_.Enqueue(std::move(pick));
+      break;
   }
-  if (behind_others || !TryPick(pick, false)) Enqueue(std::move(pick));
   return reactor;
 }
 
-void DevicePlacementService::Enqueue(PendingPick pick) {
-  // A waiting pick keeps what the rules read, not the whole request (its env and DRA attributes
-  // may be a megabyte); the parsed request is freed here.
-  pick.request = KeptForWaiting(pick.request);
-  pick.kept_bytes = pick.request.SpaceUsedLong();
-  absl::MutexLock lock(&pick_mu_);
-  if (picks_stopping_) {
-    FinishPick(pick, grpc::Status(grpc::StatusCode::UNAVAILABLE, "devplaced is shutting down"), "unavailable");
-    return;
+bool DevicePlacementService::RetryWaiting(PendingPick& pick, uint64_t ended_at_start) {
+  if (pick.ctx->IsCancelled()) {
+    FinishPick(pick, grpc::Status(grpc::StatusCode::CANCELLED, "the caller went away while waiting"), "cancelled");
+    return true;
   }
-  UserWaiting& mine = waiting_per_user_[pick.user];
-  const int max_count = options_.max_waiting_picks_per_user;
-  const size_t max_bytes = static_cast<size_t>(options_.max_waiting_pick_bytes_per_user);
-  if ((max_count > 0 && mine.count >= max_count) || (max_bytes > 0 && mine.bytes + pick.kept_bytes > max_bytes)) {
-    const std::string who = pick.user;
-    const std::string message = absl::StrCat(
-        who, " has ", mine.count, " pick(s) waiting, keeping ", mine.bytes, " bytes; each user may have at most ",
-        max_count, " waiting (devplaced --max_waiting_picks_per_user) keeping at most ", max_bytes,
-        " bytes (--max_waiting_pick_bytes_per_user); this one keeps ", pick.kept_bytes,
-        ". Wait for one to end, or pick without --wait");
-    if (mine.count == 0) waiting_per_user_.erase(who);
-    trim_pending_ = true;  // its request was parsed: memory to hand back
-    pick_poked_ = true;
-    FinishPick(pick, grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, message), "too_many_waiting");
-    return;
-  }
-  ++mine.count;
-  mine.bytes += pick.kept_bytes;
-  // In arrival order: a pick whose parse took longer than a later one's still goes before it.
-  auto after = waiting_.end();
-  while (after != waiting_.begin() && std::prev(after)->arrival > pick.arrival) --after;
-  waiting_.insert(after, std::move(pick));
-  pick_poked_ = true;  // the worker takes its deadline into account
-  trim_pending_ = true;
+  return TryPick(pick, true, ended_at_start);
 }
 
 void DevicePlacementService::LeasesChanged() {
-  if (options_.on_leases) options_.on_leases(leases_->size());
-  absl::MutexLock lock(&pick_mu_);
-  pick_poked_ = true;
-}
-
-void DevicePlacementService::PickRound() {
-  for (bool again = true; again;) {
-    again = false;
-    std::list<PendingPick>::iterator it;
-    // A waiter is given a device only while no lease ended since the round began: one released
-    // meanwhile goes to the earliest waiter it suits, in the next round.
-    const uint64_t ended_at_start = leases_->ended();
-    {
-      absl::MutexLock lock(&pick_mu_);
-      it = waiting_.begin();
-    }
-    for (;;) {
-      {
-        absl::MutexLock lock(&pick_mu_);
-        if (it == waiting_.end()) break;
-      }
-      PendingPick& p = *it;  // stays in place: only this thread removes entries
-      bool answered = true;
-      if (p.ctx->IsCancelled()) {
-        FinishPick(p, grpc::Status(grpc::StatusCode::CANCELLED, "the caller went away while waiting"), "cancelled");
-      } else {
-        answered = TryPick(p, true, ended_at_start);
-      }
-      absl::MutexLock lock(&pick_mu_);
-      if (answered) {
-        auto user = waiting_per_user_.find(p.user);
-        if (user != waiting_per_user_.end() && --user->second.count <= 0) {
-          waiting_per_user_.erase(user);
-        } else if (user != waiting_per_user_.end()) {
-          user->second.bytes -= std::min(user->second.bytes, p.kept_bytes);
-        }
-        it = waiting_.erase(it);
-      } else {
-        ++it;
-      }
-      if (leases_->ended() != ended_at_start) {  // a device was released behind the first waiter: from it again
-        again = true;
-        break;
-      }
-    }
-  }
-}
-
-void DevicePlacementService::PickWorker() {
-  constexpr absl::Duration kRetryEvery = absl::Milliseconds(500);
-  for (;;) {
-    bool stopping = false;
-    {
-      absl::MutexLock lock(&pick_mu_);
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(pick_mu_) {
-        return picks_stopping_ || (pick_poked_ && (!waiting_.empty() || trim_pending_));
-      };
-      absl::Duration wait = waiting_.empty() ? absl::InfiniteDuration() : kRetryEvery;
-      const absl::Time now = absl::Now();
-      for (const PendingPick& p : waiting_) wait = std::min(wait, std::max(p.deadline - now, absl::ZeroDuration()));
-      pick_mu_.AwaitWithTimeout(absl::Condition(&ready), wait);
-      pick_poked_ = false;
-      stopping = picks_stopping_;
-    }
-    if (stopping) {
-      std::list<PendingPick> last;
-      {
-        absl::MutexLock lock(&pick_mu_);
-        last.swap(waiting_);
-        waiting_per_user_.clear();
-      }
-      for (const PendingPick& p : last) {
-        FinishPick(p, grpc::Status(grpc::StatusCode::UNAVAILABLE, "devplaced is shutting down"), "unavailable");
-      }
-      return;
-    }
-    PickRound();
-    bool trim = false;
-    {
-      absl::MutexLock lock(&pick_mu_);
-      const absl::Time now = absl::Now();
-      trim = trim_pending_ && (waiting_.empty() || now - last_trim_ >= absl::Seconds(2));
-      if (trim) {
-        trim_pending_ = false;
-        last_trim_ = now;
-      }
-    }
-    // The waiters' requests were freed; hand the heap's free pages back to the system, or a burst
-    // of waiters leaves the daemon at its peak RSS for good.
-    if (trim) malloc_trim(0);
-  }
+  if (options_.observer != nullptr) options_.observer->OnLeasesHeld(leases_->size());
+  waiting_.Poke();
 }
 
 std::optional<uid_t> DevicePlacementService::CallerUid(grpc::CallbackServerContext* ctx) const {
@@ -387,7 +265,7 @@ grpc::ServerUnaryReactor* DevicePlacementService::LeaseRelease(grpc::CallbackSer
         return leases_->Release(request.lease_id(), LeaseCaller{CallerUid(ctx)});
       },
       [this](const std::string& outcome) {
-        if (options_.on_lease_call) options_.on_lease_call("release", outcome);
+        if (options_.observer != nullptr) options_.observer->OnLeaseCall("release", outcome);
       });
 }
 
@@ -408,7 +286,7 @@ grpc::ServerUnaryReactor* DevicePlacementService::LeaseKeepAlive(grpc::CallbackS
                                   LeaseCaller{CallerUid(ctx)});
       },
       [this](const std::string& outcome) {
-        if (options_.on_lease_call) options_.on_lease_call("keep_alive", outcome);
+        if (options_.observer != nullptr) options_.observer->OnLeaseCall("keep_alive", outcome);
       });
 }
 

@@ -4,14 +4,10 @@
 #ifndef DEVPLACE_SERVER_SERVICE_SERVICE_H_
 #define DEVPLACE_SERVER_SERVICE_SERVICE_H_
 
-#include <functional>
-#include <list>
+#include <cstdint>
 #include <memory>
-#include <map>
-#include <set>
+#include <optional>
 #include <string>
-#include <thread>
-#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -19,11 +15,13 @@
 #include "server/inventory/store.h"
 #include "server/service/answer_cache.h"
 #include "server/service/leases.h"
+#include "server/service/refresh_rounds.h"
+#include "server/service/service_observer.h"
 #include "server/service/unix_listener.h"
+#include "server/service/waiting_pick.h"
+#include "server/service/watch_hub.h"
 
 namespace devplace::service {
-
-class WatchReactor;
 
 // Who may call RefreshInventory (a probe: a fork and vendor-library calls), on every transport:
 // unix-socket peers (credentials from `peers`) that are root, the daemon's own user or in
@@ -56,28 +54,17 @@ struct ServiceOptions {
   // ResolveDevice answers cached per published snapshot (server/service/answer_cache.h): at most
   // this many entries and bytes; max_entries 0 turns the cache off.
   AnswerCacheLimits answer_cache;
-  // Called for each library of each ResolveDevice answer sent with OK whose job release is newer
-  // than the rules (V-SKEW), cached repeats included (devplaced counts them:
-  // devplace_version_skew_answers_total). Empty: not called. Must be thread-safe and quick.
-  std::function<void(const placement::NewerLibrary&)> on_newer_library;
-  // Shared hosts, for metrics (null: none): each PickDevices outcome ("answered", "no_free_device",
-  // "no_free_device_after_wait", "invalid_argument", "failed_precondition", "resource_exhausted",
-  // "cancelled", "unavailable") with the time from its arrival to its answer, and the number of
-  // leases held after every change.
-  std::function<void(const std::string& outcome, absl::Duration latency)> on_pick;
-  std::function<void(size_t held)> on_leases;
+  // Told of every answer metrics count (newer job releases, picks, leases held, lease calls) and
+  // of lease-file write errors; null: nobody. Must outlive the service.
+  ServiceObserver* observer = nullptr;
   // Most devices one user (uid, root excepted) holds leased at once: 0 = no cap
   // (LeaseTableOptions::max_devices_per_user).
   int max_leased_devices_per_user = 0;
   // Most picks one user (uid over the unix socket, else the peer's address) has waiting at once, and
-  // the most bytes what they keep may take together; past either a pick is RESOURCE_EXHAUSTED at once.
+  // the most bytes what they keep may take together; past either a pick is RESOURCE_EXHAUSTED at once
+  // (WaitingPicks, server/service/waiting_pick.h).
   int max_waiting_picks_per_user = 16;
   int64_t max_waiting_pick_bytes_per_user = int64_t{16} << 20;
-  // Called when the lease table could not be written to its file (LeaseTable::Restore's path).
-  std::function<void(const absl::Status&)> on_lease_write_error;
-  // Each LeaseRelease ("release") and LeaseKeepAlive ("keep_alive") answer by outcome ("ok",
-  // "not_found", "permission_denied", "invalid_argument", "failed_precondition"), for metrics.
-  std::function<void(const std::string& call, const std::string& outcome)> on_lease_call;
 };
 
 // The key ServiceOptions.max_watches_per_peer counts by, from grpc::ServerContext::peer():
@@ -85,14 +72,17 @@ struct ServiceOptions {
 // (e.g. "unix:") unchanged.
 std::string PeerKey(const std::string& peer);
 
-// Serves one host's inventory store. Thread-safe; every handler returns without blocking a gRPC
-// thread (RefreshInventory waits for the probe on a thread of its own).
+// Serves one host's inventory store: the RPC surface (parsing, authorization, status mapping,
+// the answers' bytes). What outlives one call runs in classes of its own, each with its own lock:
+// the refresh rounds (RefreshRounds: its worker runs the probe), the open watches (WatchHub), the
+// waiting picks (WaitingPicks: its worker retries them) and the lease table (LeaseTable).
+// Thread-safe; every handler returns without blocking a gRPC thread.
 // Every method is registered raw (ByteBuffer in and out) so that a request that does not parse
 // gets INVALID_ARGUMENT with a message: gRPC 1.51's typed callback handler answers such a request
 // UNIMPLEMENTED with an empty message. GetInventory and ListBackends also send bytes serialized
 // once (per snapshot, per daemon) instead of copying and serializing a message per call.
-// Issue 12: answers come from a PreparedSnapshot (server/service/answer_cache.h) built once per
-// published snapshot: its serialized inventory and a bounded cache of ResolveDevice answers.
+// Answers come from a PreparedSnapshot (server/service/answer_cache.h) built once per published
+// snapshot: its serialized inventory and a bounded cache of ResolveDevice answers.
 class DevicePlacementService final
     : public v1::DevicePlacement::WithRawCallbackMethod_PickDevices<
           v1::DevicePlacement::WithRawCallbackMethod_LeaseRelease<
@@ -106,10 +96,12 @@ class DevicePlacementService final
  public:
   // What RefreshInventory runs: by default store.Refresh(); devplaced passes a "full" refresh
   // that re-runs the libtorch probe first.
-  using RefreshFn = std::function<absl::StatusOr<inventory::Snapshot>()>;
+  using RefreshFn = RefreshRounds::RefreshFn;
   // `store` must outlive the service and the server it is registered with.
   explicit DevicePlacementService(inventory::InventoryStore& store, RefreshFn refresh = nullptr,
                                   RefreshAccess access = {}, ServiceOptions options = {});
+  // Shutdown(), then waits for the refresh worker (once its current refresh returned) and the
+  // waiting picks' worker.
   ~DevicePlacementService() override;
 
   // `request` is a serialized v1::ResolveDeviceRequest; `response` gets a serialized
@@ -128,29 +120,28 @@ class DevicePlacementService final
   // answers, except INVALID_ARGUMENT for a request that does not parse.
   grpc::ServerUnaryReactor* ListBackends(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
                                          grpc::ByteBuffer* response) override;
-  // Re-probes now and returns the resulting snapshot; a failed probe returns its error
-  // (DEADLINE_EXCEEDED, INTERNAL, ...) and the last good snapshot stays. Calls that arrive while a
-  // refresh runs share the next one: one worker thread serves them all, whatever their number.
-  // UNAVAILABLE once shutdown began; PERMISSION_DENIED for callers RefreshAccess does not allow;
-  // RESOURCE_EXHAUSTED ("retry in N ms") past RefreshAccess::min_interval. `request` is a
-  // serialized v1::RefreshInventoryRequest (INVALID_ARGUMENT when it does not parse), `response`
-  // gets a serialized v1::Inventory.
+  // Re-probes now and returns the resulting snapshot (RefreshRounds: calls that arrive while a
+  // refresh runs share the next one); a failed probe returns its error (DEADLINE_EXCEEDED,
+  // INTERNAL, ...) and the last good snapshot stays. UNAVAILABLE once shutdown began;
+  // PERMISSION_DENIED for callers RefreshAccess does not allow; RESOURCE_EXHAUSTED ("retry in N
+  // ms") past RefreshAccess::min_interval. `request` is a serialized v1::RefreshInventoryRequest
+  // (INVALID_ARGUMENT when it does not parse), `response` gets a serialized v1::Inventory.
   grpc::ServerUnaryReactor* RefreshInventory(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
                                              grpc::ByteBuffer* response) override;
   // Streams the current snapshot (unless both its epoch and revision equal `known_epoch` and
   // `known_revision`), then every newer revision, until the client cancels or the service shuts
-  // down (the stream then ends with OK). A slow client is sent only the newest revision it has not
-  // had. RESOURCE_EXHAUSTED past ServiceOptions' caps. `request` is a serialized
+  // down (the stream then ends with OK); WatchHub. A slow client is sent only the newest revision
+  // it has not had. RESOURCE_EXHAUSTED past ServiceOptions' caps. `request` is a serialized
   // v1::WatchInventoryRequest (INVALID_ARGUMENT when it does not parse); each message written is a
   // serialized v1::Inventory.
   grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchInventory(grpc::CallbackServerContext* ctx,
                                                              const grpc::ByteBuffer* request) override;
 
   // Shared hosts (rule P-PICK): picks and leases devices (LeaseTable); a pick that finds too few
-  // devices free and asked to wait (wait_ms) is queued and tried again, in arrival order, whenever
-  // a lease ends and at least every 500 ms, until its deadline (wait_ms, or the client's deadline
-  // less 100 ms). A queued pick keeps only what the rules read of its request (KeptForWaiting);
-  // each user (uid over the unix socket, else the peer) has at most
+  // devices free and asked to wait (wait_ms) is queued (WaitingPicks) and tried again, in arrival
+  // order, whenever a lease ends and at least every 500 ms, until its deadline (wait_ms, or the
+  // client's deadline less 100 ms). A queued pick keeps only what the rules read of its request
+  // (KeptForWaiting); each user (uid over the unix socket, else the peer) has at most
   // ServiceOptions::max_waiting_picks_per_user queued, keeping at most
   // max_waiting_pick_bytes_per_user (RESOURCE_EXHAUSTED past either). LeaseRelease and
   // LeaseKeepAlive: PERMISSION_DENIED unless the caller is the lease's owner or root
@@ -169,41 +160,18 @@ class DevicePlacementService final
   // shares a round with concurrent RefreshInventory calls. Ignored once shutdown began.
   void RequestRefresh();
 
-  // Ends every watch cleanly (with OK) and refuses new refreshes and watches. Does not block: call
-  // it, then grpc::Server::Shutdown (which stops accepting and waits for calls in flight), then
-  // destroy the service (which joins the refresh worker once its current refresh returned).
+  // Ends every watch cleanly (with OK), refuses new refreshes and watches, and answers waiting
+  // picks UNAVAILABLE. Does not block: call it, then grpc::Server::Shutdown (which stops accepting
+  // and waits for calls in flight), then destroy the service.
   void Shutdown();
 
  private:
-  friend class WatchReactor;
-  struct PendingRefresh {
-    grpc::ServerUnaryReactor* reactor;  // null for RequestRefresh()
-    grpc::ByteBuffer* response;         // a serialized v1::Inventory
-  };
-  struct PendingPick {
-    grpc::CallbackServerContext* ctx;
-    grpc::ServerUnaryReactor* reactor;
-    grpc::ByteBuffer* response;
-    // Once queued, only what the rules read of it (KeptForWaiting).
-    v1::PickDevicesRequest request;
-    LeaseHolderSpec holder;
-    absl::Time arrived;
-    absl::Time deadline;
-    uint64_t arrival = 0;   // the order PickDevices calls began in (the queue keeps it)
-    std::string user;       // who the per-user bounds count it for: "uid:N", else the peer
-    size_t kept_bytes = 0;  // what the queued request takes (SpaceUsedLong)
-  };
-  // What one user's waiting picks take.
-  struct UserWaiting {
-    int count = 0;
-    size_t bytes = 0;
-  };
-  void Forget(WatchReactor* watch, const std::string& peer);
-  void RefreshWorker();
   // OK when the caller may start a probe, else PERMISSION_DENIED saying who may.
   grpc::Status Authorize(grpc::CallbackServerContext* ctx) const;
   // Whether Authorize would allow the caller (without building its message).
   bool Privileged(grpc::CallbackServerContext* ctx) const;
+  // The key ServiceOptions.max_watches_per_peer counts the caller by.
+  std::string WatchPeer(grpc::CallbackServerContext* ctx) const;
   // The serialized inventory a caller gets: the snapshot's bytes (redacted for unprivileged
   // callers), then the leases held now.
   std::shared_ptr<const std::string> InventoryBytes(const std::shared_ptr<PreparedSnapshot>& prepared, bool privileged);
@@ -213,52 +181,30 @@ class DevicePlacementService final
   // Answers one pick attempt; false when it stays queued (too few free, before its deadline).
   // `only_if_ended`: LeaseTable::PickAndHold's (a round of waiting picks).
   bool TryPick(PendingPick& pick, bool waited, std::optional<uint64_t> only_if_ended = std::nullopt);
-  // Queues `pick` (compacted) behind the waiting ones, or answers it RESOURCE_EXHAUSTED past its
-  // user's bounds or UNAVAILABLE once stopping.
-  void Enqueue(PendingPick pick) ABSL_LOCKS_EXCLUDED(pick_mu_);
-  // Tries every waiting pick in arrival order; starts again from the first when a lease ended
-  // meanwhile, so that a device released during a round goes to the earliest waiter it suits.
-  void PickRound() ABSL_LOCKS_EXCLUDED(pick_mu_);
+  // WaitingPicks::Hooks::retry: a waiting pick whose caller went away is answered CANCELLED.
+  bool RetryWaiting(PendingPick& pick, uint64_t ended_at_start);
   // The caller's uid: its peer credentials over the unix socket, the connection's owner over
   // loopback TCP (ServiceOptions::connections); nullopt elsewhere.
   std::optional<uid_t> CallerUid(grpc::CallbackServerContext* ctx) const;
   void FinishPick(const PendingPick& pick, const grpc::Status& status, const std::string& outcome);
-  void PickWorker();
   void LeasesChanged();
 
   const ServiceOptions options_;
   inventory::InventoryStore& store_;
-  RefreshFn refresh_;
   RefreshAccess access_;
   PreparedSnapshots prepared_;
   const std::shared_ptr<const std::string> backends_bytes_;  // ListBackends' answer, serialized once
-  absl::Mutex mu_;
-  absl::Time last_caller_round_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  bool caller_round_queued_ ABSL_GUARDED_BY(mu_) = false;
-  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<PendingRefresh> pending_ ABSL_GUARDED_BY(mu_);
-  std::set<WatchReactor*> watches_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, int> watches_per_peer_ ABSL_GUARDED_BY(mu_);
   // The unprivileged callers' copy of the last snapshot that held pids.
   absl::Mutex redacted_mu_;
   inventory::Snapshot redacted_of_ ABSL_GUARDED_BY(redacted_mu_);
   std::shared_ptr<const std::string> redacted_bytes_ ABSL_GUARDED_BY(redacted_mu_);
-  // Picks waiting for devices, in arrival order; poked when leases end.
-  absl::Mutex pick_mu_;
-  // Arrival order. Only the pick worker removes entries (so it may use one it reached without the
-  // lock while PickDevices appends); a std::list keeps them in place meanwhile.
-  std::list<PendingPick> waiting_ ABSL_GUARDED_BY(pick_mu_);
-  std::map<std::string, UserWaiting> waiting_per_user_ ABSL_GUARDED_BY(pick_mu_);
-  uint64_t next_arrival_ ABSL_GUARDED_BY(pick_mu_) = 0;
-  bool pick_poked_ ABSL_GUARDED_BY(pick_mu_) = false;
-  bool picks_stopping_ ABSL_GUARDED_BY(pick_mu_) = false;
-  // Whether picks queued or were refused since the heap was last trimmed (malloc_trim when the
-  // queue empties, or at most every 2 s while picks wait).
-  bool trim_pending_ ABSL_GUARDED_BY(pick_mu_) = false;
-  absl::Time last_trim_ ABSL_GUARDED_BY(pick_mu_) = absl::InfinitePast();
+  WatchHub watches_;
+  // Declared before leases_, whose on_release pokes it until leases_ is gone; its worker is
+  // joined (destructor) before leases_ goes.
+  WaitingPicks waiting_;
   std::unique_ptr<LeaseTable> leases_;
-  std::thread worker_;
-  std::thread pick_worker_;
+  // Declared after leases_ (its rounds render the leases): destroyed, its worker joined, first.
+  RefreshRounds refreshes_;
 };
 
 }  // namespace devplace::service

@@ -205,11 +205,85 @@ void UnixListener::Start(grpc::Server* server, PeerRegistry* peers, ConnectionGa
   });
 }
 
+// Admitted connections that have not sent the HTTP/2 preface yet, polled by the accept loop's
+// epoll set, and their deadlines in the order they were accepted (all have the same timeout); a
+// generation tells a deadline of a connection from one of a later connection with the same
+// descriptor number. Used by the accept loop's thread only.
+class PendingHandshakes {
+ public:
+  PendingHandshakes(int ep, ConnectionGate* gate, absl::Duration timeout) : ep_(ep), gate_(gate), timeout_(timeout) {}
+  // Closes every connection still pending (the gate counts them as released).
+  ~PendingHandshakes() {
+    while (!pending_.empty()) Drop(pending_.begin()->first, false);
+  }
+
+  // Waits for `conn`'s preface (edge-triggered: woken again by more bytes) until the timeout.
+  void Add(int conn, PeerCredentials credentials) {
+    pending_[conn] = Pending{std::move(credentials), ++generation_};
+    deadlines_.emplace_back(absl::Now() + timeout_, conn, generation_);
+    epoll_event e{};
+    e.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
+    e.data.fd = conn;
+    epoll_ctl(ep_, EPOLL_CTL_ADD, conn, &e);
+  }
+
+  // `ready` became readable: handed to `server` (its credentials recorded in `peers`) once its
+  // preface is in, dropped when it closed or failed first. False when `ready` is not pending.
+  bool OnReadable(int ready, grpc::Server* server, PeerRegistry* peers) {
+    auto it = pending_.find(ready);
+    if (it == pending_.end()) return false;
+    char preface[kHttp2PrefaceBytes];
+    const ssize_t got = recv(ready, preface, sizeof preface, MSG_PEEK | MSG_DONTWAIT);
+    if (got >= static_cast<ssize_t>(sizeof preface)) {
+      epoll_ctl(ep_, EPOLL_CTL_DEL, ready, nullptr);
+      peers->Set(absl::StrCat("fd:", ready), std::move(it->second.credentials));
+      pending_.erase(it);
+      grpc::AddInsecureChannelFromFd(server, ready);
+    } else if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      Drop(ready, false);  // closed or failed before it sent anything useful
+    }
+    return true;
+  }
+
+  // Closes the connections whose timeout passed (counted as timed out by the gate).
+  void DropExpired() {
+    const absl::Time now = absl::Now();
+    while (!deadlines_.empty() && std::get<0>(deadlines_.front()) <= now) {
+      const auto [at, conn, gen] = deadlines_.front();
+      deadlines_.pop_front();
+      if (auto it = pending_.find(conn); it != pending_.end() && it->second.generation == gen) Drop(conn, true);
+    }
+  }
+
+  // Milliseconds until the next deadline (epoll_wait's timeout); -1 when none.
+  int WaitMs() const {
+    if (deadlines_.empty()) return -1;
+    return static_cast<int>(
+        std::max<int64_t>(0, absl::ToInt64Milliseconds(std::get<0>(deadlines_.front()) - absl::Now()) + 1));
+  }
+
+ private:
+  struct Pending {
+    PeerCredentials credentials;
+    uint64_t generation = 0;
+  };
+  void Drop(int conn, bool timed_out) {
+    epoll_ctl(ep_, EPOLL_CTL_DEL, conn, nullptr);
+    gate_->Release(conn, timed_out);
+    close(conn);
+    pending_.erase(conn);
+  }
+
+  const int ep_;
+  ConnectionGate* const gate_;
+  const absl::Duration timeout_;
+  std::unordered_map<int, Pending> pending_;
+  std::deque<std::tuple<absl::Time, int, uint64_t>> deadlines_;
+  uint64_t generation_ = 0;
+};
+
 void UnixListener::AcceptLoop(grpc::Server* server, PeerRegistry* peers, ConnectionGate* gate,
                               absl::Duration handshake_timeout, const AcceptErrorHook& on_error) {
-  const pid_t self = getpid();
-  const uid_t owner = geteuid();
-  absl::Time last_error = absl::InfinitePast();
   const int ep = epoll_create1(EPOLL_CLOEXEC);
   if (ep < 0) {
     if (on_error) on_error(absl::StrCat("unix:", options_.path), errno);
@@ -219,114 +293,79 @@ void UnixListener::AcceptLoop(grpc::Server* server, PeerRegistry* peers, Connect
   wake.events = EPOLLIN;
   wake.data.fd = wake_[0];
   epoll_ctl(ep, EPOLL_CTL_ADD, wake_[0], &wake);
-  // Admitted connections that have not sent the HTTP/2 preface yet, and their deadlines in the
-  // order they were accepted (all have the same timeout); `generation` tells a deadline of a
-  // connection from one of a later connection with the same descriptor number.
-  struct Pending {
-    PeerCredentials credentials;
-    uint64_t generation = 0;
-  };
-  std::unordered_map<int, Pending> pending;
-  std::deque<std::tuple<absl::Time, int, uint64_t>> deadlines;
-  uint64_t generation = 0;
-  const auto drop = [&](int conn, bool timed_out) {
-    epoll_ctl(ep, EPOLL_CTL_DEL, conn, nullptr);
-    gate->Release(conn, timed_out);
-    close(conn);
-    pending.erase(conn);
-  };
+  absl::Time last_error = absl::InfinitePast();
   int polled = -1;
-  for (;;) {
-    int fd;
-    {
-      absl::MutexLock lock(&mu_);
-      if (stopping_) break;
-      fd = fd_;
-    }
-    if (polled != fd) {  // the first round, or replaced by Recreate()
-      if (polled >= 0) {
-        epoll_ctl(ep, EPOLL_CTL_DEL, polled, nullptr);
-        close(polled);
+  {
+    PendingHandshakes handshakes(ep, gate, handshake_timeout);
+    for (;;) {
+      int fd;
+      {
+        absl::MutexLock lock(&mu_);
+        if (stopping_) break;
+        fd = fd_;
       }
-      epoll_event listening{};
-      listening.events = EPOLLIN;
-      listening.data.fd = fd;
-      epoll_ctl(ep, EPOLL_CTL_ADD, fd, &listening);
-      polled = fd;
-    }
-    int wait_ms = -1;
-    if (!deadlines.empty()) {
-      wait_ms = static_cast<int>(
-          std::max<int64_t>(0, absl::ToInt64Milliseconds(std::get<0>(deadlines.front()) - absl::Now()) + 1));
-    }
-    epoll_event events[64];
-    const int n = epoll_wait(ep, events, 64, wait_ms);
-    for (int i = 0; i < n; ++i) {
-      const int ready = events[i].data.fd;
-      if (ready == wake_[0]) {
-        char buf[16];
-        while (read(wake_[0], buf, sizeof buf) > 0) {}
-        continue;
-      }
-      if (ready == polled) {
-        // Everything waiting, up to a round's worth: a flood is drained without a wait per connection.
-        for (int k = 0; k < 64; ++k) {
-          const int conn = accept4(polled, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-          if (conn < 0) {
-            // Out of descriptors (EMFILE/ENFILE) or memory: back off briefly and keep accepting.
-            const int e = errno;
-            if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
-              if (on_error && absl::Now() - last_error >= absl::Seconds(1)) {
-                last_error = absl::Now();
-                on_error(absl::StrCat("unix:", options_.path), e);
-              }
-              poll(nullptr, 0, 100);
-            }
-            break;
-          }
-          accepted_.fetch_add(1);
-          PeerCredentials credentials = ReadCredentials(conn);
-          const bool reserved = credentials.pid == self || credentials.uid == 0 || credentials.uid == owner;
-          const Peer who{absl::StrCat("uid:", credentials.uid), reserved ? PeerKind::kReserved : PeerKind::kOrdinary,
-                         absl::StrCat("fd:", conn)};
-          if (gate->Admit(conn, who) != Admission::kAdmitted) {
-            close(conn);
-            continue;
-          }
-          // Handed to gRPC once the preface is in (edge-triggered: woken again by more bytes).
-          pending[conn] = Pending{std::move(credentials), ++generation};
-          deadlines.emplace_back(absl::Now() + handshake_timeout, conn, generation);
-          epoll_event e{};
-          e.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
-          e.data.fd = conn;
-          epoll_ctl(ep, EPOLL_CTL_ADD, conn, &e);
+      if (polled != fd) {  // the first round, or replaced by Recreate()
+        if (polled >= 0) {
+          epoll_ctl(ep, EPOLL_CTL_DEL, polled, nullptr);
+          close(polled);
         }
-        continue;
+        epoll_event listening{};
+        listening.events = EPOLLIN;
+        listening.data.fd = fd;
+        epoll_ctl(ep, EPOLL_CTL_ADD, fd, &listening);
+        polled = fd;
       }
-      auto it = pending.find(ready);
-      if (it == pending.end()) continue;
-      char preface[kHttp2PrefaceBytes];
-      const ssize_t got = recv(ready, preface, sizeof preface, MSG_PEEK | MSG_DONTWAIT);
-      if (got >= static_cast<ssize_t>(sizeof preface)) {
-        epoll_ctl(ep, EPOLL_CTL_DEL, ready, nullptr);
-        peers->Set(absl::StrCat("fd:", ready), std::move(it->second.credentials));
-        pending.erase(it);
-        grpc::AddInsecureChannelFromFd(server, ready);
-      } else if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-        drop(ready, false);  // closed or failed before it sent anything useful
+      epoll_event events[64];
+      const int n = epoll_wait(ep, events, 64, handshakes.WaitMs());
+      for (int i = 0; i < n; ++i) {
+        const int ready = events[i].data.fd;
+        if (ready == wake_[0]) {
+          char buf[16];
+          while (read(wake_[0], buf, sizeof buf) > 0) {}
+        } else if (ready == polled) {
+          AcceptReady(polled, gate, handshakes, on_error, last_error);
+        } else {
+          handshakes.OnReadable(ready, server, peers);
+        }
       }
+      handshakes.DropExpired();
     }
-    const absl::Time now = absl::Now();
-    while (!deadlines.empty() && std::get<0>(deadlines.front()) <= now) {
-      const auto [at, conn, gen] = deadlines.front();
-      deadlines.pop_front();
-      if (auto it = pending.find(conn); it != pending.end() && it->second.generation == gen) drop(conn, true);
-    }
-  }
-  while (!pending.empty()) drop(pending.begin()->first, false);
+  }  // the connections still pending are closed
   close(ep);
   absl::MutexLock lock(&mu_);
   if (polled >= 0 && polled != fd_) close(polled);
+}
+
+void UnixListener::AcceptReady(int listening, ConnectionGate* gate, PendingHandshakes& handshakes,
+                               const AcceptErrorHook& on_error, absl::Time& last_error) {
+  const pid_t self = getpid();
+  const uid_t owner = geteuid();
+  // Everything waiting, up to a round's worth: a flood is drained without a wait per connection.
+  for (int k = 0; k < 64; ++k) {
+    const int conn = accept4(listening, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (conn < 0) {
+      // Out of descriptors (EMFILE/ENFILE) or memory: back off briefly and keep accepting.
+      const int e = errno;
+      if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
+        if (on_error && absl::Now() - last_error >= absl::Seconds(1)) {
+          last_error = absl::Now();
+          on_error(absl::StrCat("unix:", options_.path), e);
+        }
+        poll(nullptr, 0, 100);
+      }
+      return;
+    }
+    accepted_.fetch_add(1);
+    PeerCredentials credentials = ReadCredentials(conn);
+    const bool reserved = credentials.pid == self || credentials.uid == 0 || credentials.uid == owner;
+    const Peer who{absl::StrCat("uid:", credentials.uid), reserved ? PeerKind::kReserved : PeerKind::kOrdinary,
+                   absl::StrCat("fd:", conn)};
+    if (gate->Admit(conn, who) != Admission::kAdmitted) {
+      close(conn);
+      continue;
+    }
+    handshakes.Add(conn, std::move(credentials));  // handed to gRPC once the preface is in
+  }
 }
 
 bool UnixListener::PathIsOurs() const {

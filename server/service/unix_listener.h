@@ -35,6 +35,8 @@ class Server;
 
 namespace devplace::service {
 
+class PendingHandshakes;  // unix_listener.cc: connections admitted, waiting for their preface
+
 // Who is on the other end of a unix-socket connection, as the kernel recorded it at connect().
 struct PeerCredentials {
   pid_t pid = 0;
@@ -109,6 +111,10 @@ class UnixListener {
   absl::Status BindNew();  // binds a fresh socket at the path and makes it the one accepted on
   void AcceptLoop(grpc::Server* server, PeerRegistry* peers, ConnectionGate* gate, absl::Duration handshake_timeout,
                   const AcceptErrorHook& on_error);
+  // Accepts what waits on `listening` (up to 64 connections), asks `gate` and hands each admitted
+  // connection to `handshakes`; backs off 100 ms when out of descriptors or memory.
+  void AcceptReady(int listening, ConnectionGate* gate, PendingHandshakes& handshakes, const AcceptErrorHook& on_error,
+                   absl::Time& last_error);
 
   Options options_;
   mutable absl::Mutex mu_;

@@ -1,12 +1,34 @@
-// What a waiting PickDevices call keeps (shared hosts; rule P-PICK): a pick that found too few
-// devices free and asked to wait (wait_ms) is tried again whenever a lease ends, so it must keep
-// its request, but only what the rules read of it. A request within every limit may be about a
-// megabyte (256 env entries of 4 KiB, or 1,024 DRA devices of 64 attributes); what the rules read
-// of it is a few hundred bytes to a few hundred KiB. No gRPC here.
+// Waiting PickDevices calls (shared hosts; rule P-PICK): a pick that found too few devices free and
+// asked to wait (wait_ms) is queued and tried again whenever a lease ends, so it must keep its
+// request, but only what the rules read of it (KeptForWaiting). A request within every limit may
+// be about a megabyte (256 env entries of 4 KiB, or 1,024 DRA devices of 64 attributes); what the
+// rules read of it is a few hundred bytes to a few hundred KiB.
+//
+// WaitingPicks is the queue and its worker thread. It never touches the gRPC call a pick answers:
+// the service's hooks (WaitingPicks::Hooks) try a pick and answer it.
 #ifndef DEVPLACE_SERVER_SERVICE_WAITING_PICK_H_
 #define DEVPLACE_SERVER_SERVICE_WAITING_PICK_H_
 
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <map>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "devplace/v1/devplace.pb.h"
+#include "grpcpp/support/status.h"
+#include "server/service/leases.h"
+
+namespace grpc {
+class ByteBuffer;
+class CallbackServerContext;
+class ServerUnaryReactor;
+}  // namespace grpc
 
 namespace devplace::service {
 
@@ -15,6 +37,118 @@ namespace devplace::service {
 // of each job.device_allocation device only the attributes rule P-DRA matches on
 // (placement::IdentifyingAttribute). placement::Pick answers it exactly as it answers `request`.
 v1::PickDevicesRequest KeptForWaiting(const v1::PickDevicesRequest& request);
+
+// One PickDevices call, from its arrival to its answer.
+struct PendingPick {
+  // The call it answers: the service's hooks use them, WaitingPicks never does.
+  grpc::CallbackServerContext* ctx = nullptr;
+  grpc::ServerUnaryReactor* reactor = nullptr;
+  grpc::ByteBuffer* response = nullptr;
+  // Once queued, only what the rules read of it (KeptForWaiting).
+  v1::PickDevicesRequest request;
+  LeaseHolderSpec holder;
+  absl::Time arrived = absl::InfinitePast();
+  // When it stops waiting: wait_ms after its arrival, or the client's deadline less 100 ms.
+  absl::Time deadline = absl::InfinitePast();
+  uint64_t arrival = 0;   // the order PickDevices calls began in (WaitingPicks::Arrive)
+  std::string user;       // who the per-user bounds count it for: "uid:N", else the peer
+  size_t kept_bytes = 0;  // what the queued request takes (SpaceUsedLong), set by Enqueue
+};
+
+// The queue of waiting picks, with its own lock and worker thread.
+//
+// Order: picks are kept in arrival order (Arrive's numbers, taken before the request is parsed,
+// so a big request does not lose its place to a later small one). A round tries every waiting
+// pick in that order; when a lease ends during a round (Hooks::ended moves) the round starts
+// again from the first waiter, so a device released meanwhile goes to the earliest waiter it
+// suits. A new pick waits behind the queued ones (Arriving: kBehindOthers).
+//
+// When: a round runs after Poke (a lease ended or was granted), after Enqueue, at least every
+// 500 ms while picks wait, and at the earliest waiter's deadline (Hooks::retry answers it then).
+//
+// Bounds (devplaced --max_waiting_picks_per_user, --max_waiting_pick_bytes_per_user): each user
+// has at most Limits::max_per_user picks queued, keeping at most Limits::max_bytes_per_user bytes
+// together (0 = no bound); a pick past either is answered RESOURCE_EXHAUSTED at once
+// ("too_many_waiting"), saying both bounds.
+//
+// Memory: the worker hands the heap's free pages back to the system (malloc_trim) when the queue
+// empties after picks queued or were refused, and at most every 2 s while picks wait, so that a
+// burst of waiters does not leave the daemon at its peak RSS.
+//
+// Shutdown: Shutdown() does not block; from then on Arriving says kShuttingDown, Enqueue answers
+// UNAVAILABLE "devplaced is shutting down" ("unavailable"), and the worker answers every queued
+// pick the same and ends. Join() (and the destructor) waits for the worker.
+class WaitingPicks {
+ public:
+  struct Limits {
+    int max_per_user = 16;
+    int64_t max_bytes_per_user = int64_t{16} << 20;
+  };
+  // Called on the worker thread, or on Enqueue's caller for a refusal, never with the queue's
+  // lock held (a hook may call Poke). Each must be set.
+  struct Hooks {
+    // Tries `pick` once more in a round that began when Hooks::ended() returned `ended_at_start`:
+    // true when the pick was answered (it leaves the queue), false when it keeps waiting.
+    std::function<bool(PendingPick& pick, uint64_t ended_at_start)> retry;
+    // Answers `pick` with `status`; `outcome` names it for metrics.
+    std::function<void(const PendingPick& pick, const grpc::Status& status, const std::string& outcome)> finish;
+    // How many leases ended so far (LeaseTable::ended).
+    std::function<uint64_t()> ended;
+  };
+
+  // Starts the worker thread.
+  WaitingPicks(Limits limits, Hooks hooks);
+  // Shutdown() and Join().
+  ~WaitingPicks();
+  WaitingPicks(const WaitingPicks&) = delete;
+  WaitingPicks& operator=(const WaitingPicks&) = delete;
+
+  // The next arrival number (PendingPick::arrival), in the order calls began.
+  uint64_t Arrive();
+  enum class Turn { kNow, kBehindOthers, kShuttingDown };
+  // Whether a new pick may be tried at once (nothing waits), must queue behind waiting picks, or
+  // must be answered UNAVAILABLE.
+  Turn Arriving() const;
+  // Queues `pick` (compacted by KeptForWaiting) in arrival order, or answers it through
+  // Hooks::finish: RESOURCE_EXHAUSTED past its user's bounds, UNAVAILABLE once shutting down.
+  void Enqueue(PendingPick pick) ABSL_LOCKS_EXCLUDED(mu_);
+  // Leases changed: a round runs.
+  void Poke() ABSL_LOCKS_EXCLUDED(mu_);
+  // Picks queued now.
+  size_t size() const ABSL_LOCKS_EXCLUDED(mu_);
+  void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits for the worker to answer the queued picks and end (after Shutdown). Idempotent.
+  void Join();
+
+ private:
+  // What one user's waiting picks take.
+  struct UserWaiting {
+    int count = 0;
+    size_t bytes = 0;
+  };
+  void Worker();
+  // Tries every waiting pick in arrival order (see the class comment).
+  void Round() ABSL_LOCKS_EXCLUDED(mu_);
+  // Removes an answered pick's share from its user's count and bytes.
+  void Uncount(const PendingPick& pick) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the heap is due a trim now (and marks it trimmed).
+  bool TrimDue() ABSL_LOCKS_EXCLUDED(mu_);
+
+  const Limits limits_;
+  const Hooks hooks_;
+  mutable absl::Mutex mu_;
+  // Arrival order. Only the worker removes entries (so it may use one it reached without the
+  // lock while Enqueue inserts); a std::list keeps them in place meanwhile.
+  std::list<PendingPick> waiting_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, UserWaiting> per_user_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_arrival_ ABSL_GUARDED_BY(mu_) = 0;
+  bool poked_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Whether picks queued or were refused since the heap was last trimmed.
+  bool trim_pending_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time last_trim_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  std::thread worker_;
+};
 
 }  // namespace devplace::service
 

@@ -23,6 +23,8 @@ grpc::Status ToGrpc(const absl::Status& s) {
 
 // Bytes shared with the cache or the prepared snapshot, as a response body. Small answers are
 // copied (one allocation); larger ones travel without a copy, the slice keeping them alive.
+grpc::Status ShuttingDown() { return grpc::Status(grpc::StatusCode::UNAVAILABLE, "devplaced is shutting down"); }
+
 grpc::ByteBuffer SharedBytes(std::shared_ptr<const std::string> bytes) {
   constexpr size_t kCopyBelowBytes = 4096;
   if (bytes->size() < kCopyBelowBytes) {

@@ -1,5 +1,6 @@
 // Request and answer bytes of the DevicePlacement service, shared by its files (service.cc: the
-// inventory calls; pick_service.cc: PickDevices and the lease calls). Internal to devplace_service.
+// inventory calls; pick_service.cc: PickDevices and the lease calls; the workers they hand calls
+// to). Internal to devplace_service.
 #ifndef DEVPLACE_SERVER_SERVICE_WIRE_H_
 #define DEVPLACE_SERVER_SERVICE_WIRE_H_
 
@@ -28,6 +29,9 @@ grpc::ByteBuffer SharedBytes(std::shared_ptr<const std::string> bytes);
 // (`slices` keeps it alive); others are copied into `flat`. False when the buffer cannot be read.
 bool WireBytes(const grpc::ByteBuffer* bytes, std::vector<grpc::Slice>& slices, std::string& flat,
                absl::string_view& wire);
+
+// UNAVAILABLE "devplaced is shutting down": what a call gets once shutdown began.
+grpc::Status ShuttingDown();
 
 // UNAVAILABLE before the first inventory, with the latest probe failure when there was one.
 grpc::Status NoInventory(const inventory::InventoryStore& store);

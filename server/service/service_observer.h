@@ -1,0 +1,39 @@
+// What DevicePlacementService reports as it answers, for metrics and log lines (devplaced's
+// DaemonObserver, server/daemon/observer.h, counts and logs them). No gRPC here.
+#ifndef DEVPLACE_SERVER_SERVICE_SERVICE_OBSERVER_H_
+#define DEVPLACE_SERVER_SERVICE_SERVICE_OBSERVER_H_
+
+#include <cstddef>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "server/placement/resolver.h"
+
+namespace devplace::service {
+
+// Every method may be called from any gRPC thread or the service's workers, several at once: an
+// implementation must be thread-safe and quick (a counter, a log line). Each default does nothing.
+class ServiceObserver {
+ public:
+  virtual ~ServiceObserver() = default;
+  // One library of one ResolveDevice answer sent with OK whose job release is newer than the
+  // rules (V-SKEW), cached repeats included.
+  virtual void OnNewerLibrary(const placement::NewerLibrary& /*newer*/) {}
+  // One PickDevices answer: its outcome ("answered", "no_free_device", "no_free_device_after_wait",
+  // "invalid_argument", "failed_precondition", "resource_exhausted", "over_user_device_cap",
+  // "too_many_waiting", "cancelled", "unavailable") and the time from its arrival to its answer.
+  virtual void OnPick(const std::string& /*outcome*/, absl::Duration /*latency*/) {}
+  // The number of leases held, after every change.
+  virtual void OnLeasesHeld(size_t /*held*/) {}
+  // One LeaseRelease ("release") or LeaseKeepAlive ("keep_alive") answer by outcome ("ok",
+  // "not_found", "permission_denied", "invalid_argument", "failed_precondition").
+  virtual void OnLeaseCall(const std::string& /*call*/, const std::string& /*outcome*/) {}
+  // The lease table could not be written to its file (LeaseTable::Restore's path): the change
+  // stands in memory.
+  virtual void OnLeaseWriteError(const absl::Status& /*error*/) {}
+};
+
+}  // namespace devplace::service
+
+#endif  // DEVPLACE_SERVER_SERVICE_SERVICE_OBSERVER_H_
