@@ -136,8 +136,9 @@ struct PickMask {
 // (and every other row) by position in the job's numbering without the row's list variables (with
 // CUDA_DEVICE_ORDER=PCI_BUS_ID for cuda/nvidia), Gaudi by module id. Adds to `out.unset` each of
 // form.unset the job's environment sets. FAILED_PRECONDITION when a unit has no index there.
-absl::StatusOr<PickMask> MaskFor(const std::vector<VisibleUnit>& chosen, const MaskForm& form, const v1::Backend& backend,
-                                 const v1::ResolveDeviceRequest& job, const JobView& view, v1::PickDevicesResponse& out);
+absl::StatusOr<PickMask> MaskFor(const std::vector<VisibleUnit>& chosen, const MaskForm& form,
+                                 const v1::Backend& backend, const v1::ResolveDeviceRequest& job, const JobView& view,
+                                 v1::PickDevicesResponse& out);
 
 // Whether the job with `mask.applied` sees exactly `chosen`, in this order (ComputeVisibility);
 // else FAILED_PRECONDITION "P-PICK cannot hand the job <units> through VAR=value: the job would

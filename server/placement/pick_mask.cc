@@ -84,8 +84,9 @@ std::vector<VisibleUnit> Chosen(const std::vector<Candidate>& candidates) {
   return chosen;
 }
 
-absl::StatusOr<PickMask> MaskFor(const std::vector<VisibleUnit>& chosen, const MaskForm& form, const v1::Backend& backend,
-                                 const v1::ResolveDeviceRequest& job, const JobView& view, v1::PickDevicesResponse& out) {
+absl::StatusOr<PickMask> MaskFor(const std::vector<VisibleUnit>& chosen, const MaskForm& form,
+                                 const v1::Backend& backend, const v1::ResolveDeviceRequest& job, const JobView& view,
+                                 v1::PickDevicesResponse& out) {
   const v1::Row row = backend.row();
   Env base = job.env();
   base.erase(form.variable);
