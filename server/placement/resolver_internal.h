@@ -93,7 +93,16 @@ class Resolution {
   // request.cc
   const std::string* Env(const char* name) const;
   absl::Status EnvFlag(const char* name, absl::string_view consequence, bool& flag) const;
+  // ValidateRequest's steps, in order; the first error is the request's.
   absl::Status ValidateRequest();
+  absl::Status CheckEnums() const;
+  absl::Status ReadJobPackages();
+  absl::Status ApplyConvention();
+  absl::Status CheckBounds() const;
+  absl::Status CheckTrainingDeviceMap() const;
+  absl::Status ReadRankAndWorldSize();
+  absl::Status ReadRuntimeBackends();
+  absl::Status ReadAccelerateVariables();
   JobTorch JobTorchOf() const;
 
   // hazards.cc
