@@ -130,6 +130,11 @@ class Resolution {
   // device_map.cc
   absl::Status FromPretrained();
   absl::Status AutoMap(const std::string& keyword);
+  OrderRule ProbedOrder(const OrderRule& mem, const std::string& keyword);
+  void NeverAutoPlaced(const OrderRule& mem, const std::string& keyword);
+  void PlaceAutoDevices(const RowState& r, const std::vector<std::string>& auto_order, const std::string& spill);
+  void MaxMemory(const std::string& keyword, const RowState& r, const std::string& spill, uint64_t ram);
+  void ExplainMemorySources(const RowState& r);
   absl::Status IntDevice(int64_t n, const std::vector<std::string>& order, const char* rule,
                          const OrderRule* versioned = nullptr);
   std::string Unavailable() const;
