@@ -28,6 +28,7 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "server/common/host_file.h"
+#include "server/common/status_macros.h"
 
 extern char** environ;
 
@@ -219,6 +220,161 @@ absl::StatusOr<v1::Inventory> ParseInventory(const std::string& bytes) {
   return inventory;
 }
 
+bool Cancelled(const ProbeRunnerOptions& options) { return options.cancel != nullptr && options.cancel->load(); }
+
+absl::Status CancelledStatus(const std::string& program) {
+  return absl::CancelledError(absl::StrCat("probe cancelled (", program, ", killed)"));
+}
+
+// Spawns argv (Spawn) and registers the child under one lock, so an orphan sweep never takes a new
+// child for an orphan.
+absl::StatusOr<pid_t> SpawnRegistered(const std::vector<std::string>& argv, int stdout_fd, int stderr_fd)
+    ABSL_LOCKS_EXCLUDED(g_children_mu) {
+  absl::MutexLock lock(&g_children_mu);
+  absl::StatusOr<pid_t> spawned = Spawn(argv, stdout_fd, stderr_fd);
+  if (spawned.ok()) LiveChildren().insert(*spawned);
+  return spawned;
+}
+
+// What draining the child's pipes came to.
+struct Drained {
+  std::string out;        // stdout, at most max_stdout_bytes
+  bool timed_out = false;  // the deadline passed first
+  absl::Status failure;   // cancelled, poll failed, or too much stdout
+};
+
+// Reads what `fd` (non-blocking) holds now: stdout into `drained.out` (RESOURCE_EXHAUSTED past
+// max_stdout_bytes), stderr into `err` (kept up to max_stderr_bytes, the rest read and dropped).
+// Closes `fd` at end of file or on a read error.
+void ReadReady(Fd& fd, bool is_stdout, std::vector<char>& chunk, const ProbeRunnerOptions& options, Drained& drained,
+               std::string& err) {
+  char* const buf = chunk.data();
+  for (;;) {
+    const ssize_t got = read(fd.get(), buf, chunk.size());
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (got <= 0) {  // EOF, or a read error we treat as EOF
+      fd.Reset();
+      break;
+    }
+    const size_t n_got = static_cast<size_t>(got);
+    if (!is_stdout) {
+      err.append(buf, std::min(n_got, options.max_stderr_bytes - std::min(err.size(), options.max_stderr_bytes)));
+    } else if (drained.out.size() + n_got > options.max_stdout_bytes) {
+      drained.failure = absl::ResourceExhaustedError(
+          absl::StrCat("probe wrote more than ", options.max_stdout_bytes, " bytes to stdout"));
+      break;
+    } else {
+      drained.out.append(buf, n_got);
+    }
+  }
+}
+
+// Drains both pipes until EOF on both, the deadline, a cancel, or too much stdout.
+Drained DrainPipes(Fd& out_read, Fd& err_read, Clock::time_point deadline, const ProbeRunnerOptions& options,
+                   const std::string& program, std::string& err) {
+  Drained drained;
+  std::vector<char> chunk(kReadChunk);
+  while ((out_read.valid() || err_read.valid()) && drained.failure.ok()) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) {
+      drained.timed_out = true;
+      break;
+    }
+    if (Cancelled(options)) {
+      drained.failure = CancelledStatus(program);
+      break;
+    }
+    pollfd fds[2];
+    Fd* owners[2];
+    nfds_t n = 0;
+    for (Fd* fd : {&out_read, &err_read}) {
+      if (!fd->valid()) continue;
+      fds[n] = {fd->get(), POLLIN, 0};
+      owners[n++] = fd;
+    }
+    // Short slices when cancellable, so a cancel is seen within ~100 ms.
+    const long long slice = options.cancel != nullptr ? std::min<long long>(left, 100) : left;
+    const int ready = poll(fds, n, static_cast<int>(std::min<long long>(slice, 1 << 30)));
+    if (ready < 0 && errno != EINTR) drained.failure = absl::InternalError(absl::StrCat("poll: ", ErrnoText(errno)));
+    if (ready <= 0) continue;
+    for (nfds_t i = 0; i < n && drained.failure.ok(); ++i) {
+      if (fds[i].revents == 0) continue;
+      ReadReady(*owners[i], owners[i] == &out_read, chunk, options, drained, err);
+    }
+  }
+  return drained;
+}
+
+// Both pipes closed: waits (still under the deadline) for the child itself to exit.
+void AwaitExit(pid_t pid, Clock::time_point deadline, const ProbeRunnerOptions& options, const std::string& program,
+               Drained& drained) {
+  auto backoff = std::chrono::milliseconds(1);
+  while (!HasExited(pid)) {
+    if (Clock::now() >= deadline) {
+      drained.timed_out = true;
+      return;
+    }
+    if (Cancelled(options)) {
+      drained.failure = CancelledStatus(program);
+      return;
+    }
+    Nap(backoff, deadline);
+  }
+}
+
+// Kills the child's group and reaps it (KillAndReap), forgets it, and sweeps escaped processes.
+std::optional<int> ReapAndForget(pid_t pid) ABSL_LOCKS_EXCLUDED(g_children_mu) {
+  const std::optional<int> status = KillAndReap(pid);
+  {
+    absl::MutexLock lock(&g_children_mu);
+    LiveChildren().erase(pid);
+  }
+  KillEscapedProbeProcesses();
+  return status;
+}
+
+// The run's inventory, or why there is none (ProbeResult::inventory), from how it ended: `status`
+// is the child's wait status (nullopt: reaped elsewhere or not at all); `err` its stderr.
+absl::StatusOr<v1::Inventory> Verdict(const Drained& drained, const std::optional<int>& status,
+                                      const ProbeRunnerOptions& options, const std::string& program,
+                                      const std::string& err) {
+  if (drained.timed_out) {
+    return absl::DeadlineExceededError(absl::StrCat("probe timed out after ",
+                                                    absl::ToInt64Milliseconds(options.timeout), " ms (", program,
+                                                    ", killed)", StderrQuote(err)));
+  }
+  if (!drained.failure.ok()) return drained.failure;
+  if (status.has_value()) {
+    if (std::string problem = ExitProblem(*status); !problem.empty()) {
+      return absl::InternalError(absl::StrCat(problem, " (", program, ")", StderrQuote(err)));
+    }
+  }
+  absl::StatusOr<v1::Inventory> parsed = ParseInventory(drained.out);
+  if (!parsed.ok()) {
+    return absl::Status(parsed.status().code(), absl::StrCat(parsed.status().message(), StderrQuote(err)));
+  }
+  return parsed;
+}
+
+// One run of argv under `deadline`: spawned, drained, reaped, judged. `err` gets its stderr.
+absl::StatusOr<v1::Inventory> RunProbe(const std::vector<std::string>& argv, const ProbeRunnerOptions& options,
+                                       Clock::time_point deadline, std::string& err) {
+  if (argv.empty() || argv[0].empty()) return absl::InvalidArgumentError("empty probe command");
+  Fd out_read, out_write, err_read, err_write;
+  RETURN_IF_ERROR(MakePipe(out_read, out_write));
+  RETURN_IF_ERROR(MakePipe(err_read, err_write));
+  ASSIGN_OR_RETURN(const pid_t pid, SpawnRegistered(argv, out_write.get(), err_write.get()));
+  out_write.Reset();
+  err_write.Reset();
+  Drained drained = DrainPipes(out_read, err_read, deadline, options, argv[0], err);
+  out_read.Reset();
+  err_read.Reset();
+  if (!drained.timed_out && drained.failure.ok()) AwaitExit(pid, deadline, options, argv[0], drained);
+  const std::optional<int> status = ReapAndForget(pid);
+  return Verdict(drained, status, options, argv[0], err);
+}
+
 }  // namespace
 
 absl::Status EnableOrphanCleanup() {
@@ -288,127 +444,8 @@ ProbeRunner::ProbeRunner(std::vector<std::string> argv, ProbeRunnerOptions optio
 ProbeResult ProbeRunner::Run() const {
   ProbeResult result;
   const auto start = Clock::now();
-  const auto deadline = start + absl::ToChronoNanoseconds(options_.timeout);
-  auto finish = [&](absl::Status status) {
-    result.duration = absl::FromChrono(Clock::now() - start);
-    result.inventory = std::move(status);
-    return std::move(result);
-  };
-  if (argv_.empty() || argv_[0].empty()) return finish(absl::InvalidArgumentError("empty probe command"));
-
-  Fd out_read, out_write, err_read, err_write;
-  if (absl::Status s = MakePipe(out_read, out_write); !s.ok()) return finish(s);
-  if (absl::Status s = MakePipe(err_read, err_write); !s.ok()) return finish(s);
-  absl::StatusOr<pid_t> spawned;
-  {
-    // Spawned and registered under one lock, so an orphan sweep never takes a new child for an orphan.
-    absl::MutexLock lock(&g_children_mu);
-    spawned = Spawn(argv_, out_write.get(), err_write.get());
-    if (spawned.ok()) LiveChildren().insert(*spawned);
-  }
-  if (!spawned.ok()) return finish(spawned.status());
-  const pid_t pid = *spawned;
-  out_write.Reset();
-  err_write.Reset();
-
-  // Drain both pipes until EOF on both, the deadline, or too much stdout.
-  std::string out;
-  std::string& err = result.stderr_text;
-  bool timed_out = false;
-  absl::Status failure;
-  auto cancelled = [this] { return options_.cancel != nullptr && options_.cancel->load(); };
-  std::vector<char> chunk(kReadChunk);
-  char* const buf = chunk.data();
-  while ((out_read.valid() || err_read.valid()) && failure.ok()) {
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) {
-      timed_out = true;
-      break;
-    }
-    if (cancelled()) {
-      failure = absl::CancelledError(absl::StrCat("probe cancelled (", argv_[0], ", killed)"));
-      break;
-    }
-    pollfd fds[2];
-    Fd* owners[2];
-    nfds_t n = 0;
-    for (Fd* fd : {&out_read, &err_read}) {
-      if (!fd->valid()) continue;
-      fds[n] = {fd->get(), POLLIN, 0};
-      owners[n++] = fd;
-    }
-    // Short slices when cancellable, so a cancel is seen within ~100 ms.
-    const long long slice = options_.cancel != nullptr ? std::min<long long>(left, 100) : left;
-    const int ready = poll(fds, n, static_cast<int>(std::min<long long>(slice, 1 << 30)));
-    if (ready < 0 && errno != EINTR) failure = absl::InternalError(absl::StrCat("poll: ", ErrnoText(errno)));
-    if (ready <= 0) continue;
-    for (nfds_t i = 0; i < n && failure.ok(); ++i) {
-      if (fds[i].revents == 0) continue;
-      const bool is_stdout = owners[i] == &out_read;
-      for (;;) {
-        const ssize_t got = read(owners[i]->get(), buf, chunk.size());
-        if (got < 0 && errno == EINTR) continue;
-        if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-        if (got <= 0) {  // EOF, or a read error we treat as EOF
-          owners[i]->Reset();
-          break;
-        }
-        const size_t n_got = static_cast<size_t>(got);
-        if (!is_stdout) {
-          err.append(buf, std::min(n_got, options_.max_stderr_bytes - std::min(err.size(), options_.max_stderr_bytes)));
-        } else if (out.size() + n_got > options_.max_stdout_bytes) {
-          failure = absl::ResourceExhaustedError(
-              absl::StrCat("probe wrote more than ", options_.max_stdout_bytes, " bytes to stdout"));
-          break;
-        } else {
-          out.append(buf, n_got);
-        }
-      }
-    }
-  }
-  out_read.Reset();
-  err_read.Reset();
-
-  // Both pipes closed: wait (still under the deadline) for the child itself to exit.
-  if (!timed_out && failure.ok()) {
-    auto backoff = std::chrono::milliseconds(1);
-    while (!HasExited(pid)) {
-      if (Clock::now() >= deadline) {
-        timed_out = true;
-        break;
-      }
-      if (cancelled()) {
-        failure = absl::CancelledError(absl::StrCat("probe cancelled (", argv_[0], ", killed)"));
-        break;
-      }
-      Nap(backoff, deadline);
-    }
-  }
-  const std::optional<int> status = KillAndReap(pid);
-  {
-    absl::MutexLock lock(&g_children_mu);
-    LiveChildren().erase(pid);
-  }
-  KillEscapedProbeProcesses();
-
-  if (timed_out) {
-    return finish(absl::DeadlineExceededError(
-        absl::StrCat("probe timed out after ", absl::ToInt64Milliseconds(options_.timeout), " ms (", argv_[0],
-                     ", killed)", StderrQuote(err))));
-  }
-  if (!failure.ok()) return finish(failure);
-  if (status.has_value()) {
-    if (std::string problem = ExitProblem(*status); !problem.empty()) {
-      return finish(absl::InternalError(absl::StrCat(problem, " (", argv_[0], ")", StderrQuote(err))));
-    }
-  }
-  absl::StatusOr<v1::Inventory> parsed = ParseInventory(out);
+  result.inventory = RunProbe(argv_, options_, start + absl::ToChronoNanoseconds(options_.timeout), result.stderr_text);
   result.duration = absl::FromChrono(Clock::now() - start);
-  if (!parsed.ok()) {
-    result.inventory = absl::Status(parsed.status().code(), absl::StrCat(parsed.status().message(), StderrQuote(err)));
-  } else {
-    result.inventory = std::move(parsed);
-  }
   return result;
 }
 

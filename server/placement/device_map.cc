@@ -74,28 +74,10 @@ absl::Status Resolution::AutoMap(const std::string& keyword) {
   const OrderRule& mem = versions_.Order(OrderKind::kAccMaxMemory);
   const std::vector<std::string>& auto_order = mem.order;
   out_.add_explanation(absl::StrCat("I-AUTO get_max_memory order ", versions_.Cite(mem)));
-  OrderRule probed = mem;
-  if (versions_.Has(Feature::kAccXpuMemoryIpex) && !versions_.Has(Feature::kAccXpuMemoryIpexFixed) && job_ &&
-      job_->torch && job_->ipex && FirstAvailable({"xpu"}) != nullptr) {
-    probed.order.erase(std::remove(probed.order.begin(), probed.order.end(), "xpu"), probed.order.end());
-    out_.add_warnings(absl::StrCat(
-        "the job has intel_extension_for_pytorch ", *job_->ipex, ", and get_max_memory of Accelerate ",
-        versions_.accelerate().ToString(), " fails to read an Intel GPU's memory through it (",
-        versions_.Cite(Feature::kAccXpuMemoryIpex), "): device_map=\"", keyword,
-        "\" leaves every Intel GPU out; use Accelerate >= 1.1.0, or pass device_map=\"xpu\""));
-  }
-  const RowState* r = FirstAvailable(probed);
+  const RowState* r = FirstAvailable(ProbedOrder(mem, keyword));
   const RowState* mps = FirstAvailable({"mps"});
   AutomaticChoiceHazards();
-  for (const RowState& x : rows_) {
-    const std::string type = x.backend->device_type();
-    if (!x.available || type == "mps" || std::find(auto_order.begin(), auto_order.end(), type) != auto_order.end()) {
-      continue;
-    }
-    out_.add_warnings(absl::StrCat("device_map=\"", keyword, "\" never places on ", x.backend->name(),
-                                   " (get_max_memory of Accelerate ", versions_.accelerate().ToString(),
-                                   " does not probe it, ", mem.id, "): pass device_map=\"", type, "\" to use it"));
-  }
+  NeverAutoPlaced(mem, keyword);
   const uint64_t ram = inv_.host().memory_available_bytes() ? inv_.host().memory_available_bytes()
                                                             : inv_.host().memory_total_bytes();
   const std::string spill = mps != nullptr ? "mps" : "cpu";
@@ -111,23 +93,99 @@ absl::Status Resolution::AutoMap(const std::string& keyword) {
     out_.add_explanation(absl::StrCat("I-MEM max_memory {\"", spill, "\": ", ram, "} (available host RAM)"));
     return absl::OkStatus();
   }
-  const std::string type = r->backend->device_type();
-  const int n = static_cast<int>(r->vis.units.size());
-  Answer(*r, absl::StrCat(type, ":0"));
-  Place(*r, 0);
+  PlaceAutoDevices(*r, auto_order, spill);
+  MaxMemory(keyword, *r, spill, ram);
+  return absl::OkStatus();
+}
+
+// The rows get_max_memory of the applied Accelerate release reads memory from: `mem`, less xpu
+// where the job's intel_extension_for_pytorch fails it (V-ACC-XPU-MEM-IPEX, with a warning).
+OrderRule Resolution::ProbedOrder(const OrderRule& mem, const std::string& keyword) {
+  OrderRule probed = mem;
+  if (versions_.Has(Feature::kAccXpuMemoryIpex) && !versions_.Has(Feature::kAccXpuMemoryIpexFixed) && job_ &&
+      job_->torch && job_->ipex && FirstAvailable({"xpu"}) != nullptr) {
+    probed.order.erase(std::remove(probed.order.begin(), probed.order.end(), "xpu"), probed.order.end());
+    out_.add_warnings(absl::StrCat(
+        "the job has intel_extension_for_pytorch ", *job_->ipex, ", and get_max_memory of Accelerate ",
+        versions_.accelerate().ToString(), " fails to read an Intel GPU's memory through it (",
+        versions_.Cite(Feature::kAccXpuMemoryIpex), "): device_map=\"", keyword,
+        "\" leaves every Intel GPU out; use Accelerate >= 1.1.0, or pass device_map=\"xpu\""));
+  }
+  return probed;
+}
+
+// One warning per available row get_max_memory does not probe (mps aside: it is the spill-over).
+void Resolution::NeverAutoPlaced(const OrderRule& mem, const std::string& keyword) {
+  for (const RowState& x : rows_) {
+    const std::string type = x.backend->device_type();
+    if (!x.available || type == "mps" || std::find(mem.order.begin(), mem.order.end(), type) != mem.order.end()) {
+      continue;
+    }
+    out_.add_warnings(absl::StrCat("device_map=\"", keyword, "\" never places on ", x.backend->name(),
+                                   " (get_max_memory of Accelerate ", versions_.accelerate().ToString(),
+                                   " does not probe it, ", mem.id, "): pass device_map=\"", type, "\" to use it"));
+  }
+}
+
+// I-AUTO: every device the job sees on row `r`, <type>:0 first, then `spill` for what does not fit.
+void Resolution::PlaceAutoDevices(const RowState& r, const std::vector<std::string>& auto_order,
+                                  const std::string& spill) {
+  const std::string type = r.backend->device_type();
+  const int n = static_cast<int>(r.vis.units.size());
+  Answer(r, absl::StrCat(type, ":0"));
+  Place(r, 0);
   for (int i = 1; i < n; ++i) {
     out_.add_devices(absl::StrCat(type, ":", i));
-    Place(*r, i);
+    Place(r, i);
   }
   out_.add_devices(spill);
-  out_.add_explanation(absl::StrCat("I-AUTO first available of ", OrderText(auto_order), " is ", r->backend->name(),
+  out_.add_explanation(absl::StrCat("I-AUTO first available of ", OrderText(auto_order), " is ", r.backend->name(),
                                     ": devices ", type, ":0..", n - 1, ", then ", spill, " for what does not fit"));
-  // I-MEM
+}
+
+namespace {
+
+// get_balanced_memory's budgets for `keyword` from each device's `free` memory (`budget` starts
+// as a copy of it); returns how, in words.
+std::string Budgets(const std::string& keyword, const std::vector<uint64_t>& free,
+                    const std::optional<uint64_t>& model_size, std::vector<uint64_t>& budget) {
+  const int n = static_cast<int>(free.size());
+  const bool low_zero = keyword == "balanced_low_0";
+  if (keyword == "sequential") return "sequential: 100 % of each device's free memory";
+  if (n == 1) {
+    budget[0] = static_cast<uint64_t>(std::floor(static_cast<long double>(free[0]) * 0.9L));
+    return "one accelerator: 90 % of its free memory (get_balanced_memory)";
+  }
+  if (!model_size) {
+    return "several accelerators and no model_size_bytes: each device's free memory (pass model_size_bytes for "
+           "balanced budgets)";
+  }
+  // get_balanced_memory: model_size // N per device (// (N - 1) with low_zero), last keeps free.
+  const uint64_t share = *model_size / static_cast<uint64_t>(low_zero ? n - 1 : n);
+  for (int i = 0; i + 1 < n; ++i) budget[i] = std::min(free[i], share);
+  if (low_zero) {
+    uint64_t rest = 0;
+    for (int i = 1; i + 1 < n; ++i) rest += budget[i];
+    rest += budget[n - 1];
+    budget[0] = *model_size > rest ? std::min(free[0], *model_size - rest) : 0;
+  }
+  return absl::StrCat(low_zero ? "balanced_low_0" : "balanced", ": model_size / ", low_zero ? n - 1 : n,
+                      " per device except the last, which keeps its free memory",
+                      low_zero ? "; device 0 gets only what the others cannot hold" : "",
+                      " (no per-layer block headroom: devplace does not know the layers)");
+}
+
+}  // namespace
+
+// I-MEM: max_memory for the devices PlaceAutoDevices placed, and `spill` with the host's RAM; none
+// when a device's memory is unknown.
+void Resolution::MaxMemory(const std::string& keyword, const RowState& r, const std::string& spill, uint64_t ram) {
+  const int n = static_cast<int>(r.vis.units.size());
   std::vector<uint64_t> free(n, 0);
   std::vector<std::string> unknown, total_only;
   for (int i = 0; i < n; ++i) {
     std::optional<uint64_t> unit_total, unit_free;
-    UnitMemory(r->vis.units[i], unit_total, unit_free);
+    UnitMemory(r.vis.units[i], unit_total, unit_free);
     if (unit_free) {
       free[i] = *unit_free;
     } else if (unit_total) {
@@ -142,7 +200,7 @@ absl::Status Resolution::AutoMap(const std::string& keyword) {
                                    " is unknown to devplace, and a partial map would push the model to the spill-over "
                                    "device; let Accelerate measure (pass no max_memory)"));
     out_.add_explanation("I-MEM no budgets: device memory unknown");
-    return absl::OkStatus();
+    return;
   }
   if (total_only.size() <= kMaxPlacedDevices) {
     for (const std::string& d : total_only) {
@@ -153,39 +211,22 @@ absl::Status Resolution::AutoMap(const std::string& keyword) {
                                    " is unknown: their max_memory budgets use total memory"));
   }
   std::vector<uint64_t> budget = free;
-  const bool low_zero = keyword == "balanced_low_0";
-  std::string how;
-  if (keyword == "sequential") {
-    how = "sequential: 100 % of each device's free memory";
-  } else if (n == 1) {
-    budget[0] = static_cast<uint64_t>(std::floor(static_cast<long double>(free[0]) * 0.9L));
-    how = "one accelerator: 90 % of its free memory (get_balanced_memory)";
-  } else if (req_.has_model_size_bytes()) {
-    // get_balanced_memory: model_size // N per device (// (N - 1) with low_zero), last keeps free.
-    const uint64_t share = req_.model_size_bytes() / static_cast<uint64_t>(low_zero ? n - 1 : n);
-    for (int i = 0; i + 1 < n; ++i) budget[i] = std::min(free[i], share);
-    if (low_zero) {
-      uint64_t rest = 0;
-      for (int i = 1; i + 1 < n; ++i) rest += budget[i];
-      rest += budget[n - 1];
-      budget[0] = req_.model_size_bytes() > rest ? std::min(free[0], req_.model_size_bytes() - rest) : 0;
-    }
-    how = absl::StrCat(low_zero ? "balanced_low_0" : "balanced", ": model_size / ", low_zero ? n - 1 : n,
-                       " per device except the last, which keeps its free memory",
-                       low_zero ? "; device 0 gets only what the others cannot hold" : "",
-                       " (no per-layer block headroom: devplace does not know the layers)");
-  } else {
-    how = "several accelerators and no model_size_bytes: each device's free memory (pass model_size_bytes for "
-          "balanced budgets)";
-  }
+  const std::string how = Budgets(keyword, free,
+                                  req_.has_model_size_bytes() ? std::optional<uint64_t>(req_.model_size_bytes())
+                                                              : std::nullopt,
+                                  budget);
   auto& max_memory = *out_.mutable_max_memory();
   for (int i = 0; i < n; ++i) max_memory[absl::StrCat(i)] = budget[i];
   (*out_.mutable_max_memory())[spill] = ram;
   out_.add_explanation(absl::StrCat("I-MEM ", how, "; \"", spill, "\": available host RAM"));
-  // Which vendor library each device figure came from (Device.attributes["memory_source"]).
+  ExplainMemorySources(r);
+}
+
+// Which vendor library each device figure came from (Device.attributes["memory_source"]).
+void Resolution::ExplainMemorySources(const RowState& r) {
   std::map<std::string, std::vector<std::string>> sources;
-  for (int i = 0; i < n; ++i) {
-    const auto& attributes = r->vis.units[i].device->attributes();
+  for (int i = 0; i < static_cast<int>(r.vis.units.size()); ++i) {
+    const auto& attributes = r.vis.units[i].device->attributes();
     if (const auto it = attributes.find("memory_source"); it != attributes.end()) {
       sources[it->second].push_back(out_.devices(i));
     }
@@ -193,7 +234,6 @@ absl::Status Resolution::AutoMap(const std::string& keyword) {
   for (const auto& [source, devices] : sources) {
     out_.add_explanation(absl::StrCat("I-MEM memory of ", BoundedList(devices), " from ", source));
   }
-  return absl::OkStatus();
 }
 
 // An int device (I-INT, pipeline int): `<type>:<n>` on the first available row of `order` (of

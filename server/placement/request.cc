@@ -131,8 +131,19 @@ absl::Status Resolution::EnvFlag(const char* name, absl::string_view consequence
 }
 
 absl::Status Resolution::ValidateRequest() {
-  // Proto3 enums are open: a number outside the enum arrives as itself, and must not be read as
-  // one of the known values (or print as an empty name).
+  RETURN_IF_ERROR(CheckEnums());
+  RETURN_IF_ERROR(ReadJobPackages());
+  RETURN_IF_ERROR(ApplyConvention());
+  RETURN_IF_ERROR(CheckBounds());
+  RETURN_IF_ERROR(CheckTrainingDeviceMap());
+  RETURN_IF_ERROR(ReadRankAndWorldSize());
+  RETURN_IF_ERROR(ReadRuntimeBackends());
+  return ReadAccelerateVariables();
+}
+
+// Proto3 enums are open: a number outside the enum arrives as itself, and must not be read as one
+// of the known values (or print as an empty name).
+absl::Status Resolution::CheckEnums() const {
   if (!v1::Workload_IsValid(req_.workload())) {
     return absl::InvalidArgumentError(absl::StrCat("workload: ", req_.workload(),
                                                    " is not a Workload value; accepted: WORKLOAD_TRAINING (1), "
@@ -144,8 +155,12 @@ absl::Status Resolution::ValidateRequest() {
         " is not a Convention value; accepted: CONVENTION_UNSPECIFIED (0), CONVENTION_TRAINING_ARGUMENTS (1), "
         "CONVENTION_ACCELERATE (2), CONVENTION_FROM_PRETRAINED (3), CONVENTION_PIPELINE (4)"));
   }
-  const bool training = req_.workload() == v1::WORKLOAD_TRAINING;
-  // V-JOB: the job's packages fill what the request leaves empty.
+  return absl::OkStatus();
+}
+
+// V-JOB: the job's packages fill what the request leaves empty: the library releases applied and
+// the runtime backends (given, else the job's torch build's).
+absl::Status Resolution::ReadJobPackages() {
   if (req_.has_job_environment()) {
     ASSIGN_OR_RETURN(JobPython job, ReadJobPython(req_.job_environment()));
     job_ = std::move(job);
@@ -160,9 +175,16 @@ absl::Status Resolution::ValidateRequest() {
     runtime_list_ = job_->backends;
     runtime_from_ = v1::PROVENANCE_DETECTED;
   }
+  return absl::OkStatus();
+}
+
+// The workload is required; the convention defaults to the workload's (TrainingArguments for
+// training, from_pretrained for inference) and must be one of its.
+absl::Status Resolution::ApplyConvention() {
   if (req_.workload() == v1::WORKLOAD_UNSPECIFIED) {
     return absl::InvalidArgumentError("workload: required; accepted: WORKLOAD_TRAINING, WORKLOAD_INFERENCE");
   }
+  const bool training = req_.workload() == v1::WORKLOAD_TRAINING;
   convention_ = req_.convention();
   if (convention_ == v1::CONVENTION_UNSPECIFIED) {
     convention_ = training ? v1::CONVENTION_TRAINING_ARGUMENTS : v1::CONVENTION_FROM_PRETRAINED;
@@ -174,7 +196,12 @@ absl::Status Resolution::ValidateRequest() {
         v1::Workload_Name(req_.workload()), "; accepted: TRAINING_ARGUMENTS or ACCELERATE (TrainingArguments, "
         "Accelerator) for training, FROM_PRETRAINED or PIPELINE (from_pretrained, pipeline) for inference"));
   }
-  // Bounds, so that no answer or error echoes megabytes back (values are quoted in messages).
+  return absl::OkStatus();
+}
+
+// Bounds, so that no answer or error echoes megabytes back (values are quoted in messages), and
+// job_devices' nodes as absolute paths (P1).
+absl::Status Resolution::CheckBounds() const {
   if (req_.device_map().size() > kMaxDeviceMapBytes) {
     return absl::InvalidArgumentError(absl::StrCat("device_map: ", req_.device_map().size(), " bytes; at most ",
                                                    kMaxDeviceMapBytes, " (a device string, an int or a keyword)"));
@@ -202,12 +229,22 @@ absl::Status Resolution::ValidateRequest() {
           "/dev paths such as /dev/nvidia1 or /dev/dri/renderD129 (P1)"));
     }
   }
-  if (training && !req_.device_map().empty()) {
+  return absl::OkStatus();
+}
+
+// TrainingArguments and Accelerator choose the device themselves: a training request has no
+// device_map.
+absl::Status Resolution::CheckTrainingDeviceMap() const {
+  if (req_.workload() == v1::WORKLOAD_TRAINING && !req_.device_map().empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "device_map: '", req_.device_map(), "' given for a training workload; TrainingArguments and Accelerator "
         "choose the device themselves: leave device_map empty (use use_cpu or env ACCELERATE_TORCH_DEVICE to steer)"));
   }
-  // local_rank / world_size: fields or env, which must agree (T8).
+  return absl::OkStatus();
+}
+
+// local_rank / world_size: fields or env, which must agree (T8).
+absl::Status Resolution::ReadRankAndWorldSize() {
   std::optional<int64_t> env_rank, env_world;
   if (const std::string* v = Env("LOCAL_RANK")) {
     env_rank = PyInt(*v);
@@ -251,7 +288,11 @@ absl::Status Resolution::ValidateRequest() {
     return absl::InvalidArgumentError(absl::StrCat("local_rank: ", *local_rank_, " is not below world_size ", *world_size_,
                                                    "; accepted: 0..", *world_size_ - 1));
   }
-  // runtime_backends.
+  return absl::OkStatus();
+}
+
+// runtime_backends (given or the job's): known tokens ("hip" is ROCm's), one GPU build.
+absl::Status Resolution::ReadRuntimeBackends() {
   for (const std::string& r : runtime_list_) {
     if (!IsRuntimeBackendToken(r)) {
       return absl::InvalidArgumentError(absl::StrCat("runtime_backends: unknown backend '", r,
@@ -263,26 +304,31 @@ absl::Status Resolution::ValidateRequest() {
     return absl::InvalidArgumentError("runtime_backends: lists both cuda and rocm, but one PyTorch build is either a "
                                       "CUDA or a ROCm build; name the one the job has");
   }
+  return absl::OkStatus();
+}
+
+// The variables Accelerate reads at import and at start-up: USE_TORCH_XLA; for training
+// ACCELERATE_USE_CPU and ACCELERATE_TORCH_DEVICE, whose type the job's torch must parse (G-PLUGIN).
+absl::Status Resolution::ReadAccelerateVariables() {
   RETURN_IF_ERROR(EnvFlag("USE_TORCH_XLA", "import accelerate raises ValueError", use_torch_xla_));
-  if (training) {
-    RETURN_IF_ERROR(EnvFlag("ACCELERATE_USE_CPU", "Accelerate and Transformers raise ValueError", accelerate_use_cpu_));
-    if (const std::string* v = Env("ACCELERATE_TORCH_DEVICE")) {
-      ASSIGN_OR_RETURN(DeviceString d, ParseDeviceString(*v, "env.ACCELERATE_TORCH_DEVICE"));
-      // G-PLUGIN: PartialState.__init__ hands the string to torch.device() before anything else,
-      // and TrainingArguments builds a PartialState too, so both stop there.
-      const TorchParse parse = CanTorchParse(d.type, JobTorchOf());
-      if (parse.verdict == TorchParse::kFails) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "env.ACCELERATE_TORCH_DEVICE=", *v, ": the job's PyTorch cannot parse device type '", d.type, "': ",
-            parse.why, "; PartialState.__init__ calls torch.device(\"", *v, "\") before anything else, so ",
-            "Accelerator() and TrainingArguments both stop at start-up with RuntimeError \"Expected one of cpu, "
-            "cuda, ... device type at start of device string: ", d.type, "\"; ", parse.fix,
-            ", or unset ACCELERATE_TORCH_DEVICE (G-PLUGIN)"));
-      }
-      torch_device_env_ = d;
-      torch_device_env_note_ = parse.verdict == TorchParse::kNotTold ? parse.why : "";
-    }
+  if (req_.workload() != v1::WORKLOAD_TRAINING) return absl::OkStatus();
+  RETURN_IF_ERROR(EnvFlag("ACCELERATE_USE_CPU", "Accelerate and Transformers raise ValueError", accelerate_use_cpu_));
+  const std::string* v = Env("ACCELERATE_TORCH_DEVICE");
+  if (v == nullptr) return absl::OkStatus();
+  ASSIGN_OR_RETURN(DeviceString d, ParseDeviceString(*v, "env.ACCELERATE_TORCH_DEVICE"));
+  // G-PLUGIN: PartialState.__init__ hands the string to torch.device() before anything else,
+  // and TrainingArguments builds a PartialState too, so both stop there.
+  const TorchParse parse = CanTorchParse(d.type, JobTorchOf());
+  if (parse.verdict == TorchParse::kFails) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "env.ACCELERATE_TORCH_DEVICE=", *v, ": the job's PyTorch cannot parse device type '", d.type, "': ",
+        parse.why, "; PartialState.__init__ calls torch.device(\"", *v, "\") before anything else, so ",
+        "Accelerator() and TrainingArguments both stop at start-up with RuntimeError \"Expected one of cpu, "
+        "cuda, ... device type at start of device string: ", d.type, "\"; ", parse.fix,
+        ", or unset ACCELERATE_TORCH_DEVICE (G-PLUGIN)"));
   }
+  torch_device_env_ = d;
+  torch_device_env_note_ = parse.verdict == TorchParse::kNotTold ? parse.why : "";
   return absl::OkStatus();
 }
 

@@ -93,7 +93,16 @@ class Resolution {
   // request.cc
   const std::string* Env(const char* name) const;
   absl::Status EnvFlag(const char* name, absl::string_view consequence, bool& flag) const;
+  // ValidateRequest's steps, in order; the first error is the request's.
   absl::Status ValidateRequest();
+  absl::Status CheckEnums() const;
+  absl::Status ReadJobPackages();
+  absl::Status ApplyConvention();
+  absl::Status CheckBounds() const;
+  absl::Status CheckTrainingDeviceMap() const;
+  absl::Status ReadRankAndWorldSize();
+  absl::Status ReadRuntimeBackends();
+  absl::Status ReadAccelerateVariables();
   JobTorch JobTorchOf() const;
 
   // hazards.cc
@@ -121,6 +130,11 @@ class Resolution {
   // device_map.cc
   absl::Status FromPretrained();
   absl::Status AutoMap(const std::string& keyword);
+  OrderRule ProbedOrder(const OrderRule& mem, const std::string& keyword);
+  void NeverAutoPlaced(const OrderRule& mem, const std::string& keyword);
+  void PlaceAutoDevices(const RowState& r, const std::vector<std::string>& auto_order, const std::string& spill);
+  void MaxMemory(const std::string& keyword, const RowState& r, const std::string& spill, uint64_t ram);
+  void ExplainMemorySources(const RowState& r);
   absl::Status IntDevice(int64_t n, const std::vector<std::string>& order, const char* rule,
                          const OrderRule* versioned = nullptr);
   std::string Unavailable() const;

@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/common/status_macros.h"
 #include "server/placement/allocation.h"
 #include "server/placement/visibility_internal.h"
 
@@ -84,14 +85,11 @@ std::string DescribeUnit(const VisibleUnit& unit) {
   return s;
 }
 
-absl::StatusOr<RowVisibility> ComputeVisibility(const v1::Backend& backend, const Env& env,
-                                                const v1::JobDevices* job_devices,
-                                                const JobAllocation* allocation) {
-  RowVisibility out;
-  out.backend = &backend;
-  const std::string& type = backend.device_type();
+namespace {
 
-  // P4 (host side): only usable devices are enumerated by the runtime.
+// P4 (host side): the row's devices the runtime enumerates (RuntimeEnumerates), in host order; the
+// others are explained. Empty: no device of the row is usable (`out.hidden` says why).
+std::vector<VisibleUnit> UsableCards(const v1::Backend& backend, RowVisibility& out) {
   std::vector<VisibleUnit> cards;
   cards.reserve(backend.devices_size());
   std::vector<std::string> unusable;
@@ -112,68 +110,78 @@ absl::StatusOr<RowVisibility> ComputeVisibility(const v1::Backend& backend, cons
     out.hidden_reason = absl::StrCat(backend.hardware(), " present but not usable: ",
                                      !backend.state_reason().empty() ? backend.state_reason()
                                      : unusable.empty() ? "no devices" : unusable.front());
-    return out;
   }
+  return cards;
+}
 
-  // P1: the job's mount namespace.
-  if (job_devices != nullptr) {
-    const auto& nodes = job_devices->device_nodes();
-    std::vector<VisibleUnit> kept;
+// P1: keeps the cards whose device nodes the job's mount namespace lists (all of them when
+// `job_devices` is null). False when none is left (`out.hidden` says why).
+bool KeepJobDevices(const v1::Backend& backend, const v1::JobDevices* job_devices, std::vector<VisibleUnit>& cards,
+                    RowVisibility& out) {
+  if (job_devices == nullptr) return true;
+  const auto& nodes = job_devices->device_nodes();
+  std::vector<VisibleUnit> kept;
+  for (const VisibleUnit& u : cards) {
+    const bool listed = std::any_of(u.device->device_nodes().begin(), u.device->device_nodes().end(),
+                                    [&](const std::string& n) {
+                                      return std::find(nodes.begin(), nodes.end(), n) != nodes.end();
+                                    });
+    if (listed) kept.push_back(u);
+  }
+  out.explanation.push_back(absl::StrCat("P1 job_devices lists [", absl::StrJoin(nodes, ", "), "]: ",
+                                         kept.size(), " of ", cards.size(), " usable ", backend.name(),
+                                         " device(s) visible to the job"));
+  if (kept.empty()) {
+    std::vector<std::string> wanted;
     for (const VisibleUnit& u : cards) {
-      const bool listed = std::any_of(u.device->device_nodes().begin(), u.device->device_nodes().end(),
-                                      [&](const std::string& n) {
-                                        return std::find(nodes.begin(), nodes.end(), n) != nodes.end();
-                                      });
-      if (listed) kept.push_back(u);
+      for (const std::string& n : u.device->device_nodes()) wanted.push_back(n);
     }
-    out.explanation.push_back(absl::StrCat("P1 job_devices lists [", absl::StrJoin(nodes, ", "), "]: ",
-                                           kept.size(), " of ", cards.size(), " usable ", backend.name(),
-                                           " device(s) visible to the job"));
-    if (kept.empty()) {
-      std::vector<std::string> wanted;
-      for (const VisibleUnit& u : cards) {
-        for (const std::string& n : u.device->device_nodes()) wanted.push_back(n);
-      }
-      out.hidden = Hidden::kJobDevices;
-      out.hidden_reason = absl::StrCat(backend.hardware(), " present but not visible to the job: job_devices lists none of ",
-                                       absl::StrJoin(wanted, ", "),
-                                       " (start the job's container with access to those device nodes)");
-      return out;
-    }
-    cards = std::move(kept);
+    out.hidden = Hidden::kJobDevices;
+    out.hidden_reason = absl::StrCat(backend.hardware(), " present but not visible to the job: job_devices lists none of ",
+                                     absl::StrJoin(wanted, ", "),
+                                     " (start the job's container with access to those device nodes)");
+    return false;
   }
+  cards = std::move(kept);
+  return true;
+}
 
-  // P-DRA: the devices Kubernetes allocated to the job's container, whatever order their claims list them in.
-  if (allocation != nullptr && !allocation->devices.empty()) {
-    std::vector<VisibleUnit> kept;
-    std::vector<std::string> named;
-    for (const VisibleUnit& u : cards) {
-      const auto it = allocation->devices.find(u.device);
-      if (it == allocation->devices.end()) continue;
-      kept.push_back(u);
-      named.push_back(absl::StrCat(DescribeUnit(u), " [", it->second, "]"));
-    }
-    out.explanation.push_back(absl::StrCat("P-DRA ", backend.name(), ": ", kept.size(), " of ", cards.size(),
-                                           " usable device(s) allocated to the job",
-                                           named.empty() ? "" : absl::StrCat(": ", absl::StrJoin(named, ", "))));
-    if (kept.empty()) {
-      const bool allocated_here = std::any_of(backend.devices().begin(), backend.devices().end(), [&](const v1::Device& d) {
-        return allocation->devices.count(&d) > 0;
-      });
-      // An allocated device the host cannot use is P4's case (a hazard), not a deliberate choice.
-      out.hidden = allocated_here ? Hidden::kHost : Hidden::kAllocation;
-      out.hidden_reason = allocated_here
-                              ? absl::StrCat(backend.hardware(), " allocated to the job by DRA but not usable on the host")
-                              : absl::StrCat(backend.hardware(), " present but not allocated to the job: its DRA "
-                                             "resource claims hold none of these devices");
-      return out;
-    }
-    cards = std::move(kept);
+// P-DRA: keeps the cards Kubernetes allocated to the job's container, whatever order their claims
+// list them in (all of them when `allocation` is null or matched nothing). False when none is left
+// (`out.hidden` says why).
+bool KeepAllocated(const v1::Backend& backend, const JobAllocation* allocation, std::vector<VisibleUnit>& cards,
+                   RowVisibility& out) {
+  if (allocation == nullptr || allocation->devices.empty()) return true;
+  std::vector<VisibleUnit> kept;
+  std::vector<std::string> named;
+  for (const VisibleUnit& u : cards) {
+    const auto it = allocation->devices.find(u.device);
+    if (it == allocation->devices.end()) continue;
+    kept.push_back(u);
+    named.push_back(absl::StrCat(DescribeUnit(u), " [", it->second, "]"));
   }
+  out.explanation.push_back(absl::StrCat("P-DRA ", backend.name(), ": ", kept.size(), " of ", cards.size(),
+                                         " usable device(s) allocated to the job",
+                                         named.empty() ? "" : absl::StrCat(": ", absl::StrJoin(named, ", "))));
+  if (kept.empty()) {
+    const bool allocated_here = std::any_of(backend.devices().begin(), backend.devices().end(), [&](const v1::Device& d) {
+      return allocation->devices.count(&d) > 0;
+    });
+    // An allocated device the host cannot use is P4's case (a hazard), not a deliberate choice.
+    out.hidden = allocated_here ? Hidden::kHost : Hidden::kAllocation;
+    out.hidden_reason = allocated_here
+                            ? absl::StrCat(backend.hardware(), " allocated to the job by DRA but not usable on the host")
+                            : absl::StrCat(backend.hardware(), " present but not allocated to the job: its DRA "
+                                           "resource claims hold none of these devices");
+    return false;
+  }
+  cards = std::move(kept);
+  return true;
+}
 
-  // Runtime numbering: NeuronCores and Intel tiles (FLAT hierarchy) are devices of their own.
-  const std::string* hierarchy = Get(env, "ZE_FLAT_DEVICE_HIERARCHY");
-  const bool xpu_flat = hierarchy == nullptr || *hierarchy != "COMPOSITE";
+// Runtime numbering: NeuronCores and Intel tiles (FLAT hierarchy, `xpu_flat`) are devices of their own.
+std::vector<VisibleUnit> RuntimeUnits(const v1::Backend& backend, const std::vector<VisibleUnit>& cards,
+                                      bool xpu_flat) {
   std::vector<VisibleUnit> units;
   units.reserve(cards.size());
   const bool expand = backend.row() == v1::ROW_NEURON || (backend.row() == v1::ROW_XPU && xpu_flat);
@@ -184,34 +192,59 @@ absl::StatusOr<RowVisibility> ComputeVisibility(const v1::Backend& backend, cons
       units.push_back(c);
     }
   }
+  return units;
+}
 
-  absl::Status s;
+// The row's mask rules, each in its family's file (visibility_internal.h).
+absl::Status ApplyMasks(const v1::Backend& backend, const Env& env, const std::vector<VisibleUnit>& cards,
+                        bool xpu_flat, std::vector<VisibleUnit>& units, RowVisibility& out) {
+  const std::string& type = backend.device_type();
   switch (backend.row()) {
-    case v1::ROW_CUDA_NVIDIA: s = MaskNvidia(env, units, out); break;
-    case v1::ROW_CUDA_AMD: s = MaskAmd(env, units, out); break;
-    case v1::ROW_XPU: s = MaskXpu(env, cards, xpu_flat, units, out); break;
-    case v1::ROW_NPU: s = MaskNpu(env, units, out); break;
-    case v1::ROW_MLU: s = MaskCudaLike(env, "E-MLU", {"CN_VISIBLE_DEVICES", "MLU_VISIBLE_DEVICES"}, type, units, out); break;
-    case v1::ROW_MUSA: s = MaskCudaLike(env, "E-MUSA", {"MUSA_VISIBLE_DEVICES"}, type, units, out); break;
-    case v1::ROW_SDAA: s = MaskCudaLike(env, "E-SDAA", {"SDAA_VISIBLE_DEVICES"}, type, units, out); break;
-    case v1::ROW_NEURON: s = MaskNeuron(env, units, out); break;
-    case v1::ROW_HPU: s = MaskById(env, "E-HPU", "HABANA_VISIBLE_MODULES", "module id", ModuleId, backend, units, out); break;
+    case v1::ROW_CUDA_NVIDIA: return MaskNvidia(env, units, out);
+    case v1::ROW_CUDA_AMD: return MaskAmd(env, units, out);
+    case v1::ROW_XPU: return MaskXpu(env, cards, xpu_flat, units, out);
+    case v1::ROW_NPU: return MaskNpu(env, units, out);
+    case v1::ROW_MLU:
+      return MaskCudaLike(env, "E-MLU", {"CN_VISIBLE_DEVICES", "MLU_VISIBLE_DEVICES"}, type, units, out);
+    case v1::ROW_MUSA: return MaskCudaLike(env, "E-MUSA", {"MUSA_VISIBLE_DEVICES"}, type, units, out);
+    case v1::ROW_SDAA: return MaskCudaLike(env, "E-SDAA", {"SDAA_VISIBLE_DEVICES"}, type, units, out);
+    case v1::ROW_NEURON: return MaskNeuron(env, units, out);
+    case v1::ROW_HPU:
+      return MaskById(env, "E-HPU", "HABANA_VISIBLE_MODULES", "module id", ModuleId, backend, units, out);
     case v1::ROW_TPU:
-      s = MaskById(env, "E-TPU", "TPU_VISIBLE_CHIPS", "chip id",
-                   [](const v1::Device& d) { return static_cast<int>(d.host_index()); }, backend, units, out);
-      break;
-    default: break;
+      return MaskById(env, "E-TPU", "TPU_VISIBLE_CHIPS", "chip id",
+                      [](const v1::Device& d) { return static_cast<int>(d.host_index()); }, backend, units, out);
+    default: return absl::OkStatus();
   }
-  if (!s.ok()) return s;
+}
+
+// Why the masks left the job no unit.
+void HiddenByMask(const v1::Backend& backend, RowVisibility& out) {
+  out.hidden = out.mask_empty ? Hidden::kMaskEmpty : Hidden::kMask;
+  out.hidden_reason = absl::StrCat(backend.hardware(), " present but ", out.mask_variable,
+                                   out.mask_empty ? " is set to the empty string, which hides every device"
+                                                  : absl::StrCat(" leaves the job no device",
+                                                                 out.warnings.empty() ? "" : ": ",
+                                                                 absl::StrJoin(out.warnings, "; ")));
+}
+
+}  // namespace
+
+absl::StatusOr<RowVisibility> ComputeVisibility(const v1::Backend& backend, const Env& env,
+                                                const v1::JobDevices* job_devices,
+                                                const JobAllocation* allocation) {
+  RowVisibility out;
+  out.backend = &backend;
+  std::vector<VisibleUnit> cards = UsableCards(backend, out);
+  if (cards.empty()) return out;
+  if (!KeepJobDevices(backend, job_devices, cards, out)) return out;
+  if (!KeepAllocated(backend, allocation, cards, out)) return out;
+  const std::string* hierarchy = Get(env, "ZE_FLAT_DEVICE_HIERARCHY");
+  const bool xpu_flat = hierarchy == nullptr || *hierarchy != "COMPOSITE";
+  std::vector<VisibleUnit> units = RuntimeUnits(backend, cards, xpu_flat);
+  RETURN_IF_ERROR(ApplyMasks(backend, env, cards, xpu_flat, units, out));
   out.units = std::move(units);
-  if (out.units.empty()) {
-    out.hidden = out.mask_empty ? Hidden::kMaskEmpty : Hidden::kMask;
-    out.hidden_reason = absl::StrCat(backend.hardware(), " present but ", out.mask_variable,
-                                     out.mask_empty ? " is set to the empty string, which hides every device"
-                                                    : absl::StrCat(" leaves the job no device",
-                                                                   out.warnings.empty() ? "" : ": ",
-                                                                   absl::StrJoin(out.warnings, "; ")));
-  }
+  if (out.units.empty()) HiddenByMask(backend, out);
   return out;
 }
 

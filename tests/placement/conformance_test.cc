@@ -13,6 +13,7 @@
 #include "server/placement/resolver.h"
 #include "tests/placement/inventory_builder.h"
 #include "tests/placement/request_builder.h"
+#include "tests/placement/resolve_case.h"
 
 namespace devplace::testing {
 namespace {
@@ -29,23 +30,8 @@ constexpr auto kPrecondition = absl::StatusCode::kFailedPrecondition;
 const auto CUDA = v1::ROW_CUDA_NVIDIA;
 const auto AMD = v1::ROW_CUDA_AMD;
 
-struct Case {
-  std::string id;
-  std::function<v1::Inventory()> host;
-  Req request;
-  absl::StatusCode code = kOk;
-  std::string device;                      // expected answer
-  std::vector<std::string> devices;        // expected devices list (exact)
-  std::vector<int> host_indices;           // expected placed host indices, in order (when given)
-  std::vector<std::string> warnings;       // each must be a substring of some warning
-  std::vector<std::string> error_words;    // each must be a substring of the error message
-  std::map<std::string, uint64_t> max_memory;  // exact, when given
-  std::vector<std::string> explanation;    // each must be a substring of some explanation step
-  bool no_warnings = false;                // assert there is no warning at all
-};
-
-std::vector<Case> Cases() {
-  std::vector<Case> c;
+std::vector<ResolveCase> Cases() {
+  std::vector<ResolveCase> c;
   auto h = HostOf;
   auto cpu_only = h({});
   const uint64_t free80 = 80 * kGiB;
@@ -222,12 +208,10 @@ std::vector<Case> Cases() {
   return c;
 }
 
-void PrintTo(const Case& c, std::ostream* os) { *os << c.id; }
-
-class Conformance : public ::testing::TestWithParam<Case> {};
+class Conformance : public ::testing::TestWithParam<ResolveCase> {};
 
 TEST_P(Conformance, Resolves) {
-  const Case& k = GetParam();
+  const ResolveCase& k = GetParam();
   const v1::Inventory inv = k.host();
   absl::StatusOr<v1::ResolveDeviceResponse> got = Resolve(inv, k.request);
   ASSERT_EQ(got.status().code(), k.code) << got.status();
@@ -263,8 +247,7 @@ TEST_P(Conformance, Resolves) {
   EXPECT_GT(got->explanation_size(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Semantics, Conformance, ::testing::ValuesIn(Cases()),
-                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.id; });
+INSTANTIATE_TEST_SUITE_P(Semantics, Conformance, ::testing::ValuesIn(Cases()), CaseId);
 
 }  // namespace
 }  // namespace devplace::testing

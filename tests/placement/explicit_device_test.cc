@@ -15,6 +15,7 @@
 #include "tests/placement/answer_check.h"
 #include "tests/placement/inventory_builder.h"
 #include "tests/placement/request_builder.h"
+#include "tests/placement/resolve_case.h"
 
 namespace devplace::testing {
 namespace {
@@ -24,16 +25,6 @@ using Code = absl::StatusCode;
 
 const auto CUDA = v1::ROW_CUDA_NVIDIA;
 const auto ACC = v1::CONVENTION_ACCELERATE;
-
-struct Case {
-  std::string id;
-  std::function<v1::Inventory()> host;
-  v1::ResolveDeviceRequest request;
-  Code code = Code::kOk;
-  std::string device;
-  std::vector<std::string> words;  // each a substring of explanation+warnings (ok) or of the error
-  int host_index = -1;             // placed[0].host_index when >= 0
-};
 
 v1::ResolveDeviceRequest Tf(const std::string& version, Req r) {
   r.Transformers(version);
@@ -52,8 +43,8 @@ v1::ResolveDeviceRequest Job(Req r, std::vector<std::pair<std::string, std::stri
   return out;
 }
 
-std::vector<Case> Cases() {
-  std::vector<Case> c;
+std::vector<ResolveCase> Cases() {
+  std::vector<ResolveCase> c;
   const auto cuda2 = HostOf({{CUDA, 2}});
   const auto amd2 = HostOf({{v1::ROW_CUDA_AMD, 2}});
   const auto npu2 = HostOf({{v1::ROW_NPU, 2}});
@@ -62,20 +53,20 @@ std::vector<Case> Cases() {
   // Before 5.0: torch.device("cuda") itself, the current device.
   c.push_back({.id = "V24_cuda_4_57_rank1", .host = cuda2, .request = Tf("4.57.0", Req::Infer("cuda").Rank(1, 2)),
                .device = "cuda", .words = {"I-CUDA-RANK device_map \"cuda\" stays cuda", "V-TF-CUDA-RANK (Transformers 4.57.0 < 5.0.0"},
-               .host_index = 0});
+               .first_host_index = 0});
   c.push_back({.id = "V24_cuda_5_0_rank1", .host = cuda2, .request = Tf("5.0.0", Req::Infer("cuda").Rank(1, 2)),
                .device = "cuda:1", .words = {"I-CUDA-RANK device_map \"cuda\" -> cuda:1 (LOCAL_RANK = 1)",
                                              "V-TF-CUDA-RANK (Transformers 5.0.0 >= 5.0.0"},
-               .host_index = 1});
+               .first_host_index = 1});
   // The newest release, rank from env, unset, -1.
   c.push_back({.id = "N22_cuda_env_rank1", .host = cuda2, .request = Req::Infer("cuda").Env("LOCAL_RANK", "1"),
-               .device = "cuda:1", .host_index = 1});
+               .device = "cuda:1", .first_host_index = 1});
   c.push_back({.id = "N22_cuda_no_rank", .host = cuda2, .request = Req::Infer("cuda"), .device = "cuda:0",
-               .words = {"(LOCAL_RANK unset: 0)", "I-STR device string 'cuda' -> cuda:0"}, .host_index = 0});
+               .words = {"(LOCAL_RANK unset: 0)", "I-STR device string 'cuda' -> cuda:0"}, .first_host_index = 0});
   c.push_back({.id = "N22_cuda_rank_minus1", .host = cuda2, .request = Req::Infer("cuda").Env("LOCAL_RANK", "-1"),
                .code = Code::kInvalidArgument, .words = {"device_map: cuda with env.LOCAL_RANK=-1", "\"cuda:-1\"", "V-TF-CUDA-RANK"}});
   c.push_back({.id = "V24_cuda_4_57_rank_minus1", .host = cuda2,
-               .request = Tf("4.57.0", Req::Infer("cuda").Env("LOCAL_RANK", "-1")), .device = "cuda", .host_index = 0});
+               .request = Tf("4.57.0", Req::Infer("cuda").Env("LOCAL_RANK", "-1")), .device = "cuda", .first_host_index = 0});
   // One GPU visible per process: rank 1 names a GPU the process does not see.
   c.push_back({.id = "N22_cuda_rank1_one_visible", .host = cuda2,
                .request = Req::Infer("cuda").Rank(1, 2).Env("CUDA_VISIBLE_DEVICES", "1"), .code = Code::kFailedPrecondition,
@@ -88,13 +79,13 @@ std::vector<Case> Cases() {
                          "(device_map \"cuda\" became cuda:0 from the job's LOCAL_RANK (unset: 0), V-TF-CUDA-RANK)"}});
   // AMD GPUs are cuda too; other types and other spellings are not rewritten.
   c.push_back({.id = "N22_cuda_amd_rank1", .host = amd2, .request = Req::Infer("cuda").Rank(1, 2), .device = "cuda:1",
-               .host_index = 1});
+               .first_host_index = 1});
   c.push_back({.id = "N22_npu_not_rewritten", .host = npu2, .request = Req::Infer("npu").Rank(1, 2), .device = "npu",
-               .host_index = 0});
+               .first_host_index = 0});
   c.push_back({.id = "N22_cuda0_not_rewritten", .host = cuda2, .request = Req::Infer("cuda:0").Rank(1, 2),
-               .device = "cuda:0", .host_index = 0});
+               .device = "cuda:0", .first_host_index = 0});
   c.push_back({.id = "N22_pipeline_not_rewritten", .host = cuda2, .request = Req::Pipe("cuda"), .device = "cuda",
-               .host_index = 0});
+               .first_host_index = 0});
   // ---- G-PLUGIN: a device type only a plug-in registers ----------------------------------------
   // ACCELERATE_TORCH_DEVICE: build told by runtime_backends, both conventions stop at start-up.
   for (const auto& [name, conv] : std::vector<std::pair<std::string, v1::Convention>>{{"acc", ACC}, {"ta", v1::CONVENTION_TRAINING_ARGUMENTS}}) {
@@ -109,7 +100,7 @@ std::vector<Case> Cases() {
   // The plug-in present: today's answer.
   c.push_back({.id = "N23_env_npu_runtime_npu", .host = npu2,
                .request = Req::Train(ACC).Runtime({"npu"}).Env("ACCELERATE_TORCH_DEVICE", "npu:1"), .device = "npu:1",
-               .host_index = 1});
+               .first_host_index = 1});
   // Build not told: today's answer with the warning, which now says who registers the type.
   c.push_back({.id = "N23_env_npu_not_told", .host = cuda2,
                .request = Req::Train(ACC).Env("ACCELERATE_TORCH_DEVICE", "npu"), .device = "npu",
@@ -140,7 +131,7 @@ std::vector<Case> Cases() {
   c.push_back({.id = "N24_env_npu_job_torch_npu", .host = npu2,
                .request = Job(Req::Train(ACC).Env("ACCELERATE_TORCH_DEVICE", "npu"),
                               {{"torch", "2.1.0"}, {"torch_npu", "2.1.0.post8"}}),
-               .device = "npu", .host_index = 0});
+               .device = "npu", .first_host_index = 0});
   // runtime_backends given wins over the packages.
   c.push_back({.id = "N24_env_npu_given_wins", .host = npu2,
                .request = Job(Req::Train(ACC).Runtime({"npu"}).Env("ACCELERATE_TORCH_DEVICE", "npu"), {{"torch", "2.5.1"}}),
@@ -159,7 +150,7 @@ std::vector<Case> Cases() {
                  .words = {"the job's packages (/opt/job/site-packages) could not all be read: /opt/job/site-packages/"
                            "transformers-4.x.dist-info/METADATA: its Version '4.x' is not a release devplace reads; the "
                            "answer may not be the job's own (V-JOB)"},
-                 .host_index = 0});
+                 .first_host_index = 0});
   }
   // Explicit device strings: from_pretrained and pipeline.
   c.push_back({.id = "N25_device_map_npu_runtime_cuda", .host = npu2, .request = Req::Infer("npu:1").Runtime({"cuda"}),
@@ -173,9 +164,9 @@ std::vector<Case> Cases() {
                          "pipeline's torch.device(\"mlu:0\")", "install torch-mlu"}});
   c.push_back({.id = "N25_device_map_npu_runtime_npu", .host = npu2, .request = Req::Infer("npu:1").Runtime({"npu"}),
                .device = "npu:1", .words = {"G-PLUGIN npu exists in torch only once the torch-npu plug-in", "the job has it"},
-               .host_index = 1});
+               .first_host_index = 1});
   c.push_back({.id = "N25_device_map_npu_not_told", .host = npu2, .request = Req::Infer("npu:1"), .device = "npu:1",
-               .words = {"runtime_backends not told, assumed installed"}, .host_index = 1});
+               .words = {"runtime_backends not told, assumed installed"}, .first_host_index = 1});
   // c10's mps, by torch release (job_environment tells it): 1.11 has no mps, 1.12 has.
   c.push_back({.id = "V25_env_mps_torch_1_11", .host = HostOf({{v1::ROW_MPS, 1}}),
                .request = Job(Req::Train(ACC).Env("ACCELERATE_TORCH_DEVICE", "mps"), {{"torch", "1.11.0"}}),
@@ -187,25 +178,22 @@ std::vector<Case> Cases() {
   return c;
 }
 
-void PrintTo(const Case& c, std::ostream* os) { *os << c.id; }
-
-class ExplicitDeviceCases : public ::testing::TestWithParam<Case> {};
+class ExplicitDeviceCases : public ::testing::TestWithParam<ResolveCase> {};
 
 TEST_P(ExplicitDeviceCases, Resolves) {
-  const Case& k = GetParam();
+  const ResolveCase& k = GetParam();
   const absl::StatusOr<v1::ResolveDeviceResponse> got = Resolve(k.host(), k.request);
   ASSERT_EQ(got.status().code(), k.code) << got.status();
   EXPECT_TRUE(SaysAll(got, k.words));
   if (!got.ok()) return;
   EXPECT_EQ(got->device(), k.device) << got->DebugString();
-  if (k.host_index >= 0) {
+  if (k.first_host_index >= 0) {
     ASSERT_GT(got->placed_size(), 0) << got->DebugString();
-    EXPECT_EQ(got->placed(0).host_index(), k.host_index) << got->DebugString();
+    EXPECT_EQ(got->placed(0).host_index(), k.first_host_index) << got->DebugString();
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Semantics, ExplicitDeviceCases, ::testing::ValuesIn(Cases()),
-                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.id; });
+INSTANTIATE_TEST_SUITE_P(Semantics, ExplicitDeviceCases, ::testing::ValuesIn(Cases()), CaseId);
 
 // The data: every placement type is either c10's own or has a plug-in that job_environment reads.
 TEST(TorchDeviceTypes, EveryPlacementTypeIsC10sOrAPluginsThatTheJobReaderKnows) {

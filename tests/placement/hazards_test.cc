@@ -1,6 +1,6 @@
 // Issue 10 items 7-10 (docs/SEMANTICS.md sections 3 and 9): MIG enumeration (E-MIG), Gaudi device indices
 // (H-HPU), the CUDA runtime's enumeration order (E-ORDER) and visibility variables that cannot
-// apply to the answer's row (H-FOREIGN), as table-driven cases. Case names carry the rule id.
+// apply to the answer's row (H-FOREIGN), as table-driven cases. ResolveCase names carry the rule id.
 #include <functional>
 #include <map>
 #include <string>
@@ -12,6 +12,7 @@
 #include "server/placement/resolver.h"
 #include "tests/placement/inventory_builder.h"
 #include "tests/placement/request_builder.h"
+#include "tests/placement/resolve_case.h"
 
 namespace devplace::testing {
 namespace {
@@ -149,23 +150,8 @@ std::function<v1::Inventory()> Rows(std::initializer_list<std::pair<v1::Row, int
   };
 }
 
-struct Case {
-  std::string id;
-  std::function<v1::Inventory()> host;
-  Req request;
-  absl::StatusCode code = kOk;
-  std::string device;
-  std::vector<int> host_indices;              // placed host indices, in order (when given)
-  std::vector<std::string> partitions;        // placed partition UUIDs, in order (when given)
-  std::vector<std::string> warnings;          // each a substring of some warning
-  std::vector<std::string> absent_warnings;   // no warning may contain these
-  std::vector<std::string> error_words;       // each a substring of the error
-  std::map<std::string, uint64_t> max_memory; // exact, when given
-  std::vector<std::string> explanation;       // each a substring of some step
-};
-
-std::vector<Case> Cases() {
-  std::vector<Case> c;
+std::vector<ResolveCase> Cases() {
+  std::vector<ResolveCase> c;
   // ---- E-MIG (item 7) ----
   c.push_back({.id = "MIG_TwoRanksShareTheOneInstance",
                .host = [] { return A100s(true, true); },
@@ -447,12 +433,10 @@ std::vector<Case> Cases() {
   return c;
 }
 
-void PrintTo(const Case& c, std::ostream* os) { *os << c.id; }
-
-class Hazards : public ::testing::TestWithParam<Case> {};
+class Hazards : public ::testing::TestWithParam<ResolveCase> {};
 
 TEST_P(Hazards, Resolves) {
-  const Case& k = GetParam();
+  const ResolveCase& k = GetParam();
   const v1::Inventory inv = k.host();
   auto r = Resolve(inv, k.request);
   ASSERT_EQ(r.status().code(), k.code) << r.status();
@@ -482,8 +466,7 @@ TEST_P(Hazards, Resolves) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(EnumerationHazards, Hazards, ::testing::ValuesIn(Cases()),
-                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.id; });
+INSTANTIATE_TEST_SUITE_P(EnumerationHazards, Hazards, ::testing::ValuesIn(Cases()), CaseId);
 
 }  // namespace
 }  // namespace devplace::testing

@@ -6,39 +6,26 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/placement/resolver.h"
 #include "tests/placement/inventory_builder.h"
+#include "tests/placement/pick_test_util.h"
 #include "tests/placement/request_builder.h"
 
 namespace devplace::placement {
 namespace {
 
+using ::devplace::testing::DraJob;
+using ::devplace::testing::Explained;
 using ::devplace::testing::InventoryBuilder;
 using ::devplace::testing::kGiB;
 using ::devplace::testing::Req;
 using ::devplace::testing::TestUuid;
+using ::devplace::testing::Use;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-// `procs` processes using `used` bytes on device i of `row`.
-void Use(InventoryBuilder& inv, v1::Row row, int i, uint32_t procs, uint64_t used) {
-  v1::Device& d = inv.Device(row, i);
-  v1::DeviceUsage& u = *d.mutable_usage();
-  u.set_source("nvml");
-  u.set_processes_known(true);
-  u.set_process_count(procs);
-  for (uint32_t p = 0; p < procs; ++p) {
-    v1::DeviceUsageProcess& proc = *u.add_processes();
-    proc.set_pid(1000 + p);
-    proc.set_used_memory_bytes(used / procs);
-  }
-  u.set_memory_used_bytes(used);
-  d.set_memory_free_bytes(d.memory_total_bytes() - used);
-}
 
 // Every device idle (NVML read, no process, 1 GiB the driver holds).
 InventoryBuilder Idle(v1::Row row, int n) {
@@ -60,8 +47,6 @@ std::vector<int> Hosts(const v1::PickDevicesResponse& r) {
   for (const v1::PlacedDevice& p : r.placed()) out.push_back(p.host_index());
   return out;
 }
-
-std::string Explained(const v1::PickDevicesResponse& r) { return absl::StrJoin(r.explanation(), "\n"); }
 
 // What the resolver answers for the job once the pick's environment is applied.
 v1::ResolveDeviceResponse ResolveWith(const v1::Inventory& inv, v1::ResolveDeviceRequest job,
@@ -150,15 +135,7 @@ TEST(Pick, NeverOutsideTheJobsMaskDeviceNodesOrAllocation) {
   ASSERT_TRUE(out.status.ok()) << out.status;
   EXPECT_THAT(Hosts(out.response), ElementsAre(2));
   // Kubernetes DRA allocated host device 1.
-  v1::ResolveDeviceRequest dra = Req::Train();
-  dra.mutable_device_allocation()->set_source("/dra");
-  v1::AllocatedDevice& a = *dra.mutable_device_allocation()->add_devices();
-  a.set_claim("c");
-  a.set_request("gpu");
-  a.set_driver("gpu.nvidia.com");
-  a.set_pool("node");
-  a.set_name("gpu-1");
-  (*a.mutable_attributes())["uuid"] = TestUuid(v1::ROW_CUDA_NVIDIA, 1);
+  const v1::ResolveDeviceRequest dra = DraJob(1);
   out = Pick(inv, PickOf(1, dra), {});
   EXPECT_TRUE(out.no_free_device) << out.status;  // its one device is in use
   v1::PickDevicesRequest shared = PickOf(1, dra);

@@ -17,6 +17,7 @@
 #include "server/placement/versions.h"
 #include "tests/placement/inventory_builder.h"
 #include "tests/placement/request_builder.h"
+#include "tests/placement/resolve_case.h"
 
 namespace devplace::testing {
 namespace {
@@ -33,22 +34,8 @@ const auto CUDA = v1::ROW_CUDA_NVIDIA;
 constexpr char kSource[] = "/opt/job/site-packages";
 
 
-struct Case {
-  std::string id;
-  std::function<v1::Inventory()> host;
-  v1::ResolveDeviceRequest request;
-  absl::StatusCode code = absl::StatusCode::kOk;
-  std::string device;
-  // Response fields (OK answers): the releases applied, the job's, and which are newer.
-  std::string transformers = "5.15.0", accelerate = "1.14.0";
-  std::string transformers_job, accelerate_job;
-  bool transformers_newer = false, accelerate_newer = false;
-  std::vector<std::string> warnings;   // each a substring of one warning (OK) or of the error
-  std::vector<std::string> explained;  // each a substring of the explanation
-};
-
-std::vector<Case> Cases() {
-  std::vector<Case> c;
+std::vector<ResolveCase> Cases() {
+  std::vector<ResolveCase> c;
   const auto cuda2 = HostOf({{CUDA, 2}});
   const auto neuron2 = HostOf({{v1::ROW_NEURON, 2}});
   const auto tpu2 = HostOf({{v1::ROW_TPU, 2}});
@@ -59,22 +46,22 @@ std::vector<Case> Cases() {
                             "so Accelerate 1.14.0's rules were applied",
                             "upgrade devplaced for 1.16's rules, or set accelerate_version to 1.14.0 to apply these "
                             "without this warning (V-SKEW)"},
-               .explained = {"V emulating Transformers 5.15.0", "Accelerate 1.14.0 (the newest rules devplace has: the "
+               .explanation = {"V emulating Transformers 5.15.0", "Accelerate 1.14.0 (the newest rules devplace has: the "
                                                                 "job's 1.16.0, given, is newer, V-SKEW)"}});
   c.push_back({.id = "VS02_transformers_6_given", .host = cuda2, .request = Req::Train(TA).Transformers("6.0.0"),
                .device = "cuda:0", .transformers_job = "6.0.0", .transformers_newer = true,
                .warnings = {"Transformers 6.0.0 (transformers_version) is newer than the newest release devplace "
                             "knows, so Transformers 5.15.0's rules were applied"},
-               .explained = {"V emulating Transformers 5.15.0 (the newest rules devplace has: the job's 6.0.0, given, "
+               .explanation = {"V emulating Transformers 5.15.0 (the newest rules devplace has: the job's 6.0.0, given, "
                              "is newer, V-SKEW)"}});
   // VS03: strict refuses it, and says what the answer would have been.
   c.push_back({.id = "VS03_strict", .host = cuda2, .request = Req::Train(ACC).Accelerate("1.16.0").Strict(),
                .code = absl::StatusCode::kFailedPrecondition,
-               .warnings = {"strict: Accelerate 1.16.0 (accelerate_version) is newer than the newest release",
+               .error_words = {"strict: Accelerate 1.16.0 (accelerate_version) is newer than the newest release",
                             "(answer without strict: cuda)"}});
   c.push_back({.id = "VS03_strict_transformers", .host = cuda2,
                .request = Req::Train(TA).Transformers("6.0.0").Strict(), .code = absl::StatusCode::kFailedPrecondition,
-               .warnings = {"strict: Transformers 6.0.0", "(answer without strict: cuda:0)"}});
+               .error_words = {"strict: Transformers 6.0.0", "(answer without strict: cuda:0)"}});
   // VS04: detected in the job's packages (V-JOB-VERSION): both newer, both said, where from.
   c.push_back({.id = "VS04_both_detected", .host = cuda2,
                .request = Req::Train(TA).JobPackages(kSource, {{"torch", "2.9.0+cu128"}, {"transformers", "6.0.0"},
@@ -85,7 +72,7 @@ std::vector<Case> Cases() {
                                          "release devplace knows, so Transformers 5.15.0's rules were applied"),
                             absl::StrCat("Accelerate 1.16.0 (detected in ", kSource, ") is newer than the newest "
                                          "release devplace knows, so Accelerate 1.14.0's rules were applied")},
-               .explained = {absl::StrCat("the job's 6.0.0, detected in ", kSource, ", is newer, V-SKEW")}});
+               .explanation = {absl::StrCat("the job's 6.0.0, detected in ", kSource, ", is newer, V-SKEW")}});
   // VS05: the boundary. Accelerate's main line 1.15 was read (no warning); a later line is newer,
   // suffixes read as before (1.16.0rc1 is 1.16.0, +local dropped). Transformers: 5.15.x is known.
   c.push_back({.id = "VS05_acc_1_15_dev_known", .host = cuda2, .request = Req::Train(ACC).Accelerate("1.15.0.dev0"),
@@ -106,47 +93,45 @@ std::vector<Case> Cases() {
   // VS06: older than the oldest supported keeps INVALID_ARGUMENT (there are no rules for it).
   c.push_back({.id = "VS06_acc_too_old", .host = cuda2, .request = Req::Train(ACC).Accelerate("0.24.0"),
                .code = absl::StatusCode::kInvalidArgument,
-               .warnings = {"accelerate_version: '0.24.0' is older than devplace supports", "0.25.0 or newer"}});
+               .error_words = {"accelerate_version: '0.24.0' is older than devplace supports", "0.25.0 or newer"}});
   c.push_back({.id = "VS06_tf_too_old_detected", .host = cuda2,
                .request = Req::Train(TA).JobPackages(kSource, {{"torch", "2.1.0"}, {"transformers", "4.29.0"}}),
                .code = absl::StatusCode::kInvalidArgument,
-               .warnings = {"job_environment has transformers 4.29.0", "is older than devplace supports"}});
+               .error_words = {"job_environment has transformers 4.29.0", "is older than devplace supports"}});
   // VS07: the newest rules are Transformers 5's, which need Accelerate >= 1.1.0 (V-TF-V5): the
   // error names the job's own release.
   c.push_back({.id = "VS07_tf6_old_accelerate", .host = cuda2,
                .request = Req::Train(TA).Transformers("6.0.0").Accelerate("1.0.1"),
                .code = absl::StatusCode::kInvalidArgument,
-               .warnings = {"accelerate_version: 1.0.1 with transformers_version 6.0.0",
+               .error_words = {"accelerate_version: 1.0.1 with transformers_version 6.0.0",
                             "Transformers 5 requires Accelerate >= 1.1.0 (V-TF-V5)"}});
   // VS08: the rules applied are the newest ones: neuron joined Accelerate's order in 1.13
   // (V-ACC-DD-1.13), torch-tpu TrainingArguments' in 5.8 (V-TF-TA-TPU).
   c.push_back({.id = "VS08_acc_newest_order", .host = neuron2, .request = Req::Train(ACC).Accelerate("1.16.0"),
                .device = "neuron", .accelerate_job = "1.16.0", .accelerate_newer = true,
-               .explained = {"V-ACC-DD-1.13"}});
+               .explanation = {"V-ACC-DD-1.13"}});
   c.push_back({.id = "VS08_tf_newest_chain", .host = tpu2, .request = Req::Train(TA).Transformers("6.0.0"),
                .device = "tpu:0", .transformers_job = "6.0.0", .transformers_newer = true,
-               .explained = {"V-TF-TA-TPU"}});
+               .explanation = {"V-TF-TA-TPU"}});
   // VS09: torch has no newest release in the rules (only the first release of each device type,
   // G-PLUGIN): a newer torch is neither refused nor warned about, and its build tag still counts.
   c.push_back({.id = "VS09_torch_newer", .host = cuda2,
                .request = Req::Train(TA).JobPackages(kSource, {{"torch", "9.0.0+cu130"}, {"transformers", "5.15.0"},
                                                                     {"accelerate", "1.14.0"}}),
                .device = "cuda:0", .transformers_job = "5.15.0", .accelerate_job = "1.14.0",
-               .explained = {"torch 9.0.0+cu130 (+cu130: a cuda build) -> cuda"}});
+               .explanation = {"torch 9.0.0+cu130 (+cu130: a cuda build) -> cuda"}});
   return c;
 }
 
-void PrintTo(const Case& c, std::ostream* os) { *os << c.id; }
-
-class VersionSkewCases : public ::testing::TestWithParam<Case> {};
+class VersionSkewCases : public ::testing::TestWithParam<ResolveCase> {};
 
 TEST_P(VersionSkewCases, Resolves) {
-  const Case& k = GetParam();
+  const ResolveCase& k = GetParam();
   const v1::Inventory inv = k.host();
   absl::StatusOr<v1::ResolveDeviceResponse> got = placement::Resolve(inv, k.request);
   ASSERT_EQ(got.status().code(), k.code) << got.status();
   if (!got.ok()) {
-    for (const std::string& w : k.warnings) EXPECT_THAT(std::string(got.status().message()), HasSubstr(w));
+    for (const std::string& w : k.error_words) EXPECT_THAT(std::string(got.status().message()), HasSubstr(w));
     return;
   }
   const std::string dump = got->DebugString();
@@ -164,14 +149,13 @@ TEST_P(VersionSkewCases, Resolves) {
   for (const std::string& w : got->warnings()) skew += absl::StrContains(w, "(V-SKEW)");
   EXPECT_EQ(skew, int{k.transformers_newer} + int{k.accelerate_newer}) << dump;
   const std::string explanation = absl::StrJoin(got->explanation(), "\n");
-  for (const std::string& e : k.explained) EXPECT_THAT(explanation, HasSubstr(e)) << dump;
+  for (const std::string& e : k.explanation) EXPECT_THAT(explanation, HasSubstr(e)) << dump;
   if (!k.transformers_newer && !k.accelerate_newer) {
     EXPECT_THAT(explanation, Not(HasSubstr("V-SKEW")));
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Semantics, VersionSkewCases, ::testing::ValuesIn(Cases()),
-                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.id; });
+INSTANTIATE_TEST_SUITE_P(Semantics, VersionSkewCases, ::testing::ValuesIn(Cases()), CaseId);
 
 // What devplaced counts (devplace_version_skew_answers_total) comes from ResolveSerialized, the
 // same facts as the answer's fields.

@@ -24,6 +24,7 @@
 #include "server/placement/versions.h"
 #include "tests/placement/inventory_builder.h"
 #include "tests/placement/request_builder.h"
+#include "tests/placement/resolve_case.h"
 
 namespace devplace::testing {
 namespace {
@@ -38,17 +39,6 @@ constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
 constexpr auto kPrecondition = absl::StatusCode::kFailedPrecondition;
 const auto CUDA = v1::ROW_CUDA_NVIDIA;
 
-struct Case {
-  std::string id;
-  std::function<v1::Inventory()> host;
-  Req request;
-  absl::StatusCode code = kOk;
-  std::string device;
-  std::vector<std::string> words;  // each a substring of the explanation+warnings (ok) or the error
-  std::vector<int> host_indices;   // placed host indices when given
-  std::string accelerate_answered; // response.accelerate_version when given
-};
-
 const auto H = HostOf;
 
 Req Acc(const std::string& v, Req r) {
@@ -60,8 +50,8 @@ Req Tf(const std::string& v, Req r) {
   return r;
 }
 
-std::vector<Case> Cases() {
-  std::vector<Case> c;
+std::vector<ResolveCase> Cases() {
+  std::vector<ResolveCase> c;
   const auto cuda2 = H({{CUDA, 2}});
   const auto tpu2 = H({{v1::ROW_TPU, 2}});
   // ---- newest libraries (issue 10 items 1-6) -------------------------------------------------
@@ -448,12 +438,10 @@ std::vector<Case> Cases() {
   return c;
 }
 
-void PrintTo(const Case& c, std::ostream* os) { *os << c.id; }
-
-class VersionCases : public ::testing::TestWithParam<Case> {};
+class VersionCases : public ::testing::TestWithParam<ResolveCase> {};
 
 TEST_P(VersionCases, Resolves) {
-  const Case& k = GetParam();
+  const ResolveCase& k = GetParam();
   const v1::Inventory inv = k.host();
   absl::StatusOr<v1::ResolveDeviceResponse> got = Resolve(inv, k.request);
   ASSERT_EQ(got.status().code(), k.code) << got.status();
@@ -475,8 +463,7 @@ TEST_P(VersionCases, Resolves) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Semantics, VersionCases, ::testing::ValuesIn(Cases()),
-                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.id; });
+INSTANTIATE_TEST_SUITE_P(Semantics, VersionCases, ::testing::ValuesIn(Cases()), CaseId);
 
 // A torch_xla Trainium job (torch-neuronx and torch_xla among its packages): the answer names the Neuron row,
 // with no TPU wording and no claim that torch-neuronx is missing or that USE_TORCH_XLA=0 gets a neuron device.

@@ -262,6 +262,139 @@ void AppendReport(ProbeRun& run, const std::string& name, v1::ProbeStatus status
   report.set_message(std::move(message));
 }
 
+// Forks one child per prober, each running it (RunChild) on a copy of `facts` with its own result
+// pipe and its VendorCall in `calls`; a child that could not be started has its start_error.
+std::vector<Child> StartChildren(const std::vector<VendorProber>& probers, SharedCalls& calls, HostFacts& facts,
+                                 Clock::time_point start) {
+  std::vector<Child> children(probers.size());
+  const pid_t self = getpid();
+  std::fflush(nullptr);  // nothing buffered is written twice
+  for (size_t i = 0; i < probers.size(); ++i) {
+    Child& child = children[i];
+    child.prober = &probers[i];
+    child.call = calls.at(i);
+    child.start = start;
+    if (child.call == nullptr) {
+      child.start_error = absl::StrCat("cannot map shared memory: ", strerror(errno));
+      continue;
+    }
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+      child.start_error = absl::StrCat("cannot create a pipe: ", strerror(errno));
+      continue;
+    }
+    const pid_t pid = fork();
+    if (pid < 0) {
+      child.start_error = absl::StrCat("cannot fork: ", strerror(errno));
+      close(fds[0]);
+      close(fds[1]);
+      continue;
+    }
+    if (pid == 0) {
+      close(fds[0]);
+      for (size_t j = 0; j < i; ++j) {
+        if (children[j].fd >= 0) close(children[j].fd);
+      }
+      RunChild(probers[i], facts, *child.call, fds[1], self);
+    }
+    close(fds[1]);
+    child.pid = pid;
+    child.fd = fds[0];
+  }
+  return children;
+}
+
+// Reads the children's results until every child has exited or the deadline passed.
+void CollectResults(std::vector<Child>& children, Clock::time_point deadline) {
+  for (;;) {
+    std::vector<pollfd> polls;
+    std::vector<Child*> polled;
+    bool waiting_for_exit = false;
+    for (Child& child : children) {
+      if (child.pid < 0 || child.reaped) continue;
+      if (child.fd >= 0) {
+        polls.push_back({child.fd, POLLIN, 0});
+        polled.push_back(&child);
+      } else if (!TryReap(child)) {
+        waiting_for_exit = true;
+      }
+    }
+    if (polls.empty() && !waiting_for_exit) break;
+    const auto now = Clock::now();
+    if (now >= deadline) break;
+    int wait_ms = static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count());
+    if (waiting_for_exit) wait_ms = std::min(wait_ms, 2);
+    const int ready = poll(polls.data(), polls.size(), wait_ms);
+    if (ready < 0 && errno != EINTR) break;
+    for (size_t k = 0; ready > 0 && k < polls.size(); ++k) {
+      if (polls[k].revents == 0) continue;
+      char buffer[65536];
+      const ssize_t n = read(polls[k].fd, buffer, sizeof(buffer));
+      if (n > 0) {
+        polled[k]->data.append(buffer, static_cast<size_t>(n));
+      } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+        close(polled[k]->fd);
+        polled[k]->fd = -1;
+      }
+    }
+  }
+}
+
+// Appends `child`'s report to `run` and, when it ended with a result that parses, merges what its
+// prober changed (against `before`) into run.facts. A child still running is killed first.
+void ReportChild(Child& child, const HostFacts& before, std::chrono::milliseconds timeout, Clock::time_point start,
+                 ProbeRun& run) {
+  const std::string& name = child.prober->name;
+  if (!child.start_error.empty()) {
+    AppendReport(run, name, v1::PROBE_STATUS_ERROR, MillisecondsSince(start),
+                 absl::StrCat("could not run in its own process: ", child.start_error));
+    return;
+  }
+  if (!child.reaped && child.fd < 0) TryReap(child);
+  if (!child.reaped) {
+    // Still running at the deadline: kill it. A child stuck in the kernel (a driver call) dies
+    // when it leaves; if it has not by a short while, it is left to init to reap.
+    kill(child.pid, SIGKILL);
+    if (child.fd >= 0) close(child.fd);
+    for (int tries = 0; tries < 50 && !TryReap(child); ++tries) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    AppendReport(run, name, v1::PROBE_STATUS_TIMED_OUT, MillisecondsSince(start),
+                 absl::StrCat("gave up after ", timeout.count(), " ms (--probe_timeout): ", child.call->Describe(),
+                              " did not return; nothing of ", name, " merged"));
+    return;
+  }
+  const int status = child.wait_status;
+  if (WIFSIGNALED(status)) {
+    AppendReport(run, name, v1::PROBE_STATUS_CRASHED, child.duration_ms,
+                 absl::StrCat("its process was killed by ", SignalName(WTERMSIG(status)), " in ",
+                              child.call->Describe(), "; nothing of ", name, " merged"));
+    return;
+  }
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (code != 0) {
+    AppendReport(run, name, v1::PROBE_STATUS_ERROR, child.duration_ms,
+                 absl::StrCat("its process exited with status ", code, " in ", child.call->Describe(),
+                              " without a result; nothing of ", name, " merged"));
+    return;
+  }
+  auto result = DecodeResult(child.data);
+  if (!result.ok()) {
+    AppendReport(run, name, v1::PROBE_STATUS_ERROR, child.duration_ms,
+                 absl::StrCat("its process wrote a result that does not parse (", result.status().message(),
+                              "); nothing of ", name, " merged"));
+    return;
+  }
+  auto& [outcome, facts] = *result;
+  ApplyVendorChanges(before, facts, run.facts);
+  if (outcome.ok()) {
+    AppendReport(run, name, outcome->skipped ? v1::PROBE_STATUS_SKIPPED : v1::PROBE_STATUS_OK, child.duration_ms,
+                 outcome->message);
+  } else {
+    AppendReport(run, name, v1::PROBE_STATUS_ERROR, child.duration_ms, std::string(outcome.status().message()));
+  }
+}
+
 }  // namespace
 
 std::string EncodeFacts(const HostFacts& facts) {
@@ -376,129 +509,10 @@ void RunVendorProbersIsolated(const std::vector<VendorProber>& probers, std::chr
   if (probers.empty()) return;
   const HostFacts before = run.facts;
   SharedCalls calls(probers.size());
-  std::vector<Child> children(probers.size());
   const Clock::time_point start = Clock::now();
-  const Clock::time_point deadline = std::min(start + timeout, ends_by);
-  const pid_t self = getpid();
-  std::fflush(nullptr);  // nothing buffered is written twice
-  for (size_t i = 0; i < probers.size(); ++i) {
-    Child& child = children[i];
-    child.prober = &probers[i];
-    child.call = calls.at(i);
-    child.start = start;
-    if (child.call == nullptr) {
-      child.start_error = absl::StrCat("cannot map shared memory: ", strerror(errno));
-      continue;
-    }
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) {
-      child.start_error = absl::StrCat("cannot create a pipe: ", strerror(errno));
-      continue;
-    }
-    const pid_t pid = fork();
-    if (pid < 0) {
-      child.start_error = absl::StrCat("cannot fork: ", strerror(errno));
-      close(fds[0]);
-      close(fds[1]);
-      continue;
-    }
-    if (pid == 0) {
-      close(fds[0]);
-      for (size_t j = 0; j < i; ++j) {
-        if (children[j].fd >= 0) close(children[j].fd);
-      }
-      RunChild(probers[i], run.facts, *child.call, fds[1], self);
-    }
-    close(fds[1]);
-    child.pid = pid;
-    child.fd = fds[0];
-  }
-
-  // Collect results until every child has exited or the deadline passed.
-  for (;;) {
-    std::vector<pollfd> polls;
-    std::vector<Child*> polled;
-    bool waiting_for_exit = false;
-    for (Child& child : children) {
-      if (child.pid < 0 || child.reaped) continue;
-      if (child.fd >= 0) {
-        polls.push_back({child.fd, POLLIN, 0});
-        polled.push_back(&child);
-      } else if (!TryReap(child)) {
-        waiting_for_exit = true;
-      }
-    }
-    if (polls.empty() && !waiting_for_exit) break;
-    const auto now = Clock::now();
-    if (now >= deadline) break;
-    int wait_ms = static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count());
-    if (waiting_for_exit) wait_ms = std::min(wait_ms, 2);
-    const int ready = poll(polls.data(), polls.size(), wait_ms);
-    if (ready < 0 && errno != EINTR) break;
-    for (size_t k = 0; ready > 0 && k < polls.size(); ++k) {
-      if (polls[k].revents == 0) continue;
-      char buffer[65536];
-      const ssize_t n = read(polls[k].fd, buffer, sizeof(buffer));
-      if (n > 0) {
-        polled[k]->data.append(buffer, static_cast<size_t>(n));
-      } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-        close(polled[k]->fd);
-        polled[k]->fd = -1;
-      }
-    }
-  }
-
-  for (Child& child : children) {
-    const std::string& name = child.prober->name;
-    if (!child.start_error.empty()) {
-      AppendReport(run, name, v1::PROBE_STATUS_ERROR, MillisecondsSince(start),
-                   absl::StrCat("could not run in its own process: ", child.start_error));
-      continue;
-    }
-    if (!child.reaped && child.fd < 0) TryReap(child);
-    if (!child.reaped) {
-      // Still running at the deadline: kill it. A child stuck in the kernel (a driver call) dies
-      // when it leaves; if it has not by a short while, it is left to init to reap.
-      kill(child.pid, SIGKILL);
-      if (child.fd >= 0) close(child.fd);
-      for (int tries = 0; tries < 50 && !TryReap(child); ++tries) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      }
-      AppendReport(run, name, v1::PROBE_STATUS_TIMED_OUT, MillisecondsSince(start),
-                   absl::StrCat("gave up after ", timeout.count(), " ms (--probe_timeout): ", child.call->Describe(),
-                                " did not return; nothing of ", name, " merged"));
-      continue;
-    }
-    const int status = child.wait_status;
-    if (WIFSIGNALED(status)) {
-      AppendReport(run, name, v1::PROBE_STATUS_CRASHED, child.duration_ms,
-                   absl::StrCat("its process was killed by ", SignalName(WTERMSIG(status)), " in ",
-                                child.call->Describe(), "; nothing of ", name, " merged"));
-      continue;
-    }
-    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    if (code != 0) {
-      AppendReport(run, name, v1::PROBE_STATUS_ERROR, child.duration_ms,
-                   absl::StrCat("its process exited with status ", code, " in ", child.call->Describe(),
-                                " without a result; nothing of ", name, " merged"));
-      continue;
-    }
-    auto result = DecodeResult(child.data);
-    if (!result.ok()) {
-      AppendReport(run, name, v1::PROBE_STATUS_ERROR, child.duration_ms,
-                   absl::StrCat("its process wrote a result that does not parse (", result.status().message(),
-                                "); nothing of ", name, " merged"));
-      continue;
-    }
-    auto& [outcome, facts] = *result;
-    ApplyVendorChanges(before, facts, run.facts);
-    if (outcome.ok()) {
-      AppendReport(run, name, outcome->skipped ? v1::PROBE_STATUS_SKIPPED : v1::PROBE_STATUS_OK, child.duration_ms,
-                   outcome->message);
-    } else {
-      AppendReport(run, name, v1::PROBE_STATUS_ERROR, child.duration_ms, std::string(outcome.status().message()));
-    }
-  }
+  std::vector<Child> children = StartChildren(probers, calls, run.facts, start);
+  CollectResults(children, std::min(start + timeout, ends_by));
+  for (Child& child : children) ReportChild(child, before, timeout, start, run);
 }
 
 }  // namespace devplace::probe
