@@ -13,6 +13,8 @@
 #include "gtest/gtest.h"
 #include "tests/client/test_server.h"
 #include "tests/common/command.h"
+#include "tests/common/fixtures.h"
+#include "tests/common/scoped_env.h"
 #include "tests/common/temp_dir.h"
 
 namespace devplace::testing {
