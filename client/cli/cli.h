@@ -1,7 +1,7 @@
-// What the files of the devplace CLI share (besides output.h, the tables and JSON, and
-// connect_flags.h, the connection flags and WithClient): the Command entry every command file
-// defines, exit statuses and error lines (devplace.cc), the request flags (request_flags.cc) and
-// saved inventories (inventory_file.cc).
+// What the files of the devplace CLI share (besides output.h, the tables and JSON, connect_flags.h,
+// the connection flags and WithClient, and request_flags.h, the request flags and which commands take
+// them): the Command entry every command file defines, exit statuses and error lines (devplace.cc),
+// the flags of `pick` and `run` (pick.cc) and saved inventories (inventory_file.cc).
 #ifndef DEVPLACE_CLIENT_CLI_CLI_H_
 #define DEVPLACE_CLIENT_CLI_CLI_H_
 
@@ -68,7 +68,8 @@ extern std::vector<std::string> g_arguments;
 
 // ---- pick.cc: the flags of `pick` and `run` ----
 
-// Their names, for both commands' entries.
+// Their names, for both commands' entries: --count, --min_free, --shared, --row, --ttl, --wait, then
+// the request flags that bound the choice (RequestFlagNames(RequestFlagUser::kPick), request_flags.h).
 const std::vector<const char*>& PickFlagNames();
 // PickOptions from --count, --min_free, --shared, --row, --ttl, --wait and this process's
 // environment (ResolveOptions::FromEnvironment): the holder is `process_holder` (pick: the parent
@@ -93,23 +94,6 @@ int UsageError(absl::string_view command, absl::string_view message);
 // Prints `devplace: <g_command>: <CODE>: <message>` on stderr (CODE the status code's name, the
 // message on one line, control characters replaced, cut after 1000 characters); returns kExitError.
 int Fail(const absl::Status& status);
-
-// ---- request_flags.cc: the request flags of `resolve` (and `fleet --resolve`) ----
-
-// Every --env value in command-line order (absl keeps only the last value of a flag): the
-// command-line parser appends each one, OptionsFromFlags() reads them.
-extern std::vector<std::string> g_env_values;
-
-// The ResolveOptions the request flags (--workload, --convention, --device_map, --env, ...)
-// describe, on top of this process's placement variables and /dev nodes
-// (ResolveOptions::FromEnvironment) unless --no_environment or `use_environment` is false; the
-// flags win over the environment. `offline`: the job is resolved against a saved inventory, so
-// this /dev says nothing (job_device_nodes stays unknown unless --job_device_nodes). Errors:
-// INVALID_ARGUMENT with a usage message naming the flag (missing or bad --workload, bad
-// --convention, unsupported --transformers_version / --accelerate_version, an --env piece that is
-// not K=V). Without `workload_required` a missing --workload leaves it UNSPECIFIED (pick, run).
-absl::StatusOr<ResolveOptions> OptionsFromFlags(bool offline, bool use_environment = true,
-                                                bool workload_required = true);
 
 // ---- inventory_file.cc: --inventory=FILE, for `resolve` and `labels` offline ----
 

@@ -8,12 +8,13 @@
 //
 // Each command is a file of its own (resolve.cc, ..., fleet.cc) defining its flags, its Command
 // entry (cli.h) and what it runs; what several share is output.{h,cc} (tables, JSON),
-// connect_flags.{h,cc} (--address, --timeout, --tls_*), request_flags.cc (resolve's request flags)
-// and inventory_file.cc (--inventory). resolve, inventory, labels, backends, watch, health and
-// refresh call the daemon through libdevplace; `probe`, `resolve --inventory=FILE` and
-// `labels --inventory=FILE` run the probers / the resolver / the label mapping in-process and need
-// no daemon. The parser here checks the command line itself (each command accepts only the global
-// flags and its own) so that usage errors exit with status 2.
+// connect_flags.{h,cc} (--address, --timeout, --tls_*), request_flags.{h,cc} (resolve's request
+// flags, and which of them fleet, pick and run take) and inventory_file.cc (--inventory).
+// resolve, inventory, labels, backends, watch, health and refresh call the daemon through
+// libdevplace; `probe`, `resolve --inventory=FILE` and `labels --inventory=FILE` run the probers /
+// the resolver / the label mapping in-process and need no daemon. The parser here checks the
+// command line itself (each command accepts only the global flags and its own) so that usage errors
+// exit with status 2.
 #include <stdlib.h>
 
 #include <algorithm>
@@ -36,6 +37,7 @@
 #include "absl/strings/string_view.h"
 #include "client/cli/cli.h"
 #include "client/cli/connect_flags.h"
+#include "client/cli/request_flags.h"
 #include "server/common/flag_errors.h"
 #include "server/common/version.h"
 #include "server/placement/env_typos.h"

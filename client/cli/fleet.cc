@@ -33,6 +33,7 @@
 #include "client/cli/cli.h"
 #include "client/cli/connect_flags.h"
 #include "client/cli/output.h"
+#include "client/cli/request_flags.h"
 #include "client/common/bounded_read.h"
 #include "devplace/client.h"
 #include "server/common/address.h"
@@ -51,13 +52,6 @@ namespace {
 
 constexpr int kExitSomeFailed = 1;
 constexpr int kMaxConcurrency = 1024;
-// The flags of `devplace resolve` that describe the job (read by OptionsFromFlags); not
-// --no_environment (implied), --explain or --inventory.
-constexpr const char* kRequestFlags[] = {"workload",   "convention", "device_map",       "use_cpu",
-                                         "local_rank", "world_size", "runtime_backends", "strict",
-                                         "model_size_bytes", "env",  "job_device_nodes",
-                                         "transformers_version", "accelerate_version", "python_env", "python"};
-
 constexpr const char* kAccepted = kTargetForms;
 
 // A targets file: a regular file of at most 1 MiB (a fleet of thousands of nodes is a few hundred
@@ -134,10 +128,11 @@ absl::StatusOr<std::vector<std::string>> ParseFleetTargets(const std::string& va
   return targets;
 }
 
-// The flags `fleet` accepts besides the global ones (--timeout, --json, --tls_*).
+// The flags `fleet` accepts besides the global ones (--timeout, --json, --tls_*): its own, then the
+// request flags of `devplace resolve` that describe the job (read by OptionsFromFlags).
 std::vector<const char*> FleetFlags() {
   std::vector<const char*> flags = {"targets", "concurrency", "resolve"};
-  flags.insert(flags.end(), std::begin(kRequestFlags), std::end(kRequestFlags));
+  for (const char* name : RequestFlagNames(RequestFlagUser::kFleet)) flags.push_back(name);
   return flags;
 }
 
@@ -282,7 +277,7 @@ int RunFleet() {
   }
   std::optional<ResolveOptions> job;
   if (!absl::GetFlag(FLAGS_resolve)) {
-    for (const char* name : kRequestFlags) {
+    for (const char* name : RequestFlagNames(RequestFlagUser::kFleet)) {
       const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
       if (flag->CurrentValue() != flag->DefaultValue()) {
         return UsageError(g_command, absl::StrCat("--", name, " describes a job: it applies only with --resolve"));

@@ -24,6 +24,7 @@
 #include "client/common/bounded_read.h"
 #include "client/cli/connect_flags.h"
 #include "client/cli/output.h"
+#include "client/cli/request_flags.h"
 #include "devplace/client.h"
 #include "server/placement/backends.h"
 
@@ -267,11 +268,12 @@ absl::StatusOr<PickOptions> PickOptionsFromFlags(v1::LeaseHolder process_holder)
 }
 
 const std::vector<const char*>& PickFlagNames() {
-  static const std::vector<const char*> names = {"count",          "min_free",         "shared",
-                                                  "row",            "ttl",              "wait",
-                                                  "env",            "no_environment",   "job_device_nodes",
-                                                  "runtime_backends", "dra_metadata_dir", "workload"};
-  return names;
+  static const std::vector<const char*>* const names = [] {
+    auto* flags = new std::vector<const char*>{"count", "min_free", "shared", "row", "ttl", "wait"};
+    for (const char* name : RequestFlagNames(RequestFlagUser::kPick)) flags->push_back(name);
+    return flags;
+  }();
+  return *names;
 }
 
 Command PickCommand() {

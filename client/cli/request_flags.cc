@@ -1,6 +1,9 @@
-// The request flags of `devplace resolve` (also `fleet --resolve`): the job's workload,
-// convention, device_map, rank, variables, device nodes and library versions, and
-// OptionsFromFlags() that turns them into ResolveOptions (cli.h).
+// The request flags of `devplace resolve` (also `fleet --resolve`, `pick` and `run`): the job's
+// workload, convention, device_map, rank, variables, device nodes and library versions, which
+// commands take each (RequestFlagNames), and OptionsFromFlags() that turns them into ResolveOptions
+// (request_flags.h).
+#include "client/cli/request_flags.h"
+
 #include <map>
 #include <optional>
 #include <string>
@@ -15,7 +18,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "client/cli/cli.h"
 #include "devplace/client.h"
 #include "server/placement/versions.h"
 
@@ -86,6 +88,25 @@ std::vector<std::string> g_env_values;
 
 namespace {
 
+// Every request flag that describes the job, in `devplace resolve --help`'s order, and whether
+// `fleet --resolve` and `pick` / `run` take it (resolve takes them all).
+struct RequestFlag {
+  const char* name;
+  bool fleet;
+  bool pick;
+};
+constexpr RequestFlag kRequestFlags[] = {
+    {"workload", true, true},          {"convention", true, false},
+    {"device_map", true, false},       {"use_cpu", true, false},
+    {"local_rank", true, false},       {"world_size", true, false},
+    {"runtime_backends", true, true},  {"strict", true, false},
+    {"model_size_bytes", true, false}, {"transformers_version", true, false},
+    {"accelerate_version", true, false}, {"python_env", true, false},
+    {"python", true, false},           {"env", true, true},
+    {"no_environment", false, true},   {"job_device_nodes", true, true},
+    {"dra_metadata_dir", false, true},
+};
+
 // --env values as K=V entries; a comma piece without '=' continues the previous value.
 absl::StatusOr<std::map<std::string, std::string>> EnvFlag() {
   std::map<std::string, std::string> env;
@@ -116,6 +137,16 @@ bool ParseEnumFlag(const std::string& value, const std::string& prefix, bool (*p
 }
 
 }  // namespace
+
+std::vector<const char*> RequestFlagNames(RequestFlagUser user) {
+  std::vector<const char*> names;
+  for (const RequestFlag& flag : kRequestFlags) {
+    if (user == RequestFlagUser::kResolve || (user == RequestFlagUser::kFleet ? flag.fleet : flag.pick)) {
+      names.push_back(flag.name);
+    }
+  }
+  return names;
+}
 
 absl::StatusOr<ResolveOptions> OptionsFromFlags(bool offline, bool use_environment, bool workload_required) {
   const bool no_env = !use_environment || absl::GetFlag(FLAGS_no_environment);

@@ -17,6 +17,7 @@
 #include "client/cli/cli.h"
 #include "client/cli/connect_flags.h"
 #include "client/cli/output.h"
+#include "client/cli/request_flags.h"
 #include "devplace/client.h"
 #include "server/placement/backends.h"
 #include "server/placement/resolver.h"
@@ -125,6 +126,13 @@ int RunResolve() {
   });
 }
 
+// The request flags that describe the job, then resolve's own, then --fallback.
+std::vector<const char*> ResolveFlags() {
+  std::vector<const char*> flags = RequestFlagNames(RequestFlagUser::kResolve);
+  flags.insert(flags.end(), {"explain", "quiet", "inventory", "fallback"});
+  return flags;
+}
+
 }  // namespace
 
 Command ResolveCommand() {
@@ -144,10 +152,7 @@ Command ResolveCommand() {
           "Warnings (a present accelerator the job cannot use, ...) go to stderr\n"
           "unless --quiet; --explain adds the reasoning on stderr; --json prints the whole\n"
           "ResolveDeviceResponse on stdout instead.",
-          {"workload", "convention", "device_map", "use_cpu", "local_rank", "world_size", "runtime_backends", "strict",
-           "model_size_bytes", "transformers_version", "accelerate_version", "python_env", "python", "env",
-           "no_environment", "job_device_nodes", "dra_metadata_dir", "explain", "quiet", "inventory", "fallback"},
-          &RunResolve};
+          ResolveFlags(), &RunResolve};
 }
 
 }  // namespace devplace::cli

@@ -1,5 +1,6 @@
 // The real `devplace` binary: offline probe and resolve, output contracts, exit statuses and
 // messages, and the online commands against the in-process test server.
+#include <algorithm>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -13,6 +14,8 @@
 #include "gtest/gtest.h"
 #include "tests/client/test_server.h"
 #include "tests/common/command.h"
+#include "tests/common/fixtures.h"
+#include "tests/common/scoped_env.h"
 #include "tests/common/temp_dir.h"
 
 namespace devplace::testing {
@@ -237,6 +240,53 @@ TEST_F(CliTest, HelpExplainsCommandsAndFlags) {
     EXPECT_THAT(r.out, HasSubstr("devplace slurm gres [--inventory=FILE]")) << group_help;
     EXPECT_THAT(r.out, HasSubstr("devplace slurm task-prolog [--inventory=FILE]")) << group_help;
   }
+}
+
+// The flags `devplace <command> --help` lists under "Flags:", in order.
+std::vector<std::string> HelpFlags(const std::string& help) {
+  const size_t start = help.find("\nFlags:\n"), end = help.find("\nGlobal flags:\n");
+  std::vector<std::string> flags;
+  if (start == std::string::npos || end == std::string::npos || end < start) {
+    ADD_FAILURE() << "no Flags: section in\n" << help;
+    return flags;
+  }
+  std::istringstream lines(help.substr(start, end - start));
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("  --", 0) == 0) flags.push_back(line.substr(4, line.find('=') - 4));  // "  --name=VALUE"
+  }
+  return flags;
+}
+
+// The request flags of fleet, pick and run are resolve's (one list, request_flags.cc): each command
+// takes exactly its subset, and lists it in resolve's order after its own flags.
+TEST_F(CliTest, FleetPickAndRunTakeResolvesRequestFlagsInItsOrder) {
+  const std::vector<std::string> resolve = HelpFlags(Run("resolve --help").out);
+  const std::vector<std::string> job(resolve.begin(), std::find(resolve.begin(), resolve.end(), "explain"));
+  ASSERT_EQ(job.size(), 17u) << ::testing::PrintToString(resolve);
+  EXPECT_EQ(std::vector<std::string>(resolve.begin() + 17, resolve.end()),
+            (std::vector<std::string>{"explain", "quiet", "inventory", "fallback"}));
+  const auto subset = [&job](std::initializer_list<const char*> skip) {
+    std::vector<std::string> out;
+    for (const std::string& f : job) {
+      if (std::find(skip.begin(), skip.end(), f) == skip.end()) out.push_back(f);
+    }
+    return out;
+  };
+  std::vector<std::string> fleet = {"targets", "concurrency", "resolve"};
+  for (const std::string& f : subset({"no_environment", "dra_metadata_dir"})) fleet.push_back(f);
+  EXPECT_EQ(HelpFlags(Run("fleet --help").out), fleet);
+  std::vector<std::string> pick = {"count", "min_free", "shared", "row", "ttl", "wait"};
+  for (const std::string& f : subset({"convention", "device_map", "use_cpu", "local_rank", "world_size", "strict",
+                                      "model_size_bytes", "transformers_version", "accelerate_version",
+                                      "python_env", "python"})) {
+    pick.push_back(f);
+  }
+  EXPECT_EQ(HelpFlags(Run("pick --help").out), pick);
+  EXPECT_EQ(HelpFlags(Run("run --help").out), pick);
+  // Accepted means parsed: a request flag of resolve's that pick does not take is a usage error.
+  const CommandResult r = Run("pick --device_map=auto");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, StartsWith("devplace: pick: flag --device_map does not apply to this command"));
 }
 
 TEST_F(CliTest, UnreachableDaemonExitsOneWithUnavailable) {

@@ -14,6 +14,7 @@
 #include "server/placement/job_environment.h"
 #include "server/placement/resolver.h"
 #include "tests/client/test_server.h"
+#include "tests/common/scoped_env.h"
 #include "tests/common/temp_dir.h"
 
 namespace devplace::testing {

@@ -1,9 +1,6 @@
 #include "tests/client/test_server.h"
 
-#include <stdlib.h>
-
 #include <chrono>
-#include <cstdlib>
 
 #include "gtest/gtest.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -13,10 +10,9 @@
 #include "server/placement/backends.h"
 #include "server/placement/resolver.h"
 #include "server/probe/host/host_root.h"
+#include "tests/common/fixtures.h"
 
 namespace devplace::testing {
-
-std::string FixtureHost(const std::string& name) { return std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/" + name; }
 
 v1::Inventory FixtureInventory(const std::string& name) {
   v1::Inventory inventory = probe::ProbeInventory(probe::HostRoot(FixtureHost(name)));
@@ -119,25 +115,5 @@ TestServer::~TestServer() {
 }
 
 void TestServer::SetServing(bool serving) { server_->GetHealthCheckService()->SetServingStatus(serving); }
-
-ScopedEnv::ScopedEnv(const std::string& name, const char* value) : name_(name) {
-  if (const char* old = std::getenv(name.c_str())) {
-    had_ = true;
-    old_ = old;
-  }
-  if (value == nullptr) {
-    unsetenv(name.c_str());
-  } else {
-    setenv(name.c_str(), value, 1);
-  }
-}
-
-ScopedEnv::~ScopedEnv() {
-  if (had_) {
-    setenv(name_.c_str(), old_.c_str(), 1);
-  } else {
-    unsetenv(name_.c_str());
-  }
-}
 
 }  // namespace devplace::testing

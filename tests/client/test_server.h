@@ -18,9 +18,6 @@
 
 namespace devplace::testing {
 
-// tests/fixtures/hosts/<name>.
-std::string FixtureHost(const std::string& name);
-
 // The inventory devplace's probers build for a fixture host, with revision 1.
 v1::Inventory FixtureInventory(const std::string& name);
 
@@ -101,20 +98,6 @@ class TestServer {
   std::string target_;
   std::unique_ptr<TestPlacementService> service_;
   std::unique_ptr<grpc::Server> server_;
-};
-
-// Sets (value) or unsets (nullptr) an environment variable for the scope; restores it after.
-class ScopedEnv {
- public:
-  ScopedEnv(const std::string& name, const char* value);
-  ~ScopedEnv();
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  std::string name_;
-  bool had_ = false;
-  std::string old_;
 };
 
 }  // namespace devplace::testing

@@ -3,7 +3,6 @@
 // device_map="auto" gets max_memory from the libraries' figures over the wire, with the library
 // named in the explanation; the CLI shows them; a library that crashes leaves the daemon serving.
 #include <signal.h>
-#include <stdlib.h>
 
 #include <string>
 
@@ -14,8 +13,12 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "tests/common/command.h"
+#include "tests/common/fixtures.h"
+#include "tests/common/scoped_env.h"
 #include "tests/common/temp_dir.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/daemon_test_util.h"
+#include "tests/probe/test_util.h"
 
 namespace devplace::testing {
 namespace {
@@ -31,48 +34,20 @@ struct Library {
   const char* host;
   const char* script;      // tests/fixtures/<prober>/<script>.txt
   const char* type;        // the row's PyTorch device type
+  v1::Row row;
 };
 
 const Library kLibraries[] = {
-    {"hlml", "FAKE_HLML_CONFIG", DEVPLACE_FAKE_HLML, "hpu-2x-gaudi2", "gaudi2", "hpu"},
-    {"dcmi", "FAKE_DCMI_CONFIG", DEVPLACE_FAKE_DCMI, "npu-2x-910b", "910b", "npu"},
-    {"cndev", "FAKE_CNDEV_CONFIG", DEVPLACE_FAKE_CNDEV, "mlu-2x-mlu370", "mlu370", "mlu"},
-    {"mtml", "FAKE_MTML_CONFIG", DEVPLACE_FAKE_MTML, "musa-2x-s4000", "s4000", "musa"},
+    {"hlml", "FAKE_HLML_CONFIG", DEVPLACE_FAKE_HLML, "hpu-2x-gaudi2", "gaudi2", "hpu", v1::ROW_HPU},
+    {"dcmi", "FAKE_DCMI_CONFIG", DEVPLACE_FAKE_DCMI, "npu-2x-910b", "910b", "npu", v1::ROW_NPU},
+    {"cndev", "FAKE_CNDEV_CONFIG", DEVPLACE_FAKE_CNDEV, "mlu-2x-mlu370", "mlu370", "mlu", v1::ROW_MLU},
+    {"mtml", "FAKE_MTML_CONFIG", DEVPLACE_FAKE_MTML, "musa-2x-s4000", "s4000", "musa", v1::ROW_MUSA},
 };
 
 void PrintTo(const Library& l, std::ostream* os) { *os << l.prober; }
 
-std::string Host(const std::string& name) { return std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/" + name; }
 std::string Script(const Library& l, const std::string& name) {
   return absl::StrCat(DEVPLACE_FIXTURES_DIR, "/", l.prober, "/", name, ".txt");
-}
-
-// Sets an environment variable for the daemon (and so its probe child) started in this scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) { setenv(name, value.c_str(), 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-
- private:
-  const char* name_;
-};
-
-std::unique_ptr<v1::DevicePlacement::Stub> Stub(const std::string& target) {
-  return v1::DevicePlacement::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
-}
-
-const v1::ProbeReport* Report(const v1::Inventory& inv, const std::string& name) {
-  for (const v1::ProbeReport& r : inv.probe_reports()) {
-    if (r.name() == name) return &r;
-  }
-  return nullptr;
-}
-
-const v1::Backend* Row(const v1::Inventory& inv, const std::string& type) {
-  for (const v1::Backend& b : inv.backends()) {
-    if (b.device_type() == type) return &b;
-  }
-  return nullptr;
 }
 
 class AccelDaemonTest : public ::testing::TestWithParam<Library> {};
@@ -81,17 +56,17 @@ TEST_P(AccelDaemonTest, AutoDeviceMapGetsMaxMemoryFromTheLibrary) {
   const Library& l = GetParam();
   TempDir dir;
   ScopedEnv config(l.config_env, Script(l, l.script));
-  DaemonProcess d(dir.path(), {"--host_root=" + Host(l.host), absl::StrCat("--", l.prober, "_library=", l.fake),
+  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost(l.host), absl::StrCat("--", l.prober, "_library=", l.fake),
                                "--nvml_library="});
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
   auto stub = Stub(d.unix_target());
   grpc::ClientContext ctx;
   v1::Inventory inv;
   ASSERT_TRUE(stub->GetInventory(&ctx, {}, &inv).ok());
-  const v1::ProbeReport* report = Report(inv, l.prober);
+  const v1::ProbeReport* report = FindReport(inv, l.prober);
   ASSERT_NE(report, nullptr);
   EXPECT_EQ(report->status(), v1::PROBE_STATUS_OK) << report->message();
-  const v1::Backend* row = Row(inv, l.type);
+  const v1::Backend* row = FindRow(inv, l.row);
   ASSERT_NE(row, nullptr);
   ASSERT_EQ(row->devices_size(), 2);
   for (const v1::Device& device : row->devices()) ASSERT_TRUE(device.has_memory_free_bytes()) << device.pci_bus_id();
@@ -119,7 +94,7 @@ TEST_P(AccelDaemonTest, CliProbeShowsNamesUuidsAndMemory) {
   const Library& l = GetParam();
   const CommandResult r = RunCommand(absl::StrCat(l.config_env, "=", ShellQuote(Script(l, l.script)), " ",
                                                   ShellQuote(DEVPLACE_CLI_BINARY), " probe --json --nvml_library= --host_root=",
-                                                  ShellQuote(Host(l.host)), " --", l.prober, "_library=", ShellQuote(l.fake)));
+                                                  ShellQuote(FixtureHost(l.host)), " --", l.prober, "_library=", ShellQuote(l.fake)));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr(absl::StrCat("\"memory_source\": \"", l.prober, "\"")));
   EXPECT_THAT(r.out, HasSubstr("\"memoryTotalBytes\": \""));
@@ -140,7 +115,7 @@ TEST(AccelDaemon, CrashingLibraryLeavesTheDaemonServing) {
       dir.Write("crash.txt", "crash mtmlMemoryGetTotal 1\n" + ReadFile(Script(l, l.script)));
   ScopedEnv config(l.config_env, script);
   ScopedEnv log("FAKE_MTML_LOG", dir.File("calls"));
-  DaemonProcess d(dir.path(), {"--host_root=" + Host(l.host), absl::StrCat("--mtml_library=", l.fake),
+  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost(l.host), absl::StrCat("--mtml_library=", l.fake),
                                "--nvml_library=", "--refresh_interval=0s"});
   const absl::Time deadline = absl::Now() + absl::Seconds(20);
   while (ReadFile(dir.File("calls")).find("mtmlMemoryGetTotal 1") == std::string::npos && absl::Now() < deadline) {
@@ -156,11 +131,11 @@ TEST(AccelDaemon, CrashingLibraryLeavesTheDaemonServing) {
   v1::Inventory inv;
   const grpc::Status status = stub->GetInventory(&ctx2, {}, &inv);
   if (status.ok()) {  // the crash cost only the mtml prober
-    const v1::ProbeReport* report = Report(inv, "mtml");
+    const v1::ProbeReport* report = FindReport(inv, "mtml");
     ASSERT_NE(report, nullptr);
     EXPECT_NE(report->status(), v1::PROBE_STATUS_OK);
-    ASSERT_NE(Row(inv, "musa"), nullptr);
-    EXPECT_EQ(Row(inv, "musa")->devices_size(), 2);
+    ASSERT_NE(FindRow(inv, v1::ROW_MUSA), nullptr);
+    EXPECT_EQ(FindRow(inv, v1::ROW_MUSA)->devices_size(), 2);
   } else {  // the crash cost the probe run; the reason is served
     EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
     EXPECT_THAT(status.error_message(), HasSubstr("the last probe of this host failed"));

@@ -16,6 +16,7 @@
 #include "tests/common/command.h"
 #include "tests/common/temp_dir.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/daemon_test_util.h"
 
 namespace devplace::testing {
 namespace {
@@ -63,7 +64,7 @@ TEST_F(BufCurl, ListsTheServiceMethodsAndCallsGetInventoryThroughReflection) {
   ASSERT_EQ(json.exit_code, 0) << json.out;
   v1::Inventory via_buf;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json.out, &via_buf).ok()) << json.out;
-  auto stub = v1::DevicePlacement::NewStub(grpc::CreateChannel(d.tcp_target(), grpc::InsecureChannelCredentials()));
+  auto stub = Stub(d.tcp_target());
   grpc::ClientContext ctx;
   v1::Inventory via_stub;
   ASSERT_TRUE(stub->GetInventory(&ctx, {}, &via_stub).ok());

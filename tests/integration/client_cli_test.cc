@@ -10,22 +10,16 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "tests/common/command.h"
+#include "tests/common/fixtures.h"
 #include "tests/common/temp_dir.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/daemon_test_util.h"
 
 namespace devplace::testing {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
-
-std::string Host(const std::string& name) { return std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/" + name; }
-
-// Runs the devplace CLI with `args` (after `prefix`, e.g. "timeout 1"), capturing stdout and
-// stderr separately.
-CommandResult RunCli(const std::string& args, const std::string& prefix = "") {
-  return RunCommand(absl::StrCat(prefix, " ", ShellQuote(DEVPLACE_CLI_BINARY), " ", args));
-}
 
 // Waits for the first inventory (up to 60 s: a guard, the event is SERVING).
 void WaitServing(const Client& client) {
@@ -39,7 +33,7 @@ void WaitServing(const Client& client) {
 
 TEST(ClientAndCli, EveryRpcThroughTheLibrary) {
   TempDir dir;
-  DaemonProcess d(dir.path(), {"--host_root=" + Host("nvidia-2x-h100")});
+  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("nvidia-2x-h100")});
   for (const std::string& target : {d.unix_target(), d.tcp_target()}) {
     SCOPED_TRACE(target);
     ConnectOptions options;
@@ -85,7 +79,7 @@ TEST(ClientAndCli, EveryRpcThroughTheLibrary) {
 
 TEST(ClientAndCli, EveryCommandOfTheCli) {
   TempDir dir;
-  DaemonProcess d(dir.path(), {"--host_root=" + Host("nvidia-2x-h100")});
+  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("nvidia-2x-h100")});
   const std::string at = "--address=" + d.unix_target();
   CommandResult health;
   for (const absl::Time give_up = absl::Now() + absl::Seconds(60); health.out != "SERVING\n" && absl::Now() < give_up;) {
@@ -136,7 +130,7 @@ TEST(ClientAndCli, EveryCommandOfTheCli) {
 
 TEST(ClientAndCli, CpuOnlyHostExplainsThatNoAcceleratorRowIsPresent) {
   TempDir dir;
-  DaemonProcess d(dir.path(), {"--host_root=" + Host("cpu-only")});
+  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("cpu-only")});
   const std::string at = "--address=" + d.tcp_target();
   CommandResult health;
   for (int i = 0; i < 100 && health.out != "SERVING\n"; ++i) health = RunCli(at + " health");

@@ -25,8 +25,10 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "tests/common/command.h"
+#include "tests/common/fixtures.h"
 #include "tests/common/temp_dir.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/daemon_test_util.h"
 
 namespace devplace::testing {
 namespace {
@@ -34,12 +36,10 @@ namespace {
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
-std::string Fixture(const std::string& name) { return std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/" + name; }
-
 // A copy of a fixture host the test may change.
 std::string CopyFixture(const std::string& name, const std::string& dir) {
   const std::string dst = dir + "/host";
-  fs::copy(Fixture(name), dst, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+  fs::copy(FixtureHost(name), dst, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
   return dst;
 }
 
@@ -52,12 +52,6 @@ struct Stubs {
   std::unique_ptr<v1::DevicePlacement::Stub> placement;
   std::unique_ptr<grpc::health::v1::Health::Stub> health;
 };
-
-std::unique_ptr<grpc::ClientContext> Ctx(absl::Duration timeout = absl::Seconds(10)) {
-  auto ctx = std::make_unique<grpc::ClientContext>();
-  ctx->set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout));
-  return ctx;
-}
 
 bool Serving(Stubs& s) {
   grpc::health::v1::HealthCheckRequest req;
@@ -81,7 +75,7 @@ v1::ResolveDeviceRequest Inference(const std::string& device_map) {
 
 TEST(Daemon, ServesEveryRpcOverUnixSocketAndTcp) {
   TempDir dir;
-  DaemonProcess d(dir.path(), {"--host_root=" + Fixture("nvidia-2x-h100")});
+  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("nvidia-2x-h100")});
   struct stat st;
   ASSERT_EQ(stat(d.socket_path().c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0666u);
@@ -171,7 +165,7 @@ TEST(Daemon, UnavailableUntilTheFirstProbeThenServing) {
   TempDir dir;
   const std::string slow =
       dir.Script("slow-probe", absl::StrCat("sleep 1.5\nexec ", ShellQuote(DEVPLACE_PROBE_BINARY), " \"$@\"")).back();
-  DaemonProcess d(dir.path(), {"--host_root=" + Fixture("cpu-only"), "--probe_command=" + slow});
+  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("cpu-only"), "--probe_command=" + slow});
   Stubs s(d.tcp_target());
   v1::ResolveDeviceResponse answer;
   grpc::Status early = s.placement->ResolveDevice(Ctx().get(), Inference(""), &answer);
@@ -191,7 +185,7 @@ void ExpectLastGoodSnapshotSurvives(const std::string& after, grpc::StatusCode c
       dir.Script("flaky-probe", absl::StrCat("if [ -e ", dir.path(), "/ran ]; then\n", after, "\nfi\ntouch ",
                                              dir.path(), "/ran\nexec ", ShellQuote(DEVPLACE_PROBE_BINARY), " \"$@\""))
           .back();
-  DaemonProcess d(dir.path(), {"--host_root=" + Fixture("nvidia-2x-h100"), "--probe_command=" + probe,
+  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("nvidia-2x-h100"), "--probe_command=" + probe,
                                "--probe_timeout=3s", "--refresh_interval=0s"});
   Stubs s(d.unix_target());  // RefreshInventory: root over the unix socket
   WaitServing(s);
@@ -233,7 +227,7 @@ TEST(Daemon, SigtermDuringCallsAndWatchesEndsCleanly) {
                                                     dir.path(), "/ran\nexec ", ShellQuote(DEVPLACE_PROBE_BINARY), " \"$@\""))
                                 .back();
   // A grace far longer than the slow probe's second, however slow the machine or the build.
-  DaemonProcess d(dir.path(), {"--host_root=" + Fixture("amd-2x-mi210"), "--probe_command=" + probe,
+  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("amd-2x-mi210"), "--probe_command=" + probe,
                                "--refresh_interval=0s", "--shutdown_grace=30s"});
   Stubs s(d.unix_target());
   WaitServing(s);
@@ -269,7 +263,7 @@ TEST(Daemon, MergesTheLibtorchViewFromTheTorchProbe) {
   TempDir dir;
   // --probe_timeout: loading libtorch takes about 1 s on an idle machine and passed the 10 s default
   // on a loaded one.
-  DaemonProcess d(dir.path(), {"--host_root=" + Fixture("cpu-only"), "--refresh_interval=0s",
+  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("cpu-only"), "--refresh_interval=0s",
                                "--torch_probe_command=" DEVPLACE_TORCH_PROBE_BINARY, "--probe_timeout=120s"});
   Stubs s(d.unix_target());
   WaitServing(s);
@@ -290,7 +284,7 @@ TEST(Daemon, MergesTheLibtorchViewFromTheTorchProbe) {
   EXPECT_EQ(mapped.find("libtorch"), std::string::npos);
   // --torch_probe_command=none disables it, and says so.
   TempDir dir2;
-  DaemonProcess off(dir2.path(), {"--host_root=" + Fixture("cpu-only"), "--torch_probe_command=none"});
+  DaemonProcess off(dir2.path(), {"--host_root=" + FixtureHost("cpu-only"), "--torch_probe_command=none"});
   Stubs s2(off.unix_target());
   WaitServing(s2);
   ASSERT_TRUE(s2.placement->GetInventory(Ctx().get(), {}, &inv).ok());
@@ -328,7 +322,7 @@ TEST(Daemon, OneAnswerPerRequestAndRevisionWhileItStartsRefreshesAndMergesUsage)
   for (const char* host : {"neuron-2x-trn1", "amd-2x-mi210", "mixed-nvidia-amd-igpu", "nvidia-2x-h100"}) {
     SCOPED_TRACE(host);
     TempDir dir;
-    std::vector<std::string> flags = {"--host_root=" + Fixture(host), "--usage_interval=100ms",
+    std::vector<std::string> flags = {"--host_root=" + FixtureHost(host), "--usage_interval=100ms",
                                       "--refresh_min_interval=0s"};
     if (std::string(host) == "nvidia-2x-h100") {  // NVML's figures, from the fake, which do not move either
       setenv("FAKE_NVML_CONFIG", (std::string(DEVPLACE_FIXTURES_DIR) + "/nvml/h100.txt").c_str(), 1);

@@ -17,9 +17,11 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/common/command.h"
+#include "tests/common/fixtures.h"
 #include "tests/common/ports.h"
 #include "tests/common/temp_dir.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/daemon_test_util.h"
 
 namespace devplace::testing {
 namespace {
@@ -28,12 +30,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
 
-std::string Host(const std::string& name) { return std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/" + name; }
-
-CommandResult Cli(const std::string& args) {
-  return RunCommand(absl::StrCat("env -u DEVPLACE_ADDRESS -u DEVPLACE_FALLBACK timeout 30 ",
-                                 ShellQuote(DEVPLACE_CLI_BINARY), " ", args));
-}
+CommandResult Cli(const std::string& args) { return RunCli(args, "env -u DEVPLACE_ADDRESS -u DEVPLACE_FALLBACK timeout 30"); }
 
 int Lines(const std::string& text) { return static_cast<int>(std::count(text.begin(), text.end(), '\n')); }
 
@@ -70,7 +67,7 @@ TEST(FirstHour, NoDaemonNamesTheLikelyCauseAndTheCommandThatStartsIt) {
 
   // A socket left behind by a daemon that was killed: nobody accepts on it.
   {
-    DaemonProcess d(dir.path(), {"--host_root=" + Host("cpu-only")});
+    DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("cpu-only")});
     d.Signal(SIGKILL);
     d.WaitExit(absl::Seconds(10));
     r = Cli("--address=" + d.unix_target() + " health");
@@ -134,7 +131,7 @@ TEST(FirstHour, CpuFallbackIsOptInAndOnlyForNoAnswer) {
   EXPECT_EQ(client->Resolve(job).status().code(), absl::StatusCode::kInvalidArgument);
 
   // With a daemon, the daemon answers; its refusals are never replaced by the fallback.
-  DaemonProcess d(dir.path(), {"--host_root=" + Host("nvidia-2x-h100")});
+  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("nvidia-2x-h100")});
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
   options.address = d.unix_target();
   client = Client::Connect(options);
@@ -153,7 +150,7 @@ TEST(FirstHour, BusyTcpAndMetricsPortsAreOneDevplacedLine) {
   BusyPort busy;
   const std::string address = absl::StrCat("127.0.0.1:", busy.port);
   const std::string daemon = absl::StrCat("timeout 20 ", ShellQuote(DEVPLACE_DAEMON_BINARY), " --host_root=",
-                                          ShellQuote(Host("cpu-only")),
+                                          ShellQuote(FixtureHost("cpu-only")),
                                           " --torch_probe_command=none");
   for (const auto& [flags, line] : std::vector<std::pair<std::string, std::string>>{
            {" --metrics_listen= --listen=unix:" + dir.File("a.sock") + "," + address,
@@ -191,7 +188,7 @@ TEST(FirstHour, DidYouMeanForCommandsFlagsAndKeywords) {
   r = Cli("inventory --adress=unix:/x.sock");
   EXPECT_THAT(r.err, HasSubstr("did you mean --address?"));
 
-  const std::string inventory = ShellQuote(Host("nvidia-2x-h100"));
+  const std::string inventory = ShellQuote(FixtureHost("nvidia-2x-h100"));
   r = Cli("probe --host_root=" + inventory + " --json > /dev/null");  // the probe works offline
   EXPECT_EQ(r.exit_code, 0) << r.err;
   TempDir dir;

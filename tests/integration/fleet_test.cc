@@ -24,6 +24,7 @@
 #include "tests/common/command.h"
 #include "tests/common/temp_dir.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/daemon_test_util.h"
 
 namespace devplace::testing {
 namespace {
@@ -33,8 +34,6 @@ using ::testing::IsEmpty;
 using ::testing::MatchesRegex;
 using ::testing::Not;
 using ::testing::StartsWith;
-
-CommandResult RunCli(const std::string& args) { return RunCommand(absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " ", args)); }
 
 std::vector<std::string> Lines(const std::string& text) {
   return absl::StrSplit(text, '\n', absl::SkipEmpty());

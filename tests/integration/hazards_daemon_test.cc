@@ -15,8 +15,10 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "tests/common/command.h"
+#include "tests/common/scoped_env.h"
 #include "tests/common/temp_dir.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/daemon_test_util.h"
 
 namespace devplace::testing {
 namespace {
@@ -25,16 +27,6 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 std::string Fixture(const std::string& path) { return std::string(DEVPLACE_FIXTURES_DIR) + "/" + path; }
-
-// Sets one environment variable for the daemons (and so their probe children) started in scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) { setenv(name, value.c_str(), 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-
- private:
-  const char* name_;
-};
 
 struct Daemon {
   Daemon(const std::string& host, std::vector<std::string> flags) : process(dir.path(), [&] {
@@ -46,10 +38,7 @@ struct Daemon {
 };
 
 grpc::Status Resolve(DaemonProcess& d, const v1::ResolveDeviceRequest& req, v1::ResolveDeviceResponse* out) {
-  auto stub = v1::DevicePlacement::NewStub(grpc::CreateChannel(d.tcp_target(), grpc::InsecureChannelCredentials()));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  return stub->ResolveDevice(&ctx, req, out);
+  return Stub(d.tcp_target())->ResolveDevice(Ctx().get(), req, out);
 }
 
 v1::ResolveDeviceRequest Training(std::initializer_list<std::pair<const char*, const char*>> env) {

@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/common/command.h"
+#include "tests/common/fixtures.h"
 #include "tests/common/temp_dir.h"
 #include "tests/integration/daemon_process.h"
 
@@ -25,7 +26,6 @@ using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
 const std::string kRoot = DEVPLACE_SOURCE_DIR;
-std::string Host(const std::string& name) { return std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/" + name; }
 std::string Golden(const std::string& host) { return ReadFile(kRoot + "/tests/golden/labels/" + host + ".txt"); }
 
 // The feature file without its two header lines (expiry directive, comment).
@@ -52,7 +52,7 @@ TEST(LabelsDaemon, WritesTheFeatureFileAndKeepsItOnAnUnchangedRefresh) {
   TempDir dir;
   dir.Touch("features.d/");
   const std::string file = dir.File("features.d/devplace");
-  DaemonProcess d(dir.path(), {"--host_root=" + Host("nvidia-2x-h100"), "--nvml_library=",
+  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("nvidia-2x-h100"), "--nvml_library=",
                                "--refresh_interval=0", "--nfd_features_file=" + file, "--nfd_expiry=10m"});
   ASSERT_TRUE(d.WaitForLog("event=nfd_written", absl::Seconds(20))) << d.Log();
   const std::string content = ReadFile(file);

@@ -20,6 +20,7 @@
 #include "tests/common/command.h"
 #include "tests/common/temp_dir.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/daemon_test_util.h"
 
 namespace devplace::testing {
 namespace {
@@ -33,10 +34,6 @@ std::unique_ptr<DaemonProcess> Start(const std::string& dir) {
       dir, std::vector<std::string>{std::string("--host_root=") + DEVPLACE_FIXTURES_DIR + "/hosts/nvidia-2x-h100"});
   EXPECT_TRUE(d->WaitForLog("event=inventory revision=1", absl::Seconds(30))) << d->Log();
   return d;
-}
-
-std::unique_ptr<v1::DevicePlacement::Stub> Stub(const std::string& target) {
-  return v1::DevicePlacement::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
 }
 
 grpc::Status Pick(v1::DevicePlacement::Stub& stub, v1::LeaseHolder holder, v1::PickDevicesResponse* out) {

@@ -31,6 +31,7 @@
 #include "tests/common/ports.h"
 #include "tests/common/temp_dir.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/daemon_test_util.h"
 
 extern char** environ;
 
@@ -132,7 +133,7 @@ TEST(MetricsDaemon, PrometheusScrapesDevicesAndRpcCounters) {
   ASSERT_FALSE(metrics.empty()) << d.Log();
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
 
-  auto stub = v1::DevicePlacement::NewStub(grpc::CreateChannel(d.unix_target(), grpc::InsecureChannelCredentials()));
+  auto stub = Stub(d.unix_target());
   v1::Inventory inv;
   for (int i = 0; i < 3; ++i) {
     grpc::ClientContext ctx;
@@ -193,7 +194,7 @@ TEST(MetricsDaemon, OpenWatchStreamsAreCounted) {
                                "--metrics_listen=127.0.0.1:0", "--nvml_library="});
   const std::string metrics = d.metrics_address();
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
-  auto stub = v1::DevicePlacement::NewStub(grpc::CreateChannel(d.unix_target(), grpc::InsecureChannelCredentials()));
+  auto stub = Stub(d.unix_target());
   grpc::ClientContext ctx;
   auto reader = stub->WatchInventory(&ctx, {});
   v1::Inventory first;

@@ -2,7 +2,6 @@
 // child. A never-returning NVML call costs the nvml prober only: the child gives up at its own
 // deadline, the rest of the inventory arrives, and the daemon answers throughout.
 #include <signal.h>
-#include <stdlib.h>
 
 #include <string>
 
@@ -12,46 +11,31 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "tests/common/command.h"
+#include "tests/common/fixtures.h"
+#include "tests/common/scoped_env.h"
 #include "tests/common/temp_dir.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/daemon_test_util.h"
+#include "tests/probe/test_util.h"
 
 namespace devplace::testing {
 namespace {
 
 using ::testing::HasSubstr;
 
-std::string Host(const std::string& name) { return std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/" + name; }
 std::string Script(const std::string& name) { return std::string(DEVPLACE_FIXTURES_DIR) + "/nvml/" + name; }
-
-// Sets FAKE_NVML_CONFIG for the daemon (and so its probe child) started in this scope.
-class FakeNvml {
- public:
-  explicit FakeNvml(const std::string& script) { setenv("FAKE_NVML_CONFIG", script.c_str(), 1); }
-  ~FakeNvml() { unsetenv("FAKE_NVML_CONFIG"); }
-};
-
-std::unique_ptr<v1::DevicePlacement::Stub> Stub(const std::string& target) {
-  return v1::DevicePlacement::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
-}
-
-const v1::ProbeReport* Report(const v1::Inventory& inv, const std::string& name) {
-  for (const v1::ProbeReport& r : inv.probe_reports()) {
-    if (r.name() == name) return &r;
-  }
-  return nullptr;
-}
 
 TEST(NvmlDaemon, FreeMemoryFromNvmlBecomesMaxMemory) {
   TempDir dir;
-  FakeNvml nvml(Script("h100.txt"));
-  DaemonProcess d(dir.path(), {"--host_root=" + Host("nvidia-2x-h100"), "--nvml_library=" DEVPLACE_FAKE_NVML});
+  ScopedEnv nvml("FAKE_NVML_CONFIG", Script("h100.txt"));
+  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("nvidia-2x-h100"), "--nvml_library=" DEVPLACE_FAKE_NVML});
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
   auto stub = Stub(d.unix_target());
   grpc::ClientContext ctx;
   v1::Inventory inv;
   ASSERT_TRUE(stub->GetInventory(&ctx, {}, &inv).ok());
-  ASSERT_NE(Report(inv, "nvml"), nullptr);
-  EXPECT_EQ(Report(inv, "nvml")->status(), v1::PROBE_STATUS_OK) << Report(inv, "nvml")->message();
+  ASSERT_NE(FindReport(inv, "nvml"), nullptr);
+  EXPECT_EQ(FindReport(inv, "nvml")->status(), v1::PROBE_STATUS_OK) << FindReport(inv, "nvml")->message();
   const v1::Device& gpu1 = inv.backends(1).devices(1);
   ASSERT_TRUE(gpu1.has_memory_free_bytes());
   v1::ResolveDeviceRequest req;
@@ -71,11 +55,11 @@ TEST(NvmlDaemon, FreeMemoryFromNvmlBecomesMaxMemory) {
 
 TEST(NvmlDaemon, HungNvmlCallTimesOutInTheChildAndTheRestArrives) {
   TempDir dir;
-  FakeNvml nvml(Script("hang.txt"));
+  ScopedEnv nvml("FAKE_NVML_CONFIG", Script("hang.txt"));
   // The child gets 60 % of 10 s as its own vendor deadline; the daemon's 10 s is the safety net, with
   // 4 s left for the child's start and its other readers (1.6 s of 4 s were too few on a loaded
   // machine: they took 2.2 s).
-  DaemonProcess d(dir.path(), {"--host_root=" + Host("nvidia-2x-h100"), "--nvml_library=" DEVPLACE_FAKE_NVML,
+  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("nvidia-2x-h100"), "--nvml_library=" DEVPLACE_FAKE_NVML,
                                "--probe_timeout=10s", "--refresh_interval=0s"});
   auto stub = Stub(d.unix_target());  // RefreshInventory below: root over the unix socket
   // The daemon answers while the first probe's NVML call hangs (UNAVAILABLE: no inventory yet).
@@ -87,7 +71,7 @@ TEST(NvmlDaemon, HungNvmlCallTimesOutInTheChildAndTheRestArrives) {
   grpc::ClientContext ctx;
   v1::Inventory inv;
   ASSERT_TRUE(stub->GetInventory(&ctx, {}, &inv).ok());
-  const v1::ProbeReport* report = Report(inv, "nvml");
+  const v1::ProbeReport* report = FindReport(inv, "nvml");
   ASSERT_NE(report, nullptr);
   EXPECT_EQ(report->status(), v1::PROBE_STATUS_TIMED_OUT);
   EXPECT_THAT(report->message(), HasSubstr("nvmlDeviceGetMemoryInfo"));
@@ -117,8 +101,8 @@ TEST(NvmlDaemon, HungNvmlCallTimesOutInTheChildAndTheRestArrives) {
 // from sysfs, and the daemon keeps serving (a second probe runs and answers too).
 TEST(NvmlDaemon, CrashingNvmlCostsOnlyNvmlAndTheDaemonServes) {
   TempDir dir;
-  FakeNvml nvml(Script("crash.txt"));
-  DaemonProcess d(dir.path(), {"--host_root=" + Host("nvidia-2x-h100"), "--nvml_library=" DEVPLACE_FAKE_NVML,
+  ScopedEnv nvml("FAKE_NVML_CONFIG", Script("crash.txt"));
+  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("nvidia-2x-h100"), "--nvml_library=" DEVPLACE_FAKE_NVML,
                                "--refresh_interval=0s"});
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
   EXPECT_THAT(d.Log(), HasSubstr("event=probe result=ok"));
@@ -126,7 +110,7 @@ TEST(NvmlDaemon, CrashingNvmlCostsOnlyNvmlAndTheDaemonServes) {
   grpc::ClientContext ctx;
   v1::Inventory inv;
   ASSERT_TRUE(stub->GetInventory(&ctx, {}, &inv).ok());
-  const v1::ProbeReport* report = Report(inv, "nvml");
+  const v1::ProbeReport* report = FindReport(inv, "nvml");
   ASSERT_NE(report, nullptr);
   EXPECT_EQ(report->status(), v1::PROBE_STATUS_CRASHED);
   EXPECT_THAT(report->message(), HasSubstr("SIGSEGV (Segmentation fault) in nvmlDeviceGetMemoryInfo (device 1)"));
@@ -138,7 +122,7 @@ TEST(NvmlDaemon, CrashingNvmlCostsOnlyNvmlAndTheDaemonServes) {
   ctx2.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   v1::Inventory again;
   ASSERT_TRUE(stub->RefreshInventory(&ctx2, {}, &again).ok());
-  EXPECT_EQ(Report(again, "nvml")->status(), v1::PROBE_STATUS_CRASHED);
+  EXPECT_EQ(FindReport(again, "nvml")->status(), v1::PROBE_STATUS_CRASHED);
   v1::ResolveDeviceRequest req;
   req.set_workload(v1::WORKLOAD_TRAINING);
   grpc::ClientContext ctx3;
@@ -151,7 +135,7 @@ TEST(NvmlDaemon, CrashingNvmlCostsOnlyNvmlAndTheDaemonServes) {
 
 TEST(NvmlDaemon, CliProbeShowsNamesUuidsMemoryAndMigInstances) {
   const CommandResult r = RunCommand("FAKE_NVML_CONFIG=" + ShellQuote(Script("mig.txt")) + " " + ShellQuote(DEVPLACE_CLI_BINARY) +
-                                     " probe --host_root=" + ShellQuote(Host("nvidia-mig")) +
+                                     " probe --host_root=" + ShellQuote(FixtureHost("nvidia-mig")) +
                                      " --nvml_library=" + ShellQuote(DEVPLACE_FAKE_NVML));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("NVIDIA A100-SXM4-80GB"));
@@ -163,7 +147,7 @@ TEST(NvmlDaemon, CliProbeShowsNamesUuidsMemoryAndMigInstances) {
   const absl::Time start = absl::Now();
   const CommandResult hung =
       RunCommand("FAKE_NVML_CONFIG=" + ShellQuote(Script("hang.txt")) + " timeout 10 " + ShellQuote(DEVPLACE_CLI_BINARY) +
-                 " probe --probe_timeout=300ms --host_root=" + ShellQuote(Host("nvidia-2x-h100")) +
+                 " probe --probe_timeout=300ms --host_root=" + ShellQuote(FixtureHost("nvidia-2x-h100")) +
                  " --nvml_library=" + ShellQuote(DEVPLACE_FAKE_NVML));
   EXPECT_EQ(hung.exit_code, 0) << hung.err;
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));

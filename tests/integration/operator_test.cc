@@ -24,8 +24,10 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "tests/common/command.h"
+#include "tests/common/fixtures.h"
 #include "tests/common/temp_dir.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/daemon_test_util.h"
 
 namespace devplace::testing {
 namespace {
@@ -34,8 +36,6 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 constexpr uid_t kNobody = 65534;
-
-std::string Host(const std::string& name) { return std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/" + name; }
 
 // Runs `command` as the unprivileged user nobody (no supplementary groups unless `groups`).
 std::string AsNobody(const std::string& command, const std::string& groups = "") {
@@ -78,10 +78,6 @@ void StopBackground(pid_t pid) {
 void ExpectCleanStop(DaemonProcess& d) {
   d.Signal(SIGTERM);
   EXPECT_EQ(d.WaitExit(absl::Seconds(10)), 0);
-}
-
-std::unique_ptr<v1::DevicePlacement::Stub> Stub(const std::string& target) {
-  return v1::DevicePlacement::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
 }
 
 grpc::Status Refresh(const std::string& target) {
@@ -211,7 +207,7 @@ TEST(OperatorFlags, DaemonFlagsTakeDashesOrUnderscoresAndAMisspeltOneNamesTheNea
   // A daemon started with dashed names runs as with underscores: the pick's lease is written to the
   // file --lease-state-file named, on the host --host-root named.
   const std::string state = dir.File("dashed leases.state");
-  DaemonProcess d(dir.path(), {"--host-root=" + Host("nvidia-2x-h100"), "--lease-state-file=" + state,
+  DaemonProcess d(dir.path(), {"--host-root=" + FixtureHost("nvidia-2x-h100"), "--lease-state-file=" + state,
                                "--refresh-interval=0s"});
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(30))) << d.Log();
   const CommandResult pick = RunCommand(absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=",
@@ -226,12 +222,12 @@ TEST(OperatorFlags, DaemonFlagsTakeDashesOrUnderscoresAndAMisspeltOneNamesTheNea
 TEST(OperatorSockets, DaemonRefusesADirectoryOwnedByAnotherUserOrWritableByOthers) {
   OwnedDir squatted(kNobody, 0755);
   CommandResult r = RunCommand(absl::StrCat(ShellQuote(DEVPLACE_DAEMON_BINARY), " --torch_probe_command=none --host_root=",
-                                            ShellQuote(Host("cpu-only")), " --listen=unix:", squatted.path(), "/devplace.sock"));
+                                            ShellQuote(FixtureHost("cpu-only")), " --listen=unix:", squatted.path(), "/devplace.sock"));
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_THAT(r.err, HasSubstr("owned by uid 65534"));
   OwnedDir open(0, 0777);
   r = RunCommand(absl::StrCat(ShellQuote(DEVPLACE_DAEMON_BINARY), " --torch_probe_command=none --host_root=",
-                              ShellQuote(Host("cpu-only")),
+                              ShellQuote(FixtureHost("cpu-only")),
                               " --listen=unix:", open.path(), "/devplace.sock"));
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_THAT(r.err, HasSubstr("writable by group or others"));
@@ -243,7 +239,7 @@ TEST(OperatorSockets, ClientRefusesADaemonStartedByAnotherUser) {
   OwnedDir squatted(kNobody, 0755);
   const std::string sock = squatted.path() + "/devplace.sock";
   const CommandResult started = RunCommand(AsNobody(absl::StrCat(
-      ShellQuote(DEVPLACE_DAEMON_BINARY), " --torch_probe_command=none --host_root=", ShellQuote(Host("nvidia-2x-h100")),
+      ShellQuote(DEVPLACE_DAEMON_BINARY), " --torch_probe_command=none --host_root=", ShellQuote(FixtureHost("nvidia-2x-h100")),
       " --socket_mode=0666 --listen=unix:", sock, " >", squatted.path(), "/log 2>&1 & echo $!")));
   const pid_t squatter = std::atoi(started.out.c_str());
   ASSERT_GT(squatter, 0) << started.err;
@@ -296,7 +292,7 @@ TEST(OperatorSockets, NonRootDaemonCreatesOnlyItsOwnRuntimeDirectory) {
   if (std::filesystem::exists(runtime)) GTEST_SKIP() << runtime << " exists already on this machine";
   const CommandResult started = RunCommand(AsNobody(absl::StrCat(
       "env -u XDG_RUNTIME_DIR ", ShellQuote(DEVPLACE_DAEMON_BINARY), " --torch_probe_command=none --host_root=",
-      ShellQuote(Host("cpu-only")), " --listen=unix:", runtime, "/devplace.sock >/dev/null 2>&1 & echo $!")));
+      ShellQuote(FixtureHost("cpu-only")), " --listen=unix:", runtime, "/devplace.sock >/dev/null 2>&1 & echo $!")));
   const pid_t pid = std::atoi(started.out.c_str());
   ASSERT_GT(pid, 0);
   const bool created = WaitForFile(runtime + "/devplace.sock", absl::Seconds(20));
@@ -316,7 +312,7 @@ TEST(OperatorRefresh, OnlyRootOrTheSocketGroupOverTheUnixSocketAndRateLimited) {
   chmod(dir.path().c_str(), 0755);  // nobody may reach the socket
   const struct group* users = getgrnam("users");
   ASSERT_NE(users, nullptr);
-  DaemonProcess d(dir.path(), {"--host_root=" + Host("cpu-only"), "--refresh_interval=0s", "--socket_mode=0666",
+  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("cpu-only"), "--refresh_interval=0s", "--socket_mode=0666",
                                "--socket_group=users", "--refresh_min_interval=1h"});
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20)));
 
@@ -352,7 +348,7 @@ TEST(OperatorRefresh, OnlyRootOrTheSocketGroupOverTheUnixSocketAndRateLimited) {
 
 TEST(OperatorSockets, DeletedSocketIsRecreatedOnSighupButAnotherDaemonsIsLeftAlone) {
   TempDir dir;
-  DaemonProcess d(dir.path(), {"--host_root=" + Host("cpu-only"), "--refresh_interval=0s"});
+  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("cpu-only"), "--refresh_interval=0s"});
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20)));
   ASSERT_EQ(unlink(d.socket_path().c_str()), 0);
   d.Signal(SIGHUP);
@@ -369,7 +365,7 @@ TEST(OperatorSockets, DeletedSocketIsRecreatedOnSighupButAnotherDaemonsIsLeftAlo
   ASSERT_EQ(unlink(d.socket_path().c_str()), 0);
   TempDir dir2;
   const CommandResult second = RunCommand(absl::StrCat(
-      ShellQuote(DEVPLACE_DAEMON_BINARY), " --torch_probe_command=none --host_root=", ShellQuote(Host("cpu-only")),
+      ShellQuote(DEVPLACE_DAEMON_BINARY), " --torch_probe_command=none --host_root=", ShellQuote(FixtureHost("cpu-only")),
       " --listen=unix:",
       d.socket_path(), " >", dir2.File("log"), " 2>&1 & echo $!"));
   const pid_t other = std::atoi(second.out.c_str());
@@ -390,7 +386,7 @@ TEST(OperatorSockets, DeletedSocketIsRecreatedOnSighupButAnotherDaemonsIsLeftAlo
 
 TEST(OperatorHealth, ThePlacementServiceHasItsOwnHealthStatus) {
   TempDir dir;
-  DaemonProcess d(dir.path(), {"--host_root=" + Host("cpu-only"), "--refresh_interval=0s"});
+  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("cpu-only"), "--refresh_interval=0s"});
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20)));
   auto health = grpc::health::v1::Health::NewStub(grpc::CreateChannel(d.tcp_target(), grpc::InsecureChannelCredentials()));
   for (const std::string& name : {std::string(""), std::string("devplace.v1.DevicePlacement")}) {
@@ -415,7 +411,7 @@ TEST(OperatorHealth, ThePlacementServiceHasItsOwnHealthStatus) {
 
 TEST(OperatorCli, WarningsGoToStderrJsonIsTwoSpacesAndTheTorchLineSaysWhoseViewItIs) {
   TempDir dir;
-  std::vector<std::string> flags = {"--host_root=" + Host("nvidia-2x-h100"), "--refresh_interval=0s"};
+  std::vector<std::string> flags = {"--host_root=" + FixtureHost("nvidia-2x-h100"), "--refresh_interval=0s"};
 #ifdef DEVPLACE_TORCH_PROBE_BINARY
   flags.push_back("--torch_probe_command=" DEVPLACE_TORCH_PROBE_BINARY);
   // Loading libtorch takes about 1 s on an idle machine and passed the 10 s default on a loaded one.

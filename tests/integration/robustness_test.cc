@@ -15,15 +15,15 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "tests/common/command.h"
+#include "tests/common/fixtures.h"
 #include "tests/common/temp_dir.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/daemon_test_util.h"
 
 namespace devplace::testing {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string Host(const std::string& name) { return std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/" + name; }
 
 CommandResult Daemon(const std::string& flags) {
   return RunCommand(absl::StrCat("timeout 20 ", ShellQuote(DEVPLACE_DAEMON_BINARY), " ", flags));
@@ -40,11 +40,11 @@ int Threads(pid_t pid) {
 
 TEST(Robustness, BadConfigurationIsAUsageErrorNamingTheFlag) {
   TempDir dir;
-  const std::string ok_listen = "--listen=unix:" + dir.File("s.sock") + " --host_root=" + ShellQuote(Host("cpu-only"));
+  const std::string ok_listen = "--listen=unix:" + dir.File("s.sock") + " --host_root=" + ShellQuote(FixtureHost("cpu-only"));
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"--listen=, --host_root=" + ShellQuote(Host("cpu-only")), "--listen names no address"},
-      {"--listen=127.0.0.1:99999 --host_root=" + ShellQuote(Host("cpu-only")), "--listen: '127.0.0.1:99999'"},
-      {"--listen=garbage --host_root=" + ShellQuote(Host("cpu-only")), "--listen: 'garbage'"},
+      {"--listen=, --host_root=" + ShellQuote(FixtureHost("cpu-only")), "--listen names no address"},
+      {"--listen=127.0.0.1:99999 --host_root=" + ShellQuote(FixtureHost("cpu-only")), "--listen: '127.0.0.1:99999'"},
+      {"--listen=garbage --host_root=" + ShellQuote(FixtureHost("cpu-only")), "--listen: 'garbage'"},
       {ok_listen + " --probe_timeout=0s", "--probe_timeout must be at least 200ms"},
       {ok_listen + " --probe_timeout=100ms", "--probe_timeout must be at least 200ms"},
       {ok_listen + " --refresh_interval=-5s", "--refresh_interval"},
@@ -64,17 +64,17 @@ TEST(Robustness, BadConfigurationIsAUsageErrorNamingTheFlag) {
 
 TEST(Robustness, ASecondDaemonCannotTakeOverTheAddresses) {
   TempDir dir;
-  DaemonProcess first(dir.path(), {"--host_root=" + Host("cpu-only")});
+  DaemonProcess first(dir.path(), {"--host_root=" + FixtureHost("cpu-only")});
   // Same unix socket: refused while the first daemon accepts on it.
-  CommandResult second = Daemon("--listen=" + first.unix_target() + " --host_root=" + ShellQuote(Host("cpu-only")));
+  CommandResult second = Daemon("--listen=" + first.unix_target() + " --host_root=" + ShellQuote(FixtureHost("cpu-only")));
   EXPECT_EQ(second.exit_code, 1) << second.out << second.err;
   EXPECT_THAT(second.out + second.err, HasSubstr("another process is serving on this socket"));
   // Same TCP port: refused (no SO_REUSEPORT sharing).
-  second = Daemon("--listen=" + first.tcp_target() + " --host_root=" + ShellQuote(Host("cpu-only")));
+  second = Daemon("--listen=" + first.tcp_target() + " --host_root=" + ShellQuote(FixtureHost("cpu-only")));
   EXPECT_EQ(second.exit_code, 1) << second.out << second.err;
   EXPECT_THAT(second.out + second.err, HasSubstr("event=listen_failed"));
   // The first daemon still has its socket and answers on it.
-  auto stub = v1::DevicePlacement::NewStub(grpc::CreateChannel(first.unix_target(), grpc::InsecureChannelCredentials()));
+  auto stub = Stub(first.unix_target());
   grpc::ClientContext ctx;
   v1::ListBackendsResponse backends;
   EXPECT_TRUE(stub->ListBackends(&ctx, {}, &backends).ok());
@@ -85,7 +85,7 @@ TEST(Robustness, ASecondDaemonCannotTakeOverTheAddresses) {
 TEST(Robustness, ARefreshStormIsServedByOneWorkerThread) {
   TempDir dir;
   const std::string slow = dir.Script("slow-probe", absl::StrCat("sleep 0.3\nexec ", ShellQuote(DEVPLACE_PROBE_BINARY), " \"$@\"")).back();
-  DaemonProcess d(dir.path(), {"--host_root=" + Host("cpu-only"), "--probe_command=" + slow, "--refresh_interval=0s",
+  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("cpu-only"), "--probe_command=" + slow, "--refresh_interval=0s",
                                "--refresh_min_interval=0"});
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20)));
   const int before = Threads(d.pid());
@@ -119,10 +119,10 @@ TEST(Robustness, SigtermStopsAcceptingWhileAProbeIsStillRunning) {
   const std::string probe = dir.Script(
       "slow-second-probe", absl::StrCat("if [ -e ", dir.File("ran"), " ]; then sleep 3; fi\ntouch ", dir.File("ran"),
                                         "\nexec ", ShellQuote(DEVPLACE_PROBE_BINARY), " \"$@\"")).back();
-  DaemonProcess d(dir.path(), {"--host_root=" + Host("cpu-only"), "--probe_command=" + probe,
+  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("cpu-only"), "--probe_command=" + probe,
                                "--refresh_interval=0s", "--shutdown_grace=5s"});
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20)));
-  auto stub = v1::DevicePlacement::NewStub(grpc::CreateChannel(d.unix_target(), grpc::InsecureChannelCredentials()));
+  auto stub = Stub(d.unix_target());
   grpc::Status refresh;
   std::thread slow([&] {
     grpc::ClientContext ctx;
@@ -134,7 +134,7 @@ TEST(Robustness, SigtermStopsAcceptingWhileAProbeIsStillRunning) {
   ASSERT_TRUE(d.WaitForLog("event=shutdown", absl::Seconds(5)));
   absl::SleepFor(absl::Milliseconds(300));
   // A new connection is refused while the refresh in flight still waits on its probe.
-  auto fresh = v1::DevicePlacement::NewStub(grpc::CreateChannel(d.tcp_target(), grpc::InsecureChannelCredentials()));
+  auto fresh = Stub(d.tcp_target());
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
   v1::ListBackendsResponse backends;
@@ -148,10 +148,10 @@ TEST(Robustness, SigtermStopsAcceptingWhileAProbeIsStillRunning) {
 TEST(Robustness, AHungTorchProbeNeitherBlocksServingNorShutdown) {
   TempDir dir;
   const std::string hang = dir.Script("torch-hang", "sleep 1000").back();
-  DaemonProcess d(dir.path(), {"--host_root=" + Host("cpu-only"), "--torch_probe_command=" + hang,
+  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("cpu-only"), "--torch_probe_command=" + hang,
                                "--probe_timeout=30s", "--refresh_interval=0s"});
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20)));
-  auto stub = v1::DevicePlacement::NewStub(grpc::CreateChannel(d.unix_target(), grpc::InsecureChannelCredentials()));
+  auto stub = Stub(d.unix_target());
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
   v1::Inventory inv;

@@ -29,6 +29,7 @@
 #include "tests/common/command.h"
 #include "tests/common/temp_dir.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/daemon_test_util.h"
 
 namespace devplace::testing {
 namespace {
@@ -132,7 +133,7 @@ class SharedHost {
                         ShellQuote(daemon_->unix_target()), "\n");
   }
   v1::Inventory Inventory() {
-    auto stub = v1::DevicePlacement::NewStub(grpc::CreateChannel(daemon_->unix_target(), grpc::InsecureChannelCredentials()));
+    auto stub = Stub(daemon_->unix_target());
     grpc::ClientContext ctx;
     v1::Inventory inv;
     EXPECT_TRUE(stub->GetInventory(&ctx, {}, &inv).ok());
@@ -167,7 +168,7 @@ TEST(SharedHost, UsageFromNvmlIsInTheInventoryWithItsProcesses) {
   EXPECT_FALSE(inv.backends(1).devices(2).usage().busy());
   EXPECT_TRUE(inv.has_usage_read_at());
   // A caller RefreshInventory's rule does not allow (plain TCP) sees the processes without pids.
-  auto tcp = v1::DevicePlacement::NewStub(grpc::CreateChannel(host.daemon().tcp_target(), grpc::InsecureChannelCredentials()));
+  auto tcp = Stub(host.daemon().tcp_target());
   grpc::ClientContext ctx;
   v1::Inventory seen;
   ASSERT_TRUE(tcp->GetInventory(&ctx, {}, &seen).ok());
@@ -306,7 +307,7 @@ TEST(SharedHost, NeverOutsideTheJobsMaskOrDeviceNodes) {
   ASSERT_EQ(pick.placed_size(), 1);
   EXPECT_EQ(pick.placed(0).pci_bus_id(), Bus(7));
   // Picks over TCP hold a lease for a time to live, kept alive or released by id.
-  auto stub = v1::DevicePlacement::NewStub(grpc::CreateChannel(host.daemon().tcp_target(), grpc::InsecureChannelCredentials()));
+  auto stub = Stub(host.daemon().tcp_target());
   v1::PickDevicesRequest request;
   request.mutable_job()->mutable_env()->insert({"CUDA_VISIBLE_DEVICES", "0"});
   // Without a time to live the caller asked for, nothing: a lease that silently ends while the

@@ -18,6 +18,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/common/command.h"
+#include "tests/common/fixtures.h"
 #include "tests/common/temp_dir.h"
 #include "tests/common/test_pki.h"
 #include "tests/integration/daemon_process.h"
@@ -27,8 +28,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
-
-std::string Host(const std::string& name) { return std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/" + name; }
 
 CommandResult Daemon(const std::string& flags) {
   return RunCommand(absl::StrCat("timeout 20 ", ShellQuote(DEVPLACE_DAEMON_BINARY), " ", flags));
@@ -62,7 +61,7 @@ struct TlsDaemon {
       : daemon(dir.path(), Flags(dir, pki, extra)), tls_target("127.0.0.1:" + LoggedPort(daemon, "tls:127.0.0.1:")) {}
   static std::vector<std::string> Flags(const TempDir& dir, const Pki& pki, const std::vector<std::string>& extra) {
     std::vector<std::string> flags = {"--listen=unix:" + dir.File("d.sock") + ",127.0.0.1:0,tls:127.0.0.1:0",
-                                      "--host_root=" + Host("nvidia-2x-h100"), "--tls_cert=" + pki.server.cert,
+                                      "--host_root=" + FixtureHost("nvidia-2x-h100"), "--tls_cert=" + pki.server.cert,
                                       "--tls_key=" + pki.server.key, "--tls_client_ca=" + pki.ca.cert};
     flags.insert(flags.end(), extra.begin(), extra.end());
     return flags;
@@ -169,7 +168,7 @@ TEST(Tls, ServerOnlyTlsWithoutClientCa) {
   TempDir dir;
   Pki pki(dir.path());
   DaemonProcess daemon(dir.path(), {"--listen=unix:" + dir.File("d.sock") + ",127.0.0.1:0,tls:127.0.0.1:0",
-                                    "--host_root=" + Host("cpu-only"), "--tls_cert=" + pki.server.cert,
+                                    "--host_root=" + FixtureHost("cpu-only"), "--tls_cert=" + pki.server.cert,
                                     "--tls_key=" + pki.server.key});
   const std::string target = "127.0.0.1:" + LoggedPort(daemon, "tls:127.0.0.1:");
   EXPECT_THAT(daemon.Log(), HasSubstr("event=tls mode=server_only"));
@@ -197,7 +196,7 @@ TEST(Tls, RefreshInventoryIsForVerifiedClientsAndRateLimited) {
 
   TempDir dir2;
   DaemonProcess server_only(dir2.path(), {"--listen=unix:" + dir2.File("d.sock") + ",127.0.0.1:0,tls:127.0.0.1:0",
-                                          "--host_root=" + Host("cpu-only"), "--tls_cert=" + pki.server.cert,
+                                          "--host_root=" + FixtureHost("cpu-only"), "--tls_cert=" + pki.server.cert,
                                           "--tls_key=" + pki.server.key, "--refresh_min_interval=0"});
   const std::string target = "127.0.0.1:" + LoggedPort(server_only, "tls:127.0.0.1:");
   WaitServing(server_only);
@@ -381,14 +380,14 @@ TEST(Tls, PlaintextRemoteListenerNeedsAllowInsecureRemote) {
   TempDir dir;
   for (const std::string address : {"0.0.0.0:0", "[::]:0", "10.1.2.3:7465", "node1.example:7465"}) {
     SCOPED_TRACE(address);
-    const CommandResult r = Daemon("--listen=" + address + " --host_root=" + ShellQuote(Host("cpu-only")));
+    const CommandResult r = Daemon("--listen=" + address + " --host_root=" + ShellQuote(FixtureHost("cpu-only")));
     EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
     EXPECT_THAT(r.err, HasSubstr("--listen: '" + address + "' is plaintext and reachable from other hosts"));
     EXPECT_THAT(r.err, HasSubstr("--allow_insecure_remote"));
   }
   // Loopback addresses are fine without it.
   DaemonProcess loopback(dir.path(), {"--listen=unix:" + dir.File("d.sock") + ",127.0.0.1:0,[::1]:0,localhost:0",
-                                      "--host_root=" + Host("cpu-only")});
+                                      "--host_root=" + FixtureHost("cpu-only")});
   EXPECT_THAT(loopback.Log(), ::testing::Not(HasSubstr("insecure_remote_listener")));
   loopback.Signal(SIGTERM);
   EXPECT_EQ(loopback.WaitExit(absl::Seconds(10)), 0);
@@ -396,7 +395,7 @@ TEST(Tls, PlaintextRemoteListenerNeedsAllowInsecureRemote) {
   // Allowed and warned about with the flag; reached here through loopback only.
   TempDir dir2;
   DaemonProcess remote(dir2.path(), {"--listen=unix:" + dir2.File("d.sock") + ",127.0.0.1:0,0.0.0.0:0",
-                                     "--host_root=" + Host("cpu-only"), "--allow_insecure_remote"});
+                                     "--host_root=" + FixtureHost("cpu-only"), "--allow_insecure_remote"});
   EXPECT_THAT(remote.Log(), HasSubstr("event=insecure_remote_listener address=0.0.0.0:0"));
   const std::string port = LoggedPort(remote, "0.0.0.0:");
   ASSERT_FALSE(port.empty()) << remote.Log();
@@ -410,7 +409,7 @@ TEST(Tls, BadTlsFlagsAreUsageErrorsNamingTheFlag) {
   TempDir dir;
   Pki pki(dir.path());
   const std::string garbage = dir.Write("garbage.pem", "-----BEGIN CERTIFICATE-----\nnot base64 !!\n-----END CERTIFICATE-----\n");
-  const std::string base = "--host_root=" + ShellQuote(Host("cpu-only")) + " --listen=unix:" + dir.File("s.sock") + ",tls:127.0.0.1:0";
+  const std::string base = "--host_root=" + ShellQuote(FixtureHost("cpu-only")) + " --listen=unix:" + dir.File("s.sock") + ",tls:127.0.0.1:0";
   const std::string cert = " --tls_cert=" + pki.server.cert, key = " --tls_key=" + pki.server.key;
   const std::vector<std::pair<std::string, std::string>> cases = {
       {base, "--tls_cert is required for a TLS listener"},
@@ -423,11 +422,11 @@ TEST(Tls, BadTlsFlagsAreUsageErrorsNamingTheFlag) {
       {base + cert + " --tls_key=" + pki.client.key, "--tls_key=" + pki.client.key + ": the private key does not belong"},
       {base + cert + key + " --tls_client_ca=/no/ca.pem", "--tls_client_ca=/no/ca.pem: cannot read"},
       {base + cert + key + " --tls_client_ca=" + pki.ca.key, "--tls_client_ca=" + pki.ca.key + ": holds no PEM"},
-      {"--host_root=" + ShellQuote(Host("cpu-only")) + " --listen=unix:" + dir.File("s.sock") + cert + key,
+      {"--host_root=" + ShellQuote(FixtureHost("cpu-only")) + " --listen=unix:" + dir.File("s.sock") + cert + key,
        "no --listen address is tls:host:port"},
-      {"--host_root=" + ShellQuote(Host("cpu-only")) + " --listen=tls:unix:" + dir.File("s.sock") + cert + key,
+      {"--host_root=" + ShellQuote(FixtureHost("cpu-only")) + " --listen=tls:unix:" + dir.File("s.sock") + cert + key,
        "--listen: 'tls:unix:"},
-      {"--host_root=" + ShellQuote(Host("cpu-only")) + " --listen=tls:127.0.0.1:70000" + cert + key, "--listen: 'tls:127.0.0.1:70000'"},
+      {"--host_root=" + ShellQuote(FixtureHost("cpu-only")) + " --listen=tls:127.0.0.1:70000" + cert + key, "--listen: 'tls:127.0.0.1:70000'"},
   };
   for (const auto& [flags, words] : cases) {
     SCOPED_TRACE(flags);

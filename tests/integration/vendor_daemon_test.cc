@@ -14,8 +14,11 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "tests/common/command.h"
+#include "tests/common/fixtures.h"
 #include "tests/common/temp_dir.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/daemon_test_util.h"
+#include "tests/probe/test_util.h"
 
 namespace devplace::testing {
 namespace {
@@ -24,16 +27,13 @@ using ::testing::HasSubstr;
 
 constexpr uint64_t kMi210Vram = 68702699520;
 
-std::string Host(const std::string& name) { return std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/" + name; }
-std::string Fixture(const std::string& path) { return std::string(DEVPLACE_FIXTURES_DIR) + "/" + path; }
-
 // Sets the fakes' script variables for the daemon (and so its probe child) started in this scope.
 class FakeScripts {
  public:
   FakeScripts(const std::string& amdsmi, const std::string& nvml = "", const std::string& ze = "") {
-    if (!amdsmi.empty()) setenv("FAKE_AMDSMI_CONFIG", Fixture("amdsmi/" + amdsmi).c_str(), 1);
-    if (!nvml.empty()) setenv("FAKE_NVML_CONFIG", Fixture("nvml/" + nvml).c_str(), 1);
-    if (!ze.empty()) setenv("FAKE_ZE_CONFIG", Fixture("level_zero/" + ze).c_str(), 1);
+    if (!amdsmi.empty()) setenv("FAKE_AMDSMI_CONFIG", FixtureFile("amdsmi/" + amdsmi).c_str(), 1);
+    if (!nvml.empty()) setenv("FAKE_NVML_CONFIG", FixtureFile("nvml/" + nvml).c_str(), 1);
+    if (!ze.empty()) setenv("FAKE_ZE_CONFIG", FixtureFile("level_zero/" + ze).c_str(), 1);
   }
   ~FakeScripts() {
     unsetenv("FAKE_AMDSMI_CONFIG");
@@ -42,39 +42,19 @@ class FakeScripts {
   }
 };
 
-std::unique_ptr<v1::DevicePlacement::Stub> Stub(const std::string& target) {
-  return v1::DevicePlacement::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
-}
-
-const v1::ProbeReport* Report(const v1::Inventory& inv, const std::string& name) {
-  for (const v1::ProbeReport& r : inv.probe_reports()) {
-    if (r.name() == name) return &r;
-  }
-  return nullptr;
-}
-
-const v1::Device* Device(const v1::Inventory& inv, const std::string& bus_id) {
-  for (const v1::Backend& b : inv.backends()) {
-    for (const v1::Device& d : b.devices()) {
-      if (d.pci_bus_id() == bus_id) return &d;
-    }
-  }
-  return nullptr;
-}
-
 TEST(VendorDaemon, AmdSmiMemoryBecomesMaxMemory) {
   TempDir dir;
   FakeScripts scripts("mi210.txt");
-  DaemonProcess d(dir.path(), {"--host_root=" + Host("amd-2x-mi210"), "--nvml_library=",
+  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("amd-2x-mi210"), "--nvml_library=",
                                "--amd_smi_library=" DEVPLACE_FAKE_AMDSMI});
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
   auto stub = Stub(d.unix_target());
   grpc::ClientContext ctx;
   v1::Inventory inv;
   ASSERT_TRUE(stub->GetInventory(&ctx, {}, &inv).ok());
-  ASSERT_NE(Report(inv, "amd_smi"), nullptr);
-  EXPECT_EQ(Report(inv, "amd_smi")->status(), v1::PROBE_STATUS_OK) << Report(inv, "amd_smi")->message();
-  const v1::Device* first = Device(inv, "0000:63:00.0");
+  ASSERT_NE(FindReport(inv, "amd_smi"), nullptr);
+  EXPECT_EQ(FindReport(inv, "amd_smi")->status(), v1::PROBE_STATUS_OK) << FindReport(inv, "amd_smi")->message();
+  const v1::Device* first = FindDevice(inv, "0000:63:00.0");
   ASSERT_NE(first, nullptr);
   EXPECT_EQ(first->attributes().at("memory_source"), "amd_smi");
   EXPECT_EQ(first->attributes().at("compute_partition"), "SPX");
@@ -101,22 +81,22 @@ TEST(VendorDaemon, AmdSmiMemoryBecomesMaxMemory) {
 TEST(VendorDaemon, CrashingAmdSmiCostsOnlyItsRowAndTheDaemonServes) {
   TempDir dir;
   FakeScripts scripts("mixed-crash.txt", "mixed-4090.txt");
-  DaemonProcess d(dir.path(), {"--host_root=" + Host("mixed-nvidia-amd-igpu"), "--nvml_library=" DEVPLACE_FAKE_NVML,
+  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("mixed-nvidia-amd-igpu"), "--nvml_library=" DEVPLACE_FAKE_NVML,
                                "--amd_smi_library=" DEVPLACE_FAKE_AMDSMI, "--refresh_interval=0s"});
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
   auto stub = Stub(d.unix_target());
   grpc::ClientContext ctx;
   v1::Inventory inv;
   ASSERT_TRUE(stub->GetInventory(&ctx, {}, &inv).ok());
-  ASSERT_NE(Report(inv, "amd_smi"), nullptr);
-  EXPECT_EQ(Report(inv, "amd_smi")->status(), v1::PROBE_STATUS_CRASHED);
-  EXPECT_THAT(Report(inv, "amd_smi")->message(), HasSubstr("SIGSEGV"));
-  ASSERT_NE(Report(inv, "nvml"), nullptr);
-  EXPECT_EQ(Report(inv, "nvml")->status(), v1::PROBE_STATUS_OK) << Report(inv, "nvml")->message();
-  const v1::Device* nvidia = Device(inv, "0000:01:00.0");
+  ASSERT_NE(FindReport(inv, "amd_smi"), nullptr);
+  EXPECT_EQ(FindReport(inv, "amd_smi")->status(), v1::PROBE_STATUS_CRASHED);
+  EXPECT_THAT(FindReport(inv, "amd_smi")->message(), HasSubstr("SIGSEGV"));
+  ASSERT_NE(FindReport(inv, "nvml"), nullptr);
+  EXPECT_EQ(FindReport(inv, "nvml")->status(), v1::PROBE_STATUS_OK) << FindReport(inv, "nvml")->message();
+  const v1::Device* nvidia = FindDevice(inv, "0000:01:00.0");
   ASSERT_NE(nvidia, nullptr);
   EXPECT_EQ(nvidia->memory_free_bytes(), 24146608128u);
-  const v1::Device* igpu = Device(inv, "0000:0e:00.0");
+  const v1::Device* igpu = FindDevice(inv, "0000:0e:00.0");
   ASSERT_NE(igpu, nullptr);
   EXPECT_EQ(igpu->attributes().count("memory_source"), 0u);
   v1::ResolveDeviceRequest req;
@@ -129,7 +109,7 @@ TEST(VendorDaemon, CrashingAmdSmiCostsOnlyItsRowAndTheDaemonServes) {
   ctx3.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   v1::Inventory again;
   ASSERT_TRUE(stub->RefreshInventory(&ctx3, {}, &again).ok());
-  EXPECT_EQ(Report(again, "amd_smi")->status(), v1::PROBE_STATUS_CRASHED);
+  EXPECT_EQ(FindReport(again, "amd_smi")->status(), v1::PROBE_STATUS_CRASHED);
   d.Signal(SIGTERM);
   EXPECT_EQ(d.WaitExit(absl::Seconds(10)), 0);
 }
@@ -137,16 +117,16 @@ TEST(VendorDaemon, CrashingAmdSmiCostsOnlyItsRowAndTheDaemonServes) {
 TEST(VendorDaemon, LevelZeroMemoryBecomesMaxMemoryOnXpu) {
   TempDir dir;
   FakeScripts scripts("", "", "arc.txt");
-  DaemonProcess d(dir.path(), {"--host_root=" + Host("xpu-2x-arc"), "--nvml_library=", "--amd_smi_library=",
+  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("xpu-2x-arc"), "--nvml_library=", "--amd_smi_library=",
                                "--level_zero_library=" DEVPLACE_FAKE_ZE});
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
   auto stub = Stub(d.unix_target());
   grpc::ClientContext ctx;
   v1::Inventory inv;
   ASSERT_TRUE(stub->GetInventory(&ctx, {}, &inv).ok());
-  ASSERT_NE(Report(inv, "level_zero"), nullptr);
-  EXPECT_EQ(Report(inv, "level_zero")->status(), v1::PROBE_STATUS_OK) << Report(inv, "level_zero")->message();
-  EXPECT_EQ(Device(inv, "0000:03:00.0")->name(), "Intel(R) Arc(TM) A770 Graphics");
+  ASSERT_NE(FindReport(inv, "level_zero"), nullptr);
+  EXPECT_EQ(FindReport(inv, "level_zero")->status(), v1::PROBE_STATUS_OK) << FindReport(inv, "level_zero")->message();
+  EXPECT_EQ(FindDevice(inv, "0000:03:00.0")->name(), "Intel(R) Arc(TM) A770 Graphics");
   v1::ResolveDeviceRequest req;
   req.set_workload(v1::WORKLOAD_INFERENCE);
   req.set_device_map("auto");

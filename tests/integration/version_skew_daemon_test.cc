@@ -13,14 +13,13 @@
 #include "tests/common/command.h"
 #include "tests/common/temp_dir.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/daemon_test_util.h"
 
 namespace devplace::testing {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-CommandResult Cli(const std::string& args) { return RunCommand(absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " ", args)); }
 
 TEST(VersionSkewDaemon, NewerReleasesAreAnsweredWarnedAndCountedCachedRepeatsIncluded) {
   TempDir dir;
@@ -58,29 +57,29 @@ TEST(VersionSkewDaemon, NewerReleasesAreAnsweredWarnedAndCountedCachedRepeatsInc
 
   // The CLI: the device on stdout, the warning on stderr; --explain's `newer:` line; --json's fields.
   const std::string at = "--address=" + d.unix_target();
-  const CommandResult plain = Cli(at + " resolve --workload=training --no_environment --transformers_version=6.0.0");
+  const CommandResult plain = RunCli(at + " resolve --workload=training --no_environment --transformers_version=6.0.0");
   EXPECT_EQ(plain.exit_code, 0) << plain.err;
   EXPECT_EQ(plain.out, "cuda:0\n");
   EXPECT_THAT(plain.err, HasSubstr("devplace: warning: Transformers 6.0.0 (transformers_version) is newer than the "
                                    "newest release devplace knows, so Transformers 5.15.0's rules were applied"));
   const CommandResult explain =
-      Cli(at + " resolve --workload=training --no_environment --transformers_version=6.0.0 --explain");
+      RunCli(at + " resolve --workload=training --no_environment --transformers_version=6.0.0 --explain");
   EXPECT_EQ(explain.exit_code, 0) << explain.err;
   EXPECT_THAT(explain.err, HasSubstr("versions:   Transformers 5.15.0, Accelerate 1.14.0"));
   EXPECT_THAT(explain.err, HasSubstr("newer:      the job's Transformers 6.0.0 (rules applied: 5.15.0): newer than "
                                      "devplace's rules know, see warnings (V-SKEW)"));
   EXPECT_THAT(explain.err, HasSubstr("the job's 6.0.0, given, is newer, V-SKEW"));
-  const CommandResult json = Cli(at + " --json resolve --workload=training --no_environment --transformers_version=6.0.0");
+  const CommandResult json = RunCli(at + " --json resolve --workload=training --no_environment --transformers_version=6.0.0");
   EXPECT_EQ(json.exit_code, 0) << json.err;
   EXPECT_THAT(json.out, HasSubstr("\"transformersJobVersion\": \"6.0.0\""));
   EXPECT_THAT(json.out, HasSubstr("\"transformersNewerThanRules\": true"));
   EXPECT_THAT(json.out, HasSubstr("\"transformersVersion\": \"5.15.0\""));
   const CommandResult refused =
-      Cli(at + " resolve --workload=training --no_environment --transformers_version=6.0.0 --strict");
+      RunCli(at + " resolve --workload=training --no_environment --transformers_version=6.0.0 --strict");
   EXPECT_EQ(refused.exit_code, 1) << refused.err;
   EXPECT_THAT(refused.err, HasSubstr("FAILED_PRECONDITION: strict: Transformers 6.0.0"));
   // A release the rules know: no warning, nothing counted.
-  const CommandResult known = Cli(at + " resolve --workload=training --no_environment --accelerate_version=1.15.0.dev0");
+  const CommandResult known = RunCli(at + " resolve --workload=training --no_environment --accelerate_version=1.15.0.dev0");
   EXPECT_EQ(known.exit_code, 0) << known.err;
   EXPECT_THAT(known.err, Not(HasSubstr("V-SKEW")));
 

@@ -11,22 +11,20 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/common/command.h"
+#include "tests/common/fixtures.h"
 #include "tests/common/temp_dir.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/daemon_test_util.h"
 
 namespace devplace::testing {
 namespace {
 
 using ::testing::HasSubstr;
 
-std::string Host(const std::string& name) { return std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/" + name; }
-
-CommandResult Cli(const std::string& args) { return RunCommand(absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " ", args)); }
-
 // A Trainium host: Accelerate knows the native neuron device only from 1.13.0 (V-ACC-DD-1.13).
 TEST(VersionsOverTheWire, AccelerateReleaseChangesTheAnswerThroughTheLibrary) {
   TempDir dir;
-  DaemonProcess d(dir.path(), {"--host_root=" + Host("neuron-2x-trn1")});
+  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("neuron-2x-trn1")});
   for (const std::string& target : {d.unix_target(), d.tcp_target()}) {
     SCOPED_TRACE(target);
     ConnectOptions connect;
@@ -57,29 +55,29 @@ TEST(VersionsOverTheWire, AccelerateReleaseChangesTheAnswerThroughTheLibrary) {
 
 TEST(VersionsOverTheWire, CliFlagsExplainAndUsageErrors) {
   TempDir dir;
-  DaemonProcess d(dir.path(), {"--host_root=" + Host("neuron-2x-trn1")});
+  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("neuron-2x-trn1")});
   const std::string at = "--address=" + d.unix_target();
-  CommandResult health = Cli(at + " health");
-  for (int i = 0; i < 100 && health.out != "SERVING\n"; ++i) health = Cli(at + " health");
+  CommandResult health = RunCli(at + " health");
+  for (int i = 0; i < 100 && health.out != "SERVING\n"; ++i) health = RunCli(at + " health");
   ASSERT_EQ(health.out, "SERVING\n") << health.err;
   const std::string base = at + " resolve --workload=training --convention=accelerate --no_environment";
-  CommandResult newest = Cli(base);
+  CommandResult newest = RunCli(base);
   EXPECT_EQ(newest.exit_code, 0) << newest.err;
   EXPECT_EQ(newest.out, "neuron\n");
-  CommandResult old = Cli(base + " --accelerate_version=0.25.0 --explain");
+  CommandResult old = RunCli(base + " --accelerate_version=0.25.0 --explain");
   EXPECT_EQ(old.exit_code, 0) << old.err;
   EXPECT_EQ(old.out, "cpu\n");
   EXPECT_THAT(old.err, HasSubstr("versions:   Transformers 4.57.0, Accelerate 0.25.0"));
   EXPECT_THAT(old.err, HasSubstr("V-ACC-DD-0.25"));
   // TrainingArguments: neuron:0 joined the chain in 5.4 (V-TF-TA-5.4); before, it falls through to cpu.
-  CommandResult ta = Cli(at + " resolve --workload=training --no_environment --transformers_version=4.46.3");
+  CommandResult ta = RunCli(at + " resolve --workload=training --no_environment --transformers_version=4.46.3");
   EXPECT_EQ(ta.exit_code, 0) << ta.err;
   EXPECT_EQ(ta.out, "cpu\n");
-  CommandResult ta5 = Cli(at + " resolve --workload=training --no_environment --transformers_version=5.4.0");
+  CommandResult ta5 = RunCli(at + " resolve --workload=training --no_environment --transformers_version=5.4.0");
   EXPECT_EQ(ta5.out, "neuron:0\n") << ta5.err;
-  CommandResult ta53 = Cli(at + " resolve --workload=training --no_environment --transformers_version=5.3.0");
+  CommandResult ta53 = RunCli(at + " resolve --workload=training --no_environment --transformers_version=5.3.0");
   EXPECT_EQ(ta53.out, "cpu\n") << ta53.err;
-  CommandResult usage = Cli(base + " --accelerate_version=1.x");
+  CommandResult usage = RunCli(base + " --accelerate_version=1.x");
   EXPECT_EQ(usage.exit_code, 2);
   EXPECT_EQ(usage.out, "");
   EXPECT_THAT(usage.err, HasSubstr("--accelerate_version: '1.x' is not a version"));

@@ -9,6 +9,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "absl/synchronization/notification.h"
+#include "tests/common/fixtures.h"
 #include "tests/common/temp_dir.h"
 #include "tests/integration/daemon_process.h"
 
@@ -18,12 +19,10 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-std::string Host(const std::string& name) { return std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/" + name; }
-
 class BadInput : public ::testing::Test {
  protected:
   void SetUp() override {
-    daemon_ = std::make_unique<DaemonProcess>(dir_.path(), std::vector<std::string>{"--host_root=" + Host("cpu-only")});
+    daemon_ = std::make_unique<DaemonProcess>(dir_.path(), std::vector<std::string>{"--host_root=" + FixtureHost("cpu-only")});
     ASSERT_TRUE(daemon_->WaitForLog("event=inventory revision=1", absl::Seconds(20))) << daemon_->Log();
     channel_ = grpc::CreateChannel(daemon_->unix_target(), grpc::InsecureChannelCredentials());
     stub_ = v1::DevicePlacement::NewStub(channel_);

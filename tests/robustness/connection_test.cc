@@ -25,10 +25,12 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/common/command.h"
+#include "tests/common/fixtures.h"
 #include "tests/common/ports.h"
 #include "tests/common/temp_dir.h"
 #include "tests/common/test_pki.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/daemon_test_util.h"
 #include "tests/robustness/peer_commands.h"
 
 namespace devplace::testing {
@@ -37,17 +39,8 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-std::string Host(const std::string& name) { return std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/" + name; }
-
-bool Serves(const std::string& target) {
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  auto stub = grpc::health::v1::Health::NewStub(grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  grpc::health::v1::HealthCheckResponse response;
-  return stub->Check(&ctx, {}, &response).ok();
-}
+// One Health/Check of the whole server over a connection of its own, answered within 2 s.
+bool Serves(const std::string& target) { return HealthServes(target, absl::Seconds(2)); }
 
 int64_t RssKib(pid_t pid) {
   for (absl::string_view line : absl::StrSplit(ReadFile(absl::StrCat("/proc/", pid, "/status")), '\n')) {
@@ -59,8 +52,6 @@ int64_t RssKib(pid_t pid) {
   return -1;
 }
 
-std::string Tail(const std::string& log) { return log.substr(log.size() > 3000 ? log.size() - 3000 : 0); }
-
 // A local user floods TCP (from three loopback source addresses, so that a per-address cap would
 // not hold it) and the unix socket with silent connections, far past the daemon's 256
 // descriptors. The flood is refused at accept past the user's cap; another unprivileged user and
@@ -71,7 +62,7 @@ TEST(Connections, AFloodFromOneUserIsRefusedAtAcceptWhileOtherPeersAreServedThro
   TempDir dir;
   ASSERT_EQ(chmod(dir.path().c_str(), 0755), 0);  // the socket's directory, for the unprivileged peers
   DaemonProcess d(dir.path(),
-                  {"--host_root=" + Host("cpu-only"), "--socket_mode=0666", "--liveness_interval=1s",
+                  {"--host_root=" + FixtureHost("cpu-only"), "--socket_mode=0666", "--liveness_interval=1s",
                    "--liveness_failures=3", "--max_connections_per_peer=24"},
                   {"/usr/bin/prlimit", "--nofile=256:256", "--"});
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
@@ -130,7 +121,7 @@ TEST(Connections, AOneUserFloodOfHeldShortLivedAndNodeAddressConnectionsLeavesAn
   TempDir dir;
   ASSERT_EQ(chmod(dir.path().c_str(), 0755), 0);
   const std::string node = NodeAddress();
-  std::vector<std::string> flags = {"--host_root=" + Host("cpu-only"), "--socket_mode=0666",
+  std::vector<std::string> flags = {"--host_root=" + FixtureHost("cpu-only"), "--socket_mode=0666",
                                     "--liveness_interval=1s", "--liveness_failures=3"};
   if (!node.empty()) {
     flags.push_back(absl::StrCat("--listen=unix:", dir.File("d.sock"), ",127.0.0.1:0,", node, ":0"));
@@ -199,7 +190,7 @@ TEST(Connections, ASilentUnixSocketConnectionIsClosedAfterTheHandshakeTimeout) {
   SKIP_UNLESS_ROOT();
   TempDir dir;
   ASSERT_EQ(chmod(dir.path().c_str(), 0755), 0);
-  DaemonProcess d(dir.path(), {"--host_root=" + Host("cpu-only"), "--socket_mode=0666", "--handshake_timeout=2s"});
+  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("cpu-only"), "--socket_mode=0666", "--handshake_timeout=2s"});
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
   const std::vector<std::string> reports =
       RunTogether({AsUser(kFlooder, absl::StrCat("hold ", d.unix_target(), " 5 60")),
@@ -228,7 +219,7 @@ TEST(Connections, StalledTlsHandshakesAreBoundedInNumberAndTimeAndTheirMemoryIsR
   const CertFiles ca = MakeCa(dir.path(), "ca");
   const CertFiles server = MakeLeaf(dir.path(), ca, "server", "IP:127.0.0.1", /*client=*/false);
   DaemonProcess d(dir.path(), {"--listen=unix:" + dir.File("d.sock") + ",127.0.0.1:0,tls:127.0.0.1:0",
-                               "--host_root=" + Host("cpu-only"), "--tls_cert=" + server.cert,
+                               "--host_root=" + FixtureHost("cpu-only"), "--tls_cert=" + server.cert,
                                "--tls_key=" + server.key, "--handshake_timeout=2s", "--liveness_interval=1s"});
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
   const std::string tls_target = d.tls_target();
@@ -305,7 +296,7 @@ TEST(Connections, TlsLivenessChecksPassWithoutLoggingAHandshakeError) {
   const CertFiles ca = MakeCa(dir.path(), "ca");
   const CertFiles server = MakeLeaf(dir.path(), ca, "server", "IP:127.0.0.1", /*client=*/false);
   DaemonProcess d(dir.path(), {"--listen=unix:" + dir.File("d.sock") + ",127.0.0.1:0,tls:127.0.0.1:0",
-                               "--host_root=" + Host("cpu-only"), "--tls_cert=" + server.cert,
+                               "--host_root=" + FixtureHost("cpu-only"), "--tls_cert=" + server.cert,
                                "--tls_key=" + server.key, "--liveness_interval=500ms"});
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
   absl::SleepFor(absl::Seconds(3));  // 6 rounds
@@ -327,7 +318,7 @@ TEST(Connections, ARemovedRuntimeDirectoryIsRecreatedAndTheDaemonKeepsServing) {
   TempDir dir;
   ASSERT_EQ(chmod(dir.path().c_str(), 0777), 0);
   DaemonProcess d(dir.path(),
-                  {"--listen=unix:" + socket + ",127.0.0.1:0", "--host_root=" + Host("cpu-only"),
+                  {"--listen=unix:" + socket + ",127.0.0.1:0", "--host_root=" + FixtureHost("cpu-only"),
                    "--liveness_interval=1s", "--liveness_failures=3"},
                   {"/usr/bin/setpriv", absl::StrCat("--reuid=", kUser), absl::StrCat("--regid=", kUser),
                    "--clear-groups", "/usr/bin/env", "-u", "XDG_RUNTIME_DIR", "--"});

@@ -25,27 +25,18 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/common/command.h"
+#include "tests/common/fixtures.h"
 #include "tests/common/temp_dir.h"
 #include "tests/common/test_pki.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/daemon_test_util.h"
 #include "tests/robustness/peer_commands.h"
 
 namespace devplace::testing {
 namespace {
 
-std::string Host(const std::string& name) { return std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/" + name; }
-
 // One Health/Check over a connection of its own.
-bool Serves(const std::string& target) {
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  auto stub = grpc::health::v1::Health::NewStub(
-      grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
-  grpc::health::v1::HealthCheckResponse response;
-  return stub->Check(&ctx, {}, &response).ok();
-}
+bool Serves(const std::string& target) { return HealthServes(target, absl::Seconds(1)); }
 
 // Lowers the running daemon's descriptor limit, floods `port` on 127.0.0.1 with connections held
 // for 2 s, then expects, within 20 s of the flood's end, `serving()` again or exit status 1 with
@@ -103,7 +94,7 @@ int PortOf(const std::string& target) { return std::stoi(target.substr(target.rf
 
 TEST(Descriptors, TheDaemonRecoversOrExitsForItsSupervisorAfterAFlood) {
   TempDir dir;
-  DaemonProcess d(dir.path(), {"--host_root=" + Host("cpu-only"), "--liveness_interval=1s", "--liveness_failures=3"});
+  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("cpu-only"), "--liveness_interval=1s", "--liveness_failures=3"});
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
   EXPECT_THAT(d.Log(), ::testing::HasSubstr("event=rlimit_nofile"));
   FloodAndExpectRecoveryOrExit(
@@ -119,7 +110,7 @@ TEST(Descriptors, AFloodedTlsListenerIsDetectedToo) {
   const CertFiles server = MakeLeaf(dir.path(), ca, "server", "IP:127.0.0.1", false);
   const CertFiles client = MakeLeaf(dir.path(), ca, "client", "", true);
   DaemonProcess d(dir.path(), {"--listen=unix:" + dir.File("d.sock") + ",127.0.0.1:0,tls:127.0.0.1:0",
-                               "--host_root=" + Host("cpu-only"), "--tls_cert=" + server.cert,
+                               "--host_root=" + FixtureHost("cpu-only"), "--tls_cert=" + server.cert,
                                "--tls_key=" + server.key, "--tls_client_ca=" + ca.cert, "--liveness_interval=1s",
                                "--liveness_failures=3"});
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
@@ -160,7 +151,7 @@ TEST(Descriptors, ALimitLoweredAfterStartIsFollowedAndAFloodIsRefusedAtAccept) {
   SKIP_UNLESS_ROOT();
   TempDir dir;
   ASSERT_EQ(chmod(dir.path().c_str(), 0755), 0);
-  DaemonProcess d(dir.path(), {"--host_root=" + Host("cpu-only"), "--socket_mode=0666", "--liveness_interval=1s",
+  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("cpu-only"), "--socket_mode=0666", "--liveness_interval=1s",
                                "--liveness_failures=3"});
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
   const double original = NumberAfter(d.Log(), "event=rlimit_nofile soft=");

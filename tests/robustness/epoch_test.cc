@@ -9,17 +9,13 @@
 #include "gtest/gtest.h"
 #include "grpcpp/grpcpp.h"
 #include "tests/common/command.h"
+#include "tests/common/fixtures.h"
 #include "tests/common/temp_dir.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/daemon_test_util.h"
 
 namespace devplace::testing {
 namespace {
-
-std::string Host(const std::string& name) { return std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/" + name; }
-
-std::unique_ptr<v1::DevicePlacement::Stub> Stub(const DaemonProcess& d) {
-  return v1::DevicePlacement::NewStub(grpc::CreateChannel(d.unix_target(), grpc::InsecureChannelCredentials()));
-}
 
 v1::Inventory Get(v1::DevicePlacement::Stub& stub) {
   grpc::ClientContext ctx;
@@ -50,9 +46,9 @@ v1::Inventory FirstWatched(v1::DevicePlacement::Stub& stub, uint64_t known_epoch
 
 TEST(Epoch, EverySnapshotCarriesTheInstanceEpochAndAWatcherAheadGetsIt) {
   TempDir dir;
-  DaemonProcess d(dir.path(), {"--host_root=" + Host("cpu-only")});
+  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("cpu-only")});
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
-  auto stub = Stub(d);
+  auto stub = Stub(d.unix_target());
   const v1::Inventory inv = Get(*stub);
   EXPECT_NE(inv.epoch(), 0u);
   EXPECT_EQ(inv.revision(), 1u);
@@ -76,15 +72,15 @@ TEST(Epoch, AWatcherFromBeforeARestartGetsTheCurrentSnapshot) {
   TempDir dir;
   uint64_t old_epoch = 0;
   {
-    DaemonProcess before(dir.path(), {"--host_root=" + Host("cpu-only")});
+    DaemonProcess before(dir.path(), {"--host_root=" + FixtureHost("cpu-only")});
     ASSERT_TRUE(before.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << before.Log();
-    old_epoch = Get(*Stub(before)).epoch();
+    old_epoch = Get(*Stub(before.unix_target())).epoch();
     before.Signal(SIGTERM);
     ASSERT_EQ(before.WaitExit(absl::Seconds(10)), 0) << before.Log();
   }
-  DaemonProcess after(dir.path(), {"--host_root=" + Host("cpu-only")});
+  DaemonProcess after(dir.path(), {"--host_root=" + FixtureHost("cpu-only")});
   ASSERT_TRUE(after.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << after.Log();
-  auto stub = Stub(after);
+  auto stub = Stub(after.unix_target());
   const v1::Inventory current = Get(*stub);
   ASSERT_NE(current.epoch(), old_epoch);
   // The same revision number from the old instance is not the same snapshot.
@@ -96,10 +92,10 @@ TEST(Epoch, AWatcherFromBeforeARestartGetsTheCurrentSnapshot) {
 TEST(Epoch, AnExactMatchSkipsOnlyThatSnapshot) {
   TempDir dir;
   const std::string host = dir.File("host");
-  ASSERT_EQ(RunCommand("cp -r " + ShellQuote(Host("cpu-only")) + " " + host).exit_code, 0);
+  ASSERT_EQ(RunCommand("cp -r " + ShellQuote(FixtureHost("cpu-only")) + " " + host).exit_code, 0);
   DaemonProcess d(dir.path(), {"--host_root=" + host, "--refresh_interval=0"});
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
-  auto stub = Stub(d);
+  auto stub = Stub(d.unix_target());
   const v1::Inventory current = Get(*stub);
   // The watcher has revision 1 of this instance: the first message it gets is revision 2, made by
   // changing the host after the watch started.

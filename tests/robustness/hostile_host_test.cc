@@ -12,17 +12,17 @@
 #include "absl/strings/strip.h"
 #include "devplace/v1/devplace.pb.h"
 #include "gmock/gmock.h"
-#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "tests/common/command.h"
+#include "tests/common/fixtures.h"
 #include "tests/common/temp_dir.h"
+#include "tests/integration/daemon_test_util.h"
+#include "tests/probe/test_util.h"
 
 namespace devplace::testing {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string Host(const std::string& name) { return std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/" + name; }
 
 // No vendor library: only the sysfs/procfs probers run.
 constexpr char kNoLibraries[] =
@@ -49,19 +49,6 @@ Measured RunMeasured(const TempDir& dir, const std::string& command, int limit_s
   return m;
 }
 
-const v1::ProbeReport* Report(const v1::Inventory& inv, const std::string& name) {
-  for (const v1::ProbeReport& r : inv.probe_reports()) {
-    if (r.name() == name) return &r;
-  }
-  return nullptr;
-}
-
-v1::Inventory ParseJson(const std::string& json) {
-  v1::Inventory inv;
-  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(json, &inv).ok()) << json;
-  return inv;
-}
-
 // 1 MiB of "0-1048575," ranges (each the widest one range may be): about 105,000 ranges naming
 // 2^20 CPUs each, 110 billion in all before duplicates are merged.
 std::string CpuListBomb() {
@@ -78,7 +65,7 @@ TEST(HostileHost, CpuListBombIsRefusedUnderAnAddressSpaceCap) {
   GTEST_SKIP() << "an AddressSanitizer binary cannot start under prlimit --as";
 #endif
   TempDir dir;
-  ASSERT_EQ(RunCommand(absl::StrCat("cp -r ", ShellQuote(Host("cpu-only")), " ", dir.File("host"))).exit_code, 0);
+  ASSERT_EQ(RunCommand(absl::StrCat("cp -r ", ShellQuote(FixtureHost("cpu-only")), " ", dir.File("host"))).exit_code, 0);
   dir.Write("host/sys/devices/system/cpu/online", CpuListBomb());
   dir.Write("host/sys/devices/system/node/node0/cpulist", CpuListBomb());
   // A 1 GiB address-space cap, set by Debian's prlimit: before the fix the probe materialised each
@@ -89,12 +76,12 @@ TEST(HostileHost, CpuListBombIsRefusedUnderAnAddressSpaceCap) {
                    " --host_root=", dir.File("host"), kNoLibraries),
       60);
   ASSERT_EQ(m.result.exit_code, 0) << m.result.err;
-  const v1::Inventory inv = ParseJson(m.result.out);
-  const v1::ProbeReport* cpu = Report(inv, "cpu");
+  const v1::Inventory inv = ParseInventoryJson(m.result.out);
+  const v1::ProbeReport* cpu = FindReport(inv, "cpu");
   ASSERT_NE(cpu, nullptr);
   EXPECT_EQ(cpu->status(), v1::PROBE_STATUS_ERROR);
   EXPECT_EQ(cpu->message(), "/sys/devices/system/cpu/online names 1048576 CPUs, more than the 65536 accepted");
-  const v1::ProbeReport* numa = Report(inv, "numa");
+  const v1::ProbeReport* numa = FindReport(inv, "numa");
   ASSERT_NE(numa, nullptr);
   EXPECT_EQ(numa->status(), v1::PROBE_STATUS_OK) << numa->message();  // a well-formed list: kept as text
   // The rest of the inventory is still there.
@@ -110,7 +97,7 @@ TEST(HostileHost, CpuListBombIsRefusedUnderAnAddressSpaceCap) {
 // A host whose online-CPU list and a GPU's PCI vendor attribute are FIFOs that nothing writes:
 // opening either for reading would block for good.
 void MakeFifoHost(const TempDir& dir) {
-  ASSERT_EQ(RunCommand(absl::StrCat("cp -r ", ShellQuote(Host("nvidia-2x-h100")), " ", dir.File("host"))).exit_code, 0);
+  ASSERT_EQ(RunCommand(absl::StrCat("cp -r ", ShellQuote(FixtureHost("nvidia-2x-h100")), " ", dir.File("host"))).exit_code, 0);
   for (const std::string rel : {"host/sys/devices/system/cpu/online", "host/sys/bus/pci/devices/0000:18:00.0/vendor"}) {
     ASSERT_EQ(RunCommand(absl::StrCat("rm -f '", dir.File(rel), "' && mkfifo '", dir.File(rel), "'")).exit_code, 0);
   }
@@ -120,11 +107,11 @@ void ExpectFifoHostProbed(const Measured& m) {
   // Before the fix: still blocked in open(2) when `timeout` killed it (exit 137).
   ASSERT_EQ(m.result.exit_code, 0) << m.result.err;
   EXPECT_LT(m.seconds, 5.0) << "--probe_timeout=5s is for the whole probe";
-  const v1::Inventory inv = ParseJson(m.result.out);
-  const v1::ProbeReport* cpu = Report(inv, "cpu");
+  const v1::Inventory inv = ParseInventoryJson(m.result.out);
+  const v1::ProbeReport* cpu = FindReport(inv, "cpu");
   ASSERT_NE(cpu, nullptr);
   EXPECT_EQ(cpu->status(), v1::PROBE_STATUS_OK) << cpu->message();  // online unreadable: /proc/cpuinfo's count
-  const v1::ProbeReport* pci = Report(inv, "pci");
+  const v1::ProbeReport* pci = FindReport(inv, "pci");
   ASSERT_NE(pci, nullptr);
   EXPECT_THAT(pci->message(), HasSubstr("0000:18:00.0/vendor is a FIFO, not a regular file"));
   std::printf("FIFO host: exit %d, %.2f s\n", m.result.exit_code, m.seconds);

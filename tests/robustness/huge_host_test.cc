@@ -19,8 +19,10 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "tests/common/command.h"
+#include "tests/common/fixtures.h"
 #include "tests/common/temp_dir.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/daemon_test_util.h"
 
 namespace devplace::testing {
 namespace {
@@ -30,13 +32,11 @@ using ::testing::HasSubstr;
 
 constexpr int kFunctions = 100000;
 
-std::string Host(const std::string& name) { return std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/" + name; }
-
 // nvidia-2x-h100 with its two GPUs and the NVSwitch replaced by kFunctions H100s: every
 // /sys/bus/pci/devices/<bdf> links to the first GPU's directory and every
 // /proc/driver/nvidia/gpus/<bdf> to its information directory (so all share /dev/nvidia0).
 void GenerateHost(const std::string& root) {
-  ASSERT_EQ(RunCommand(absl::StrCat("cp -r ", ShellQuote(Host("nvidia-2x-h100")), " ", root)).exit_code, 0);
+  ASSERT_EQ(RunCommand(absl::StrCat("cp -r ", ShellQuote(FixtureHost("nvidia-2x-h100")), " ", root)).exit_code, 0);
   const fs::path devices = fs::path(root) / "sys/bus/pci/devices";
   const fs::path gpus = fs::path(root) / "proc/driver/nvidia/gpus";
   const fs::path gpu_dir = fs::path(root) / "sys/devices/pci-template";
@@ -56,12 +56,6 @@ void GenerateHost(const std::string& root) {
   }
 }
 
-v1::Inventory ParseJson(const std::string& json) {
-  v1::Inventory inv;
-  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(json, &inv).ok()) << json.substr(0, 500);
-  return inv;
-}
-
 TEST(HugeHost, HundredThousandDevicesAnswerResolveInventoryAndMetricsWithinBounds) {
   TempDir dir;
   const std::string root = dir.File("host");
@@ -74,7 +68,7 @@ TEST(HugeHost, HundredThousandDevicesAnswerResolveInventoryAndMetricsWithinBound
   const CommandResult inventory =
       RunCommand(absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " inventory --json --address=", d.unix_target()));
   ASSERT_EQ(inventory.exit_code, 0) << inventory.err;
-  const v1::Inventory inv = ParseJson(inventory.out);
+  const v1::Inventory inv = ParseInventoryJson(inventory.out);
   const v1::Backend* cuda = nullptr;
   for (const v1::Backend& b : inv.backends()) {
     if (b.row() == v1::ROW_CUDA_NVIDIA) cuda = &b;

@@ -17,19 +17,19 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "tests/common/command.h"
+#include "tests/common/fixtures.h"
 #include "tests/common/temp_dir.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/daemon_test_util.h"
 
 namespace devplace::testing {
 namespace {
 
 using ::testing::HasSubstr;
 
-std::string Host(const std::string& name) { return std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/" + name; }
-
 TEST(Lifecycle, SigtermUnderLoadEndsWatchesWithOkAndExitsWithinGrace) {
   TempDir dir;
-  DaemonProcess d(dir.path(), {"--host_root=" + Host("cpu-only"), "--shutdown_grace=1s"});
+  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("cpu-only"), "--shutdown_grace=1s"});
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
   auto channel = grpc::CreateChannel(d.unix_target(), grpc::InsecureChannelCredentials());
   auto stub = v1::DevicePlacement::NewStub(channel);
@@ -91,12 +91,12 @@ TEST(Lifecycle, AFailedFirstProbeIsRetriedWithBackoffAndItsReasonServed) {
            << "exec " << ShellQuote(DEVPLACE_PROBE_BINARY) << " \"$@\"\n";
   }
   ASSERT_EQ(chmod(probe.c_str(), 0755), 0);
-  DaemonProcess d(dir.path(), {"--host_root=" + Host("cpu-only"), "--probe_command=" + probe, "--refresh_interval=0"});
+  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("cpu-only"), "--probe_command=" + probe, "--refresh_interval=0"});
   ASSERT_TRUE(d.WaitForLog("event=probe result=error", absl::Seconds(20))) << d.Log();
   // The log line escapes the child's stderr: one line, quotes escaped.
   EXPECT_THAT(d.Log(), HasSubstr(R"(failing \"on purpose\" | line two)")) << d.Log();
 
-  auto stub = v1::DevicePlacement::NewStub(grpc::CreateChannel(d.unix_target(), grpc::InsecureChannelCredentials()));
+  auto stub = Stub(d.unix_target());
   grpc::ClientContext ctx;
   v1::Inventory inv;
   const grpc::Status early = stub->GetInventory(&ctx, {}, &inv);

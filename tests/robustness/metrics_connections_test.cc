@@ -23,6 +23,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/common/fixtures.h"
 #include "tests/common/temp_dir.h"
 #include "tests/integration/daemon_process.h"
 #include "tests/robustness/peer_commands.h"
@@ -31,8 +32,6 @@ namespace devplace::testing {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string Host(const std::string& name) { return std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/" + name; }
 
 int Connect(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -72,7 +71,7 @@ std::string Scrape(int port, absl::Duration timeout) {
 
 TEST(MetricsConnections, ScrapesAreServedWhileIdleAndSlowConnectionsAreHeld) {
   TempDir dir;
-  DaemonProcess d(dir.path(), {"--host_root=" + Host("cpu-only"), "--metrics_listen=127.0.0.1:0"});
+  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("cpu-only"), "--metrics_listen=127.0.0.1:0"});
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
   std::smatch m;
   const std::string log = d.Log();
@@ -132,7 +131,7 @@ TEST(MetricsConnections, ScrapesAreServedWhileIdleAndSlowConnectionsAreHeld) {
 TEST(MetricsConnections, StaysScrapeableUnder300IdleAndSlowConnectionsFromOneUser) {
   SKIP_UNLESS_ROOT();
   TempDir dir;
-  DaemonProcess d(dir.path(), {"--host_root=" + Host("cpu-only"), "--metrics_listen=127.0.0.1:0"});
+  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("cpu-only"), "--metrics_listen=127.0.0.1:0"});
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
   std::smatch m;
   const std::string log = d.Log();

@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/common/command.h"
+#include "tests/common/fixtures.h"
 #include "tests/common/temp_dir.h"
 #include "tests/integration/daemon_process.h"
 
@@ -22,11 +23,9 @@ namespace {
 
 using ::testing::StartsWith;
 
-std::string Host(const std::string& name) { return std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/" + name; }
-
 TEST(NfdDirectory, SwappedForALinkAfterStartTheFileNeverLandsInTheLinksTarget) {
   TempDir dir;
-  ASSERT_EQ(RunCommand(absl::StrCat("cp -r ", ShellQuote(Host("cpu-only")), " ", dir.File("host"))).exit_code, 0);
+  ASSERT_EQ(RunCommand(absl::StrCat("cp -r ", ShellQuote(FixtureHost("cpu-only")), " ", dir.File("host"))).exit_code, 0);
   dir.Touch("features.d/");
   dir.Touch("root-only/");
   ASSERT_EQ(chmod(dir.File("root-only").c_str(), 0700), 0);

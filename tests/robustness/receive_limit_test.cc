@@ -12,15 +12,15 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "tests/common/command.h"
+#include "tests/common/fixtures.h"
 #include "tests/common/temp_dir.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/daemon_test_util.h"
 
 namespace devplace::testing {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string Host(const std::string& name) { return std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/" + name; }
 
 // A /proc/PID/status field in kB ("VmHWM", "VmRSS"), -1 if absent.
 int64_t StatusKb(pid_t pid, const std::string& field) {
@@ -36,13 +36,13 @@ TEST(ReceiveLimit, OutOfRangeFlagsExitTwoNamingTheFlagAndRange) {
     SCOPED_TRACE(value);
     const CommandResult r =
         RunCommand(absl::StrCat("timeout 20 ", ShellQuote(DEVPLACE_DAEMON_BINARY), " --listen=unix:", dir.File("s.sock"),
-                                " --host_root=", ShellQuote(Host("cpu-only")), " --max_receive_bytes=", value));
+                                " --host_root=", ShellQuote(FixtureHost("cpu-only")), " --max_receive_bytes=", value));
     EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
     EXPECT_THAT(r.err, HasSubstr("--max_receive_bytes=" + value + " is out of range; accepted: 4096..67108864"));
   }
   const CommandResult quota =
       RunCommand(absl::StrCat("timeout 20 ", ShellQuote(DEVPLACE_DAEMON_BINARY), " --listen=unix:", dir.File("s.sock"),
-                              " --host_root=", ShellQuote(Host("cpu-only")), " --memory_quota_bytes=1000"));
+                              " --host_root=", ShellQuote(FixtureHost("cpu-only")), " --memory_quota_bytes=1000"));
   EXPECT_EQ(quota.exit_code, 2) << quota.out << quota.err;
   EXPECT_THAT(quota.err, HasSubstr("--memory_quota_bytes=1000 is out of range"));
 }
@@ -58,7 +58,7 @@ constexpr int64_t kPeakBoundKb = (64 + 160) * 1024;
 
 TEST(ReceiveLimit, ConcurrentOversizedRequestsKeepPeakRssBounded) {
   TempDir dir;
-  DaemonProcess d(dir.path(), {"--host_root=" + Host("cpu-only"), "--memory_quota_bytes=" + std::to_string(64 << 20)});
+  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("cpu-only"), "--memory_quota_bytes=" + std::to_string(64 << 20)});
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
   const int64_t before_kb = StatusKb(d.pid(), "VmHWM");
   ASSERT_GT(before_kb, 0);
@@ -113,7 +113,7 @@ TEST(ReceiveLimit, ConcurrentOversizedRequestsKeepPeakRssBounded) {
 #endif
 
   // The daemon still answers.
-  auto stub = v1::DevicePlacement::NewStub(grpc::CreateChannel(d.unix_target(), grpc::InsecureChannelCredentials()));
+  auto stub = Stub(d.unix_target());
   grpc::ClientContext ctx;
   v1::ListBackendsResponse backends;
   EXPECT_TRUE(stub->ListBackends(&ctx, {}, &backends).ok());

@@ -31,8 +31,10 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "tests/common/command.h"
+#include "tests/common/fixtures.h"
 #include "tests/common/temp_dir.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/daemon_test_util.h"
 
 extern char** environ;
 
@@ -44,8 +46,6 @@ constexpr int kRefreshes = 500;
 // 2-core machine; 229 in 150 s were seen with the machine loaded eight times over): this is only
 // the guard for a daemon that stops refreshing (its binary's ctest timeout is above it).
 constexpr absl::Duration kBudget = absl::Seconds(600);
-
-std::string Host(const std::string& name) { return std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/" + name; }
 
 // `/bin/sh -c script` in a process group of its own, killed with everything it started when this
 // goes away.
@@ -79,11 +79,9 @@ int Count(const std::string& text, const std::string& needle) {
   return n;
 }
 
-std::string Tail(const std::string& log) { return log.substr(log.size() > 3000 ? log.size() - 3000 : 0); }
-
 TEST(RefreshChurn, FiveHundredRefreshesUnderProcessChurnLeaveTheDaemonAliveAndAnswering) {
   TempDir dir;
-  const std::string host = Host("nvidia-2x-h100");
+  const std::string host = FixtureHost("nvidia-2x-h100");
   const std::string inventory = dir.File("inventory.pb");
   const CommandResult probed =
       RunCommand(absl::StrCat(ShellQuote(DEVPLACE_PROBE_BINARY), " --host_root=", ShellQuote(host), " > ",
@@ -107,7 +105,7 @@ TEST(RefreshChurn, FiveHundredRefreshesUnderProcessChurnLeaveTheDaemonAliveAndAn
   std::atomic<int64_t> slowest_ms{0};
   std::string first_failure;
   std::thread caller([&] {
-    auto stub = v1::DevicePlacement::NewStub(grpc::CreateChannel(d.unix_target(), grpc::InsecureChannelCredentials()));
+    auto stub = Stub(d.unix_target());
     v1::ResolveDeviceRequest request;
     request.set_workload(v1::WORKLOAD_INFERENCE);
     request.set_device_map("auto");  // from_pretrained(device_map="auto"), every host device visible

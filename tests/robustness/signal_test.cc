@@ -21,14 +21,13 @@
 #include "devplace/v1/devplace.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "grpcpp/grpcpp.h"
+#include "tests/common/fixtures.h"
 #include "tests/common/temp_dir.h"
 #include "tests/common/test_pki.h"
 #include "tests/integration/daemon_process.h"
 
 namespace devplace::testing {
 namespace {
-
-std::string Host(const std::string& name) { return std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/" + name; }
 
 struct ThreadMask {
   std::string name;
@@ -74,7 +73,7 @@ TEST(Signals, EveryThreadOfATlsDaemonBlocksThemAndASighupStormLeavesItServing) {
   const CertFiles server = MakeLeaf(dir.path(), ca, "server", "IP:127.0.0.1", /*client=*/false);
   const CertFiles client = MakeLeaf(dir.path(), ca, "client", "", /*client=*/true);
   DaemonProcess d(dir.path(), {"--listen=unix:" + dir.File("d.sock") + ",127.0.0.1:0,tls:127.0.0.1:0",
-                               "--host_root=" + Host("cpu-only"), "--tls_cert=" + server.cert,
+                               "--host_root=" + FixtureHost("cpu-only"), "--tls_cert=" + server.cert,
                                "--tls_key=" + server.key, "--tls_client_ca=" + ca.cert});
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
   const std::string log = d.Log();

@@ -14,8 +14,10 @@
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "tests/common/fixtures.h"
 #include "tests/common/temp_dir.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/daemon_test_util.h"
 #include "tests/robustness/peer_commands.h"
 
 extern char** environ;
@@ -25,13 +27,11 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string Host(const std::string& name) { return std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/" + name; }
-
 // One open watch on `target`; `Opened()` reads its first message (false: the stream ended, e.g.
 // RESOURCE_EXHAUSTED, see `Finish()`).
 struct Watch {
   explicit Watch(const std::string& target)
-      : stub(v1::DevicePlacement::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()))) {
+      : stub(Stub(target)) {
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
     reader = stub->WatchInventory(&ctx, {});
   }
@@ -57,7 +57,7 @@ struct Watch {
 
 TEST(Watches, CappedPerDaemon) {
   TempDir dir;
-  DaemonProcess d(dir.path(), {"--host_root=" + Host("cpu-only"), "--max_watches=2"});
+  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("cpu-only"), "--max_watches=2"});
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
   Watch unix1(d.unix_target()), tcp1(d.tcp_target());
   ASSERT_TRUE(unix1.Opened());
@@ -73,7 +73,7 @@ TEST(Watches, CappedPerDaemon) {
 // alike (TCP watches used to count by address, so every local TCP client was one peer).
 TEST(Watches, CappedPerPeerALocalUserOverTheUnixSocketAndTcpAlike) {
   TempDir dir;
-  DaemonProcess d(dir.path(), {"--host_root=" + Host("cpu-only"), "--max_watches=10", "--max_watches_per_peer=2"});
+  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("cpu-only"), "--max_watches=10", "--max_watches_per_peer=2"});
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
   Watch unix1(d.unix_target()), unix2(d.unix_target());
   ASSERT_TRUE(unix1.Opened());
@@ -92,7 +92,7 @@ TEST(Watches, CappedPerPeerALocalUserOverTheUnixSocketAndTcpAlike) {
 TEST(Watches, TwoLocalUsersOverTcpAreTwoPeers) {
   SKIP_UNLESS_ROOT();
   TempDir dir;
-  DaemonProcess d(dir.path(), {"--host_root=" + Host("cpu-only"), "--max_watches=10", "--max_watches_per_peer=2"});
+  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("cpu-only"), "--max_watches=10", "--max_watches_per_peer=2"});
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
   Watch mine1(d.tcp_target()), mine2(d.tcp_target());
   ASSERT_TRUE(mine1.Opened());
@@ -104,7 +104,7 @@ TEST(Watches, TwoLocalUsersOverTcpAreTwoPeers) {
 
 TEST(Watches, AFrozenUnixSocketClientIsDroppedByKeepalive) {
   TempDir dir;
-  DaemonProcess d(dir.path(), {"--host_root=" + Host("cpu-only"), "--max_watches=1", "--keepalive_time=1s",
+  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("cpu-only"), "--max_watches=1", "--keepalive_time=1s",
                                "--keepalive_timeout=1s"});
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
   // The frozen client: the devplace CLI watching over the unix socket.

@@ -19,6 +19,7 @@
 #include "server/placement/resolver.h"
 #include "server/service/service.h"
 #include "tests/common/temp_dir.h"
+#include "tests/integration/daemon_test_util.h"
 #include "tests/placement/inventory_builder.h"
 
 namespace devplace::testing {
@@ -324,11 +325,6 @@ class ServiceCache : public ::testing::Test {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
   }
   void Publish(const v1::Inventory& inv) { dir_.Write("inventory.bin", inv.SerializeAsString()); }
-  std::unique_ptr<grpc::ClientContext> Ctx() {
-    auto ctx = std::make_unique<grpc::ClientContext>();
-    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    return ctx;
-  }
   v1::ResolveDeviceResponse Resolve(const v1::ResolveDeviceRequest& req) {
     v1::ResolveDeviceResponse out;
     const grpc::Status s = stub_->ResolveDevice(Ctx().get(), req, &out);

@@ -44,12 +44,12 @@ for _module, _package in (("grpc", "grpcio"), ("google.protobuf", "protobuf")):
             f"({_missing}): pip install 'grpcio>=1.51' 'protobuf>=4.21.12,<6' (with Debian's /usr/bin/python3: "
             "apt-get install python3-grpcio python3-protobuf)") from _missing
 
-from ._client import Client, resolve_device
+from ._client import Client, Watch, pick, resolve_device
 from ._device_metadata import DRA_METADATA_DIR, device_allocation
 from ._grpc_connection import TlsOptions
-from ._pick import Pick, make_pick_request, pick
+from ._pick import Pick, make_pick_request
 from ._python_environment import JOB_PYTHON_PACKAGES, job_environment
-from ._resolution import Resolution, Watch
+from ._resolution import Resolution
 from ._resolve_options import (MAX_CAPTURED_NEAR_MISSES, PLACEMENT_ENVIRONMENT_VARIABLES, for_job, from_environment,
                                job_device_nodes, make_request, possible_placement_typo)
 from ._target import check_local_listener, check_unix_socket, default_target

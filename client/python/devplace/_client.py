@@ -1,33 +1,36 @@
-"""``devplace.Client`` and ``devplace.resolve_device``: the Python peer of libdevplace's
-``devplace::Client`` (client/client.cc). It owns which daemon a client talks to (an address, else
+"""``devplace.Client``, ``devplace.resolve_device`` and ``devplace.pick``: the Python peer of
+libdevplace's ``devplace::Client`` (client/client.cc), the top of the package's line of modules
+(tests/python/test_layering.py). It owns which daemon a client talks to (an address, else
 ``DEVPLACE_ADDRESS``, else the default sockets and ``127.0.0.1:7465`` of _target.py, whose trust
 rules it applies to a daemon nobody named), the calls (resolve, inventory, backends, refresh, watch,
-health) over a :class:`GrpcConnection` (_grpc_connection.py), the opt-in cpu fallback, and the
-one-liner :func:`resolve_device`, which issues the answer's warnings (:func:`_issue`: one Python
-warning each). Requests come from _resolve_options.py, answers are _resolution.py's.
+health, pick, leases) over a :class:`GrpcConnection` (_grpc_connection.py), the opt-in cpu fallback,
+:class:`Watch` (``Client::Watch`` with its ``WatchCanceller``: an iterator that any thread may
+cancel), and the one-liners :func:`resolve_device` and :func:`pick`, which issue the answer's
+warnings (:func:`_issue`: one Python warning each). Requests come from _resolve_options.py and
+_pick.py, answers are _resolution.py's :class:`Resolution` and _pick.py's :class:`Pick`; those
+modules know nothing of this one.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
 import warnings
-from typing import TYPE_CHECKING, Any, Callable, List, Optional, Union
+from typing import Any, Callable, Iterator, List, Optional, Union
 
 import grpc
 
 from ._grpc_connection import GrpcConnection, TlsOptions, target_note
-from ._resolution import Resolution, Watch
+from ._pick import Pick, _torch_already_initialised, make_pick_request
+from ._resolution import Resolution
 from ._resolve_options import make_request
 from ._target import check_local_listener, check_unix_socket, default_target
-from .errors import (DeadlineExceededError, DevplaceWarning, Error, FailedPreconditionError, FallbackWarning,
-                     InvalidArgumentError, NotFoundError, UnavailableError)
+from .errors import (AbortedError, DeadlineExceededError, DevplaceWarning, Error, FailedPreconditionError,
+                     FallbackWarning, InvalidArgumentError, NotFoundError, UnavailableError)
 from .v1 import devplace_pb2
 
-if TYPE_CHECKING:
-    from ._pick import Pick
-
-__all__ = ["Client", "resolve_device"]
+__all__ = ["Client", "Watch", "pick", "resolve_device"]
 
 def _refuse_untrusted(check: Callable[[str], None], what: str, target: str, origin: str) -> None:
     """Runs a trust check (_target.py) on ``what``; a missing socket or listener is left for the call to report."""
@@ -212,11 +215,10 @@ class Client:
         server), False for any other status. Errors as for any call."""
         return self._connection.health(service)
 
-    # ---- shared hosts (devplace.pick, _pick.py) ----
+    # ---- shared hosts (devplace.pick below; the request and answer: _pick.py) ----
     def pick_request(self, request: devplace_pb2.PickDevicesRequest) -> Pick:
         """PickDevices with a request from :func:`devplace.make_pick_request`; the environment is not
         applied (``Pick.apply()`` does that; :func:`devplace.pick` does both)."""
-        from ._pick import Pick  # noqa: PLC0415
         timeout = self._connection.timeout  # the daemon may wait wait_ms for devices: so may the call
         if timeout is not None:
             timeout += request.wait_ms / 1000.0
@@ -241,6 +243,61 @@ class Client:
     def _error(self, e: grpc.RpcError) -> Error:
         """The :class:`Error` for a failed call (a watch's too): see GrpcConnection.error."""
         return self._connection.error(e)
+
+
+class Watch(Iterator[devplace_pb2.Inventory]):
+    """An iterator over inventories (``devplace_pb2.Inventory``) from ``Client.watch()``; its errors are
+    worded by the client's connection (_grpc_connection.py).
+
+    Yields the current snapshot first, then each new revision. Ends (``StopIteration``) after
+    :meth:`cancel`, which any thread may call while another is blocked in ``next()``; a ``with``
+    block cancels on exit. Raises :class:`AbortedError` when the daemon ends the stream (it shuts
+    down: reconnect to keep watching), :class:`UnavailableError` when the connection breaks,
+    :class:`DeadlineExceededError` when the client's ``watch_timeout`` passes.
+    """
+
+    def __init__(self, client: "Client", call: Any) -> None:
+        self._client = client
+        self._call = call
+        self._cancelled = threading.Event()
+        self._done = False
+
+    def __iter__(self) -> "Watch":
+        return self
+
+    def __next__(self) -> devplace_pb2.Inventory:
+        if self._done:
+            raise StopIteration
+        try:
+            return next(self._call)
+        except StopIteration:
+            self._done = True
+            if self._cancelled.is_set():
+                raise
+            raise AbortedError("the daemon ended the watch (it is shutting down); reconnect to keep watching") \
+                from None
+        except grpc.RpcError as e:
+            self._done = True
+            # Cancelled, or its Client closed (by the job, or at interpreter exit while a thread
+            # still iterates): the iteration ends quietly.
+            if self._cancelled.is_set() or self._client._connection.closed:
+                raise StopIteration from None
+            raise self._client._error(e) from None
+
+    def cancel(self) -> None:
+        """Ends the watch: a blocked or later ``next()`` stops the iteration. Idempotent, thread-safe."""
+        self._cancelled.set()
+        self._call.cancel()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled.is_set()
+
+    def __enter__(self) -> "Watch":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.cancel()
 
 
 _FALLBACK_STEP = "FALLBACK no answer from the daemon; fallback=cpu answers cpu without it"
@@ -303,3 +360,69 @@ def resolve_device(workload: Union[str, int], device_map: Union[str, int, None] 
     if answer.explanation[:1] != [_FALLBACK_STEP]:  # the fallback's warning was issued by resolve()
         _issue(answer, DevplaceWarning)
     return answer.device
+
+
+def _keep_alive(address: Optional[str], timeout: Optional[float], tls: Optional[TlsOptions], lease_id: str,
+                ttl_ms: int) -> None:
+    """Renews a TTL lease every third of its time to live for as long as this process runs."""
+
+    def run() -> None:
+        stop = threading.Event()
+        while not stop.wait(max(ttl_ms / 3000.0, 0.5)):
+            try:
+                with Client(address, timeout=timeout, tls=tls) as client:
+                    client.keep_lease_alive(lease_id, ttl_ms / 1000.0)
+            except Exception as e:  # noqa: BLE001 - report and stop: the lease has ended
+                warnings.warn(f"devplace: lease {lease_id} could not be kept alive ({e}); its devices may be "
+                              "picked by another job", RuntimeWarning, stacklevel=1)
+                return
+
+    threading.Thread(target=run, name=f"devplace-lease-{lease_id[:8]}", daemon=True).start()
+
+
+def pick(count: int = 1, *, min_free: Union[int, str, None] = None, allow_shared: bool = False,
+         row: Union[str, int, None] = None, ttl: Optional[float] = None, wait: Optional[float] = None,
+         job: Optional[devplace_pb2.ResolveDeviceRequest] = None, address: Optional[str] = None,
+         timeout: Optional[float] = 5.0, tls: Optional[TlsOptions] = None) -> Pick:
+    """Leases the ``count`` least used devices of this job's row and sets ``os.environ`` so that the
+    job sees exactly them; call it before importing torch (before anything initialises CUDA, ROCm, ...)::
+
+        import devplace
+        devplace.pick(count=1)        # os.environ["CUDA_VISIBLE_DEVICES"] = "GPU-...", leased to this process
+        import torch                  # sees exactly the picked GPU, as cuda:0
+
+    ``min_free`` (bytes, or a size such as "20G") skips devices with less free memory;
+    ``allow_shared`` lets devices other processes use be picked (after idle ones); ``row`` names the
+    row ("cuda/nvidia", "npu", ... ; default: this job's own); ``wait`` (seconds, at most 3600)
+    lets the daemon wait for a device to be released; ``ttl`` (seconds) asks for a lease with a time
+    to live instead of one held for this process (over TCP that is the only kind, and ``ttl`` is
+    then required: without it the pick raises FailedPreconditionError; it is kept alive in a
+    background thread). The daemon never picks outside this process's visibility variables,
+    /dev nodes or DRA allocation (``job``, default :func:`devplace.from_environment`; a scheduler
+    picking for another process passes :func:`devplace.for_job`'s request).
+
+    Raises:
+        FailedPreconditionError: too few devices free (the message lists each one's usage), the
+            job's device is cpu, ``min_free`` where no device's free memory is known, or a pick
+            over TCP without ``ttl``.
+        InvalidArgumentError: an argument out of range.
+        UnavailableError: no daemon, or no inventory yet.
+
+    Each warning of the answer (usage unknown, a driver-dependent mask, ...) is issued once as a
+    :class:`DevplaceWarning`, as :func:`devplace.resolve_device` issues its own; the result's
+    ``warnings`` keeps them too.
+    """
+    if _torch_already_initialised():
+        warnings.warn("devplace.pick(): a torch device runtime is already initialised in this process; the "
+                      "variables set now do not change the devices it sees. Call devplace.pick() before "
+                      "importing torch.", RuntimeWarning, stacklevel=2)
+    request = make_pick_request(count, min_free=min_free, allow_shared=allow_shared, row=row, ttl=ttl, wait=wait,
+                                job=job)
+    with Client(address, timeout=timeout, tls=tls) as client:
+        result = client.pick_request(request)
+    result.apply()
+    _issue(result, DevplaceWarning)  # as resolve_device() does: once each, at the job's line
+    if result.lease.holder == devplace_pb2.LEASE_HOLDER_TTL:
+        ttl_ms = (result.lease.expires_at.seconds - result.lease.created_at.seconds) * 1000
+        _keep_alive(address, timeout, tls, result.lease_id, max(ttl_ms, 1000))
+    return result

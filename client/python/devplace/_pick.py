@@ -1,15 +1,10 @@
-"""Shared hosts: the Python peer of libdevplace's ``Client::Pick`` and ``ApplyPickEnvironment``
-(client/client.cc). :func:`pick` asks the daemon (PickDevices, rule P-PICK of docs/SEMANTICS.md) for
-the least used devices of this job's row that nobody else holds, sets the variables in
-``os.environ`` that make the job's runtime see exactly them, and returns a :class:`Pick`. Call it
-before ``import torch`` (before anything initialises CUDA, ROCm, ...)::
-
-    import devplace
-    devplace.pick(count=1)        # os.environ["CUDA_VISIBLE_DEVICES"] = "GPU-...", leased to this process
-    import torch                  # sees exactly the picked GPU, as cuda:0
-
-Over the unix socket the lease lasts as long as this process; over TCP it is a lease with a time to
-live that a background thread keeps alive while this process runs.
+"""Shared hosts: the PickDevices request and answer, the Python peer of libdevplace's ``PickOptions``,
+``Client::Pick``'s answer and ``ApplyPickEnvironment`` (client/client.cc). :func:`make_pick_request`
+checks the arguments and builds the request (rule P-PICK of docs/SEMANTICS.md); :class:`Pick` is the
+answer: the least used devices of the job's row that nobody else holds, and the variables that make
+the job's runtime see exactly them (``Pick.apply()`` sets them in ``os.environ``). It knows nothing of
+the client that asks: ``devplace.pick()`` (_client.py) sends the request, applies the answer and keeps
+a lease with a time to live alive.
 """
 
 from __future__ import annotations
@@ -17,18 +12,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-import threading
-import warnings
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Union
 
-from .errors import DevplaceWarning, InvalidArgumentError
+from .errors import InvalidArgumentError
 from ._resolve_options import from_environment
 from .v1 import devplace_pb2
 
-if TYPE_CHECKING:
-    from ._grpc_connection import TlsOptions
-
-__all__ = ["Pick", "make_pick_request", "pick"]
+__all__ = ["Pick", "make_pick_request"]
 
 _UNITS = (("TIB", 1 << 40), ("GIB", 1 << 30), ("MIB", 1 << 20), ("KIB", 1 << 10), ("TB", 1 << 40), ("GB", 1 << 30),
           ("MB", 1 << 20), ("KB", 1 << 10), ("T", 1 << 40), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10), ("B", 1))
@@ -157,68 +147,3 @@ def _torch_already_initialised() -> bool:
         except Exception:  # noqa: BLE001 - a plug-in's own failure is not the pick's
             continue
     return False
-
-
-def _keep_alive(address: Optional[str], timeout: Optional[float], tls: Optional[TlsOptions], lease_id: str,
-                ttl_ms: int) -> None:
-    """Renews a TTL lease every third of its time to live for as long as this process runs."""
-    from ._client import Client  # noqa: PLC0415 - a cycle at import time otherwise
-
-    def run() -> None:
-        stop = threading.Event()
-        while not stop.wait(max(ttl_ms / 3000.0, 0.5)):
-            try:
-                with Client(address, timeout=timeout, tls=tls) as client:
-                    client.keep_lease_alive(lease_id, ttl_ms / 1000.0)
-            except Exception as e:  # noqa: BLE001 - report and stop: the lease has ended
-                warnings.warn(f"devplace: lease {lease_id} could not be kept alive ({e}); its devices may be "
-                              "picked by another job", RuntimeWarning, stacklevel=1)
-                return
-
-    threading.Thread(target=run, name=f"devplace-lease-{lease_id[:8]}", daemon=True).start()
-
-
-def pick(count: int = 1, *, min_free: Union[int, str, None] = None, allow_shared: bool = False,
-         row: Union[str, int, None] = None, ttl: Optional[float] = None, wait: Optional[float] = None,
-         job: Optional[devplace_pb2.ResolveDeviceRequest] = None, address: Optional[str] = None,
-         timeout: Optional[float] = 5.0, tls: Optional[TlsOptions] = None) -> Pick:
-    """Leases the ``count`` least used devices of this job's row and sets ``os.environ`` so that the
-    job sees exactly them; call it before importing torch.
-
-    ``min_free`` (bytes, or a size such as "20G") skips devices with less free memory;
-    ``allow_shared`` lets devices other processes use be picked (after idle ones); ``row`` names the
-    row ("cuda/nvidia", "npu", ... ; default: this job's own); ``wait`` (seconds, at most 3600)
-    lets the daemon wait for a device to be released; ``ttl`` (seconds) asks for a lease with a time
-    to live instead of one held for this process (over TCP that is the only kind, and ``ttl`` is
-    then required: without it the pick raises FailedPreconditionError; it is kept alive in a
-    background thread). The daemon never picks outside this process's visibility variables,
-    /dev nodes or DRA allocation (``job``, default :func:`devplace.from_environment`; a scheduler
-    picking for another process passes :func:`devplace.for_job`'s request).
-
-    Raises:
-        FailedPreconditionError: too few devices free (the message lists each one's usage), the
-            job's device is cpu, ``min_free`` where no device's free memory is known, or a pick
-            over TCP without ``ttl``.
-        InvalidArgumentError: an argument out of range.
-        UnavailableError: no daemon, or no inventory yet.
-
-    Each warning of the answer (usage unknown, a driver-dependent mask, ...) is issued once as a
-    :class:`DevplaceWarning`, as :func:`devplace.resolve_device` issues its own; the result's
-    ``warnings`` keeps them too.
-    """
-    from ._client import Client, _issue  # noqa: PLC0415
-
-    if _torch_already_initialised():
-        warnings.warn("devplace.pick(): a torch device runtime is already initialised in this process; the "
-                      "variables set now do not change the devices it sees. Call devplace.pick() before "
-                      "importing torch.", RuntimeWarning, stacklevel=2)
-    request = make_pick_request(count, min_free=min_free, allow_shared=allow_shared, row=row, ttl=ttl, wait=wait,
-                                job=job)
-    with Client(address, timeout=timeout, tls=tls) as client:
-        result = client.pick_request(request)
-    result.apply()
-    _issue(result, DevplaceWarning)  # as resolve_device() does: once each, at the job's line
-    if result.lease.holder == devplace_pb2.LEASE_HOLDER_TTL:
-        ttl_ms = (result.lease.expires_at.seconds - result.lease.created_at.seconds) * 1000
-        _keep_alive(address, timeout, tls, result.lease_id, max(ttl_ms, 1000))
-    return result

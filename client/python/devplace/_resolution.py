@@ -1,26 +1,17 @@
-"""What the daemon answers, as Python objects: :class:`Resolution` wraps the
+"""What the daemon answers to ResolveDevice, as a Python object: :class:`Resolution` wraps the
 ``ResolveDeviceResponse`` that libdevplace's ``Client::Resolve`` returns (``max_memory`` in
-Accelerate's key format, where each version came from) and :class:`Watch` is the Python form of
-``Client::Watch`` with its ``WatchCanceller`` (client/client.cc, client/include/devplace/client.h):
-an iterator that any thread may cancel. A watch's errors are worded by the client's connection
-(_grpc_connection.py).
+Accelerate's key format, where each version came from). It knows nothing of the client that asked
+(_client.py builds one from each answer).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import threading
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Union
+from typing import Dict, List, Union
 
-import grpc
-
-from .errors import AbortedError
 from .v1 import devplace_pb2
 
-if TYPE_CHECKING:
-    from ._client import Client
-
-__all__ = ["Resolution", "Watch"]
+__all__ = ["Resolution"]
 
 
 def _max_memory(response: devplace_pb2.ResolveDeviceResponse) -> Dict[Union[int, str], int]:
@@ -119,58 +110,3 @@ class Resolution:
 
     def __str__(self) -> str:
         return self.device
-
-
-class Watch(Iterator[devplace_pb2.Inventory]):
-    """An iterator over inventories (``devplace_pb2.Inventory``) from ``Client.watch()``.
-
-    Yields the current snapshot first, then each new revision. Ends (``StopIteration``) after
-    :meth:`cancel`, which any thread may call while another is blocked in ``next()``; a ``with``
-    block cancels on exit. Raises :class:`AbortedError` when the daemon ends the stream (it shuts
-    down: reconnect to keep watching), :class:`UnavailableError` when the connection breaks,
-    :class:`DeadlineExceededError` when the client's ``watch_timeout`` passes.
-    """
-
-    def __init__(self, client: "Client", call: Any) -> None:
-        self._client = client
-        self._call = call
-        self._cancelled = threading.Event()
-        self._done = False
-
-    def __iter__(self) -> "Watch":
-        return self
-
-    def __next__(self) -> devplace_pb2.Inventory:
-        if self._done:
-            raise StopIteration
-        try:
-            return next(self._call)
-        except StopIteration:
-            self._done = True
-            if self._cancelled.is_set():
-                raise
-            raise AbortedError("the daemon ended the watch (it is shutting down); reconnect to keep watching") \
-                from None
-        except grpc.RpcError as e:
-            self._done = True
-            # Cancelled, or its Client closed (by the job, or at interpreter exit while a thread
-            # still iterates): the iteration ends quietly.
-            if self._cancelled.is_set() or self._client._connection.closed:
-                raise StopIteration from None
-            raise self._client._error(e) from None
-
-    def cancel(self) -> None:
-        """Ends the watch: a blocked or later ``next()`` stops the iteration. Idempotent, thread-safe."""
-        self._cancelled.set()
-        self._call.cancel()
-
-    @property
-    def cancelled(self) -> bool:
-        return self._cancelled.is_set()
-
-    def __enter__(self) -> "Watch":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.cancel()
-

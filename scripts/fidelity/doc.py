@@ -1,0 +1,176 @@
+"""--doc: docs/FIDELITY.md rendered from results.json: the matrix's pairs, the unintended and intended
+differences, the coverage table of --probes and the summary of --xla_git.
+"""
+import collections
+import json
+import os
+
+from common import ROOT, vkey
+from compare import HOSTS
+
+DOC = os.path.join(ROOT, "docs/FIDELITY.md")
+
+
+def render_doc(results):
+    """docs/FIDELITY.md from results.json."""
+    pairs = list(results["pairs"].values())
+    lines = [
+        "# Fidelity: devplace against the libraries' own code, release by release",
+        "",
+        "<!-- Written by scripts/fidelity/run.py --doc from scripts/fidelity/results.json; do not edit by hand. -->",
+        "",
+        "`scripts/fidelity/run.py` checks out Transformers and Accelerate at their **release tags**, executes",
+        "their own device-choosing code, unmodified, against simulated hardware (`scripts/fidelity/oracle.py`), and",
+        "asks `devplace resolve` the same question on the matching fixture host. Each Transformers minor from 4.36",
+        "on (its last patch release) runs with the Accelerate release that was current when it was tagged; every",
+        "Accelerate minor from 0.25 on also runs alone (`Accelerator().device`, `get_max_memory`). What is",
+        "executed, the simulated hosts and the intended differences are in",
+        "[SEMANTICS.md section 10](SEMANTICS.md#10-versions-v-rules); scripts/fidelity/README.md says how to rerun it.",
+        "",
+        f"Comparisons per pair: {len(HOSTS)} hosts x the workloads (`TrainingArguments(...).device` single, rank 1 of 2 "
+        "and `use_cpu`; `PartialState().device` single and rank 1; the first device of `get_max_memory()`; "
+        "`pipeline(device=None)` and `pipeline(device=0)`; Accelerate alone: the three Accelerate ones).",
+        "A comparison agrees when both give the same device string or both fail.",
+        "",
+        "| Transformers | Accelerate | tags | ran | comparisons | agree | intended differences | unintended |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    total = agree = unintended = 0
+    for p in pairs:
+        intended = collections.Counter(d["class"][len("intended: "):].split(" (")[0] for d in p["disagreements"]
+                                       if d["class"] != "unintended")
+        tags = ", ".join(s for s in (p["transformers_source"], p["accelerate_source"]) if s)
+        lines.append(f"| {p['transformers'] or '–'} | {p['accelerate']} | {tags} | {p['ran']} | {p['comparisons']} | "
+                     f"{p['agree']} ({100.0 * p['agree'] / p['comparisons']:.0f} %) | "
+                     f"{', '.join(f'{n} {k}' for k, n in sorted(intended.items())) or '–'} | {p['unintended']} |")
+        total += p["comparisons"]
+        agree += p["agree"]
+        unintended += p["unintended"]
+    lines += ["", f"Total: {len(pairs)} pairs, {total} comparisons, {agree} agree ({100.0 * agree / max(1, total):.1f} %), "
+              f"{unintended} unintended disagreements.", ""]
+    bad = [(p, d) for p in pairs for d in p["disagreements"] if d["class"] == "unintended"]
+    lines += ["## Unintended disagreements", ""]
+    if not bad:
+        lines += ["None.", ""]
+    else:
+        lines += ["| pair | host | workload | library | devplace |", "|---|---|---|---|---|"]
+        for p, d in bad:
+            lines.append(f"| {p['transformers'] or '–'} + {p['accelerate']} | {d['host']} | {d['workload']} | "
+                         f"`{json.dumps(d['library'])}` | `{json.dumps(d['devplace'])}` |")
+        lines.append("")
+    # Each intended difference once per (host, workload, answers), with the pairs it showed in.
+    kinds = collections.OrderedDict()
+    for p in pairs:
+        for d in p["disagreements"]:
+            if d["class"] != "unintended":
+                key = (d["class"][len("intended: "):], d["host"], d["workload"],
+                       d["library"].get("device", d["library"].get("error", "")),
+                       d["devplace"].get("device", d["devplace"].get("error", "")))
+                kinds.setdefault(key, []).append(f"{p['transformers'] or '–'} + {p['accelerate']}")
+    lines += ["## Intended differences", "",
+              "Each kind once per host, workload and pair of answers, with the pairs it showed in "
+              "(docs/SEMANTICS.md section 10 says why each is kept).", "",
+              "| why | host | workload | library | devplace | pairs |", "|---|---|---|---|---|---|"]
+    for (why, host, workload, lib, mine), where in kinds.items():
+        shown = ", ".join(where) if len(where) <= 3 else f"{where[0]} … {where[-1]}"
+        lines.append(f"| {why} | {host} | {workload} | `{lib}` | `{mine}` | {len(where)}: {shown} |")
+    lines.append("")
+    lines += coverage_doc(results.get("coverage"))
+    lines += neuron_xla_doc(results.get("neuron_xla"))
+    with open(DOC, "w") as f:
+        f.write("\n".join(lines))
+
+
+def coverage_doc(cov):
+    """The coverage table: each rule's covering workload, the library's answer on each side and devplace's."""
+    if not cov:
+        return []
+
+    def ans(x):  # a code span: the library's own backticks (error messages) would end it
+        return f"`{x.get('device', x.get('error', ''))[:70].replace('`', chr(39))}`"
+
+    rows = cov["rows"]
+    n_acc = len([e for e in cov["executed"] if not e.startswith("tf")])
+    n_tf = len({e.split("+")[0] for e in cov["executed"] if e.startswith("tf")})
+    lines = [
+        "## A covering workload per rule",
+        "",
+        "Written by `run.py --probes` (ran " + cov["ran"] + f"; executing the libraries took "
+        f"{cov.get('oracle_seconds', '?')} s of wall time in {cov.get('oracle_processes', '?')} processes on the "
+        f"shared 2-core machine, plus asking devplace; this run {cov['seconds']} s, kept answers reused): "
+        "for every row of `server/placement/versions.cc`, a workload whose library answer changes across the row's "
+        "boundary, executed at the last release tag before it and at its first tag (a `condition` row: two workloads "
+        "at one tag; the chain's T- rules: condition off / on at the newest Accelerate). Accelerate's rows are "
+        "executed alone at " + ("**every** Accelerate release tag (`--every_tag`)" if cov.get("every_tag") else
+                                "every Accelerate release tag from the one before the boundary through the next minor "
+                                "line") + ", patch releases included, and each of those tags is compared with devplace "
+        "too; Transformers' rows with the same Accelerate release on both sides (the one current at "
+        "the rule's first tag), so only Transformers changes. A rule is covered when the library's answer changes "
+        "and devplace agrees on both sides (or differs only as an intended difference).",
+        "",
+        f"Executed: {len(cov['executed'])} release pairs ({n_acc} Accelerate tags alone: "
+        f"{', '.join(sorted((e[3:] for e in cov['executed'] if not e.startswith('tf')), key=vkey))}; "
+        f"{len(cov['executed']) - n_acc} Transformers + Accelerate pairs over {n_tf} Transformers tags: "
+        f"{', '.join(e for e in cov['executed'] if e.startswith('tf'))}).",
+        "",
+    ]
+    last = cov.get("last_execution")
+    if last:
+        lines += [f"The last run that executed the libraries itself (ran {last['ran']}, "
+                  f"{'every Accelerate tag' if last.get('every_tag') else 'the tags around each boundary'}) executed "
+                  f"{last['fresh_processes']} oracle processes over {last['release_pairs']} release pairs and took "
+                  f"{last['seconds']} s ({last['seconds'] / 60:.0f} min) from start to end, asking devplace included.",
+                  ""]
+    lines += [
+        "The boundaries themselves (`run.py --boundaries`) are checked against every release tag of both libraries "
+        "in the supported range, patch releases included (42 Accelerate, 123 Transformers in the mirrors used; about "
+        "2 minutes); these probes confirm each by executing the tags on both sides.",
+        "",
+        "| rule | host | workload (before / after) | torch_xla | before | library | devplace | after | library | "
+        "devplace | tags executed (agree) | covered |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        wl = r["before_workload"] if r["before_workload"] == r["after_workload"] else \
+            f"{r['before_workload']} / {r['after_workload']}"
+        per = r["per_tag"]
+        agree = f"{len(per)} ({sum(x['agree'] for x in per)})" if per else "2"
+        ok = "yes" if r["changes"] and not r["unintended"] else \
+            ("no: the library's answer does not change" if not r["changes"] else f"no: unintended at {r['unintended']}")
+        lines.append(f"| {r['rule']} | {r['host']} | `{wl}` | {'yes' if r['torch_xla'] else '–'} | {r['before']} | "
+                     f"{ans(r['library_before'])} | {ans(r['devplace_before'])} | {r['after']} | "
+                     f"{ans(r['library_after'])} | {ans(r['devplace_after'])} | {agree} | {ok} |")
+    lines += ["", "Rows without a covering workload (the coverage check fails for each): " +
+              (", ".join(cov["missing"]) or "none") + ".", ""]
+    return lines
+
+
+def neuron_xla_doc(nx):
+    """T-XLA-NEURON against torch_xla's own Neuron set-up (neuron_xla.py)."""
+    if not nx:
+        return []
+    lines = [
+        "## Trainium on torch_xla: torch_xla's own Neuron set-up",
+        "",
+        f"Written by `run.py --xla_git=...` (`scripts/fidelity/neuron_xla.py`, ran {nx['ran']}, {nx['seconds']} s): "
+        "`torch_xla/_internal/neuron.py` `configure_pjrt_environment()` (with `neuron_utils.remap_visible_cores`), "
+        f"taken unmodified from each torch_xla release tag from 2.5 ({len(nx['tags'])} tags: {', '.join(nx['tags'])}; "
+        f"{nx['distinct_sources']} distinct versions of the two files), executed over {nx['cases']} combinations of "
+        "`NEURON_RT_VISIBLE_CORES` x `LOCAL_RANK` (torchrun, or a single process) x `LOCAL_WORLD_SIZE`; the "
+        "process's NeuronCore is the first entry of the list it leaves. Stand-ins only for what the modules import: "
+        "an empty `torch_xla` package and `_internal/__init__.py`, and `torch_xla.experimental.plugins.DevicePlugin`. "
+        f"The tags disagree on {nx['tags_disagree']} combinations. devplace (`resolve` on the neuron-2x-trn1 fixture, "
+        f"4 NeuronCores, the job with torch-neuronx and torch_xla) agrees on {nx['agree']} of {nx['compared']}: the "
+        "same core (`placed`), torch_xla's ValueError as FAILED_PRECONDITION, a list its parser refuses as "
+        "INVALID_ARGUMENT, a core the host lacks as the Neuron runtime's failure. The answers are "
+        "`tests/placement/neuron_xla_remap.txt`, which ctest `NeuronOnXla.CoreIsTorchXlaExecutedRemap` holds "
+        "devplace's resolver to without the mirror.",
+        "",
+    ]
+    if nx["differences"]:
+        lines += ["| NEURON_RT_VISIBLE_CORES | LOCAL_RANK | LOCAL_WORLD_SIZE | torch_xla | devplace |", "|---|---|---|---|---|"]
+        for d in nx["differences"]:
+            lines.append(f"| `{d['NEURON_RT_VISIBLE_CORES']}` | {d['LOCAL_RANK']} | {d['LOCAL_WORLD_SIZE']} | "
+                         f"{d['torch_xla']} | `{json.dumps(d['devplace'])[:120]}` |")
+        lines.append("")
+    return lines
