@@ -32,6 +32,8 @@ import subprocess
 import sys
 import tempfile
 
+from probe_flags import no_vendor_libraries
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 VERSIONS_CC = os.path.join(ROOT, "server/placement/versions.cc")
@@ -190,7 +192,7 @@ def inventory(devplace, host, cache):
         return path
     merged = None
     for f in host["fixtures"]:
-        libs = [f"--{n}_library=" for n in ("nvml", "cuda", "amd_smi", "level_zero", "hlml", "dcmi", "cndev", "mtml")]
+        libs = no_vendor_libraries(devplace)
         inv = json.loads(subprocess.run([devplace, "probe", f"--host_root={ROOT}/tests/fixtures/hosts/{f}", "--json",
                                          *libs], check=True, capture_output=True, text=True).stdout)
         if merged is None:

@@ -15,6 +15,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "tests/common/command.h"
+#include "tests/common/no_vendor_libraries.h"
 #include "tests/common/temp_dir.h"
 
 namespace devplace::testing {
@@ -25,9 +26,7 @@ using ::testing::HasSubstr;
 std::string Host(const std::string& name) { return std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/" + name; }
 
 // No vendor library: only the sysfs/procfs probers run.
-constexpr char kNoLibraries[] =
-    " --nvml_library= --cuda_library= --rocm_smi_library= --amd_smi_library= --level_zero_library= --hlml_library= --dcmi_library="
-    " --cndev_library= --mtml_library=";
+const std::string kNoLibraries = NoVendorLibraryFlags();
 
 struct Measured {
   CommandResult result;
