@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 from common import HERE, ROOT, vkey
+from probe_flags import no_vendor_libraries
 
 # The simulated hosts: device counts the libraries see, the plug-ins installed (the job's packages,
 # sent to devplace too), and the devplace fixture host(s) whose probed inventory describes the same
@@ -82,7 +83,7 @@ def inventory(devplace, host, cache):
         return path
     merged = None
     for f in host["fixtures"]:
-        libs = [f"--{n}_library=" for n in ("nvml", "cuda", "amd_smi", "level_zero", "hlml", "dcmi", "cndev", "mtml")]
+        libs = no_vendor_libraries(devplace)
         inv = json.loads(subprocess.run([devplace, "probe", f"--host_root={ROOT}/tests/fixtures/hosts/{f}", "--json",
                                          *libs], check=True, capture_output=True, text=True).stdout)
         if merged is None:

@@ -34,6 +34,8 @@ import sys
 import tempfile
 import time
 
+from probe_flags import no_vendor_libraries
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 TABLE = os.path.join(ROOT, "tests/placement/neuron_xla_remap.txt")
@@ -165,7 +167,7 @@ def host_cores(devplace, work):
     """The fixture host's inventory and, per NeuronCore (in order), its (host index, sub-device)."""
     inv_path = os.path.join(work, f"inventory-{FIXTURE}.json")
     if not os.path.exists(inv_path):
-        libs = [f"--{n}_library=" for n in ("nvml", "cuda", "amd_smi", "level_zero", "hlml", "dcmi", "cndev", "mtml")]
+        libs = no_vendor_libraries(devplace)
         inv = subprocess.run([devplace, "probe", f"--host_root={ROOT}/tests/fixtures/hosts/{FIXTURE}", "--json", *libs],
                              check=True, capture_output=True, text=True).stdout
         with open(inv_path, "w") as f:

@@ -78,4 +78,13 @@ int Apply(const Library& library, const Script* script, const char* function, co
   return script == nullptr ? 0 : static_cast<int>(fake::Apply(script->rules, function, target));
 }
 
+int Init(const Library& library, const char* function, int unusable) {
+  const Script* script = Load(library);
+  if (script == nullptr) {
+    Log(library, function, "-");
+    return unusable;
+  }
+  return Apply(library, script, function, "-");
+}
+
 }  // namespace fake

@@ -1,9 +1,9 @@
 // The scripted core shared by the fake accelerator libraries (fake_hlml, fake_dcmi, fake_cndev,
-// fake_mtml): each fake exports its vendor's functions (declared in server/probe/vendor_libs/<lib>_api.h)
+// fake_mtml, fake_rocm_smi): each fake exports its vendor's functions (declared in server/probe/vendor_libs/<lib>_api.h)
 // and answers them from a script file named by an environment variable, in the spirit of
 // fake_nvml.cc. The script is read when the library is initialised (hlml_init, dcmi_init,
-// cndevInit, mtmlLibraryInit); an unset variable or a malformed script makes that call fail with
-// the library's "unknown" code and says why on stderr. When <PREFIX>_LOG names a file, every call
+// cndevInit, mtmlLibraryInit, rsmi_init); an unset variable or a malformed script makes that call
+// fail (with the library's "unknown" code; ROCm SMI's INIT_ERROR) and says why on stderr. When <PREFIX>_LOG names a file, every call
 // is appended to it as "<function> <target>".
 //
 // Script format: one directive per line; '#' starts a comment; blank lines are ignored.
@@ -19,7 +19,7 @@
 //                                         codes are named from the fake's table without the
 //                                         library's prefix, or numbers
 //
-// This file is only the key/value device format of these four fakes on top of that core.
+// This file is only the key/value device format of these fakes on top of that core.
 #ifndef DEVPLACE_TESTS_FAKES_ACCEL_FAKE_SCRIPT_H_
 #define DEVPLACE_TESTS_FAKES_ACCEL_FAKE_SCRIPT_H_
 
@@ -58,6 +58,9 @@ const Script* Current();
 int Apply(const Library& library, const Script* script, const char* function, const std::string& target);
 // Logs the call only.
 void Log(const Library& library, const char* function, const std::string& target);
+// The library's initialisation call `function`: loads the script (Load) and applies its directives
+// for the call (Apply, target "-"); `unusable` (the call logged) when the script cannot be loaded.
+int Init(const Library& library, const char* function, int unusable);
 
 }  // namespace fake
 

@@ -58,12 +58,7 @@ cndevRet_t DeviceCall(cndevDevice_t device, int version, const char* function) {
   const size_t i = static_cast<size_t>(device);
 
 FAKE_EXPORT cndevRet_t cndevInit(int) {
-  const fake::Script* script = fake::Load(kLibrary);
-  if (script == nullptr) {
-    fake::Log(kLibrary, __func__, "-");
-    return CNDEV_ERROR_UNKNOWN;
-  }
-  return static_cast<cndevRet_t>(fake::Apply(kLibrary, script, __func__, "-"));
+  return static_cast<cndevRet_t>(fake::Init(kLibrary, __func__, CNDEV_ERROR_UNKNOWN));
 }
 
 FAKE_EXPORT cndevRet_t cndevRelease(void) {

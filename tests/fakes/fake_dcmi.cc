@@ -67,14 +67,7 @@ int ChipCall(int card, int chip, const char* function, int& i) {
     return scripted;                                                    \
   const fake::Script& script = *fake::Current();
 
-FAKE_EXPORT int dcmi_init(void) {
-  const fake::Script* script = fake::Load(kLibrary);
-  if (script == nullptr) {
-    fake::Log(kLibrary, __func__, "-");
-    return DCMI_ERR_CODE_INNER_ERR;
-  }
-  return fake::Apply(kLibrary, script, __func__, "-");
-}
+FAKE_EXPORT int dcmi_init(void) { return fake::Init(kLibrary, __func__, DCMI_ERR_CODE_INNER_ERR); }
 
 FAKE_EXPORT int dcmi_get_card_num_list(int* card_num, int* card_list, int list_len) {
   const fake::Script* script = fake::Current();

@@ -53,12 +53,7 @@ hlml_return_t DeviceCall(hlml_device_t handle, const char* function) {
   const size_t i = IndexOf(handle);
 
 FAKE_EXPORT hlml_return_t hlml_init(void) {
-  const fake::Script* script = fake::Load(kLibrary);
-  if (script == nullptr) {
-    fake::Log(kLibrary, __func__, "-");
-    return HLML_ERROR_UNKNOWN;
-  }
-  return static_cast<hlml_return_t>(fake::Apply(kLibrary, script, __func__, "-"));
+  return static_cast<hlml_return_t>(fake::Init(kLibrary, __func__, HLML_ERROR_UNKNOWN));
 }
 
 FAKE_EXPORT hlml_return_t hlml_shutdown(void) {

@@ -74,12 +74,7 @@ bool Memory(const fake::Script& script, size_t i, unsigned long long& total, uns
   const size_t i = IndexOf(object);
 
 FAKE_EXPORT MtmlReturn mtmlLibraryInit(MtmlLibrary** lib) {
-  const fake::Script* script = fake::Load(kLibrary);
-  if (script == nullptr) {
-    fake::Log(kLibrary, __func__, "-");
-    return MTML_ERROR_UNKNOWN;
-  }
-  if (const int r = fake::Apply(kLibrary, script, __func__, "-"); r != 0) return static_cast<MtmlReturn>(r);
+  if (const int r = fake::Init(kLibrary, __func__, MTML_ERROR_UNKNOWN); r != 0) return static_cast<MtmlReturn>(r);
   if (lib == nullptr) return MTML_ERROR_INVALID_ARGUMENT;
   *lib = &g_library;
   return MTML_SUCCESS;

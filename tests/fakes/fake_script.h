@@ -1,5 +1,5 @@
 // The core every scripted fake vendor library shares (fake_nvml.cc, fake_amdsmi.cc, fake_ze.cc,
-// and through accel_fake_script.cc fake_hlml, fake_dcmi, fake_cndev, fake_mtml): reading a script,
+// and through accel_fake_script.cc fake_hlml, fake_dcmi, fake_cndev, fake_mtml, fake_rocm_smi): reading a script,
 // its common directives (errors, slow, never-returning and crashing calls), the word splitter and
 // the call log. Header-only: each fake is its own shared library with hidden visibility.
 //

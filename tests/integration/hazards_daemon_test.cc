@@ -15,6 +15,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "tests/common/command.h"
+#include "tests/common/no_vendor_libraries.h"
 #include "tests/common/scoped_env.h"
 #include "tests/common/temp_dir.h"
 #include "tests/integration/daemon_process.h"
@@ -187,8 +188,7 @@ TEST(DaemonHazards, CudaOrderFromLibcudaNumbersTheJobsGpus) {
 // libcuda; xpu-2x-arc's UHD 770 next to two Arc A770), asked by the devplace CLI with --explain.
 TEST(DaemonHazards, RenumberingIsWarnedOverTheWire) {
   ScopedEnv cuda("FAKE_CUDA_CONFIG", Fixture("cuda/mixed-models.txt"));
-  const std::vector<std::string> no_libraries = {"--nvml_library=", "--rocm_smi_library=", "--amd_smi_library=", "--level_zero_library=",
-                                                 "--cuda_library="};
+  const std::vector<std::string> no_libraries = NoVendorLibraryFlagList();
   Daemon amd("amd-2x-mi210-kfd-order", no_libraries);
   Daemon nv("nvidia-mixed-models", {"--nvml_library=", "--cuda_library=" DEVPLACE_FAKE_CUDA});
   Daemon xpu("xpu-2x-arc", no_libraries);

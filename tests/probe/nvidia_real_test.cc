@@ -20,6 +20,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "tests/common/command.h"
+#include "tests/probe/defined_symbols.h"
 #include "tests/probe/test_util.h"
 
 namespace devplace::testing {
@@ -112,25 +113,6 @@ TEST(NvidiaRealLibraries, RealLibcudaOnADriverlessHostAndTheFakeAgree) {
                "cuda");
   EXPECT_EQ(fake.status(), real.status());
   EXPECT_EQ(fake.message(), real.message());
-}
-
-// name -> "T" / "T@@VER" / ... as `nm -D --defined-only --with-symbol-versions` lists them:
-// "<type>[@version]" for every defined dynamic symbol of `library`.
-std::map<std::string, std::string> DefinedSymbols(const std::string& library) {
-  const CommandResult r = RunCommand("nm -D --defined-only --with-symbol-versions " + ShellQuote(library));
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  std::map<std::string, std::string> out;
-  for (absl::string_view line : absl::StrSplit(r.out, '\n', absl::SkipEmpty())) {
-    const std::vector<std::string> words = absl::StrSplit(line, ' ', absl::SkipEmpty());
-    if (words.size() != 3) continue;
-    std::string name = words[2], version;
-    if (const size_t at = name.find('@'); at != std::string::npos) {
-      version = name.substr(at);
-      name.resize(at);
-    }
-    out[name] = words[1] + version;
-  }
-  return out;
 }
 
 // The symbols the probe looked up in `library` during a run (ld.so's LD_DEBUG=symbols lines

@@ -7,7 +7,6 @@
 
 #include "gtest/gtest.h"
 #include "server/common/json.h"
-#include "server/common/vendor_libraries.h"
 #include "server/probe/build_inventory.h"
 #include "server/probe/host/host_root.h"
 
@@ -47,12 +46,6 @@ const v1::ProbeReport* FindReport(const v1::Inventory& inventory, const std::str
     if (r.name() == name) return &r;
   }
   return nullptr;
-}
-
-std::string NoVendorLibraryFlags() {
-  std::string flags;
-  for (const VendorLibrary& library : kVendorLibraries) flags += std::string(" --") + library.flag + "=";
-  return flags;
 }
 
 bool UpdateGoldens() {

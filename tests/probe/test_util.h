@@ -6,6 +6,7 @@
 #include <string>
 
 #include "devplace/v1/devplace.pb.h"
+#include "tests/common/no_vendor_libraries.h"  // NoVendorLibraryFlags
 #include "tests/common/temp_dir.h"
 
 namespace devplace::testing {
@@ -24,10 +25,6 @@ const v1::Backend* FindRow(const v1::Inventory& inventory, v1::Row row);
 const v1::Device* FindDevice(const v1::Inventory& inventory, const std::string& bus_id);
 // The report of the named prober, or null.
 const v1::ProbeReport* FindReport(const v1::Inventory& inventory, const std::string& name);
-
-// " --nvml_library= --cuda_library= ...": every registered vendor library's flag, empty (no
-// vendor prober runs).
-std::string NoVendorLibraryFlags();
 
 // Whether DEVPLACE_UPDATE_GOLDENS=1 asks the golden tests to rewrite their files.
 bool UpdateGoldens();

@@ -2,7 +2,8 @@
 // follow it: every registered library's flag, with its default, in the --help of devplace-probe,
 // `devplace probe` and devplaced and in devplaced's flag file; docs/PROBE.md's vendor-library
 // table (each registered library with its flag, default and memory_source, and no other); each
-// factory's prober name; and the memory_source values the probers wrote into the goldens.
+// factory's prober name; the memory_source values the probers wrote into the goldens; and that no
+// other file of the project (outside tests/) lists the registered libraries again.
 #include <algorithm>
 #include <filesystem>
 #include <map>
@@ -14,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "gmock/gmock.h"
@@ -212,6 +214,105 @@ TEST(VendorRegistry, MemorySourcesAreThoseTheProbersWrite) {
     if (*library.memory_source != '\0') registered.insert(library.memory_source);
   }
   EXPECT_EQ(seen, registered);
+}
+
+
+// ---- no copy of the registry ----
+
+// The files a new library touches besides its own (docs/ARCHITECTURE.md "A new vendor library"):
+// they may name every registered library.
+const std::set<std::string> kRecipeFiles = {"server/common/vendor_libraries.h", "server/probe/CMakeLists.txt",
+                                            "docs/PROBE.md"};
+
+// The registered libraries `text` names: each library's registry name in any case, its words
+// joined by a space, '_', '-' or nothing ("ROCm SMI", "rocm_smi", "amdsmi", "Level Zero"), not
+// inside a longer word.
+std::set<std::string> LibrariesNamed(const std::string& text) {
+  std::string folded = absl::AsciiStrToLower(text);
+  std::replace_if(folded.begin(), folded.end(), [](char c) { return c == '_' || c == '-'; }, ' ');
+  std::set<std::string> named;
+  for (const VendorLibrary& library : kVendorLibraries) {
+    const std::string spaced = absl::StrReplaceAll(library.name, {{"_", " "}});
+    for (const std::string& form : {spaced, absl::StrReplaceAll(library.name, {{"_", ""}})}) {
+      for (size_t at = folded.find(form); at != std::string::npos; at = folded.find(form, at + 1)) {
+        const size_t end = at + form.size();
+        if ((at == 0 || !absl::ascii_isalnum(folded[at - 1])) &&
+            (end == folded.size() || !absl::ascii_isalnum(folded[end]))) {
+          named.insert(library.name);
+        }
+      }
+    }
+  }
+  return named;
+}
+
+// "<file>:<line>" for each text file under `root` (but not tests/, build/, shared/, hidden folders,
+// JSON data or the recipe's files) where three consecutive lines name every registered library,
+// or all but one (a list written before the newest library, or one that leaves libcuda out):
+// a copy of the registry that the next library would have to edit.
+std::vector<std::string> CopiesOfTheRegistry(const std::string& root) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> copies;
+  fs::recursive_directory_iterator it(root), end;
+  for (; it != end; ++it) {
+    const fs::path rel = fs::relative(it->path(), root);
+    const std::string name = it->path().filename().string();
+    if (it->is_directory()) {
+      const bool top = it.depth() == 0;
+      if (name.front() == '.' || name == "node_modules" ||
+          (top && (name == "tests" || name == "build" || name == "shared"))) {
+        it.disable_recursion_pending();
+      }
+      continue;
+    }
+    if (!it->is_regular_file() || kRecipeFiles.count(rel.string()) > 0 || it->path().extension() == ".json" ||
+        it->file_size() > (1u << 20)) {
+      continue;
+    }
+    const std::string text = ReadFile(it->path().string());
+    if (text.find('\0') != std::string::npos) continue;  // not text
+    const std::vector<std::string> lines = absl::StrSplit(text, '\n');
+    for (size_t i = 0; i < lines.size(); ++i) {
+      const std::string window =
+          absl::StrJoin(lines.begin() + i, lines.begin() + std::min(i + 3, lines.size()), "\n");
+      if (LibrariesNamed(window).size() + 1 >= kVendorLibraryCount) {
+        copies.push_back(absl::StrCat(rel.string(), ":", i + 1));
+        break;
+      }
+    }
+  }
+  std::sort(copies.begin(), copies.end());
+  return copies;
+}
+
+// The check itself finds a copy: a list of every library, or of all but one, in prose or as
+// names, over wrapped lines; not one that names fewer, nor one under tests/ or in a recipe file.
+TEST(VendorRegistry, CopyCheckFindsAListOfTheLibraries) {
+  std::vector<std::string> all, prose;
+  for (const VendorLibrary& library : kVendorLibraries) {
+    all.push_back(library.name);
+    prose.push_back(absl::AsciiStrToUpper(absl::StrReplaceAll(library.name, {{"_", " "}})));
+  }
+  TempDir tree;
+  tree.Write("README.md", absl::StrCat("Not built yet: vendor libraries other than\n",
+                                       absl::StrJoin(prose.begin() + 1, prose.end(), ", "), ".\n"));
+  tree.Write("proto/api.proto", absl::StrCat("  // one of \"", absl::StrJoin(all.begin() + 1, all.begin() + 5, "\", \""),
+                                             "\",\n  // \"", absl::StrJoin(all.begin() + 5, all.end(), "\", \""), "\"\n"));
+  tree.Write("docs/FEW.md", absl::StrCat("Such as ", absl::StrJoin(prose.begin(), prose.begin() + 2, " and "), ".\n"));
+  tree.Write("tests/probe/test.cc", absl::StrJoin(all, " "));
+  tree.Write("docs/PROBE.md", absl::StrJoin(all, " "));
+  EXPECT_EQ(CopiesOfTheRegistry(tree.path()), (std::vector<std::string>{"README.md:1", "proto/api.proto:1"}));
+  EXPECT_EQ(LibrariesNamed("--amd_smi_library=, ROCm SMI, amdsmi.h, Level-Zero, NVMLx, cudaMalloc").size(), 3u);
+}
+
+// No file outside the recipe lists the registered libraries (docs/ARCHITECTURE.md "A new vendor
+// library"): the README, the proto, the other docs and the code say "the libraries in
+// docs/PROBE.md's vendor-library table" or give examples, so that a new library touches only its
+// registry row, its CMake line and its PROBE.md row.
+TEST(VendorRegistry, NoOtherFileListsEveryLibrary) {
+  EXPECT_THAT(CopiesOfTheRegistry(DEVPLACE_SOURCE_DIR), ::testing::IsEmpty())
+      << "these lines list the registered libraries again; name docs/PROBE.md's vendor-library table instead "
+         "(examples are fine)";
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "tests/common/command.h"
 #include "tests/common/fixtures.h"
+#include "tests/common/no_vendor_libraries.h"
 #include "tests/common/temp_dir.h"
 #include "tests/integration/daemon_test_util.h"
 #include "tests/probe/test_util.h"
@@ -25,9 +26,7 @@ namespace {
 using ::testing::HasSubstr;
 
 // No vendor library: only the sysfs/procfs probers run.
-constexpr char kNoLibraries[] =
-    " --nvml_library= --cuda_library= --rocm_smi_library= --amd_smi_library= --level_zero_library= --hlml_library= --dcmi_library="
-    " --cndev_library= --mtml_library=";
+const std::string kNoLibraries = NoVendorLibraryFlags();
 
 struct Measured {
   CommandResult result;

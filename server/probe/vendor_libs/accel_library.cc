@@ -15,13 +15,6 @@
 
 namespace devplace::probe {
 
-std::string NamedCode(absl::Span<const std::pair<int, const char*>> names, const char* library, int code) {
-  for (const auto& [value, name] : names) {
-    if (value == code) return absl::StrCat(name, " (", code, ")");
-  }
-  return absl::StrCat(library, " error ", code);
-}
-
 std::string BufferText(const char* buffer, size_t size) { return std::string(buffer, strnlen(buffer, size)); }
 
 bool LoadedLibrary::Open(const std::string& path, LibrarySnapshot& out) {
@@ -60,45 +53,6 @@ void LoadedLibrary::Close(VendorCall& call) {
   call.Enter("dlclose");
   dlclose(handle_);
   handle_ = nullptr;
-}
-
-std::string LibraryCalls::Describe(const char* name, int code) const {
-  return absl::StrCat(errors_.library, " ", name, ": ", errors_.name(code));
-}
-
-bool LibraryCalls::SystemResult(const char* name, int code) {
-  switch (errors_.classify(code)) {
-    case CallResult::kOk:
-      return true;
-    case CallResult::kNotSupported:
-      return false;
-    default:
-      out_.problems.push_back(Describe(name, code));
-      return false;
-  }
-}
-
-bool LibraryCalls::DeviceResult(LibraryDevice& device, const char* name, int code) {
-  switch (errors_.classify(code)) {
-    case CallResult::kOk:
-      return true;
-    case CallResult::kNotSupported:
-      return false;
-    case CallResult::kLost:
-      device.lost = Describe(name, code);
-      return false;
-    case CallResult::kFault:
-      if (device.fault.empty()) device.fault = Describe(name, code);
-      return false;
-    case CallResult::kNoPermission:
-      if (device.no_permission.empty()) device.no_permission = Describe(name, code);
-      return false;
-    case CallResult::kOther:
-      break;
-  }
-  out_.problems.push_back(absl::StrCat(device.bus_id.empty() ? absl::StrCat("device ", device.index) : device.bus_id,
-                                       ": ", Describe(name, code)));
-  return false;
 }
 
 bool AddLibraryDevice(LibraryDevice device, const char* library, LibrarySnapshot& out) {

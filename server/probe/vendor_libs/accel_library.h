@@ -35,10 +35,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/types/span.h"
 #include "absl/strings/string_view.h"
 #include "devplace/v1/devplace.pb.h"
 #include "server/probe/host/facts.h"
+#include "server/probe/vendor_libs/library_status.h"
 #include "server/probe/vendor_libs/vendor_prober.h"
 
 namespace devplace::probe {
@@ -103,16 +103,6 @@ VendorProber LibraryProber(const LibraryInfo& info, std::string library, Library
 
 // ---- helpers shared by the readers ----
 
-// What a library's return code means for the call that got it.
-enum class CallResult { kOk, kNotSupported, kLost, kFault, kNoPermission, kOther };
-
-// One library's error model: its name in messages and how to read its codes.
-struct LibraryErrors {
-  const char* library;                     // "HLML"
-  std::string (*name)(int code);           // "HLML_ERROR_AIP_IS_LOST (15)"
-  CallResult (*classify)(int code);
-};
-
 // A loaded library: dlopen / dlsym / dlclose with the missing-symbol bookkeeping.
 class LoadedLibrary {
  public:
@@ -139,41 +129,29 @@ class LoadedLibrary {
   std::vector<std::string> required_missing_, optional_missing_;
 };
 
-// Makes a reader's calls: announces each on `call`, and files a failed one as the device's
-// lost / fault / refusal, a note (unsupported) or a problem.
-class LibraryCalls {
+// Makes a reader's calls (LibraryStatus, library_status.h: each announced on `call`, its code
+// filed as the device's lost / fault / refusal, an unsupported field or a problem) on the
+// snapshot `out` and its LibraryDevices.
+class LibraryCalls : public LibraryStatus {
  public:
   LibraryCalls(const LibraryErrors& errors, VendorCall& call, LibrarySnapshot& out)
-      : errors_(errors), call_(call), out_(out) {}
-  // A system-wide call: true on success; unsupported leaves the value unset; others are problems.
-  template <typename Fn>
-  bool System(const char* name, Fn fn) {
-    call_.Enter(name);
-    return SystemResult(name, fn());
-  }
+      : LibraryStatus(errors, call, out.notes, out.problems), out_(out) {}
   // A per-device call, skipped once the device is lost: true on success.
   template <typename Fn>
   bool Device(LibraryDevice& device, const char* name, Fn fn) {
-    if (!device.lost.empty()) return false;
-    call_.Enter(name, device.index);
-    return DeviceResult(device, name, fn());
+    return LibraryStatus::Device(Findings(device), name, fn);
   }
-  bool SystemResult(const char* name, int code);
-  bool DeviceResult(LibraryDevice& device, const char* name, int code);
-  // "<library> <call>: <name of code>".
-  std::string Describe(const char* name, int code) const;
-  VendorCall& call() { return call_; }
+  bool DeviceResult(LibraryDevice& device, const char* name, int code) {
+    return LibraryStatus::DeviceResult(Findings(device), name, code);
+  }
   LibrarySnapshot& out() { return out_; }
 
  private:
-  const LibraryErrors& errors_;
-  VendorCall& call_;
+  static DeviceFindings Findings(LibraryDevice& device) {
+    return {device.index, device.bus_id, device.lost, &device.no_permission, &device.fault};
+  }
   LibrarySnapshot& out_;
 };
-
-// "<name> (<code>)" for a code `names` lists (e.g. "HLML_ERROR_AIP_IS_LOST (15)"), else
-// "<library> error <code>".
-std::string NamedCode(absl::Span<const std::pair<int, const char*>> names, const char* library, int code);
 
 // Text of a fixed-size C string buffer (up to its first NUL).
 std::string BufferText(const char* buffer, size_t size);

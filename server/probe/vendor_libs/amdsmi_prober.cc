@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "server/probe/vendor_libs/amdsmi_api.h"
 #include "server/probe/host/prober_util.h"
+#include "server/probe/vendor_libs/library_status.h"
 #include "server/probe/vendor_libs/vendor_library.h"
 
 namespace devplace::probe {
@@ -39,10 +40,26 @@ std::string BusId(uint64_t word) {
   return absl::StrFormat("%04x:%02x:%02x.%x", word >> 16, (word >> 8) & 0xff, (word >> 3) & 0x1f, word & 0x7);
 }
 
+// What AMD SMI's per-GPU answers mean (amdsmi.h: NOT_FOUND for a processor that is gone).
+CallResult ClassifyAmdSmi(int code) {
+  switch (code) {
+    case AMDSMI_STATUS_SUCCESS: return CallResult::kOk;
+    case AMDSMI_STATUS_NOT_SUPPORTED:
+    case AMDSMI_STATUS_NOT_YET_IMPLEMENTED:
+    case AMDSMI_STATUS_NO_DATA: return CallResult::kNotSupported;
+    case AMDSMI_STATUS_NOT_FOUND: return CallResult::kLost;
+    case AMDSMI_STATUS_NO_PERM: return CallResult::kNoPermission;
+    default: return CallResult::kOther;
+  }
+}
+
+constexpr LibraryErrors kAmdSmiErrors = {"AMD SMI", AmdSmiStatusName, ClassifyAmdSmi, "AMD SMI GPU", false};
+
 // Reads one AMD SMI session into a snapshot.
 class Reader {
  public:
-  Reader(const AmdSmiLibrary& lib, VendorCall& call, AmdSmiSnapshot& out) : lib_(lib), call_(call), out_(out) {}
+  Reader(const AmdSmiLibrary& lib, VendorCall& call, AmdSmiSnapshot& out)
+      : lib_(lib), call_(call), out_(out), status_(kAmdSmiErrors, call, out.notes, out.problems) {}
 
   void ReadGpus() {
     uint32_t sockets = 0;
@@ -72,38 +89,11 @@ class Reader {
     return false;
   }
 
-  // A per-GPU call's result: true on success. NOT_FOUND marks the GPU lost (no later call is made
-  // on it); NOT_SUPPORTED / NOT_YET_IMPLEMENTED / NO_DATA leave the field unset; NO_PERM is a
-  // note; other errors are problems.
-  bool GpuOk(amdsmi_status_t r, const char* call, AmdSmiGpu& gpu) {
-    switch (r) {
-      case AMDSMI_STATUS_SUCCESS:
-        return true;
-      case AMDSMI_STATUS_NOT_SUPPORTED:
-      case AMDSMI_STATUS_NOT_YET_IMPLEMENTED:
-      case AMDSMI_STATUS_NO_DATA:
-        return false;
-      case AMDSMI_STATUS_NOT_FOUND:
-        gpu.lost = absl::StrCat("AMD SMI ", call, ": ", AmdSmiStatusName(r));
-        return false;
-      case AMDSMI_STATUS_NO_PERM:
-        out_.notes.push_back(absl::StrCat(Who(gpu), ": ", call, ": ", AmdSmiStatusName(r)));
-        return false;
-      default:
-        out_.problems.push_back(absl::StrCat(Who(gpu), ": ", call, ": ", AmdSmiStatusName(r)));
-        return false;
-    }
-  }
-
-  static std::string Who(const AmdSmiGpu& gpu) {
-    return gpu.bus_id.empty() ? absl::StrCat("AMD SMI GPU ", gpu.index) : gpu.bus_id;
-  }
-
+  // A per-GPU call (kAmdSmiErrors: NOT_FOUND marks the GPU lost, NO_PERM is a note), not made
+  // once the GPU is lost: true on success.
   template <typename Fn>
   bool Call(AmdSmiGpu& gpu, const char* call, Fn fn) {
-    if (!gpu.lost.empty()) return false;
-    call_.Enter(call, gpu.index);
-    return GpuOk(fn(), call, gpu);
+    return status_.Device({gpu.index, gpu.bus_id, gpu.lost}, call, fn);
   }
 
   // A function that fills a char buffer (or a structure read by its leading char array).
@@ -168,6 +158,7 @@ class Reader {
   const AmdSmiLibrary& lib_;
   VendorCall& call_;
   AmdSmiSnapshot& out_;
+  LibraryStatus status_;
 };
 
 // Partitions per compute partition mode, where the mode alone says (CPX depends on the XCD count).

@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "server/probe/vendor_libs/level_zero_api.h"
 #include "server/probe/host/prober_util.h"
+#include "server/probe/vendor_libs/library_status.h"
 #include "server/probe/vendor_libs/vendor_library.h"
 
 namespace devplace::probe {
@@ -68,9 +69,26 @@ bool ListHandles(VendorCall& call, ZeSnapshot& snapshot, const char* name, Fn fn
   return r == ZE_RESULT_SUCCESS;
 }
 
+// What Sysman's per-device answers mean (ze_api.h / zes_api.h).
+CallResult ClassifyZe(int code) {
+  switch (static_cast<uint32_t>(code)) {
+    case ZE_RESULT_SUCCESS: return CallResult::kOk;
+    case ZE_RESULT_ERROR_UNSUPPORTED_FEATURE:
+    case ZE_RESULT_ERROR_NOT_AVAILABLE: return CallResult::kNotSupported;
+    case ZE_RESULT_ERROR_DEVICE_LOST: return CallResult::kLost;
+    case ZE_RESULT_ERROR_INSUFFICIENT_PERMISSIONS: return CallResult::kNoPermission;
+    default: return CallResult::kOther;
+  }
+}
+
+std::string ZeCodeName(int code) { return ZeResultName(static_cast<uint32_t>(code)); }
+
+constexpr LibraryErrors kZeErrors = {"Level Zero", ZeCodeName, ClassifyZe, "Level Zero device", false};
+
 class Reader {
  public:
-  Reader(const ZeLibrary& lib, VendorCall& call, ZeSnapshot& out) : lib_(lib), call_(call), out_(out) {}
+  Reader(const ZeLibrary& lib, VendorCall& call, ZeSnapshot& out)
+      : lib_(lib), call_(call), out_(out), status_(kZeErrors, call, out.notes, out.problems) {}
 
   void ReadGpus() {
     std::vector<zes_driver_handle_t> drivers;
@@ -92,36 +110,11 @@ class Reader {
     return ListHandles(call_, out_, call, fn, out);
   }
 
-  // DEVICE_LOST marks the device lost; UNSUPPORTED_FEATURE / NOT_AVAILABLE leave the field unset;
-  // INSUFFICIENT_PERMISSIONS is a note; other results are problems.
-  bool Ok(ze_result_t r, const char* call, ZeGpu& gpu) {
-    switch (r) {
-      case ZE_RESULT_SUCCESS:
-        return true;
-      case ZE_RESULT_ERROR_UNSUPPORTED_FEATURE:
-      case ZE_RESULT_ERROR_NOT_AVAILABLE:
-        return false;
-      case ZE_RESULT_ERROR_DEVICE_LOST:
-        gpu.lost = absl::StrCat("Level Zero ", call, ": ", ZeResultName(r));
-        return false;
-      case ZE_RESULT_ERROR_INSUFFICIENT_PERMISSIONS:
-        out_.notes.push_back(absl::StrCat(Who(gpu), ": ", call, ": ", ZeResultName(r)));
-        return false;
-      default:
-        out_.problems.push_back(absl::StrCat(Who(gpu), ": ", call, ": ", ZeResultName(r)));
-        return false;
-    }
-  }
-
-  static std::string Who(const ZeGpu& gpu) {
-    return gpu.bus_id.empty() ? absl::StrCat("Level Zero device ", gpu.index) : gpu.bus_id;
-  }
-
+  // A per-device call (kZeErrors: DEVICE_LOST marks the device lost, INSUFFICIENT_PERMISSIONS is
+  // a note), not made once the device is lost: true on success.
   template <typename Fn>
   bool Call(ZeGpu& gpu, const char* call, Fn fn) {
-    if (!gpu.lost.empty()) return false;
-    call_.Enter(call, gpu.index);
-    return Ok(fn(), call, gpu);
+    return status_.Device({gpu.index, gpu.bus_id, gpu.lost}, call, fn);
   }
 
   void ReadGpu(zes_device_handle_t device, int index) {
@@ -205,6 +198,7 @@ class Reader {
   const ZeLibrary& lib_;
   VendorCall& call_;
   ZeSnapshot& out_;
+  LibraryStatus status_;
 };
 
 // The core API of a loader without Sysman 1.5.

@@ -15,6 +15,7 @@
 #include "server/probe/vendor_libs/nvml_api.h"
 #include "server/probe/host/parsers.h"
 #include "server/probe/host/prober_util.h"
+#include "server/probe/vendor_libs/library_status.h"
 
 namespace devplace::probe {
 namespace {
@@ -98,10 +99,24 @@ std::string Text(const char* buffer, size_t size) { return std::string(buffer, s
 // NVML's form of a canonical bus id: "0000:9a:00.0" -> "00000000:9A:00.0".
 std::string NvmlBusId(const std::string& canonical) { return absl::StrCat("0000", absl::AsciiStrToUpper(canonical)); }
 
+// What NVML's answers mean (nvml.h).
+CallResult ClassifyNvml(int code) {
+  switch (code) {
+    case NVML_SUCCESS: return CallResult::kOk;
+    case NVML_ERROR_NOT_SUPPORTED: return CallResult::kNotSupported;
+    case NVML_ERROR_GPU_IS_LOST: return CallResult::kLost;
+    case NVML_ERROR_NO_PERMISSION: return CallResult::kNoPermission;
+    default: return CallResult::kOther;
+  }
+}
+
+constexpr LibraryErrors kNvmlErrors = {"NVML", NvmlReturnName, ClassifyNvml, "NVML device", false};
+
 // Reads one NVML session into a snapshot.
 class Reader {
  public:
-  Reader(const NvmlLibrary& lib, VendorCall& call, NvmlSnapshot& out) : lib_(lib), call_(call), out_(out) {}
+  Reader(const NvmlLibrary& lib, VendorCall& call, NvmlSnapshot& out)
+      : lib_(lib), call_(call), out_(out), status_(kNvmlErrors, call, out.notes, out.problems) {}
 
   void ReadSystem() {
     if (lib_.driver_version != nullptr) {
@@ -190,42 +205,22 @@ class Reader {
   }
 
  private:
-  // A system-wide call's result: true on success; NOT_SUPPORTED leaves the field unset; other
-  // errors are problems.
-  bool SystemOk(nvmlReturn_t r, const char* call) {
-    if (r == NVML_SUCCESS) return true;
-    if (r != NVML_ERROR_NOT_SUPPORTED) out_.problems.push_back(absl::StrCat(call, ": ", NvmlReturnName(r)));
-    return false;
-  }
+  // A system-wide call's result (kNvmlErrors): true on success; NOT_SUPPORTED leaves the field
+  // unset; other errors are problems.
+  bool SystemOk(nvmlReturn_t r, const char* call) { return status_.SystemResult(call, r); }
 
-  // A per-GPU call's result: true on success. GPU_IS_LOST marks the GPU lost (no later call is
-  // made on it), NO_PERMISSION refused, NOT_SUPPORTED leaves the field unset; other errors are
-  // problems.
-  bool GpuOk(nvmlReturn_t r, const char* call, NvmlGpu& gpu) {
-    switch (r) {
-      case NVML_SUCCESS:
-        return true;
-      case NVML_ERROR_NOT_SUPPORTED:
-        return false;
-      case NVML_ERROR_GPU_IS_LOST:
-        gpu.lost = absl::StrCat("NVML ", call, ": ", NvmlReturnName(r));
-        return false;
-      case NVML_ERROR_NO_PERMISSION:
-        if (gpu.no_permission.empty()) gpu.no_permission = absl::StrCat("NVML ", call, ": ", NvmlReturnName(r));
-        return false;
-      default:
-        out_.problems.push_back(absl::StrCat(gpu.bus_id, ": ", call, ": ", NvmlReturnName(r)));
-        return false;
-    }
-  }
+  // A per-GPU call's result (kNvmlErrors): true on success. GPU_IS_LOST marks the GPU lost (no
+  // later call is made on it), NO_PERMISSION refused, NOT_SUPPORTED leaves the field unset; other
+  // errors are problems.
+  bool GpuOk(nvmlReturn_t r, const char* call, NvmlGpu& gpu) { return status_.DeviceResult(Findings(gpu), call, r); }
 
   // Announces and makes one per-GPU call, unless the GPU is already lost.
   template <typename Fn>
   bool Call(NvmlGpu& gpu, const char* call, Fn fn) {
-    if (!gpu.lost.empty()) return false;
-    call_.Enter(call, gpu.index);
-    return GpuOk(fn(), call, gpu);
+    return status_.Device(Findings(gpu), call, fn);
   }
+
+  static DeviceFindings Findings(NvmlGpu& gpu) { return {gpu.index, gpu.bus_id, gpu.lost, &gpu.no_permission}; }
 
   // A string getter (name, UUID) into `value`.
   template <typename Getter>
@@ -344,6 +339,7 @@ class Reader {
   const NvmlLibrary& lib_;
   VendorCall& call_;
   NvmlSnapshot& out_;
+  LibraryStatus status_;
 };
 
 // The partition of `d` for this MIG device: the capability-file one with the same GPU and
@@ -432,10 +428,7 @@ std::string NvmlReturnName(int code) {
       {NVML_ERROR_LIB_RM_VERSION_MISMATCH, "NVML_ERROR_LIB_RM_VERSION_MISMATCH"},
       {NVML_ERROR_UNKNOWN, "NVML_ERROR_UNKNOWN"},
   };
-  for (const auto& [value, name] : kNames) {
-    if (value == code) return absl::StrCat(name, " (", code, ")");
-  }
-  return absl::StrCat("NVML error ", code);
+  return NamedCode(kNames, "NVML", code);
 }
 
 std::string MigProfile(absl::string_view mig_device_name) {

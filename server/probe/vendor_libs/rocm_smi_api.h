@@ -3,8 +3,9 @@
 // loaded with dlopen at run time (server/probe/vendor_libs/rocm_smi_prober.cc). Values and
 // signatures follow the header of ROCm SMI 5.2.3 (Debian 12's librocm-smi-dev) and are unchanged in
 // the ROCm 6.x releases' header for the functions and the one structure used here. The fake ROCm
-// SMI of the tests is not needed: the tests load Debian's real library (librocm-smi64-1) on the
-// fixture trees in a private mount namespace.
+// SMI of the tests (tests/fakes/fake_rocm_smi.cc) defines the same functions from these
+// declarations; the tests also load Debian's real library (librocm-smi64-1) on the fixture trees in
+// a private mount namespace.
 #ifndef DEVPLACE_SERVER_PROBE_VENDOR_LIBS_ROCM_SMI_API_H_
 #define DEVPLACE_SERVER_PROBE_VENDOR_LIBS_ROCM_SMI_API_H_
 

@@ -9,7 +9,8 @@
 //
 // The library reads this process's /sys (never --host_root): without /sys/class/kfd/kfd/topology
 // the amdgpu driver is not loaded here (or /sys is not the host's) and the prober is skipped
-// without initialising the library. rsmi_init of ROCm SMI 5.2.3 aborts the process on a KFD
+// without initialising the library. (/sys is ProbeOptions::library_sysfs, which only the tests
+// with the fake ROCm SMI move, to a fixture host's sys/.) rsmi_init of ROCm SMI 5.2.3 aborts the process on a KFD
 // topology it does not expect (a node without io_links/): like every vendor prober it runs in a
 // child process (vendor_process.h), so that costs this prober's report (CRASHED), nothing else.
 //
@@ -47,10 +48,10 @@ struct RocmSmi {
   decltype(&rsmi_compute_process_info_by_pid_get) process_by_pid = nullptr;
 };
 
-// Where the library looks for the GPUs (its KFD topology).
-constexpr char kKfdTopology[] = "/sys/class/kfd/kfd/topology/nodes";
+// Where the library looks for the GPUs (its KFD topology), under the sysfs it reads.
+constexpr char kKfdTopology[] = "/class/kfd/kfd/topology/nodes";
 // Where it lists the processes using the GPUs (kernels since 5.x; without it the list fails).
-constexpr char kKfdProcesses[] = "/sys/class/kfd/kfd/proc";
+constexpr char kKfdProcesses[] = "/class/kfd/kfd/proc";
 // The sonames tried, in order, when the prober is given the registry's default.
 constexpr const char* kReleaseSonames[] = {"librocm_smi64.so.7", "librocm_smi64.so.6"};
 // At most this many processes are read (a list that keeps growing past it is not read).
@@ -144,10 +145,11 @@ bool ReadList(LibraryCalls& calls, const char* name, Fill fill, std::vector<T>& 
 // The compute processes of every device read (by the library's device index): the list, then each
 // process's GPUs and its VRAM (the list itself carries no VRAM figure). A process using several
 // GPUs has one VRAM figure for all of them: on each it is listed without a figure.
-void ReadProcesses(const RocmSmi& lib, LibraryCalls& calls, std::map<uint32_t, LibraryDevice*>& by_index) {
+void ReadProcesses(const RocmSmi& lib, const std::string& sysfs, LibraryCalls& calls,
+                   std::map<uint32_t, LibraryDevice*>& by_index) {
   if (lib.processes == nullptr || lib.process_gpus == nullptr || by_index.empty()) return;
-  if (access(kKfdProcesses, F_OK) != 0) {
-    calls.out().notes.push_back(absl::StrCat("processes not read: no ", kKfdProcesses,
+  if (const std::string kfd_processes = sysfs + kKfdProcesses; access(kfd_processes.c_str(), F_OK) != 0) {
+    calls.out().notes.push_back(absl::StrCat("processes not read: no ", kfd_processes,
                                              " (a kernel without KFD process accounting)"));
     return;
   }
@@ -205,11 +207,12 @@ bool Open(const std::string& path, LoadedLibrary& loaded, LibrarySnapshot& out) 
   return false;
 }
 
-LibrarySnapshot ReadRocmSmi(const std::string& path, const std::vector<std::string>&, VendorCall& call) {
+// One ROCm SMI session; `sysfs`: the sysfs the library reads (ProbeOptions::library_sysfs).
+LibrarySnapshot ReadRocmSmi(const std::string& path, const std::string& sysfs, VendorCall& call) {
   LibrarySnapshot out;
-  if (access(kKfdTopology, F_OK) != 0) {
+  if (access((sysfs + kKfdTopology).c_str(), F_OK) != 0) {
     out.skipped = true;
-    out.unusable = absl::StrCat("amdgpu driver not loaded (no ", kKfdTopology, " in this process's /sys)");
+    out.unusable = absl::StrCat("amdgpu driver not loaded (no ", sysfs, kKfdTopology, " in this process's /sys)");
     return out;
   }
   LoadedLibrary loaded;
@@ -254,7 +257,7 @@ LibrarySnapshot ReadRocmSmi(const std::string& path, const std::vector<std::stri
   }
   std::map<uint32_t, LibraryDevice*> by_index;
   for (LibraryDevice& dev : out.devices) by_index[static_cast<uint32_t>(dev.index)] = &dev;
-  ReadProcesses(lib, calls, by_index);
+  ReadProcesses(lib, sysfs, calls, by_index);
   call.Enter("rsmi_shut_down");
   if (const int r = lib.shut_down(); r != RSMI_STATUS_SUCCESS) {
     out.problems.push_back(absl::StrCat("rsmi_shut_down: ", RsmiStatusName(r)));
@@ -265,8 +268,10 @@ LibrarySnapshot ReadRocmSmi(const std::string& path, const std::vector<std::stri
 
 }  // namespace
 
-VendorProber prober_factory::rocm_smi(std::string library, const ProbeOptions&) {
-  return LibraryProber(kRsmiInfo, std::move(library), ReadRocmSmi);
+VendorProber prober_factory::rocm_smi(std::string library, const ProbeOptions& options) {
+  return LibraryProber(kRsmiInfo, std::move(library),
+                       [sysfs = options.library_sysfs](const std::string& path, const std::vector<std::string>&,
+                                                       VendorCall& call) { return ReadRocmSmi(path, sysfs, call); });
 }
 
 }  // namespace devplace::probe

@@ -69,6 +69,11 @@ struct ProbeOptions : VendorLibraryPaths {
   // memory (a registry memory_source) run, and they may skip what does not move (NVML's driver
   // and CUDA driver versions).
   bool usage_only = false;
+  // The sysfs the vendor libraries themselves read: this process's /sys, which --host_root does
+  // not move (a real library knows nothing of it). A prober that checks it before loading its
+  // library (ROCm SMI, for the KFD topology) looks here. No flag sets it: the probe tests that load
+  // a fake library on a fixture host name the fixture's sys/ directory.
+  std::string library_sysfs = "/sys";
 };
 
 // Each registered library's prober factory, prober_factory::<name>(library, options) (nvml,
