@@ -184,14 +184,6 @@ class LeaseTable {
   std::thread watcher_;
 };
 
-// The leases as a caller who may not see them gets them: lease_id empty, pid 0.
-void RedactLease(v1::LeaseInfo& lease);
-// Removes what only privileged callers see from an inventory: every DeviceUsageProcess's pid and
-// uid (devices and MIG instances) and the leases' ids and pids.
-void RedactInventory(v1::Inventory& inventory);
-// Whether `inventory` holds anything RedactInventory would remove.
-bool HasPrivateUsage(const v1::Inventory& inventory);
-
 }  // namespace devplace::service
 
 #endif  // DEVPLACE_SERVER_SERVICE_LEASES_H_
