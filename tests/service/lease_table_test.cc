@@ -1,6 +1,6 @@
 // The lease table with real parts: real files (written and read back as devplaced does at start),
 // real child processes as lease holders, and the owners' and the per-user cap's refusals.
-#include "server/service/leases.h"
+#include "server/service/lease_table.h"
 
 #include <signal.h>
 #include <sys/stat.h>
