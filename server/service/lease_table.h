@@ -15,7 +15,7 @@
 // Owners: a lease picked by a known user (LeaseInfo.uid) is released and kept alive only by that
 // user or root; a lease without a uid (picked over TCP) by whoever holds its id.
 //
-// Locks: write_mu_ (the file; taken first) and mu_ (the leases); callbacks run under neither.
+// Locks: write_mu_ (the file; taken first), mu_ (the leases); on_write_error runs under write_mu_.
 #ifndef DEVPLACE_SERVER_SERVICE_LEASE_TABLE_H_
 #define DEVPLACE_SERVER_SERVICE_LEASE_TABLE_H_
 
