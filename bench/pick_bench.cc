@@ -6,7 +6,7 @@
 #include <benchmark/benchmark.h>
 
 #include "server/placement/pick.h"
-#include "server/service/leases.h"
+#include "server/service/lease_table.h"
 #include "tests/placement/inventory_builder.h"
 
 namespace devplace::testing {

@@ -1,7 +1,7 @@
 // Rule P-PICK (docs/SEMANTICS.md section 14): on a host that several jobs share, which devices of
 // the job's row a pick hands it, and the environment that makes the job see exactly them. A pure
 // function of the inventory (with its usage), the request and the devices already leased: the
-// lease table itself (who holds what, for how long) is the service's (server/service/leases.h).
+// lease table itself (who holds what, for how long) is the service's (server/service/lease_table.h).
 #ifndef DEVPLACE_SERVER_PLACEMENT_PICK_H_
 #define DEVPLACE_SERVER_PLACEMENT_PICK_H_
 

@@ -14,6 +14,7 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "server/placement/backends.h"
 #include "server/placement/pick.h"
+#include "server/service/inventory_redaction.h"
 #include "server/service/wire.h"
 
 namespace devplace::service {

@@ -14,7 +14,7 @@
 #include "devplace/v1/devplace.grpc.pb.h"
 #include "server/inventory/store.h"
 #include "server/service/answer_cache.h"
-#include "server/service/leases.h"
+#include "server/service/lease_table.h"
 #include "server/service/refresh_rounds.h"
 #include "server/service/service_observer.h"
 #include "server/service/unix_listener.h"

@@ -20,7 +20,7 @@
 #include "absl/time/clock.h"
 #include "grpcpp/server.h"
 #include "server/common/safe_directory.h"
-#include "server/service/leases.h"
+#include "server/service/lease_holder.h"
 #include "grpcpp/server_posix.h"
 
 #ifndef SO_PEERGROUPS

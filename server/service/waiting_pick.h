@@ -22,7 +22,7 @@
 #include "absl/time/time.h"
 #include "devplace/v1/devplace.pb.h"
 #include "grpcpp/support/status.h"
-#include "server/service/leases.h"
+#include "server/service/lease_holder.h"
 
 namespace grpc {
 class ByteBuffer;

@@ -22,6 +22,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/common/eventually.h"
 #include "tests/common/temp_dir.h"
 #include "tests/inventory/child_util.h"
 #include "tests/probe/test_util.h"
@@ -61,17 +62,6 @@ class Recorder {
   mutable absl::Mutex mu_;
   std::vector<Snapshot> seen_;
 };
-
-// Polls `done` every 5 ms for up to `within`.
-template <typename F>
-bool Eventually(F done, absl::Duration within = absl::Seconds(5)) {
-  const absl::Time give_up = absl::Now() + within;
-  while (!done()) {
-    if (absl::Now() > give_up) return false;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return true;
-}
 
 TEST(SameContentTest, IgnoresRevisionTimestampDurationsAndTelemetryOnly) {
   v1::Inventory a;

@@ -1,21 +1,24 @@
 // The lease table with real parts: real files (written and read back as devplaced does at start),
-// real child processes as lease holders, and the owners' and the per-user cap's refusals.
-#include "server/service/leases.h"
+// real child processes as lease holders, the watcher's sweep of ended holders, and the owners' and
+// the caps' refusals (kMaxLeases, the per-user device cap). The file's own checks (a corrupt,
+// foreign, cut or oversized file) are in lease_file_test.cc, the holders' in lease_holder_test.cc.
+#include "server/service/lease_table.h"
 
-#include <signal.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/service/lease_state.pb.h"
 #include "tests/common/temp_dir.h"
 #include "tests/placement/inventory_builder.h"
+#include "tests/service/lease_testing.h"
 
 namespace devplace::testing {
 namespace {
@@ -25,63 +28,6 @@ using service::LeaseCaller;
 using service::LeaseHolderSpec;
 using service::LeaseTable;
 using service::RestoreReport;
-
-v1::PickDevicesRequest Request(int count) {
-  v1::PickDevicesRequest r;
-  r.set_count(count);
-  r.mutable_job()->set_workload(v1::WORKLOAD_TRAINING);
-  return r;
-}
-
-v1::Inventory TwoGpus() {
-  InventoryBuilder b;
-  b.Add(v1::ROW_CUDA_NVIDIA, 2);
-  return b.Build();
-}
-
-// A child that sleeps until killed: a lease holder whose life the test controls.
-class Sleeper {
- public:
-  Sleeper() {
-    pid_ = fork();
-    if (pid_ == 0) {
-      for (;;) pause();
-    }
-  }
-  ~Sleeper() { Kill(); }
-  void Kill() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-  pid_t pid() const { return pid_; }
-
- private:
-  pid_t pid_ = -1;
-};
-
-LeaseHolderSpec ProcessHolder(pid_t pid, uid_t uid) {
-  LeaseHolderSpec h;
-  h.kind = v1::LEASE_HOLDER_PROCESS;
-  h.process = *service::ReadProcess(pid);
-  h.caller_uid = uid;
-  return h;
-}
-
-LeaseHolderSpec TtlHolder(absl::Duration ttl, std::optional<uid_t> uid = std::nullopt) {
-  LeaseHolderSpec h;
-  h.kind = v1::LEASE_HOLDER_TTL;
-  h.ttl = ttl;
-  h.caller_uid = uid;
-  return h;
-}
-
-std::string PickOne(LeaseTable& table, const LeaseHolderSpec& holder) {
-  const placement::PickOutcome out = table.PickAndHold(TwoGpus(), Request(1), holder);
-  EXPECT_TRUE(out.status.ok()) << out.status;
-  return out.response.lease().lease_id();
-}
 
 TEST(LeaseTableFile, LiveLeasesSurviveARestartAndTheRestAreDroppedWithTheirReason) {
   TempDir dir;
@@ -172,57 +118,6 @@ TEST(LeaseTableFile, ATtlLeaseIsKeptUntilItsTimeAndAReusedPidIsNotTheHolder) {
   EXPECT_THAT(report.dropped[0], HasSubstr(absl::StrCat("pid ", holder.pid(), " is another process now")));
 }
 
-// A file that is not the daemon's own lease table is a warning and an empty table, never a crash,
-// and is replaced by the daemon's own.
-TEST(LeaseTableFile, ACorruptOrForeignFileIsAWarningAndAnEmptyTable) {
-  TempDir dir;
-  const std::string file = dir.File("leases.state");
-  const auto restore = [&]() {
-    LeaseTable table;
-    RestoreReport report = table.Restore(file);
-    EXPECT_EQ(table.size(), 0u);
-    const placement::PickOutcome both = table.PickAndHold(TwoGpus(), Request(2), TtlHolder(absl::Minutes(1)));
-    EXPECT_TRUE(both.status.ok()) << both.status;  // both devices free: nothing of the file was kept
-    EXPECT_TRUE(table.Release(both.response.lease().lease_id()).ok());
-    return report;
-  };
-  dir.Write("leases.state", std::string("\xff\xff\xff\xff garbage", 13));
-  chmod(file.c_str(), 0600);
-  EXPECT_THAT(restore().warning, HasSubstr("is not a lease table (corrupt or another format); starting with no leases"));
-  struct stat st {};
-  ASSERT_EQ(stat(file.c_str(), &st), 0);  // rewritten: the daemon's own now
-  EXPECT_EQ(st.st_mode & 07777, 0600u);
-  EXPECT_EQ(restore().warning, "");
-
-  chmod(file.c_str(), 0622);
-  EXPECT_THAT(restore().warning, HasSubstr("is writable by group or others (mode 0622)"));
-
-  service::state::LeaseState newer;
-  newer.set_version(2);
-  dir.Write("leases.state", newer.SerializeAsString());
-  chmod(file.c_str(), 0600);
-  EXPECT_THAT(restore().warning, HasSubstr("has lease table version 2, this devplaced reads version 1"));
-
-  unlink(file.c_str());
-  ASSERT_EQ(symlink(dir.File("elsewhere").c_str(), file.c_str()), 0);
-  EXPECT_THAT(restore().warning, HasSubstr("is a symbolic link"));
-
-  unlink(file.c_str());
-  ASSERT_EQ(mkfifo(file.c_str(), 0600), 0);
-  EXPECT_THAT(restore().warning, HasSubstr("is not a regular file"));
-
-  unlink(file.c_str());
-  dir.Write("leases.state", std::string((size_t{16} << 20) + 1, 'x'));
-  chmod(file.c_str(), 0600);
-  EXPECT_THAT(restore().warning, HasSubstr("is larger than"));
-
-  if (geteuid() != 0) GTEST_SKIP() << "a file of another user needs root to make (chown)";
-  dir.Write("leases.state", "");
-  chmod(file.c_str(), 0600);
-  ASSERT_EQ(chown(file.c_str(), 65534, 65534), 0);
-  EXPECT_THAT(restore().warning, HasSubstr("is owned by uid 65534, not by devplaced's uid 0"));
-}
-
 TEST(LeaseTableOwners, OnlyTheOwnerOrRootReleasesOrKeepsALeaseAlive) {
   LeaseTable table;
   const std::string owned = PickOne(table, TtlHolder(absl::Minutes(5), 1000));
@@ -257,6 +152,115 @@ TEST(LeaseTableOwners, AUserHoldsAtMostTheCapOfDevicesRootIsNotCapped) {
   // Another user and root still get the free one.
   PickOne(table, TtlHolder(absl::Minutes(5), 0));
   EXPECT_EQ(table.size(), 2u);
+}
+
+// kMaxLeases, from a file (1024 picks of a 1025-GPU host would take a minute in a debug build): a
+// file holding one lease more than the limit keeps 1024, and a pick is then refused although its
+// devices are free; a release makes room.
+TEST(LeaseTableCaps, NoMoreThanMaxLeasesAreHeldAtOnce) {
+  TempDir dir;
+  const std::string file = dir.File("leases.state");
+  service::state::LeaseState state;
+  state.set_version(1);
+  for (size_t i = 0; i <= service::kMaxLeases; ++i) {
+    v1::LeaseInfo& info = *state.add_leases()->mutable_info();
+    info.set_lease_id(absl::StrCat("lease-", i));
+    info.set_holder(v1::LEASE_HOLDER_TTL);
+    info.add_devices()->set_pci_bus_id(absl::StrFormat("0001:%02x:%02x.0", i / 32, i % 32));  // not TwoGpus()'
+    info.mutable_created_at()->set_seconds(absl::ToUnixSeconds(absl::Now()) + static_cast<int64_t>(i));
+    info.mutable_expires_at()->set_seconds(absl::ToUnixSeconds(absl::Now() + absl::Hours(1)));
+  }
+  dir.Write("leases.state", state.SerializeAsString());
+  chmod(file.c_str(), 0600);
+  LeaseTable table;
+  const RestoreReport report = table.Restore(file);
+  EXPECT_EQ(report.kept, service::kMaxLeases);
+  ASSERT_EQ(report.dropped.size(), 1u);
+  EXPECT_EQ(report.dropped[0], "lease lease-1024: malformed, repeated or past the limit of 1024");
+  const placement::PickOutcome past = table.PickAndHold(TwoGpus(), Request(1), TtlHolder(absl::Minutes(5)));
+  EXPECT_EQ(past.status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(past.status.message(), HasSubstr("devplaced holds 1024 leases, its limit"));
+  EXPECT_FALSE(past.status.GetPayload(service::kOverUserCapPayload).has_value());  // not the user cap
+  EXPECT_FALSE(past.no_free_device);
+  ASSERT_TRUE(table.Release("lease-0").ok());
+  PickOne(table, TtlHolder(absl::Minutes(5)));
+  EXPECT_EQ(table.size(), service::kMaxLeases);
+}
+
+// The per-user cap counts the devices of live holders only: when a user's process ends, its
+// devices count no more.
+TEST(LeaseTableCaps, AUsersCapFreesWhenItsHoldingProcessEnds) {
+  service::LeaseTableOptions options;
+  options.max_devices_per_user = 1;
+  LeaseTable table(options);
+  Sleeper job;
+  PickOne(table, ProcessHolder(job.pid(), 1000));
+  const placement::PickOutcome over = table.PickAndHold(TwoGpus(), Request(1), TtlHolder(absl::Minutes(5), 1000));
+  EXPECT_EQ(over.status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(over.status.GetPayload(service::kOverUserCapPayload).has_value());
+  job.Kill();
+  EXPECT_TRUE(Eventually([&] { return table.DevicesOf(1000) == 0; }));
+  EXPECT_TRUE(table.PickAndHold(TwoGpus(), Request(1), TtlHolder(absl::Minutes(5), 1000)).status.ok());
+}
+
+// The watcher ends a process lease when its process exits, without a pick or a call to Sweep, and
+// tells the waiting picks (on_release).
+TEST(LeaseTableSweep, AProcessLeaseEndsWithItsProcessAndItsDevicesAreFreeAgain) {
+  absl::Mutex mu;
+  int released = 0;
+  LeaseTable table([&] {
+    absl::MutexLock lock(&mu);
+    ++released;
+  });
+  Sleeper first, second;
+  PickOne(table, ProcessHolder(first.pid(), getuid()));
+  PickOne(table, ProcessHolder(second.pid(), getuid()));
+  EXPECT_TRUE(table.PickAndHold(TwoGpus(), Request(1), TtlHolder(absl::Minutes(5))).no_free_device);
+  first.Kill();
+  ASSERT_TRUE(Eventually([&] { return table.size() == 1; }));
+  EXPECT_EQ(table.ended(), 1u);
+  EXPECT_EQ(table.granted(), 2u);
+  {
+    absl::MutexLock lock(&mu);
+    EXPECT_EQ(released, 1);
+  }
+  ASSERT_EQ(table.List().size(), 1u);
+  EXPECT_EQ(table.List()[0].pid(), static_cast<uint32_t>(second.pid()));
+  PickOne(table, TtlHolder(absl::Minutes(5)));  // the first one's GPU
+  // A zombie (exited, not yet reaped) holds nothing either: its pidfd says it ended.
+  second.KillWithoutReaping();
+  EXPECT_TRUE(Eventually([&] { return table.size() == 1; }));
+  EXPECT_EQ(table.ended(), 2u);
+}
+
+TEST(LeaseTableSweep, ATtlLeaseEndsWhenItsTimePassesUnlessKeptAlive) {
+  LeaseTable table;
+  const std::string lapses = PickOne(table, TtlHolder(absl::Seconds(2)));
+  const std::string kept = PickOne(table, TtlHolder(absl::Seconds(2)));
+  const absl::StatusOr<v1::LeaseInfo> renewed = table.KeepAlive(kept, absl::Hours(1));
+  ASSERT_TRUE(renewed.ok()) << renewed.status();
+  EXPECT_GT(renewed->expires_at().seconds(), absl::ToUnixSeconds(absl::Now() + absl::Minutes(59)));
+  ASSERT_TRUE(Eventually([&] { return table.size() == 1; }));
+  ASSERT_EQ(table.List().size(), 1u);
+  EXPECT_EQ(table.List()[0].lease_id(), kept);
+  EXPECT_EQ(table.Release(lapses).status().code(), absl::StatusCode::kNotFound);
+}
+
+// devplace run's lease: held by a process group, it lasts while any process of the group runs,
+// not only its leader.
+TEST(LeaseTableSweep, AProcessGroupLeaseLastsWhileAnyProcessOfTheGroupRuns) {
+  LeaseTable table;
+  Sleeper leader(0);
+  Sleeper member(leader.pid());
+  LeaseHolderSpec group = ProcessHolder(leader.pid(), getuid());
+  group.kind = v1::LEASE_HOLDER_PROCESS_GROUP;
+  PickOne(table, group);
+  leader.Kill();
+  EXPECT_EQ(table.Sweep(), 0);
+  absl::SleepFor(absl::Milliseconds(1500));  // past the watcher's check of the group
+  EXPECT_EQ(table.size(), 1u);
+  member.Kill();
+  EXPECT_TRUE(Eventually([&] { return table.size() == 0; }));
 }
 
 }  // namespace

@@ -1,21 +1,23 @@
 // The lease table of PickDevices (shared hosts; rule P-PICK, docs/SEMANTICS.md section 14): which
-// devices each lease holds and for whom, so that concurrent picks never hand out the same device.
+// devices each lease holds and for whom, so that concurrent picks never hand out the same device,
+// and its caps (kMaxLeases leases; LeaseTableOptions::max_devices_per_user devices per user).
 // The pick itself is placement::Pick (pure); the table runs it under its own lock with the units
-// already leased and adds the new lease before the lock is released.
+// already leased and adds the new lease before the lock is released. No gRPC here.
 //
-// A lease is held for a process (released when it exits: a pidfd that becomes readable, or, where
-// pidfd_open is missing, its /proc start time no longer matching, checked every second, which also
-// guards against a reused pid) or for a time to live (released when it passes without a
-// LeaseKeepAlive). No gRPC here.
+// A lease is held for a process or for a time to live (lease_holder.h: who holds it and how its
+// end is seen); a LeaseWatcher thread (lease_watcher.h) sweeps the table when a holder's pidfd
+// becomes readable, when a TTL passes, and at least once a second.
 //
-// Durable (Restore): the table is kept in a file (lease_state.proto) rewritten atomically
-// (server/common/atomic_file.h) after every change, before the change is answered, and read back
-// when the daemon starts, so that a restart, a crash or a package upgrade loses no live lease.
+// Durable (Restore): the table is kept in a file (lease_file.h) rewritten atomically after every
+// change, before the change is answered, and read back when the daemon starts, so that a restart,
+// a crash or a package upgrade loses no live lease.
 //
 // Owners: a lease picked by a known user (LeaseInfo.uid) is released and kept alive only by that
 // user or root; a lease without a uid (picked over TCP) by whoever holds its id.
-#ifndef DEVPLACE_SERVER_SERVICE_LEASES_H_
-#define DEVPLACE_SERVER_SERVICE_LEASES_H_
+//
+// Locks: write_mu_ (the file; taken first), mu_ (the leases); on_write_error runs under write_mu_.
+#ifndef DEVPLACE_SERVER_SERVICE_LEASE_TABLE_H_
+#define DEVPLACE_SERVER_SERVICE_LEASE_TABLE_H_
 
 #include <sys/types.h>
 
@@ -24,7 +26,6 @@
 #include <map>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -33,24 +34,14 @@
 #include "absl/time/time.h"
 #include "devplace/v1/devplace.pb.h"
 #include "server/placement/pick.h"
+#include "server/service/lease_file.h"
+#include "server/service/lease_holder.h"
+#include "server/service/lease_watcher.h"
 
 namespace devplace::service {
 
 // The most leases held at once; a pick past it is RESOURCE_EXHAUSTED.
 inline constexpr size_t kMaxLeases = 1024;
-
-// A process as /proc (this process's pid namespace) describes it.
-struct ProcessIdentity {
-  pid_t pid = 0;
-  pid_t ppid = 0;
-  pid_t pgid = 0;           // its process group
-  char state = '?';         // field 3: R, S, D, Z (a zombie: ended, not yet reaped), ...
-  uid_t uid = 0;            // effective uid (the "Uid:" line's second field)
-  uint64_t start_time = 0;  // field 22 of /proc/<pid>/stat, clock ticks since boot
-};
-
-// `pid`'s identity, or nullopt when it does not exist (or /proc cannot be read).
-std::optional<ProcessIdentity> ReadProcess(pid_t pid);
 
 // Who asks to release or keep alive a lease: the caller's uid when known (unix socket).
 struct LeaseCaller {
@@ -69,36 +60,9 @@ struct LeaseTableOptions {
   std::function<void(const absl::Status&)> on_write_error;
 };
 
-// What LeaseTable::Restore did with the file.
-struct RestoreReport {
-  // Non-empty when the file was not used (unreadable, not the daemon's, writable by others,
-  // corrupt, too large, a newer version): the table starts empty and the file is rewritten.
-  std::string warning;
-  size_t kept = 0;
-  // One line per lease dropped: its id and why ("pid 123 has exited", "pid 123 is another process
-  // now", "its time to live passed at ...").
-  std::vector<std::string> dropped;
-  bool found = false;  // whether the file existed
-};
-
 // The payload (absl::Status::GetPayload) on PickAndHold's RESOURCE_EXHAUSTED when the caller's
 // max_devices_per_user is the reason (metrics tell it from the table's kMaxLeases).
 inline constexpr char kOverUserCapPayload[] = "devplace.dev/over_user_device_cap";
-
-// The largest lease file Restore reads (kMaxLeases leases of 64 devices each fit).
-inline constexpr size_t kMaxLeaseFileBytes = size_t{16} << 20;
-
-// Who holds a new lease.
-struct LeaseHolderSpec {
-  v1::LeaseHolder kind = v1::LEASE_HOLDER_TTL;  // PROCESS, PARENT, PROCESS_GROUP or TTL (never UNSPECIFIED)
-  // PROCESS and PARENT: the holding process, as ReadProcess saw it when the pick was asked;
-  // PROCESS_GROUP: the group's leader (the lease lasts while any process of its group lives).
-  ProcessIdentity process;
-  // TTL: how long the lease lives without a LeaseKeepAlive.
-  absl::Duration ttl = absl::Milliseconds(placement::kDefaultLeaseTtlMs);
-  // The picking caller's uid, when known (unix socket).
-  std::optional<uid_t> caller_uid;
-};
 
 class LeaseTable {
  public:
@@ -134,11 +98,13 @@ class LeaseTable {
                                           const LeaseCaller& caller = {});
   // Reads the table back from `path` (call once, before the first pick) and keeps it there from
   // now on. Each lease is checked again: a process lease only while its pid runs with the start
-  // time it had, a TTL lease only until its expires_at; the others are dropped (RestoreReport
-  // says which and why). A file that is missing starts an empty table; one that cannot be used (a
-  // symbolic link, not a regular file, not owned by this process's uid, writable by group or
-  // others, larger than kMaxLeaseFileBytes, not a LeaseState, a newer version) is a warning and an
-  // empty table, never an error. The file is then rewritten (mode 0600) with what was kept.
+  // time it had, a TTL lease only until its expires_at (LeaseHolder::ForRestoredLease); the others
+  // are dropped, as are leases without an id or a device, repeated, or past kMaxLeases
+  // (RestoreReport says which and why). A file that is missing starts an empty table; one that
+  // cannot be used (ReadLeaseFile: a symbolic link, not a regular file, not owned by this
+  // process's uid, writable by group or others, larger than kMaxLeaseFileBytes, not a LeaseState,
+  // a newer version) is a warning and an empty table, never an error. The file is then rewritten
+  // (mode 0600) with what was kept.
   RestoreReport Restore(const std::string& path);
   // Devices leased now to `uid` (all its leases).
   size_t DevicesOf(uid_t uid) const;
@@ -154,44 +120,37 @@ class LeaseTable {
  private:
   struct Lease {
     v1::LeaseInfo info;  // full: id, pid, uid
-    LeaseHolderSpec holder;
-    absl::Time expires = absl::InfiniteFuture();
-    int pidfd = -1;
+    LeaseHolder holder;
     uint64_t order = 0;
   };
-  void Watch();
+  // What the watcher waits for: the holders' pidfds and the earliest TTL expiry.
+  LeaseWatcher::Waits WatcherWaits() const ABSL_LOCKS_EXCLUDED(mu_);
   int SweepLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Close(Lease& lease);
+  // OK, or RESOURCE_EXHAUSTED (with kOverUserCapPayload) when `caller_uid` would hold more than
+  // max_devices_per_user devices with `wanted` more.
+  absl::Status CheckUserCap(std::optional<uid_t> caller_uid, size_t wanted) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // PERMISSION_DENIED unless `caller` may release or keep alive `lease`.
   static absl::Status CheckOwner(const v1::LeaseInfo& lease, const LeaseCaller& caller);
-  // Writes the table as it is now to path_ (when set). Every writer takes write_mu_ first and
+  // Writes the table as it is now to file_ (when set). Every writer takes write_mu_ first and
   // reads the table after it, so the last write holds the newest table.
   void Persist() ABSL_LOCKS_EXCLUDED(mu_, write_mu_);
 
   const LeaseTableOptions options_;
   absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);
-  std::string path_ ABSL_GUARDED_BY(write_mu_);  // empty: memory only
+  std::optional<LeaseFileWriter> file_ ABSL_GUARDED_BY(write_mu_);  // none: memory only
   mutable absl::Mutex mu_;
   std::map<std::string, Lease> leases_ ABSL_GUARDED_BY(mu_);
   uint64_t next_order_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t granted_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t ended_ ABSL_GUARDED_BY(mu_) = 0;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // Bumped on every change; Persist skips a write when the file already holds this generation.
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t written_generation_ ABSL_GUARDED_BY(write_mu_) = 0;
-  int wake_fd_ = -1;  // an eventfd: the watcher re-reads the pidfds
-  std::thread watcher_;
+  // Last: its thread calls WatcherWaits() and Sweep(), so it starts after the members above and is
+  // stopped (destroyed) before them.
+  LeaseWatcher watcher_;
 };
-
-// The leases as a caller who may not see them gets them: lease_id empty, pid 0.
-void RedactLease(v1::LeaseInfo& lease);
-// Removes what only privileged callers see from an inventory: every DeviceUsageProcess's pid and
-// uid (devices and MIG instances) and the leases' ids and pids.
-void RedactInventory(v1::Inventory& inventory);
-// Whether `inventory` holds anything RedactInventory would remove.
-bool HasPrivateUsage(const v1::Inventory& inventory);
 
 }  // namespace devplace::service
 
-#endif  // DEVPLACE_SERVER_SERVICE_LEASES_H_
+#endif  // DEVPLACE_SERVER_SERVICE_LEASE_TABLE_H_

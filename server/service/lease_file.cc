@@ -1,0 +1,74 @@
+#include "server/service/lease_file.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "server/common/atomic_file.h"
+#include "server/common/host_file.h"
+
+namespace devplace::service {
+namespace {
+
+// The lease file's content when it is the daemon's own, else why not ("" when it is missing).
+absl::StatusOr<std::string> ReadOwnFile(const std::string& path, bool& found) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return std::string();
+    return HostErrnoStatus(errno, "cannot stat", path);
+  }
+  found = true;
+  if (S_ISLNK(st.st_mode)) return absl::FailedPreconditionError(absl::StrCat(path, " is a symbolic link"));
+  if (!S_ISREG(st.st_mode)) return absl::FailedPreconditionError(absl::StrCat(path, " is not a regular file"));
+  if (st.st_uid != geteuid()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " is owned by uid ", st.st_uid, ", not by devplaced's uid ", geteuid()));
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("%s is writable by group or others (mode %04o)", path, st.st_mode & 07777));
+  }
+  return ReadHostFile(path, kMaxLeaseFileBytes, HostFileLimit::kError);
+}
+
+}  // namespace
+
+absl::Status LeaseFileWriter::Write(std::vector<state::HeldLease> leases) const {
+  state::LeaseState file;
+  file.set_version(kLeaseFileVersion);
+  file.mutable_leases()->Reserve(static_cast<int>(leases.size()));
+  for (state::HeldLease& held : leases) *file.add_leases() = std::move(held);
+  return WriteFileAtomically(path_, file.SerializeAsString(), 0600);
+}
+
+LeaseFileContents ReadLeaseFile(const std::string& path) {
+  LeaseFileContents contents;
+  RestoreReport& report = contents.report;
+  absl::StatusOr<std::string> bytes = ReadOwnFile(path, report.found);
+  state::LeaseState file;
+  if (!bytes.ok()) {
+    report.warning = absl::StrCat(bytes.status().message(), "; starting with no leases");
+  } else if (!file.ParseFromString(*bytes)) {
+    report.warning = absl::StrCat(path, " is not a lease table (corrupt or another format); starting with no leases");
+  } else if (report.found && file.version() != kLeaseFileVersion) {
+    report.warning = absl::StrCat(path, " has lease table version ", file.version(), ", this devplaced reads version ",
+                                  kLeaseFileVersion, "; starting with no leases");
+  }
+  if (!report.warning.empty()) return contents;
+  contents.leases.reserve(static_cast<size_t>(file.leases_size()));
+  for (state::HeldLease& held : *file.mutable_leases()) contents.leases.push_back(std::move(held));
+  // Oldest first, as LeaseTable::List() gives them.
+  std::stable_sort(contents.leases.begin(), contents.leases.end(), [](const state::HeldLease& a, const state::HeldLease& b) {
+    const google::protobuf::Timestamp &x = a.info().created_at(), &y = b.info().created_at();
+    return x.seconds() != y.seconds() ? x.seconds() < y.seconds() : x.nanos() < y.nanos();
+  });
+  return contents;
+}
+
+}  // namespace devplace::service

@@ -1,0 +1,81 @@
+// devplaced's lease file (--lease_state_file): the lease table as lease_state.proto's LeaseState,
+// so that a restart, a crash (kill -9) or a package upgrade loses no live lease. A writer/reader
+// pair in the manner of LevelDB's log_writer/log_reader: LeaseFileWriter replaces the whole file
+// after every change of the table, atomically and durably; ReadLeaseFile reads it back when the
+// daemon starts and checks that it is the daemon's own and of a version it reads. Which leases are
+// still held is the table's and the holders' question (lease_table.h, lease_holder.h), not the
+// file's. No gRPC, no lock: the LeaseTable serializes its writes (its write_mu_).
+//
+// Format: the serialized LeaseState, nothing around it, version kLeaseFileVersion; an older
+// daemon's file (the same format) is read back as it was written.
+#ifndef DEVPLACE_SERVER_SERVICE_LEASE_FILE_H_
+#define DEVPLACE_SERVER_SERVICE_LEASE_FILE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "server/service/lease_state.pb.h"
+
+namespace devplace::service {
+
+// LeaseState.version this daemon writes and reads; a file with another version (a newer daemon's,
+// after a downgrade) is not used.
+inline constexpr uint32_t kLeaseFileVersion = 1;
+
+// The largest lease file ReadLeaseFile reads, in bytes (16 MiB: the table's limit of 1024 leases
+// of 64 devices each fits).
+inline constexpr size_t kMaxLeaseFileBytes = size_t{16} << 20;
+
+// What LeaseTable::Restore did with the file: ReadLeaseFile fills `found` and `warning`, the table
+// `kept` and `dropped`.
+struct RestoreReport {
+  // Non-empty when the file was not used (unreadable, not the daemon's, writable by others,
+  // corrupt, too large, a newer version): the table starts empty and the file is rewritten.
+  std::string warning;
+  size_t kept = 0;
+  // One line per lease dropped: its id and why ("pid 123 has exited", "pid 123 is another process
+  // now", "its time to live passed at ...").
+  std::vector<std::string> dropped;
+  bool found = false;  // whether the file existed
+};
+
+// Writes the lease table to one path. Not thread-safe: one Write at a time.
+class LeaseFileWriter {
+ public:
+  explicit LeaseFileWriter(std::string path) : path_(std::move(path)) {}
+  const std::string& path() const { return path_; }
+  // Replaces the file with a LeaseState of version kLeaseFileVersion holding `leases`, in their
+  // order, mode 0600 (before the umask), through WriteFileAtomically (server/common/atomic_file.h:
+  // a temporary file beside it, fsync, rename, fsync of the directory): a reader or a crash sees
+  // the old table or the new one, never a part. Errors: WriteFileAtomically's (the errno of the
+  // failing step, naming the path); the file then keeps the table it held.
+  absl::Status Write(std::vector<state::HeldLease> leases) const;
+
+ private:
+  std::string path_;
+};
+
+// What ReadLeaseFile found.
+struct LeaseFileContents {
+  // The file's leases, oldest first (by created_at; equal times in the file's order), unchecked:
+  // empty when the file is missing or was not used.
+  std::vector<state::HeldLease> leases;
+  // `found` and `warning` (RestoreReport's); `kept` and `dropped` are left to the caller.
+  RestoreReport report;
+};
+
+// Reads the lease file at `path`. A missing file is no warning (found false, no leases). A file that
+// cannot be used is a warning that ends "; starting with no leases", never an error or a crash: a
+// symbolic link, not a regular file, not owned by this process's effective uid, writable by group
+// or others, unreadable, larger than kMaxLeaseFileBytes, not a LeaseState ("is not a lease table
+// (corrupt or another format)": a cut or damaged file that no longer parses), or a version other
+// than kLeaseFileVersion (an empty file is version 0).
+LeaseFileContents ReadLeaseFile(const std::string& path);
+
+}  // namespace devplace::service
+
+#endif  // DEVPLACE_SERVER_SERVICE_LEASE_FILE_H_

@@ -1,0 +1,115 @@
+// Who holds a lease of PickDevices (shared hosts; rule P-PICK, docs/SEMANTICS.md section 14) and
+// how devplaced knows that the holder ended. No gRPC, no lock: a LeaseHolder belongs to one lease
+// of the LeaseTable (lease_table.h), which calls it under its own lock.
+//
+// A lease is held for a process (PROCESS: the picking process; PARENT: its parent, the shell that
+// ran `devplace pick`; PROCESS_GROUP: a group's leader, for `devplace run`) or for a time to live
+// (TTL). A process is named by its pid and its start time (field 22 of /proc/<pid>/stat), so that
+// a reused pid is never taken for the holder. Its end shows as:
+//   - its pidfd (pidfd_open(2), Linux 5.3) becoming readable, at once;
+//   - where pidfd_open is missing or fails, its /proc start time no longer matching (or the pid
+//     gone), which the table's watcher (lease_watcher.h) checks at least once a second;
+//   - a process group lives while any process of the group that is not a zombie runs (Linux gives
+//     no new process the id of a group that still has members), so its leader's end is not the
+//     group's: the leader's pidfd is then closed and the group is read from /proc every second.
+// A TTL holder ends when its expiry passes (LeaseKeepAlive moves it: ExpireAt).
+#ifndef DEVPLACE_SERVER_SERVICE_LEASE_HOLDER_H_
+#define DEVPLACE_SERVER_SERVICE_LEASE_HOLDER_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "devplace/v1/devplace.pb.h"
+#include "server/placement/pick.h"
+
+namespace devplace::service {
+
+// A process as /proc (this process's pid namespace) describes it.
+struct ProcessIdentity {
+  pid_t pid = 0;
+  pid_t ppid = 0;
+  pid_t pgid = 0;           // its process group
+  char state = '?';         // field 3: R, S, D, Z (a zombie: ended, not yet reaped), ...
+  uid_t uid = 0;            // effective uid (the "Uid:" line's second field)
+  uint64_t start_time = 0;  // field 22 of /proc/<pid>/stat, clock ticks since boot
+};
+
+// `pid`'s identity, or nullopt when it does not exist, `pid` is not positive, or /proc cannot be
+// read (read through ReadHostFile, at most 64 KiB of /proc/<pid>/stat and /proc/<pid>/status).
+std::optional<ProcessIdentity> ReadProcess(pid_t pid);
+
+// Who holds a new lease.
+struct LeaseHolderSpec {
+  v1::LeaseHolder kind = v1::LEASE_HOLDER_TTL;  // PROCESS, PARENT, PROCESS_GROUP or TTL (never UNSPECIFIED)
+  // PROCESS and PARENT: the holding process, as ReadProcess saw it when the pick was asked;
+  // PROCESS_GROUP: the group's leader (the lease lasts while any process of its group lives).
+  ProcessIdentity process;
+  // TTL: how long the lease lives without a LeaseKeepAlive.
+  absl::Duration ttl = absl::Milliseconds(placement::kDefaultLeaseTtlMs);
+  // The picking caller's uid, when known (unix socket).
+  std::optional<uid_t> caller_uid;
+};
+
+// One lease's holder and the means to see it end: for a process holder its identity and pidfd
+// (owned: closed when the holder goes away), for a TTL holder its expiry. Move-only.
+class LeaseHolder {
+ public:
+  // The holder of a lease about to be picked. A process holder's pidfd is opened first, then its
+  // /proc start time compared with spec.process's, so that a pid reused in between is caught:
+  // FAILED_PRECONDITION "the process that would hold the lease (pid N) has exited" when it no
+  // longer runs or is another process. A TTL holder has no expiry until ExpireAt.
+  static absl::StatusOr<LeaseHolder> ForNewLease(const LeaseHolderSpec& spec);
+  // The holder of a lease read back from the lease file (lease_file.h) at `now`: `start_time` and
+  // `process_uid` are what the file recorded of a process holder when the lease was granted. The
+  // lease is kept only while its pid runs with that start time and uid (a PROCESS_GROUP lease also
+  // while its group lives on without its leader: then without a pidfd), a TTL lease only until its
+  // expires_at. Otherwise FAILED_PRECONDITION whose message says why, for RestoreReport.dropped:
+  // "its holder, pid N, has exited", "pid N is another process now (started at tick T, the holder
+  // at S)", "its time to live passed at <UTC time>", "malformed (holder <kind>)" (a TTL lease
+  // without expires_at, or a kind the file cannot hold).
+  static absl::StatusOr<LeaseHolder> ForRestoredLease(const v1::LeaseInfo& info, uint64_t start_time,
+                                                      uint32_t process_uid, absl::Time now);
+  LeaseHolder(LeaseHolder&& other) noexcept;
+  LeaseHolder& operator=(LeaseHolder&& other) noexcept;
+  LeaseHolder(const LeaseHolder&) = delete;
+  LeaseHolder& operator=(const LeaseHolder&) = delete;
+  ~LeaseHolder();
+
+  v1::LeaseHolder kind() const { return spec_.kind; }
+  // PROCESS, PARENT or PROCESS_GROUP: the lease carries the holder's pid and has no expiry.
+  bool is_process() const;
+  // The holding process (the group's leader); all zero for a TTL holder.
+  const ProcessIdentity& process() const { return spec_.process; }
+  // The pidfd to poll (readable when the process exits); -1 for a TTL holder, where pidfd_open is
+  // missing, or once a group's leader ended.
+  int pidfd() const { return pidfd_; }
+  // When a TTL lease ends (absl::InfiniteFuture() for a process holder).
+  absl::Time expires() const { return expires_; }
+  void ExpireAt(absl::Time expires) { expires_ = expires; }
+  // Whether the holder has ended at `now`: a TTL passed; a process exited (its pidfd readable) or
+  // is another process now; a process group with no running member left. Reads /proc; closes the
+  // pidfd of a group whose leader ended while others of the group run.
+  bool Ended(absl::Time now);
+  // The holder as any caller may read it (no pid: pids are only for privileged callers), for a
+  // refused pick's reasons: "a process's lease", "a shell's lease", "a process group's lease
+  // (devplace run)", "a lease until 2025-01-02 03:04:05Z".
+  std::string Description() const;
+
+ private:
+  explicit LeaseHolder(LeaseHolderSpec spec) : spec_(std::move(spec)) {}
+  void ClosePidfd();
+
+  LeaseHolderSpec spec_;
+  int pidfd_ = -1;
+  absl::Time expires_ = absl::InfiniteFuture();
+};
+
+}  // namespace devplace::service
+
+#endif  // DEVPLACE_SERVER_SERVICE_LEASE_HOLDER_H_

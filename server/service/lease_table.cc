@@ -1,0 +1,321 @@
+#include "server/service/lease_table.h"
+
+#include <sys/random.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <utility>
+
+#include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "google/protobuf/util/time_util.h"
+
+namespace devplace::service {
+namespace {
+
+google::protobuf::Timestamp ToTimestamp(absl::Time t) {
+  return google::protobuf::util::TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(t));
+}
+
+std::string NewLeaseId() {
+  unsigned char bytes[16] = {};
+  size_t got = 0;
+  while (got < sizeof bytes) {
+    const ssize_t n = getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  if (got < sizeof bytes) {  // no getrandom: time and address bits, still unique in this process
+    const uint64_t t = static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()));
+    static uint64_t counter = 0;
+    for (size_t i = 0; i < 8; ++i) bytes[i] = static_cast<unsigned char>(t >> (8 * i));
+    for (size_t i = 0; i < 8; ++i) bytes[8 + i] = static_cast<unsigned char>(++counter >> (8 * i));
+  }
+  std::string id;
+  for (unsigned char b : bytes) absl::StrAppendFormat(&id, "%02x", b);
+  return id;
+}
+
+}  // namespace
+
+LeaseTable::LeaseTable(std::function<void()> on_release) : LeaseTable([&on_release] {
+  LeaseTableOptions options;
+  options.on_release = std::move(on_release);
+  return options;
+}()) {}
+
+LeaseTable::LeaseTable(LeaseTableOptions options)
+    : options_(std::move(options)), watcher_([this] { return WatcherWaits(); }, [this] { Sweep(); }) {}
+
+// watcher_, the last member, is destroyed first: its thread is stopped before the leases close
+// their pidfds.
+LeaseTable::~LeaseTable() = default;
+
+LeaseWatcher::Waits LeaseTable::WatcherWaits() const {
+  LeaseWatcher::Waits waits;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, lease] : leases_) {
+    if (lease.holder.pidfd() >= 0) waits.pidfds.push_back(lease.holder.pidfd());
+    waits.next_expiry = std::min(waits.next_expiry, lease.holder.expires());
+  }
+  return waits;
+}
+
+absl::Status LeaseTable::CheckUserCap(std::optional<uid_t> caller_uid, size_t wanted) const {
+  if (options_.max_devices_per_user <= 0 || !caller_uid || *caller_uid == 0) return absl::OkStatus();
+  size_t held = 0;
+  for (const auto& [id, lease] : leases_) {
+    if (lease.info.has_uid() && lease.info.uid() == *caller_uid) held += lease.info.devices_size();
+  }
+  if (held + wanted <= static_cast<size_t>(options_.max_devices_per_user)) return absl::OkStatus();
+  absl::Status over = absl::ResourceExhaustedError(absl::StrCat(
+      "uid ", *caller_uid, " holds ", held, " leased device(s) and asked for ", wanted, " more; each "
+      "user may hold at most ", options_.max_devices_per_user, " at once (devplaced "
+      "--max_leased_devices_per_user); release one (`devplace release --lease_id=ID`) or wait for a job to end"));
+  over.SetPayload(kOverUserCapPayload, absl::Cord("1"));
+  return over;
+}
+
+placement::PickOutcome LeaseTable::PickAndHold(const v1::Inventory& inventory, const v1::PickDevicesRequest& request,
+                                               const LeaseHolderSpec& holder, std::optional<uint64_t> only_if_ended) {
+  placement::PickOutcome outcome;
+  absl::StatusOr<LeaseHolder> held = LeaseHolder::ForNewLease(holder);
+  if (!held.ok()) {
+    outcome.status = held.status();
+    return outcome;
+  }
+  int ended = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = absl::Now();
+    ended = SweepLocked(now);
+    if (only_if_ended && *only_if_ended != ended_) {
+      outcome.status = absl::AbortedError("leases ended since this round of waiting picks began: earlier waiters first");
+    } else if (leases_.size() >= kMaxLeases) {
+      outcome.status = absl::ResourceExhaustedError(
+          absl::StrCat("devplaced holds ", leases_.size(), " leases, its limit; release some (LeaseRelease)"));
+    } else {
+      std::vector<placement::LeasedUnit> leased;
+      for (const auto& [id, lease] : leases_) {
+        for (const v1::LeaseDevice& d : lease.info.devices()) {
+          leased.push_back({d.row(), d.pci_bus_id(), d.sub_device(), d.partition_uuid(), lease.holder.Description()});
+        }
+      }
+      outcome = placement::Pick(inventory, request, leased);
+      if (outcome.status.ok()) {
+        absl::Status capped =
+            CheckUserCap(holder.caller_uid, static_cast<size_t>(outcome.response.lease().devices_size()));
+        if (!capped.ok()) {
+          outcome = placement::PickOutcome();
+          outcome.status = std::move(capped);
+        }
+      }
+      if (outcome.status.ok()) {
+        v1::LeaseInfo info = outcome.response.lease();  // the devices
+        std::string id = NewLeaseId();
+        while (leases_.count(id) > 0) id = NewLeaseId();
+        info.set_lease_id(id);
+        info.set_holder(holder.kind);
+        if (held->is_process()) info.set_pid(static_cast<uint32_t>(holder.process.pid));
+        if (holder.caller_uid) info.set_uid(*holder.caller_uid);
+        *info.mutable_created_at() = ToTimestamp(now);
+        if (!held->is_process()) {
+          held->ExpireAt(now + holder.ttl);
+          *info.mutable_expires_at() = ToTimestamp(held->expires());
+        }
+        *outcome.response.mutable_lease() = info;
+        leases_.emplace(id, Lease{std::move(info), *std::move(held), next_order_++});
+        ++granted_;
+        ++generation_;
+      }
+    }
+  }
+  Persist();         // the lease is on disk before the pick is answered
+  watcher_.Wake();   // the watcher polls the new pidfd
+  if (ended > 0 && options_.on_release) options_.on_release();
+  return outcome;
+}
+
+absl::Status LeaseTable::CheckOwner(const v1::LeaseInfo& lease, const LeaseCaller& caller) {
+  if (!lease.has_uid() || (caller.uid && (*caller.uid == 0 || *caller.uid == lease.uid()))) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat(
+      "lease_id: lease ", lease.lease_id(), " belongs to uid ", lease.uid(), "; only that user or root may release "
+      "it or keep it alive", caller.uid ? absl::StrCat(" (the caller is uid ", *caller.uid, ")")
+                                        : " (the caller's user is known only over the unix socket)"));
+}
+
+absl::StatusOr<v1::LeaseInfo> LeaseTable::Release(const std::string& lease_id, const LeaseCaller& caller) {
+  v1::LeaseInfo info;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = leases_.find(lease_id);
+    if (it == leases_.end()) {
+      return absl::NotFoundError(absl::StrCat("lease_id: no lease ", lease_id, " (unknown, released, or ended with "
+                                              "its process or time to live)"));
+    }
+    if (absl::Status owner = CheckOwner(it->second.info, caller); !owner.ok()) return owner;
+    info = it->second.info;
+    leases_.erase(it);  // closes its pidfd
+    ++generation_;
+    ++ended_;
+  }
+  Persist();
+  if (options_.on_release) options_.on_release();
+  return info;
+}
+
+absl::StatusOr<v1::LeaseInfo> LeaseTable::KeepAlive(const std::string& lease_id, absl::Duration ttl,
+                                                    const LeaseCaller& caller) {
+  v1::LeaseInfo info;
+  int ended = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = absl::Now();
+    ended = SweepLocked(now);
+    auto it = leases_.find(lease_id);
+    if (it == leases_.end()) {
+      return absl::NotFoundError(absl::StrCat("lease_id: no lease ", lease_id, " (unknown, released, or expired)"));
+    }
+    Lease& lease = it->second;
+    if (absl::Status owner = CheckOwner(lease.info, caller); !owner.ok()) return owner;
+    if (lease.info.holder() != v1::LEASE_HOLDER_TTL) {
+      return absl::FailedPreconditionError(absl::StrCat("lease ", lease_id, " is held for a process and lasts as long "
+                                                        "as it; only a TTL lease is kept alive"));
+    }
+    lease.holder.ExpireAt(now + ttl);
+    *lease.info.mutable_expires_at() = ToTimestamp(lease.holder.expires());
+    info = lease.info;
+    ++generation_;
+  }
+  Persist();  // a restart keeps the new expiry
+  if (ended > 0 && options_.on_release) options_.on_release();
+  return info;
+}
+
+size_t LeaseTable::DevicesOf(uid_t uid) const {
+  absl::MutexLock lock(&mu_);
+  size_t n = 0;
+  for (const auto& [id, lease] : leases_) {
+    if (lease.info.has_uid() && lease.info.uid() == uid) n += lease.info.devices_size();
+  }
+  return n;
+}
+
+std::vector<v1::LeaseInfo> LeaseTable::List() {
+  absl::MutexLock lock(&mu_);
+  SweepLocked(absl::Now());
+  std::vector<const Lease*> ordered;
+  for (const auto& [id, lease] : leases_) ordered.push_back(&lease);
+  std::sort(ordered.begin(), ordered.end(), [](const Lease* a, const Lease* b) { return a->order < b->order; });
+  std::vector<v1::LeaseInfo> out;
+  for (const Lease* l : ordered) out.push_back(l->info);
+  return out;
+}
+
+size_t LeaseTable::size() const {
+  absl::MutexLock lock(&mu_);
+  return leases_.size();
+}
+
+uint64_t LeaseTable::ended() const {
+  absl::MutexLock lock(&mu_);
+  return ended_;
+}
+
+uint64_t LeaseTable::granted() const {
+  absl::MutexLock lock(&mu_);
+  return granted_;
+}
+
+int LeaseTable::SweepLocked(absl::Time now) {
+  int ended = 0;
+  for (auto it = leases_.begin(); it != leases_.end();) {
+    if (it->second.holder.Ended(now)) {
+      it = leases_.erase(it);  // closes its pidfd
+      ++ended;
+      ++generation_;
+      ++ended_;
+    } else {
+      ++it;
+    }
+  }
+  return ended;
+}
+
+int LeaseTable::Sweep() {
+  int ended = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    ended = SweepLocked(absl::Now());
+  }
+  if (ended > 0) Persist();
+  if (ended > 0 && options_.on_release) options_.on_release();
+  return ended;
+}
+
+void LeaseTable::Persist() {
+  absl::MutexLock write(&write_mu_);
+  if (!file_) return;
+  std::vector<state::HeldLease> held;
+  uint64_t generation = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    generation = generation_;
+    if (generation == written_generation_) return;  // a later writer already wrote this table
+    held.reserve(leases_.size());
+    for (const auto& [id, lease] : leases_) {
+      state::HeldLease& h = held.emplace_back();
+      *h.mutable_info() = lease.info;
+      h.set_start_time(lease.holder.process().start_time);
+      h.set_process_uid(lease.holder.process().uid);
+    }
+  }
+  const absl::Status written = file_->Write(std::move(held));
+  if (written.ok()) {
+    written_generation_ = generation;
+  } else if (options_.on_write_error) {
+    options_.on_write_error(written);
+  }
+}
+
+RestoreReport LeaseTable::Restore(const std::string& path) {
+  LeaseFileContents file = ReadLeaseFile(path);
+  RestoreReport& report = file.report;
+  const absl::Time now = absl::Now();
+  int ended = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const state::HeldLease& held : file.leases) {  // oldest first, as List() gives them
+      const v1::LeaseInfo& info = held.info();
+      const std::string name = absl::StrCat("lease ", info.lease_id());
+      if (info.lease_id().empty() || leases_.count(info.lease_id()) > 0 || info.devices_size() == 0 ||
+          leases_.size() >= kMaxLeases) {
+        report.dropped.push_back(absl::StrCat(name, ": malformed, repeated or past the limit of ", kMaxLeases));
+        continue;
+      }
+      absl::StatusOr<LeaseHolder> holder =
+          LeaseHolder::ForRestoredLease(info, held.start_time(), held.process_uid(), now);
+      if (!holder.ok()) {
+        report.dropped.push_back(absl::StrCat(name, ": ", holder.status().message()));
+        continue;
+      }
+      leases_.emplace(info.lease_id(), Lease{info, *std::move(holder), next_order_++});
+      ++report.kept;
+    }
+    ++generation_;  // the file is rewritten with what was kept (or created empty)
+    ended = static_cast<int>(report.dropped.size());
+  }
+  {
+    absl::MutexLock write(&write_mu_);
+    file_.emplace(path);
+  }
+  Persist();
+  watcher_.Wake();  // the watcher polls the restored pidfds
+  if (ended > 0 && options_.on_release) options_.on_release();
+  return report;
+}
+
+}  // namespace devplace::service
