@@ -1,4 +1,4 @@
-// What devplaced runs per ResolveDevice call once an answer is cached (issue 12): a lookup of the
+// What devplaced runs per ResolveDevice call once an answer is cached: a lookup of the
 // request's wire bytes in the snapshot's PreparedSnapshot (BM_CachedAnswer_InferenceAuto); and,
 // for bytes not seen before that parse as a request already answered, parse + canonical key +
 // lookup (BM_CachedAnswerParsed_InferenceAuto). The resolver runs only on a miss (see

@@ -1,4 +1,4 @@
-// load_gen: the out-of-process load generator of scripts/bench (issue 12). A plain gRPC client of a
+// load_gen: the out-of-process load generator of scripts/bench. A plain gRPC client of a
 // running devplaced; it prints one line of `key=value` figures and exits 0, or 1 when any call
 // failed. Modes (--mode):
 // --client=typed (generated stubs: the request serialized and the answer parsed, as a job does) or

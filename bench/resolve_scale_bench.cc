@@ -1,6 +1,6 @@
-// The resolver in-process against host size (issue 12): placement::Resolve for 2, 8, 64 and 256
+// The resolver in-process against host size: placement::Resolve for 2, 8, 64 and 256
 // NVIDIA GPUs, for from_pretrained(device_map="auto") and a distributed training rank. Only the
-// placement library (the Serialized case is new with issue 12's arena): scripts/bench also builds it against the code before a change. Medians:
+// placement library (the Serialized case measures the answer's arena): scripts/bench also builds it against the code before a change. Medians:
 //   build/bench/bench/resolve_scale_bench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 

@@ -1,4 +1,4 @@
-// robustness_driver: figures for issue 8 against the real devplaced (a small driver, not Google
+// robustness_driver: robustness figures against the real devplaced (a small driver, not Google
 // Benchmark, since each figure needs a daemon process of its own):
 //   load      ResolveDevice from C callers over the unix socket for S seconds: QPS, p50/p99, errors
 //   watches   RSS of the daemon per open WatchInventory stream (N streams on one connection)

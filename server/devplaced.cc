@@ -35,7 +35,7 @@ int Run(int argc, char** argv) {
 #ifdef NDEBUG
   // Debian builds libabsl without NDEBUG, so every absl::Mutex (gRPC's included) runs lock-order
   // deadlock detection and aborts on a cycle it suspects. Release builds of the daemon pay
-  // neither (issue 12: ~3% of the daemon's CPU per call); Debug builds, the tests', keep it.
+  // neither (~3% of the daemon's CPU per call); Debug builds, the tests', keep it.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 #endif
   daemon::SetUpFlagUsage();
@@ -67,7 +67,7 @@ int Run(int argc, char** argv) {
   fflush(stdout);
   fflush(stderr);
   // Every call is finished and every watch ended; what is left is gRPC's global shutdown, which
-  // can wait up to ~10 s on a poller (issue 8), and the refresh worker's probe in flight. Neither
+  // can wait up to ~10 s on a poller, and the refresh worker's probe in flight. Neither
   // holds state worth keeping: leave now.
   std::_Exit(status);
 }

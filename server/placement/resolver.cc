@@ -265,7 +265,7 @@ bool Resolution::SeesXpu(Library lib) {
 
 // ---- answer building ---------------------------------------------------------------------
 
-// Keeps the answer bounded on big hosts (issue 12): `devices` and `max_memory`, what the job
+// Keeps the answer bounded on big hosts: `devices` and `max_memory`, what the job
 // needs, keep every device; `placed`, host identity for people and schedulers, keeps the first
 // kMaxPlacedDevices, and one explanation line says how many more there are.
 // Place() builds only the first kMaxPlacedDevices entries (the rest go to a scratch entry, for
@@ -366,7 +366,7 @@ absl::StatusOr<v1::ResolveDeviceResponse> Resolve(const v1::Inventory& inventory
 absl::Status ResolveSerialized(const v1::Inventory& inventory, const v1::ResolveDeviceRequest& request,
                                std::string* bytes, std::vector<NewerLibrary>* newer) {
   // Every string, list and map entry of the answer comes from one arena, freed at once: on a big
-  // host the answer is hundreds of small allocations otherwise (issue 12's profile: over half of
+  // host the answer is hundreds of small allocations otherwise (a profile showed over half of
   // the resolver's time in malloc/free).
   google::protobuf::ArenaOptions options;
   options.start_block_size = 8 << 10;

@@ -1,4 +1,4 @@
-// Prebuilt answers for one published inventory snapshot (issue 12): the serialized Inventory that
+// Prebuilt answers for one published inventory snapshot: the serialized Inventory that
 // GetInventory serves, and a bounded cache of ResolveDevice answers keyed by the canonical request
 // bytes, for the pod-startup storm where hundreds of identical requests arrive at once.
 //

@@ -4,6 +4,9 @@ fixture host, so the docs cannot drift from the binaries.
 Usage: run_doc_blocks.py run FILE.md          every runnable block of FILE, in order
        run_doc_blocks.py check FILE.md...     every sh block carries a marker; no internal issue numbers;
                                               relative links lead to a file (and heading) that exists
+       run_doc_blocks.py issues DIR           no internal issue numbers in the code, scripts and tests
+                                              either (every text file under DIR but build trees and
+                                              fixture data)
 
 The marker is the fenced block's info string (docs/DEVELOPING.md "Docs that run"):
 
@@ -44,9 +47,12 @@ SHELL_LANGUAGES = ("sh", "bash", "shell", "console")
 MARKERS = ("runnable", "manual")
 DEFAULT_HOST = "nvidia-2x-h100"
 BLOCK_TIMEOUT_S = 180
-# "issue 8", "issues 10 and 12", "Issue 12's": internal tracker numbers mean nothing to a user. Another
-# project's issue is written with '#' and the project ("Accelerate issue #3020", "grpc/grpc#20418").
+# The word issue followed by a space and a number, in any case or plural: internal tracker numbers
+# mean nothing to a user or a newcomer. Another project's issue is written with '#' and the project
+# ("Accelerate issue #3020", "grpc/grpc#20418").
 INTERNAL_ISSUE = re.compile(r"\b[Ii]ssues? [0-9]+")
+# Not read by `issues DIR`: build trees, installed tools, and fixture data copied from real hosts.
+SKIPPED_DIRS = {".git", ".tools", "build", "node_modules", "__pycache__", "fixtures"}
 
 
 @dataclass
@@ -252,9 +258,36 @@ def metrics_port(daemon: devplace_testing.Daemon) -> str:
     return port.group(1)
 
 
+def issue_numbers(root: str) -> int:
+    errors = []
+    read = 0
+    for directory, subdirs, files in os.walk(root):
+        subdirs[:] = sorted(d for d in subdirs if d not in SKIPPED_DIRS and not d.startswith("build"))
+        for name in sorted(files):
+            path = os.path.join(directory, name)
+            if not os.path.isfile(path) or os.path.islink(path) or os.path.getsize(path) > (1 << 20):
+                continue
+            try:
+                with open(path, encoding="utf-8") as f:
+                    lines = f.readlines()
+            except (UnicodeDecodeError, OSError):
+                continue  # not text
+            read += 1
+            for number, line in enumerate(lines, 1):
+                for match in INTERNAL_ISSUE.finditer(line):
+                    errors.append(f"{os.path.relpath(path, root)}:{number}: internal issue number {match.group(0)!r}: "
+                                  "say what it is about")
+    for error in errors:
+        print(error)
+    print(f"checked {read} text files under {root}: {len(errors)} internal issue numbers")
+    return 1 if errors else 0
+
+
 def main(argv: List[str]) -> int:
     if len(argv) >= 3 and argv[1] == "check":
         return check(argv[2:])
+    if len(argv) == 3 and argv[1] == "issues":
+        return issue_numbers(argv[2])
     if len(argv) == 3 and argv[1] == "run":
         return run(argv[2])
     print(__doc__)

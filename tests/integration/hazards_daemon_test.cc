@@ -1,4 +1,4 @@
-// Issue 10 items 7-9 over the wire: the real devplaced on fixture hosts, its devplace-probe child
+// Enumeration hazards over the wire: the real devplaced on fixture hosts, its devplace-probe child
 // loading the fake NVML (MIG UUIDs) and the fake libcuda (the runtime's GPU numbering), answering
 // ResolveDevice through gRPC. The table-driven cases are in tests/placement/hazards_test.cc.
 #include <signal.h>

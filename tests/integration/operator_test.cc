@@ -1,4 +1,4 @@
-// Operating devplaced on a real host (issue 9): flag errors exit 2 with one line, squatted socket
+// Operating devplaced on a real host: flag errors exit 2 with one line, squatted socket
 // paths are refused by the daemon and the client (a real unprivileged user, `nobody`, plays the
 // squatter through setpriv), RefreshInventory's access policy and rate limit over the real unix
 // socket and TCP, a deleted socket re-created on SIGHUP, health per service, the CLI's warnings,
@@ -344,7 +344,7 @@ TEST(OperatorRefresh, OnlyRootOrTheSocketGroupOverTheUnixSocketAndRateLimited) {
   ExpectCleanStop(d);
 }
 
-// ---- issue 8 item 7: a deleted socket comes back on SIGHUP; a live one is not taken -------------
+// ---- a deleted socket comes back on SIGHUP; a live one is not taken -------------
 
 TEST(OperatorSockets, DeletedSocketIsRecreatedOnSighupButAnotherDaemonsIsLeftAlone) {
   TempDir dir;

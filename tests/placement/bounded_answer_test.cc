@@ -1,4 +1,4 @@
-// Issue 12: a ResolveDevice answer stays bounded on big hosts. device_map="auto" over 256 GPUs
+// A ResolveDevice answer stays bounded on big hosts. device_map="auto" over 256 GPUs
 // names every device in `devices` and `max_memory` (what from_pretrained needs) but carries the
 // host identity (`placed`) of the first 16 only, and says so.
 #include <string>

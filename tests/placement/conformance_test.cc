@@ -88,7 +88,7 @@ std::vector<ResolveCase> Cases() {
   c.push_back({.id = "S13_strict", .host = h({{v1::ROW_TPU, 4}}),
                .request = Req::Train(TA).UseCpu().Runtime({"xla"}).Strict(),
                .code = kPrecondition, .error_words = {"XLA wins over use_cpu"}});
-  // S14 changed with docs/SEMANTICS.md (issue 10 item 3): TrainingArguments selects tpu:0 (V-TF-TA-TPU).
+  // S14 changed with docs/SEMANTICS.md: TrainingArguments selects tpu:0 (V-TF-TA-TPU).
   c.push_back({.id = "S14", .host = h({{v1::ROW_TPU, 4}}), .request = Req::Train(TA),
                .device = "tpu:0", .devices = {"tpu:0"}, .explanation = {"V-TF-TA-TPU"}});
   c.push_back({.id = "S15", .host = cpu_only, .request = Req::Train(TA), .device = "cpu", .devices = {"cpu"},

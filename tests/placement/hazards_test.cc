@@ -1,4 +1,4 @@
-// Issue 10 items 7-10 (docs/SEMANTICS.md sections 3 and 9): MIG enumeration (E-MIG), Gaudi device indices
+// Enumeration hazards (docs/SEMANTICS.md sections 3 and 9): MIG enumeration (E-MIG), Gaudi device indices
 // (H-HPU), the CUDA runtime's enumeration order (E-ORDER) and visibility variables that cannot
 // apply to the answer's row (H-FOREIGN), as table-driven cases. ResolveCase names carry the rule id.
 #include <functional>
@@ -62,7 +62,7 @@ v1::Inventory MigWithoutInstances() {
   return b.Build();
 }
 
-// Issue 10 item 9: a GTX 745-class card at bus 01 (host 0, 4 GiB) and a GTX 1080 Ti-class card
+// A GTX 745-class card at bus 01 (host 0, 4 GiB) and a GTX 1080 Ti-class card
 // at bus 02 (host 1, 11 GiB). With `ordinals`, libcuda's enumeration: FASTEST_FIRST puts the
 // 1080 Ti first; PCI_BUS_ID is bus order.
 v1::Inventory MixedModels(bool ordinals) {

@@ -176,7 +176,7 @@ TEST(Resolver, IntDeviceMapRowsAndErrors) {
   EXPECT_THAT(Msg(r), HasSubstr("not a device_map keyword"));
 }
 
-// docs/SEMANTICS.md T-XLA (issue 10 item 2): Accelerate >= 0.28 tests only the import, so
+// docs/SEMANTICS.md T-XLA: Accelerate >= 0.28 tests only the import, so
 // torch_xla installed on a GPU host is the answer, with a hazard naming the fix.
 TEST(Resolver, XlaInstalledWithoutTpuIsTheAnswerWithAHazard) {
   InventoryBuilder b;

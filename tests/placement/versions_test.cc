@@ -1,5 +1,5 @@
 // docs/SEMANTICS.md sections 10-11: the answers that follow the newest Transformers / Accelerate
-// (issue 10 items 1-6, cases N01-N..), and every version rule at both sides of its boundary
+// (cases N01-N..), and every version rule at both sides of its boundary
 // (cases V..), as one table. Each case asserts the status, the device, and the words of the
 // rule that decided (explanation, warning or error).
 #include <algorithm>
@@ -54,7 +54,7 @@ std::vector<ResolveCase> Cases() {
   std::vector<ResolveCase> c;
   const auto cuda2 = H({{CUDA, 2}});
   const auto tpu2 = H({{v1::ROW_TPU, 2}});
-  // ---- newest libraries (issue 10 items 1-6) -------------------------------------------------
+  // ---- newest libraries -------------------------------------------------
   // N01-N03: ACCELERATE_TORCH_DEVICE comes first.
   c.push_back({.id = "N01_acc_use_cpu", .host = cuda2,
                .request = Req::Train(ACC).UseCpu().Env("ACCELERATE_TORCH_DEVICE", "cuda:1"), .device = "cuda:1",

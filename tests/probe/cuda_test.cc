@@ -1,4 +1,4 @@
-// The cuda prober (issue 10 item 9) with the fake libcuda (tests/fakes/fake_cuda.cc) loaded by a
+// The cuda prober with the fake libcuda (tests/fakes/fake_cuda.cc) loaded by a
 // real dlopen in the prober's child processes: both enumeration orders end up on the devices,
 // the children enumerate the whole host whatever this process's CUDA_* variables say, failures
 // are reported, and the resolver then numbers the job's GPUs as the runtime does.
@@ -134,7 +134,7 @@ TEST(CudaProber, HungCuInitChildIsKilledAtTheDeadline) {
   EXPECT_FALSE(Nvidia(inv).devices(0).has_runtime_ordinal());
 }
 
-// Issue 10 item 9's reproduction, end to end: GTX 745 at bus 01, GTX 1080 Ti at bus 02.
+// The mixed-card reproduction, end to end: GTX 745 at bus 01, GTX 1080 Ti at bus 02.
 TEST(CudaProber, ResolvesInTheRuntimesNumbering) {
   const v1::Inventory inv = Probe("nvidia-mixed-models", "mixed-models", "mixed-models");
   auto masked = placement::Resolve(inv, Req::Train().Env("CUDA_VISIBLE_DEVICES", "1"));

@@ -1,4 +1,4 @@
-// Issue 8 item 5: enum numbers the proto does not define, and requests that do not parse, are
+// Enum numbers the proto does not define, and requests that do not parse, are
 // INVALID_ARGUMENT naming what is wrong (not read as a known value, not UNIMPLEMENTED with an
 // empty message).
 #include <string>

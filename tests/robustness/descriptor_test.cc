@@ -1,4 +1,4 @@
-// Issue 8 item 1: a flood of connections that exhausts the daemon's descriptors must not leave it
+// A flood of connections that exhausts the daemon's descriptors must not leave it
 // alive but deaf. The daemon checks its own listeners (--liveness_interval); after the flood it
 // serves again within seconds, or, when gRPC's accept loop gave up for good, exits 1 with
 // event=listener_dead for its supervisor to restart it (the documented recovery). A descriptor

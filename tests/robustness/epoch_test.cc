@@ -1,4 +1,4 @@
-// Issue 8 item 3: revisions are numbered per daemon instance (Inventory.epoch), so a watcher that
+// Revisions are numbered per daemon instance (Inventory.epoch), so a watcher that
 // comes back with a revision from another instance, or one the daemon has not reached, gets the
 // current snapshot at once; only an exact (epoch, revision) match skips it.
 #include <signal.h>

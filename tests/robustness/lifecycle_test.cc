@@ -1,4 +1,4 @@
-// Issue 8 items 6 and 7: SIGTERM under load drains unary calls, ends every watch with OK and exits
+// SIGTERM under load drains unary calls, ends every watch with OK and exits
 // within 1 s plus --shutdown_grace; a failed first probe is retried with backoff even with
 // --refresh_interval=0, and clients get the real reason meanwhile.
 #include <signal.h>

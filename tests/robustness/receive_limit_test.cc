@@ -1,4 +1,4 @@
-// Issue 8 item 2: --max_receive_bytes is validated, and oversized requests sent at once do not
+// --max_receive_bytes is validated, and oversized requests sent at once do not
 // make the daemon hold gigabytes: its peak RSS (VmHWM) stays under a stated bound.
 #include <string>
 #include <thread>

@@ -1,4 +1,4 @@
-// Issue 8 item 4: watches are capped per daemon and per peer (RESOURCE_EXHAUSTED past the cap; a
+// Watches are capped per daemon and per peer (RESOURCE_EXHAUSTED past the cap; a
 // peer is a local client's user on every transport, as for the connection caps), and a client frozen with SIGSTOP on the unix socket is dropped by keepalive, which frees its
 // watch.
 #include <signal.h>

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Smoke test of bench/load_gen (scripts/bench's load generator, issue 12): against the real
+# Smoke test of bench/load_gen (scripts/bench's load generator): against the real
 # devplaced on a fixture host it makes one ResolveDevice and one grpc.health.v1 Check call and
 # reports the real answer. No timing is asserted.
 # Usage: load_gen_test.sh DEVPLACED LOAD_GEN FIXTURES_DIR

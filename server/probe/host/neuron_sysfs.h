@@ -1,4 +1,4 @@
-// AWS Neuron enrichment from the driver's own sysfs metrics (issue 13; no library needed): the
+// AWS Neuron enrichment from the driver's own sysfs metrics (no library needed): the
 // per-NeuronCore device memory in use and the core directories under
 // /sys/class/neuron_device/neuronN (aws-neuron-driver, neuron_sysfs_metrics.c).
 #ifndef DEVPLACE_SERVER_PROBE_HOST_NEURON_SYSFS_H_

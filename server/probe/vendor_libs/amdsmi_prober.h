@@ -1,4 +1,4 @@
-// The AMD SMI prober (issue 13): loads libamd_smi.so with dlopen at run time (declarations in
+// The AMD SMI prober: loads libamd_smi.so with dlopen at run time (declarations in
 // amdsmi_api.h, no build-time AMD dependency) and adds what the library knows to the AMD row
 // (ROW_CUDA_AMD), matched by PCI bus id: marketing name, the library's UUID, VRAM total and used,
 // the compute and memory partition modes (SPX/DPX/TPX/QPX/CPX, NPS1/2/4/8) and the driver version.

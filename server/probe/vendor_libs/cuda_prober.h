@@ -1,4 +1,4 @@
-// The "cuda" prober (issue 10 item 9, docs/SEMANTICS.md section 3, E-ORDER): learns how the CUDA
+// The "cuda" prober (docs/SEMANTICS.md section 3, E-ORDER): learns how the CUDA
 // runtime itself numbers this host's NVIDIA GPUs. Without CUDA_DEVICE_ORDER=PCI_BUS_ID the runtime
 // numbers the fastest GPU first, so on a host with two different models a job's `cuda:0` need not
 // be the first GPU on the PCI bus, and CUDA_VISIBLE_DEVICES ordinals index that order too.

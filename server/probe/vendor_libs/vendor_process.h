@@ -1,4 +1,4 @@
-// Process isolation for vendor-library probers (issue 13, isolation). Each VendorProber runs in
+// Process isolation for vendor-library probers. Each VendorProber runs in
 // its own short-lived child process, forked from devplace-probe once the sysfs/procfs probers have
 // run: the child calls the prober's `read` and its merge on its own copy of the facts, then writes
 // the facts it ended with back through a pipe and exits. The parent applies what the child changed
