@@ -27,6 +27,7 @@
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/flag.h"
+#include "absl/flags/marshalling.h"
 #include "absl/flags/reflection.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
@@ -173,30 +174,20 @@ std::string FlagSuggestion(const Command& command, const std::string& name) {
   return DidYouMeanFlag(placement::ClosestName(name, flags, 2));
 }
 
-// Whether the command line is `devplace ... pick ...` without --json (its first word that is not
-// a flag, before `--`), so that a failure prints PrintPickFailClosed()'s lines.
-bool IsPickForEval(int argc, char** argv) {
-  bool pick = false;
-  for (int i = 1; i < argc; ++i) {
-    const absl::string_view arg = argv[i];
-    if (arg == "--") break;
-    if (arg == "--json" || arg == "--json=true" || arg == "-json") return false;
-    if (!pick && !arg.empty() && arg[0] != '-') {
-      if (arg != "pick") return false;
-      pick = true;
-    }
+// The first words of the command names ("slurm" for "slurm gres"), each once.
+std::vector<std::string> CommandWords() {
+  std::vector<std::string> known;
+  for (const Command& c : Commands()) {
+    const std::string word(absl::string_view(c.name).substr(0, absl::string_view(c.name).find(' ')));
+    if (std::find(known.begin(), known.end(), word) == known.end()) known.push_back(word);
   }
-  return pick;
+  return known;
 }
 
-// Parses argv: sets the flags, returns the command, or the exit status to end with.
-struct ParsedCommandLine {
-  const Command* command = nullptr;
-  std::optional<int> exit_status;
-};
-
-ParsedCommandLine ParseCommandLine(int argc, char** argv) {
-  ParsedCommandLine result;
+// The command line as the parser reads it, before it is checked: the words that are not flags (the
+// first names the command), those after `--`, each flag with its value (a flag that takes a value
+// and has no `=` takes the next argument, as in `--address unix:/s pick`), and the first problem.
+struct ScannedCommandLine {
   std::vector<std::string> positional;
   std::vector<std::string> after_dashes;  // after `--`: a command's trailing arguments
   std::vector<std::pair<std::string, std::string>> given;  // flag name, value
@@ -204,26 +195,30 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
   bool version = false;  // --version: the client's version, whatever else the command line says
   std::string error;  // the first bad flag, reported once the command is known
   std::string unknown_flag;  // its name when that flag does not exist, for "did you mean"
+};
+
+ScannedCommandLine ScanCommandLine(int argc, char** argv) {
+  ScannedCommandLine s;
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
     if (arg == "--") {
-      for (++i; i < argc; ++i) after_dashes.emplace_back(argv[i]);
+      for (++i; i < argc; ++i) s.after_dashes.emplace_back(argv[i]);
       break;
     }
     if (arg.size() < 2 || arg[0] != '-') {
-      positional.emplace_back(arg);
+      s.positional.emplace_back(arg);
       continue;
     }
     auto [name, value, typed] = SplitFlagArgument(arg);  // --device-map is --device_map
     if (name == "help" || name == "h" || name == "helpfull" || name == "helpshort") {
-      help = true;
+      s.help = true;
       continue;
     }
     if (name == "version") {
       if (value) {
-        if (error.empty()) error = absl::StrCat("flag ", typed, " takes no value (", typed, "=", *value, ")");
+        if (s.error.empty()) s.error = absl::StrCat("flag ", typed, " takes no value (", typed, "=", *value, ")");
       } else {
-        version = true;
+        s.version = true;
       }
       continue;
     }
@@ -237,9 +232,9 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
       }
     }
     if (flag == nullptr || name == "flagfile" || name == "fromenv" || name == "tryfromenv" || name == "undefok") {
-      if (error.empty()) {
-        error = absl::StrCat("unknown flag ", typed);  // as typed: -x, not --x
-        unknown_flag = name;
+      if (s.error.empty()) {
+        s.error = absl::StrCat("unknown flag ", typed);  // as typed: -x, not --x
+        s.unknown_flag = name;
       }
       continue;
     }
@@ -249,12 +244,55 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
       } else if (i + 1 < argc) {
         value = argv[++i];
       } else {
-        if (error.empty()) error = absl::StrCat("flag ", typed, " needs a value");
+        if (s.error.empty()) s.error = absl::StrCat("flag ", typed, " needs a value");
         continue;
       }
     }
-    given.emplace_back(name, *value);
+    s.given.emplace_back(name, *value);
   }
+  return s;
+}
+
+// Whether a failure of this command line prints PrintPickFailClosed()'s lines: the command the
+// parser reads is `pick` (its first word that is not a flag or a flag's value; `devplace -- pick`
+// too) and --json does not ask for JSON. When the parser finds no command (a flag that needs a
+// value took it, as in `--address pick`; a misspelt flag's value was read as the command, as in
+// `--adress unix:/s pick`; `pikc`, which the usage error answers with "did you mean pick"), any
+// argument `pick` before `--`, or a first word nearest `pick`, counts: a usage error must not let
+// `eval "$(devplace ... pick)"` succeed with an empty output.
+bool IsPickForEval(int argc, char** argv) {
+  const ScannedCommandLine s = ScanCommandLine(argc, argv);
+  bool json = false;
+  for (const auto& [name, value] : s.given) {
+    bool parsed = false;
+    std::string ignored;
+    if (name == "json" && absl::ParseFlag(value, &parsed, &ignored)) json = parsed;
+  }
+  if (json) return false;
+  const std::vector<std::string>& words = s.positional.empty() ? s.after_dashes : s.positional;
+  if (!words.empty() && FindCommand(words[0]) != nullptr) return words[0] == "pick";
+  for (int i = 1; i < argc && absl::string_view(argv[i]) != "--"; ++i) {
+    if (absl::string_view(argv[i]) == "pick") return true;
+  }
+  return !words.empty() && placement::ClosestName(words[0], CommandWords(), 2) == std::optional<std::string>("pick");
+}
+
+// Parses argv: sets the flags, returns the command, or the exit status to end with.
+struct ParsedCommandLine {
+  const Command* command = nullptr;
+  std::optional<int> exit_status;
+};
+
+ParsedCommandLine ParseCommandLine(int argc, char** argv) {
+  ParsedCommandLine result;
+  ScannedCommandLine scanned = ScanCommandLine(argc, argv);
+  std::vector<std::string>& positional = scanned.positional;
+  std::vector<std::string>& after_dashes = scanned.after_dashes;
+  const std::vector<std::pair<std::string, std::string>>& given = scanned.given;
+  const bool version = scanned.version;
+  bool help = scanned.help;
+  std::string& error = scanned.error;
+  const std::string& unknown_flag = scanned.unknown_flag;
 
   if (version && !help) {
     std::printf("devplace %s\n", kVersion);
@@ -313,12 +351,7 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
       result.exit_status = UsageError("", absl::StrCat(problem, " (one of ", absl::StrJoin(names, ", "), ")"));
       return result;
     }
-    std::vector<std::string> known;  // command names and group words ("slurm")
-    for (const Command& c : Commands()) {
-      const std::string word(absl::string_view(c.name).substr(0, absl::string_view(c.name).find(' ')));
-      if (std::find(known.begin(), known.end(), word) == known.end()) known.push_back(word);
-    }
-    const std::optional<std::string> near = placement::ClosestName(positional[0], known, 2);
+    const std::optional<std::string> near = placement::ClosestName(positional[0], CommandWords(), 2);
     result.exit_status = UsageError("", absl::StrCat("unknown command \"", positional[0], "\"",
                                                      near ? absl::StrCat("; did you mean \"", *near, "\"?") : ""));
     return result;

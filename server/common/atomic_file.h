@@ -7,9 +7,12 @@
 
 #include <sys/types.h>
 
+#include <cstddef>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace devplace {
@@ -24,6 +27,15 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view cont
 // directory whatever is at its path by now. `dir` names it in error messages.
 absl::Status WriteFileAtomicallyAt(int dir_fd, const std::string& dir, const std::string& name,
                                    absl::string_view content, mode_t mode = 0644);
+
+// Removes the temporary files that WriteFileAtomically(path, ...) calls left behind when their
+// process was killed between creating and renaming one: "<dir>/.<name>.tmp-<pid>" for any pid but
+// this process's, regular files only (lstat), among the directory's first kMaxScannedEntries
+// entries. Returns the names removed. Errors: the directory cannot be opened (the errno-derived
+// status naming it). Call it only on a directory no other user may write (CheckPrivateDirectory):
+// it trusts the names it finds there.
+inline constexpr size_t kMaxScannedEntries = 65536;
+absl::StatusOr<std::vector<std::string>> RemoveTemporaryFiles(const std::string& path);
 
 // The directory part of `path`: "." without a slash, "/" for "/name".
 std::string DirectoryOf(const std::string& path);

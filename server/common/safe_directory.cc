@@ -20,4 +20,14 @@ absl::Status CheckSafeDirectory(const struct stat& st, absl::string_view name, u
   return absl::OkStatus();
 }
 
+absl::Status CheckPrivateDirectory(const struct stat& st, absl::string_view name, uid_t owner_ok,
+                                   absl::string_view risk) {
+  if (absl::Status safe = CheckSafeDirectory(st, name, owner_ok, risk); !safe.ok()) return safe;
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(name, " is writable by group or others (mode ",
+                                                      absl::StrFormat("%04o", st.st_mode & 07777), "): ", risk));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace devplace

@@ -18,9 +18,9 @@
 #include "absl/strings/str_split.h"
 #include "server/common/address.h"
 #include "server/common/atomic_file.h"
-#include "server/common/safe_directory.h"
 #include "server/export/nfd_writer.h"
 #include "server/metrics/exposer.h"
+#include "server/service/lease_file.h"
 
 namespace devplace::daemon {
 namespace {
@@ -206,10 +206,17 @@ absl::Status CheckLeases(const DaemonConfig& config, ValidConfig& out) {
   if (file == "none") {
     out.lease_state_file.clear();
   } else if (file.empty()) {
+    // Beside the first unix socket; in a directory others may write (a sticky one, which the
+    // socket's rule allows), in a directory of the daemon's own inside it, made at start.
     out.lease_state_file.clear();
     for (const std::string& address : out.listen) {
       if (!absl::StartsWith(address, "unix:")) continue;
-      out.lease_state_file = absl::StrCat(DirectoryOf(address.substr(5)), "/", kLeaseStateFileName);
+      const std::string dir = DirectoryOf(address.substr(5));
+      struct stat st {};
+      out.create_lease_state_directory = stat(dir.c_str(), &st) == 0 && (st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
+      out.lease_state_file = out.create_lease_state_directory
+                                 ? absl::StrCat(dir, "/", kLeaseStateDirectoryName, "/", kLeaseStateFileName)
+                                 : absl::StrCat(dir, "/", kLeaseStateFileName);
       break;
     }
   } else {
@@ -225,11 +232,14 @@ absl::Status CheckLeases(const DaemonConfig& config, ValidConfig& out) {
     }
     struct stat st {};
     const std::string dir = DirectoryOf(file);
-    if (stat(dir.c_str(), &st) != 0) return Bad(absl::StrCat("--lease_state_file=", file, ": cannot stat ", dir));
-    if (absl::Status safe = CheckSafeDirectory(st, absl::StrCat("directory ", dir), geteuid(),
-                                               "another user could replace the lease table and hand out leased devices");
-        !safe.ok()) {
-      return Bad(absl::StrCat("--lease_state_file=", file, ": ", safe.message()));
+    if (lstat(dir.c_str(), &st) != 0) return Bad(absl::StrCat("--lease_state_file=", file, ": cannot stat ", dir));
+    if (S_ISLNK(st.st_mode)) {
+      return Bad(absl::StrCat("--lease_state_file=", file, ": directory ", dir,
+                              " is a symbolic link: name the directory itself (a link could be re-pointed)"));
+    }
+    if (absl::Status safe = service::CheckLeaseDirectory(st, dir); !safe.ok()) {
+      return Bad(absl::StrCat("--lease_state_file=", file, ": ", safe.message(),
+                              "; name a file in a directory of devplaced's own (e.g. /var/lib/devplace/leases.state)"));
     }
     out.lease_state_file = file;
   }

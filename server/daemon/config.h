@@ -161,10 +161,16 @@ struct ValidConfig {
   std::string probe_command;                  // the executable to run
   std::string torch_probe_command;            // empty: none
   std::string lease_state_file;               // empty: leases in memory only
+  // Set when lease_state_file is the default in kLeaseStateDirectoryName inside a socket
+  // directory others may write: the daemon makes that directory (mode 0700) at start.
+  bool create_lease_state_directory = false;
 };
 
 // The lease table file's name in the runtime directory when --lease_state_file is empty.
 inline constexpr char kLeaseStateFileName[] = "leases.state";
+// The directory of its own that holds it instead when the socket's directory is writable by
+// others (e.g. a sticky 1777 one, where another user could create leases.state first).
+inline constexpr char kLeaseStateDirectoryName[] = "devplaced-leases";
 
 // Checks `config` (see the top of this file); the first problem is INVALID_ARGUMENT.
 absl::StatusOr<ValidConfig> ValidateConfig(const DaemonConfig& config);

@@ -6,6 +6,7 @@
 #include <grp.h>
 #include <pthread.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +24,7 @@
 #include "grpc/health/v1/health.pb.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/resource_quota.h"
+#include "server/common/atomic_file.h"
 #include "server/common/vendor_libraries.h"
 #include "server/common/version.h"
 #include "server/service/connection_metrics.h"
@@ -297,6 +299,22 @@ absl::Status Daemon::StartMetrics() {
   return absl::OkStatus();
 }
 
+namespace {
+
+// The default lease file's directory of its own inside a socket directory others may write:
+// made mode 0700 when missing. One that another user made first is left as it is; the lease file's
+// checks (service::CheckLeaseDirectory) then refuse it, and every pick says why.
+void MakeLeaseDirectory(const std::string& dir) {
+  if (mkdir(dir.c_str(), 0700) == 0) {
+    chmod(dir.c_str(), 0700);  // whatever the umask
+    spdlog::info("event=lease_state_directory dir={} created=true", dir);
+  } else if (errno != EEXIST) {
+    spdlog::warn("event=lease_state_directory dir={} error=\"cannot create it: {}\"", dir, std::strerror(errno));
+  }
+}
+
+}  // namespace
+
 // The leases the previous daemon held (--lease_state_file), each checked again; a file that cannot
 // be used is a warning and an empty table.
 void Daemon::RestoreLeases() {
@@ -305,7 +323,12 @@ void Daemon::RestoreLeases() {
     spdlog::info("event=lease_state file=none (leases are kept in memory only: a restart forgets them)");
     return;
   }
+  if (config_.create_lease_state_directory) MakeLeaseDirectory(DirectoryOf(file));
   const service::RestoreReport report = service_->leases().Restore(file);
+  for (const std::string& name : report.temporary_removed) {
+    spdlog::info("event=lease_state_temporary_removed file={} name={} (left by a daemon killed while writing)", file,
+                 name);
+  }
   if (!report.warning.empty()) {
     spdlog::warn("event=lease_state_ignored file={} error=\"{}\"", file, report.warning);
   }

@@ -160,10 +160,12 @@ ABSL_FLAG(std::string, lease_state_file, Defaults().lease_state_file,
           "before the pick is answered and read back at start, so a restart, kill -9 or a package upgrade loses no "
           "live lease (each is checked again: its process still running with the same start time, its time to live "
           "not past; the rest are dropped with a log line). A file that is corrupt, not owned by the daemon's user "
-          "or writable by others is a warning and an empty table. An absolute path in an existing directory owned "
-          "by root or the daemon's user and not writable by others (else exit 2); \"none\": in memory only. "
-          "Default: leases.state beside the first unix socket (/run/devplace/leases.state as root), in memory only "
-          "without a unix listener");
+          "or writable by others is a warning and an empty table; a pick whose lease cannot be written (a full disk) "
+          "is refused (FAILED_PRECONDITION) and leases nothing. An absolute path in an existing directory (not a "
+          "link) owned by root or the daemon's user and writable by no one else, sticky or not (else exit 2); "
+          "\"none\": in memory only. Default: leases.state beside the first unix socket (/run/devplace/"
+          "leases.state as root; in devplaced-leases/, made mode 0700, when others may write the socket's "
+          "directory), in memory only without a unix listener");
 ABSL_FLAG(int, max_leased_devices_per_user, Defaults().max_leased_devices_per_user,
           "Most devices one user (uid; root is not capped) holds leased at once, all its leases together; a pick "
           "past it is RESOURCE_EXHAUSTED. 0 = no cap, the default: on a workstation with one user, or one job per "

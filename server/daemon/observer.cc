@@ -63,8 +63,8 @@ void DaemonObserver::OnLeaseCall(const std::string& call, const std::string& out
 }
 
 void DaemonObserver::OnLeaseWriteError(const absl::Status& error) {
-  spdlog::warn("event=lease_state_write_failed file={} error=\"{}\" (the leases stand in memory; a restart "
-               "would forget the newest change)",
+  spdlog::warn("event=lease_state_write_failed file={} error=\"{}\" (picks are refused until the file can be "
+               "written; a release or a lease's end stands in memory, and a restart checks the older table again)",
                lease_state_file_, std::string(error.message()));
 }
 

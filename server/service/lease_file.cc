@@ -1,5 +1,6 @@
 #include "server/service/lease_file.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,12 +13,34 @@
 #include "absl/strings/str_format.h"
 #include "server/common/atomic_file.h"
 #include "server/common/host_file.h"
+#include "server/common/safe_directory.h"
 
 namespace devplace::service {
 namespace {
 
+// The lease file's directory, open, when it is the daemon's own, else why not.
+absl::StatusOr<int> OpenLeaseDirectory(const std::string& path) {
+  const std::string dir = DirectoryOf(path);
+  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    return errno == ELOOP || errno == ENOTDIR
+               ? absl::FailedPreconditionError(absl::StrCat("directory ", dir, " is not a directory (a symbolic link?)"))
+               : HostErrnoStatus(errno, "cannot open directory", dir);
+  }
+  struct stat st {};
+  absl::Status status = fstat(fd, &st) == 0 ? CheckLeaseDirectory(st, dir) : HostErrnoStatus(errno, "cannot stat", dir);
+  if (!status.ok()) {
+    close(fd);
+    return status;
+  }
+  return fd;
+}
+
 // The lease file's content when it is the daemon's own, else why not ("" when it is missing).
 absl::StatusOr<std::string> ReadOwnFile(const std::string& path, bool& found) {
+  absl::StatusOr<int> dir_fd = OpenLeaseDirectory(path);
+  if (!dir_fd.ok()) return dir_fd.status();
+  close(*dir_fd);
   struct stat st {};
   if (lstat(path.c_str(), &st) != 0) {
     if (errno == ENOENT) return std::string();
@@ -39,12 +62,31 @@ absl::StatusOr<std::string> ReadOwnFile(const std::string& path, bool& found) {
 
 }  // namespace
 
+absl::Status CheckLeaseDirectory(const struct stat& st, const std::string& dir) {
+  return CheckPrivateDirectory(st, absl::StrCat("directory ", dir), geteuid(),
+                               "another user could create or replace the lease table (e.g. make leases.state a "
+                               "directory, so that no lease could be written)");
+}
+
 absl::Status LeaseFileWriter::Write(std::vector<state::HeldLease> leases) const {
   state::LeaseState file;
   file.set_version(kLeaseFileVersion);
   file.mutable_leases()->Reserve(static_cast<int>(leases.size()));
   for (state::HeldLease& held : leases) *file.add_leases() = std::move(held);
-  return WriteFileAtomically(path_, file.SerializeAsString(), 0600);
+  absl::StatusOr<int> dir_fd = OpenLeaseDirectory(path_);
+  if (!dir_fd.ok()) return dir_fd.status();
+  absl::Status written = WriteFileAtomicallyAt(*dir_fd, DirectoryOf(path_), path_.substr(path_.rfind('/') + 1),
+                                               file.SerializeAsString(), 0600);
+  close(*dir_fd);
+  return written;
+}
+
+std::vector<std::string> RemoveLeaseTemporaryFiles(const std::string& path) {
+  absl::StatusOr<int> dir_fd = OpenLeaseDirectory(path);
+  if (!dir_fd.ok()) return {};  // not the daemon's own: nothing there is trusted, nothing removed
+  close(*dir_fd);
+  absl::StatusOr<std::vector<std::string>> removed = RemoveTemporaryFiles(path);
+  return removed.ok() ? *std::move(removed) : std::vector<std::string>();
 }
 
 LeaseFileContents ReadLeaseFile(const std::string& path) {

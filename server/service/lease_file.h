@@ -11,6 +11,8 @@
 #ifndef DEVPLACE_SERVER_SERVICE_LEASE_FILE_H_
 #define DEVPLACE_SERVER_SERVICE_LEASE_FILE_H_
 
+#include <sys/stat.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -41,7 +43,17 @@ struct RestoreReport {
   // now", "its time to live passed at ...").
   std::vector<std::string> dropped;
   bool found = false;  // whether the file existed
+  // The temporary files of writes a killed daemon left beside the file, removed
+  // (RemoveLeaseTemporaryFiles).
+  std::vector<std::string> temporary_removed;
 };
+
+// The rule for the lease file's directory (CheckPrivateDirectory, server/common/safe_directory.h):
+// owned by root or the daemon's user and writable by no one else, the sticky bit no exception.
+// Another user who may create entries there could create leases.state first (as a directory: no
+// lease could be written) or replace it. `st` is the directory's stat; FAILED_PRECONDITION naming
+// `dir` otherwise.
+absl::Status CheckLeaseDirectory(const struct stat& st, const std::string& dir);
 
 // Writes the lease table to one path. Not thread-safe: one Write at a time.
 class LeaseFileWriter {
@@ -51,8 +63,11 @@ class LeaseFileWriter {
   // Replaces the file with a LeaseState of version kLeaseFileVersion holding `leases`, in their
   // order, mode 0600 (before the umask), through WriteFileAtomically (server/common/atomic_file.h:
   // a temporary file beside it, fsync, rename, fsync of the directory): a reader or a crash sees
-  // the old table or the new one, never a part. Errors: WriteFileAtomically's (the errno of the
-  // failing step, naming the path); the file then keeps the table it held.
+  // the old table or the new one, never a part. The directory is opened (not following a symbolic
+  // link) and checked first (CheckLeaseDirectory). Errors: FAILED_PRECONDITION when the directory
+  // is not the daemon's own or is a symbolic link; WriteFileAtomicallyAt's (the errno of the failing
+  // step, naming the path: ENOSPC on a full filesystem, EISDIR when leases.state is a directory,
+  // EROFS, ...); the file then keeps the table it held.
   absl::Status Write(std::vector<state::HeldLease> leases) const;
 
  private:
@@ -69,12 +84,17 @@ struct LeaseFileContents {
 };
 
 // Reads the lease file at `path`. A missing file is no warning (found false, no leases). A file that
-// cannot be used is a warning that ends "; starting with no leases", never an error or a crash: a
-// symbolic link, not a regular file, not owned by this process's effective uid, writable by group
+// cannot be used is a warning that ends "; starting with no leases", never an error or a crash: its
+// directory not the daemon's own (CheckLeaseDirectory) or a symbolic link; the file a symbolic link, not a regular file, not owned by this process's effective uid, writable by group
 // or others, unreadable, larger than kMaxLeaseFileBytes, not a LeaseState ("is not a lease table
 // (corrupt or another format)": a cut or damaged file that no longer parses), or a version other
 // than kLeaseFileVersion (an empty file is version 0).
 LeaseFileContents ReadLeaseFile(const std::string& path);
+
+// Removes the temporary files (".leases.state.tmp-<pid>") of writes that a daemon killed between
+// creating and renaming one left beside `path` (RemoveTemporaryFiles, server/common/atomic_file.h),
+// when the directory is the daemon's own (CheckLeaseDirectory; else nothing); returns their names.
+std::vector<std::string> RemoveLeaseTemporaryFiles(const std::string& path);
 
 }  // namespace devplace::service
 

@@ -133,10 +133,43 @@ placement::PickOutcome LeaseTable::PickAndHold(const v1::Inventory& inventory, c
       }
     }
   }
-  Persist();         // the lease is on disk before the pick is answered
+  const absl::Status durable = Persist();  // the lease is on disk before the pick is answered
+  if (outcome.status.ok() && !durable.ok()) {
+    Unlease(outcome.response.lease().lease_id());
+    outcome = placement::PickOutcome();
+    outcome.status = NotDurable(durable);
+    ++ended;
+  }
   watcher_.Wake();   // the watcher polls the new pidfd
   if (ended > 0 && options_.on_release) options_.on_release();
   return outcome;
+}
+
+void LeaseTable::Unlease(const std::string& lease_id) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (leases_.erase(lease_id) == 0) return;  // closes its pidfd
+    --granted_;
+    ++generation_;
+    ++ended_;  // its devices are free again: waiting picks try again from the earliest
+  }
+  Persist();  // best effort: a write that succeeded meanwhile may hold it until the next one
+}
+
+absl::Status LeaseTable::NotDurable(const absl::Status& error) {
+  std::string path;
+  {
+    absl::MutexLock write(&write_mu_);
+    if (file_) path = file_->path();
+  }
+  absl::Status refused = absl::FailedPreconditionError(absl::StrCat(
+      "devplaced cannot write its lease file ", path, " (", error.message(), "), and a lease it could not write "
+      "would be forgotten by a restart and its devices handed to another job: nothing is leased. For the operator: "
+      "free space on that filesystem, remove what stands at that name if it is not devplaced's file, or make the "
+      "directory devplaced's own (owned by root or devplaced's user, writable by no one else); or start devplaced "
+      "with --lease_state_file=PATH in such a directory, or --lease_state_file=none (leases in memory only)"));
+  refused.SetPayload(kLeaseNotDurablePayload, absl::Cord("1"));
+  return refused;
 }
 
 absl::Status LeaseTable::CheckOwner(const v1::LeaseInfo& lease, const LeaseCaller& caller) {
@@ -256,15 +289,15 @@ int LeaseTable::Sweep() {
   return ended;
 }
 
-void LeaseTable::Persist() {
+absl::Status LeaseTable::Persist() {
   absl::MutexLock write(&write_mu_);
-  if (!file_) return;
+  if (!file_) return absl::OkStatus();
   std::vector<state::HeldLease> held;
   uint64_t generation = 0;
   {
     absl::MutexLock lock(&mu_);
     generation = generation_;
-    if (generation == written_generation_) return;  // a later writer already wrote this table
+    if (generation == written_generation_) return absl::OkStatus();  // a later writer already wrote this table
     held.reserve(leases_.size());
     for (const auto& [id, lease] : leases_) {
       state::HeldLease& h = held.emplace_back();
@@ -279,11 +312,13 @@ void LeaseTable::Persist() {
   } else if (options_.on_write_error) {
     options_.on_write_error(written);
   }
+  return written;
 }
 
 RestoreReport LeaseTable::Restore(const std::string& path) {
   LeaseFileContents file = ReadLeaseFile(path);
   RestoreReport& report = file.report;
+  report.temporary_removed = RemoveLeaseTemporaryFiles(path);
   const absl::Time now = absl::Now();
   int ended = 0;
   {

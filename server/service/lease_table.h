@@ -10,7 +10,10 @@
 //
 // Durable (Restore): the table is kept in a file (lease_file.h) rewritten atomically after every
 // change, before the change is answered, and read back when the daemon starts, so that a restart,
-// a crash or a package upgrade loses no live lease.
+// a crash or a package upgrade loses no live lease. A pick whose lease cannot be written is
+// refused (PickAndHold); a release, an end or a KeepAlive that cannot be written stands in memory
+// (on_write_error; the file keeps the older table: after a restart an ended lease is checked again
+// and dropped, a kept-alive TTL lease ends at its older expiry).
 //
 // Owners: a lease picked by a known user (LeaseInfo.uid) is released and kept alive only by that
 // user or root; a lease without a uid (picked over TCP) by whoever holds its id.
@@ -29,6 +32,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -64,6 +68,10 @@ struct LeaseTableOptions {
 // max_devices_per_user is the reason (metrics tell it from the table's kMaxLeases).
 inline constexpr char kOverUserCapPayload[] = "devplace.dev/over_user_device_cap";
 
+// The payload on PickAndHold's FAILED_PRECONDITION when the new lease could not be written to the
+// lease file (metrics count it apart: outcome "lease_not_durable").
+inline constexpr char kLeaseNotDurablePayload[] = "devplace.dev/lease_not_durable";
+
 class LeaseTable {
  public:
   // `on_release` is called (outside the table's lock, on the table's own thread or the caller's)
@@ -80,7 +88,10 @@ class LeaseTable {
   // is filled (id, holder, pid, uid, devices, times) and written to the file (Restore) before
   // this returns. RESOURCE_EXHAUSTED past kMaxLeases or past the caller's
   // max_devices_per_user; FAILED_PRECONDITION when the holding process is gone or is not the one
-  // `holder` names any more.
+  // `holder` names any more, and when the new lease could not be written to the file (a full
+  // filesystem, leases.state not a file, its directory not the daemon's own: NotDurable's message
+  // names the file, the error and the operator's fix; kLeaseNotDurablePayload): the lease is
+  // then ended at once, as though never granted, so that no OK answer is forgotten by a restart.
   // With `only_if_ended` (a waiting pick, tried in arrival order): ABORTED without picking when
   // leases ended since ended() returned that value, so that a device released while later waiters
   // are tried goes to the earliest waiter (the caller starts again from it).
@@ -132,8 +143,15 @@ class LeaseTable {
   // PERMISSION_DENIED unless `caller` may release or keep alive `lease`.
   static absl::Status CheckOwner(const v1::LeaseInfo& lease, const LeaseCaller& caller);
   // Writes the table as it is now to file_ (when set). Every writer takes write_mu_ first and
-  // reads the table after it, so the last write holds the newest table.
-  void Persist() ABSL_LOCKS_EXCLUDED(mu_, write_mu_);
+  // reads the table after it, so the last write holds the newest table. OK when there is no file
+  // or the table as it is now is on disk (written here or by a later writer); else the writer's
+  // error (after on_write_error).
+  absl::Status Persist() ABSL_LOCKS_EXCLUDED(mu_, write_mu_);
+  // Ends a lease PickAndHold just added whose write failed, as though it had never been granted.
+  void Unlease(const std::string& lease_id) ABSL_LOCKS_EXCLUDED(mu_, write_mu_);
+  // PickAndHold's FAILED_PRECONDITION (with kLeaseNotDurablePayload) for a lease that `error`
+  // kept off the file: the file, the error and the operator's fix.
+  absl::Status NotDurable(const absl::Status& error) ABSL_LOCKS_EXCLUDED(write_mu_);
 
   const LeaseTableOptions options_;
   absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);

@@ -179,9 +179,10 @@ bool DevicePlacementService::TryPick(PendingPick& pick, bool waited, std::option
     return true;
   }
   FinishPick(pick, ToGrpc(outcome.status),
-             outcome.no_free_device                                       ? "no_free_device"
-             : outcome.status.GetPayload(kOverUserCapPayload).has_value() ? "over_user_device_cap"
-                                                                          : OutcomeOf(outcome.status));
+             outcome.no_free_device                                           ? "no_free_device"
+             : outcome.status.GetPayload(kOverUserCapPayload).has_value()     ? "over_user_device_cap"
+             : outcome.status.GetPayload(kLeaseNotDurablePayload).has_value() ? "lease_not_durable"
+                                                                              : OutcomeOf(outcome.status));
   return true;
 }
 

@@ -22,7 +22,7 @@ class ServiceObserver {
   virtual void OnNewerLibrary(const placement::NewerLibrary& /*newer*/) {}
   // One PickDevices answer: its outcome ("answered", "no_free_device", "no_free_device_after_wait",
   // "invalid_argument", "failed_precondition", "resource_exhausted", "over_user_device_cap",
-  // "too_many_waiting", "cancelled", "unavailable") and the time from its arrival to its answer.
+  // "lease_not_durable", "too_many_waiting", "cancelled", "unavailable") and the time from its arrival to its answer.
   virtual void OnPick(const std::string& /*outcome*/, absl::Duration /*latency*/) {}
   // The number of leases held, after every change.
   virtual void OnLeasesHeld(size_t /*held*/) {}

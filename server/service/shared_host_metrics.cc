@@ -15,8 +15,8 @@ SharedHostMetrics::SharedHostMetrics(prometheus::Registry& registry)
     : picks_(prometheus::BuildCounter()
                  .Name("devplace_picks_total")
                  .Help("PickDevices answers by outcome (answered, no_free_device, no_free_device_after_wait, "
-                       "invalid_argument, failed_precondition, resource_exhausted, over_user_device_cap, too_many_waiting, "
-                       "cancelled, unavailable)")
+                       "invalid_argument, failed_precondition, resource_exhausted, over_user_device_cap, lease_not_durable, "
+                       "too_many_waiting, cancelled, unavailable)")
                  .Register(registry)),
       pick_duration_(prometheus::BuildHistogram()
                          .Name("devplace_pick_duration_seconds")

@@ -62,6 +62,19 @@ TEST(DaemonConfig, GoodConfigPassesAndResolves) {
   c.lease_state_file = "";
   c.listen = "127.0.0.1:0";  // no unix socket: in memory only
   EXPECT_EQ(ValidateConfig(c)->lease_state_file, "");
+  EXPECT_FALSE(v->create_lease_state_directory);
+}
+
+// A socket directory every user may write (sticky, as the socket's rule allows): the default lease
+// file goes to a directory of the daemon's own inside it, which the daemon makes at start.
+TEST(ValidateConfig, TheDefaultLeaseFileInASocketDirectoryOthersMayWriteGetsADirectoryOfItsOwn) {
+  TempDir dir;
+  ASSERT_EQ(chmod(dir.path().c_str(), 01777), 0);
+  DaemonConfig c = GoodConfig(dir);
+  const absl::StatusOr<ValidConfig> v = ValidateConfig(c);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->lease_state_file, dir.File("devplaced-leases/leases.state"));
+  EXPECT_TRUE(v->create_lease_state_directory);
 }
 
 TEST(DaemonConfig, ResolvesTheOtherAcceptedForms) {
@@ -264,7 +277,27 @@ std::vector<BadCase> BadCases() {
          c.lease_state_file = d.File("open/leases.state");
        },
        "--lease_state_file=<dir>/open/leases.state: directory <dir>/open is writable by group or others without the "
-       "sticky bit (mode 0777): another user could replace the lease table and hand out leased devices"},
+       "sticky bit (mode 0777): another user could create or replace the lease table (e.g. make leases.state a "
+       "directory, so that no lease could be written); name a file in a directory of devplaced's own (e.g. "
+       "/var/lib/devplace/leases.state)"},
+      // Sticky is not enough: another user may still create leases.state first.
+      {"lease_file_sticky_directory",
+       [](DaemonConfig& c, const TempDir& d) {
+         d.Touch("sticky/");
+         chmod(d.File("sticky").c_str(), 01777);
+         c.lease_state_file = d.File("sticky/leases.state");
+       },
+       "--lease_state_file=<dir>/sticky/leases.state: directory <dir>/sticky is writable by group or others (mode "
+       "1777): another user could create or replace the lease table (e.g. make leases.state a directory, so that no "
+       "lease could be written); name a file in a directory of devplaced's own (e.g. /var/lib/devplace/leases.state)"},
+      {"lease_file_linked_directory",
+       [](DaemonConfig& c, const TempDir& d) {
+         d.Touch("real/");
+         symlink(d.File("real").c_str(), d.File("link").c_str());
+         c.lease_state_file = d.File("link/leases.state");
+       },
+       "--lease_state_file=<dir>/link/leases.state: directory <dir>/link is a symbolic link: name the directory "
+       "itself (a link could be re-pointed)"},
       {"leased_devices_cap", [](DaemonConfig& c, const TempDir&) { c.max_leased_devices_per_user = -1; },
        "--max_leased_devices_per_user must be within 0 (no cap)..1024"},
       {"waiting_picks", [](DaemonConfig& c, const TempDir&) { c.max_waiting_picks_per_user = 0; },

@@ -145,8 +145,9 @@ TEST(DaemonObserver, TheServicesEventsBecomeTheSharedHostAndVersionSkewFamilies)
                "devplace_leases_held 3", "devplace_lease_calls_total{call=\"release\",outcome=\"ok\"} 1",
                "devplace_lease_calls_total{call=\"keep_alive\",outcome=\"not_found\"} 1"});
   EXPECT_EQ(log.text(),
-            "warning event=lease_state_write_failed file=/var/lib/devplace/leases error=\"open: Permission denied\" (the "
-            "leases stand in memory; a restart would forget the newest change)\n");
+            "warning event=lease_state_write_failed file=/var/lib/devplace/leases error=\"open: Permission denied\" (picks "
+            "are refused until the file can be written; a release or a lease's end stands in memory, and a restart "
+            "checks the older table again)\n");
 }
 
 }  // namespace

@@ -117,6 +117,51 @@ TEST(LeaseFile, AWriteThatFailsKeepsTheTableTheFileHeld) {
   EXPECT_THAT(Ids(ReadLeaseFile(writer.path())), ElementsAre("aa"));
 }
 
+// The file's directory must be the daemon's own: one others may write, sticky or not, is neither
+// written (another user could have made leases.state a directory, or could replace it) nor read.
+TEST(LeaseFile, ADirectoryOthersMayWriteIsNeitherWrittenNorReadStickyOrNot) {
+  for (const mode_t mode : {01777, 0777, 0775}) {
+    TempDir dir;
+    const LeaseFileWriter writer(dir.File("shared/leases.state"));
+    dir.Touch("shared/");
+    ASSERT_TRUE(writer.Write({Held("aa", 100)}).ok());
+    ASSERT_EQ(chmod(dir.File("shared").c_str(), mode), 0);
+    const absl::Status refused = writer.Write({Held("aa", 100), Held("bb", 200)});
+    EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+    EXPECT_THAT(refused.message(), HasSubstr(absl::StrCat("directory ", dir.File("shared"), " is writable by group or "
+                                                          "others")));
+    EXPECT_THAT(refused.message(), HasSubstr("another user could create or replace the lease table"));
+    const LeaseFileContents read = ReadLeaseFile(writer.path());
+    EXPECT_THAT(read.report.warning, HasSubstr("is writable by group or others"));
+    EXPECT_TRUE(read.leases.empty());
+  }
+}
+
+// Temporary files of writes whose process was killed between create and rename are removed, this
+// process's own name, other names and what is not a regular file are left.
+TEST(LeaseFile, TemporaryFilesOfKilledWritersAreRemoved) {
+  TempDir dir;
+  const std::string file = dir.File("leases.state");
+  for (const std::string name : {".leases.state.tmp-1", ".leases.state.tmp-99999", ".leases.state.tmp-", ".leases.state.tmp-1x",
+                                 ".other.tmp-1", "leases.state"}) {
+    dir.Write(name, "x");
+  }
+  dir.Touch(".leases.state.tmp-7/");
+  std::vector<std::string> removed = service::RemoveLeaseTemporaryFiles(file);
+  std::sort(removed.begin(), removed.end());
+  EXPECT_THAT(removed, ElementsAre(".leases.state.tmp-1", ".leases.state.tmp-99999"));
+  for (const char* kept : {".leases.state.tmp-", ".leases.state.tmp-1x", ".other.tmp-1", "leases.state",
+                           ".leases.state.tmp-7"}) {
+    EXPECT_EQ(access(dir.File(kept).c_str(), F_OK), 0) << kept;
+  }
+  // In a directory others may write nothing is trusted, so nothing is removed.
+  dir.Write(".leases.state.tmp-2", "x");
+  ASSERT_EQ(chmod(dir.path().c_str(), 01777), 0);
+  EXPECT_TRUE(service::RemoveLeaseTemporaryFiles(file).empty());
+  EXPECT_EQ(access(dir.File(".leases.state.tmp-2").c_str(), F_OK), 0);
+  chmod(dir.path().c_str(), 0700);
+}
+
 // A file cut short (a disk that lost its tail; WriteFileAtomically makes it unlikely) is never a
 // crash: it no longer parses (a warning, no lease) or it ends between two leases (the leases before
 // the cut, each whole).

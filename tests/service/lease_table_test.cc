@@ -7,7 +7,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -68,6 +70,47 @@ TEST(LeaseTableFile, LiveLeasesSurviveARestartAndTheRestAreDroppedWithTheirReaso
   const absl::Time give_up = absl::Now() + absl::Seconds(5);
   while (restarted.size() > 1 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(10));
   EXPECT_EQ(restarted.size(), 1u);  // the TTL lease
+}
+
+// A pick whose lease cannot be written is refused and leases nothing (its devices stay free, the
+// writer's error is reported); once the file can be written again picks are written as before.
+TEST(LeaseTableFile, APickWhoseLeaseCannotBeWrittenIsRefusedAndItsDevicesStayFree) {
+  TempDir dir;
+  const std::string file = dir.File("leases.state");
+  std::vector<std::string> errors;
+  absl::Mutex mu;
+  service::LeaseTableOptions options;
+  options.on_write_error = [&](const absl::Status& error) {
+    absl::MutexLock lock(&mu);
+    errors.emplace_back(error.message());
+  };
+  LeaseTable table(options);
+  table.Restore(file);
+  PickOne(table, TtlHolder(absl::Minutes(5)));
+  ASSERT_EQ(unlink(file.c_str()), 0);
+  dir.Write("leases.state/in-the-way", "x");  // even root cannot rename a file over it
+  const uint64_t ended = table.ended();
+  const placement::PickOutcome refused = table.PickAndHold(TwoGpus(), Request(1), TtlHolder(absl::Minutes(5)));
+  EXPECT_EQ(refused.status.code(), absl::StatusCode::kFailedPrecondition) << refused.status;
+  EXPECT_TRUE(refused.status.GetPayload(service::kLeaseNotDurablePayload).has_value());
+  EXPECT_FALSE(refused.no_free_device);
+  EXPECT_THAT(refused.status.message(), HasSubstr(absl::StrCat("devplaced cannot write its lease file ", file, " (")));
+  EXPECT_THAT(refused.status.message(), HasSubstr("Is a directory"));
+  EXPECT_FALSE(refused.response.has_lease());
+  EXPECT_EQ(table.size(), 1u);
+  EXPECT_EQ(table.granted(), 1u);
+  EXPECT_GT(table.ended(), ended);  // waiting picks try again: its device is free
+  {
+    absl::MutexLock lock(&mu);
+    ASSERT_FALSE(errors.empty());
+    EXPECT_THAT(errors[0], HasSubstr("Is a directory"));
+  }
+  std::filesystem::remove_all(file);
+  PickOne(table, TtlHolder(absl::Minutes(5)));  // the device the refused pick did not get
+  LeaseTable restarted;
+  const RestoreReport report = restarted.Restore(file);
+  EXPECT_EQ(report.kept, 2u);
+  EXPECT_EQ(report.warning, "");
 }
 
 TEST(LeaseTableFile, ATtlLeaseIsKeptUntilItsTimeAndAReusedPidIsNotTheHolder) {
