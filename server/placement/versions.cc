@@ -173,7 +173,7 @@ std::vector<FeatureRule> MakeTransformersFeatureRules() {
   };
 }
 
-std::vector<OrderRule> MakeOrderRules() {
+std::vector<OrderRule> MakeAccelerateOrderRules() {
   return {
       {K::kAccDefaultDevice, L::kAccelerate, {0, 25, 0}, {"mps", "cuda", "xpu", "npu"}, "V-ACC-DD-0.25",
        "huggingface/accelerate:src/accelerate/state.py PartialState.default_device (release commit of v0.25.0)",
@@ -247,7 +247,11 @@ std::vector<OrderRule> MakeOrderRules() {
       {K::kAccMaxMemory, L::kAccelerate, {1, 5, 0}, {"npu", "mlu", "sdaa", "musa", "xpu", "hpu", "cuda"}, "V-ACC-MEM-1.5",
        "huggingface/accelerate:src/accelerate/utils/modeling.py get_max_memory (first tag v1.5.0, PRs #3330, #3378)",
        /*commits=*/"ac3749dc d9e6af87"},
+  };
+}
 
+std::vector<OrderRule> MakeTransformersOrderRules() {
+  return {
       {K::kTfSingle, L::kTransformers, {4, 30, 0}, {"mps", "cuda"}, "V-TF-TA-4.30",
        "huggingface/transformers:src/transformers/training_args.py TrainingArguments._setup_devices (release commit "
        "of v4.30.0; MPS through PartialState's device)",
@@ -339,7 +343,11 @@ const std::vector<FeatureRule>& FeatureRules() {
 }
 
 const std::vector<OrderRule>& OrderRules() {
-  static const std::vector<OrderRule>* rules = new std::vector<OrderRule>(MakeOrderRules());
+  static const std::vector<OrderRule>* rules = [] {
+    auto* all = new std::vector<OrderRule>(MakeAccelerateOrderRules());
+    for (OrderRule& r : MakeTransformersOrderRules()) all->push_back(std::move(r));
+    return all;
+  }();
   return *rules;
 }
 
