@@ -137,7 +137,24 @@ def ask_devplace(devplace, work, host, w, tf, acc, world=2, env=None, xla=False)
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         return {"error": r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}"}
-    return {"device": json.loads(r.stdout)["device"]}
+    answer = json.loads(r.stdout)
+    if w.convention == "max_memory_keys":
+        return {"device": first_budget_key(answer)}
+    return {"device": answer["device"]}
+
+
+def first_budget_key(answer):
+    """The first key of devplace's max_memory in Accelerate's order (device indices, then named devices as
+    get_max_memory adds them), as the oracle's max_memory_keys writes get_max_memory()'s; with no budgets (a device
+    whose memory devplace does not know) the key its device would have."""
+    keys = list(answer.get("maxMemory", {}))
+    numbered = sorted(int(k) for k in keys if k.isdigit())
+    if numbered:
+        return str(numbered[0])
+    if keys:
+        return "mps" if "mps" in keys else keys[0]
+    device = answer["device"]
+    return device.split(":")[1] if ":" in device else device
 
 
 def run_oracle(job):

@@ -28,7 +28,9 @@ def render_doc(results):
         "[SEMANTICS.md section 10](SEMANTICS.md#10-versions-v-rules); scripts/fidelity/README.md says how to rerun it.",
         "",
         f"Comparisons per pair: {len(HOSTS)} hosts x the workloads (`TrainingArguments(...).device` single, rank 1 of 2 "
-        "and `use_cpu`; `PartialState().device` single and rank 1; the first device of `get_max_memory()`; "
+        "and `use_cpu`; `PartialState().device` single and rank 1; where `device_map=\"auto\"` puts the first module "
+        "(Accelerate's `infer_auto_device_map` with `get_max_memory()`'s budgets; rows that ran before 2026-12-06 compared "
+        "`get_max_memory()`'s first key, which differs only where a budget holds no module); "
         "`pipeline(device=None)` and `pipeline(device=0)`; Accelerate alone: the three Accelerate ones).",
         "A comparison agrees when both give the same device string or both fail.",
         "",

@@ -100,7 +100,16 @@ TORCH_XLA = {
     "__init__.py": "__version__ = '2.5.0'\n",
     "core/__init__.py": "",
     "core/xla_model.py": (
-        "import torch\nimport _fidelity_hw\n\n\n"
+        "import re\nimport torch\nimport _fidelity_hw\n\n\n"
+        # torch_xla maps only xla:N devices to the hardware behind them and raises RuntimeError for any other.
+        "def xla_real_devices(devices=None):\n"
+        "    out = []\n"
+        "    for d in devices if devices is not None else [xla_device()]:\n"
+        "        m = re.match(r'xla:(\\d+)$', str(d))\n"
+        "        if not m:\n"
+        "            raise RuntimeError(f'simulated torch_xla: xla_real_devices maps xla:N devices only, not {d}')\n"
+        "        out.append(f'{_fidelity_hw.xla_type()}:{m.group(1)}')\n"
+        "    return out\n\n\n"
         "def xla_device(n=None, devkind=None):\n"
         "    if _fidelity_hw.xla_type() is None:\n"
         "        raise RuntimeError('simulated torch_xla: no XLA device on this host')\n"
@@ -252,6 +261,11 @@ if not hasattr(torch.cpu, "device_count"):
     torch.cpu.device_count = lambda: 1
 if not hasattr(torch.cpu, "set_device"):
     torch.cpu.set_device = lambda *a, **k: None
+for _name in ("named_parameters", "named_buffers"):  # torch >= 2.0's remove_duplicate (Accelerate 1.3 on passes it)
+    _orig = getattr(torch.nn.Module, _name)
+    if "remove_duplicate" not in _orig.__code__.co_varnames:
+        setattr(torch.nn.Module, _name,
+                lambda self, prefix="", recurse=True, remove_duplicate=True, _orig=_orig: _orig(self, prefix, recurse))
 _no_grad = torch.no_grad
 torch.no_grad = lambda func=None: _no_grad()(func) if callable(func) else _no_grad()  # bare @torch.no_grad (torch 2)
 _tensor = torch.tensor
@@ -469,11 +483,8 @@ def run_case(case):
                                                          dynamo_plugin=TorchDynamoPlugin()).device)
         ps = accelerate.state.PartialState(cpu=bool(case.get("use_cpu")))
         return str(ps.device)
-    if conv == "max_memory":
-        from accelerate.utils import get_max_memory
-        del MEMORY_ASKED[:]
-        keys = list(get_max_memory().keys())
-        return f"{MEMORY_ASKED[0]}:0" if MEMORY_ASKED else ("mps" if "mps" in keys else "cpu")
+    if conv in ("max_memory", "max_memory_keys"):
+        return _auto_device(keys_only=conv == "max_memory_keys")
     if conv == "pipeline":
         return _pipeline_device(case.get("device"))
     if conv == "from_pretrained":
@@ -486,6 +497,23 @@ def run_case(case):
         args = transformers.TrainingArguments(**kw)
         return str(args.device)
     raise ValueError(conv)
+
+
+def _auto_device(keys_only):
+    """device_map="auto": get_max_memory()'s budgets, then Accelerate's own infer_auto_device_map with them on a small
+    model (two Linear layers, a few KiB): the device its first module lands on, an accelerator index named with the
+    type whose memory get_max_memory read. `keys_only`: the first key of the budgets instead, as Accelerate writes it
+    ("0", "mps", "cpu"), whatever each budget holds."""
+    from accelerate.utils import get_max_memory, infer_auto_device_map
+    del MEMORY_ASKED[:]
+    budgets = get_max_memory()
+    asked = MEMORY_ASKED[0] if MEMORY_ASKED else None
+    if keys_only:
+        return str(next(iter(budgets)))
+    placed = infer_auto_device_map(torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.Linear(16, 16)),
+                                   max_memory=dict(budgets))
+    first = next(iter(placed.values()))
+    return f"{asked}:{first}" if isinstance(first, int) else str(first)
 
 
 def _from_pretrained_device(device_map):

@@ -32,6 +32,10 @@ PW = collections.namedtuple("PW", "id convention flags rank world use_cpu device
 PROBE_WORKLOADS = WORKLOADS + [
     W("fp-cuda", "from_pretrained", ["--workload=inference", "--convention=from_pretrained", "--device_map=cuda"], None,
       False, "cuda"),
+    # device_map="auto"'s budget keys: the first key of get_max_memory() against the first of devplace's max_memory
+    # (the matrix's `auto` compares where the first module lands).
+    W("auto-keys", "max_memory_keys", ["--workload=inference", "--convention=from_pretrained", "--device_map=auto"],
+      None, False, None),
 ]
 
 
@@ -58,8 +62,17 @@ PROBES = [
     P("V-ACC-XPU-STOCK", "xpu2-stock", pw("acc"), pw("acc"), False),
     P("V-ACC-MODULO", "cuda2", pw("acc", rank=3, world=4), pw("acc", rank=3, world=4), False),
     P("V-ACC-XPU-BARE", "xpu2-stock", pw("acc"), pw("acc"), False),
-    P("V-ACC-XPU-MEM-IPEX", "xpu2-ipex", pw("auto"), pw("auto"), False),
+    # single-process torchrun: 0.29.0-0.29.1 give default_device (`cuda`; `mps` on an Apple host).
+    P("V-ACC-WORLD-1", "cuda2", pw("acc", rank=0, world=1), pw("acc", rank=0, world=1), False),
+    P("V-ACC-WORLD-1", "mps", pw("acc", rank=0, world=1), pw("acc", rank=0, world=1), False),
+    # USE_TORCH_XLA=maybe: ignored before 0.28, import accelerate's ValueError from 0.28 (a process of its own).
+    P("V-ACC-XLA-IMPORT", "tpu2", pw("acc", env={"USE_TORCH_XLA": "maybe"}), pw("acc", env={"USE_TORCH_XLA": "maybe"}),
+      True),
+    # 1.0.x with IPEX leaves every XPU out of the budgets (before: a key with max_memory_allocated's budget); the
+    # modules land on cpu on both sides, so the budget keys are compared.
+    P("V-ACC-XPU-MEM-IPEX", "xpu2-ipex", pw("auto-keys"), pw("auto-keys"), False),
     P("V-ACC-XPU-MEM-FIX", "xpu2-ipex", pw("auto"), pw("auto"), False),
+    P("V-ACC-XPU-MEM-STOCK", "xpu2-stock", pw("auto"), pw("auto"), False),
     P("V-ACC-MULTICPU", "mps", pw("acc", rank=1), pw("acc", rank=1), False),
     P("V-ACC-DD-0.29", "mlu2", pw("acc"), pw("acc"), False),
     P("V-ACC-DD-0.33", "musa2", pw("acc"), pw("acc"), False),
@@ -106,6 +119,11 @@ PROBES = [
     P("T-ENV", "cuda2", pw("acc"), pw("acc", env={"ACCELERATE_TORCH_DEVICE": "cuda:1"}), False),
     P("T-DIST", "cuda2", pw("acc"), pw("acc", rank=1), False),
     P("V-TF-XLA-ENV", "cuda2", pw("ta", env={"USE_TORCH_XLA": "0"}), pw("ta", env={"USE_TORCH_XLA": "0"}), True),
+    # Transformers 4.39 reads any value but 1/ON/YES/TRUE as off; Accelerate 0.27 reads none (cuda before, cuda:0 after).
+    P("V-TF-XLA-ENV", "cuda2", pw("ta", env={"USE_TORCH_XLA": "maybe"}), pw("ta", env={"USE_TORCH_XLA": "maybe"}), True,
+      acc="0.27.2"),
+    # TrainingArguments(use_cpu=True) with torch_xla: xm.xla_real_devices on cpu raises before 4.39.
+    P("V-TF-XLA-CPU", "tpu2", pw("ta-cpu"), pw("ta-cpu"), True),
     P("V-TF-TA-4.32", "npu2", pw("ta"), pw("ta"), False),
     # from_pretrained(device_map="cuda") in rank 1 of 2: 4.x passes torch.device("cuda") on, 5.0 cuda:<LOCAL_RANK>.
     P("V-TF-CUDA-RANK", "cuda2", pw("fp-cuda", rank=1), pw("fp-cuda", rank=1), False),

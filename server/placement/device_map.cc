@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "server/common/status_macros.h"
 #include "server/placement/resolver_internal.h"
+#include "server/placement/torch_device_types.h"
 #include "server/placement/versions.h"
 #include "server/placement/visibility.h"
 
@@ -74,7 +75,7 @@ absl::Status Resolution::AutoMap(const std::string& keyword) {
   const OrderRule& mem = versions_.Order(OrderKind::kAccMaxMemory);
   const std::vector<std::string>& auto_order = mem.order;
   out_.add_explanation(absl::StrCat("I-AUTO get_max_memory order ", versions_.Cite(mem)));
-  const RowState* r = FirstAvailable(ProbedOrder(mem, keyword));
+  const RowState* r = FirstAvailable(mem);
   const RowState* mps = FirstAvailable({"mps"});
   AutomaticChoiceHazards();
   NeverAutoPlaced(mem, keyword);
@@ -82,36 +83,96 @@ absl::Status Resolution::AutoMap(const std::string& keyword) {
                                                             : inv_.host().memory_total_bytes();
   const std::string spill = mps != nullptr ? "mps" : "cpu";
   if (r == nullptr) {
-    if (mps != nullptr) {
-      Answer(*mps, "mps");
-      Place(*mps, 0);
-      out_.add_explanation(absl::StrCat("I-AUTO no row of ", OrderText(auto_order), " is available; MPS is: mps"));
-    } else {
-      AnswerCpu(absl::StrCat("I-AUTO no row of ", OrderText(auto_order), " is available: everything on cpu"));
-    }
-    (*out_.mutable_max_memory())[spill] = ram;
-    out_.add_explanation(absl::StrCat("I-MEM max_memory {\"", spill, "\": ", ram, "} (available host RAM)"));
+    SpillOnly(mps, ram, absl::StrCat("I-AUTO no row of ", OrderText(auto_order), " is available"));
     return absl::OkStatus();
+  }
+  if (r->backend->device_type() == "xpu") {
+    const XpuBudget budget = XpuMemoryBudget(keyword, spill);
+    if (budget != XpuBudget::kFree) {
+      SpillOnly(mps, ram, absl::StrCat("I-AUTO get_max_memory probes ", r->backend->name(), " (first available of ",
+                                       OrderText(auto_order), ") and no other row, and gives it no usable budget, so "
+                                       "infer_auto_device_map places no module there"),
+                budget == XpuBudget::kPeakAllocated ? static_cast<int>(r->vis.units.size()) : 0);
+      return absl::OkStatus();
+    }
   }
   PlaceAutoDevices(*r, auto_order, spill);
   MaxMemory(keyword, *r, spill, ram);
   return absl::OkStatus();
 }
 
-// The rows get_max_memory of the applied Accelerate release reads memory from: `mem`, less xpu
-// where the job's intel_extension_for_pytorch fails it (V-ACC-XPU-MEM-IPEX, with a warning).
-OrderRule Resolution::ProbedOrder(const OrderRule& mem, const std::string& keyword) {
-  OrderRule probed = mem;
-  if (versions_.Has(Feature::kAccXpuMemoryIpex) && !versions_.Has(Feature::kAccXpuMemoryIpexFixed) && job_ &&
-      job_->torch && job_->ipex && FirstAvailable({"xpu"}) != nullptr) {
-    probed.order.erase(std::remove(probed.order.begin(), probed.order.end(), "xpu"), probed.order.end());
-    out_.add_warnings(absl::StrCat(
-        "the job has intel_extension_for_pytorch ", *job_->ipex, ", and get_max_memory of Accelerate ",
-        versions_.accelerate().ToString(), " fails to read an Intel GPU's memory through it (",
-        versions_.Cite(Feature::kAccXpuMemoryIpex), "): device_map=\"", keyword,
-        "\" leaves every Intel GPU out; use Accelerate >= 1.1.0, or pass device_map=\"xpu\""));
+// I-AUTO with no accelerator budget: every module on mps when it is available, else on cpu; max_memory
+// holds that device, with the host's available RAM, after `zero_budgets` device indices with budget 0 (the
+// library's own keys, whose budgets hold no module: a job that passes max_memory gets what the library does).
+void Resolution::SpillOnly(const RowState* mps, uint64_t ram, const std::string& why, int zero_budgets) {
+  if (mps != nullptr) {
+    Answer(*mps, "mps");
+    Place(*mps, 0);
+    out_.add_explanation(absl::StrCat(why, "; MPS is available: mps"));
+  } else {
+    AnswerCpu(absl::StrCat(why, ": everything on cpu"));
   }
-  return probed;
+  const std::string spill = mps != nullptr ? "mps" : "cpu";
+  for (int i = 0; i < zero_budgets; ++i) (*out_.mutable_max_memory())[absl::StrCat(i)] = 0;
+  (*out_.mutable_max_memory())[spill] = ram;
+  out_.add_explanation(absl::StrCat("I-MEM max_memory {", zero_budgets > 0 ? absl::StrCat("0..", zero_budgets - 1, ": 0, ") : "",
+                                    "\"", spill, "\": ", ram, "} (available host RAM", zero_budgets > 0 ?
+                                    "; the library's own budget for each Intel GPU, about 0, written as 0" : "", ")"));
+}
+
+// V-ACC-XPU-MEM-IPEX, -FIX, -STOCK: how get_max_memory of the applied Accelerate release budgets an Intel GPU
+// for this job's packages: its free memory (kFree); where it cannot read that, torch.xpu.max_memory_allocated,
+// what this process has allocated, about 0 at start-up (kPeakAllocated), or, in 1.0.x with Intel Extension for
+// PyTorch, no key at all, its version check raising (kLeftOut). Either way infer_auto_device_map places every
+// module on the spill-over device: said with its cause and fixes, a hazard as any automatic fall-back to cpu
+// with accelerators present is (P6). Packages not told: kFree, with a warning where the release reads the
+// memory only through Intel Extension for PyTorch >= 2.5.
+Resolution::XpuBudget Resolution::XpuMemoryBudget(const std::string& keyword, const std::string& spill) {
+  const bool known = job_ && job_->torch;
+  const std::optional<Version> torch = known ? PackageMajorMinor(*job_->torch) : std::nullopt;
+  const std::optional<Version> ipex = known && job_->ipex ? PackageMajorMinor(*job_->ipex) : std::nullopt;
+  // is_ipex_available(): installed, and of torch's MAJOR.MINOR (else Accelerate warns and ignores it).
+  const bool has_ipex = ipex && torch && ipex->major == torch->major && ipex->minor == torch->minor;
+  const std::string release = absl::StrCat("get_max_memory of Accelerate ", versions_.accelerate().ToString());
+  const std::string peak = " gives each Intel GPU torch.xpu.max_memory_allocated, the memory this process has "
+                           "allocated (about 0 at start-up), as its budget";
+  std::string why;
+  Feature rule = Feature::kAccXpuMemoryStock;
+  bool left_out = false;
+  if (!versions_.Has(Feature::kAccXpuMemoryIpex)) {
+    why = absl::StrCat(release, peak, " whatever the job's packages");
+    rule = Feature::kAccXpuMemoryIpex;
+  } else if (has_ipex && !versions_.Has(Feature::kAccXpuMemoryIpexFixed)) {
+    why = absl::StrCat("the job has intel_extension_for_pytorch ", *job_->ipex, ", and ", release,
+                       " fails to read an Intel GPU's memory through it, so it leaves every Intel GPU out");
+    rule = Feature::kAccXpuMemoryIpex;
+    left_out = true;
+  } else if (has_ipex) {
+    if (*ipex >= Version{2, 5, 0}) return XpuBudget::kFree;
+    why = absl::StrCat("the job has intel_extension_for_pytorch ", *job_->ipex, ", older than 2.5, so ", release, peak);
+    rule = Feature::kAccXpuMemoryIpexFixed;
+  } else if (known) {
+    if (versions_.Has(Feature::kAccXpuMemoryStock) && torch && *torch >= Version{2, 6, 0}) return XpuBudget::kFree;
+    why = absl::StrCat("the job has torch ", *job_->torch, " and no usable intel_extension_for_pytorch, so ", release, peak);
+  } else {
+    if (!versions_.Has(Feature::kAccXpuMemoryStock)) {
+      out_.add_warnings(absl::StrCat(
+          "the job's packages are not known: ", release, " reads an Intel GPU's free memory only through Intel "
+          "Extension for PyTorch >= 2.5; without it, it", peak, " and device_map=\"", keyword, "\" puts every "
+          "module on ", spill, " (", versions_.Cite(Feature::kAccXpuMemoryStock), "); send the job's packages "
+          "(devplace resolve --python_env)"));
+    }
+    return XpuBudget::kFree;
+  }
+  const std::string w = absl::StrCat(
+      why, ": device_map=\"", keyword, "\" puts every module on ", spill, " (", versions_.Cite(rule), "); ",
+      rule == Feature::kAccXpuMemoryIpex && versions_.Has(Feature::kAccXpuMemoryIpex)
+          ? "use Accelerate >= 1.1.0, or pass device_map=\"xpu\""
+          : "pass device_map=\"xpu\", or a max_memory of your own with each Intel GPU's free memory, or use "
+            "Accelerate >= 1.3.0 with torch >= 2.6 (or >= 1.1.0 with Intel Extension for PyTorch >= 2.5)");
+  out_.add_warnings(w);
+  hazards_.push_back(w);
+  return left_out ? XpuBudget::kLeftOut : XpuBudget::kPeakAllocated;
 }
 
 // One warning per available row get_max_memory does not probe (mps aside: it is the spill-over).

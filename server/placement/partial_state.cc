@@ -137,8 +137,9 @@ bool Resolution::XlaApplies(bool state_cpu) {
                                                 : cuda ? "a CUDA GPU is available" : "cpu is set"));
       return false;
     }
-    if (!use_torch_xla_) {
-      out_.add_explanation("T-XLA USE_TORCH_XLA is false, but this Accelerate does not read it (V-ACC-XLA-IMPORT)");
+    if (const std::string* v = Env("USE_TORCH_XLA")) {
+      out_.add_explanation(absl::StrCat("T-XLA USE_TORCH_XLA=", *v, " is set, but this Accelerate does not read it "
+                                        "(V-ACC-XLA-IMPORT)"));
     }
     return true;
   }

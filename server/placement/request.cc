@@ -310,7 +310,16 @@ absl::Status Resolution::ReadRuntimeBackends() {
 // The variables Accelerate reads at import and at start-up: USE_TORCH_XLA; for training
 // ACCELERATE_USE_CPU and ACCELERATE_TORCH_DEVICE, whose type the job's torch must parse (G-PLUGIN).
 absl::Status Resolution::ReadAccelerateVariables() {
-  RETURN_IF_ERROR(EnvFlag("USE_TORCH_XLA", "import accelerate raises ValueError", use_torch_xla_));
+  // USE_TORCH_XLA is read only by the releases that have it: Accelerate from 0.28 (str_to_bool at import, any
+  // other value a ValueError, V-ACC-XLA-IMPORT), Transformers from 4.39 (upper() in 1, ON, YES, TRUE; any other
+  // value turns its XLA check off, V-TF-XLA-ENV). Older releases ignore any value, and so does devplace.
+  if (versions_.Has(Feature::kAccXlaImportOnly)) {
+    RETURN_IF_ERROR(EnvFlag("USE_TORCH_XLA", "import accelerate raises ValueError", use_torch_xla_));
+  }
+  if (const std::string* v = Env("USE_TORCH_XLA"); v != nullptr && versions_.Has(Feature::kTfXlaReadsEnv)) {
+    const std::string up = absl::AsciiStrToUpper(*v);
+    tf_use_torch_xla_ = up == "1" || up == "ON" || up == "YES" || up == "TRUE";
+  }
   if (req_.workload() != v1::WORKLOAD_TRAINING) return absl::OkStatus();
   RETURN_IF_ERROR(EnvFlag("ACCELERATE_USE_CPU", "Accelerate and Transformers raise ValueError", accelerate_use_cpu_));
   const std::string* v = Env("ACCELERATE_TORCH_DEVICE");

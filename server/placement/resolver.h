@@ -24,8 +24,9 @@ namespace devplace::placement {
 //  - INVALID_ARGUMENT: workload unspecified; convention of the other workload; device_map given
 //    for training; malformed device_map (grammar G1-G6, unknown keyword, negative int for
 //    from_pretrained, `disk`); LOCAL_RANK / WORLD_SIZE not integers or disagreeing with the
-//    fields, local_rank < 0, world_size < 1, local_rank >= world_size; ACCELERATE_USE_CPU or
-//    USE_TORCH_XLA not a truth value; malformed ACCELERATE_TORCH_DEVICE; transformers_version /
+//    fields, local_rank < 0, world_size < 1, local_rank >= world_size; ACCELERATE_USE_CPU not a truth
+//    value, or USE_TORCH_XLA not one under an Accelerate release that reads it (0.28.0 on; older ones
+//    ignore any value); malformed ACCELERATE_TORCH_DEVICE; transformers_version /
 //    accelerate_version malformed or older than supported (Transformers 4.30.0, Accelerate 0.25.0;
 //    a newer release than the rules know is a warning, V-SKEW), or Transformers >= 5 named with
 //    Accelerate < 1.1.0; unknown
@@ -39,7 +40,10 @@ namespace devplace::placement {
 //  - FAILED_PRECONDITION: an explicit device (string or int) naming a row that is not available
 //    to the job or an index it cannot see (the message lists what it sees); a local_rank beyond
 //    the visible count under Accelerate < 0.33 (no modulo: the job's set_device fails); NEURON_RT_NUM_CORES
-//    beyond the visible cores; with `strict`, any hazard (rank wrap-around, ACCELERATE_USE_CPU
+//    beyond the visible cores; TrainingArguments before Transformers 4.39 with torch_xla importable and a device
+//    torch_xla cannot map, cpu included (V-TF-XLA-CPU: the job's RuntimeError); with `strict`, any hazard (rank
+//    wrap-around, device_map="auto" leaving the Intel GPUs out because the Accelerate release cannot read their
+//    memory (V-ACC-XPU-MEM rows), ACCELERATE_USE_CPU
 //    ignored by TrainingArguments, XLA overriding use_cpu, torch_xla importable without a TPU, a
 //    present row the job cannot use when the choice was automatic, an available row the
 //    convention never picks when the answer fell back to cpu, ranks of a distributed job sharing

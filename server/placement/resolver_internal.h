@@ -111,7 +111,9 @@ class Resolution {
                    bool fell_to_cpu, const std::string& fix_for_tpu_neuron);
 
   // training_arguments.cc
-  absl::Status Training();
+  absl::Status Training();  // TrainingChain, then XlaRealDevicesCheck
+  absl::Status TrainingChain();
+  absl::Status XlaRealDevicesCheck() const;
   std::string SingleDevice(bool acc, const std::string& type) const;
   absl::Status SingleProcess(bool acc);
 
@@ -130,7 +132,11 @@ class Resolution {
   // device_map.cc
   absl::Status FromPretrained();
   absl::Status AutoMap(const std::string& keyword);
-  OrderRule ProbedOrder(const OrderRule& mem, const std::string& keyword);
+  // How get_max_memory of the applied release budgets an Intel GPU for the job: its free memory, the memory this
+  // process allocated (about 0), or no key at all (V-ACC-XPU-MEM-IPEX, -FIX, -STOCK).
+  enum class XpuBudget { kFree, kPeakAllocated, kLeftOut };
+  XpuBudget XpuMemoryBudget(const std::string& keyword, const std::string& spill);
+  void SpillOnly(const RowState* mps, uint64_t ram, const std::string& why, int zero_budgets = 0);
   void NeverAutoPlaced(const OrderRule& mem, const std::string& keyword);
   void PlaceAutoDevices(const RowState& r, const std::vector<std::string>& auto_order, const std::string& spill);
   void MaxMemory(const std::string& keyword, const RowState& r, const std::string& spill, uint64_t ram);
@@ -162,7 +168,8 @@ class Resolution {
   v1::Provenance runtime_from_ = v1::PROVENANCE_DEFAULT;
   std::optional<JobPython> job_;           // the request's job_environment, read
   bool accelerate_use_cpu_ = false;
-  bool use_torch_xla_ = true;
+  bool use_torch_xla_ = true;      // USE_TORCH_XLA as Accelerate reads it (str_to_bool; from 0.28)
+  bool tf_use_torch_xla_ = true;   // as Transformers reads it (upper() in 1, ON, YES, TRUE; from 4.39)
   std::optional<DeviceString> torch_device_env_;
   std::string torch_device_env_note_;  // G-PLUGIN: who registers its type, when the build is not told
   const v1::Backend* cpu_ = nullptr;

@@ -34,16 +34,15 @@ std::vector<TorchDeviceType> MakeTypes() {
   return types;
 }
 
-// "2.5.1+cu124" -> 2.5.0; nullopt when it does not start with MAJOR.MINOR.
-std::optional<Version> TorchRelease(absl::string_view text) {
+}  // namespace
+
+std::optional<Version> PackageMajorMinor(absl::string_view text) {
   std::vector<absl::string_view> parts = absl::StrSplit(text, absl::MaxSplits('.', 2));
   if (parts.size() < 2) return std::nullopt;
   Version v;
   if (!ParseDecimal(parts[0], &v.major) || !ParseDecimal(parts[1], &v.minor)) return std::nullopt;
   return v;
 }
-
-}  // namespace
 
 const std::vector<TorchDeviceType>& TorchDeviceTypes() {
   static const std::vector<TorchDeviceType>* types = new std::vector<TorchDeviceType>(MakeTypes());
@@ -66,7 +65,7 @@ TorchParse CanTorchParse(absl::string_view type, const JobTorch& torch) {
   if (t->plugin.empty()) {
     // c10's own name: only the torch release can be too old, and only job_environment tells it.
     if (job == nullptr || !job->torch) return out;
-    const std::optional<Version> have = TorchRelease(*job->torch);
+    const std::optional<Version> have = PackageMajorMinor(*job->torch);
     if (!have || *have >= t->since_torch) return out;
     const std::string since = absl::StrCat(t->since_torch.major, ".", t->since_torch.minor);
     out.verdict = TorchParse::kFails;

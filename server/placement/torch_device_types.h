@@ -31,6 +31,11 @@ const std::vector<TorchDeviceType>& TorchDeviceTypes();
 // The entry for `type`, or null when it is not a placement type.
 const TorchDeviceType* FindTorchDeviceType(absl::string_view type);
 
+// A package's release as its metadata Version gives it, MAJOR.MINOR only ("2.5.1+cu124" -> 2.5.0,
+// "2.5.10+xpu" -> 2.5.0); nullopt when the text does not start with MAJOR.MINOR. Used for torch (G-PLUGIN)
+// and Intel Extension for PyTorch (V-ACC-XPU-MEM rows), whose releases the rules compare by line.
+std::optional<Version> PackageMajorMinor(absl::string_view text);
+
 // What the request says about the job's torch build.
 struct JobTorch {
   // ResolveDeviceRequest.runtime_backends as given (empty = not given).

@@ -13,12 +13,38 @@
 #include "absl/strings/match.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
 #include "server/placement/resolver_internal.h"
 #include "server/placement/versions.h"
 
 namespace devplace::placement::resolver_internal {
 
 absl::Status Resolution::Training() {
+  RETURN_IF_ERROR(TrainingChain());
+  return XlaRealDevicesCheck();
+}
+
+// V-TF-XLA-CPU: before Transformers 4.39, TrainingArguments.__post_init__'s mixed-precision checks call
+// get_xla_device_type(self.device) for any device that is not cuda, npu or xpu; once torch_xla is importable that
+// is xm.xla_real_devices([device]), which torch_xla refuses for anything but xla:N (RuntimeError). The job stops
+// in TrainingArguments(...): no device to answer.
+absl::Status Resolution::XlaRealDevicesCheck() const {
+  if (convention_ != v1::CONVENTION_TRAINING_ARGUMENTS || versions_.Has(Feature::kTfXlaCpuDevice) ||
+      !runtime_.count("xla")) {
+    return absl::OkStatus();
+  }
+  const std::string& device = out_.device();
+  const std::string type = device.substr(0, device.find(':'));
+  if (type == "cuda" || type == "npu" || type == "xpu" || type == "xla") return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "TrainingArguments of Transformers ", versions_.transformers().ToString(), " raises RuntimeError while it is "
+      "built: torch_xla is importable (runtime_backends has xla), so its XLA check passes, and __post_init__'s "
+      "mixed-precision check hands its device ", device, " to torch_xla's xm.xla_real_devices, which takes only "
+      "xla:N devices (", versions_.Cite(Feature::kTfXlaCpuDevice), "); use Transformers >= 4.39.0, or remove "
+      "torch_xla from the job's environment"));
+}
+
+absl::Status Resolution::TrainingChain() {
   const bool acc = convention_ == v1::CONVENTION_ACCELERATE;
   const char* api = acc ? "Accelerator().device" : "TrainingArguments.device";
   out_.add_explanation(absl::StrCat("convention ", acc ? "accelerate" : "training_arguments", ": emulating ", api,
@@ -69,12 +95,14 @@ absl::Status Resolution::Training() {
   // here, PartialState did not pick XLA: before Accelerate 0.28 on a host with a CUDA GPU
   // (V-ACC-XLA-IMPORT), or USE_TORCH_XLA=0 read by Accelerate but not by that Transformers. The job
   // gets Accelerate's device, `cuda`, without DataParallel.
-  const bool tf_xla = runtime_.count("xla") && (use_torch_xla_ || !versions_.Has(Feature::kTfXlaReadsEnv));
+  const bool tf_xla = runtime_.count("xla") && (tf_use_torch_xla_ || !versions_.Has(Feature::kTfXlaReadsEnv));
   if (!acc && !local_rank_ && tf_xla) {
     out_.add_explanation(absl::StrCat("T-XLA TrainingArguments' own XLA check passes (torch_xla importable), so it "
                                       "takes PartialState.device, which is not XLA here: ",
-                                      versions_.Cite(use_torch_xla_ ? Feature::kAccXlaImportOnly
-                                                                    : Feature::kTfXlaReadsEnv)));
+                                      versions_.Cite(Env("USE_TORCH_XLA") != nullptr &&
+                                                             !versions_.Has(Feature::kTfXlaReadsEnv)
+                                                         ? Feature::kTfXlaReadsEnv
+                                                         : Feature::kAccXlaImportOnly)));
     if (torch_device_env_) return AnswerVerbatim(*torch_device_env_);
     if (state_cpu) {
       AnswerCpu("T-CPU PartialState(cpu=True): cpu");
@@ -86,6 +114,14 @@ absl::Status Resolution::Training() {
   if (local_rank_) {
     if (state_cpu) return MultiCpu(acc, /*state_cpu=*/true, absl::StrCat("T-CPU ", req_.use_cpu() ? "use_cpu=true" : "env ACCELERATE_USE_CPU is truthy",
                                                 " with LOCAL_RANK set: MULTI_CPU"));
+    // V-ACC-WORLD-1: 0.29.0 and 0.29.1 give a world of one (single-process torchrun) default_device, as a
+    // single process gets it, or the device ACCELERATE_TORCH_DEVICE set first.
+    if (world_size_ == 1 && versions_.Has(Feature::kAccSetDevice) && !versions_.Has(Feature::kAccSetDeviceByType)) {
+      out_.add_explanation(absl::StrCat("T-DIST local_rank ", *local_rank_, " in a world of one: ",
+                                        versions_.Cite(Feature::kAccSetDeviceByType)));
+      if (torch_device_env_) return AnswerVerbatim(*torch_device_env_);
+      return SingleProcess(/*acc=*/true);
+    }
     const OrderRule& chain = versions_.Order(OrderKind::kAccDistributed);
     out_.add_explanation(absl::StrCat("T-DIST backend order ", versions_.Cite(chain)));
     if (const RowState* r = FirstAvailable(chain)) {

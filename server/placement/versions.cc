@@ -1,6 +1,7 @@
 #include "server/placement/versions.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -27,7 +28,7 @@ constexpr Version kLast4x{4, 57, 0};
 // scripts/fidelity/run.py --boundaries checks them against every release tag and writes
 // tests/placement/version_boundaries.txt, which versions_test.cc holds this table to; run.py --probes
 // executes each row's covering workload at the tags around it.
-std::vector<FeatureRule> MakeFeatureRules() {
+std::vector<FeatureRule> MakeAccelerateFeatureRules() {
   return {
       {F::kAccXlaImportOnly, L::kAccelerate, {0, 28, 0}, "V-ACC-XLA-IMPORT",
        "is_torch_xla_available() only tests that torch_xla imports (and USE_TORCH_XLA): torch_xla installed means "
@@ -50,6 +51,16 @@ std::vector<FeatureRule> MakeFeatureRules() {
        "ACCELERATE_TORCH_DEVICE",
        "huggingface/accelerate:src/accelerate/state.py PartialState._prepare_backend, set_device (first tag v0.29.2: "
        "the release-branch commit \"Patch for v0.29.2\"; on the main line PR #2634, first tag v0.30.0)",
+       /*commits=*/"759a9336 6386f701"},
+      {F::kAccSetDeviceByType, L::kAccelerate, {0, 29, 2}, "V-ACC-WORLD-1",
+       "set_device gives a process launched with LOCAL_RANK its distributed type's device, <type>:<local_rank>, "
+       "even in a world of one (single-process torchrun: LOCAL_RANK=0, WORLD_SIZE=1); in 0.29.0 and 0.29.1 "
+       "set_device tested num_processes == 1 and gave such a process default_device, the bare type (`cuda`, "
+       "`npu`, `mps` on an Apple host) or cpu with cpu=True; before 0.29 PartialState.__init__ set "
+       "<type>:<local_rank> itself",
+       "huggingface/accelerate:src/accelerate/state.py PartialState.set_device (first tag v0.29.2: the "
+       "release-branch commit \"Patch for v0.29.2\"; on the main line PR #2634, first tag v0.30.0; the "
+       "num_processes test came with PR #2576, V-ACC-SET-DEVICE)",
        /*commits=*/"759a9336 6386f701"},
       {F::kAccStockXpu, L::kAccelerate, {0, 32, 0}, "V-ACC-XPU-STOCK",
        "is_xpu_available() accepts stock PyTorch's torch.xpu (torch >= 2.4); before 0.32 Accelerate sees an Intel "
@@ -78,11 +89,22 @@ std::vector<FeatureRule> MakeFeatureRules() {
        "get_max_memory again; in 1.0.x they did not (V-ACC-XPU-MEM-IPEX)",
        "huggingface/accelerate:src/accelerate/utils/memory.py get_xpu_available_memory (first tag v1.1.0, PR #3165)",
        /*commits=*/"292954b5"},
+      {F::kAccXpuMemoryStock, L::kAccelerate, {1, 3, 0}, "V-ACC-XPU-MEM-STOCK",
+       "get_xpu_available_memory reads stock PyTorch's torch.xpu.mem_get_info (torch >= 2.6) when the job has no "
+       "Intel Extension for PyTorch; before 1.3 such a job's Intel GPUs got torch.xpu.max_memory_allocated, the "
+       "memory this process has allocated (about 0 at start-up), so device_map=\"auto\" put every module on cpu",
+       "huggingface/accelerate:src/accelerate/utils/memory.py get_xpu_available_memory (first tag v1.3.0, PR #3275)",
+       /*commits=*/"d6d3e03c"},
       {F::kAccMultiCpuNeedsCpu, L::kAccelerate, {1, 13, 0}, "V-ACC-MULTICPU",
        "a multi-process launch with no accelerator is MULTI_CPU only with cpu=True; otherwise the distributed type "
        "is NO and every process is a single one; before 1.13 it became MULTI_CPU (device cpu) anyway",
        "huggingface/accelerate:src/accelerate/state.py PartialState._prepare_backend (first tag v1.13.0, PR #3883)",
        /*commits=*/"4826b66d"},
+  };
+}
+
+std::vector<FeatureRule> MakeTransformersFeatureRules() {
+  return {
       {F::kTfUseCpu, L::kTransformers, {4, 32, 0}, "V-TF-USE-CPU",
        "TrainingArguments has use_cpu; before 4.32 the same switch is spelled no_cuda=True (use_cpu does not "
        "exist there)",
@@ -94,6 +116,14 @@ std::vector<FeatureRule> MakeFeatureRules() {
        "and passed PartialState.device on, Accelerate's `cuda` on a CUDA host, not cuda:0",
        "huggingface/transformers:src/transformers/utils/import_utils.py is_torch_xla_available (first tag v4.39.0, "
        "PR #29334; is_torch_tpu_available up to v4.38.2)",
+       /*commits=*/"873d9bb3cc"},
+      {F::kTfXlaCpuDevice, L::kTransformers, {4, 39, 0}, "V-TF-XLA-CPU",
+       "get_xla_device_type answers CPU for a cpu device; before 4.39, once TrainingArguments' own XLA check passed "
+       "(torch_xla importable), __post_init__'s mixed-precision check called xm.xla_real_devices on any device "
+       "that is not cuda, npu or xpu, which torch_xla refuses for all but xla:N: TrainingArguments(use_cpu=True) "
+       "raised RuntimeError",
+       "huggingface/transformers:src/transformers/training_args.py get_xla_device_type (first tag v4.39.0, "
+       "PR #29334)",
        /*commits=*/"873d9bb3cc"},
       {F::kTfStockXpu, L::kTransformers, {4, 42, 0}, "V-TF-XPU-STOCK",
        "is_torch_xpu_available() accepts stock PyTorch's torch.xpu (torch >= 2.4); before 4.42 Transformers sees an "
@@ -143,7 +173,7 @@ std::vector<FeatureRule> MakeFeatureRules() {
   };
 }
 
-std::vector<OrderRule> MakeOrderRules() {
+std::vector<OrderRule> MakeAccelerateOrderRules() {
   return {
       {K::kAccDefaultDevice, L::kAccelerate, {0, 25, 0}, {"mps", "cuda", "xpu", "npu"}, "V-ACC-DD-0.25",
        "huggingface/accelerate:src/accelerate/state.py PartialState.default_device (release commit of v0.25.0)",
@@ -217,7 +247,11 @@ std::vector<OrderRule> MakeOrderRules() {
       {K::kAccMaxMemory, L::kAccelerate, {1, 5, 0}, {"npu", "mlu", "sdaa", "musa", "xpu", "hpu", "cuda"}, "V-ACC-MEM-1.5",
        "huggingface/accelerate:src/accelerate/utils/modeling.py get_max_memory (first tag v1.5.0, PRs #3330, #3378)",
        /*commits=*/"ac3749dc d9e6af87"},
+  };
+}
 
+std::vector<OrderRule> MakeTransformersOrderRules() {
+  return {
       {K::kTfSingle, L::kTransformers, {4, 30, 0}, {"mps", "cuda"}, "V-TF-TA-4.30",
        "huggingface/transformers:src/transformers/training_args.py TrainingArguments._setup_devices (release commit "
        "of v4.30.0; MPS through PartialState's device)",
@@ -300,12 +334,20 @@ std::string Version::ToString() const { return absl::StrCat(major, ".", minor, "
 absl::string_view LibraryName(Library lib) { return lib == Library::kTransformers ? "Transformers" : "Accelerate"; }
 
 const std::vector<FeatureRule>& FeatureRules() {
-  static const std::vector<FeatureRule>* rules = new std::vector<FeatureRule>(MakeFeatureRules());
+  static const std::vector<FeatureRule>* rules = [] {
+    auto* all = new std::vector<FeatureRule>(MakeAccelerateFeatureRules());
+    for (FeatureRule& r : MakeTransformersFeatureRules()) all->push_back(std::move(r));
+    return all;
+  }();
   return *rules;
 }
 
 const std::vector<OrderRule>& OrderRules() {
-  static const std::vector<OrderRule>* rules = new std::vector<OrderRule>(MakeOrderRules());
+  static const std::vector<OrderRule>* rules = [] {
+    auto* all = new std::vector<OrderRule>(MakeAccelerateOrderRules());
+    for (OrderRule& r : MakeTransformersOrderRules()) all->push_back(std::move(r));
+    return all;
+  }();
   return *rules;
 }
 

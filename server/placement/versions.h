@@ -38,11 +38,13 @@ enum class Feature {
   kAccXlaImportOnly,      // is_torch_xla_available tests only the import (no TPU/CUDA check); USE_TORCH_XLA read
   kAccSetDevice,          // PartialState.set_device: ACCELERATE_TORCH_DEVICE kept over MULTI_CPU, MULTI_CPU is cpu
   kAccXlaBeforeCpu,       // XLA is chosen before the cpu flag (_prepare_backend); set_device keeps ACCELERATE_TORCH_DEVICE over it
+  kAccSetDeviceByType,    // set_device tests the distributed type, not num_processes == 1 (0.29.0-0.29.1: bare default_device)
   kAccStockXpu,           // is_xpu_available accepts stock torch.xpu (before: only through IPEX)
   kAccIndexModulo,        // distributed device index = local_process_index % device_count()
   kAccXpuBare,            // default_device returns `xpu`, not `xpu:0`
   kAccXpuMemoryIpex,      // get_max_memory asks IPEX's mem_get_info for an XPU, behind a version check that fails
   kAccXpuMemoryIpexFixed,  // ... and the check that works (the two rows bound Accelerate 1.0.x's bug)
+  kAccXpuMemoryStock,     // ... and stock torch.xpu.mem_get_info without IPEX (before: max_memory_allocated)
   kAccMultiCpuNeedsCpu,   // a multi-process launch without accelerator is MULTI_CPU only with cpu=True
   kTfUseCpu,              // TrainingArguments has use_cpu (before: no_cuda)
   kTfStockXpu,            // is_torch_xpu_available accepts stock torch.xpu (before: only through IPEX)
@@ -53,6 +55,7 @@ enum class Feature {
   kTfDeviceMapCudaRank,   // from_pretrained(device_map="cuda") becomes cuda:<LOCAL_RANK or 0>
   kTfNativeTpu,           // TrainingArguments selects tpu:0 when torch_tpu is available
   kTfXlaReadsEnv,         // is_torch_xla_available reads USE_TORCH_XLA (before: TrainingArguments' XLA check ignores it)
+  kTfXlaCpuDevice,        // get_xla_device_type answers CPU for cpu (before: xla_real_devices raised on it)
 };
 
 // Every row records where its boundary comes from: the commit(s) that brought the behaviour; `since`

@@ -13,8 +13,12 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "devplace/v1/devplace.pb.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/placement/resolver.h"
 
 namespace devplace::testing {
 
@@ -46,6 +50,31 @@ struct ResolveCase {
 // gtest prints a case by its id, and names each instance of a table's TEST_P after it.
 inline void PrintTo(const ResolveCase& c, std::ostream* os) { *os << c.id; }
 inline std::string CaseId(const ::testing::TestParamInfo<ResolveCase>& info) { return info.param.id; }
+
+// The version tables' check (versions_test.cc, release_quirks_test.cc): the status; for an error, `words` in its
+// message; for an answer, the device, `words` in the explanation and warnings, the placed host indices and the
+// Accelerate release answered when given.
+inline void ExpectVersionCase(const ResolveCase& k) {
+  const v1::Inventory inv = k.host();
+  absl::StatusOr<v1::ResolveDeviceResponse> got = placement::Resolve(inv, k.request);
+  ASSERT_EQ(got.status().code(), k.code) << got.status();
+  if (!got.ok()) {
+    for (const std::string& w : k.words) EXPECT_THAT(std::string(got.status().message()), ::testing::HasSubstr(w));
+    return;
+  }
+  const std::string dump = got->DebugString();
+  EXPECT_EQ(got->device(), k.device) << dump;
+  const std::string text = absl::StrCat(absl::StrJoin(got->explanation(), "\n"), "\n", absl::StrJoin(got->warnings(), "\n"));
+  for (const std::string& w : k.words) EXPECT_THAT(text, ::testing::HasSubstr(w)) << dump;
+  if (!k.host_indices.empty()) {
+    std::vector<int> hosts;
+    for (const v1::PlacedDevice& p : got->placed()) hosts.push_back(p.host_index());
+    EXPECT_EQ(hosts, k.host_indices) << dump;
+  }
+  if (!k.accelerate_answered.empty()) {
+    EXPECT_EQ(got->accelerate_version(), k.accelerate_answered);
+  }
+}
 
 }  // namespace devplace::testing
 

@@ -1,0 +1,186 @@
+// docs/SEMANTICS.md section 10: what a release's own code does where it differs from its neighbours in a
+// way the version table's plain boundaries did not say, each on both sides of its boundary: a single-process
+// torchrun job on Accelerate 0.29.0-0.29.1 (V-ACC-WORLD-1), TrainingArguments on a torch_xla job before
+// Transformers 4.39 with a device torch_xla cannot map (V-TF-XLA-CPU), USE_TORCH_XLA read only by the releases
+// that read it (V-ACC-XLA-IMPORT, V-TF-XLA-ENV), and device_map="auto" on an Intel GPU whose free memory the
+// Accelerate release cannot read (V-ACC-XPU-MEM-IPEX, -FIX, -STOCK). Each case asserts the status, the device
+// and the words of the rule that decided.
+#include <initializer_list>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/placement/resolver.h"
+#include "tests/placement/inventory_builder.h"
+#include "tests/placement/request_builder.h"
+#include "tests/placement/resolve_case.h"
+
+namespace devplace::testing {
+namespace {
+
+const auto H = HostOf;
+const auto CUDA = v1::ROW_CUDA_NVIDIA;
+constexpr auto TA = v1::CONVENTION_TRAINING_ARGUMENTS, ACC = v1::CONVENTION_ACCELERATE;
+constexpr auto kInvalid = absl::StatusCode::kInvalidArgument, kPrecondition = absl::StatusCode::kFailedPrecondition;
+
+Req Versions(const std::string& tf, const std::string& acc, Req r) {
+  if (!tf.empty()) r.Transformers(tf);
+  r.Accelerate(acc);
+  return r;
+}
+
+using Packages = std::initializer_list<std::pair<const char*, const char*>>;
+
+std::vector<ResolveCase> Cases() {
+  std::vector<ResolveCase> c;
+  const auto cuda2 = H({{CUDA, 2}});
+  const auto tpu2 = H({{v1::ROW_TPU, 2}});
+  const auto xpu2 = H({{v1::ROW_XPU, 2}});
+  // ---- V-ACC-WORLD-1: LOCAL_RANK=0, WORLD_SIZE=1 (single-process torchrun) ----------------------------------
+  // 0.29.0 and 0.29.1: set_device's `num_processes == 1` gives default_device, the bare type.
+  for (const char* acc : {"0.29.0", "0.29.1"}) {
+    c.push_back({.id = absl::StrCat("W1_acc_0_29_", std::string(1, acc[5]), "_world1"), .host = cuda2,
+                 .request = Versions("", acc, Req::Train(ACC).Rank(0, 1)), .device = "cuda",
+                 .words = {"V-ACC-WORLD-1 (Accelerate ", "num_processes == 1"}});
+  }
+  c.push_back({.id = "W1_acc_0_29_2_world1", .host = cuda2,
+               .request = Versions("", "0.29.2", Req::Train(ACC).Rank(0, 1)), .device = "cuda:0"});
+  c.push_back({.id = "W1_acc_0_28_world1", .host = cuda2,
+               .request = Versions("", "0.28.0", Req::Train(ACC).Rank(0, 1)), .device = "cuda:0"});
+  c.push_back({.id = "W1_acc_0_29_1_world2", .host = cuda2,
+               .request = Versions("", "0.29.1", Req::Train(ACC).Rank(1, 2)), .device = "cuda:1"});
+  c.push_back({.id = "W1_ta_4_40_world1", .host = cuda2,
+               .request = Versions("4.40.0", "0.29.1", Req::Train(TA).Rank(0, 1)), .device = "cuda"});
+  c.push_back({.id = "W1_npu_world1", .host = H({{v1::ROW_NPU, 2}}),
+               .request = Versions("", "0.29.1", Req::Train(ACC).Rank(0, 1)), .device = "npu"});
+  // No accelerator: MULTI_CPU, whose world of one gets default_device too: mps on an Apple host.
+  c.push_back({.id = "W1_mps_world1", .host = H({{v1::ROW_MPS, 1}}),
+               .request = Versions("", "0.29.1", Req::Train(ACC).Rank(0, 1)), .device = "mps"});
+  c.push_back({.id = "W1_use_cpu_world1", .host = cuda2,
+               .request = Versions("", "0.29.1", Req::Train(ACC).Rank(0, 1).UseCpu()), .device = "cpu"});
+  c.push_back({.id = "W1_env_device_world1", .host = cuda2,
+               .request = Versions("4.40.0", "0.29.1", Req::Train(TA).Rank(0, 1).Env("ACCELERATE_TORCH_DEVICE", "cuda:1")),
+               .device = "cuda:1"});
+  // ---- V-TF-XLA-CPU: TrainingArguments before 4.39 on a torch_xla job with a device torch_xla cannot map ----
+  c.push_back({.id = "XC_use_cpu_4_36", .host = tpu2,
+               .request = Versions("4.36.2", "0.25.0", Req::Train(TA).UseCpu().Runtime({"xla"})), .code = kPrecondition,
+               .words = {"raises RuntimeError", "xm.xla_real_devices", "device cpu",
+                         "V-TF-XLA-CPU (Transformers 4.36.2 < 4.39.0", "use Transformers >= 4.39.0"}});
+  c.push_back({.id = "XC_accelerate_use_cpu_4_38", .host = tpu2,
+               .request = Versions("4.38.2", "0.28.0",
+                                   Req::Train(TA).Runtime({"xla"}).Env("ACCELERATE_USE_CPU", "1")),
+               .code = kPrecondition, .words = {"V-TF-XLA-CPU"}});
+  c.push_back({.id = "XC_use_cpu_4_39", .host = tpu2,
+               .request = Versions("4.39.0", "0.28.0", Req::Train(TA).UseCpu().Runtime({"xla"})), .device = "cpu"});
+  // Accelerate 0.29.2 puts XLA before the cpu flag: the device is xla:0, which torch_xla maps.
+  c.push_back({.id = "XC_use_cpu_4_38_acc_0_29_2", .host = tpu2,
+               .request = Versions("4.38.2", "0.29.2", Req::Train(TA).UseCpu().Runtime({"xla"})), .device = "xla:0"});
+  c.push_back({.id = "XC_no_use_cpu_4_36", .host = tpu2,
+               .request = Versions("4.36.2", "0.25.0", Req::Train(TA).Runtime({"xla"})), .device = "xla:0"});
+  c.push_back({.id = "XC_accelerator_4_36", .host = tpu2,
+               .request = Versions("4.36.2", "0.25.0", Req::Train(ACC).UseCpu().Runtime({"xla"})), .device = "cpu"});
+  c.push_back({.id = "XC_no_torch_xla_4_36", .host = tpu2,
+               .request = Versions("4.36.2", "0.25.0", Req::Train(TA).UseCpu().Runtime({"cpu"})), .device = "cpu"});
+  c.push_back({.id = "XC_cuda_host_4_36", .host = cuda2,
+               .request = Versions("4.36.2", "0.25.0", Req::Train(TA).Runtime({"cuda", "xla"})), .device = "cuda"});
+  // ---- USE_TORCH_XLA: read by Accelerate from 0.28 (str_to_bool), Transformers from 4.39 (1 ON YES TRUE) ----
+  c.push_back({.id = "UX_maybe_4_36_acc_0_25", .host = tpu2,
+               .request = Versions("4.36.2", "0.25.0", Req::Train(TA).Runtime({"xla"}).Env("USE_TORCH_XLA", "maybe")),
+               .device = "xla:0", .words = {"USE_TORCH_XLA=maybe is set, but this Accelerate does not read it"}});
+  c.push_back({.id = "UX_maybe_acc_0_27_auto", .host = cuda2,
+               .request = Versions("4.36.2", "0.27.2", Req::Infer("auto").Env("USE_TORCH_XLA", "maybe")),
+               .device = "cuda:0"});
+  c.push_back({.id = "UX_maybe_acc_0_28", .host = tpu2,
+               .request = Versions("4.38.2", "0.28.0", Req::Train(TA).Runtime({"xla"}).Env("USE_TORCH_XLA", "maybe")),
+               .code = kInvalid, .words = {"env.USE_TORCH_XLA='maybe'", "import accelerate raises ValueError"}});
+  // Transformers 4.39 reads any value but 1, ON, YES, TRUE as off: its own XLA check does not pass, so
+  // TrainingArguments takes its single-process chain (cuda:0); 4.38 ignores the value (Accelerate's `cuda`).
+  for (const char* value : {"maybe", "y"}) {
+    c.push_back({.id = absl::StrCat("UX_", value, "_4_39_acc_0_27"), .host = cuda2,
+                 .request = Versions("4.39.0", "0.27.2",
+                                     Req::Train(TA).Runtime({"cuda", "xla"}).Env("USE_TORCH_XLA", value)),
+                 .device = "cuda:0"});
+    c.push_back({.id = absl::StrCat("UX_", value, "_4_38_acc_0_27"), .host = cuda2,
+                 .request = Versions("4.38.2", "0.27.2",
+                                     Req::Train(TA).Runtime({"cuda", "xla"}).Env("USE_TORCH_XLA", value)),
+                 .device = "cuda", .words = {"V-TF-XLA-ENV (Transformers 4.38.2 < 4.39.0"}});
+  }
+  c.push_back({.id = "UX_y_4_39_acc_0_28", .host = tpu2,
+               .request = Versions("4.39.0", "0.28.0", Req::Train(ACC).Runtime({"xla"}).Env("USE_TORCH_XLA", "y")),
+               .device = "xla:0"});
+  // ---- device_map="auto" on Intel GPUs: whether get_max_memory reads their free memory --------------------
+  const Packages stock26 = {{"torch", "2.6.0+xpu"}}, stock25 = {{"torch", "2.5.1+xpu"}};
+  const Packages ipex25 = {{"torch", "2.5.1"}, {"intel_extension_for_pytorch", "2.5.10+xpu"}};
+  const Packages ipex24 = {{"torch", "2.4.1"}, {"intel_extension_for_pytorch", "2.4.0+xpu"}};
+  struct Auto {
+    const char* id;
+    const char* acc;
+    Packages packages;
+    bool told;
+    const char* device;
+    const char* rule;
+  };
+  for (const Auto& a : std::vector<Auto>{
+           {"XM_ipex_0_34", "0.34.2", ipex25, true, "cpu", "V-ACC-XPU-MEM-IPEX (Accelerate 0.34.2 < 1.0.0"},
+           {"XM_untold_0_34", "0.34.2", {}, false, "cpu", "whatever the job's packages"},
+           {"XM_ipex_1_0", "1.0.1", ipex25, true, "cpu", "use Accelerate >= 1.1.0"},
+           {"XM_ipex_1_1", "1.1.0", ipex25, true, "xpu:0", ""},
+           {"XM_old_ipex_1_2", "1.2.1", ipex24, true, "cpu", "V-ACC-XPU-MEM-FIX"},
+           {"XM_stock_1_2", "1.2.1", stock26, true, "cpu", "V-ACC-XPU-MEM-STOCK (Accelerate 1.2.1 < 1.3.0"},
+           {"XM_stock_1_3", "1.3.0", stock26, true, "xpu:0", ""},
+           {"XM_old_stock_1_3", "1.3.0", stock25, true, "cpu", "torch 2.5.1+xpu and no usable"},
+           {"XM_untold_1_2", "1.2.1", {}, false, "xpu:0", "the job's packages are not known"},
+           {"XM_untold_1_3", "1.3.0", {}, false, "xpu:0", ""}}) {
+    Req r = Versions("", a.acc, Req::Infer("auto"));
+    if (a.told) r.Packages(a.packages);
+    c.push_back({.id = a.id, .host = xpu2, .request = r, .device = a.device,
+                 .words = *a.rule ? std::vector<std::string>{a.rule} : std::vector<std::string>{}});
+  }
+  // get_max_memory probes the first row of its order and no other: on a CUDA + Intel GPU host the Intel GPUs'
+  // missing budget leaves the model on cpu, not on the CUDA GPUs.
+  c.push_back({.id = "XM_cuda_xpu_1_2", .host = H({{CUDA, 2}, {v1::ROW_XPU, 2}}),
+               .request = Versions("", "1.2.1", Req::Infer("auto").Packages({{"torch", "2.6.0"}})), .device = "cpu",
+               .words = {"get_max_memory probes xpu", "and no other row"}});
+  c.push_back({.id = "XM_strict_0_34", .host = xpu2,
+               .request = Versions("", "0.34.2", Req::Infer("auto").Strict()), .code = kPrecondition,
+               .words = {"strict", "max_memory_allocated", "answer without strict: cpu"}});
+  return c;
+}
+
+class ReleaseQuirkCases : public ::testing::TestWithParam<ResolveCase> {};
+
+TEST_P(ReleaseQuirkCases, Resolves) { ExpectVersionCase(GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(Semantics, ReleaseQuirkCases, ::testing::ValuesIn(Cases()), CaseId);
+
+// An Intel GPU whose budget the release cannot read: the answer's max_memory is the library's own, each Intel GPU
+// at 0 (or, 1.0.x with Intel Extension for PyTorch, left out) and the spill-over device, so a job that passes it
+// gets what the library does; a readable one has every Intel GPU in devices.
+TEST(ReleaseQuirks, UnreadableXpuMemoryLeavesOnlyTheSpillOverBudget) {
+  const v1::Inventory inv = HostOf({{v1::ROW_XPU, 2}})();
+  absl::StatusOr<v1::ResolveDeviceResponse> before =
+      placement::Resolve(inv, Versions("", "1.2.1", Req::Infer("auto").Packages({{"torch", "2.6.0+xpu"}})));
+  ASSERT_TRUE(before.ok()) << before.status();
+  ASSERT_EQ(before->max_memory().size(), 3u) << before->DebugString();
+  EXPECT_EQ(before->max_memory().at("0"), 0u);
+  EXPECT_EQ(before->max_memory().at("1"), 0u);
+  EXPECT_GT(before->max_memory().at("cpu"), 0u);
+  EXPECT_EQ(absl::StrJoin(before->devices(), ","), "cpu");
+  // 1.0.x with Intel Extension for PyTorch: the Intel GPUs have no key at all.
+  absl::StatusOr<v1::ResolveDeviceResponse> left_out = placement::Resolve(
+      inv, Versions("", "1.0.1", Req::Infer("auto").Packages({{"torch", "2.5.1"},
+                                                              {"intel_extension_for_pytorch", "2.5.10+xpu"}})));
+  ASSERT_TRUE(left_out.ok()) << left_out.status();
+  EXPECT_EQ(left_out->max_memory().size(), 1u) << left_out->DebugString();
+  absl::StatusOr<v1::ResolveDeviceResponse> after =
+      placement::Resolve(inv, Versions("", "1.3.0", Req::Infer("auto").Packages({{"torch", "2.6.0+xpu"}})));
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(absl::StrJoin(after->devices(), ","), "xpu:0,xpu:1,cpu");
+}
+
+}  // namespace
+}  // namespace devplace::testing
