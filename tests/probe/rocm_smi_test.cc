@@ -299,7 +299,8 @@ TEST(RocmSmiFake, UnsupportedMemoryLeavesTheSysfsFigures) {
   ASSERT_EQ(RocmSmi(inv).status(), v1::PROBE_STATUS_OK) << RocmSmi(inv).message();
   EXPECT_EQ(RocmSmi(inv).message(), "2 ROCm SMI devices, 2 matched by bus id, 1 with memory");
   const v1::Device* second = FindDevice(inv, kSecond);
-  const v1::Device* sysfs = FindDevice(ProbeHost("amd-2x-mi210"), kSecond);
+  const v1::Inventory sysfs_only = ProbeHost("amd-2x-mi210");  // held: FindDevice points into it
+  const v1::Device* sysfs = FindDevice(sysfs_only, kSecond);
   EXPECT_EQ(second->memory_total_bytes(), sysfs->memory_total_bytes());
   EXPECT_EQ(second->memory_free_bytes(), sysfs->memory_free_bytes());
   EXPECT_EQ(second->attributes().count("memory_source"), 0u);
