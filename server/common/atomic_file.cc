@@ -79,7 +79,7 @@ absl::Status WriteFileAtomicallyAt(int dir_fd, const std::string& dir, const std
 
 absl::StatusOr<std::vector<std::string>> RemoveTemporaryFiles(const std::string& path) {
   const std::string dir = DirectoryOf(path), name = path.substr(path.rfind('/') + 1);
-  const int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (dir_fd < 0) return Errno("cannot open directory", dir);
   DIR* listing = fdopendir(dir_fd);
   if (listing == nullptr) {

@@ -3,6 +3,7 @@
 // log line here is one of devplaced's documented events.
 #include "server/daemon/daemon.h"
 
+#include <fcntl.h>
 #include <grp.h>
 #include <pthread.h>
 #include <sys/resource.h>
@@ -306,7 +307,13 @@ namespace {
 // checks (service::CheckLeaseDirectory) then refuse it, and every pick says why.
 void MakeLeaseDirectory(const std::string& dir) {
   if (mkdir(dir.c_str(), 0700) == 0) {
-    chmod(dir.c_str(), 0700);  // whatever the umask
+    // 0700 whatever the umask, on the directory just made: by descriptor, never following a link
+    // another user of the parent directory may have put in its place meanwhile.
+    const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0) {
+      fchmod(fd, 0700);
+      close(fd);
+    }
     spdlog::info("event=lease_state_directory dir={} created=true", dir);
   } else if (errno != EEXIST) {
     spdlog::warn("event=lease_state_directory dir={} error=\"cannot create it: {}\"", dir, std::strerror(errno));
