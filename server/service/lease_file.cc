@@ -68,9 +68,16 @@ absl::Status CheckLeaseDirectory(const struct stat& st, const std::string& dir) 
                                "directory, so that no lease could be written)");
 }
 
+std::string CurrentBootId() {
+  std::string id = ReadHostFile("/proc/sys/kernel/random/boot_id", 128, HostFileLimit::kTruncate).value_or("");
+  while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+  return id;
+}
+
 absl::Status LeaseFileWriter::Write(std::vector<state::HeldLease> leases) const {
   state::LeaseState file;
   file.set_version(kLeaseFileVersion);
+  file.set_boot_id(CurrentBootId());
   file.mutable_leases()->Reserve(static_cast<int>(leases.size()));
   for (state::HeldLease& held : leases) *file.add_leases() = std::move(held);
   absl::StatusOr<int> dir_fd = OpenLeaseDirectory(path_);
@@ -103,6 +110,7 @@ LeaseFileContents ReadLeaseFile(const std::string& path) {
                                   kLeaseFileVersion, "; starting with no leases");
   }
   if (!report.warning.empty()) return contents;
+  contents.boot_id = file.boot_id();
   contents.leases.reserve(static_cast<size_t>(file.leases_size()));
   for (state::HeldLease& held : *file.mutable_leases()) contents.leases.push_back(std::move(held));
   // Oldest first, as LeaseTable::List() gives them.

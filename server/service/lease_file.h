@@ -61,7 +61,7 @@ class LeaseFileWriter {
   explicit LeaseFileWriter(std::string path) : path_(std::move(path)) {}
   const std::string& path() const { return path_; }
   // Replaces the file with a LeaseState of version kLeaseFileVersion holding `leases`, in their
-  // order, mode 0600 (before the umask), through WriteFileAtomically (server/common/atomic_file.h:
+  // order, and CurrentBootId(), mode 0600 (before the umask), through WriteFileAtomically (server/common/atomic_file.h:
   // a temporary file beside it, fsync, rename, fsync of the directory): a reader or a crash sees
   // the old table or the new one, never a part. The directory is opened (not following a symbolic
   // link) and checked first (CheckLeaseDirectory). Errors: FAILED_PRECONDITION when the directory
@@ -74,8 +74,14 @@ class LeaseFileWriter {
   std::string path_;
 };
 
+// This boot of the host: /proc/sys/kernel/random/boot_id without its newline ("" when it cannot be
+// read). LeaseFileWriter records it; LeaseTable::Restore compares it.
+std::string CurrentBootId();
+
 // What ReadLeaseFile found.
 struct LeaseFileContents {
+  // The boot the file was written in (LeaseState.boot_id; "" from an older daemon's file).
+  std::string boot_id;
   // The file's leases, oldest first (by created_at; equal times in the file's order), unchecked:
   // empty when the file is missing or was not used.
   std::vector<state::HeldLease> leases;

@@ -5,6 +5,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <map>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -34,45 +36,15 @@ int OpenPidfd(pid_t pid) {
 #endif
 }
 
-// Whether the process `holder` names still runs (same pid, same start time).
-bool Alive(const ProcessIdentity& holder) {
-  const std::optional<ProcessIdentity> now = ReadProcess(holder.pid);
-  return now.has_value() && now->start_time == holder.start_time;
-}
-
-// Whether any running process of process group `pgid` is left (Linux does not give a new process the id of
-// a group that still has members, so a member found is one of that group).
-bool GroupAlive(pid_t pgid) {
-  DIR* proc = opendir("/proc");
-  if (proc == nullptr) return true;  // cannot tell: keep the lease
-  bool alive = false;
-  while (const dirent* e = readdir(proc)) {
-    int pid = 0;
-    if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
-    const std::optional<ProcessIdentity> p = ReadProcess(pid);
-    if (p && p->pgid == pgid && p->state != 'Z') {  // a zombie has ended: it runs on no device
-      alive = true;
-      break;
-    }
-  }
-  closedir(proc);
-  return alive;
-}
-
-bool IsProcessKind(v1::LeaseHolder kind) {
-  return kind == v1::LEASE_HOLDER_PROCESS || kind == v1::LEASE_HOLDER_PARENT || kind == v1::LEASE_HOLDER_PROCESS_GROUP;
-}
-
-}  // namespace
-
-std::optional<ProcessIdentity> ReadProcess(pid_t pid) {
+// /proc/<pid>/stat's fields as ProcessIdentity holds them (uid 0), or nullopt.
+std::optional<ProcessIdentity> ReadProcessStat(pid_t pid) {
   if (pid <= 0) return std::nullopt;
   const std::string stat = ReadSmallFile(absl::StrCat("/proc/", pid, "/stat"));
   const size_t paren = stat.rfind(')');  // the command may hold spaces and parentheses
   if (paren == std::string::npos) return std::nullopt;
   const std::vector<absl::string_view> fields =
       absl::StrSplit(absl::string_view(stat).substr(paren + 1), ' ', absl::SkipEmpty());
-  // After the command: state (3), ppid (4), ..., starttime (22).
+  // After the command: state (3), ppid (4), pgrp (5), ..., starttime (22).
   ProcessIdentity id;
   id.pid = pid;
   int ppid = 0;
@@ -84,16 +56,56 @@ std::optional<ProcessIdentity> ReadProcess(pid_t pid) {
   id.ppid = ppid;
   id.pgid = pgid;
   if (!fields[0].empty()) id.state = fields[0][0];
+  return id;
+}
+
+// Whether `p` still runs: its pidfd (when open) not readable, and its pid running with its start
+// time, not a zombie (a zombie has ended: it runs on no device), in group `pgid` when given.
+bool StillRuns(const ProcessIdentity& p, int pidfd, std::optional<pid_t> pgid = std::nullopt) {
+  if (pidfd >= 0) {
+    pollfd fd{pidfd, POLLIN, 0};
+    if (poll(&fd, 1, 0) > 0) return false;
+  }
+  const std::optional<ProcessIdentity> now = ReadProcessStat(p.pid);
+  return now.has_value() && now->start_time == p.start_time && now->state != 'Z' && (!pgid || now->pgid == *pgid);
+}
+
+bool IsProcessKind(v1::LeaseHolder kind) {
+  return kind == v1::LEASE_HOLDER_PROCESS || kind == v1::LEASE_HOLDER_PARENT || kind == v1::LEASE_HOLDER_PROCESS_GROUP;
+}
+
+}  // namespace
+
+std::optional<ProcessIdentity> ReadProcess(pid_t pid) {
+  std::optional<ProcessIdentity> id = ReadProcessStat(pid);
+  if (!id) return std::nullopt;
   const std::string status = ReadSmallFile(absl::StrCat("/proc/", pid, "/status"));
   for (absl::string_view line : absl::StrSplit(status, '\n')) {
     if (!absl::ConsumePrefix(&line, "Uid:")) continue;
     const std::vector<absl::string_view> ids = absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
     uint32_t uid = 0;
     if (ids.size() < 2 || !absl::SimpleAtoi(ids[1], &uid)) return std::nullopt;
-    id.uid = uid;
+    id->uid = uid;
     return id;
   }
   return std::nullopt;
+}
+
+std::map<pid_t, ProcessIdentity> FindGroupMembers(const std::set<pid_t>& pgids) {
+  std::map<pid_t, ProcessIdentity> found;
+  if (pgids.empty()) return found;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return found;
+  while (const dirent* e = readdir(proc)) {
+    int pid = 0;
+    if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
+    const std::optional<ProcessIdentity> p = ReadProcessStat(pid);
+    if (!p || p->state == 'Z' || pgids.count(p->pgid) == 0) continue;
+    auto [it, added] = found.emplace(p->pgid, *p);
+    if (!added && p->start_time < it->second.start_time) it->second = *p;  // the oldest: likely the job itself
+  }
+  closedir(proc);
+  return found;
 }
 
 absl::StatusOr<LeaseHolder> LeaseHolder::ForNewLease(const LeaseHolderSpec& spec) {
@@ -101,7 +113,7 @@ absl::StatusOr<LeaseHolder> LeaseHolder::ForNewLease(const LeaseHolderSpec& spec
   if (holder.is_process()) {
     holder.pidfd_ = OpenPidfd(spec.process.pid);
     // After the pidfd: if the pid was reused in between, the start time says so.
-    if (!Alive(spec.process)) {
+    if (!StillRuns(spec.process, -1)) {
       return absl::FailedPreconditionError(
           absl::StrCat("the process that would hold the lease (pid ", spec.process.pid, ") has exited"));
     }
@@ -122,22 +134,22 @@ absl::StatusOr<LeaseHolder> LeaseHolder::ForRestoredLease(const v1::LeaseInfo& i
     spec.process.uid = process_uid;
     LeaseHolder holder(spec);
     holder.pidfd_ = info.pid() > 0 ? OpenPidfd(spec.process.pid) : -1;
+    // Matched on what the kernel keeps for a process's life (pid and start time), not its uid: a
+    // holder that changed uid by exec is still the holder.
     const std::optional<ProcessIdentity> now_running = ReadProcess(spec.process.pid);
-    const bool same = now_running && now_running->start_time == start_time && now_running->uid == process_uid;
-    if (group && !same && info.pid() > 1 && GroupAlive(spec.process.pid)) {
-      // The leader ended while the daemon was down, but the job's group lives on: kept, and
-      // checked by its group every second (as Ended does).
-      holder.ClosePidfd();
-      return holder;
-    }
-    if (!now_running) {
-      return absl::FailedPreconditionError(absl::StrCat("its holder, pid ", info.pid(), ", has exited"));
-    }
-    if (!same) {
+    if (now_running && now_running->start_time != start_time) {
+      // Also for a group: the kernel gave its leader's pid to another process only once no
+      // process of the group was left.
       return absl::FailedPreconditionError(absl::StrCat("pid ", info.pid(), " is another process now (started at tick ",
                                                         now_running->start_time, ", the holder at ", start_time, ")"));
     }
-    return holder;
+    if (now_running && now_running->state != 'Z') return holder;
+    if (group && info.pid() > 1) {
+      // The leader ended while the daemon was down; its group may live on: the table looks for it.
+      holder.LeaderEnded();
+      return holder;
+    }
+    return absl::FailedPreconditionError(absl::StrCat("its holder, pid ", info.pid(), ", has exited"));
   }
   if (info.holder() == v1::LEASE_HOLDER_TTL && info.has_expires_at()) {
     LeaseHolder holder(spec);
@@ -153,7 +165,13 @@ absl::StatusOr<LeaseHolder> LeaseHolder::ForRestoredLease(const v1::LeaseInfo& i
 }
 
 LeaseHolder::LeaseHolder(LeaseHolder&& other) noexcept
-    : spec_(std::move(other.spec_)), pidfd_(std::exchange(other.pidfd_, -1)), expires_(other.expires_) {}
+    : spec_(std::move(other.spec_)),
+      pidfd_(std::exchange(other.pidfd_, -1)),
+      expires_(other.expires_),
+      leader_ended_(other.leader_ended_),
+      group_to_find_(other.group_to_find_),
+      group_ended_(other.group_ended_),
+      witness_(other.witness_) {}
 
 LeaseHolder& LeaseHolder::operator=(LeaseHolder&& other) noexcept {
   if (this != &other) {
@@ -161,6 +179,10 @@ LeaseHolder& LeaseHolder::operator=(LeaseHolder&& other) noexcept {
     spec_ = std::move(other.spec_);
     pidfd_ = std::exchange(other.pidfd_, -1);
     expires_ = other.expires_;
+    leader_ended_ = other.leader_ended_;
+    group_to_find_ = other.group_to_find_;
+    group_ended_ = other.group_ended_;
+    witness_ = other.witness_;
   }
   return *this;
 }
@@ -175,20 +197,51 @@ void LeaseHolder::ClosePidfd() {
 bool LeaseHolder::is_process() const { return IsProcessKind(spec_.kind); }
 
 bool LeaseHolder::Ended(absl::Time now) {
-  bool gone = false;
-  if (spec_.kind == v1::LEASE_HOLDER_TTL) {
-    gone = now >= expires_;
-  } else if (pidfd_ >= 0) {
-    pollfd p{pidfd_, POLLIN, 0};
-    gone = poll(&p, 1, 0) > 0 || !Alive(spec_.process);
-  } else {
-    gone = !Alive(spec_.process);
+  if (spec_.kind == v1::LEASE_HOLDER_TTL) return now >= expires_;
+  if (!leader_ended_) {
+    if (StillRuns(spec_.process, pidfd_)) return false;
+    if (spec_.kind != v1::LEASE_HOLDER_PROCESS_GROUP) return true;
+    LeaderEnded();
   }
-  if (gone && spec_.kind == v1::LEASE_HOLDER_PROCESS_GROUP && GroupAlive(spec_.process.pid)) {
-    ClosePidfd();  // the leader's pidfd stays readable: the group is checked every second instead
-    gone = false;
+  if (group_ended_ || LeaderPidReused()) return true;
+  if (group_to_find_) return false;  // kept until the table's FindGroupMembers
+  if (StillRuns(witness_, pidfd_, spec_.process.pid)) return false;
+  ClosePidfd();
+  group_to_find_ = true;  // the witness ended or left the group: another is looked for
+  return false;
+}
+
+void LeaseHolder::LeaderEnded() {
+  ClosePidfd();  // the leader's pidfd stays readable from now on
+  leader_ended_ = true;
+  group_to_find_ = true;
+}
+
+bool LeaseHolder::LeaderPidReused() const {
+  const std::optional<ProcessIdentity> at_pid = ReadProcessStat(spec_.process.pid);
+  return at_pid.has_value() && at_pid->start_time != spec_.process.start_time;
+}
+
+std::optional<pid_t> LeaseHolder::GroupToFind() const {
+  if (!group_to_find_ || group_ended_) return std::nullopt;
+  return spec_.process.pid;
+}
+
+void LeaseHolder::TakeGroupMember(const std::optional<ProcessIdentity>& member) {
+  if (!group_to_find_ || group_ended_) return;
+  if (!member) {
+    group_ended_ = true;  // an empty group gains no process: it has ended for good
+    return;
   }
-  return gone;
+  ClosePidfd();
+  pidfd_ = OpenPidfd(member->pid);
+  // After the pidfd: a member that ended or left the group meanwhile leaves it to be found again.
+  if (!StillRuns(*member, -1, spec_.process.pid)) {
+    ClosePidfd();
+    return;
+  }
+  witness_ = *member;
+  group_to_find_ = false;
 }
 
 std::string LeaseHolder::Description() const {

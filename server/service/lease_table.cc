@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <map>
+#include <optional>
+#include <set>
 #include <utility>
 
 #include "absl/strings/cord.h"
@@ -263,8 +266,9 @@ uint64_t LeaseTable::granted() const {
   return granted_;
 }
 
-int LeaseTable::SweepLocked(absl::Time now) {
+int LeaseTable::SweepLocked(absl::Time now, bool wake_for_groups) {
   int ended = 0;
+  bool group_to_find = false;
   for (auto it = leases_.begin(); it != leases_.end();) {
     if (it->second.holder.Ended(now)) {
       it = leases_.erase(it);  // closes its pidfd
@@ -272,9 +276,11 @@ int LeaseTable::SweepLocked(absl::Time now) {
       ++generation_;
       ++ended_;
     } else {
+      group_to_find = group_to_find || it->second.holder.GroupToFind().has_value();
       ++it;
     }
   }
+  if (group_to_find && wake_for_groups) watcher_.Wake();  // its thread looks for the group outside this lock
   return ended;
 }
 
@@ -282,11 +288,43 @@ int LeaseTable::Sweep() {
   int ended = 0;
   {
     absl::MutexLock lock(&mu_);
-    ended = SweepLocked(absl::Now());
+    ended = SweepLocked(absl::Now(), /*wake_for_groups=*/false);  // looked for right below
+  }
+  if (FindGroups() > 0) {
+    // A member that ended before it was watched leaves its group to the next sweep (within a
+    // second, or at the next pidfd event): a group whose processes churn costs one pass a second.
+    absl::MutexLock lock(&mu_);
+    ended += SweepLocked(absl::Now(), /*wake_for_groups=*/false);
   }
   if (ended > 0) Persist();
   if (ended > 0 && options_.on_release) options_.on_release();
   return ended;
+}
+
+int LeaseTable::FindGroups() {
+  std::map<std::string, pid_t> wanted;  // lease id -> its group
+  std::set<pid_t> pgids;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, lease] : leases_) {
+      if (const std::optional<pid_t> pgid = lease.holder.GroupToFind()) {
+        wanted.emplace(id, *pgid);
+        pgids.insert(*pgid);
+      }
+    }
+  }
+  if (wanted.empty()) return 0;
+  // Outside the lock: one pass over /proc costs one read per process of the host.
+  const std::map<pid_t, ProcessIdentity> members = FindGroupMembers(pgids);
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, pgid] : wanted) {
+    auto it = leases_.find(id);
+    if (it == leases_.end()) continue;  // released meanwhile
+    auto member = members.find(pgid);
+    it->second.holder.TakeGroupMember(member == members.end() ? std::nullopt
+                                                              : std::optional<ProcessIdentity>(member->second));
+  }
+  return static_cast<int>(wanted.size());
 }
 
 absl::Status LeaseTable::Persist() {
@@ -320,6 +358,9 @@ RestoreReport LeaseTable::Restore(const std::string& path) {
   RestoreReport& report = file.report;
   report.temporary_removed = RemoveLeaseTemporaryFiles(path);
   const absl::Time now = absl::Now();
+  const std::string boot = CurrentBootId();
+  // Process holders are named by pid and start time, which count from boot.
+  const bool other_boot = !file.boot_id.empty() && !boot.empty() && file.boot_id != boot;
   int ended = 0;
   {
     absl::MutexLock lock(&mu_);
@@ -331,6 +372,12 @@ RestoreReport LeaseTable::Restore(const std::string& path) {
         report.dropped.push_back(absl::StrCat(name, ": malformed, repeated or past the limit of ", kMaxLeases));
         continue;
       }
+      if (other_boot && info.holder() != v1::LEASE_HOLDER_TTL) {
+        report.dropped.push_back(absl::StrCat(name, ": the host has restarted since it was granted (boot id ",
+                                              file.boot_id, ", now ", boot, "): its holder, pid ", info.pid(),
+                                              ", ended with it"));
+        continue;
+      }
       absl::StatusOr<LeaseHolder> holder =
           LeaseHolder::ForRestoredLease(info, held.start_time(), held.process_uid(), now);
       if (!holder.ok()) {
@@ -339,6 +386,21 @@ RestoreReport LeaseTable::Restore(const std::string& path) {
       }
       leases_.emplace(info.lease_id(), Lease{info, *std::move(holder), next_order_++});
       ++report.kept;
+    }
+  }
+  FindGroups();
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = leases_.begin(); it != leases_.end();) {
+      const bool group = it->second.info.holder() == v1::LEASE_HOLDER_PROCESS_GROUP;
+      if (!group || it->second.holder.GroupToFind() || !it->second.holder.Ended(now)) {
+        ++it;
+        continue;
+      }
+      report.dropped.push_back(absl::StrCat("lease ", it->first, ": its holder, pid ", it->second.info.pid(),
+                                            ", has exited, and no process of its group is left"));
+      --report.kept;
+      it = leases_.erase(it);
     }
     ++generation_;  // the file is rewritten with what was kept (or created empty)
     ended = static_cast<int>(report.dropped.size());

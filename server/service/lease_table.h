@@ -109,7 +109,10 @@ class LeaseTable {
                                           const LeaseCaller& caller = {});
   // Reads the table back from `path` (call once, before the first pick) and keeps it there from
   // now on. Each lease is checked again: a process lease only while its pid runs with the start
-  // time it had, a TTL lease only until its expires_at (LeaseHolder::ForRestoredLease); the others
+  // time it had (whatever its uid now), a group lease whose leader ended only while a process of
+  // its group runs (one pass over /proc for them all), a TTL lease only until its expires_at
+  // (LeaseHolder::ForRestoredLease), and no process lease from a file written in another boot of
+  // the host (LeaseState.boot_id); the others
   // are dropped, as are leases without an id or a device, repeated, or past kMaxLeases
   // (RestoreReport says which and why). A file that is missing starts an empty table; one that
   // cannot be used (ReadLeaseFile: a symbolic link, not a regular file, not owned by this
@@ -122,8 +125,11 @@ class LeaseTable {
   // Every lease now, oldest first.
   std::vector<v1::LeaseInfo> List();
   size_t size() const;
-  // Ends the leases whose process exited (or is another process now) or whose TTL passed; returns
-  // how many. The watcher thread calls it on every pidfd event and at least once a second.
+  // Ends the leases whose process exited (or is another process now) or whose TTL passed, and the
+  // group leases whose group has no process left; returns how many. The watcher thread calls it on
+  // every pidfd event, when a group is to be found, and at least once a second. Its cost does not
+  // grow with the processes the host runs, except for one pass over /proc, outside the lock, when
+  // a group lease's watched process ends (LeaseHolder::GroupToFind).
   int Sweep();
   // Total leases granted and ended so far (for metrics).
   uint64_t granted() const;
@@ -136,7 +142,13 @@ class LeaseTable {
   };
   // What the watcher waits for: the holders' pidfds and the earliest TTL expiry.
   LeaseWatcher::Waits WatcherWaits() const ABSL_LOCKS_EXCLUDED(mu_);
-  int SweepLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the leases whose holder Ended; with `wake_for_groups`, wakes the watcher when a group is
+  // to be found (the watcher's own sweep looks for it at once instead).
+  int SweepLocked(absl::Time now, bool wake_for_groups = true) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // For every lease whose process group is to be found (LeaseHolder::GroupToFind): one pass over
+  // /proc (FindGroupMembers) outside mu_, then each holder is given what it found. Returns how many
+  // leases were looked for.
+  int FindGroups() ABSL_LOCKS_EXCLUDED(mu_);
   // OK, or RESOURCE_EXHAUSTED (with kOverUserCapPayload) when `caller_uid` would hold more than
   // max_devices_per_user devices with `wanted` more.
   absl::Status CheckUserCap(std::optional<uid_t> caller_uid, size_t wanted) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

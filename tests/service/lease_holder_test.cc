@@ -4,9 +4,17 @@
 // lease read back from the file keeps or why it is dropped.
 #include "server/service/lease_holder.h"
 
+#include <signal.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+#include <memory>
+
+#include <map>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -14,6 +22,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "google/protobuf/util/time_util.h"
+#include "tests/common/pid_reuse.h"
 #include "tests/service/lease_testing.h"
 
 namespace devplace::testing {
@@ -107,16 +116,27 @@ TEST(LeaseHolderProcess, APidWithAnotherStartTimeIsNotTheHolder) {
       Info(v1::LEASE_HOLDER_PARENT, child.pid()), reused.process.start_time - 1, geteuid(), absl::Now());
   ASSERT_TRUE(holder.ok()) << holder.status();
   EXPECT_EQ(holder->Description(), "a shell's lease");
-  // Restored: another start time, or another uid, is another process.
+  // Restored: another start time is another process.
   const uint64_t start = reused.process.start_time - 1;
   const absl::StatusOr<LeaseHolder> other_start =
       LeaseHolder::ForRestoredLease(Info(v1::LEASE_HOLDER_PROCESS, child.pid()), start + 1, geteuid(), absl::Now());
   EXPECT_EQ(other_start.status().message(),
             absl::StrCat("pid ", child.pid(), " is another process now (started at tick ", start, ", the holder at ",
                          start + 1, ")"));
-  const absl::StatusOr<LeaseHolder> other_uid =
-      LeaseHolder::ForRestoredLease(Info(v1::LEASE_HOLDER_PROCESS, child.pid()), start, geteuid() + 1, absl::Now());
-  EXPECT_THAT(other_uid.status().message(), HasSubstr("is another process now"));
+}
+
+// The gosu / su-exec / `setpriv --reuid` entrypoint, or Python's os.setuid after pick(): the holder
+// changed its uid by exec after the lease was granted. The kernel keeps its pid and start time, so a
+// restart keeps the lease.
+TEST(LeaseHolderRestored, AHolderThatChangedItsUidIsStillTheHolder) {
+  Sleeper child;
+  const uint64_t start = ReadProcess(child.pid())->start_time;
+  for (const v1::LeaseHolder kind : {v1::LEASE_HOLDER_PROCESS, v1::LEASE_HOLDER_PARENT, v1::LEASE_HOLDER_PROCESS_GROUP}) {
+    absl::StatusOr<LeaseHolder> kept =
+        LeaseHolder::ForRestoredLease(Info(kind, child.pid()), start, geteuid() + 12345, absl::Now());
+    ASSERT_TRUE(kept.ok()) << v1::LeaseHolder_Name(kind) << ": " << kept.status();
+    EXPECT_FALSE(kept->Ended(absl::Now()));
+  }
 }
 
 TEST(LeaseHolderRestored, AnExitedHolderOrAPassedTimeIsDroppedWithItsReason) {
@@ -152,37 +172,125 @@ TEST(LeaseHolderRestored, AnExitedHolderOrAPassedTimeIsDroppedWithItsReason) {
             "malformed (holder LEASE_HOLDER_UNSPECIFIED)");
 }
 
+// What the table does for a group holder: one pass over /proc when its watched process ended.
+void FindGroupFor(LeaseHolder& holder) {
+  const std::optional<pid_t> pgid = holder.GroupToFind();
+  ASSERT_TRUE(pgid.has_value());
+  const std::map<pid_t, ProcessIdentity> found = service::FindGroupMembers({*pgid});
+  auto it = found.find(*pgid);
+  holder.TakeGroupMember(it == found.end() ? std::nullopt : std::optional<ProcessIdentity>(it->second));
+}
+
+TEST(LeaseHolderGroup, FindGroupMembersNamesTheOldestRunningProcessOfEachGroup) {
+  Sleeper leader(0);
+  const pid_t pgid = leader.pid();
+  Sleeper older(pgid);
+  Sleeper younger(pgid);
+  Sleeper elsewhere;  // the test's own group
+  std::map<pid_t, ProcessIdentity> found = service::FindGroupMembers({pgid, getpgrp()});
+  ASSERT_EQ(found.count(pgid), 1u);
+  EXPECT_EQ(found[pgid].pid, pgid);  // the leader started first
+  EXPECT_EQ(found[pgid].pgid, pgid);
+  EXPECT_EQ(found.count(getpgrp()), 1u);
+  leader.Kill();
+  found = service::FindGroupMembers({pgid});
+  ASSERT_EQ(found.count(pgid), 1u);
+  const ProcessIdentity oldest = found[pgid];
+  EXPECT_NE(oldest.pid, pgid);
+  EXPECT_LE(oldest.start_time, ReadProcess(older.pid())->start_time);
+  EXPECT_LE(oldest.start_time, ReadProcess(younger.pid())->start_time);
+  older.KillWithoutReaping();  // a zombie is no member
+  younger.KillWithoutReaping();
+  EXPECT_TRUE(Eventually([&] { return service::FindGroupMembers({pgid}).empty(); }));
+  EXPECT_TRUE(service::FindGroupMembers({}).empty());
+}
+
 // devplace run's holder: a process group lives while any process of it runs, its leader or not,
-// also when the daemon restarts after the leader ended.
+// also when the daemon restarts after the leader ended; the group is looked for in /proc only when
+// the process watched for it ends.
 TEST(LeaseHolderGroup, AProcessGroupOutlivesItsLeaderUntilItsLastProcess) {
   Sleeper leader(0);
   Sleeper member(leader.pid());
+  Sleeper second(leader.pid());
   ASSERT_EQ(ReadProcess(member.pid())->pgid, leader.pid());
   LeaseHolderSpec spec = ProcessHolder(leader.pid(), getuid());
   spec.kind = v1::LEASE_HOLDER_PROCESS_GROUP;
   absl::StatusOr<LeaseHolder> holder = LeaseHolder::ForNewLease(spec);
   ASSERT_TRUE(holder.ok()) << holder.status();
   EXPECT_EQ(holder->Description(), "a process group's lease (devplace run)");
+  EXPECT_FALSE(holder->GroupToFind().has_value());
   const uint64_t leader_start = spec.process.start_time;
   leader.Kill();
   EXPECT_FALSE(holder->Ended(absl::Now()));
-  EXPECT_EQ(holder->pidfd(), -1);  // the leader's pidfd, readable from now on, is closed
+  EXPECT_EQ(holder->GroupToFind(), spec.process.pid);  // kept until the group is looked for
+  EXPECT_EQ(holder->pidfd(), -1);                  // the leader's pidfd, readable from now on, is closed
+  FindGroupFor(*holder);
+  EXPECT_FALSE(holder->GroupToFind().has_value());  // a member is watched
+  if (HasPidfd()) {
+    EXPECT_GE(holder->pidfd(), 0);
+  }
   EXPECT_FALSE(holder->Ended(absl::Now()));
   // Read back after a restart: the leader is gone, its group is not.
   absl::StatusOr<LeaseHolder> restored = LeaseHolder::ForRestoredLease(
       Info(v1::LEASE_HOLDER_PROCESS_GROUP, spec.process.pid), leader_start, geteuid(), absl::Now());
   ASSERT_TRUE(restored.ok()) << restored.status();
-  EXPECT_EQ(restored->pidfd(), -1);
+  EXPECT_EQ(restored->GroupToFind(), spec.process.pid);
   EXPECT_EQ(restored->process().pgid, spec.process.pid);
+  FindGroupFor(*restored);
+  EXPECT_FALSE(restored->Ended(absl::Now()));
+  // The watched member ends: another is found; the last one ends: the group has ended.
   member.KillWithoutReaping();  // a zombie runs on no device
-  EXPECT_TRUE(Eventually([&] { return holder->Ended(absl::Now()); }));
-  EXPECT_TRUE(restored->Ended(absl::Now()));
+  second.KillWithoutReaping();
+  EXPECT_TRUE(Eventually([&] {
+    if (holder->GroupToFind()) FindGroupFor(*holder);
+    return holder->Ended(absl::Now());
+  }));
+  EXPECT_TRUE(Eventually([&] {
+    if (restored->GroupToFind()) FindGroupFor(*restored);
+    return restored->Ended(absl::Now());
+  }));
   member.Kill();
-  EXPECT_EQ(LeaseHolder::ForRestoredLease(Info(v1::LEASE_HOLDER_PROCESS_GROUP, spec.process.pid), leader_start,
-                                          geteuid(), absl::Now())
+  second.Kill();
+  EXPECT_EQ(LeaseHolder::ForRestoredLease(Info(v1::LEASE_HOLDER_PROCESS, spec.process.pid), leader_start, geteuid(),
+                                          absl::Now())
                 .status()
                 .message(),
             absl::StrCat("its holder, pid ", spec.process.pid, ", has exited"));
+}
+
+// A dead group's leader pid that the kernel gives to a stranger (here on purpose: clone3 with
+// set_tid, as root), who leads a group of its own with that id: the lease's group has ended, at run
+// time and when read back after a restart; the stranger's group does not hold it.
+TEST(LeaseHolderGroup, ALeaderPidReusedByAStrangerEndsTheGroup) {
+  auto leader = std::make_unique<Sleeper>(0);
+  auto member = std::make_unique<Sleeper>(leader->pid());
+  const pid_t pgid = leader->pid();
+  LeaseHolderSpec spec = ProcessHolder(pgid, getuid());
+  spec.kind = v1::LEASE_HOLDER_PROCESS_GROUP;
+  absl::StatusOr<LeaseHolder> holder = LeaseHolder::ForNewLease(spec);
+  ASSERT_TRUE(holder.ok()) << holder.status();
+  leader->Kill();
+  EXPECT_FALSE(holder->Ended(absl::Now()));
+  FindGroupFor(*holder);
+  EXPECT_FALSE(holder->Ended(absl::Now()));
+  member->Kill();  // the group's last process: its id is free for reuse
+  const pid_t stranger = SpawnGroupLeaderAtPid(pgid);
+  if (stranger < 0) GTEST_SKIP() << "cannot start a process at a chosen pid here (" << strerror(errno) << "; needs root)";
+  Sleeper stranger_member(stranger);
+  const uint64_t stranger_start = ReadProcess(stranger)->start_time;
+  ASSERT_EQ(service::FindGroupMembers({pgid}).count(pgid), 1u);  // a group of that id runs again
+  EXPECT_TRUE(Eventually([&] {
+    if (holder->GroupToFind()) FindGroupFor(*holder);
+    return holder->Ended(absl::Now());
+  }));
+  const absl::StatusOr<LeaseHolder> restored = LeaseHolder::ForRestoredLease(
+      Info(v1::LEASE_HOLDER_PROCESS_GROUP, pgid), spec.process.start_time, geteuid(), absl::Now());
+  EXPECT_EQ(restored.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(restored.status().message(),
+            absl::StrCat("pid ", pgid, " is another process now (started at tick ", stranger_start, ", the holder at ",
+                         spec.process.start_time, ")"));
+  kill(stranger, SIGKILL);
+  waitpid(stranger, nullptr, 0);
 }
 
 }  // namespace

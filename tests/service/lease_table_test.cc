@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -290,7 +291,8 @@ TEST(LeaseTableSweep, ATtlLeaseEndsWhenItsTimePassesUnlessKeptAlive) {
 }
 
 // devplace run's lease: held by a process group, it lasts while any process of the group runs,
-// not only its leader.
+// not only its leader, and a sweep (a pick's, a listing's, the watcher's) does not look through
+// /proc for it while the process it watches runs.
 TEST(LeaseTableSweep, AProcessGroupLeaseLastsWhileAnyProcessOfTheGroupRuns) {
   LeaseTable table;
   Sleeper leader(0);
@@ -299,11 +301,81 @@ TEST(LeaseTableSweep, AProcessGroupLeaseLastsWhileAnyProcessOfTheGroupRuns) {
   group.kind = v1::LEASE_HOLDER_PROCESS_GROUP;
   PickOne(table, group);
   leader.Kill();
+  EXPECT_EQ(table.Sweep(), 0);  // the leader's end: the watcher's sweep finds the member
   EXPECT_EQ(table.Sweep(), 0);
-  absl::SleepFor(absl::Milliseconds(1500));  // past the watcher's check of the group
-  EXPECT_EQ(table.size(), 1u);
+  EXPECT_EQ(table.List().size(), 1u);
   member.Kill();
   EXPECT_TRUE(Eventually([&] { return table.size() == 0; }));
+}
+
+// Start times count from boot: a file from another boot of the host keeps its TTL leases, not its
+// process leases (their pids name other processes now, whatever their start times); a file without
+// a boot id (an older daemon's) is read as before.
+TEST(LeaseTableFile, ProcessLeasesFromAnotherBootOfTheHostAreDropped) {
+  TempDir dir;
+  const std::string file = dir.File("leases.state");
+  Sleeper holder;
+  {
+    LeaseTable table;
+    table.Restore(file);
+    PickOne(table, ProcessHolder(holder.pid(), getuid()));
+    PickOne(table, TtlHolder(absl::Minutes(10)));
+  }
+  service::state::LeaseState written;
+  ASSERT_TRUE(written.ParseFromString(ReadFile(file)));
+  EXPECT_EQ(written.boot_id(), service::CurrentBootId());
+  EXPECT_EQ(written.boot_id().size(), 36u);  // a UUID
+  for (const std::string boot : {std::string("00000000-0000-4000-8000-000000000000"), std::string()}) {
+    written.set_boot_id(boot);
+    dir.Write("leases.state", written.SerializeAsString());
+    chmod(file.c_str(), 0600);
+    LeaseTable table;
+    const RestoreReport report = table.Restore(file);
+    if (boot.empty()) {
+      EXPECT_EQ(report.kept, 2u);
+      EXPECT_TRUE(report.dropped.empty());
+      continue;
+    }
+    EXPECT_EQ(report.kept, 1u);
+    ASSERT_EQ(report.dropped.size(), 1u);
+    EXPECT_THAT(report.dropped[0], HasSubstr(absl::StrCat("the host has restarted since it was granted (boot id ", boot,
+                                                          ", now ", service::CurrentBootId(), "): its holder, pid ",
+                                                          holder.pid(), ", ended with it")));
+    ASSERT_EQ(table.List().size(), 1u);
+    EXPECT_EQ(table.List()[0].holder(), v1::LEASE_HOLDER_TTL);
+  }
+}
+
+// Read back after a restart, a group lease whose leader ended is kept while a process of its group
+// runs and dropped, with its reason, once none is left.
+TEST(LeaseTableFile, AGroupLeaseIsKeptWhileItsGroupRunsWithoutItsLeader) {
+  TempDir dir;
+  const std::string file = dir.File("leases.state");
+  Sleeper leader(0);
+  auto member = std::make_unique<Sleeper>(leader.pid());
+  LeaseHolderSpec group = ProcessHolder(leader.pid(), getuid());
+  group.kind = v1::LEASE_HOLDER_PROCESS_GROUP;
+  {
+    LeaseTable table;
+    table.Restore(file);
+    PickOne(table, group);
+  }
+  leader.Kill();
+  {
+    LeaseTable table;
+    const RestoreReport report = table.Restore(file);
+    EXPECT_EQ(report.kept, 1u);
+    EXPECT_TRUE(report.dropped.empty()) << report.dropped[0];
+    EXPECT_EQ(table.size(), 1u);
+  }
+  member->Kill();
+  LeaseTable table;
+  const RestoreReport report = table.Restore(file);
+  EXPECT_EQ(report.kept, 0u);
+  ASSERT_EQ(report.dropped.size(), 1u);
+  EXPECT_THAT(report.dropped[0], HasSubstr(absl::StrCat("its holder, pid ", group.process.pid,
+                                                        ", has exited, and no process of its group is left")));
+  EXPECT_EQ(table.size(), 0u);
 }
 
 }  // namespace
