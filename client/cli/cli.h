@@ -78,11 +78,21 @@ absl::StatusOr<PickOptions> PickOptionsFromFlags(v1::LeaseHolder process_holder)
 // client.Pick(options); when the daemon says a process lease needs the unix socket (this is TCP),
 // again with the holder left to the daemon (a TTL lease), which `options` then says.
 absl::StatusOr<v1::PickDevicesResponse> PickOverAnyTransport(Client& client, PickOptions& options);
-// The shell that evaluates `devplace pick`'s output: this process's parent, or, when that is a
-// subshell its own parent forked for `$(...)` (same executable and command line, same session,
-// its stdout a pipe the parent reads: bash does so for `$(cmd 2>/dev/null)`, `$(cmd 2>&1)`,
-// `$(cmd | cat)`), that parent, and so on up.
+// ---- pick_holder.cc: who holds the lease of `devplace pick` ----
+
+// The process that evaluates `devplace pick`'s output: the nearest ancestor that holds the pipe
+// this process's stdout writes to open for reading (/proc/<pid>/fdinfo: the shell that runs
+// `eval "$(devplace pick)"`, which runs the job), climbing only past processes that write to that
+// same pipe (a subshell bash forks for `$(cmd 2>/dev/null)`, a wrapper such as `timeout` or `flock`
+// that waits for its command) and past the subshell that runs the pipeline of `$(cmd | cat)` (same
+// executable, command line and session as its parent, which reads its stdout); 16 steps at most.
+// When no ancestor reads the output (a file, a terminal): this process's parent.
 pid_t EvaluatingShell();
+// EvaluatingShell(), or FAILED_PRECONDITION naming the program and the spellings that work when it
+// is a wrapper that runs a command and ends with it (timeout, flock, nice, stdbuf, env, time,
+// nohup, setsid, strace, script, xargs, watch, sudo, ...: /proc/<pid>/comm), whose lease would end
+// with the pick.
+absl::StatusOr<pid_t> PickHolder();
 // What `devplace pick` prints on stdout when it fails (not with --json): a comment, an empty
 // CUDA_VISIBLE_DEVICES and `false`, so that `eval "$(devplace pick)"` fails and hides the GPUs.
 void PrintPickFailClosed();

@@ -1,8 +1,8 @@
 // `devplace pick`: on a shared host, asks the daemon for the least used devices of the job's row
 // (PickDevices) and prints the `export` lines that make a job see exactly them, for
-// `eval "$(devplace pick)"`. The lease is held for the shell that evaluates them (EvaluatingShell:
-// this command's parent, past the subshells `$(...)` forks; LEASE_HOLDER_PARENT) over the unix
-// socket, or for --ttl. Whatever fails, the output makes `eval` fail (PrintPickFailClosed). The flags
+// `eval "$(devplace pick)"`. The lease is held for the process that evaluates them and runs the job
+// (PickHolder, pick_holder.cc: past the subshells `$(...)` forks and the wrappers between;
+// LEASE_HOLDER_PARENT) over the unix socket, or for --ttl. Whatever fails, the output makes `eval` fail (PrintPickFailClosed). The flags
 // are shared with `devplace run` (run.cc) through PickOptionsFromFlags().
 #include <unistd.h>
 
@@ -18,10 +18,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "client/cli/cli.h"
-#include "client/common/bounded_read.h"
 #include "client/cli/connect_flags.h"
 #include "client/cli/output.h"
 #include "client/cli/request_flags.h"
@@ -93,57 +91,7 @@ std::string Placed(const v1::PickDevicesResponse& pick) {
   return absl::StrJoin(parts, ", ");
 }
 
-// /proc/<pid>/<name> of a process of this user (bounded; "" when it cannot be read).
-std::string ProcText(pid_t pid, const char* name) {
-  reading::ReadBudget budget(absl::Seconds(1), 64 << 10);
-  return reading::ReadRegularFile(absl::StrCat("/proc/", pid, "/", name), 64 << 10, budget).value_or("");
-}
-
-std::string ProcLink(pid_t pid, const std::string& name) {
-  char target[256];
-  const ssize_t n = readlink(absl::StrCat("/proc/", pid, "/", name).c_str(), target, sizeof target - 1);
-  return n > 0 ? std::string(target, static_cast<size_t>(n)) : "";
-}
-
-// Fields of /proc/<pid>/stat after the command: [0] state, [1] ppid, [2] pgrp, [3] session.
-std::vector<std::string> StatFields(pid_t pid) {
-  const std::string stat = ProcText(pid, "stat");
-  const size_t paren = stat.rfind(')');
-  if (paren == std::string::npos) return {};
-  return absl::StrSplit(stat.substr(paren + 1), ' ', absl::SkipEmpty());
-}
-
-// Whether `child` is a subshell that `parent` forked for `$(...)` and is reading: the same program
-// (executable and command line: a fork that did not exec), the same session, and child's stdout a
-// pipe whose other end `parent` holds. bash forks one for `$(cmd 2>/dev/null)`, `$(cmd 2>&1)` and
-// `$(cmd | cat)`; it exits as soon as the command does, so it cannot hold a lease.
-bool IsSubshellOf(pid_t child, pid_t parent) {
-  const std::vector<std::string> c = StatFields(child);
-  const std::vector<std::string> p = StatFields(parent);
-  if (c.size() < 4 || p.size() < 4 || c[3] != p[3]) return false;
-  const std::string exe = ProcLink(child, "exe");
-  const std::string cmdline = ProcText(child, "cmdline");
-  if (exe.empty() || exe != ProcLink(parent, "exe") || cmdline != ProcText(parent, "cmdline")) return false;
-  const std::string out = ProcLink(child, "fd/1");
-  if (!absl::StartsWith(out, "pipe:")) return false;
-  for (int fd = 0; fd < 1024; ++fd) {
-    if (ProcLink(parent, absl::StrCat("fd/", fd)) == out) return true;
-  }
-  return false;
-}
-
 }  // namespace
-
-pid_t EvaluatingShell() {
-  pid_t shell = getppid();
-  for (int up = 0; up < 16 && shell > 1; ++up) {
-    const std::vector<std::string> fields = StatFields(shell);
-    int parent = 0;
-    if (fields.size() < 2 || !absl::SimpleAtoi(fields[1], &parent) || parent <= 1 || !IsSubshellOf(shell, parent)) break;
-    shell = parent;
-  }
-  return shell;
-}
 
 // Every command line ends with `;` and comes before the first comment: an unquoted `eval $(...)`
 // joins the lines into one, where a `#` would comment out whatever follows it.
@@ -180,7 +128,11 @@ std::string PickNote(const v1::PickDevicesResponse& pick) {
 int RunPick() {
   absl::StatusOr<PickOptions> options = PickOptionsFromFlags(v1::LEASE_HOLDER_PARENT);
   if (!options.ok()) return UsageError("pick", options.status().message());
-  if (options->holder == v1::LEASE_HOLDER_PARENT) options->holder_pid = EvaluatingShell();
+  if (options->holder == v1::LEASE_HOLDER_PARENT) {
+    absl::StatusOr<pid_t> holder = PickHolder();
+    if (!holder.ok()) return Fail(holder.status());
+    options->holder_pid = *holder;
+  }
   return WithClient([&](Client& client) {
     absl::StatusOr<v1::PickDevicesResponse> pick = client.Pick(*options);
     if (!pick.ok()) return Fail(pick.status());
@@ -284,9 +236,10 @@ Command PickCommand() {
           "choice: a device outside them is never picked) and prints `unset` / `export` lines for eval, and a\n"
           "comment naming the devices, the job's device string and the lease (also on stderr, which eval does\n"
           "not hide, with the pick's warnings). The daemon picks the least used devices nobody leased (fewest\n"
-          "processes, then least memory in use) and leases them: over the unix socket to the shell that evals\n"
-          "the output (this command's parent, or its parent when that is a subshell `$(...)` forked for a\n"
-          "redirection or a pipe; released when the shell exits, or by devplace release --lease_id=ID), with\n"
+          "processes, then least memory in use) and leases them: over the unix socket to the process that evals\n"
+          "the output and runs the job (the ancestor that reads this command's stdout, past the subshells of\n"
+          "`$(...)` and wrappers such as timeout or flock; a wrapper that would hold it is refused; released\n"
+          "when that shell exits, or by devplace release --lease_id=ID), with\n"
           "--ttl for a time to live (over TCP --ttl is required). Two picks at once never get the same device.\n"
           "Too few free: FAILED_PRECONDITION listing each device's usage, or wait with --wait. Whatever fails,\n"
           "exit 1 and stdout empties CUDA_VISIBLE_DEVICES and ends with `false`, so eval fails and `&& cmd` never\n"

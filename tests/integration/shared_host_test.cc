@@ -8,9 +8,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <filesystem>
-#include <fstream>
-#include <map>
 #include <regex>
 #include <set>
 #include <string>
@@ -30,125 +27,12 @@
 #include "tests/common/temp_dir.h"
 #include "tests/integration/daemon_process.h"
 #include "tests/integration/daemon_test_util.h"
+#include "tests/integration/shared_host.h"
 
 namespace devplace::testing {
 namespace {
 
-namespace fs = std::filesystem;
 using ::testing::HasSubstr;
-
-constexpr uint64_t kGiB = 1ull << 30;
-constexpr uint64_t kTotal = 80 * kGiB;
-
-std::string Bus(int i) { return absl::StrFormat("0000:%02x:00.0", 0x20 + i); }
-std::string Uuid(int i) { return absl::StrFormat("GPU-%08x-0000-4000-8000-%012x", i, i); }
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void WriteFile(const std::string& path, const std::string& text) {
-  fs::create_directories(fs::path(path).parent_path());
-  std::ofstream(path) << text;
-}
-
-// A copy of the nvidia-2x-h100 fixture with `n` H100s at 0000:20:00.0, 0000:21:00.0, ... (minors
-// 0..n-1, /dev/nvidia<i>), as scripts/bench makes its hosts.
-void MakeHost(const std::string& dest, int n) {
-  const std::string fixture = std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/nvidia-2x-h100";
-  fs::copy(fixture, dest, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
-  const std::string pci_template = fixture + "/sys/bus/pci/devices/0000:9a:00.0";
-  const std::string info_template = ReadFile(fixture + "/proc/driver/nvidia/gpus/0000:9a:00.0/information");
-  for (const char* old : {"0000:18:00.0", "0000:9a:00.0"}) {
-    fs::remove_all(dest + "/sys/bus/pci/devices/" + old);
-    fs::remove_all(dest + "/proc/driver/nvidia/gpus/" + old);
-  }
-  for (const char* node : {"nvidia0", "nvidia1"}) fs::remove(dest + "/dev/" + node);
-  for (int i = 0; i < n; ++i) {
-    fs::copy(pci_template, dest + "/sys/bus/pci/devices/" + Bus(i),
-             fs::copy_options::recursive | fs::copy_options::copy_symlinks);
-    std::string info = std::regex_replace(info_template, std::regex("GPU UUID:.*"), "GPU UUID: \t " + Uuid(i));
-    info = std::regex_replace(info, std::regex("Bus Location:.*"), "Bus Location: \t " + Bus(i));
-    info = std::regex_replace(info, std::regex("Device Minor:.*"), absl::StrCat("Device Minor: \t ", i));
-    WriteFile(dest + "/proc/driver/nvidia/gpus/" + Bus(i) + "/information", info);
-    WriteFile(dest + "/dev/nvidia" + std::to_string(i), "");
-  }
-}
-
-struct GpuUse {
-  uint64_t used = kGiB;  // what the driver holds on an idle card
-  std::vector<std::pair<int, uint64_t>> processes;  // pid, bytes
-  int compute_mode = 0;
-};
-
-// The fake NVML script of that host.
-std::string NvmlScript(int n, const std::map<int, GpuUse>& use) {
-  std::string s = "driver_version 550.54.15\ncuda_driver_version 12040\n";
-  for (int i = 0; i < n; ++i) {
-    const GpuUse u = use.count(i) ? use.at(i) : GpuUse();
-    absl::StrAppend(&s, absl::StrFormat("device %d bus_id 00000000:%02X:00.0\n", i, 0x20 + i));
-    absl::StrAppend(&s, "device ", i, " name NVIDIA H100 80GB HBM3\n", "device ", i, " uuid ", Uuid(i), "\n");
-    absl::StrAppend(&s, "device ", i, " memory ", kTotal, " ", kTotal - u.used, " ", u.used, "\n");
-    absl::StrAppend(&s, "device ", i, " compute_mode ", u.compute_mode, "\n");
-    for (const auto& [pid, bytes] : u.processes) absl::StrAppend(&s, "device ", i, " process ", pid, " ", bytes, " compute\n");
-  }
-  return s;
-}
-
-// A daemon on an n-GPU host with that NVML; its probe child inherits FAKE_NVML_CONFIG.
-class SharedHost {
- public:
-  SharedHost(int n, const std::map<int, GpuUse>& use, std::vector<std::string> flags = {}) {
-    MakeHost(dir_.path() + "/host", n);
-    WriteFile(dir_.path() + "/nvml.txt", NvmlScript(n, use));
-    setenv("FAKE_NVML_CONFIG", (dir_.path() + "/nvml.txt").c_str(), 1);
-    flags.push_back("--host_root=" + dir_.path() + "/host");
-    flags.push_back("--nvml_library=" DEVPLACE_FAKE_NVML);
-    flags.push_back("--cuda_library=");
-    daemon_ = std::make_unique<DaemonProcess>(dir_.path(), flags);
-    unsetenv("FAKE_NVML_CONFIG");
-    EXPECT_TRUE(daemon_->WaitForLog("event=inventory revision=1", absl::Seconds(30))) << daemon_->Log();
-  }
-  ~SharedHost() {
-    daemon_->Signal(SIGTERM);
-    EXPECT_EQ(daemon_->WaitExit(absl::Seconds(10)), 0) << daemon_->Log();
-  }
-  DaemonProcess& daemon() { return *daemon_; }
-  const std::string& dir() const { return dir_.path(); }
-  // `devplace --address=<unix socket>`.
-  std::string Cli() const {
-    return absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=", ShellQuote(daemon_->unix_target()));
-  }
-  // A script's first line: `devplace` on PATH (a link in this host's directory) and
-  // DEVPLACE_ADDRESS naming this daemon, as a user's shell has them. Commands nested in
-  // `bash -c '...'` then name no path, whose quotes would end the outer ones (the checkout's
-  // path may hold a space).
-  std::string ShellEnv() const {
-    const std::string bin = dir_.path() + "/bin";
-    std::error_code ec;
-    std::filesystem::create_directories(bin, ec);
-    std::filesystem::create_symlink(DEVPLACE_CLI_BINARY, bin + "/devplace", ec);
-    return absl::StrCat("export PATH=", ShellQuote(bin), ":\"$PATH\" DEVPLACE_ADDRESS=",
-                        ShellQuote(daemon_->unix_target()), "\n");
-  }
-  v1::Inventory Inventory() {
-    auto stub = Stub(daemon_->unix_target());
-    grpc::ClientContext ctx;
-    v1::Inventory inv;
-    EXPECT_TRUE(stub->GetInventory(&ctx, {}, &inv).ok());
-    return inv;
-  }
-
- private:
-  TempDir dir_;
-  std::unique_ptr<DaemonProcess> daemon_;
-};
-
-CommandResult Bash(const std::string& script) {
-  return RunCommand(absl::StrCat("bash -euo pipefail -c '", std::regex_replace(script, std::regex("'"), "'\\''"),
-                                 "' 2>&1"));
-}
 
 TEST(SharedHost, UsageFromNvmlIsInTheInventoryWithItsProcesses) {
   SharedHost host(4, {{0, {61 * kGiB, {{4242, 40 * kGiB}, {4343, 20 * kGiB}}, 0}}, {1, {11 * kGiB, {{5151, 10 * kGiB}}, 3}}});
@@ -506,11 +390,8 @@ TEST(SharedHost, UnknownUsageIsAWarningAndMinFreeIsRefusedAtOnce) {
 TEST(SharedHost, AnyLocalUserHoldsAProcessLeaseOverTheUnixSocket) {
   if (getuid() != 0) GTEST_SKIP() << "needs root to run a command as nobody (setpriv)";
   SharedHost host(2, {});
-  ASSERT_EQ(chmod(host.dir().c_str(), 0755), 0);  // the test's directory (0700) holds the socket
-  const std::string as_nobody = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
-  if (RunCommand(as_nobody + "test -x " + ShellQuote(DEVPLACE_CLI_BINARY)).exit_code != 0) {
-    GTEST_SKIP() << "setpriv missing, or nobody cannot reach " << DEVPLACE_CLI_BINARY << " (the checkout's path)";
-  }
+  const std::string as_nobody = host.AsNobody();
+  if (as_nobody.empty()) GTEST_SKIP() << "setpriv missing, or nobody cannot reach " << DEVPLACE_CLI_BINARY;
   const std::string script = absl::StrCat(
       "cd /; eval \"$(", host.Cli(), " pick --no_environment 2>/dev/null)\" && echo \"shell=$$ cvd=$CUDA_VISIBLE_DEVICES\"\n",
       host.Cli(), " inventory --json\n", host.Cli(), " refresh 2>&1 || echo refresh-refused\n");
