@@ -180,6 +180,18 @@ TEST(Pick, BusyMinFreeAndSharing) {
   r.set_allow_shared(false);
   out = Pick(inv, r, {});
   EXPECT_TRUE(out.no_free_device);
+  // More free memory than any device has: it may wait, but no unit is free for it, so a waiting
+  // pick of it keeps nothing free from younger ones (free_units is empty).
+  r.set_allow_shared(true);
+  r.set_min_free_bytes(100 * kGiB);
+  out = Pick(inv, r, {});
+  EXPECT_TRUE(out.no_free_device);
+  EXPECT_TRUE(out.free_units.empty());
+  r.set_min_free_bytes(0);
+  r.set_count(3);
+  out = Pick(inv, r, {});  // 1 and 2 are free for it, 0 is busy
+  EXPECT_TRUE(out.no_free_device);
+  EXPECT_EQ(out.free_units.size(), 2u);
 }
 
 TEST(Pick, IndicesInPciOrderWhenAUuidIsUnknownRelativeToTheJobsOwnView) {
