@@ -90,8 +90,9 @@ struct Candidate {
 
 // Judges `unit` (position `job_index` in the pool) for a pick of `count` units of `row`. Set
 // aside, in this order, each with its reason in `why` ("not picked: ..."): not usable (P4), a unit
-// some lease in `leased` overlaps (or one an older waiting pick keeps free: LeasedUnit::held_back), busy (DeviceUsage.busy), a MIG instance when count > 1, in use
-// by processes unless request.allow_shared, free memory unknown or below request.min_free_bytes.
+// some lease in `leased` overlaps (or that an older waiting pick keeps free: LeasedUnit::held_back),
+// busy (DeviceUsage.busy), a MIG instance when count > 1, in use by processes unless
+// request.allow_shared, free memory unknown or below request.min_free_bytes.
 // Otherwise eligible, `why` its usage (DescribeUsage).
 Candidate Judge(const VisibleUnit& unit, int job_index, v1::Row row, const v1::PickDevicesRequest& request,
                 uint32_t count, const std::vector<LeasedUnit>& leased);

@@ -165,9 +165,9 @@ bool DevicePlacementService::TryPick(PendingPick& pick, bool waited, WaitingRoun
   }
   const std::optional<uint64_t> only_if_ended =
       round != nullptr ? std::optional<uint64_t>(round->ended_at_start) : std::nullopt;
+  const std::vector<placement::LeasedUnit> none;
   placement::PickOutcome outcome = leases_->PickAndHold(*prepared->snapshot(), pick.request, pick.holder,
-                                                        only_if_ended, round != nullptr ? round->held_back
-                                                                                        : std::vector<placement::LeasedUnit>());
+                                                        only_if_ended, round != nullptr ? round->held_back : none);
   if (only_if_ended && outcome.status.code() == absl::StatusCode::kAborted) return false;  // the round starts again
   if (outcome.status.ok()) {
     *pick.response = SharedBytes(std::make_shared<const std::string>(outcome.response.SerializeAsString()));
@@ -178,9 +178,10 @@ bool DevicePlacementService::TryPick(PendingPick& pick, bool waited, WaitingRoun
   const absl::Time now = absl::Now();
   if (outcome.no_free_device && now < pick.deadline) {  // stays queued, keeping free what it could use
     if (round != nullptr) {
+      const std::string why = absl::StrCat("it waits for ", std::max<uint32_t>(1, pick.request.count()), " device(s)");
       for (placement::LeasedUnit& unit : outcome.free_units) {
         unit.held_back = true;
-        unit.holder = absl::StrCat("it waits for ", std::max<uint32_t>(1, pick.request.count()), " device(s)");
+        unit.holder = why;
         round->held_back.push_back(std::move(unit));
       }
       if (!outcome.free_units.empty()) round->held_back_in = prepared;
