@@ -58,6 +58,8 @@ void DaemonObserver::OnPick(const std::string& outcome, absl::Duration latency) 
 
 void DaemonObserver::OnLeasesHeld(size_t held) { shared_host_->SetLeasesHeld(held); }
 
+void DaemonObserver::OnPicksWaiting(size_t waiting) { shared_host_->SetPicksWaiting(waiting); }
+
 void DaemonObserver::OnLeaseCall(const std::string& call, const std::string& outcome) {
   shared_host_->ObserveLeaseCall(call, outcome);
 }

@@ -53,6 +53,7 @@ class DaemonObserver final : public service::ServiceObserver {
   void OnNewerLibrary(const placement::NewerLibrary& newer) override;
   void OnPick(const std::string& outcome, absl::Duration latency) override;
   void OnLeasesHeld(size_t held) override;
+  void OnPicksWaiting(size_t waiting) override;
   void OnLeaseCall(const std::string& call, const std::string& outcome) override;
   void OnLeaseWriteError(const absl::Status& error) override;
 

@@ -116,7 +116,11 @@ absl::Status PickSteps(const v1::Inventory& inventory, const v1::PickDevicesRequ
   const size_t picked = PickLeastUsed(candidates, count);
   const std::vector<std::string> refusal = ExplainCandidates(candidates, picked, count, *backend, view.pool, out);
   if (picked < count) {
-    return TooFewFree(candidates, refusal, picked, count, request, *backend, outcome.no_free_device);
+    absl::Status refused = TooFewFree(candidates, refusal, picked, count, request, *backend, outcome.no_free_device);
+    for (const Candidate& c : candidates) {
+      if (outcome.no_free_device && c.eligible) outcome.free_units.push_back(AsLeased(backend->row(), c.unit));
+    }
+    return refused;
   }
 
   // 5. The pick in the row's variable, in the job's order of the units, checked.

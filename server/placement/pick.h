@@ -34,6 +34,9 @@ struct LeasedUnit {
   std::string partition_uuid;
   // Who holds it, for the explanation: "pid 1234's lease", "a TTL lease until 12:00:00Z".
   std::string holder;
+  // No lease holds it: an older waiting pick keeps it free (the service's no-starvation rule,
+  // docs/SEMANTICS.md section 14); set aside all the same, `holder` saying what that pick waits for.
+  bool held_back = false;
 };
 
 // The outcome of one pick.
@@ -48,6 +51,9 @@ struct PickOutcome {
   // When OK: everything but the lease's id, holder and times (the service's); lease.devices lists
   // the picked units.
   v1::PickDevicesResponse response;
+  // When no_free_device: the units free for this request now (fewer than its count), which a
+  // waiting pick keeps free from younger ones until enough are free (its holder empty).
+  std::vector<LeasedUnit> free_units;
 };
 
 // Checks the request's own fields (count, ttl_ms against holder, wait_ms, enums): INVALID_ARGUMENT

@@ -13,7 +13,6 @@
 #include "server/placement/visibility.h"
 
 namespace devplace::placement::pick_internal {
-namespace {
 
 LeasedUnit AsLeased(v1::Row row, const VisibleUnit& u) {
   LeasedUnit l;
@@ -23,6 +22,8 @@ LeasedUnit AsLeased(v1::Row row, const VisibleUnit& u) {
   if (u.partition != nullptr) l.partition_uuid = u.partition->uuid();
   return l;
 }
+
+namespace {
 
 const v1::DeviceUsage* UsageOf(const VisibleUnit& u) {
   if (u.partition != nullptr) return u.partition->has_usage() ? &u.partition->usage() : nullptr;
@@ -115,7 +116,8 @@ Candidate Judge(const VisibleUnit& unit, int job_index, v1::Row row, const v1::P
     // numbering) but cannot run on it, so leasing it would hand the job cpu.
     c.why = absl::StrCat("not picked: not usable (", c.unit.device->unusable_reason(), ")");
   } else if (lease != leased.end()) {
-    c.why = absl::StrCat("not picked: leased (", lease->holder, ")");
+    c.why = absl::StrCat(lease->held_back ? "not picked: kept free for an older waiting pick (" : "not picked: leased (",
+                         lease->holder, ")");
   } else if (usage != nullptr && usage->busy()) {
     c.why = absl::StrCat("not picked: busy (", state, ")");
   } else if (c.unit.partition != nullptr && count > 1) {

@@ -70,6 +70,9 @@ absl::StatusOr<JobView> ViewOf(const v1::Inventory& inventory, const v1::Backend
 
 // ---- step 3: each unit judged (pick_candidates.cc) ----
 
+// `u` of `row` as a LeasedUnit (no holder): what a lease on it, or a wait for it, names.
+LeasedUnit AsLeased(v1::Row row, const VisibleUnit& u);
+
 // One unit the job may use, judged.
 struct Candidate {
   VisibleUnit unit;
@@ -87,8 +90,9 @@ struct Candidate {
 
 // Judges `unit` (position `job_index` in the pool) for a pick of `count` units of `row`. Set
 // aside, in this order, each with its reason in `why` ("not picked: ..."): not usable (P4), a unit
-// some lease in `leased` overlaps, busy (DeviceUsage.busy), a MIG instance when count > 1, in use
-// by processes unless request.allow_shared, free memory unknown or below request.min_free_bytes.
+// some lease in `leased` overlaps (or that an older waiting pick keeps free: LeasedUnit::held_back),
+// busy (DeviceUsage.busy), a MIG instance when count > 1, in use by processes unless
+// request.allow_shared, free memory unknown or below request.min_free_bytes.
 // Otherwise eligible, `why` its usage (DescribeUsage).
 Candidate Judge(const VisibleUnit& unit, int job_index, v1::Row row, const v1::PickDevicesRequest& request,
                 uint32_t count, const std::vector<LeasedUnit>& leased);

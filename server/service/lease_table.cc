@@ -83,7 +83,8 @@ absl::Status LeaseTable::CheckUserCap(std::optional<uid_t> caller_uid, size_t wa
 }
 
 placement::PickOutcome LeaseTable::PickAndHold(const v1::Inventory& inventory, const v1::PickDevicesRequest& request,
-                                               const LeaseHolderSpec& holder, std::optional<uint64_t> only_if_ended) {
+                                               const LeaseHolderSpec& holder, std::optional<uint64_t> only_if_ended,
+                                               const std::vector<placement::LeasedUnit>& held_back) {
   placement::PickOutcome outcome;
   absl::StatusOr<LeaseHolder> held = LeaseHolder::ForNewLease(holder);
   if (!held.ok()) {
@@ -107,10 +108,12 @@ placement::PickOutcome LeaseTable::PickAndHold(const v1::Inventory& inventory, c
           leased.push_back({d.row(), d.pci_bus_id(), d.sub_device(), d.partition_uuid(), lease.holder.Description()});
         }
       }
+      leased.insert(leased.end(), held_back.begin(), held_back.end());
       outcome = placement::Pick(inventory, request, leased);
-      if (outcome.status.ok()) {
-        absl::Status capped =
-            CheckUserCap(holder.caller_uid, static_cast<size_t>(outcome.response.lease().devices_size()));
+      if (outcome.status.ok() || outcome.no_free_device) {  // a pick of count units leases count devices
+        const size_t wanted = outcome.status.ok() ? static_cast<size_t>(outcome.response.lease().devices_size())
+                                                  : std::max<size_t>(1, request.count());
+        absl::Status capped = CheckUserCap(holder.caller_uid, wanted);
         if (!capped.ok()) {
           outcome = placement::PickOutcome();
           outcome.status = std::move(capped);

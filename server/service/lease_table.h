@@ -94,10 +94,15 @@ class LeaseTable {
   // then ended at once, as though never granted, so that no OK answer is forgotten by a restart.
   // With `only_if_ended` (a waiting pick, tried in arrival order): ABORTED without picking when
   // leases ended since ended() returned that value, so that a device released while later waiters
-  // are tried goes to the earliest waiter (the caller starts again from it).
+  // are tried goes to the earliest waiter (the caller starts again from it). `held_back`: units no
+  // lease holds that older waiting picks keep free (placement::LeasedUnit::held_back), set aside as
+  // leased ones are. A pick too few devices are free for is RESOURCE_EXHAUSTED all the same when
+  // its count is past the caller's max_devices_per_user, so that it never waits for what the cap
+  // would refuse.
   placement::PickOutcome PickAndHold(const v1::Inventory& inventory, const v1::PickDevicesRequest& request,
                                      const LeaseHolderSpec& holder,
-                                     std::optional<uint64_t> only_if_ended = std::nullopt);
+                                     std::optional<uint64_t> only_if_ended = std::nullopt,
+                                     const std::vector<placement::LeasedUnit>& held_back = {});
   // How many leases ended so far (released, or their process or TTL ended).
   uint64_t ended() const;
   // Ends the lease now: its description, or NOT_FOUND; PERMISSION_DENIED when the lease has an

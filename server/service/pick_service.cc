@@ -153,14 +153,21 @@ void DevicePlacementService::FinishPick(const PendingPick& pick, const grpc::Sta
   pick.reactor->Finish(status);
 }
 
-bool DevicePlacementService::TryPick(PendingPick& pick, bool waited, std::optional<uint64_t> only_if_ended) {
+bool DevicePlacementService::TryPick(PendingPick& pick, bool waited, WaitingRound* round) {
   const std::shared_ptr<PreparedSnapshot> prepared = prepared_.Current();
   if (prepared == nullptr) {
     FinishPick(pick, NoInventory(store_), "unavailable");
     return true;
   }
-  const placement::PickOutcome outcome =
-      leases_->PickAndHold(*prepared->snapshot(), pick.request, pick.holder, only_if_ended);
+  if (round != nullptr && !round->held_back.empty() && round->held_back_in != prepared) {
+    round->again = true;  // what older waiters keep free was found in another inventory
+    return false;
+  }
+  const std::optional<uint64_t> only_if_ended =
+      round != nullptr ? std::optional<uint64_t>(round->ended_at_start) : std::nullopt;
+  const std::vector<placement::LeasedUnit> none;
+  placement::PickOutcome outcome = leases_->PickAndHold(*prepared->snapshot(), pick.request, pick.holder,
+                                                        only_if_ended, round != nullptr ? round->held_back : none);
   if (only_if_ended && outcome.status.code() == absl::StatusCode::kAborted) return false;  // the round starts again
   if (outcome.status.ok()) {
     *pick.response = SharedBytes(std::make_shared<const std::string>(outcome.response.SerializeAsString()));
@@ -169,7 +176,18 @@ bool DevicePlacementService::TryPick(PendingPick& pick, bool waited, std::option
     return true;
   }
   const absl::Time now = absl::Now();
-  if (outcome.no_free_device && now < pick.deadline) return false;  // stays queued
+  if (outcome.no_free_device && now < pick.deadline) {  // stays queued, keeping free what it could use
+    if (round != nullptr) {
+      const std::string why = absl::StrCat("it waits for ", std::max<uint32_t>(1, pick.request.count()), " device(s)");
+      for (placement::LeasedUnit& unit : outcome.free_units) {
+        unit.held_back = true;
+        unit.holder = why;
+        round->held_back.push_back(std::move(unit));
+      }
+      if (!outcome.free_units.empty()) round->held_back_in = prepared;
+    }
+    return false;
+  }
   if (outcome.no_free_device && waited && pick.request.wait_ms() > 0) {  // queued only behind others: no wait
     FinishPick(pick,
                ToGrpc(absl::FailedPreconditionError(absl::StrCat(
@@ -231,12 +249,12 @@ grpc::ServerUnaryReactor* DevicePlacementService::PickDevices(grpc::CallbackServ
   return reactor;
 }
 
-bool DevicePlacementService::RetryWaiting(PendingPick& pick, uint64_t ended_at_start) {
+bool DevicePlacementService::RetryWaiting(PendingPick& pick, WaitingRound& round) {
   if (pick.ctx->IsCancelled()) {
     FinishPick(pick, grpc::Status(grpc::StatusCode::CANCELLED, "the caller went away while waiting"), "cancelled");
     return true;
   }
-  return TryPick(pick, true, ended_at_start);
+  return TryPick(pick, true, &round);
 }
 
 void DevicePlacementService::LeasesChanged() {

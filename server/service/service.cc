@@ -41,11 +41,14 @@ DevicePlacementService::DevicePlacementService(inventory::InventoryStore& store,
       watches_(store, {options.max_watches, options.max_watches_per_peer},
                [this](const v1::Inventory& inventory, bool privileged) { return InventoryBytes(inventory, privileged); }),
       waiting_({options.max_waiting_picks_per_user, options.max_waiting_pick_bytes_per_user},
-               {[this](PendingPick& pick, uint64_t ended_at_start) { return RetryWaiting(pick, ended_at_start); },
+               {[this](PendingPick& pick, WaitingRound& round) { return RetryWaiting(pick, round); },
                 [this](const PendingPick& pick, const grpc::Status& status, const std::string& outcome) {
                   FinishPick(pick, status, outcome);
                 },
-                [this] { return leases_->ended(); }}),
+                [this] { return leases_->ended(); },
+                [this](size_t waiting) {
+                  if (options_.observer != nullptr) options_.observer->OnPicksWaiting(waiting);
+                }}),
       leases_(std::make_unique<LeaseTable>([this] {
         LeaseTableOptions leases;
         leases.on_release = [this] { LeasesChanged(); };

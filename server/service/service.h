@@ -179,10 +179,11 @@ class DevicePlacementService final
   std::string LeaseBytes(bool privileged);
   absl::StatusOr<LeaseHolderSpec> HolderFor(grpc::CallbackServerContext* ctx, const v1::PickDevicesRequest& request) const;
   // Answers one pick attempt; false when it stays queued (too few free, before its deadline).
-  // `only_if_ended`: LeaseTable::PickAndHold's (a round of waiting picks).
-  bool TryPick(PendingPick& pick, bool waited, std::optional<uint64_t> only_if_ended = std::nullopt);
+  // `round` (a round of waiting picks): its ended_at_start is LeaseTable::PickAndHold's
+  // only_if_ended, its held_back set aside; a pick that stays queued adds the units it keeps free.
+  bool TryPick(PendingPick& pick, bool waited, WaitingRound* round = nullptr);
   // WaitingPicks::Hooks::retry: a waiting pick whose caller went away is answered CANCELLED.
-  bool RetryWaiting(PendingPick& pick, uint64_t ended_at_start);
+  bool RetryWaiting(PendingPick& pick, WaitingRound& round);
   // The caller's uid: its peer credentials over the unix socket, the connection's owner over
   // loopback TCP (ServiceOptions::connections); nullopt elsewhere.
   std::optional<uid_t> CallerUid(grpc::CallbackServerContext* ctx) const;

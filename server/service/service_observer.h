@@ -26,6 +26,9 @@ class ServiceObserver {
   virtual void OnPick(const std::string& /*outcome*/, absl::Duration /*latency*/) {}
   // The number of leases held, after every change.
   virtual void OnLeasesHeld(size_t /*held*/) {}
+  // The number of PickDevices calls waiting (wait_ms), after every change. Called with the waiting
+  // picks' lock held (so that the numbers arrive in order): it must not call into the service.
+  virtual void OnPicksWaiting(size_t /*waiting*/) {}
   // One LeaseRelease ("release") or LeaseKeepAlive ("keep_alive") answer by outcome ("ok",
   // "not_found", "permission_denied", "invalid_argument", "failed_precondition").
   virtual void OnLeaseCall(const std::string& /*call*/, const std::string& /*outcome*/) {}

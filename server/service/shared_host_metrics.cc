@@ -28,6 +28,11 @@ SharedHostMetrics::SharedHostMetrics(prometheus::Registry& registry)
                        .Help("Leases PickDevices handed out that are held now")
                        .Register(registry)
                        .Add({})),
+      picks_waiting_(prometheus::BuildGauge()
+                         .Name("devplace_picks_waiting")
+                         .Help("PickDevices calls waiting now (wait_ms) for devices to be free")
+                         .Register(registry)
+                         .Add({})),
       lease_calls_(prometheus::BuildCounter()
                        .Name("devplace_lease_calls_total")
                        .Help("LeaseRelease (call=release) and LeaseKeepAlive (call=keep_alive) answers by outcome "
@@ -53,6 +58,8 @@ void SharedHostMetrics::ObservePick(const std::string& outcome, absl::Duration l
 }
 
 void SharedHostMetrics::SetLeasesHeld(size_t held) { leases_held_.Set(static_cast<double>(held)); }
+
+void SharedHostMetrics::SetPicksWaiting(size_t waiting) { picks_waiting_.Set(static_cast<double>(waiting)); }
 
 void SharedHostMetrics::ObserveLeaseCall(const std::string& call, const std::string& outcome) {
   lease_calls_.Add({{"call", call}, {"outcome", outcome}}).Increment();

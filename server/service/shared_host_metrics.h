@@ -7,6 +7,7 @@
 //                                             "cancelled", "unavailable" (a bounded set)
 //   devplace_pick_duration_seconds            histogram, arrival to answer (waits included)
 //   devplace_leases_held                      leases held now
+//   devplace_picks_waiting                    PickDevices calls waiting (wait_ms) now
 //   devplace_lease_calls_total{call,outcome}  LeaseRelease ("release") and LeaseKeepAlive
 //                                             ("keep_alive") answers: "ok", "not_found",
 //                                             "permission_denied", "invalid_argument",
@@ -35,6 +36,7 @@ class SharedHostMetrics {
   // Thread-safe, as prometheus-cpp's metrics are.
   void ObservePick(const std::string& outcome, absl::Duration latency);
   void SetLeasesHeld(size_t held);
+  void SetPicksWaiting(size_t waiting);
   void ObserveLeaseCall(const std::string& call, const std::string& outcome);
   void ObserveUsageRefresh(bool ok, absl::Duration duration);
 
@@ -42,6 +44,7 @@ class SharedHostMetrics {
   prometheus::Family<prometheus::Counter>& picks_;
   prometheus::Histogram& pick_duration_;
   prometheus::Gauge& leases_held_;
+  prometheus::Gauge& picks_waiting_;
   prometheus::Family<prometheus::Counter>& lease_calls_;
   prometheus::Family<prometheus::Counter>& usage_refreshes_;
   prometheus::Histogram& usage_duration_;

@@ -97,6 +97,7 @@ void WaitingPicks::Enqueue(PendingPick pick) {
         auto after = waiting_.end();
         while (after != waiting_.begin() && std::prev(after)->arrival > pick.arrival) --after;
         waiting_.insert(after, std::move(pick));
+        Counted();
       }
       // The worker takes a queued pick's deadline into account, and trims what a refused one freed.
       poked_ = true;
@@ -125,6 +126,10 @@ void WaitingPicks::Join() {
   if (worker_.joinable()) worker_.join();
 }
 
+void WaitingPicks::Counted() {
+  if (hooks_.waiting) hooks_.waiting(waiting_.size());
+}
+
 void WaitingPicks::Uncount(const PendingPick& pick) {
   auto user = per_user_.find(pick.user);
   if (user == per_user_.end()) return;
@@ -141,7 +146,8 @@ void WaitingPicks::Round() {
     std::list<PendingPick>::iterator it;
     // A waiter is given a device only while no lease ended since the round began: one released
     // meanwhile goes to the earliest waiter it suits, in the next round.
-    const uint64_t ended_at_start = hooks_.ended();
+    WaitingRound round;
+    round.ended_at_start = hooks_.ended();
     {
       absl::MutexLock lock(&mu_);
       it = waiting_.begin();
@@ -152,17 +158,20 @@ void WaitingPicks::Round() {
         if (it == waiting_.end()) break;
       }
       PendingPick& p = *it;  // stays in place: only this thread removes entries
-      const bool answered = hooks_.retry(p, ended_at_start);
+      const bool answered = hooks_.retry(p, round);
       {
         absl::MutexLock lock(&mu_);
         if (answered) {
           Uncount(p);
           it = waiting_.erase(it);
+          Counted();
         } else {
           ++it;
         }
       }
-      if (hooks_.ended() != ended_at_start) {  // a device was released behind the first waiter: from it again
+      // A device was released behind the first waiter, or the inventory changed under what older
+      // waiters keep free: from the first again.
+      if (round.again || hooks_.ended() != round.ended_at_start) {
         again = true;
         break;
       }
@@ -202,6 +211,7 @@ void WaitingPicks::Worker() {
         absl::MutexLock lock(&mu_);
         last.swap(waiting_);
         per_user_.clear();
+        Counted();
       }
       for (const PendingPick& p : last) hooks_.finish(p, ShuttingDown(), "unavailable");
       return;

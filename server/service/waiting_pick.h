@@ -14,14 +14,17 @@
 #include <functional>
 #include <list>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "devplace/v1/devplace.pb.h"
 #include "grpcpp/support/status.h"
+#include "server/placement/pick.h"
 #include "server/service/lease_holder.h"
 
 namespace grpc {
@@ -55,6 +58,23 @@ struct PendingPick {
   size_t kept_bytes = 0;  // what the queued request takes (SpaceUsedLong), set by Enqueue
 };
 
+// One round of retries (WaitingPicks::Round): what the picks it tries, in arrival order, share.
+// Hooks::retry reads it and adds to it.
+struct WaitingRound {
+  // Hooks::ended() when the round began: a pick is given devices only while no lease ended since
+  // (LeaseTable::PickAndHold's only_if_ended), so a device released meanwhile goes to the earliest
+  // waiter it suits.
+  uint64_t ended_at_start = 0;
+  // No starvation: the units free now that older picks of this round, still waiting, could use
+  // (placement::PickOutcome::free_units, each marked held_back); a younger pick is not given them.
+  std::vector<placement::LeasedUnit> held_back;
+  // What held_back was found in (the service's inventory snapshot): a pick tried against another
+  // sets `again` instead.
+  std::shared_ptr<const void> held_back_in;
+  // Set by Hooks::retry: the round starts again from the first waiter.
+  bool again = false;
+};
+
 // The queue of waiting picks, with its own lock and worker thread.
 //
 // Order: picks are kept in arrival order (Arrive's numbers, taken before the request is parsed,
@@ -62,6 +82,15 @@ struct PendingPick {
 // pick in that order; when a lease ends during a round (Hooks::ended moves) the round starts
 // again from the first waiter, so a device released meanwhile goes to the earliest waiter it
 // suits. A new pick waits behind the queued ones (Arriving: kBehindOthers).
+//
+// No starvation (docs/SEMANTICS.md section 14, "Waiting picks"): a pick that stays waiting keeps
+// the units free now that it could use (fewer than it wants) from every younger pick of the round
+// (WaitingRound::held_back), so a waiter for several devices is not passed by younger waiters for
+// one as its devices free one by one: it is served once enough of them are free, whatever younger
+// picks ask for. A younger pick is still served at once from units no older waiter could use. A
+// pick that can never be served here (more units than the job may use, past its user's device cap)
+// is refused at once and never waits, so it holds nothing back; an older waiter holds a younger
+// one back at most until it is served or its own wait ends (wait_ms, at most an hour).
 //
 // When: a round runs after Poke (a lease ended or was granted), after Enqueue, at least every
 // 500 ms while picks wait, and at the earliest waiter's deadline (Hooks::retry answers it then).
@@ -87,13 +116,17 @@ class WaitingPicks {
   // Called on the worker thread, or on Enqueue's caller for a refusal, never with the queue's
   // lock held (a hook may call Poke). Each must be set.
   struct Hooks {
-    // Tries `pick` once more in a round that began when Hooks::ended() returned `ended_at_start`:
-    // true when the pick was answered (it leaves the queue), false when it keeps waiting.
-    std::function<bool(PendingPick& pick, uint64_t ended_at_start)> retry;
+    // Tries `pick` once more in `round` (set aside round.held_back; add to it the units `pick`
+    // keeps free when it keeps waiting; set round.again to start the round over): true when the
+    // pick was answered (it leaves the queue), false when it keeps waiting.
+    std::function<bool(PendingPick& pick, WaitingRound& round)> retry;
     // Answers `pick` with `status`; `outcome` names it for metrics.
     std::function<void(const PendingPick& pick, const grpc::Status& status, const std::string& outcome)> finish;
     // How many leases ended so far (LeaseTable::ended).
     std::function<uint64_t()> ended;
+    // How many picks wait now, after every change (may be unset). Called with the queue's lock
+    // held, so the numbers arrive in order: it must not call WaitingPicks.
+    std::function<void(size_t waiting)> waiting;
   };
 
   // Starts the worker thread.
@@ -127,10 +160,12 @@ class WaitingPicks {
     size_t bytes = 0;
   };
   void Worker();
-  // Tries every waiting pick in arrival order (see the class comment).
+  // Tries every waiting pick in arrival order, holding back for the older ones (the class comment).
   void Round() ABSL_LOCKS_EXCLUDED(mu_);
   // Removes an answered pick's share from its user's count and bytes.
   void Uncount(const PendingPick& pick) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Tells Hooks::waiting how many picks wait now.
+  void Counted() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether the heap is due a trim now (and marks it trimmed).
   bool TrimDue() ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -72,7 +72,7 @@ TEST(DaemonObserver, RegistersEveryFamilyInTheOrderMetricsListsThem) {
                           "devplace_probe_runs_total", "devplace_prober_failures_total",
                           "devplace_version_skew_answers_total", "devplace_picks_total", "devplace_lease_calls_total",
                           "devplace_usage_refreshes_total", "devplace_build_info", "devplace_watch_streams_open",
-                          "devplace_leases_held", "devplace_probe_run_duration_seconds",
+                          "devplace_leases_held", "devplace_picks_waiting", "devplace_probe_run_duration_seconds",
                           "devplace_pick_duration_seconds", "devplace_usage_refresh_duration_seconds"}));
 }
 
@@ -135,6 +135,7 @@ TEST(DaemonObserver, TheServicesEventsBecomeTheSharedHostAndVersionSkewFamilies)
   service_side.OnPick("answered", absl::Milliseconds(3));
   service_side.OnPick("too_many_waiting", absl::Milliseconds(1));
   service_side.OnLeasesHeld(3);
+  service_side.OnPicksWaiting(2);
   service_side.OnLeaseCall("release", "ok");
   service_side.OnLeaseCall("keep_alive", "not_found");
   service_side.OnLeaseWriteError(absl::PermissionDeniedError("open: Permission denied"));
@@ -142,7 +143,7 @@ TEST(DaemonObserver, TheServicesEventsBecomeTheSharedHostAndVersionSkewFamilies)
               {"devplace_version_skew_answers_total{job_release=\"9.1\",library=\"transformers\"} 1",
                "devplace_picks_total{outcome=\"answered\"} 1", "devplace_picks_total{outcome=\"too_many_waiting\"} 1",
                "devplace_picks_total{outcome=\"no_free_device\"} 0", "devplace_pick_duration_seconds_count 2",
-               "devplace_leases_held 3", "devplace_lease_calls_total{call=\"release\",outcome=\"ok\"} 1",
+               "devplace_leases_held 3", "devplace_picks_waiting 2", "devplace_lease_calls_total{call=\"release\",outcome=\"ok\"} 1",
                "devplace_lease_calls_total{call=\"keep_alive\",outcome=\"not_found\"} 1"});
   EXPECT_EQ(log.text(),
             "warning event=lease_state_write_failed file=/var/lib/devplace/leases error=\"open: Permission denied\" (picks "

@@ -8,15 +8,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <regex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "devplace/v1/devplace.grpc.pb.h"
 #include "gmock/gmock.h"
@@ -141,6 +145,118 @@ TEST(SharedHost, EightConcurrentRunsGetEightGpusTheNinthIsRefusedOrWaitsForTheFi
   EXPECT_THAT(scrape.out, ::testing::ContainsRegex("devplace_leases_held 0(\\.0*)?\n"));
   EXPECT_THAT(scrape.out, HasSubstr("devplace_device_processes{host_index=\"3\""));
   EXPECT_THAT(scrape.out, HasSubstr("devplace_usage_refreshes_total{result=\"ok\"}"));
+}
+
+// A TTL lease of `count` GPUs over the unix socket, waiting up to `wait_ms`; `ctx` lets another
+// thread cancel it.
+grpc::Status PickTtl(v1::DevicePlacement::Stub& stub, int count, uint32_t wait_ms, v1::PickDevicesResponse& out,
+                     grpc::ClientContext& ctx) {
+  v1::PickDevicesRequest request;
+  request.set_count(count);
+  request.set_holder(v1::LEASE_HOLDER_TTL);
+  request.set_ttl_ms(600'000);
+  request.set_wait_ms(wait_ms);
+  request.set_row(v1::ROW_CUDA_NVIDIA);
+  return stub.PickDevices(&ctx, request, &out);
+}
+
+std::string HoldTtl(v1::DevicePlacement::Stub& stub, int count) {
+  v1::PickDevicesResponse out;
+  const grpc::Status s = PickTtl(stub, count, 0, out, *Ctx());
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  return out.lease().lease_id();
+}
+
+void ReleaseLease(v1::DevicePlacement::Stub& stub, const std::string& id) {
+  v1::LeaseReleaseRequest r;
+  r.set_lease_id(id);
+  v1::LeaseReleaseResponse out;
+  const grpc::Status s = stub.LeaseRelease(Ctx().get(), r, &out);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+}
+
+// Waits until devplace_picks_waiting shows `n` picks waiting.
+bool AwaitPicksWaiting(DaemonProcess& d, int n) {
+  const std::string want = absl::StrCat("\ndevplace_picks_waiting ", n, "\n");
+  for (const absl::Time give_up = absl::Now() + absl::Seconds(60); absl::Now() < give_up;) {
+    const CommandResult scrape = RunCommand(absl::StrCat("curl -sS --max-time 10 http://", d.metrics_address(), "/metrics"));
+    if (absl::StrContains(scrape.out, want)) return true;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  return false;
+}
+
+// No starvation of a waiter for several devices. A holder keeps 6 of 8 GPUs and two leases the
+// other 2; the first waiter wants 2; four younger waiters for 1 each cycle (each picks again as
+// soon as it is served and has released). The first GPU freed is kept for the first waiter (a
+// pick for 1 is told so), and the second serves it: no younger waiter is served before it. A pick
+// for more GPUs than the host has, first in line, is refused at once and holds nobody back.
+TEST(SharedHost, AWaiterForTwoIsServedBeforeYoungerWaitersForOneThatCycle) {
+  SharedHost host(8, {}, {"--metrics_listen=127.0.0.1:0"});
+  auto stub = Stub(host.daemon().unix_target());
+  HoldTtl(*stub, 6);
+  const std::string other[2] = {HoldTtl(*stub, 1), HoldTtl(*stub, 1)};
+  v1::PickDevicesResponse never;
+  const grpc::Status too_many = PickTtl(*stub, 9, 600'000, never, *Ctx(absl::Seconds(30)));
+  EXPECT_EQ(too_many.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(too_many.error_message(), HasSubstr("9 cuda/nvidia device(s) wanted, but the job may use only 8"));
+
+  absl::Mutex mu;
+  bool first_done = false;
+  int younger_served = 0, younger_served_before_first = 0;
+  grpc::Status first_status;
+  v1::PickDevicesResponse first;
+  grpc::ClientContext first_ctx;
+  std::thread first_waiter([&] {
+    const grpc::Status s = PickTtl(*stub, 2, 600'000, first, first_ctx);
+    absl::MutexLock lock(&mu);
+    first_status = s;
+    first_done = true;
+  });
+  ASSERT_TRUE(AwaitPicksWaiting(host.daemon(), 1)) << host.daemon().Log();
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> younger;
+  for (int i = 0; i < 4; ++i) {
+    younger.emplace_back([&] {
+      auto own = Stub(host.daemon().unix_target());
+      while (!stop) {
+        grpc::ClientContext ctx;
+        v1::PickDevicesResponse got;
+        if (!PickTtl(*own, 1, 600'000, got, ctx).ok()) return;
+        {
+          absl::MutexLock lock(&mu);
+          ++younger_served;
+          if (!first_done) ++younger_served_before_first;
+        }
+        ReleaseLease(*own, got.lease().lease_id());
+      }
+    });
+  }
+  ASSERT_TRUE(AwaitPicksWaiting(host.daemon(), 5)) << host.daemon().Log();
+  ReleaseLease(*stub, other[0]);
+  // A pick that arrives now is tried after every waiter: the GPU just freed is kept for the first.
+  v1::PickDevicesResponse probe;
+  const grpc::Status kept = PickTtl(*stub, 1, 0, probe, *Ctx(absl::Seconds(30)));
+  EXPECT_EQ(kept.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(kept.error_message(), HasSubstr("not picked: kept free for an older waiting pick (it waits for 2 "
+                                              "device(s))"));
+  ReleaseLease(*stub, other[1]);
+  {
+    absl::MutexLock lock(&mu);
+    auto answered = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return first_done || younger_served >= 20; };
+    mu.AwaitWithTimeout(absl::Condition(&answered), absl::Seconds(120));
+    EXPECT_TRUE(first_done) << "the younger waiters were served " << younger_served << " times";
+    EXPECT_TRUE(first_status.ok()) << first_status.error_message();
+    EXPECT_EQ(younger_served_before_first, 0);
+  }
+  // Then the younger ones take turns on the first waiter's two.
+  stop = true;
+  first_ctx.TryCancel();
+  first_waiter.join();
+  if (first_status.ok()) ReleaseLease(*stub, first.lease().lease_id());
+  for (std::thread& t : younger) t.join();
+  EXPECT_EQ(first.lease().devices_size(), 2);
+  EXPECT_GE(younger_served, 4);
 }
 
 TEST(SharedHost, ALeaseEndsWithItsProcessAndRunReturnsTheExitStatus) {

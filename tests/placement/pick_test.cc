@@ -109,6 +109,18 @@ TEST(Pick, LeasedDevicesAreSkippedAndTooFewFreeIsAClearRefusal) {
   out = Pick(inv, PickOf(2), leased);
   EXPECT_TRUE(out.no_free_device);
   EXPECT_THAT(out.status.message(), HasSubstr("host device 1 (0000:21:00.0): free (no process"));
+  // That free one is what a waiting pick keeps free from younger ones (free_units); a younger pick
+  // it is set aside for is told why.
+  ASSERT_EQ(out.free_units.size(), 1u);
+  EXPECT_EQ(out.free_units[0].pci_bus_id, "0000:21:00.0");
+  LeasedUnit kept = out.free_units[0];
+  kept.held_back = true;
+  kept.holder = "it waits for 2 device(s)";
+  out = Pick(inv, PickOf(1), {leased[0], kept});
+  EXPECT_TRUE(out.no_free_device);
+  EXPECT_TRUE(out.free_units.empty());
+  EXPECT_THAT(out.status.message(), HasSubstr("host device 1 (0000:21:00.0): not picked: kept free for an older "
+                                              "waiting pick (it waits for 2 device(s))"));
 
   // More than the job may ever use: refused at once, never waited for (no_free_device is false).
   out = Pick(inv, PickOf(3), {});
@@ -168,6 +180,18 @@ TEST(Pick, BusyMinFreeAndSharing) {
   r.set_allow_shared(false);
   out = Pick(inv, r, {});
   EXPECT_TRUE(out.no_free_device);
+  // More free memory than any device has: it may wait, but no unit is free for it, so a waiting
+  // pick of it keeps nothing free from younger ones (free_units is empty).
+  r.set_allow_shared(true);
+  r.set_min_free_bytes(100 * kGiB);
+  out = Pick(inv, r, {});
+  EXPECT_TRUE(out.no_free_device);
+  EXPECT_TRUE(out.free_units.empty());
+  r.set_min_free_bytes(0);
+  r.set_count(3);
+  out = Pick(inv, r, {});  // 1 and 2 are free for it, 0 is busy
+  EXPECT_TRUE(out.no_free_device);
+  EXPECT_EQ(out.free_units.size(), 2u);
 }
 
 TEST(Pick, IndicesInPciOrderWhenAUuidIsUnknownRelativeToTheJobsOwnView) {

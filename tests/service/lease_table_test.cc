@@ -196,6 +196,11 @@ TEST(LeaseTableOwners, AUserHoldsAtMostTheCapOfDevicesRootIsNotCapped) {
   // Another user and root still get the free one.
   PickOne(table, TtlHolder(absl::Minutes(5), 0));
   EXPECT_EQ(table.size(), 2u);
+  // None is free now: a pick past the cap is refused all the same, never left to wait for a device
+  // the cap would refuse it.
+  const placement::PickOutcome third = table.PickAndHold(TwoGpus(), Request(1), TtlHolder(absl::Minutes(5), 1000));
+  EXPECT_EQ(third.status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_FALSE(third.no_free_device);
 }
 
 // kMaxLeases, from a file (1024 picks of a 1025-GPU host would take a minute in a debug build): a

@@ -2,8 +2,9 @@
 // the kept request as with the whole one, and the kept one is a small part of a request at the
 // limits (256 env entries of about 3 KiB; 1,024 DRA devices of 64 attributes).
 // WaitingPicks, the queue, with its real worker thread and hooks that stand for the lease table
-// (a number of free devices, a count of ended leases): arrival order, a round started again from
-// the first waiter when a lease ends during it, the per-user bounds, the timed retry and shutdown.
+// (a number of free devices, a count of ended leases): arrival order, devices held back for an
+// older waiter from younger ones in a round, a round started again from the first waiter when a
+// lease ends during it, the per-user bounds, the timed retry and shutdown.
 #include "server/service/waiting_pick.h"
 
 #include <algorithm>
@@ -102,7 +103,7 @@ class FakeHost {
   };
 
   service::WaitingPicks::Hooks Hooks() {
-    return {[this](service::PendingPick& pick, uint64_t ended_at_start) { return Retry(pick, ended_at_start); },
+    return {[this](service::PendingPick& pick, service::WaitingRound& round) { return Retry(pick, round); },
             [this](const service::PendingPick& pick, const grpc::Status& status, const std::string& outcome) {
               absl::MutexLock lock(&mu_);
               finished_.push_back({pick.arrival, status, outcome});
@@ -110,13 +111,15 @@ class FakeHost {
             [this] {
               absl::MutexLock lock(&mu_);
               return ended_;
-            }};
+            },
+            nullptr};
   }
-  // A lease ended: `n` more devices are free.
-  void Release(int n) {
+  // A lease ended: `n` more devices are free. How many tries there were before it.
+  size_t Release(int n) {
     absl::MutexLock lock(&mu_);
     free_ += n;
     ++ended_;
+    return tried_.size();
   }
   // Devices free without a lease ending (no poke reaches the queue).
   void FreeQuietly(int n) {
@@ -162,14 +165,29 @@ class FakeHost {
     absl::MutexLock lock(&mu_);
     return tried_;
   }
+  std::vector<uint64_t> answered() {
+    absl::MutexLock lock(&mu_);
+    return answered_;
+  }
+  // Waits until `arrival` was tried after the first `since` tries.
+  void AwaitTriedAfter(size_t since, uint64_t arrival) {
+    absl::MutexLock lock(&mu_);
+    auto tried = [this, since, arrival]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return tried_.size() > since && std::find(tried_.begin() + since, tried_.end(), arrival) != tried_.end();
+    };
+    mu_.AwaitWithTimeout(absl::Condition(&tried), absl::Seconds(10));
+  }
   size_t kept_env() {
     absl::MutexLock lock(&mu_);
     return kept_env_;
   }
 
  private:
-  bool Retry(service::PendingPick& pick, uint64_t ended_at_start) {
+  // As the service: a pick is served from the devices free and not held back by an older waiter
+  // of the round; one that stays waiting holds back those it could use (fewer than it wants).
+  bool Retry(service::PendingPick& pick, service::WaitingRound& round) {
     absl::MutexLock lock(&mu_);
+    const uint64_t ended_at_start = round.ended_at_start;
     tried_.push_back(pick.arrival);
     kept_env_ = std::max<size_t>(kept_env_, pick.request.job().env_size());
     if (end_while_trying_ == pick.arrival) {
@@ -178,8 +196,16 @@ class FakeHost {
       ++ended_;
       return false;
     }
-    if (ended_ != ended_at_start || free_ == 0) return false;  // as PickAndHold's only_if_ended: ABORTED
-    --free_;
+    if (ended_ != ended_at_start) return false;  // as PickAndHold's only_if_ended: ABORTED
+    const int wanted = static_cast<int>(std::max<uint32_t>(1, pick.request.count()));
+    const int open = free_ - static_cast<int>(round.held_back.size());
+    if (open < wanted) {
+      placement::LeasedUnit unit;
+      unit.held_back = true;
+      round.held_back.insert(round.held_back.end(), std::max(open, 0), unit);
+      return false;
+    }
+    free_ -= wanted;
     answered_.push_back(pick.arrival);
     return true;
   }
@@ -201,6 +227,14 @@ bool AwaitQueued(const service::WaitingPicks& queue, size_t n) {
   const absl::Time until = absl::Now() + absl::Seconds(10);
   while (queue.size() != n && absl::Now() < until) absl::SleepFor(absl::Milliseconds(5));
   return queue.size() == n;
+}
+
+// Frees `n` devices (a lease ended; the queue is poked) and waits until `answered` picks were
+// answered: their arrival numbers in order.
+std::vector<uint64_t> FreeAndAwait(FakeHost& host, service::WaitingPicks& queue, int n, size_t answered) {
+  host.Release(n);
+  queue.Poke();
+  return host.AwaitAnswered(answered);
 }
 
 service::PendingPick Waiter(uint64_t arrival, const std::string& user = "uid:1000") {
@@ -226,13 +260,30 @@ TEST(WaitingPicks, ADeviceThatFreesUpGoesToTheEarliestWaiter) {
   EXPECT_EQ(queue.size(), 4u);
   EXPECT_EQ(queue.Arriving(), service::WaitingPicks::Turn::kBehindOthers);
   host.AwaitTried(3, 1);
-  host.Release(1);
-  queue.Poke();
-  EXPECT_EQ(host.AwaitAnswered(1), (std::vector<uint64_t>{0}));
-  host.Release(2);
-  queue.Poke();
-  EXPECT_EQ(host.AwaitAnswered(3), (std::vector<uint64_t>{0, 1, 2}));
+  EXPECT_EQ(FreeAndAwait(host, queue, 1, 1), (std::vector<uint64_t>{0}));
+  EXPECT_EQ(FreeAndAwait(host, queue, 2, 3), (std::vector<uint64_t>{0, 1, 2}));
   EXPECT_TRUE(AwaitQueued(queue, 1));
+}
+
+// No starvation: the first waiter wants two, three younger ones one each. The first device freed
+// is held back for it (no younger waiter gets it, in that round or the next); the second serves it.
+TEST(WaitingPicks, AnOlderWaiterForTwoIsNotPassedByYoungerWaitersForOne) {
+  FakeHost host;
+  service::WaitingPicks queue({}, host.Hooks());
+  service::PendingPick two = Waiter(queue.Arrive());
+  two.request.set_count(2);
+  queue.Enqueue(std::move(two));
+  for (int i = 0; i < 3; ++i) queue.Enqueue(Waiter(queue.Arrive()));
+  host.AwaitTried(3, 1);
+  size_t since = host.Release(1);
+  queue.Poke();
+  host.AwaitTriedAfter(since, 3);  // a whole round with the device free
+  since = host.tried().size();
+  host.AwaitTriedAfter(since, 3);  // and the next (at most 500 ms later)
+  EXPECT_THAT(host.answered(), ::testing::IsEmpty());
+  EXPECT_EQ(FreeAndAwait(host, queue, 1, 1), (std::vector<uint64_t>{0}));
+  // Then the younger ones, in their order.
+  EXPECT_EQ(FreeAndAwait(host, queue, 2, 3), (std::vector<uint64_t>{0, 1, 2}));
 }
 
 TEST(WaitingPicks, ALeaseEndingDuringARoundStartsItAgainFromTheFirstWaiter) {
