@@ -266,13 +266,17 @@ TEST(SharedHost, ALeaseEndsWithItsProcessAndRunReturnsTheExitStatus) {
   const std::string marker = absl::StrCat("sleep 30.", getpid());
   const CommandResult r = Bash(absl::StrCat(
       host.Cli(), " run --no_environment -- ", marker, " & runner=$!\n"
-      "for n in $(seq 100); do ", host.Cli(), " inventory --json | grep -c '\"holder\"' >/dev/null && break; sleep 0.05; done\n"
+      // The command runs once its lease is held: wait for the command, not the lease (run forks it
+      // after the pick is answered).
+      "for n in $(seq 400); do pgrep -f '^", marker, "$' >/dev/null && break; sleep 0.05; done\n"
       "pgrep -f '^", marker, "$' >/dev/null && echo command started\n"
+      "[ \"$(", host.Cli(), " inventory --json | grep -c '\"holder\"')\" -ge 1 ] && echo lease held\n"
       "kill -9 $runner\n"
       "for n in $(seq 100); do pgrep -f '^", marker, "$' >/dev/null || break; sleep 0.02; done\n"
       "pgrep -f '^", marker, "$' >/dev/null && echo command still runs || echo command ended\n"));
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_THAT(r.out, HasSubstr("command started\n"));
+  EXPECT_THAT(r.out, HasSubstr("lease held\n"));
   EXPECT_THAT(r.out, HasSubstr("command ended\n"));
   const absl::Time give_up = absl::Now() + absl::Seconds(5);
   while (host.Inventory().leases_size() > 0 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(20));
