@@ -507,6 +507,7 @@ void Daemon::BuildLiveness() {
       liveness_options.progress.push_back([l = tcp_listeners_[next_tcp++].get()] { return l->accepted(); });
     }
   }
+  liveness_options.answered = [rpc = &observer_->rpc_metrics()] { return rpc->answered(); };
   liveness_options.self = &self_connections_;
   liveness_options.interval = c.liveness_interval;
   liveness_options.timeout = std::min(absl::Seconds(2), std::max(c.liveness_interval, absl::Milliseconds(500)));

@@ -121,10 +121,10 @@ ABSL_FLAG(absl::Duration, keepalive_timeout, Defaults().keepalive_timeout,
 ABSL_FLAG(absl::Duration, liveness_interval, Defaults().liveness_interval,
           "How often the daemon calls grpc.health.v1 Check on each of its own listen addresses over a fresh "
           "connection (0 = never), admitted into the connection reserve. A listener that fails "
-          "--liveness_failures checks in a row while accepting nothing else logs event=listener_dead, and the daemon "
+          "--liveness_failures checks in a row without progress logs event=listener_dead, and the daemon "
           "exits 1 for its supervisor (systemd Restart=on-failure, the Kubernetes DaemonSet) to restart it; a failed "
-          "check while the listener accepted other connections is a busy listener (a flood), logged but not "
-          "counted. A tls: listener is checked by a connection its accept loop closes at once (no handshake), as a "
+          "check while the listener accepted other connections (a flood), or accepted the check's own while the "
+          "daemon answered calls (a burst of slow calls), is busy, logged but not counted. A tls: listener is checked by a connection its accept loop closes at once (no handshake), as a "
           "health call would need a client certificate");
 ABSL_FLAG(int, liveness_failures, Defaults().liveness_failures, "Consecutive failed self-checks that make a listener dead (1..100)");
 ABSL_FLAG(std::string, metrics_listen, Defaults().metrics_listen,

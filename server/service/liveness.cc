@@ -174,23 +174,31 @@ void ListenerLiveness::Loop() {
   for (size_t i = 0; i < options_.progress.size() && i < seen.size(); ++i) {
     if (options_.progress[i]) seen[i] = options_.progress[i]();
   }
+  uint64_t answered = options_.answered ? options_.answered() : 0;
   bool dead = false;
   for (;;) {
     {
       absl::MutexLock lock(&mu_);
       if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.interval)) return;
     }
+    // Calls answered since the previous round: the handlers make progress.
+    bool answering = false;
+    if (options_.answered) {
+      const uint64_t now = options_.answered();
+      answering = now > answered;
+      answered = now;
+    }
     for (size_t i = 0; i < options_.targets.size(); ++i) {
       const std::string& target = options_.targets[i];
       const grpc::Status status = absl::StartsWith(target, "tls:")
                                       ? CheckTlsOnce(target.substr(4), options_.timeout, options_.self)
                                       : CheckOnce(target, options_.timeout, options_.self);
-      // Connections accepted since the previous round besides this round's own check: a failed
-      // check then means busy, not dead.
+      // A failed check means busy, not dead, when the listener accepted connections besides this
+      // round's own check, or accepted and the daemon answered calls (liveness.h).
       bool busy = false;
       if (i < options_.progress.size() && options_.progress[i]) {
         const uint64_t now = options_.progress[i]();
-        busy = now > seen[i] + 1;
+        busy = now > seen[i] + 1 || (now > seen[i] && answering);
         seen[i] = now;
       }
       if (status.ok()) {

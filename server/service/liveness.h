@@ -2,8 +2,14 @@
 // calling grpc.health.v1.Health/Check over a fresh connection to each listen address, every
 // interval. The daemon accepts its connections itself (unix_listener.h, tcp_listener.h), and its
 // own checks are admitted into the connection reserve, so a flood of other peers cannot make them
-// fail; a check that fails while the listener's accept count still advanced is "busy" (logged, not
-// counted), one that fails while nothing was accepted is a failure. When one address fails
+// fail. The check judges progress, not one call's latency: a failed check is "busy" (logged, not
+// counted) when, since the previous round,
+//   - the listener accepted connections besides the check's own (a flood being accepted), or
+//   - the listener accepted (the check's own connection counts) and the daemon answered calls
+//     (`answered`: RPCs whose handler sent a status, on any connection): a burst of costly calls
+//     on connections already open slows the check's answer but moves this count.
+// A failed check is a failure when the listener accepted nothing (its accept loop stopped), or
+// when it accepted but no call at all was answered (every handler stuck). When one address fails
 // `max_failures` checks in a row the checker calls `on_dead` once (devplaced exits 1 so that its
 // supervisor restarts it: systemd Restart=on-failure, the Kubernetes DaemonSet).
 #ifndef DEVPLACE_SERVER_SERVICE_LIVENESS_H_
@@ -29,6 +35,9 @@ struct LivenessOptions {
   std::vector<std::string> targets;
   // Per target, in the same order (or empty): how many connections its listener accepted so far.
   std::vector<std::function<uint64_t()>> progress;
+  // How many calls the daemon answered so far, all listeners together (RpcMetrics::answered);
+  // unset = the accept counts alone decide.
+  std::function<uint64_t()> answered;
   // Where the checks' local ports are registered for the TCP and TLS listeners to recognise.
   SelfConnections* self = nullptr;
   // Time between rounds; each check has `timeout` as its deadline.
@@ -37,7 +46,7 @@ struct LivenessOptions {
   // Consecutive failed checks of one target that make it dead (>= 1).
   int max_failures = 3;
   // Called for each failed check (target, error message; the message starts with "busy: " when
-  // the listener accepted connections meanwhile) and once for the first dead target.
+  // the check is judged busy, as above) and once for the first dead target.
   std::function<void(const std::string& target, const std::string& error)> on_failure;
   std::function<void(const std::string& target, const std::string& error)> on_dead;
 };

@@ -43,6 +43,7 @@ class RpcMetricsInterceptor final : public grpc::experimental::Interceptor {
     if (methods->QueryInterceptionHookPoint(grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS) &&
         !finished_) {
       Finish(methods->GetSendStatus().error_code());
+      metrics_.answered_.fetch_add(1, std::memory_order_relaxed);
     }
     methods->Proceed();
   }

@@ -11,6 +11,8 @@
 #ifndef DEVPLACE_SERVER_SERVICE_RPC_METRICS_H_
 #define DEVPLACE_SERVER_SERVICE_RPC_METRICS_H_
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 
 #include "grpcpp/support/server_interceptor.h"
@@ -29,6 +31,10 @@ class RpcMetrics {
   // A factory for grpc::ServerBuilder::experimental().SetInterceptorCreators; this object must
   // outlive the server it is installed in.
   std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> NewInterceptorFactory();
+  // Calls of any service whose handler sent a status, since start (a call that ended without one,
+  // cancelled or dropped, is not counted): the progress the liveness self-check reads
+  // (liveness.h), which a daemon whose handlers are all stuck does not make.
+  uint64_t answered() const { return answered_.load(std::memory_order_relaxed); }
 
  private:
   friend class RpcMetricsInterceptor;
@@ -36,6 +42,7 @@ class RpcMetrics {
   prometheus::Family<prometheus::Histogram>& duration_;
   prometheus::Family<prometheus::Gauge>& in_flight_;
   prometheus::Gauge& watch_streams_;
+  std::atomic<uint64_t> answered_{0};
 };
 
 }  // namespace devplace::service

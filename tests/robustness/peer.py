@@ -25,6 +25,17 @@ run under /usr/bin/python3 as whichever user setpriv makes it. Prints one JSON l
       again and again, for SECONDS (a connect-and-close flood: by the time the server looks the
       client up, the socket is closed and has no owner). Reports the connections made and the
       connects that failed.
+  peer.py burst TARGET ROUNDS N KIB
+      ROUNDS rounds of N devplace.v1 ResolveDevice calls sent at once over one channel, each a valid
+      training request whose job environment is about KIB KiB of unread variables (each call's own
+      bytes, so no answer is served from the daemon's cache), each with a 60 s deadline; a round
+      starts when the previous one is answered. Reports the calls answered OK and the others (with
+      the first errors), and each round's duration in seconds.
+  peer.py served TARGET STOPFILE
+      Until STOPFILE exists (and at least once), a small ResolveDevice then a PickDevices of one
+      device (a time-to-live lease) and its LeaseRelease, each call on a connection of its own with a
+      20 s deadline, as a job or the CLI makes them. Reports the rounds whose three calls were all
+      answered OK and the rounds that failed (with the first errors), and the rounds' latencies in ms.
 """
 import json
 import select
@@ -113,30 +124,46 @@ def percentile(values, p):
     return round(ordered[min(len(ordered) - 1, int(len(ordered) * p))], 1)
 
 
+class Tally:
+    """Calls answered OK (with their latencies in ms) and failed (with the first errors)."""
+
+    def __init__(self):
+        self.ok, self.failed, self.errors, self.latencies = 0, 0, [], []
+
+    def run(self, call):
+        import grpc
+        start = time.monotonic()
+        try:
+            call()
+            self.ok += 1
+            self.latencies.append((time.monotonic() - start) * 1000)
+        except grpc.RpcError as e:
+            self.failed += 1
+            if len(self.errors) < 5:
+                self.errors.append(f"{e.code()}: {e.details()}")
+
+    def report(self):
+        return {"ok": self.ok, "failed": self.failed, "errors": self.errors,
+                "p50_ms": percentile(self.latencies, 0.5), "p99_ms": percentile(self.latencies, 0.99),
+                "max_ms": percentile(self.latencies, 1.0)}
+
+
 def calls(target, seconds, fresh):
     import grpc
     # A channel of its own never shares a connection with another channel of this process.
     options = [("grpc.use_local_subchannel_pool", 1)]
     channel = None if fresh else grpc.insecure_channel(target, options=options)
-    ok, failed, errors, latencies = 0, 0, [], []
+    tally = Tally()
     end = time.monotonic() + seconds
     while time.monotonic() < end:
-        start = time.monotonic()
         c = grpc.insecure_channel(target, options=options) if fresh else channel
         try:
-            c.unary_unary("/grpc.health.v1.Health/Check")(b"", timeout=2)
-            ok += 1
-            latencies.append((time.monotonic() - start) * 1000)
-        except grpc.RpcError as e:
-            failed += 1
-            if len(errors) < 5:
-                errors.append(f"{e.code()}: {e.details()}")
+            tally.run(lambda: c.unary_unary("/grpc.health.v1.Health/Check")(b"", timeout=2))
         finally:
             if fresh:
                 c.close()
         time.sleep(0.05)
-    print(json.dumps({"ok": ok, "failed": failed, "errors": errors, "p50_ms": percentile(latencies, 0.5),
-                      "p99_ms": percentile(latencies, 0.99), "max_ms": percentile(latencies, 1.0)}), flush=True)
+    print(json.dumps(tally.report()), flush=True)
 
 
 def scrape(url, n):
@@ -190,6 +217,107 @@ def churn(seconds, targets):
     print(json.dumps({"made": made, "connect_failed": failed, "per_s": round(made / seconds)}), flush=True)
 
 
+# Hand-written protobuf encoding of the few devplace.v1 messages these peers send (the wire format is
+# public; Debian's python3-grpcio has no devplace stubs).
+def varint(n):
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def field_bytes(number, payload):
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+
+def field_varint(number, value):
+    return varint(number << 3) + varint(value)
+
+
+def resolve_request(env):
+    """ResolveDeviceRequest{workload: WORKLOAD_TRAINING, env}."""
+    body = field_varint(1, 1)
+    for key, value in env:
+        body += field_bytes(7, field_bytes(1, key.encode()) + field_bytes(2, value.encode()))
+    return body
+
+
+def read_varint(data, i):
+    """The varint at data[i:] and the index after it."""
+    value, shift = 0, 0
+    while True:
+        value |= (data[i] & 0x7F) << shift
+        shift += 7
+        i += 1
+        if not data[i - 1] & 0x80:
+            return value, i
+
+
+def read_fields(data):
+    """Top-level (number, bytes) of the length-delimited fields of a message; others skipped."""
+    i, fields = 0, []
+    while i < len(data):
+        key, i = read_varint(data, i)
+        wire = key & 7
+        if wire == 0:
+            _, i = read_varint(data, i)
+        elif wire == 2:
+            length, i = read_varint(data, i)
+            fields.append((key >> 3, data[i:i + length]))
+            i += length
+        else:
+            i += {1: 8, 5: 4}[wire]
+    return fields
+
+
+def burst(target, rounds, n, kib):
+    import grpc
+    channel = grpc.insecure_channel(target, options=[("grpc.max_send_message_length", 8 << 20)])
+    method = channel.unary_unary("/devplace.v1.DevicePlacement/ResolveDevice")
+    entries = max(1, kib // 4)
+    filler = "v" * 4000
+    ok, failed, errors, durations = 0, 0, [], []
+    for r in range(rounds):
+        start = time.monotonic()
+        futures = [method.future(resolve_request([(f"JOB_SETTING_{r}_{c}_{e}", filler) for e in range(entries)]),
+                                 timeout=60) for c in range(n)]
+        for f in futures:
+            try:
+                f.result()
+                ok += 1
+            except grpc.RpcError as e:
+                failed += 1
+                if len(errors) < 5:
+                    errors.append(f"{e.code()}: {e.details()}")
+        durations.append(round(time.monotonic() - start, 2))
+    print(json.dumps({"ok": ok, "failed": failed, "errors": errors, "round_s": durations}), flush=True)
+
+
+def served(target, stopfile):
+    import os
+    import grpc
+    job = resolve_request([("LOCAL_RANK", "0")])
+    pick = field_varint(1, 1) + field_bytes(2, job) + field_varint(6, 3)  # count 1, holder LEASE_HOLDER_TTL
+
+    def call(method, payload):
+        with grpc.insecure_channel(target) as c:
+            return c.unary_unary("/devplace.v1.DevicePlacement/" + method)(payload, timeout=20)
+
+    def cycle():
+        call("ResolveDevice", job)
+        lease = dict(read_fields(dict(read_fields(call("PickDevices", pick)))[6]))[1]
+        call("LeaseRelease", field_bytes(1, lease))
+
+    tally = Tally()
+    while tally.ok + tally.failed == 0 or not os.path.exists(stopfile):
+        tally.run(cycle)
+        time.sleep(0.05)
+    print(json.dumps(tally.report()), flush=True)
+
+
 def main(argv):
     if len(argv) >= 5 and argv[1] == "hold":
         source = argv[argv.index("--source") + 1] if "--source" in argv else None
@@ -202,6 +330,10 @@ def main(argv):
         scrape(argv[2], int(argv[3]))
     elif len(argv) >= 4 and argv[1] == "churn":
         churn(float(argv[2]), argv[3:])
+    elif len(argv) == 6 and argv[1] == "burst":
+        burst(argv[2], int(argv[3]), int(argv[4]), int(argv[5]))
+    elif len(argv) == 4 and argv[1] == "served":
+        served(argv[2], argv[3])
     else:
         sys.exit(__doc__)
 

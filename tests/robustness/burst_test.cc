@@ -1,0 +1,78 @@
+// Bursts of valid costly calls from one local user on a loaded host (a CPU hog beside the daemon):
+// the daemon's liveness self-checks may answer late, but a daemon that keeps answering calls is
+// busy, not dead, so it stays up, and another user's ResolveDevice, PickDevices and LeaseRelease
+// are answered throughout. Real unprivileged users (setpriv) run tests/robustness/peer.py: needs
+// root, skipped otherwise.
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/common/command.h"
+#include "tests/common/fixtures.h"
+#include "tests/common/temp_dir.h"
+#include "tests/integration/daemon_process.h"
+#include "tests/integration/daemon_test_util.h"
+#include "tests/robustness/peer_commands.h"
+
+namespace devplace::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// Two busy shell loops (one per core of the CI machine) until `stopfile` exists.
+std::string CpuHogUntil(const std::string& stopfile) {
+  return absl::StrCat("sh -c 'while :; do :; done' & a=$!; sh -c 'while :; do :; done' & b=$!; ",
+                      "while [ ! -e ", ShellQuote(stopfile), " ]; do sleep 0.1; done; kill $a $b; wait");
+}
+
+int Count(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+// One user sends rounds of 100 ResolveDevice calls at once, each with about 748 KiB of job
+// environment, on a host whose two cores a CPU hog keeps busy, with a liveness check every 500 ms
+// (500 ms to answer, three failures in a row end the daemon). The check's own call waits behind
+// the burst and may time out; the daemon answers the burst's calls meanwhile, so such a check is
+// busy and never counts. Another user's pick cycle (ResolveDevice, PickDevices, LeaseRelease, each
+// on a fresh connection) runs until the bursts end: every call of it is answered OK.
+TEST(Bursts, CostlyCallBurstsFromOneUserOnALoadedHostLeaveTheDaemonAliveAndAnotherUserServed) {
+  SKIP_UNLESS_ROOT();
+  TempDir dir;
+  ASSERT_EQ(chmod(dir.path().c_str(), 0755), 0);  // the socket's directory, for the unprivileged peers
+  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("nvidia-2x-h100"), "--socket_mode=0666",
+                               "--liveness_interval=500ms", "--liveness_failures=3"});
+  ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
+
+  const std::string stopfile = dir.path() + "/bursts-done";
+  const std::vector<std::string> reports = RunTogether({
+      AsUser(kFlooder, absl::StrCat("burst ", d.unix_target(), " 3 100 748")) + "; touch " + ShellQuote(stopfile),
+      AsUser(kOtherUser, absl::StrCat("served ", d.unix_target(), " ", ShellQuote(stopfile))),
+      CpuHogUntil(stopfile),
+  });
+  for (const std::string& r : reports) fprintf(stderr, "%s", r.c_str());
+  const std::string log = d.Log();
+  fprintf(stderr, "liveness checks failed: %d (busy: %d)\n", Count(log, "event=liveness_check_failed"),
+          Count(log, "error=\"busy: "));
+
+  EXPECT_EQ(d.WaitExit(absl::ZeroDuration()), -1) << "devplaced exited: " << Tail(log);
+  EXPECT_THAT(log, Not(HasSubstr("event=listener_dead"))) << Tail(log);
+  // The bursts were served, not refused: 3 rounds of 100.
+  EXPECT_EQ(Field(reports[0], "ok"), 300) << reports[0];
+  // The other user: at least one whole cycle during the bursts, and no call of it failed.
+  EXPECT_GT(Field(reports[1], "ok"), 0) << reports[1];
+  EXPECT_EQ(Field(reports[1], "failed"), 0) << reports[1];
+  EXPECT_TRUE(HealthServes(d.unix_target(), absl::Seconds(2)) && HealthServes(d.tcp_target(), absl::Seconds(2)));
+}
+
+}  // namespace
+}  // namespace devplace::testing
