@@ -77,8 +77,8 @@ std::string WrapperName(const ::testing::TestParamInfo<const char*>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Wrappers, WrappedPick,
-                         ::testing::Values("timeout 20", "flock lock", "nice", "stdbuf -oL", "env X=1",
-                                           "timeout 20 nice flock lock env X=1"),
+                         ::testing::Values("timeout 120", "flock lock", "nice", "stdbuf -oL", "env X=1",
+                                           "timeout 120 nice flock lock env X=1"),
                          WrapperName);
 
 // `r=$(eval "$(devplace pick)" && job)` in a loop on a one-GPU host: the `$(...)` subshell
