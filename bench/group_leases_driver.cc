@@ -25,6 +25,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -171,8 +172,8 @@ bool Phase(const Options& o, const char* name, int processes, int groups) {
   }
   for (const pid_t pid : idle) kill(pid, SIGKILL);
   for (const pid_t pid : idle) waitpid(pid, nullptr, 0);
-  std::string rm = "rm -rf '" + dir + "'";
-  (void)!system(rm.c_str());
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
   return ok;
 }
 
