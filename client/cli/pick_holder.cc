@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -117,6 +118,25 @@ constexpr absl::string_view kWrappers[] = {
     "ionice",  "taskset", "chrt",    "numactl", "prlimit", "setpriv", "strace", "ltrace",
     "script",  "unbuffer", "xargs",  "watch",  "sudo",  "doas",  "su",    "runuser"};
 
+bool IsWrapper(absl::string_view comm) {
+  for (absl::string_view wrapper : kWrappers) {
+    if (comm == wrapper) return true;
+  }
+  return false;
+}
+
+std::string CommOf(pid_t pid) { return std::string(absl::StripAsciiWhitespace(ProcText(pid, "comm"))); }
+
+// Whether `pid` is a shell started to run one command string (`sh -c '...'`, `bash -lc '...'`):
+// its first argument is an option cluster holding c.
+bool RunsACommandString(pid_t pid) {
+  const std::string cmdline = ProcText(pid, "cmdline");
+  const std::vector<absl::string_view> args = absl::StrSplit(cmdline, '\0');
+  if (args.size() < 3) return false;
+  const absl::string_view first = args[1];
+  return first.size() >= 2 && first[0] == '-' && first[1] != '-' && absl::StrContains(first, 'c');
+}
+
 }  // namespace
 
 pid_t EvaluatingShell() {
@@ -139,10 +159,20 @@ pid_t EvaluatingShell() {
 }
 
 absl::StatusOr<pid_t> PickHolder() {
-  const pid_t holder = EvaluatingShell();
-  const std::string comm(absl::StripAsciiWhitespace(ProcText(holder, "comm")));
-  for (absl::string_view wrapper : kWrappers) {
-    if (comm != wrapper) continue;
+  pid_t holder = EvaluatingShell();
+  std::string comm = CommOf(holder);
+  // A shell that a wrapper started to run the pick's command string and that writes where the pick
+  // does ends with the pick as the wrapper does: `script -c` runs `$SHELL -c` on a terminal, and
+  // where that is sh (dash, which waits for the last command where bash replaces itself with it),
+  // the shell would hold the lease. The wrapper is named.
+  if (!IsWrapper(comm) && RunsACommandString(holder) && ProcLink(holder, "fd/1") == ProcLink(getpid(), "fd/1")) {
+    const pid_t above = ParentOf(holder);
+    if (std::string above_comm = CommOf(above); IsWrapper(above_comm)) {
+      holder = above;
+      comm = std::move(above_comm);
+    }
+  }
+  if (IsWrapper(comm)) {
     // No backquote, $, ( or " outside single quotes: where stderr reaches the evaluated text too (a
     // pty wrapper such as script), this line runs as a command that is not found, and the lines
     // of PrintPickFailClosed after it still empty the mask and fail the eval.

@@ -111,13 +111,20 @@ TEST(PickHolder, TheSubshellThatEvaluatesHoldsItsLeaseAndEndsIt) {
 
 // A wrapper that is not passed over (its output goes to a terminal through `script`, or to a file)
 // would hold the lease and end with the pick: the pick is refused naming it and the spellings that
-// work, eval fails, the mask is emptied and nothing is leased.
+// work, eval fails, the mask is emptied and nothing is leased. `script -c` runs the command with
+// `$SHELL -c`: bash replaces itself with the pick, sh (dash, also where SHELL is unset) waits for
+// it, and either way the lease would end with the pick.
 TEST(PickHolder, AWrapperThatCannotBePassedOverFailsClosed) {
   SharedHost host(2, {});
   const CommandResult r = host.Script(absl::StrCat(
-      "export CUDA_VISIBLE_DEVICES=0,1\n"
-      "if eval \"$(script -qec 'devplace pick --no_environment' /dev/null </dev/null)\"; then echo ran-script; fi\n"
-      "echo \"script-cvd=[$CUDA_VISIBLE_DEVICES]\"\n"
+      "for shell in /bin/bash /bin/sh unset; do\n"
+      "  export CUDA_VISIBLE_DEVICES=0,1\n"
+      "  if [ $shell = unset ]; then run='env -u SHELL'; else run=\"env SHELL=$shell\"; fi\n"
+      "  if eval \"$($run script -qec 'devplace pick --no_environment' /dev/null </dev/null)\"; then\n"
+      "    echo ran-script-$shell\n"
+      "  fi\n"
+      "  echo \"script-$shell-cvd=[$CUDA_VISIBLE_DEVICES]\"\n"
+      "done\n"
       "export CUDA_VISIBLE_DEVICES=0,1\n"
       "timeout 20 devplace pick --no_environment > env.sh 2> file.err || echo pick-refused\n"
       "if . ./env.sh; then echo ran-file; fi\n"
@@ -125,7 +132,9 @@ TEST(PickHolder, AWrapperThatCannotBePassedOverFailsClosed) {
       "devplace inventory --json > after.json\n"));
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_THAT(r.out, ::testing::Not(HasSubstr("ran-script")));
-  EXPECT_THAT(r.out, HasSubstr("script-cvd=[]"));
+  for (const char* shell : {"/bin/bash", "/bin/sh", "unset"}) {
+    EXPECT_THAT(r.out, HasSubstr(absl::StrCat("script-", shell, "-cvd=[]"))) << "script with SHELL " << shell;
+  }
   EXPECT_THAT(r.out, HasSubstr("pick-refused"));
   EXPECT_THAT(r.out, ::testing::Not(HasSubstr("ran-file")));
   EXPECT_THAT(r.out, HasSubstr("file-cvd=[]"));

@@ -106,6 +106,16 @@ v1::Inventory SharedHost::Inventory() {
   return inv;
 }
 
+int SharedHost::LeasesLeft(absl::Duration within) {
+  const absl::Time give_up = absl::Now() + within;
+  int left = Inventory().leases_size();
+  while (left > 0 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(20));
+    left = Inventory().leases_size();
+  }
+  return left;
+}
+
 CommandResult SharedHost::Script(const std::string& script) const {
   return Bash(absl::StrCat("cd ", ShellQuote(dir_.path()), "\n", ShellEnv(), script));
 }

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "devplace/v1/devplace.grpc.pb.h"
 #include "tests/common/command.h"
 #include "tests/common/temp_dir.h"
@@ -51,6 +52,10 @@ class SharedHost {
   std::string ShellEnv() const;
   // GetInventory over the unix socket (EXPECTs it answers).
   v1::Inventory Inventory();
+  // The number of leases still held once every lease has ended or `within` has passed. A lease
+  // whose holder exited ends when the daemon sees it exit (a pidfd, then a /proc pass for a process
+  // group), a moment after the exit.
+  int LeasesLeft(absl::Duration within = absl::Seconds(10));
   // Bash(script) in this host's directory, after ShellEnv().
   CommandResult Script(const std::string& script) const;
   // The words that run a command as nobody (setpriv, "... " to prepend) once this host's directory
