@@ -15,10 +15,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "devplace/client.h"
 
 ABSL_DECLARE_FLAG(bool, json);                 // devplace.cc: a global flag, every command honours it
 ABSL_DECLARE_FLAG(std::string, inventory);     // inventory_file.cc: resolve and labels
+ABSL_DECLARE_FLAG(absl::Duration, ttl);         // pick.cc: pick, run and renew
 
 namespace devplace::cli {
 
@@ -54,6 +56,7 @@ Command VersionCommand();
 Command PickCommand();             // pick.cc
 Command RunCommand();              // run.cc
 Command ReleaseCommand();          // release.cc
+Command RenewCommand();            // release.cc
 
 // ---- devplace.cc: exit statuses and error lines ----
 

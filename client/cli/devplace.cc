@@ -95,7 +95,7 @@ const std::vector<Command>& Commands() {
   static const std::vector<Command>* const kCommands = new std::vector<Command>{
       ResolveCommand(), InventoryCommand(), LabelsCommand(), BackendsCommand(), WatchCommand(),
       HealthCommand(),  RefreshCommand(),   ProbeCommand(),  FleetCommand(),
-      SlurmGresCommand(), SlurmTaskPrologCommand(), PickCommand(), RunCommand(), ReleaseCommand(), VersionCommand(),
+      SlurmGresCommand(), SlurmTaskPrologCommand(), PickCommand(), RunCommand(), ReleaseCommand(), RenewCommand(), VersionCommand(),
   };
   return *kCommands;
 }

@@ -37,8 +37,9 @@ ABSL_FLAG(std::string, row, "",
           "The row to pick from (cuda/nvidia, cuda/amd, xpu, npu, ...: `devplace backends`); empty: the row of "
           "this job's own answer (`devplace resolve`)");
 ABSL_FLAG(absl::Duration, ttl, absl::ZeroDuration(),
-          "Hold the lease for this long (1s to 24h) instead of for the shell; over TCP a TTL lease is the only "
-          "kind, and a pick there without --ttl is refused");
+          "A lease's time to live, 1s to 24h. pick, run: hold the lease for this long instead of for the shell (over "
+          "TCP a TTL lease is the only kind, and a pick there without --ttl is refused); renew: the lease's new time "
+          "to live from now (default 5m)");
 ABSL_FLAG(absl::Duration, wait, absl::ZeroDuration(),
           "When too few devices are free, let the daemon wait up to this long (at most 1h) for a lease to end "
           "instead of failing at once");
@@ -113,7 +114,8 @@ std::string PickNote(const v1::PickDevicesResponse& pick) {
   std::string holder;
   switch (lease.holder()) {
     case v1::LEASE_HOLDER_TTL:
-      holder = absl::StrCat("until ", Timestamp(lease.expires_at()), " unless renewed");
+      holder = absl::StrCat("until ", Timestamp(lease.expires_at()), " unless renewed (devplace renew --lease_id=",
+                            lease.lease_id(), " --ttl=D)");
       break;
     case v1::LEASE_HOLDER_PARENT:
       holder = absl::StrCat("held while the shell (pid ", lease.pid(), ") runs");

@@ -17,7 +17,8 @@ void ForEachUsage(v1::Inventory& inventory, Fn fn) {
 
 }  // namespace
 
-void RedactLease(v1::LeaseInfo& lease) {
+void RedactLease(v1::LeaseInfo& lease, const Viewer& viewer) {
+  if (viewer.privileged || (viewer.uid.has_value() && lease.has_uid() && lease.uid() == *viewer.uid)) return;
   lease.clear_lease_id();
   lease.clear_pid();
 }
@@ -29,7 +30,7 @@ void RedactInventory(v1::Inventory& inventory) {
       p.clear_uid();
     }
   });
-  for (v1::LeaseInfo& lease : *inventory.mutable_leases()) RedactLease(lease);
+  for (v1::LeaseInfo& lease : *inventory.mutable_leases()) RedactLease(lease, Viewer{});
 }
 
 bool HasPrivateUsage(const v1::Inventory& inventory) {

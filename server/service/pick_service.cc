@@ -98,7 +98,7 @@ absl::StatusOr<LeaseHolderSpec> DevicePlacementService::HolderFor(grpc::Callback
         " needs the unix socket, where devplaced knows the calling process from its peer credentials (every local "
         "user may connect to it); over TCP a lease has a time to live, which only the caller can choose, since one "
         "that ends while the job runs hands its devices to the next pick: ask for it (`devplace pick --ttl=2h`, "
-        "LEASE_HOLDER_TTL with ttl_ms) and renew it (LeaseKeepAlive), or pick over the unix socket"));
+        "LEASE_HOLDER_TTL with ttl_ms) and renew it (`devplace renew`, LeaseKeepAlive), or pick over the unix socket"));
   }
   // The process that connected: its pid now must still be it (same uid, same start time).
   const std::optional<ProcessIdentity> caller = ReadProcess(creds->pid);

@@ -39,7 +39,7 @@ DevicePlacementService::DevicePlacementService(inventory::InventoryStore& store,
       prepared_(store, options.answer_cache),
       backends_bytes_(std::make_shared<const std::string>(placement::ListBackendsResponse().SerializeAsString())),
       watches_(store, {options.max_watches, options.max_watches_per_peer},
-               [this](const v1::Inventory& inventory, bool privileged) { return InventoryBytes(inventory, privileged); }),
+               [this](const v1::Inventory& inventory, const Viewer& viewer) { return InventoryBytes(inventory, viewer); }),
       waiting_({options.max_waiting_picks_per_user, options.max_waiting_pick_bytes_per_user},
                {[this](PendingPick& pick, WaitingRound& round) { return RetryWaiting(pick, round); },
                 [this](const PendingPick& pick, const grpc::Status& status, const std::string& outcome) {
@@ -59,7 +59,7 @@ DevicePlacementService::DevicePlacementService(inventory::InventoryStore& store,
         return leases;
       }())),
       refreshes_(refresh ? std::move(refresh) : [&store] { return store.Refresh(); },
-                 [this](const v1::Inventory& fresh) { return InventoryBytes(fresh, true); }, access_.min_interval) {}
+                 [this](const v1::Inventory& fresh) { return InventoryBytes(fresh, Viewer{true, {}}); }, access_.min_interval) {}
 
 DevicePlacementService::~DevicePlacementService() {
   Shutdown();
@@ -118,7 +118,7 @@ grpc::ServerUnaryReactor* DevicePlacementService::GetInventory(grpc::CallbackSer
     reactor->Finish(NoInventory(store_));
     return reactor;
   }
-  *response_bytes = SharedBytes(InventoryBytes(prepared, Privileged(ctx)));
+  *response_bytes = SharedBytes(InventoryBytes(prepared, ViewerOf(ctx)));
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }
@@ -167,6 +167,10 @@ bool DevicePlacementService::Privileged(grpc::CallbackServerContext* ctx) const 
   return auth != nullptr && auth->IsPeerAuthenticated();
 }
 
+Viewer DevicePlacementService::ViewerOf(grpc::CallbackServerContext* ctx) const {
+  return Viewer{Privileged(ctx), CallerUid(ctx)};
+}
+
 grpc::Status DevicePlacementService::Authorize(grpc::CallbackServerContext* ctx) const {
   std::vector<std::string> who = {"root"};
   if (access_.daemon_uid != 0 && access_.daemon_uid != static_cast<uid_t>(-1)) {
@@ -209,7 +213,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* DevicePlacementService::WatchInvento
     refused->Finish(bad);
     return refused;
   }
-  return watches_.Open(WatchPeer(ctx), request.known_epoch(), request.known_revision(), Privileged(ctx));
+  return watches_.Open(WatchPeer(ctx), request.known_epoch(), request.known_revision(), ViewerOf(ctx));
 }
 
 std::string DevicePlacementService::WatchPeer(grpc::CallbackServerContext* ctx) const {
@@ -232,22 +236,22 @@ void DevicePlacementService::Shutdown() {
 
 // ---- inventory bytes as each caller sees them ----
 
-std::string DevicePlacementService::LeaseBytes(bool privileged) {
+std::string DevicePlacementService::LeaseBytes(const Viewer& viewer) {
   const std::vector<v1::LeaseInfo> leases = leases_->List();
   if (leases.empty()) return "";
   v1::Inventory only;  // appended to a serialized Inventory: its leases field (repeated) merges
   for (const v1::LeaseInfo& lease : leases) {
     v1::LeaseInfo& copy = *only.add_leases();
     copy = lease;
-    if (!privileged) RedactLease(copy);
+    RedactLease(copy, viewer);
   }
   return only.SerializeAsString();
 }
 
 std::shared_ptr<const std::string> DevicePlacementService::InventoryBytes(
-    const std::shared_ptr<PreparedSnapshot>& prepared, bool privileged) {
+    const std::shared_ptr<PreparedSnapshot>& prepared, const Viewer& viewer) {
   std::shared_ptr<const std::string> bytes = prepared->inventory_bytes();
-  if (!privileged && HasPrivateUsage(*prepared->snapshot())) {
+  if (!viewer.privileged && HasPrivateUsage(*prepared->snapshot())) {
     absl::MutexLock lock(&redacted_mu_);
     if (redacted_of_ != prepared->snapshot()) {
       v1::Inventory copy = *prepared->snapshot();
@@ -257,21 +261,21 @@ std::shared_ptr<const std::string> DevicePlacementService::InventoryBytes(
     }
     bytes = redacted_bytes_;
   }
-  const std::string leases = LeaseBytes(privileged);
+  const std::string leases = LeaseBytes(viewer);
   if (leases.empty()) return bytes;
   return std::make_shared<const std::string>(*bytes + leases);
 }
 
-std::string DevicePlacementService::InventoryBytes(const v1::Inventory& inventory, bool privileged) {
+std::string DevicePlacementService::InventoryBytes(const v1::Inventory& inventory, const Viewer& viewer) {
   std::string bytes;
-  if (!privileged && HasPrivateUsage(inventory)) {
+  if (!viewer.privileged && HasPrivateUsage(inventory)) {
     v1::Inventory copy = inventory;
     RedactInventory(copy);
     bytes = copy.SerializeAsString();
   } else {
     bytes = inventory.SerializeAsString();
   }
-  return bytes + LeaseBytes(privileged);
+  return bytes + LeaseBytes(viewer);
 }
 
 }  // namespace devplace::service

@@ -170,13 +170,16 @@ class DevicePlacementService final
   grpc::Status Authorize(grpc::CallbackServerContext* ctx) const;
   // Whether Authorize would allow the caller (without building its message).
   bool Privileged(grpc::CallbackServerContext* ctx) const;
+  // Who the caller is for what it may see of the inventory (inventory_redaction.h).
+  Viewer ViewerOf(grpc::CallbackServerContext* ctx) const;
   // The key ServiceOptions.max_watches_per_peer counts the caller by.
   std::string WatchPeer(grpc::CallbackServerContext* ctx) const;
   // The serialized inventory a caller gets: the snapshot's bytes (redacted for unprivileged
-  // callers), then the leases held now.
-  std::shared_ptr<const std::string> InventoryBytes(const std::shared_ptr<PreparedSnapshot>& prepared, bool privileged);
-  std::string InventoryBytes(const v1::Inventory& inventory, bool privileged);
-  std::string LeaseBytes(bool privileged);
+  // callers), then the leases held now as `viewer` may see them.
+  std::shared_ptr<const std::string> InventoryBytes(const std::shared_ptr<PreparedSnapshot>& prepared,
+                                                    const Viewer& viewer);
+  std::string InventoryBytes(const v1::Inventory& inventory, const Viewer& viewer);
+  std::string LeaseBytes(const Viewer& viewer);
   absl::StatusOr<LeaseHolderSpec> HolderFor(grpc::CallbackServerContext* ctx, const v1::PickDevicesRequest& request) const;
   // Answers one pick attempt; false when it stays queued (too few free, before its deadline).
   // `round` (a round of waiting picks): its ended_at_start is LeaseTable::PickAndHold's

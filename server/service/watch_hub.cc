@@ -17,12 +17,12 @@ namespace devplace::service {
 class WatchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
                            public std::enable_shared_from_this<WatchReactor> {
  public:
-  WatchReactor(WatchHub* hub, std::string peer, uint64_t known_epoch, uint64_t known_revision, bool privileged)
+  WatchReactor(WatchHub* hub, std::string peer, uint64_t known_epoch, uint64_t known_revision, Viewer viewer)
       : hub_(hub),
         peer_(std::move(peer)),
         known_epoch_(known_epoch),
         known_revision_(known_revision),
-        privileged_(privileged) {}
+        viewer_(std::move(viewer)) {}
 
   // Registers with the store and queues the current snapshot. Called once, right after creation.
   void Start(inventory::InventoryStore& store) {
@@ -107,7 +107,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   // One message: the snapshot as this caller may see it.
   std::shared_ptr<grpc::ByteBuffer> Bytes(const v1::Inventory& inv) {
     return std::make_shared<grpc::ByteBuffer>(
-        SharedBytes(std::make_shared<const std::string>(hub_->Render(inv, privileged_))));
+        SharedBytes(std::make_shared<const std::string>(hub_->Render(inv, viewer_))));
   }
 
   void FinishWith(const grpc::Status& status) {
@@ -126,7 +126,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   const std::string peer_;  // the key the per-peer cap counts by
   const uint64_t known_epoch_;
   const uint64_t known_revision_;
-  const bool privileged_;
+  const Viewer viewer_;
   inventory::InventoryStore* store_ = nullptr;
   uint64_t subscription_ = 0;
   std::shared_ptr<WatchReactor> self_;
@@ -144,8 +144,8 @@ WatchHub::WatchHub(inventory::InventoryStore& store, WatchLimits limits, RenderF
     : store_(store), limits_(limits), render_(std::move(render)) {}
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchHub::Open(const std::string& peer, uint64_t known_epoch,
-                                                           uint64_t known_revision, bool privileged) {
-  auto watch = std::make_shared<WatchReactor>(this, peer, known_epoch, known_revision, privileged);
+                                                           uint64_t known_revision, Viewer viewer) {
+  auto watch = std::make_shared<WatchReactor>(this, peer, known_epoch, known_revision, std::move(viewer));
   grpc::Status refusal = grpc::Status::OK;
   bool counted = false;
   {

@@ -16,6 +16,7 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/server_callback.h"
 #include "server/inventory/store.h"
+#include "server/service/inventory_redaction.h"
 
 namespace devplace::service {
 
@@ -45,18 +46,18 @@ struct WatchLimits {
 // until grpc::Server::Shutdown returned), and the store must outlive the hub.
 class WatchHub {
  public:
-  // The bytes of one message of a stream: `inventory` as the caller may see it (privileged or not),
+  // The bytes of one message of a stream: `inventory` as the caller (`viewer`) may see it,
   // a serialized v1::Inventory. Called on the store's delivering thread or a gRPC thread.
-  using RenderFn = std::function<std::string(const v1::Inventory& inventory, bool privileged)>;
+  using RenderFn = std::function<std::string(const v1::Inventory& inventory, const Viewer& viewer)>;
 
   WatchHub(inventory::InventoryStore& store, WatchLimits limits, RenderFn render);
   WatchHub(const WatchHub&) = delete;
   WatchHub& operator=(const WatchHub&) = delete;
 
   // A stream for `peer` (the key max_watches_per_peer counts by) that knows `known_epoch` and
-  // `known_revision`; `privileged` is handed to RenderFn. Started, or already finished as above.
+  // `known_revision`; `viewer` is handed to RenderFn. Started, or already finished as above.
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Open(const std::string& peer, uint64_t known_epoch,
-                                                   uint64_t known_revision, bool privileged)
+                                                   uint64_t known_revision, Viewer viewer)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Ends every stream with OK and refuses new ones (they end with OK at once).
   void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
@@ -67,7 +68,7 @@ class WatchHub {
   friend class WatchReactor;
   // A stream ended (gRPC's OnDone): its count is freed.
   void Forget(WatchReactor* watch, const std::string& peer) ABSL_LOCKS_EXCLUDED(mu_);
-  std::string Render(const v1::Inventory& inventory, bool privileged) const { return render_(inventory, privileged); }
+  std::string Render(const v1::Inventory& inventory, const Viewer& viewer) const { return render_(inventory, viewer); }
 
   inventory::InventoryStore& store_;
   const WatchLimits limits_;

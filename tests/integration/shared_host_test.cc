@@ -340,15 +340,18 @@ TEST(SharedHost, NeverOutsideTheJobsMaskOrDeviceNodes) {
   v1::LeaseKeepAliveResponse kept;
   ASSERT_TRUE(stub->LeaseKeepAlive(&c3, keep, &kept).ok());
   EXPECT_GT(kept.lease().expires_at().seconds(), kept.lease().created_at().seconds());
-  // Unprivileged TCP callers see leases without ids or pids.
+  // A caller over loopback TCP is known by its uid, as for the lease's owner: it sees its own
+  // lease's id (which it may release or renew); TCP's TTL lease has no pid.
   grpc::ClientContext c4;
   v1::Inventory seen;
   ASSERT_TRUE(stub->GetInventory(&c4, {}, &seen).ok());
-  ASSERT_GE(seen.leases_size(), 1);
+  int own = 0;
   for (const v1::LeaseInfo& l : seen.leases()) {
-    EXPECT_TRUE(l.lease_id().empty());
+    if (l.lease_id() != tcp.lease().lease_id()) continue;
+    ++own;
     EXPECT_EQ(l.pid(), 0u);
   }
+  EXPECT_EQ(own, 1) << "the TCP caller does not see its own lease's id";
   grpc::ClientContext c5;
   v1::LeaseReleaseRequest release;
   release.set_lease_id(tcp.lease().lease_id());
@@ -502,23 +505,47 @@ TEST(SharedHost, UnknownUsageIsAWarningAndMinFreeIsRefusedAtOnce) {
 }
 
 // A local user outside the socket's group (here `nobody`) holds a process lease over the unix
-// socket, bound to their own shell; they see no lease ids or pids, and refresh stays privileged.
-TEST(SharedHost, AnyLocalUserHoldsAProcessLeaseOverTheUnixSocket) {
+// socket, bound to their own shell. They see their own lease whole (its id, to release or renew it,
+// and its holder's pid) and another user's (root's TTL lease) without id or pid; refresh stays
+// privileged.
+TEST(SharedHost, AnyLocalUserHoldsAProcessLeaseOverTheUnixSocketAndSeesOnlyItsOwnLeasesIds) {
   if (getuid() != 0) GTEST_SKIP() << "needs root to run a command as nobody (setpriv)";
   SharedHost host(2, {});
   const std::string as_nobody = host.AsNobody();
   if (as_nobody.empty()) GTEST_SKIP() << "setpriv missing, or nobody cannot reach " << DEVPLACE_CLI_BINARY;
+  const CommandResult root_pick = host.Script("devplace pick --no_environment --ttl=1h --json");
+  v1::PickDevicesResponse roots;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(root_pick.out, &roots).ok()) << root_pick.out;
   const std::string script = absl::StrCat(
       "cd /; eval \"$(", host.Cli(), " pick --no_environment 2>/dev/null)\" && echo \"shell=$$ cvd=$CUDA_VISIBLE_DEVICES\"\n",
-      host.Cli(), " inventory --json\n", host.Cli(), " refresh 2>&1 || echo refresh-refused\n");
+      "echo '<<<'; ", host.Cli(), " inventory --json; echo '>>>'\n", host.Cli(), " inventory | grep -c '(hidden)'\n",
+      host.Cli(), " refresh 2>&1 || echo refresh-refused\n");
   const CommandResult r = RunCommand(as_nobody + "bash -c " + ShellQuote(script));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("cvd=GPU-"));
-  EXPECT_THAT(r.out, HasSubstr("\"holder\": \"LEASE_HOLDER_PARENT\""));
-  EXPECT_THAT(r.out, HasSubstr("\"uid\": 65534"));
-  EXPECT_THAT(r.out, HasSubstr("\"leaseId\": \"\",\n      \"holder\": \"LEASE_HOLDER_PARENT\",\n      \"pid\": 0,"));
+  const std::string shell = std::regex_replace(r.out, std::regex("(?:.|\n)*shell=([0-9]+)(?:.|\n)*"), "$1");
+  const size_t from = r.out.find("<<<\n"), to = r.out.find(">>>\n");
+  ASSERT_TRUE(from != std::string::npos && to != std::string::npos) << r.out;
+  v1::Inventory seen;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out.substr(from + 4, to - from - 4), &seen).ok()) << r.out;
+  ASSERT_EQ(seen.leases_size(), 2) << r.out;
+  for (const v1::LeaseInfo& lease : seen.leases()) {
+    ASSERT_TRUE(lease.has_uid());
+    if (lease.uid() == 65534) {
+      EXPECT_EQ(lease.holder(), v1::LEASE_HOLDER_PARENT);
+      EXPECT_EQ(lease.lease_id().size(), 32u) << "the owner does not see its own lease's id";
+      EXPECT_EQ(absl::StrCat(lease.pid()), shell);
+    } else {
+      EXPECT_EQ(lease.uid(), 0u);
+      EXPECT_EQ(lease.holder(), v1::LEASE_HOLDER_TTL);
+      EXPECT_EQ(lease.lease_id(), "") << "another user's lease id is shown";
+      EXPECT_EQ(lease.pid(), 0u);
+    }
+  }
+  EXPECT_THAT(r.out, HasSubstr(">>>\n1\n")) << "the table hides exactly root's lease id";
   EXPECT_THAT(r.out, HasSubstr("PERMISSION_DENIED"));
   EXPECT_THAT(r.out, HasSubstr("refresh-refused"));
+  EXPECT_EQ(host.Script("devplace release --lease_id=" + roots.lease().lease_id()).exit_code, 0);
 }
 
 }  // namespace

@@ -39,14 +39,29 @@ void AddProcess(v1::DeviceUsage& usage, uint32_t pid, uint32_t uid) {
   usage.set_process_count(usage.process_count() + 1);
 }
 
-TEST(InventoryRedaction, ALeaseLosesItsIdAndPidOnly) {
-  v1::LeaseInfo lease = Lease();
-  RedactLease(lease);
-  v1::LeaseInfo expected = Lease();
-  expected.clear_lease_id();
-  expected.clear_pid();
-  EXPECT_EQ(lease.SerializeAsString(), expected.SerializeAsString());
-  EXPECT_EQ(lease.uid(), 1000u);  // who holds devices is public; which process is not
+TEST(InventoryRedaction, ALeaseLosesItsIdAndPidOnlyForAnotherUser) {
+  for (const service::Viewer& other : {service::Viewer{}, service::Viewer{false, 1001u}}) {
+    v1::LeaseInfo lease = Lease();
+    RedactLease(lease, other);
+    v1::LeaseInfo expected = Lease();
+    expected.clear_lease_id();
+    expected.clear_pid();
+    EXPECT_EQ(lease.SerializeAsString(), expected.SerializeAsString());
+    EXPECT_EQ(lease.uid(), 1000u);  // who holds devices is public; which process is not
+  }
+}
+
+TEST(InventoryRedaction, ItsOwnerAndAPrivilegedCallerSeeALeaseWhole) {
+  for (const service::Viewer& whole : {service::Viewer{false, 1000u}, service::Viewer{true, {}}}) {
+    v1::LeaseInfo lease = Lease();
+    RedactLease(lease, whole);
+    EXPECT_EQ(lease.SerializeAsString(), Lease().SerializeAsString());
+  }
+  // A lease without an owner (picked over remote TCP) is whole to privileged callers only.
+  v1::LeaseInfo ownerless = Lease();
+  ownerless.clear_uid();
+  RedactLease(ownerless, service::Viewer{false, 1000u});
+  EXPECT_EQ(ownerless.lease_id(), "");
 }
 
 TEST(InventoryRedaction, ProcessesOfDevicesAndPartitionsAndLeasesLoseWhatIdentifiesThem) {

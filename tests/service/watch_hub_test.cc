@@ -41,7 +41,7 @@ class HubService final
     grpc::Status bad;
     EXPECT_TRUE(service::ParseRequest(request_bytes, &request, &bad)) << bad.error_message();
     return hub_.Open(Metadata(ctx, kPeerKey), request.known_epoch(), request.known_revision(),
-                     Metadata(ctx, kPrivilegedKey) == "yes");
+                     service::Viewer{Metadata(ctx, kPrivilegedKey) == "yes", {}});
   }
 
  private:
@@ -69,9 +69,9 @@ class WatchHubTest : public ::testing::Test {
     store_ = std::make_unique<inventory::InventoryStore>(options);
     ASSERT_TRUE(store_->Refresh().ok());
     // What each caller is sent: the snapshot, marked with whether it was rendered privileged.
-    hub_ = std::make_unique<service::WatchHub>(*store_, limits, [](const v1::Inventory& inv, bool privileged) {
+    hub_ = std::make_unique<service::WatchHub>(*store_, limits, [](const v1::Inventory& inv, const service::Viewer& viewer) {
       v1::Inventory copy = inv;
-      copy.set_daemon_version(privileged ? "privileged" : "unprivileged");
+      copy.set_daemon_version(viewer.privileged ? "privileged" : "unprivileged");
       return copy.SerializeAsString();
     });
     service_ = std::make_unique<HubService>(*hub_);
