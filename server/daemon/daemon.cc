@@ -342,6 +342,9 @@ void Daemon::RestoreLeases() {
   for (const std::string& line : report.dropped) {
     spdlog::info("event=lease_dropped file={} reason=\"{}\"", file, line);
   }
+  for (const v1::LeaseInfo& lease : service_->leases().List()) {
+    spdlog::info("{}", FormatLeaseEvent({"restored", lease, "", "", ""}));
+  }
   spdlog::info("event=lease_state file={} found={} kept={} dropped={}", file, report.found, report.kept,
                report.dropped.size());
 }

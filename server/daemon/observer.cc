@@ -1,8 +1,15 @@
 #include "server/daemon/observer.h"
 
+#include <string>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "absl/time/time.h"
 #include "spdlog/spdlog.h"
 
 namespace devplace::daemon {
@@ -63,6 +70,40 @@ void DaemonObserver::OnPicksWaiting(size_t waiting) { shared_host_->SetPicksWait
 void DaemonObserver::OnLeaseCall(const std::string& call, const std::string& outcome) {
   shared_host_->ObserveLeaseCall(call, outcome);
 }
+
+std::string FormatLeaseEvent(const service::LeaseEvent& e) {
+  std::string line = absl::StrCat("event=lease action=", e.action);
+  if (!e.user.empty()) absl::StrAppend(&line, " user=", e.user);
+  if (e.action == "refused") {
+    // The message is the daemon's own, but quotes what the caller sent: escaped and bounded.
+    const std::string error = absl::CHexEscape(e.error.substr(0, 400));
+    absl::StrAppend(&line, " outcome=", e.outcome, " error=\"", error, e.error.size() > 400 ? "..." : "", "\"");
+    return line;
+  }
+  const v1::LeaseInfo& l = e.lease;
+  // The id's first 8 hex digits: enough to tell leases apart in the trail and find one in
+  // `devplace inventory`, not the capability that releases it.
+  absl::StrAppend(&line, " lease=", l.lease_id().substr(0, 8), " holder=",
+                  absl::AsciiStrToLower(absl::StripPrefix(v1::LeaseHolder_Name(l.holder()), "LEASE_HOLDER_")));
+  if (l.pid() != 0) absl::StrAppend(&line, " pid=", l.pid());
+  if (l.has_uid()) absl::StrAppend(&line, " uid=", l.uid());
+  std::vector<std::string> devices;
+  for (const v1::LeaseDevice& d : l.devices()) {
+    std::string device = d.pci_bus_id();
+    if (!d.partition_uuid().empty()) absl::StrAppend(&device, "/", d.partition_uuid());
+    if (d.sub_device() >= 0) absl::StrAppend(&device, "/", d.sub_device());
+    devices.push_back(std::move(device));
+  }
+  absl::StrAppend(&line, " devices=", absl::StrJoin(devices, ","));
+  if (l.has_expires_at()) {
+    absl::StrAppend(&line, " expires_at=",
+                    absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixSeconds(l.expires_at().seconds()),
+                                     absl::UTCTimeZone()));
+  }
+  return line;
+}
+
+void DaemonObserver::OnLeaseEvent(const service::LeaseEvent& event) { spdlog::info("{}", FormatLeaseEvent(event)); }
 
 void DaemonObserver::OnLeaseWriteError(const absl::Status& error) {
   spdlog::warn("event=lease_state_write_failed file={} error=\"{}\" (picks are refused until the file can be "

@@ -22,6 +22,12 @@
 namespace devplace::daemon {
 
 // Thread-safe: the store's threads, gRPC's and the service's workers call it at once.
+// One line of the lease trail: `event=lease action=granted user=uid:1000 lease=3df5eed0
+// holder=parent pid=4242 uid=1000 devices=0000:20:00.0 [expires_at=...]`, or for a refused pick
+// `event=lease action=refused user=... outcome=no_free_device error="..."` (escaped, at most 400
+// bytes of the message). The lease is named by its id's first 8 hex digits, never the whole id.
+std::string FormatLeaseEvent(const service::LeaseEvent& event);
+
 class DaemonObserver final : public service::ServiceObserver {
  public:
   // Registers, in this order, devplace_probe_* (metrics::ProbeMetrics), devplace_build_info, the
@@ -56,6 +62,8 @@ class DaemonObserver final : public service::ServiceObserver {
   void OnPicksWaiting(size_t waiting) override;
   void OnLeaseCall(const std::string& call, const std::string& outcome) override;
   void OnLeaseWriteError(const absl::Status& error) override;
+  // Logs one line of the lease trail at info (FormatLeaseEvent).
+  void OnLeaseEvent(const service::LeaseEvent& event) override;
 
  private:
   const std::string lease_state_file_;

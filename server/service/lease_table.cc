@@ -147,7 +147,7 @@ placement::PickOutcome LeaseTable::PickAndHold(const v1::Inventory& inventory, c
     ++ended;
   }
   watcher_.Wake();   // the watcher polls the new pidfd
-  if (ended > 0 && options_.on_release) options_.on_release();
+  AfterEnding(ended);
   return outcome;
 }
 
@@ -230,7 +230,7 @@ absl::StatusOr<v1::LeaseInfo> LeaseTable::KeepAlive(const std::string& lease_id,
     ++generation_;
   }
   Persist();  // a restart keeps the new expiry
-  if (ended > 0 && options_.on_release) options_.on_release();
+  AfterEnding(ended);
   return info;
 }
 
@@ -244,13 +244,20 @@ size_t LeaseTable::DevicesOf(uid_t uid) const {
 }
 
 std::vector<v1::LeaseInfo> LeaseTable::List() {
-  absl::MutexLock lock(&mu_);
-  SweepLocked(absl::Now());
-  std::vector<const Lease*> ordered;
-  for (const auto& [id, lease] : leases_) ordered.push_back(&lease);
-  std::sort(ordered.begin(), ordered.end(), [](const Lease* a, const Lease* b) { return a->order < b->order; });
   std::vector<v1::LeaseInfo> out;
-  for (const Lease* l : ordered) out.push_back(l->info);
+  int ended = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    ended = SweepLocked(absl::Now());
+    std::vector<const Lease*> ordered;
+    for (const auto& [id, lease] : leases_) ordered.push_back(&lease);
+    std::sort(ordered.begin(), ordered.end(), [](const Lease* a, const Lease* b) { return a->order < b->order; });
+    for (const Lease* l : ordered) out.push_back(l->info);
+  }
+  if (ended > 0) {  // as Sweep: on disk, and waiting picks and the trail are told
+    (void)Persist();
+    AfterEnding(ended);
+  }
   return out;
 }
 
@@ -274,6 +281,7 @@ int LeaseTable::SweepLocked(absl::Time now, bool wake_for_groups) {
   bool group_to_find = false;
   for (auto it = leases_.begin(); it != leases_.end();) {
     if (it->second.holder.Ended(now)) {
+      if (options_.on_end) just_ended_.emplace_back(std::move(it->second.info), !it->second.holder.is_process());
       it = leases_.erase(it);  // closes its pidfd
       ++ended;
       ++generation_;
@@ -285,6 +293,16 @@ int LeaseTable::SweepLocked(absl::Time now, bool wake_for_groups) {
   }
   if (group_to_find && wake_for_groups) watcher_.Wake();  // its thread looks for the group outside this lock
   return ended;
+}
+
+void LeaseTable::AfterEnding(int ended) {
+  std::vector<std::pair<v1::LeaseInfo, bool>> told;
+  {
+    absl::MutexLock lock(&mu_);
+    told.swap(just_ended_);
+  }
+  for (const auto& [lease, expired] : told) options_.on_end(lease, expired);
+  if (ended > 0 && options_.on_release) options_.on_release();
 }
 
 int LeaseTable::Sweep() {
@@ -300,7 +318,7 @@ int LeaseTable::Sweep() {
     ended += SweepLocked(absl::Now(), /*wake_for_groups=*/false);
   }
   if (ended > 0) Persist();
-  if (ended > 0 && options_.on_release) options_.on_release();
+  AfterEnding(ended);
   return ended;
 }
 
@@ -414,7 +432,8 @@ RestoreReport LeaseTable::Restore(const std::string& path) {
   }
   Persist();
   watcher_.Wake();  // the watcher polls the restored pidfds
-  if (ended > 0 && options_.on_release) options_.on_release();
+  AfterEnding(ended);
+  if (ended == 0 && options_.on_release) options_.on_release();  // the count of leases held starts from those kept
   return report;
 }
 

@@ -54,7 +54,7 @@ struct LeaseCaller {
 
 struct LeaseTableOptions {
   // Called (outside the table's lock, on the table's own thread or the caller's) after leases
-  // ended, so that waiting picks can try again.
+  // ended, so that waiting picks can try again, and once Restore has read the table back.
   std::function<void()> on_release;
   // Most devices one user (LeaseInfo.uid, never root) holds leased at once, all its leases
   // together: 0 = no cap. A pick past it is RESOURCE_EXHAUSTED, however many devices are free.
@@ -62,6 +62,9 @@ struct LeaseTableOptions {
   // Called when the table could not be written to its file (Restore's path): the change stands
   // in memory; the file keeps the previous table until a later write succeeds.
   std::function<void(const absl::Status&)> on_write_error;
+  // Called (outside the table's lock, before on_release) for each lease that ended by itself:
+  // `expired` when its time to live passed, else its holder exited.
+  std::function<void(const v1::LeaseInfo& lease, bool expired)> on_end;
 };
 
 // The payload (absl::Status::GetPayload) on PickAndHold's RESOURCE_EXHAUSTED when the caller's
@@ -150,6 +153,9 @@ class LeaseTable {
   // Ends the leases whose holder Ended; with `wake_for_groups`, wakes the watcher when a group is
   // to be found (the watcher's own sweep looks for it at once instead).
   int SweepLocked(absl::Time now, bool wake_for_groups = true) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After `ended` leases ended: on_end for each SweepLocked ended since the last call, then
+  // on_release when `ended` > 0.
+  void AfterEnding(int ended) ABSL_LOCKS_EXCLUDED(mu_);
   // For every lease whose process group is to be found (LeaseHolder::GroupToFind): one pass over
   // /proc (FindGroupMembers) outside mu_, then each holder is given what it found. Returns how many
   // leases were looked for.
@@ -178,6 +184,8 @@ class LeaseTable {
   uint64_t next_order_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t granted_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t ended_ ABSL_GUARDED_BY(mu_) = 0;
+  // The leases SweepLocked ended that on_end has not been told of, and whether each expired.
+  std::vector<std::pair<v1::LeaseInfo, bool>> just_ended_ ABSL_GUARDED_BY(mu_);
   // Bumped on every change; Persist skips a write when the file already holds this generation.
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t written_generation_ ABSL_GUARDED_BY(write_mu_) = 0;

@@ -149,7 +149,13 @@ absl::StatusOr<LeaseHolderSpec> DevicePlacementService::HolderFor(grpc::Callback
 
 void DevicePlacementService::FinishPick(const PendingPick& pick, const grpc::Status& status,
                                         const std::string& outcome) {
-  if (options_.observer != nullptr) options_.observer->OnPick(outcome, absl::Now() - pick.arrived);
+  if (options_.observer != nullptr) {
+    options_.observer->OnPick(outcome, absl::Now() - pick.arrived);
+    if (!status.ok()) {
+      options_.observer->OnLeaseEvent({"refused", {}, pick.user.empty() ? UserOf(pick.ctx) : pick.user, outcome,
+                                       status.error_message()});
+    }
+  }
   pick.reactor->Finish(status);
 }
 
@@ -171,6 +177,7 @@ bool DevicePlacementService::TryPick(PendingPick& pick, bool waited, WaitingRoun
   if (only_if_ended && outcome.status.code() == absl::StatusCode::kAborted) return false;  // the round starts again
   if (outcome.status.ok()) {
     *pick.response = SharedBytes(std::make_shared<const std::string>(outcome.response.SerializeAsString()));
+    if (options_.observer != nullptr) options_.observer->OnLeaseEvent({"granted", outcome.response.lease(), pick.user, "", ""});
     LeasesChanged();
     FinishPick(pick, grpc::Status::OK, "answered");
     return true;
@@ -234,7 +241,7 @@ grpc::ServerUnaryReactor* DevicePlacementService::PickDevices(grpc::CallbackServ
   }
   pick.holder = *std::move(holder);
   pick.deadline = WaitDeadline(ctx, pick.request.wait_ms(), pick.arrived);
-  pick.user = pick.holder.caller_uid ? absl::StrCat("uid:", *pick.holder.caller_uid) : PeerKey(ctx->peer());
+  pick.user = UserOf(ctx);
   switch (waiting_.Arriving()) {
     case WaitingPicks::Turn::kShuttingDown:
       FinishPick(pick, ShuttingDown(), "unavailable");
@@ -262,6 +269,11 @@ void DevicePlacementService::LeasesChanged() {
   waiting_.Poke();
 }
 
+std::string DevicePlacementService::UserOf(grpc::CallbackServerContext* ctx) const {
+  const std::optional<uid_t> uid = CallerUid(ctx);
+  return uid ? absl::StrCat("uid:", *uid) : PeerKey(ctx->peer());
+}
+
 std::optional<uid_t> DevicePlacementService::CallerUid(grpc::CallbackServerContext* ctx) const {
   if (access_.peers != nullptr) {
     if (const std::optional<PeerCredentials> creds = access_.peers->Find(ctx->peer())) return creds->uid;
@@ -281,7 +293,11 @@ grpc::ServerUnaryReactor* DevicePlacementService::LeaseRelease(grpc::CallbackSer
   return LeaseCall<v1::LeaseReleaseRequest, v1::LeaseReleaseResponse>(
       ctx, request_bytes, response_bytes,
       [this, ctx](const v1::LeaseReleaseRequest& request) {
-        return leases_->Release(request.lease_id(), LeaseCaller{CallerUid(ctx)});
+        absl::StatusOr<v1::LeaseInfo> released = leases_->Release(request.lease_id(), LeaseCaller{CallerUid(ctx)});
+        if (released.ok() && options_.observer != nullptr) {
+          options_.observer->OnLeaseEvent({"released", *released, UserOf(ctx), "", ""});
+        }
+        return released;
       },
       [this](const std::string& outcome) {
         if (options_.observer != nullptr) options_.observer->OnLeaseCall("release", outcome);
@@ -300,9 +316,13 @@ grpc::ServerUnaryReactor* DevicePlacementService::LeaseKeepAlive(grpc::CallbackS
                                                          placement::kDefaultLeaseTtlMs, ") or ",
                                                          placement::kMinLeaseTtlMs, " to ", placement::kMaxLeaseTtlMs));
         }
-        return leases_->KeepAlive(request.lease_id(),
-                                  absl::Milliseconds(ttl != 0 ? ttl : placement::kDefaultLeaseTtlMs),
-                                  LeaseCaller{CallerUid(ctx)});
+        absl::StatusOr<v1::LeaseInfo> renewed =
+            leases_->KeepAlive(request.lease_id(), absl::Milliseconds(ttl != 0 ? ttl : placement::kDefaultLeaseTtlMs),
+                               LeaseCaller{CallerUid(ctx)});
+        if (renewed.ok() && options_.observer != nullptr) {
+          options_.observer->OnLeaseEvent({"renewed", *renewed, UserOf(ctx), "", ""});
+        }
+        return renewed;
       },
       [this](const std::string& outcome) {
         if (options_.observer != nullptr) options_.observer->OnLeaseCall("keep_alive", outcome);

@@ -55,6 +55,9 @@ DevicePlacementService::DevicePlacementService(inventory::InventoryStore& store,
         leases.max_devices_per_user = options_.max_leased_devices_per_user;
         if (ServiceObserver* observer = options_.observer; observer != nullptr) {
           leases.on_write_error = [observer](const absl::Status& error) { observer->OnLeaseWriteError(error); };
+          leases.on_end = [observer](const v1::LeaseInfo& lease, bool expired) {
+            observer->OnLeaseEvent({expired ? "expired" : "ended", lease, "", "", ""});
+          };
         }
         return leases;
       }())),

@@ -190,6 +190,9 @@ class DevicePlacementService final
   // The caller's uid: its peer credentials over the unix socket, the connection's owner over
   // loopback TCP (ServiceOptions::connections); nullopt elsewhere.
   std::optional<uid_t> CallerUid(grpc::CallbackServerContext* ctx) const;
+  // Who the per-user bounds and the lease trail name the caller: "uid:N" (CallerUid), else its
+  // peer's address (PeerKey).
+  std::string UserOf(grpc::CallbackServerContext* ctx) const;
   void FinishPick(const PendingPick& pick, const grpc::Status& status, const std::string& outcome);
   void LeasesChanged();
 

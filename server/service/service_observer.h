@@ -8,9 +8,23 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "devplace/v1/devplace.pb.h"
 #include "server/placement/resolver.h"
 
 namespace devplace::service {
+
+// One step of a lease's life, for the trail an operator reads ("who had GPU 1 at 10:37?").
+struct LeaseEvent {
+  // "granted" (a pick answered), "released" (LeaseRelease), "renewed" (LeaseKeepAlive), "ended"
+  // (its holder exited: the process, or the last process of its group), "expired" (its time to
+  // live passed), "refused" (a pick answered with an error: no lease); devplaced itself logs
+  // "restored" (kept from the lease file at start).
+  std::string action;
+  v1::LeaseInfo lease;  // whole (id, pid, uid); empty for "refused"
+  std::string user;     // who called: "uid:N", else the peer's address; empty for ended and expired
+  std::string outcome;  // refused: the pick's outcome (OnPick's names)
+  std::string error;    // refused: the error's message
+};
 
 // Every method may be called from any gRPC thread or the service's workers, several at once: an
 // implementation must be thread-safe and quick (a counter, a log line). Each default does nothing.
@@ -32,6 +46,8 @@ class ServiceObserver {
   // One LeaseRelease ("release") or LeaseKeepAlive ("keep_alive") answer by outcome ("ok",
   // "not_found", "permission_denied", "invalid_argument", "failed_precondition").
   virtual void OnLeaseCall(const std::string& /*call*/, const std::string& /*outcome*/) {}
+  // A lease was granted, released, renewed, ended or expired, or a pick was refused.
+  virtual void OnLeaseEvent(const LeaseEvent& /*event*/) {}
   // The lease table could not be written to its file (LeaseTable::Restore's path): the change
   // stands in memory.
   virtual void OnLeaseWriteError(const absl::Status& /*error*/) {}

@@ -379,7 +379,7 @@ TEST(SharedHost, NeverOutsideTheJobsMaskOrDeviceNodes) {
   EXPECT_THAT(r.err, HasSubstr("NOT_FOUND: lease_id: no lease " + cli_pick.lease().lease_id()));
   r = RunCommand(tcp_cli + " release");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err, HasSubstr("--lease_id='': want the lease's id as `devplace pick` printed it (1 to 64 bytes)"));
+  EXPECT_THAT(r.err, HasSubstr("--lease_id='': want the lease's id as `devplace pick` printed it or `devplace inventory` shows it on your own leases (1 to 64 bytes)"));
 }
 
 // `eval "$(devplace pick ...)"` in the spellings users write: bash forks a subshell for the
