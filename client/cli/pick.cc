@@ -145,8 +145,9 @@ int RunPick() {
     const std::string note = PickNote(*pick);
     std::printf("# devplace: %s\n", note.c_str());
     std::fflush(stdout);
-    // Also on stderr, which eval does not swallow, with the pick's warnings.
-    std::fprintf(stderr, "devplace pick: %s\n", note.c_str());
+    // Also on stderr, which eval does not swallow (not where stdout shows it already, a terminal),
+    // with the pick's warnings.
+    if (!isatty(STDOUT_FILENO)) std::fprintf(stderr, "devplace pick: %s\n", note.c_str());
     for (const std::string& w : pick->warnings()) std::fprintf(stderr, "devplace pick: warning: %s\n", w.c_str());
     if (isatty(STDOUT_FILENO)) {
       std::fprintf(stderr,

@@ -99,6 +99,19 @@ int ExitStatusOf(int status) {
   return kExitError;
 }
 
+// A command a signal ended is said on stderr, as a shell says it (not for SIGINT or SIGPIPE):
+// 137 alone does not tell a user that the command was killed, or by what.
+void SaySignal(int status) {
+  if (!WIFSIGNALED(status) || WTERMSIG(status) == SIGINT || WTERMSIG(status) == SIGPIPE) return;
+  const int sig = WTERMSIG(status);
+  std::fprintf(stderr, "devplace run: the command was killed by signal %d (%s)%s; exit status %d\n", sig,
+               strsignal(sig),
+               sig == SIGKILL ? ": from another process, or the kernel's OOM killer when memory ran out (see "
+                                "`journalctl -k` or `dmesg`)"
+                              : "",
+               128 + sig);
+}
+
 int RunRun() {
   if (g_arguments.empty()) return UsageError("run", "missing the command to run after --");
   absl::StatusOr<PickOptions> options = PickOptionsFromFlags(v1::LEASE_HOLDER_PROCESS_GROUP);
@@ -203,6 +216,7 @@ int RunRun() {
         got = waitpid(child, &status, 0);
       } while (got < 0 && errno == EINTR);
       exit_status = got == child ? ExitStatusOf(status) : kExitError;
+      if (got == child) SaySignal(status);
     }
     g_child = 0;
     {

@@ -92,9 +92,9 @@ absl::Status TooFewFree(const std::vector<Candidate>& candidates, const std::vec
   const bool some_in_use = !request.allow_shared() && std::any_of(candidates.begin(), candidates.end(),
                                                                   [](const Candidate& c) { return c.processes > 0; });
   std::vector<std::string> advice;
-  if (some_taken) advice.push_back("retry later or wait for one (--wait, wait_ms)");
-  if (some_in_use) advice.push_back("allow sharing (--shared, allow_shared)");
-  if (request.min_free_bytes() > 0) advice.push_back("ask for less free memory (--min_free, min_free_bytes)");
+  if (some_taken) advice.push_back("retry later or wait for one (devplace --wait=D, Python wait=S, wait_ms)");
+  if (some_in_use) advice.push_back("allow sharing (devplace --shared, Python allow_shared=True, allow_shared)");
+  if (request.min_free_bytes() > 0) advice.push_back("ask for less free memory (devplace --min_free, Python min_free=, min_free_bytes)");
   advice.push_back("ask for fewer");
   return absl::FailedPreconditionError(absl::StrCat("P-PICK ", count, " free ", backend.name(), " device(s) wanted, ",
                                                     picked, " free for this job now (", candidates.size(),

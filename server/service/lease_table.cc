@@ -73,11 +73,19 @@ absl::Status LeaseTable::CheckUserCap(std::optional<uid_t> caller_uid, size_t wa
   for (const auto& [id, lease] : leases_) {
     if (lease.info.has_uid() && lease.info.uid() == *caller_uid) held += lease.info.devices_size();
   }
-  if (held + wanted <= static_cast<size_t>(options_.max_devices_per_user)) return absl::OkStatus();
-  absl::Status over = absl::ResourceExhaustedError(absl::StrCat(
-      "uid ", *caller_uid, " holds ", held, " leased device(s) and asked for ", wanted, " more; each "
-      "user may hold at most ", options_.max_devices_per_user, " at once (devplaced "
-      "--max_leased_devices_per_user); release one (`devplace release --lease_id=ID`) or wait for a job to end"));
+  const size_t cap = static_cast<size_t>(options_.max_devices_per_user);
+  if (held + wanted <= cap) return absl::OkStatus();
+  // Past the cap by itself, the pick can never be answered: no release or wait helps.
+  absl::Status over = absl::ResourceExhaustedError(
+      wanted > cap ? absl::StrCat("asked for ", wanted, " devices; each user may hold at most ", cap,
+                                  " at once on this host (devplaced --max_leased_devices_per_user), so no release or "
+                                  "wait makes room for it: ask for at most ",
+                                  cap, ", or ask the host's operator for a higher cap")
+                   : absl::StrCat("uid ", *caller_uid, " holds ", held, " leased device(s) and asked for ", wanted,
+                                  " more; each user may hold at most ", cap,
+                                  " at once (devplaced --max_leased_devices_per_user); release one (`devplace release "
+                                  "--lease_id=ID`, your leases' ids are in `devplace inventory`) or wait for a job "
+                                  "to end"));
   over.SetPayload(kOverUserCapPayload, absl::Cord("1"));
   return over;
 }

@@ -95,8 +95,8 @@ absl::StatusOr<LeaseHolderSpec> DevicePlacementService::HolderFor(grpc::Callback
   if (!creds) {
     return absl::FailedPreconditionError(absl::StrCat(
         "holder: ", request.holder() == v1::LEASE_HOLDER_UNSPECIFIED ? "a lease for the calling process" : which,
-        " needs the unix socket, where devplaced knows the calling process from its peer credentials (every local "
-        "user may connect to it); over TCP a lease has a time to live, which only the caller can choose, since one "
+        " needs the unix socket, where devplaced knows the calling process from its peer credentials (its mode "
+        "says which local users may connect: by default every one; else ask the host's operator); over TCP a lease has a time to live, which only the caller can choose, since one "
         "that ends while the job runs hands its devices to the next pick: ask for it (`devplace pick --ttl=2h`, "
         "LEASE_HOLDER_TTL with ttl_ms) and renew it (`devplace renew`, LeaseKeepAlive), or pick over the unix socket"));
   }
@@ -198,8 +198,8 @@ bool DevicePlacementService::TryPick(PendingPick& pick, bool waited, WaitingRoun
   if (outcome.no_free_device && waited && pick.request.wait_ms() > 0) {  // queued only behind others: no wait
     FinishPick(pick,
                ToGrpc(absl::FailedPreconditionError(absl::StrCat(
-                   "waited ", absl::ToInt64Milliseconds(now - pick.arrived), " ms (--wait, wait_ms ",
-                   pick.request.wait_ms(), ", or the call's deadline): ", outcome.status.message()))),
+                   "waited ", absl::ToInt64Milliseconds(now - pick.arrived), " ms (the pick's wait, ",
+                   pick.request.wait_ms(), " ms, or the call's deadline): ", outcome.status.message()))),
                "no_free_device_after_wait");
     return true;
   }

@@ -193,13 +193,13 @@ TEST(PickRank, TooFewFreeSaysWhetherAWaitCanHelpAndWhichAdviceFits) {
         "cuda/nvidia device(s)"}, {}},
       {"leased: wait", {leased, Ranked(0, 0, 1)}, 2, false, 0, true,
        {"P-PICK 2 free cuda/nvidia device(s) wanted, 1 free for this job now (2 it may use): host device 0: a; "
-        "host device 1: b; retry later or wait for one (--wait, wait_ms), ask for fewer"}, {"allow sharing"}},
+        "host device 1: b; retry later or wait for one (devplace --wait=D, Python wait=S, wait_ms), ask for fewer"}, {"allow sharing"}},
       {"in use: wait or share", {leased, in_use}, 1, false, 0, true,
-       {"retry later or wait for one (--wait, wait_ms), allow sharing (--shared, allow_shared), ask for fewer"}, {}},
+       {"retry later or wait for one (devplace --wait=D, Python wait=S, wait_ms), allow sharing (devplace --shared, Python allow_shared=True, allow_shared), ask for fewer"}, {}},
       {"in use, shared allowed: no sharing advice", {leased, in_use}, 1, true, 0, true, {"ask for fewer"},
        {"allow sharing"}},
       {"min_free with some free memory known", {free_unknown, Ranked(0, 0, 1)}, 2, false, kGiB, true,
-       {"ask for less free memory (--min_free, min_free_bytes), ask for fewer"}, {"retry later"}},
+       {"ask for less free memory (devplace --min_free, Python min_free=, min_free_bytes), ask for fewer"}, {"retry later"}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
