@@ -279,7 +279,13 @@ TEST(SharedHost, ALeaseEndsWithItsProcessAndRunReturnsTheExitStatus) {
   EXPECT_EQ(host.LeasesLeft(), 0);
 
   EXPECT_EQ(Bash(host.Cli() + " run --no_environment -- sh -c 'exit 7'").exit_code, 7);
-  EXPECT_EQ(Bash(host.Cli() + " run --no_environment -- sh -c 'kill -TERM $$'").exit_code, 128 + SIGTERM);
+  const CommandResult terminated = Bash(host.Cli() + " run --no_environment -- sh -c 'kill -TERM $$'");
+  EXPECT_EQ(terminated.exit_code, 128 + SIGTERM);
+  EXPECT_THAT(terminated.out, HasSubstr("devplace run: the command was killed by signal 15 (Terminated); exit status 143"));
+  const CommandResult killed = Bash(host.Cli() + " run --no_environment -- sh -c 'kill -KILL $$'");
+  EXPECT_EQ(killed.exit_code, 128 + SIGKILL);
+  EXPECT_THAT(killed.out, HasSubstr("devplace run: the command was killed by signal 9 (Killed): from another process, "
+                                    "or the kernel's OOM killer"));
   const CommandResult missing = Bash(host.Cli() + " run --no_environment -- /no/such/command");
   EXPECT_EQ(missing.exit_code, 127) << missing.out;
   EXPECT_THAT(missing.out, HasSubstr("cannot run /no/such/command: not found"));

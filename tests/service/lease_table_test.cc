@@ -201,6 +201,12 @@ TEST(LeaseTableOwners, AUserHoldsAtMostTheCapOfDevicesRootIsNotCapped) {
   const placement::PickOutcome third = table.PickAndHold(TwoGpus(), Request(1), TtlHolder(absl::Minutes(5), 1000));
   EXPECT_EQ(third.status.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_FALSE(third.no_free_device);
+  // A pick past the cap by itself: no release or wait can help, and the message says so.
+  const placement::PickOutcome both = table.PickAndHold(TwoGpus(), Request(2), TtlHolder(absl::Minutes(5), 1001));
+  EXPECT_EQ(both.status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(both.status.message(), HasSubstr("asked for 2 devices; each user may hold at most 1 at once on this host "
+                                               "(devplaced --max_leased_devices_per_user), so no release or wait makes "
+                                               "room for it: ask for at most 1"));
 }
 
 // kMaxLeases, from a file (1024 picks of a 1025-GPU host would take a minute in a debug build): a
