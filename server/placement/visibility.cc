@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "server/common/status_macros.h"
 #include "server/placement/allocation.h"
+#include "server/placement/health.h"
 #include "server/placement/visibility_internal.h"
 
 namespace devplace::placement {
@@ -69,7 +70,7 @@ using visibility_internal::SubDevices;
 
 bool RuntimeEnumerates(const v1::Device& d) {
   return d.usable() ||
-         (!d.supported() && d.driver_loaded() && d.device_nodes_present() && d.health() == v1::HEALTH_OK);
+         (!d.supported() && d.driver_loaded() && d.device_nodes_present() && HealthUsable(d.health()));
 }
 
 std::string DescribeUnit(const VisibleUnit& unit) {
