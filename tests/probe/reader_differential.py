@@ -225,7 +225,8 @@ def compare_lspci(inv, host_dir):
         if r.returncode != 0:
             raise SystemExit("lspci failed (exit %d): %s" % (r.returncode, r.stderr.strip()))
         notes += ["lspci: " + line for line in r.stderr.splitlines() if line.strip()]
-        links = lspci_links(lspci, pci_dir)
+        links, note = lspci_links(lspci, pci_dir)
+        notes += [note] if note else []
         for block in r.stdout.strip().split("\n\n"):
             fields = dict(line.split(":\t", 1) for line in block.splitlines() if ":\t" in line)
             if "Slot" not in fields:
@@ -271,10 +272,11 @@ def devplace_link(d):
 
 
 def lspci_links(lspci, pci_dir):
-    """{bus id: "max xW S GT/s; current xW S GT/s"} from `lspci -vv`'s LnkCap and LnkSta lines."""
+    """({bus id: "max xW S GT/s; current xW S GT/s"} from `lspci -vv`'s LnkCap and LnkSta lines, a note
+    when lspci -vv could not read the tree)."""
     r = run([lspci, "-A", "linux-sysfs", "-O", "sysfs.path=" + pci_dir, "-vv", "-D"])
-    if r.returncode != 0:
-        raise SystemExit("lspci -vv failed (exit %d): %s" % (r.returncode, r.stderr.strip()))
+    if r.returncode != 0:  # a tree without the irq and resource files -vv reads: no link seen
+        return {}, "lspci -vv read no link (exit %d: %s)" % (r.returncode, r.stderr.strip().splitlines()[-1:])
     out, bus, cap = {}, None, None
     for line in r.stdout.splitlines():
         m = re.match(r"([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]) ", line)
@@ -287,7 +289,7 @@ def lspci_links(lspci, pci_dir):
                 cap = "max x%s %s GT/s" % (m.group(3), gts(m.group(2)))
             else:
                 out[bus] = "%s; current x%s %s GT/s" % (cap or "max ?", m.group(3), gts(m.group(2)))
-    return out
+    return out, None
 
 
 # ------------------------------------------------------------------------------------------------
