@@ -50,6 +50,22 @@ TEST(HealthHazard, AnAnswerOnAFaultDeviceWarnsWithTheMaskThatLeavesItOut) {
   EXPECT_THAT(absl::StrJoin(r->warnings(), "\n"), Not(HasSubstr("H-HEALTH")));
 }
 
+// device_map="auto" spreads over every GPU the job's runtime enumerates, the FAULT one too (with the
+// warning); its max_memory budget is 0, so a job that passes max_memory puts no module there.
+TEST(HealthHazard, ADeviceMapBudgetLeavesAFaultDeviceOut) {
+  const absl::StatusOr<v1::ResolveDeviceResponse> r = Resolve(FirstGpu(v1::HEALTH_FAULT), Req::Infer("auto"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->max_memory().at("0"), 0u);
+  EXPECT_GT(r->max_memory().at("1"), 0u);
+  EXPECT_GT(r->max_memory().at("2"), 0u);
+  EXPECT_THAT(absl::StrJoin(r->explanation(), "\n"), HasSubstr("I-MEM H-HEALTH budget 0 for cuda:0 (health FAULT)"));
+  EXPECT_THAT(absl::StrJoin(r->warnings(), "\n"), HasSubstr("H-HEALTH cuda:0 is host device 0"));
+  // Without the fault the same GPU gets its free memory.
+  const absl::StatusOr<v1::ResolveDeviceResponse> ok = Resolve(FirstGpu(v1::HEALTH_DEGRADED), Req::Infer("auto"));
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_GT(ok->max_memory().at("0"), 0u);
+}
+
 TEST(HealthHazard, StrictRefusesAnAnswerOnAFaultDevice) {
   const absl::StatusOr<v1::ResolveDeviceResponse> r = Resolve(FirstGpu(v1::HEALTH_FAULT), Req::Train().Strict());
   ASSERT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
