@@ -19,6 +19,7 @@
 #include "google/protobuf/struct.pb.h"
 #include "server/common/json.h"
 #include "server/placement/backends.h"
+#include "server/placement/health.h"
 
 namespace devplace::cli {
 namespace {
@@ -36,6 +37,13 @@ std::string TwoSpaceIndent(const std::string& json) {
 
 // The daemon's own libtorch view, said as such; when it lacks the backend of a present
 // accelerator row, says that the jobs' PyTorch (which may well have it) was not what was probed.
+// The device's health word; a usable device's reasons too (DEGRADED: why), since an unusable one's
+// are in its USABLE column already.
+std::string HealthColumn(const v1::Device& d) {
+  const std::string word = placement::HealthWord(d.health());
+  return d.usable() && !d.health_reason().empty() ? absl::StrCat(word, ": ", d.health_reason()) : word;
+}
+
 std::string TorchLine(const v1::Inventory& inv) {
   const v1::TorchInfo& t = inv.torch();
   std::string line = absl::StrCat("daemon's own libtorch ", t.version(), " (", absl::StrJoin(t.compiled_backends(), ", "),
@@ -249,7 +257,7 @@ int PrintInventory(const v1::Inventory& inv) {
   std::printf("\n");
   std::vector<std::vector<std::string>> backends = {{"BACKEND", "TYPE", "STATE", "DEVICES", "DRIVER", "PACKAGE", "NOTE"}};
   std::vector<std::vector<std::string>> devices = {
-      {"BACKEND", "#", "NAME", "PCI BUS ID", "UUID", "MEMORY", "FREE", "NUMA", "NODES", "USABLE"}};
+      {"BACKEND", "#", "NAME", "PCI BUS ID", "UUID", "MEMORY", "FREE", "NUMA", "NODES", "HEALTH", "USABLE"}};
   std::vector<std::vector<std::string>> partitions = {{"BACKEND", "#", "PARTITION", "UUID", "GI", "CI", "MEMORY"}};
   // The runtime's own numbering (the cuda prober): cuda:N of a job without a mask.
   std::vector<std::vector<std::string>> orders = {{"BACKEND", "#", "PCI BUS ID", "DEFAULT ORDER", "PCI ORDER"}};
@@ -270,7 +278,7 @@ int PrintInventory(const v1::Inventory& inv) {
                          d.has_memory_total_bytes() ? Bytes(d.memory_total_bytes()) : "-",
                          d.has_memory_free_bytes() ? Bytes(d.memory_free_bytes()) : "-",
                          d.numa_node() < 0 ? "-" : absl::StrCat(d.numa_node()),
-                         d.device_nodes().empty() ? "-" : absl::StrJoin(d.device_nodes(), ","),
+                         d.device_nodes().empty() ? "-" : absl::StrJoin(d.device_nodes(), ","), HealthColumn(d),
                          d.usable() ? "yes" : absl::StrCat("no: ", d.unusable_reason())});
       for (const v1::Partition& p : d.partitions()) {
         partitions.push_back({b.name(), absl::StrCat(d.host_index()), p.profile().empty() ? "MIG" : p.profile(),

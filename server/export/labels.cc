@@ -59,6 +59,8 @@ void AddRow(const v1::Backend& row, std::map<std::string, std::string>& out) {
   put("count", absl::StrCat(row.devices_size()));
   put("usable", absl::StrCat(std::count_if(row.devices().begin(), row.devices().end(),
                                            [](const v1::Device& d) { return d.usable(); })));
+  put("healthy", absl::StrCat(std::count_if(row.devices().begin(), row.devices().end(),
+                                            [](const v1::Device& d) { return d.health() == v1::HEALTH_OK; })));
   // product: the one name of the named devices when every unnamed device has the PCI id of a named
   // one (e.g. a GPU that fell off the bus next to its twin); "mixed" otherwise; omitted when no
   // device is named.

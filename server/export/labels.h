@@ -12,6 +12,8 @@
 //   <row>.state          ready | driver_not_loaded | no_device_nodes | unusable
 //   <row>.count          devices present (PCI functions), e.g. "2"
 //   <row>.usable         devices a job can use now (Device.usable), e.g. "1"
+//   <row>.healthy        devices whose health is OK (Device.health: not DEGRADED, FAULT or LOST;
+//                        docs/PROBE.md "Device health"), e.g. "2"
 //   <row>.product        the devices' name, sanitised (see SanitizeLabelValue); "mixed" when the
 //                        named devices' names differ, or an unnamed device has a PCI id no named
 //                        device has; omitted when no device is named

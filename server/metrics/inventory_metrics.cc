@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 #include <utility>
 
@@ -63,6 +65,29 @@ void AddStateSet(MetricFamily& family, const std::vector<ClientMetric::Label>& l
   }
 }
 
+// The numeric value of a health counter: the number it starts with ("8", "16.0 GT/s PCIe" -> 16);
+// none for an unknown counter or one without a number.
+std::optional<double> CounterNumber(const v1::HealthCounter& c) {
+  if (c.effect() == v1::HEALTH_UNSPECIFIED) return std::nullopt;
+  const absl::string_view value = c.value();
+  const size_t end = std::min(value.find(' '), value.size());
+  double number = 0;
+  if (!absl::SimpleAtod(value.substr(0, end), &number) || !std::isfinite(number)) return std::nullopt;
+  return number;
+}
+
+void AddHealthCounters(MetricFamily& family, const std::vector<ClientMetric::Label>& labels, const v1::Device& device) {
+  for (const v1::HealthCounter& c : device.health_counters()) {
+    const std::optional<double> number = CounterNumber(c);
+    if (!number) continue;
+    // Labels in name order, as the other device series have them.
+    std::vector<ClientMetric::Label> with = {{"counter", c.name()},
+                                             {"effect", EnumLabel<v1::Health>(v1::Health_Name(c.effect()), "HEALTH_")}};
+    with.insert(with.end(), labels.begin(), labels.end());
+    Add(family, std::move(with), *number);
+  }
+}
+
 void PushIfAny(std::vector<MetricFamily>& out, MetricFamily family) {
   if (!family.metric.empty()) out.push_back(std::move(family));
 }
@@ -86,6 +111,10 @@ std::vector<MetricFamily> InventoryFamilies(const v1::Inventory& inventory, absl
                             "1 when no further process can use the device (exclusive-process mode taken, or "
                             "prohibited), else 0; where the library reports a compute mode");
   MetricFamily health = Gauge("devplace_device_health", "1 for the device's health state, 0 for the others");
+  MetricFamily health_counter =
+      Gauge("devplace_device_health_counter",
+            "Each health counter of the device with a numeric value (Device.health_counters: PCIe link width in "
+            "lanes, link speed in GT/s, AER error totals since boot), labelled with the counter and its effect");
   MetricFamily row_state = Gauge("devplace_backend_state", "1 for the row's state, 0 for the others");
   MetricFamily row_devices = Gauge("devplace_backend_devices", "Devices found in the row");
   MetricFamily without_series = Gauge("devplace_backend_devices_without_series",
@@ -116,6 +145,7 @@ std::vector<MetricFamily> InventoryFamilies(const v1::Inventory& inventory, absl
         Add(busy, labels, device.usage().busy() ? 1 : 0);
       }
       AddStateSet<v1::Health>(health, labels, "state", v1::Health_descriptor(), device.health(), "HEALTH_");
+      AddHealthCounters(health_counter, labels, device);
     }
   }
   MetricFamily revision = Gauge("devplace_inventory_revision", "Revision of the inventory being served");
@@ -138,7 +168,7 @@ std::vector<MetricFamily> InventoryFamilies(const v1::Inventory& inventory, absl
 
   std::vector<MetricFamily> out;
   for (MetricFamily* family : {&memory_total, &memory_free, &memory_used, &processes, &busy, &usable, &health,
-                               &row_state, &row_devices,
+                               &health_counter, &row_state, &row_devices,
                                &without_series, &revision, &age, &prober_duration, &prober_status}) {
     PushIfAny(out, std::move(*family));
   }

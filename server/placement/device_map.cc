@@ -244,10 +244,13 @@ void Resolution::MaxMemory(const std::string& keyword, const RowState& r, const 
   const int n = static_cast<int>(r.vis.units.size());
   std::vector<uint64_t> free(n, 0);
   std::vector<std::string> unknown, total_only;
+  std::vector<std::string> faulty;  // H-HEALTH: budget 0, so a job that passes max_memory leaves them out
   for (int i = 0; i < n; ++i) {
     std::optional<uint64_t> unit_total, unit_free;
     UnitMemory(r.vis.units[i], unit_total, unit_free);
-    if (unit_free) {
+    if (r.vis.units[i].device->health() == v1::HEALTH_FAULT) {
+      faulty.push_back(out_.devices(i));
+    } else if (unit_free) {
       free[i] = *unit_free;
     } else if (unit_total) {
       free[i] = *unit_total;
@@ -277,9 +280,15 @@ void Resolution::MaxMemory(const std::string& keyword, const RowState& r, const 
                                                               : std::nullopt,
                                   budget);
   auto& max_memory = *out_.mutable_max_memory();
-  for (int i = 0; i < n; ++i) max_memory[absl::StrCat(i)] = budget[i];
+  for (int i = 0; i < n; ++i) {
+    max_memory[absl::StrCat(i)] = r.vis.units[i].device->health() == v1::HEALTH_FAULT ? 0 : budget[i];
+  }
   (*out_.mutable_max_memory())[spill] = ram;
   out_.add_explanation(absl::StrCat("I-MEM ", how, "; \"", spill, "\": available host RAM"));
+  if (!faulty.empty()) {
+    out_.add_explanation(absl::StrCat("I-MEM H-HEALTH budget 0 for ", BoundedList(faulty),
+                                      " (health FAULT): a job that passes max_memory puts no module there"));
+  }
   ExplainMemorySources(r);
 }
 

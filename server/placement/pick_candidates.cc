@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/common/status_macros.h"
 #include "server/placement/allocation.h"
+#include "server/placement/health.h"
 #include "server/placement/pick_internal.h"
 #include "server/placement/visibility.h"
 
@@ -132,7 +133,8 @@ Candidate Judge(const VisibleUnit& unit, int job_index, v1::Row row, const v1::P
                          Gib(request.min_free_bytes()), " (", state, ")");
   } else {
     c.eligible = true;
-    c.why = state;
+    c.degraded = c.unit.device->health() == v1::HEALTH_DEGRADED;
+    c.why = c.degraded ? absl::StrCat(state, "; degraded: ", HealthWhy(*c.unit.device)) : state;
   }
   return c;
 }

@@ -85,6 +85,7 @@ struct Candidate {
   bool usage_unknown = false;  // no vendor library read its usage: it may be in use outside leases
   bool free_unknown = false;   // its free memory is unknown
   bool unusable = false;       // the job sees it but cannot use it (P4: e.g. an iGPU PyTorch's xpu lacks)
+  bool degraded = false;       // Device.health DEGRADED: usable, taken after the OK ones (step 4)
   bool picked = false;         // among the first `count` by Better (step 4)
 };
 

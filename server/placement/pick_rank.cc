@@ -15,9 +15,12 @@ bool Better(const Candidate& a, const Candidate& b) {
   // 1. Fewest processes (DeviceUsage.process_count; processes a library does not list count as
   //    none): a process already there competes for the unit's compute.
   if (a.processes != b.processes) return a.processes < b.processes;
-  // 2. Least memory in use (DeviceUsage.memory_used_bytes; unknown counts as 0).
+  // 2. Health: OK before DEGRADED (docs/PROBE.md "Device health"). After the processes, because an
+  //    idle GPU may lower its PCIe link speed and read DEGRADED while a busy one reads OK.
+  if (a.degraded != b.degraded) return b.degraded;
+  // 3. Least memory in use (DeviceUsage.memory_used_bytes; unknown counts as 0).
   if (a.used != b.used) return a.used < b.used;
-  // 3. The job's own order: its position among the units the job sees (what its libraries would
+  // 4. The job's own order: its position among the units the job sees (what its libraries would
   //    pick first, device 0, stays first among equals).
   return a.job_index < b.job_index;
 }

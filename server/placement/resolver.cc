@@ -21,6 +21,7 @@
 #include "server/placement/allocation.h"
 #include "server/placement/backends.h"
 #include "server/placement/env_typos.h"
+#include "server/placement/health.h"
 #include "server/placement/resolver_internal.h"
 #include "server/placement/versions.h"
 #include "server/placement/visibility.h"
@@ -326,7 +327,33 @@ v1::PlacedDevice* Resolution::Place(const RowState& r, int job_index) {
     out_.add_warnings(w);
     hazards_.push_back(w);
   }
+  if (u.device->health() == v1::HEALTH_FAULT) FaultWarning(r, *p, u);
   return p;
+}
+
+// H-HEALTH: the answer uses a device in HEALTH_FAULT, which the job's runtime still enumerates.
+void Resolution::FaultWarning(const RowState& r, const v1::PlacedDevice& p, const VisibleUnit& u) {
+  const BackendSpec* spec = FindBackend(r.backend->row());
+  // The fix: the job's other devices, by UUID where cuda/nvidia has them all (CUDA takes them in
+  // any order, whatever the numbering), else a pick.
+  std::vector<std::string> others;
+  bool by_uuid = r.backend->row() == v1::ROW_CUDA_NVIDIA;
+  for (const VisibleUnit& o : r.vis.units) {
+    if (o.device == u.device || !HealthUsable(o.device->health())) continue;
+    by_uuid = by_uuid && !o.device->uuid().empty() && o.partition == nullptr;
+    if (o.device->uuid().empty() || std::find(others.begin(), others.end(), o.device->uuid()) != others.end()) continue;
+    others.push_back(o.device->uuid());
+  }
+  std::string fix = "run the job under devplace run (or eval \"$(devplace pick)\"), which never hands out a FAULT device";
+  if (by_uuid && !others.empty()) {
+    fix = absl::StrCat("leave it out with CUDA_VISIBLE_DEVICES=", absl::StrJoin(others, ","), ", or ", fix);
+  } else if (!spec->mask_variables.empty()) {
+    fix = absl::StrCat("leave it out with ", spec->mask_variables.front(), " listing the job's other devices, or ", fix);
+  }
+  const std::string w = absl::StrCat("H-HEALTH ", p.device(), " is ", DescribeUnit(u), ", whose health is FAULT (",
+                                     HealthWhy(*u.device), "), and the job's runtime still uses it: ", fix);
+  out_.add_warnings(w);
+  hazards_.push_back(w);
 }
 
 void Resolution::Answer(const RowState& r, const std::string& device) {

@@ -106,6 +106,8 @@ class Resolution {
   JobTorch JobTorchOf() const;
 
   // hazards.cc
+  // H-HEALTH: a warning and a strict hazard for a placed unit whose device is HEALTH_FAULT.
+  void FaultWarning(const RowState& r, const v1::PlacedDevice& p, const VisibleUnit& u);
   void AutomaticChoiceHazards();
   void NeverPicked(const std::vector<std::string>& order, const std::string& who, const std::string& rule,
                    bool fell_to_cpu, const std::string& fix_for_tpu_neuron);

@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "server/common/status_macros.h"
 #include "server/placement/allocation.h"
+#include "server/placement/health.h"
 #include "server/placement/visibility_internal.h"
 
 namespace devplace::placement {
@@ -68,8 +69,11 @@ using visibility_internal::ModuleId;
 using visibility_internal::SubDevices;
 
 bool RuntimeEnumerates(const v1::Device& d) {
-  return d.usable() ||
-         (!d.supported() && d.driver_loaded() && d.device_nodes_present() && d.health() == v1::HEALTH_OK);
+  if (d.usable()) return true;
+  if (!d.driver_loaded() || !d.device_nodes_present() || d.health() == v1::HEALTH_LOST) return false;
+  // Unsupported but healthy (an iGPU Level Zero lists), or FAULT: the driver still presents the
+  // device and the runtime does not read health (H-HEALTH).
+  return !d.supported() || d.health() == v1::HEALTH_FAULT;
 }
 
 std::string DescribeUnit(const VisibleUnit& unit) {

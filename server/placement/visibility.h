@@ -72,7 +72,8 @@ struct RowVisibility {
 
 // Whether the row's runtime numbers this device: usable ones, and also healthy, driven devices
 // that PyTorch's backend does not support (Level Zero still enumerates an Intel UHD 770 iGPU, so
-// it takes an xpu index; the resolver warns when an answer lands on one).
+// it takes an xpu index; the resolver warns when an answer lands on one), and driven devices in
+// HEALTH_FAULT (the runtime does not read health; the resolver warns, H-HEALTH). Not a LOST one.
 bool RuntimeEnumerates(const v1::Device& device);
 
 // Computes the job's view of one row, in the job's numbering. cuda/nvidia is ordered as the job's

@@ -9,6 +9,7 @@
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
 #include "server/placement/backends.h"
+#include "server/placement/health.h"
 
 namespace devplace::probe {
 namespace {
@@ -32,7 +33,7 @@ std::string UnusableReason(const BackendSpec& spec, const probe::PciFunction& fn
     return absl::StrCat("driver not loaded: ", d.pci_bus_id(), " is bound to ", d.driver(), ", not ",
                         spec.drivers.front(), " (unbind it and ", DriverFix(spec), ")");
   }
-  if (d.health() != v1::HEALTH_OK) {
+  if (!placement::HealthUsable(d.health())) {
     const std::string what = d.health_reason().empty() ? absl::StrCat("device health is ", v1::Health_Name(d.health()))
                                                         : d.health_reason();
     return absl::StrCat(what, " (reset the device or reboot the host)");
@@ -92,6 +93,22 @@ void DeriveUsage(v1::Device& d) {
   }
 }
 
+// Device.health: the worst of the probers' verdict and the counters' effects (an unknown counter
+// changes nothing); health_reason: the verdict's reason, then each counter that made the device
+// worse than OK ("<name> <value>: <rule>"), joined by "; ".
+void ApplyHealthCounters(v1::Device& d) {
+  v1::Health health = d.health() == v1::HEALTH_UNSPECIFIED ? v1::HEALTH_OK : d.health();
+  std::vector<std::string> reasons;
+  if (!d.health_reason().empty()) reasons.push_back(d.health_reason());
+  for (const v1::HealthCounter& c : d.health_counters()) {
+    if (placement::HealthSeverity(c.effect()) == 0) continue;
+    health = placement::WorseHealth(health, c.effect());
+    reasons.push_back(absl::StrCat(c.name(), " ", c.value(), ": ", c.rule()));
+  }
+  d.set_health(health);
+  d.set_health_reason(absl::StrJoin(reasons, "; "));
+}
+
 void DeriveDevice(const BackendSpec& spec, const probe::PciFunction& fn, uint32_t host_index, v1::Device& d) {
   d = fn.device;
   DeriveUsage(d);
@@ -100,8 +117,8 @@ void DeriveDevice(const BackendSpec& spec, const probe::PciFunction& fn, uint32_
   d.set_device_nodes_present(!d.device_nodes().empty() && fn.missing_nodes.empty());
   d.set_supported(placement::IsTorchSupported(spec.row, fn.device_id));
   d.set_integrated(placement::IsIntegrated(spec.row, fn.device_id, d.pci_bus_id()));
-  if (d.health() == v1::HEALTH_UNSPECIFIED) d.set_health(v1::HEALTH_OK);
-  d.set_usable(d.driver_loaded() && d.device_nodes_present() && d.health() == v1::HEALTH_OK && d.supported() &&
+  ApplyHealthCounters(d);
+  d.set_usable(d.driver_loaded() && d.device_nodes_present() && placement::HealthUsable(d.health()) && d.supported() &&
                fn.inaccessible_reason.empty());
   d.set_unusable_reason(UnusableReason(spec, fn, d));
 }

@@ -74,6 +74,17 @@ TEST(LabelsGoldenTest, EveryFixtureMatchesItsGolden) {
   EXPECT_EQ(goldens, expected_goldens) << "a golden without a fixture, or the reverse";
 }
 
+// <row>.healthy counts the devices whose health is OK: on nvidia-3x-h100-health one GPU is
+// DEGRADED (its link trained down) and one FAULT (a fatal AER error), so 1 of 3, and 2 usable.
+TEST(LabelsTest, HealthyCountsTheDevicesWhoseHealthIsOk) {
+  const auto l = LabelMap(LoadInventory(std::string(DEVPLACE_PROBE_GOLDEN_DIR) + "/nvidia-3x-h100-health.json"));
+  EXPECT_THAT(l, Contains(Pair("cuda-nvidia.count", "3")));
+  EXPECT_THAT(l, Contains(Pair("cuda-nvidia.usable", "2")));
+  EXPECT_THAT(l, Contains(Pair("cuda-nvidia.healthy", "1")));
+  const auto all = LabelMap(LoadInventory(std::string(DEVPLACE_PROBE_GOLDEN_DIR) + "/nvidia-2x-h100.json"));
+  EXPECT_THAT(all, Contains(Pair("cuda-nvidia.healthy", "2")));
+}
+
 TEST(LabelsSyntaxTest, EveryFixtureLabelIsValidKubernetes) {
   for (const auto& [name, source] : Fixtures()) {
     const std::vector<labels::Label> node_labels = labels::NodeLabels(LoadInventory(source));

@@ -66,6 +66,29 @@ TEST(InventoryFamilies, DeviceSeriesCarryTheirLabelsAndBaseUnits) {
   EXPECT_THAT(text, HasSubstr("# TYPE devplace_device_memory_total_bytes gauge\n"));
 }
 
+const char kGpu2[] = R"(host_index="2",name="NVIDIA H100",pci_bus_id="0000:9a:00.0",row="cuda_nvidia",uuid="GPU-c")";
+
+TEST(InventoryFamilies, HealthStateAndNumericHealthCountersPerDevice) {
+  v1::Inventory inv = Parse(kTwoGpus);
+  *inv.mutable_backends(1)->add_devices() = Parse(R"pb(
+    backends { devices { host_index: 2 name: "NVIDIA H100" pci_bus_id: "0000:9a:00.0" uuid: "GPU-c"
+               usable: true health: HEALTH_DEGRADED
+               health_counters { name: "current_link_width" value: "8" effect: HEALTH_DEGRADED }
+               health_counters { name: "current_link_speed" value: "16.0 GT/s PCIe" effect: HEALTH_OK }
+               health_counters { name: "aer_dev_fatal" value: "" effect: HEALTH_UNSPECIFIED } } }
+  )pb").backends(0).devices(0);
+  const std::string text = Text(InventoryFamilies(inv, absl::FromUnixSeconds(1030)));
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("devplace_device_health{", kGpu2, ",state=\"degraded\"} 1\n")));
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("devplace_device_health{", kGpu2, ",state=\"ok\"} 0\n")));
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("devplace_device_health_counter{counter=\"current_link_width\",effect=\"degraded\",",
+                                           kGpu2, "} 8\n")));
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("devplace_device_health_counter{counter=\"current_link_speed\",effect=\"ok\",",
+                                           kGpu2, "} 16\n")));
+  // An unknown counter has no series (an absent value is not 0).
+  EXPECT_THAT(text, Not(HasSubstr("counter=\"aer_dev_fatal\"")));
+  EXPECT_THAT(text, Not(HasSubstr(absl::StrCat("devplace_device_health_counter{counter=\"current_link_width\",effect=\"degraded\",", kGpu0))));
+}
+
 TEST(InventoryFamilies, RowInventoryAndProberSeries) {
   const std::string text = Text(InventoryFamilies(Parse(kTwoGpus), absl::FromUnixSeconds(1030)));
   EXPECT_THAT(text, HasSubstr("devplace_backend_state{row=\"cuda_nvidia\",state=\"ready\"} 1\n"));

@@ -52,12 +52,13 @@ using ::testing::StartsWith;
 const auto CUDA = v1::ROW_CUDA_NVIDIA;
 
 // An eligible candidate with this usage at position `job_index` of the pool.
-Candidate Ranked(uint32_t processes, uint64_t used, int job_index) {
+Candidate Ranked(uint32_t processes, uint64_t used, int job_index, bool degraded = false) {
   Candidate c;
   c.eligible = true;
   c.processes = processes;
   c.used = used;
   c.job_index = job_index;
+  c.degraded = degraded;
   return c;
 }
 
@@ -79,9 +80,14 @@ TEST(PickRank, BetterDecidesByEachKeyOnlyWhereTheKeysBeforeItTie) {
   const std::vector<Pair> pairs = {
       {"1. fewest processes, over more memory in use and a later place", Ranked(0, 60 * kGiB, 7), Ranked(1, 0, 0)},
       {"1. fewest processes (2 against 3)", Ranked(2, 10 * kGiB, 3), Ranked(3, kGiB, 1)},
-      {"2. processes tie: least memory in use, over a later place", Ranked(1, kGiB, 5), Ranked(1, 2 * kGiB, 0)},
-      {"2. processes tie: unknown memory in use counts 0", Ranked(0, 0, 4), Ranked(0, 1, 2)},
-      {"3. processes and memory tie: the job's order", Ranked(2, 3 * kGiB, 1), Ranked(2, 3 * kGiB, 2)},
+      {"1. fewest processes, over health (an idle GPU may read DEGRADED for its link speed)",
+       Ranked(0, 0, 1, /*degraded=*/true), Ranked(1, 0, 0)},
+      {"2. processes tie: OK before DEGRADED, over more memory in use and a later place", Ranked(0, 9 * kGiB, 3),
+       Ranked(0, 0, 0, /*degraded=*/true)},
+      {"3. processes and health tie: least memory in use, over a later place", Ranked(1, kGiB, 5),
+       Ranked(1, 2 * kGiB, 0)},
+      {"3. processes and health tie: unknown memory in use counts 0", Ranked(0, 0, 4), Ranked(0, 1, 2)},
+      {"4. processes, health and memory tie: the job's order", Ranked(2, 3 * kGiB, 1), Ranked(2, 3 * kGiB, 2)},
   };
   for (const Pair& p : pairs) {
     SCOPED_TRACE(p.key);

@@ -40,6 +40,22 @@ TEST(FixtureResolve, NvidiaTrainingUsesEveryGpuInBusOrder) {
   EXPECT_EQ(r->placed(0).name(), "NVIDIA H100 80GB HBM3");
 }
 
+// H-HEALTH on the probed tree: 9a:00.0 has a fatal AER error (FAULT) and CUDA still enumerates it,
+// so training (every GPU) uses it, with a warning naming the mask of the other two; strict refuses.
+TEST(FixtureResolve, AnAnswerOnTheFaultGpuWarnsAndStrictRefuses) {
+  auto r = On("nvidia-3x-h100-health", Req::Train());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(Buses(*r), ElementsAre("0000:18:00.0", "0000:3b:00.0", "0000:9a:00.0"));
+  EXPECT_THAT(Warnings(*r), HasSubstr("H-HEALTH cuda:2 is host device 2 (0000:9a:00.0), whose health is FAULT "
+                                      "(aer_dev_fatal 1: uncorrectable fatal PCIe errors since boot"));
+  EXPECT_THAT(Warnings(*r), HasSubstr("leave it out with CUDA_VISIBLE_DEVICES=GPU-00000000-0000-4000-8000-000000000001,"
+                                      "GPU-00000000-0000-4000-8000-000000000003"));
+  EXPECT_THAT(Warnings(*r), Not(HasSubstr("cuda:1 is host device 1")));  // DEGRADED: no warning
+  auto strict = On("nvidia-3x-h100-health", Req::Train().Strict());
+  EXPECT_EQ(strict.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(strict.status().message(), HasSubstr("strict: H-HEALTH cuda:2"));
+}
+
 TEST(FixtureResolve, ContainerNumbersOnlyTheGpusItCanOpen) {
   auto r = On("nvidia-container", Req::Train().Rank(1, 2));
   ASSERT_TRUE(r.ok()) << r.status();

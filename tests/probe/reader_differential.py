@@ -10,7 +10,9 @@ Readers (each is the vendor's or the distribution's own code, reading the fixtur
             vendor, device, class and NUMA locality (the NUMA nodes of the object hwloc attaches it to,
             from the function's local_cpus).
   lspci     pciutils' `lspci -A linux-sysfs -O sysfs.path=TREE/sys/bus/pci -vmm -nn -D`: the PCI functions
-            scanned and each accelerator's vendor, device, class and NUMA node.
+            scanned and each accelerator's vendor, device, class and NUMA node; and `-vv`: each
+            accelerator's PCIe link, LnkCap (maximum width and speed) and LnkSta (current), from the
+            PCI Express capability in its config space, against devplace's sysfs link counters.
   rocm_smi  Debian's ROCm SMI library (librocm_smi64.so.1, through ctypes) in a private mount namespace
             with TREE/sys/{class,bus,module} bind-mounted over /sys/{class,bus,module}; devplace-probe
             runs in the same namespace (so a ROCm SMI prober in devplace reads the same tree): the AMD
@@ -216,13 +218,15 @@ def compare_lspci(inv, host_dir):
         skip("lspci is not installed (Debian package pciutils; scripts/setup installs it)")
     t = Table("lspci")
     pci_dir = os.path.join(host_dir, "sys", "bus", "pci")
-    functions = {}
+    functions, links = {}, {}
     notes = []
     if os.path.isdir(os.path.join(pci_dir, "devices")):
         r = run([lspci, "-A", "linux-sysfs", "-O", "sysfs.path=" + pci_dir, "-vmm", "-nn", "-D"])
         if r.returncode != 0:
             raise SystemExit("lspci failed (exit %d): %s" % (r.returncode, r.stderr.strip()))
         notes += ["lspci: " + line for line in r.stderr.splitlines() if line.strip()]
+        links, note = lspci_links(lspci, pci_dir)
+        notes += [note] if note else []
         for block in r.stdout.strip().split("\n\n"):
             fields = dict(line.split(":\t", 1) for line in block.splitlines() if ":\t" in line)
             if "Slot" not in fields:
@@ -244,7 +248,48 @@ def compare_lspci(inv, host_dir):
         t.check(bus + " class", d.get("pciClass", ""), theirs["Class"] + theirs["ProgIf"])
         # lspci prints NUMANode only for a node >= 0
         t.check(bus + " NUMA node", int(d.get("numaNode", -1)), int(theirs["NUMANode"] or -1))
+        # The PCIe link: devplace's sysfs counters against LnkCap / LnkSta of the function's
+        # PCI Express capability in its config space; compared where either side has one.
+        ours = devplace_link(d)
+        if ours or bus in links:
+            t.check(bus + " PCIe link (LnkCap; LnkSta)", ours or "none", links.get(bus, "none"))
     t.finish(notes)
+
+
+def gts(text):
+    """A link speed in GT/s as both readers can be compared: "16.0 GT/s PCIe" and "16GT/s" -> "16"."""
+    m = re.match(r"\s*([0-9.]+)\s*GT/s", text or "")
+    return "%g" % float(m.group(1)) if m else "?"
+
+
+def devplace_link(d):
+    counters = {c.get("name"): c.get("value", "") for c in d.get("healthCounters", [])}
+    if not any(k in counters for k in ("max_link_width", "current_link_width", "max_link_speed", "current_link_speed")):
+        return None
+    return "max x%s %s GT/s; current x%s %s GT/s" % (
+        counters.get("max_link_width", "?"), gts(counters.get("max_link_speed")),
+        counters.get("current_link_width", "?"), gts(counters.get("current_link_speed")))
+
+
+def lspci_links(lspci, pci_dir):
+    """({bus id: "max xW S GT/s; current xW S GT/s"} from `lspci -vv`'s LnkCap and LnkSta lines, a note
+    when lspci -vv could not read the tree)."""
+    r = run([lspci, "-A", "linux-sysfs", "-O", "sysfs.path=" + pci_dir, "-vv", "-D"])
+    if r.returncode != 0:  # a tree without the irq and resource files -vv reads: no link seen
+        return {}, "lspci -vv read no link (exit %d: %s)" % (r.returncode, r.stderr.strip().splitlines()[-1:])
+    out, bus, cap = {}, None, None
+    for line in r.stdout.splitlines():
+        m = re.match(r"([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]) ", line)
+        if m:
+            bus, cap = m.group(1).lower(), None
+            continue
+        m = re.search(r"(LnkCap|LnkSta):\s.*?Speed ([0-9.]+GT/s)[^,]*, Width x(\d+)", line)
+        if bus and m:
+            if m.group(1) == "LnkCap":
+                cap = "max x%s %s GT/s" % (m.group(3), gts(m.group(2)))
+            else:
+                out[bus] = "%s; current x%s %s GT/s" % (cap or "max ?", m.group(3), gts(m.group(2)))
+    return out, None
 
 
 # ------------------------------------------------------------------------------------------------

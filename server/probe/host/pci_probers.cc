@@ -10,6 +10,7 @@
 #include "server/common/status_macros.h"
 #include "server/placement/backends.h"
 #include "server/probe/host/parsers.h"
+#include "server/probe/host/pci_health.h"
 #include "server/probe/host/prober_util.h"
 #include "server/probe/host/prober.h"
 
@@ -68,6 +69,7 @@ absl::StatusOr<bool> ReadPciFunction(const HostRoot& root, absl::string_view nam
     d.set_health(v1::HEALTH_LOST);
     d.set_health_reason(absl::StrCat(spec->hardware, " fell off the bus: PCI config space reads 0xffff"));
   }
+  ReadPciHealthCounters(root, dir, d);
   return true;
 }
 

@@ -1,0 +1,85 @@
+// Device health with the real daemon and CLI on the fixture host nvidia-3x-h100-health (18:00.0 OK,
+// 3b:00.0 DEGRADED: its PCIe link trained down, 9a:00.0 FAULT: a fatal AER error): a pick never
+// leases the FAULT GPU and takes the OK one before the DEGRADED one, and `devplace inventory`
+// shows each device's health with its reason (docs/PROBE.md "Device health").
+#include <signal.h>
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "devplace/v1/devplace.pb.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "tests/common/command.h"
+#include "tests/common/temp_dir.h"
+#include "tests/integration/daemon_process.h"
+
+namespace devplace::testing {
+namespace {
+
+using ::testing::ContainsRegex;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr char kOk[] = "GPU-00000000-0000-4000-8000-000000000001";        // 18:00.0
+constexpr char kDegraded[] = "GPU-00000000-0000-4000-8000-000000000003";  // 3b:00.0
+constexpr char kFault[] = "GPU-00000000-0000-4000-8000-000000000002";     // 9a:00.0
+
+v1::PickDevicesResponse PickAnswer(const CommandResult& r) {
+  v1::PickDevicesResponse out;
+  google::protobuf::util::JsonParseOptions lenient;
+  lenient.ignore_unknown_fields = true;
+  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &out, lenient).ok()) << r.out;
+  return out;
+}
+
+TEST(DeviceHealth, PickNeverLeasesAFaultAndTakesOkBeforeDegraded) {
+  TempDir dir;
+  DaemonProcess d(dir.path(), {"--host_root=" + std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/nvidia-3x-h100-health",
+                               "--nvml_library=", "--cuda_library="});
+  ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(30))) << d.Log();
+  const std::string cli = absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=", ShellQuote(d.unix_target()));
+  const std::string pick = cli + " pick --no_environment --ttl=120s --json";
+
+  // Three are asked, two can be had: the FAULT GPU is not usable.
+  CommandResult r = RunCommand(pick + " --count=3");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_THAT(r.err, HasSubstr("FAILED_PRECONDITION: P-PICK 3 cuda/nvidia device(s) wanted, but the job may use only 2"));
+
+  // The job's mask lists the DEGRADED GPU first: the OK one is taken all the same.
+  r = RunCommand(pick + " --env=CUDA_DEVICE_ORDER=PCI_BUS_ID --env=CUDA_VISIBLE_DEVICES=1,0");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  v1::PickDevicesResponse answer = PickAnswer(r);
+  EXPECT_EQ(answer.env().at("CUDA_VISIBLE_DEVICES"), kOk);
+  std::string explanation = absl::StrJoin(answer.explanation(), "\n");
+  EXPECT_THAT(explanation, HasSubstr("degraded: current_link_width 8: PCIe link width x8 below its maximum x16"));
+
+
+  // With the OK GPU leased, the DEGRADED one is still handed out; the FAULT one never, set aside
+  // with its counter as the reason.
+  r = RunCommand(pick);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(PickAnswer(r).env().at("CUDA_VISIBLE_DEVICES"), kDegraded);
+  r = RunCommand(pick);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_THAT(r.err, HasSubstr("host device 2 (0000:9a:00.0): not picked: not usable (aer_dev_fatal 1: uncorrectable "
+                               "fatal PCIe errors since boot"));
+  EXPECT_THAT(r.out + r.err, Not(HasSubstr(kFault)));
+
+  r = RunCommand(cli + " inventory");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("HEALTH"));
+  EXPECT_THAT(r.out, HasSubstr("degraded: current_link_width 8: PCIe link width x8 below its maximum x16"));
+  EXPECT_THAT(r.out, ContainsRegex("/dev/nvidia2 +fault +no: aer_dev_fatal 1: "));
+  r = RunCommand(cli + " inventory --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\"healthCounters\""));
+  EXPECT_THAT(r.out, HasSubstr("\"source\": \"sysfs /sys/bus/pci/devices/0000:9a:00.0/aer_dev_fatal\""));
+  d.Signal(SIGTERM);
+  EXPECT_EQ(d.WaitExit(absl::Seconds(10)), 0);
+}
+
+}  // namespace
+}  // namespace devplace::testing
