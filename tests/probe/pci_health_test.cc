@@ -56,11 +56,13 @@ TEST(PciHealthTest, LinkTrainedDownIsDegradedAndStillUsable) {
   const v1::HealthCounter* speed = FindCounter(*d, "current_link_speed");
   ASSERT_NE(speed, nullptr);
   EXPECT_EQ(speed->value(), "8.0 GT/s PCIe");
-  EXPECT_EQ(speed->effect(), v1::HEALTH_DEGRADED);
-  EXPECT_THAT(speed->rule(), HasSubstr("8 GT/s below its maximum 32 GT/s"));
+  // A lower speed is a note: GPUs lower their link speed while idle, so it would mark most of them.
+  EXPECT_EQ(speed->effect(), v1::HEALTH_OK);
+  EXPECT_THAT(speed->rule(), HasSubstr("8 GT/s below its maximum 32 GT/s (a note, not a health change"));
   EXPECT_EQ(FindCounter(*d, "max_link_width")->effect(), v1::HEALTH_OK);
-  EXPECT_THAT(d->health_reason(), HasSubstr("current_link_width 8: PCIe link width x8 below its maximum x16"));
-  EXPECT_THAT(d->health_reason(), HasSubstr("; current_link_speed 8.0 GT/s PCIe: "));
+  EXPECT_EQ(d->health_reason(),
+            "current_link_width 8: PCIe link width x8 below its maximum x16 (trained down: fewer lanes than the device "
+            "and slot support)");
 }
 
 TEST(PciHealthTest, FatalAerErrorIsAFaultAndNotUsable) {

@@ -49,7 +49,7 @@ v1::HealthCounter* Add(v1::Device& d, absl::string_view name, const std::string&
 
 std::string Gts(double gts) { return absl::StrCat(gts, " GT/s"); }
 
-// current_<what> against max_<what>: the current one DEGRADED when below the maximum.
+// current_<what> against max_<what>: a width below the maximum DEGRADED, a speed below it a note.
 void ReadLinkPair(const HostRoot& root, absl::string_view dir, absl::string_view what, v1::Device& d) {
   const std::string cur_name = absl::StrCat("current_", what), max_name = absl::StrCat("max_", what);
   const std::string cur_path = absl::StrCat(dir, "/", cur_name), max_path = absl::StrCat(dir, "/", max_name);
@@ -72,11 +72,13 @@ void ReadLinkPair(const HostRoot& root, absl::string_view dir, absl::string_view
     } else if (!max_v) {
       Add(d, cur_name, cur_path, *cur, v1::HEALTH_OK, absl::StrCat("PCIe link ", spell(*cur_v), "; its maximum is unknown"));
     } else if (*cur_v < *max_v) {
-      Add(d, cur_name, cur_path, *cur, v1::HEALTH_DEGRADED,
+      // A speed below the maximum is a note: GPUs lower their link speed while idle (PCIe link
+      // power management), so it would mark most idle GPUs; fewer lanes is a trained-down link.
+      Add(d, cur_name, cur_path, *cur, width ? v1::HEALTH_DEGRADED : v1::HEALTH_OK,
           absl::StrCat("PCIe link ", width ? "width" : "speed", " ", spell(*cur_v), " below its maximum ", spell(*max_v),
                        width ? " (trained down: fewer lanes than the device and slot support)"
-                             : " (trained down, or lowered by the GPU's power management while idle: look again "
-                               "under load)"));
+                             : " (a note, not a health change: GPUs lower their link speed while idle; one that "
+                               "stays low under load trained down)"));
     } else {
       Add(d, cur_name, cur_path, *cur, v1::HEALTH_OK, absl::StrCat("PCIe link at its maximum ", spell(*max_v)));
     }
