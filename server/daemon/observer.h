@@ -56,6 +56,8 @@ class DaemonObserver final : public service::ServiceObserver {
   void OnPicksWaiting(size_t waiting) override;
   void OnLeaseCall(const std::string& call, const std::string& outcome) override;
   void OnLeaseWriteError(const absl::Status& error) override;
+  void OnCostlyCallsQueued(size_t queued) override { rpc_->SetCostlyCallsQueued(queued); }
+  void OnCostlyCallRefused() override { rpc_->CostlyCallRefused(); }
 
  private:
   const std::string lease_state_file_;

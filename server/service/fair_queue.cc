@@ -1,0 +1,76 @@
+#include "server/service/fair_queue.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace devplace::service {
+
+FairQueue::FairQueue(FairQueueLimits limits, std::function<void(size_t)> on_change)
+    : limits_(limits), on_change_(std::move(on_change)) {
+  const int n = std::clamp(limits_.workers, 1, 64);
+  workers_.reserve(n);
+  for (int i = 0; i < n; ++i) workers_.emplace_back([this] { Loop(); });
+}
+
+FairQueue::~FairQueue() {
+  Shutdown();
+  for (std::thread& t : workers_) t.join();
+}
+
+bool FairQueue::Submit(const std::string& peer, Work work) {
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return false;
+  int& n = in_progress_[peer];
+  if (n >= limits_.max_queued_per_peer) return false;
+  ++n;
+  std::deque<Work>& q = queued_[peer];
+  if (q.empty()) turns_.push_back(peer);
+  q.push_back(std::move(work));
+  ++total_;
+  if (on_change_) on_change_(total_);
+  return true;
+}
+
+void FairQueue::Shutdown() {
+  absl::MutexLock lock(&mu_);
+  stopping_ = true;
+}
+
+int FairQueue::InProgress(const std::string& peer) const {
+  absl::MutexLock lock(&mu_);
+  const auto it = in_progress_.find(peer);
+  return it == in_progress_.end() ? 0 : it->second;
+}
+
+void FairQueue::Loop() {
+  for (;;) {
+    Work work;
+    std::string peer;
+    bool stopping = false;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](FairQueue* q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(q->mu_) { return q->stopping_ || !q->turns_.empty(); },
+          this));
+      if (turns_.empty()) return;  // stopping and nothing left
+      peer = std::move(turns_.front());
+      turns_.pop_front();
+      auto it = queued_.find(peer);
+      work = std::move(it->second.front());
+      it->second.pop_front();
+      if (it->second.empty()) {
+        queued_.erase(it);
+      } else {
+        turns_.push_back(peer);  // its next call after every other peer's next one
+      }
+      stopping = stopping_;
+    }
+    work(stopping);
+    absl::MutexLock lock(&mu_);
+    if (auto it = in_progress_.find(peer); it != in_progress_.end() && --it->second <= 0) in_progress_.erase(it);
+    --total_;
+    if (on_change_) on_change_(total_);
+  }
+}
+
+}  // namespace devplace::service
