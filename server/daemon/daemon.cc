@@ -236,8 +236,10 @@ void Daemon::BuildService() {
   options.max_leased_devices_per_user = c.max_leased_devices_per_user;
   options.max_waiting_picks_per_user = c.max_waiting_picks_per_user;
   options.max_waiting_pick_bytes_per_user = c.max_waiting_pick_bytes_per_user;
-  // As many workers as cores (2..16): the costly calls may use the whole machine, shared by peers in turn.
-  options.costly_calls.workers = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 2, 16);
+  // One peer's costly calls may use every core; one worker more is always left for other peers.
+  const int cores = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 16);
+  options.costly_calls.workers = cores + 1;
+  options.costly_calls.max_running_per_peer = cores;
   options.costly_calls.max_queued_per_peer = c.max_queued_calls_per_peer;
   service_ = std::make_unique<service::DevicePlacementService>(
       *store_, [this] { return FullRefresh(); }, access, options);

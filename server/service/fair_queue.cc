@@ -42,6 +42,13 @@ int FairQueue::InProgress(const std::string& peer) const {
   return it == in_progress_.end() ? 0 : it->second;
 }
 
+std::deque<std::string>::iterator FairQueue::NextTurnLocked() {
+  return std::find_if(turns_.begin(), turns_.end(), [this](const std::string& peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const auto it = running_.find(peer);
+    return it == running_.end() || it->second < std::max(1, limits_.max_running_per_peer);
+  });
+}
+
 void FairQueue::Loop() {
   for (;;) {
     Work work;
@@ -50,11 +57,14 @@ void FairQueue::Loop() {
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
-          +[](FairQueue* q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(q->mu_) { return q->stopping_ || !q->turns_.empty(); },
+          +[](FairQueue* q) ABSL_EXCLUSIVE_LOCKS_REQUIRED(q->mu_) {
+            return (q->stopping_ && q->turns_.empty()) || q->NextTurnLocked() != q->turns_.end();
+          },
           this));
-      if (turns_.empty()) return;  // stopping and nothing left
-      peer = std::move(turns_.front());
-      turns_.pop_front();
+      const auto turn = NextTurnLocked();
+      if (turn == turns_.end()) return;  // stopping and nothing left
+      peer = std::move(*turn);
+      turns_.erase(turn);
       auto it = queued_.find(peer);
       work = std::move(it->second.front());
       it->second.pop_front();
@@ -63,10 +73,12 @@ void FairQueue::Loop() {
       } else {
         turns_.push_back(peer);  // its next call after every other peer's next one
       }
+      ++running_[peer];
       stopping = stopping_;
     }
     work(stopping);
     absl::MutexLock lock(&mu_);
+    if (auto it = running_.find(peer); it != running_.end() && --it->second <= 0) running_.erase(it);
     if (auto it = in_progress_.find(peer); it != in_progress_.end() && --it->second <= 0) in_progress_.erase(it);
     --total_;
     if (on_change_) on_change_(total_);

@@ -10,6 +10,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 
 namespace devplace::service {
@@ -96,6 +97,22 @@ TEST(FairQueueTest, APeerPastItsCapIsRefusedAndOthersAreNot) {
   done.WaitForNotification();
   absl::MutexLock lock(&record.mu);
   EXPECT_EQ(std::count(record.ran.begin(), record.ran.end(), "refused"), 0);
+}
+
+// Two workers, a peer may run one call at a time: while "uid:1"'s first call holds a worker and
+// more of its calls (which would hold one too) are queued, "uid:2"'s call runs on the other worker.
+TEST(FairQueueTest, AWorkerIsLeftForAnotherPeerWhileOnePeerRunsItsMost) {
+  absl::Notification release, other_ran;
+  {
+    FairQueue queue({.workers = 2, .max_running_per_peer = 1, .max_queued_per_peer = 10});
+    HoldAWorker(queue, "uid:1", release);
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(queue.Submit("uid:1", [&](bool) { release.WaitForNotification(); }));
+    ASSERT_TRUE(queue.Submit("uid:2", [&](bool) { other_ran.Notify(); }));
+    // Fails (rather than hangs) when the other worker took one of uid:1's calls instead.
+    EXPECT_TRUE(other_ran.WaitForNotificationWithTimeout(absl::Seconds(60)));
+    EXPECT_EQ(queue.InProgress("uid:1"), 4);
+    release.Notify();
+  }
 }
 
 // Work still queued when Shutdown() is called runs with shutting_down = true (its caller answers
