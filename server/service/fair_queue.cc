@@ -17,18 +17,18 @@ FairQueue::~FairQueue() {
   for (std::thread& t : workers_) t.join();
 }
 
-bool FairQueue::Submit(const std::string& peer, Work work) {
+FairQueue::Submitted FairQueue::Submit(const std::string& peer, Work work) {
   absl::MutexLock lock(&mu_);
-  if (stopping_) return false;
+  if (stopping_) return Submitted::kShuttingDown;
   int& n = in_progress_[peer];
-  if (n >= limits_.max_queued_per_peer) return false;
+  if (n >= limits_.max_queued_per_peer) return Submitted::kPeerFull;
   ++n;
   std::deque<Work>& q = queued_[peer];
   if (q.empty()) turns_.push_back(peer);
   q.push_back(std::move(work));
   ++total_;
   if (on_change_) on_change_(total_);
-  return true;
+  return Submitted::kQueued;
 }
 
 void FairQueue::Shutdown() {

@@ -44,9 +44,11 @@ class FairQueue {
   // Shutdown(), then joins the workers once every queued work has run.
   ~FairQueue();
 
-  // Queues `work` for `peer`. False (and `work` neither kept nor run) when the peer already has
-  // max_queued_per_peer calls queued or running, or Shutdown() was called.
-  bool Submit(const std::string& peer, Work work);
+  enum class Submitted { kQueued, kPeerFull, kShuttingDown };
+  // Queues `work` for `peer` (kQueued). Otherwise `work` is neither kept nor run: kPeerFull when
+  // the peer already has max_queued_per_peer calls queued or running, kShuttingDown once
+  // Shutdown() was called.
+  Submitted Submit(const std::string& peer, Work work);
   // From now on Submit refuses, and what is still queued runs with shutting_down = true. Does not block.
   void Shutdown();
   // Calls of `peer` queued or running now.

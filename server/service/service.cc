@@ -92,7 +92,7 @@ grpc::ServerUnaryReactor* DevicePlacementService::ResolveDevice(grpc::CallbackSe
   }
   // Parsing and resolving: on the costly-call workers, each peer's calls in turn.
   const std::string peer = WatchPeer(ctx);
-  const bool queued = costly_.Submit(peer, [this, call, reactor, request_bytes, response_bytes](bool shutting_down) {
+  const FairQueue::Submitted submitted = costly_.Submit(peer, [this, call, reactor, request_bytes, response_bytes](bool shutting_down) {
     if (shutting_down) {
       reactor->Finish(ShuttingDown());
       return;
@@ -113,7 +113,9 @@ grpc::ServerUnaryReactor* DevicePlacementService::ResolveDevice(grpc::CallbackSe
     // placement::Resolve's answer for this snapshot, or the same answer from the cache.
     FinishResolve(reactor, prepared->Resolve(request, call->wire), response_bytes);
   });
-  if (!queued) {
+  if (submitted == FairQueue::Submitted::kShuttingDown) {
+    reactor->Finish(ShuttingDown());
+  } else if (submitted == FairQueue::Submitted::kPeerFull) {
     if (options_.observer != nullptr) options_.observer->OnCostlyCallRefused();
     reactor->Finish(grpc::Status(
         grpc::StatusCode::RESOURCE_EXHAUSTED,

@@ -40,13 +40,15 @@ struct Record {
   }
 };
 
+bool Queued(FairQueue::Submitted s) { return s == FairQueue::Submitted::kQueued; }
+
 // Queues a first call of `peer` that holds its worker until `release` is notified; returns once it runs.
 void HoldAWorker(FairQueue& queue, const std::string& peer, absl::Notification& release) {
   auto started = std::make_shared<absl::Notification>();
-  ASSERT_TRUE(queue.Submit(peer, [started, &release](bool) {
+  ASSERT_TRUE(Queued(queue.Submit(peer, [started, &release](bool) {
     started->Notify();
     release.WaitForNotification();
-  }));
+  })));
   started->WaitForNotification();
 }
 
@@ -59,9 +61,9 @@ TEST(FairQueueTest, PeersAreServedInTurnNotInArrivalOrder) {
   {
     FairQueue queue({.workers = 1, .max_queued_per_peer = 100});
     HoldAWorker(queue, "uid:1", release);
-    for (int i = 0; i < 50; ++i) ASSERT_TRUE(queue.Submit("uid:1", record.Note("burst")));
-    ASSERT_TRUE(queue.Submit("uid:2", record.Note("other")));
-    ASSERT_TRUE(queue.Submit("uid:2", record.Note("other")));
+    for (int i = 0; i < 50; ++i) ASSERT_EQ(queue.Submit("uid:1", record.Note("burst")), FairQueue::Submitted::kQueued);
+    ASSERT_EQ(queue.Submit("uid:2", record.Note("other")), FairQueue::Submitted::kQueued);
+    ASSERT_EQ(queue.Submit("uid:2", record.Note("other")), FairQueue::Submitted::kQueued);
     EXPECT_EQ(queue.InProgress("uid:1"), 51);
     EXPECT_EQ(queue.InProgress("uid:2"), 2);
     release.Notify();
@@ -85,15 +87,15 @@ TEST(FairQueueTest, APeerPastItsCapIsRefusedAndOthersAreNot) {
   absl::Notification release;
   FairQueue queue({.workers = 1, .max_queued_per_peer = 3});
   HoldAWorker(queue, "uid:1", release);
-  EXPECT_TRUE(queue.Submit("uid:1", record.Note("a")));
-  EXPECT_TRUE(queue.Submit("uid:1", record.Note("a")));
-  EXPECT_FALSE(queue.Submit("uid:1", record.Note("refused")));  // 3 queued or running
-  EXPECT_TRUE(queue.Submit("uid:2", record.Note("b")));
+  EXPECT_EQ(queue.Submit("uid:1", record.Note("a")), FairQueue::Submitted::kQueued);
+  EXPECT_EQ(queue.Submit("uid:1", record.Note("a")), FairQueue::Submitted::kQueued);
+  EXPECT_EQ(queue.Submit("uid:1", record.Note("refused")), FairQueue::Submitted::kPeerFull);  // 3 queued or running
+  EXPECT_EQ(queue.Submit("uid:2", record.Note("b")), FairQueue::Submitted::kQueued);
   release.Notify();
   record.WaitFor(3);
   // All three finished: the worker lowers the count after each work returns.
   absl::Notification done;
-  ASSERT_TRUE(queue.Submit("uid:1", [&](bool) { done.Notify(); }));
+  ASSERT_TRUE(Queued(queue.Submit("uid:1", [&](bool) { done.Notify(); })));
   done.WaitForNotification();
   absl::MutexLock lock(&record.mu);
   EXPECT_EQ(std::count(record.ran.begin(), record.ran.end(), "refused"), 0);
@@ -106,8 +108,8 @@ TEST(FairQueueTest, AWorkerIsLeftForAnotherPeerWhileOnePeerRunsItsMost) {
   {
     FairQueue queue({.workers = 2, .max_running_per_peer = 1, .max_queued_per_peer = 10});
     HoldAWorker(queue, "uid:1", release);
-    for (int i = 0; i < 3; ++i) ASSERT_TRUE(queue.Submit("uid:1", [&](bool) { release.WaitForNotification(); }));
-    ASSERT_TRUE(queue.Submit("uid:2", [&](bool) { other_ran.Notify(); }));
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(Queued(queue.Submit("uid:1", [&](bool) { release.WaitForNotification(); })));
+    ASSERT_TRUE(Queued(queue.Submit("uid:2", [&](bool) { other_ran.Notify(); })));
     // Fails (rather than hangs) when the other worker took one of uid:1's calls instead.
     EXPECT_TRUE(other_ran.WaitForNotificationWithTimeout(absl::Seconds(60)));
     EXPECT_EQ(queue.InProgress("uid:1"), 4);
@@ -123,10 +125,10 @@ TEST(FairQueueTest, WorkQueuedAtShutdownRunsToldSoAndLaterWorkIsRefused) {
   {
     FairQueue queue({.workers = 1, .max_queued_per_peer = 10});
     HoldAWorker(queue, "uid:1", release);
-    ASSERT_TRUE(queue.Submit("uid:1", record.Note("a")));
-    ASSERT_TRUE(queue.Submit("uid:2", record.Note("b")));
+    ASSERT_EQ(queue.Submit("uid:1", record.Note("a")), FairQueue::Submitted::kQueued);
+    ASSERT_EQ(queue.Submit("uid:2", record.Note("b")), FairQueue::Submitted::kQueued);
     queue.Shutdown();
-    EXPECT_FALSE(queue.Submit("uid:3", record.Note("late")));
+    EXPECT_EQ(queue.Submit("uid:3", record.Note("late")), FairQueue::Submitted::kShuttingDown);
     release.Notify();
   }  // joins: every queued work ran
   absl::MutexLock lock(&record.mu);
