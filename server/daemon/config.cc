@@ -253,6 +253,10 @@ absl::Status CheckLeases(const DaemonConfig& config, ValidConfig& out) {
       config.max_waiting_pick_bytes_per_user > (int64_t{256} << 20)) {
     return Bad("--max_waiting_pick_bytes_per_user must be within 65536 (64 KiB)..268435456 (256 MiB)");
   }
+  if (config.max_queued_calls_per_peer < 1 || config.max_queued_calls_per_peer > 12800) {
+    return Bad(absl::StrCat("--max_queued_calls_per_peer=", config.max_queued_calls_per_peer,
+                            " is out of range; accepted: 1..12800"));
+  }
   return absl::OkStatus();
 }
 

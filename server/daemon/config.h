@@ -112,6 +112,10 @@ struct DaemonConfig {
   // and the most bytes their kept requests take together: 1..1024 and 64 KiB..256 MiB.
   int max_waiting_picks_per_user = 16;
   int64_t max_waiting_pick_bytes_per_user = int64_t{16} << 20;
+  // Most ResolveDevice calls (not answered from the cache) one peer has queued or running at once on
+  // the service's workers, which serve peers in turn (service::FairQueue): 1..12800 (the most one
+  // peer can send at once: 128 connections x 100 streams).
+  int max_queued_calls_per_peer = 256;
 
   // ---- metrics, logs, node labels ----
   // Prometheus /metrics address: IPV4:PORT or [IPV6]:PORT (port 0: a free one), loopback unless

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 #include <optional>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/escaping.h"
@@ -235,6 +236,11 @@ void Daemon::BuildService() {
   options.max_leased_devices_per_user = c.max_leased_devices_per_user;
   options.max_waiting_picks_per_user = c.max_waiting_picks_per_user;
   options.max_waiting_pick_bytes_per_user = c.max_waiting_pick_bytes_per_user;
+  // One peer's costly calls may use every core; one worker more is always left for other peers.
+  const int cores = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 16);
+  options.costly_calls.workers = cores + 1;
+  options.costly_calls.max_running_per_peer = cores;
+  options.costly_calls.max_queued_per_peer = c.max_queued_calls_per_peer;
   service_ = std::make_unique<service::DevicePlacementService>(
       *store_, [this] { return FullRefresh(); }, access, options);
 }

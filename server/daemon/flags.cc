@@ -175,6 +175,11 @@ ABSL_FLAG(int, max_leased_devices_per_user, Defaults().max_leased_devices_per_us
 ABSL_FLAG(int, max_waiting_picks_per_user, Defaults().max_waiting_picks_per_user,
           "Most picks one user (uid over the unix socket, else the client's address) has waiting (--wait) at "
           "once (1..1024); past it a pick is RESOURCE_EXHAUSTED at once");
+ABSL_FLAG(int, max_queued_calls_per_peer, Defaults().max_queued_calls_per_peer,
+          "Most ResolveDevice calls one peer (a local client's uid, a remote client's address) has queued or "
+          "running at once on the daemon's workers, which take each peer's calls in turn so that one peer's burst "
+          "never holds another's call behind it (1..12800; answers from the cache do not count); past it a call is "
+          "RESOURCE_EXHAUSTED at once, before its request is parsed");
 ABSL_FLAG(int64_t, max_waiting_pick_bytes_per_user, Defaults().max_waiting_pick_bytes_per_user,
           "Most bytes one user's waiting picks keep together (what each needs to be tried again: the job's "
           "environment entries the rules read, its device nodes and DRA allocation), 64 KiB..256 MiB; past it a "
@@ -430,6 +435,7 @@ absl::StatusOr<ValidConfig> ConfigFromFlags() {
   c.lease_state_file = absl::GetFlag(FLAGS_lease_state_file);
   c.max_leased_devices_per_user = absl::GetFlag(FLAGS_max_leased_devices_per_user);
   c.max_waiting_picks_per_user = absl::GetFlag(FLAGS_max_waiting_picks_per_user);
+  c.max_queued_calls_per_peer = absl::GetFlag(FLAGS_max_queued_calls_per_peer);
   c.max_waiting_pick_bytes_per_user = absl::GetFlag(FLAGS_max_waiting_pick_bytes_per_user);
   return ValidateConfig(c);
 }

@@ -64,6 +64,8 @@ class DaemonObserver final : public service::ServiceObserver {
   void OnLeaseWriteError(const absl::Status& error) override;
   // Logs one line of the lease trail at info (FormatLeaseEvent).
   void OnLeaseEvent(const service::LeaseEvent& event) override;
+  void OnCostlyCallsQueued(size_t queued) override { rpc_->SetCostlyCallsQueued(queued); }
+  void OnCostlyCallRefused() override { rpc_->CostlyCallRefused(); }
 
  private:
   const std::string lease_state_file_;

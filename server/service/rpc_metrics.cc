@@ -101,7 +101,19 @@ RpcMetrics::RpcMetrics(prometheus::Registry& registry)
                          .Name("devplace_watch_streams_open")
                          .Help("WatchInventory streams open now")
                          .Register(registry)
-                         .Add({})) {}
+                         .Add({})),
+      costly_queued_(prometheus::BuildGauge()
+                         .Name("devplace_costly_calls_queued")
+                         .Help("ResolveDevice calls not answered from the cache, queued or running on the daemon's "
+                               "workers (each peer's in turn)")
+                         .Register(registry)
+                         .Add({})),
+      costly_refused_(prometheus::BuildCounter()
+                          .Name("devplace_costly_calls_refused_total")
+                          .Help("ResolveDevice calls refused (RESOURCE_EXHAUSTED) because their peer had "
+                                "--max_queued_calls_per_peer of them queued or running")
+                          .Register(registry)
+                          .Add({})) {}
 
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> RpcMetrics::NewInterceptorFactory() {
   return std::make_unique<Factory>(*this);

@@ -62,7 +62,10 @@ DevicePlacementService::DevicePlacementService(inventory::InventoryStore& store,
         return leases;
       }())),
       refreshes_(refresh ? std::move(refresh) : [&store] { return store.Refresh(); },
-                 [this](const v1::Inventory& fresh) { return InventoryBytes(fresh, Viewer{true, {}}); }, access_.min_interval) {}
+                 [this](const v1::Inventory& fresh) { return InventoryBytes(fresh, Viewer{true, {}}); }, access_.min_interval),
+      costly_(options.costly_calls, [observer = options.observer](size_t queued) {
+        if (observer != nullptr) observer->OnCostlyCallsQueued(queued);
+      }) {}
 
 DevicePlacementService::~DevicePlacementService() {
   Shutdown();
@@ -74,29 +77,61 @@ grpc::ServerUnaryReactor* DevicePlacementService::ResolveDevice(grpc::CallbackSe
                                                                 const grpc::ByteBuffer* request_bytes,
                                                                 grpc::ByteBuffer* response_bytes) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  std::vector<grpc::Slice> slices;
-  std::string flat;
-  absl::string_view wire;
-  const bool readable = WireBytes(request_bytes, slices, flat, wire);
-  const std::shared_ptr<PreparedSnapshot> prepared = prepared_.Current();
-  // The same bytes answered before for this snapshot: no parse (the pod-startup storm).
-  std::shared_ptr<const ResolveAnswer> answer = readable && prepared != nullptr ? prepared->FindByWire(wire) : nullptr;
-  if (answer == nullptr) {
+  // The request's bytes, kept (with the view into them) until the call is answered.
+  struct Call {
+    std::vector<grpc::Slice> slices;
+    std::string flat;
+    absl::string_view wire;
+    bool readable = false;
+  };
+  auto call = std::make_shared<Call>();
+  call->readable = WireBytes(request_bytes, call->slices, call->flat, call->wire);
+  // The same bytes answered before for this snapshot: no parse (the pod-startup storm), answered here.
+  if (std::shared_ptr<PreparedSnapshot> prepared = prepared_.Current(); call->readable && prepared != nullptr) {
+    if (std::shared_ptr<const ResolveAnswer> answer = prepared->FindByWire(call->wire)) {
+      FinishResolve(reactor, answer, response_bytes);
+      return reactor;
+    }
+  }
+  // Parsing and resolving: on the costly-call workers, each peer's calls in turn.
+  const std::string peer = WatchPeer(ctx);
+  const FairQueue::Submitted submitted = costly_.Submit(peer, [this, call, reactor, request_bytes, response_bytes](bool shutting_down) {
+    if (shutting_down) {
+      reactor->Finish(ShuttingDown());
+      return;
+    }
     // Parsed on an arena: a request at the bounds (a DRA allocation of 1,024 devices x 64
     // attributes, 65,536 map entries) parses in about 60 % of the time the heap takes.
     google::protobuf::Arena arena;
     v1::ResolveDeviceRequest& request = *google::protobuf::Arena::CreateMessage<v1::ResolveDeviceRequest>(&arena);
-    if (!readable || !request.ParseFromArray(wire.data(), static_cast<int>(wire.size()))) {
+    if (!call->readable || !request.ParseFromArray(call->wire.data(), static_cast<int>(call->wire.size()))) {
       reactor->Finish(Unparsable<v1::ResolveDeviceRequest>(request_bytes->Length()));
-      return reactor;
+      return;
     }
+    const std::shared_ptr<PreparedSnapshot> prepared = prepared_.Current();
     if (prepared == nullptr) {
       reactor->Finish(NoInventory(store_));
-      return reactor;
+      return;
     }
     // placement::Resolve's answer for this snapshot, or the same answer from the cache.
-    answer = prepared->Resolve(request, wire);
+    FinishResolve(reactor, prepared->Resolve(request, call->wire), response_bytes);
+  });
+  if (submitted == FairQueue::Submitted::kShuttingDown) {
+    reactor->Finish(ShuttingDown());
+  } else if (submitted == FairQueue::Submitted::kPeerFull) {
+    if (options_.observer != nullptr) options_.observer->OnCostlyCallRefused();
+    reactor->Finish(grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        absl::StrCat("devplaced: ", costly_.limits().max_queued_per_peer, " ResolveDevice calls of this peer (",
+                     peer, ") are queued or running, the most --max_queued_calls_per_peer allows; retry once some "
+                     "are answered")));
   }
+  return reactor;
+}
+
+void DevicePlacementService::FinishResolve(grpc::ServerUnaryReactor* reactor,
+                                           const std::shared_ptr<const ResolveAnswer>& answer,
+                                           grpc::ByteBuffer* response_bytes) {
   if (answer->status.ok()) {
     *response_bytes = SharedBytes(std::shared_ptr<const std::string>(answer, &answer->bytes));
     if (options_.observer != nullptr) {
@@ -104,7 +139,6 @@ grpc::ServerUnaryReactor* DevicePlacementService::ResolveDevice(grpc::CallbackSe
     }
   }
   reactor->Finish(ToGrpc(answer->status));
-  return reactor;
 }
 
 grpc::ServerUnaryReactor* DevicePlacementService::GetInventory(grpc::CallbackServerContext* ctx,
@@ -233,6 +267,7 @@ std::string DevicePlacementService::WatchPeer(grpc::CallbackServerContext* ctx) 
 
 void DevicePlacementService::Shutdown() {
   waiting_.Shutdown();  // its worker answers the waiting picks UNAVAILABLE and ends
+  costly_.Shutdown();   // its workers answer what is still queued UNAVAILABLE
   refreshes_.Shutdown();
   watches_.Shutdown();
 }

@@ -14,6 +14,7 @@
 #include "devplace/v1/devplace.grpc.pb.h"
 #include "server/inventory/store.h"
 #include "server/service/answer_cache.h"
+#include "server/service/fair_queue.h"
 #include "server/service/lease_table.h"
 #include "server/service/refresh_rounds.h"
 #include "server/service/service_observer.h"
@@ -65,6 +66,10 @@ struct ServiceOptions {
   // (WaitingPicks, server/service/waiting_pick.h).
   int max_waiting_picks_per_user = 16;
   int64_t max_waiting_pick_bytes_per_user = int64_t{16} << 20;
+  // ResolveDevice calls not answered from the cache are parsed and resolved on the service's own
+  // workers, each peer's in turn (FairQueue, server/service/fair_queue.h); a peer (the key of
+  // max_watches_per_peer) with max_queued_per_peer calls queued or running gets RESOURCE_EXHAUSTED.
+  FairQueueLimits costly_calls;
 };
 
 // The key ServiceOptions.max_watches_per_peer counts by, from grpc::ServerContext::peer():
@@ -107,7 +112,9 @@ class DevicePlacementService final
   // `request` is a serialized v1::ResolveDeviceRequest; `response` gets a serialized
   // v1::ResolveDeviceResponse. INVALID_ARGUMENT when the request does not parse; UNAVAILABLE until
   // the store has an inventory; otherwise placement::Resolve's answer or error (INVALID_ARGUMENT /
-  // FAILED_PRECONDITION, message naming the field).
+  // FAILED_PRECONDITION, message naming the field). A request not answered from the cache runs on
+  // the costly-call workers (ServiceOptions::costly_calls): RESOURCE_EXHAUSTED, naming
+  // --max_queued_calls_per_peer, when its peer has too many queued or running.
   grpc::ServerUnaryReactor* ResolveDevice(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
                                           grpc::ByteBuffer* response) override;
   // The current snapshot (serialized v1::Inventory, the bytes built once per published snapshot),
@@ -172,7 +179,7 @@ class DevicePlacementService final
   bool Privileged(grpc::CallbackServerContext* ctx) const;
   // Who the caller is for what it may see of the inventory (inventory_redaction.h).
   Viewer ViewerOf(grpc::CallbackServerContext* ctx) const;
-  // The key ServiceOptions.max_watches_per_peer counts the caller by.
+  // The key ServiceOptions.max_watches_per_peer and costly_calls count the caller by.
   std::string WatchPeer(grpc::CallbackServerContext* ctx) const;
   // The serialized inventory a caller gets: the snapshot's bytes (redacted for unprivileged
   // callers), then the leases held now as `viewer` may see them.
@@ -193,6 +200,9 @@ class DevicePlacementService final
   // Who the per-user bounds and the lease trail name the caller: "uid:N" (CallerUid), else its
   // peer's address (PeerKey).
   std::string UserOf(grpc::CallbackServerContext* ctx) const;
+  // Sends a ResolveDevice answer (its bytes shared, not copied) and tells the observer of newer libraries.
+  void FinishResolve(grpc::ServerUnaryReactor* reactor, const std::shared_ptr<const ResolveAnswer>& answer,
+                     grpc::ByteBuffer* response_bytes);
   void FinishPick(const PendingPick& pick, const grpc::Status& status, const std::string& outcome);
   void LeasesChanged();
 
@@ -212,6 +222,8 @@ class DevicePlacementService final
   std::unique_ptr<LeaseTable> leases_;
   // Declared after leases_ (its rounds render the leases): destroyed, its worker joined, first.
   RefreshRounds refreshes_;
+  // Declared last: its workers (which read prepared_ and the observer) are joined first.
+  FairQueue costly_;
 };
 
 }  // namespace devplace::service

@@ -51,6 +51,11 @@ class ServiceObserver {
   // The lease table could not be written to its file (LeaseTable::Restore's path): the change
   // stands in memory.
   virtual void OnLeaseWriteError(const absl::Status& /*error*/) {}
+  // The number of costly calls (ResolveDevice not answered from the cache) queued or running on
+  // the service's workers, after every change (with the queue's lock held: must not call into the
+  // service); and one such call refused because its peer had --max_queued_calls_per_peer of them.
+  virtual void OnCostlyCallsQueued(size_t /*queued*/) {}
+  virtual void OnCostlyCallRefused() {}
 };
 
 }  // namespace devplace::service

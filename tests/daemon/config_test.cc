@@ -120,6 +120,7 @@ TEST(DaemonConfig, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(c.log_level, "info");
   EXPECT_EQ(c.max_connections, 4096);
   EXPECT_EQ(c.max_connections_per_peer, 128);
+  EXPECT_EQ(c.max_queued_calls_per_peer, 256);
   EXPECT_EQ(c.max_connection_rate_per_peer, 64);
   EXPECT_EQ(c.handshake_timeout, absl::Seconds(10));
 }
@@ -222,6 +223,10 @@ std::vector<BadCase> BadCases() {
        "--max_connections=1048577 is out of range; accepted: 1..1048576"},
       {"max_connections_per_peer", [](DaemonConfig& c, const TempDir&) { c.max_connections_per_peer = 0; },
        "--max_connections_per_peer=0 is out of range; accepted: 1..1048576"},
+      {"max_queued_calls_per_peer_low", [](DaemonConfig& c, const TempDir&) { c.max_queued_calls_per_peer = 0; },
+       "--max_queued_calls_per_peer=0 is out of range; accepted: 1..12800"},
+      {"max_queued_calls_per_peer_high", [](DaemonConfig& c, const TempDir&) { c.max_queued_calls_per_peer = 12801; },
+       "--max_queued_calls_per_peer=12801 is out of range; accepted: 1..12800"},
       {"max_connection_rate_per_peer_low", [](DaemonConfig& c, const TempDir&) { c.max_connection_rate_per_peer = -1; },
        "--max_connection_rate_per_peer=-1 is out of range; accepted: 0 (no limit)..1048576 per second"},
       {"max_connection_rate_per_peer_high",

@@ -1,7 +1,8 @@
 // Bursts of valid costly calls from one local user on a loaded host (a CPU hog beside the daemon):
 // the daemon's liveness self-checks may answer late, but a daemon that keeps answering calls is
 // busy, not dead, so it stays up, and another user's ResolveDevice, PickDevices and LeaseRelease
-// are answered throughout. Real unprivileged users (setpriv) run tests/robustness/peer.py: needs
+// are answered throughout. The costly calls run each user's in turn with at most
+// --max_queued_calls_per_peer queued or running per user: past it the burst's calls are refused. Real unprivileged users (setpriv) run tests/robustness/peer.py: needs
 // root, skipped otherwise.
 #include <sys/stat.h>
 
@@ -39,6 +40,27 @@ int Count(const std::string& text, const std::string& needle) {
   return n;
 }
 
+// devplaced on the 2-GPU fixture host with a liveness check every 500 ms (three failures in a row end it).
+std::vector<std::string> BurstDaemonFlags(std::vector<std::string> extra) {
+  std::vector<std::string> flags = {"--host_root=" + FixtureHost("nvidia-2x-h100"), "--socket_mode=0666",
+                                    "--liveness_interval=500ms", "--liveness_failures=3"};
+  flags.insert(flags.end(), extra.begin(), extra.end());
+  return flags;
+}
+
+// `nobody` sends 3 rounds of 100 ResolveDevice calls of ~748 KiB at once while the other user runs
+// pick cycles and two busy loops take both cores, until the rounds end; each report printed.
+std::vector<std::string> BurstsBesideAHog(const DaemonProcess& d, const TempDir& dir) {
+  const std::string stopfile = dir.path() + "/bursts-done";
+  std::vector<std::string> reports = RunTogether({
+      AsUser(kFlooder, absl::StrCat("burst ", d.unix_target(), " 3 100 748")) + "; touch " + ShellQuote(stopfile),
+      AsUser(kOtherUser, absl::StrCat("served ", d.unix_target(), " ", ShellQuote(stopfile))),
+      CpuHogUntil(stopfile),
+  });
+  for (const std::string& r : reports) fprintf(stderr, "%s", r.c_str());
+  return reports;
+}
+
 // One user sends rounds of 100 ResolveDevice calls at once, each with about 748 KiB of job
 // environment, on a host whose two cores a CPU hog keeps busy, with a liveness check every 500 ms
 // (500 ms to answer, three failures in a row end the daemon). The check's own call waits behind
@@ -49,17 +71,10 @@ TEST(Bursts, CostlyCallBurstsFromOneUserOnALoadedHostLeaveTheDaemonAliveAndAnoth
   SKIP_UNLESS_ROOT();
   TempDir dir;
   ASSERT_EQ(chmod(dir.path().c_str(), 0755), 0);  // the socket's directory, for the unprivileged peers
-  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("nvidia-2x-h100"), "--socket_mode=0666",
-                               "--liveness_interval=500ms", "--liveness_failures=3"});
+  DaemonProcess d(dir.path(), BurstDaemonFlags({}));
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
 
-  const std::string stopfile = dir.path() + "/bursts-done";
-  const std::vector<std::string> reports = RunTogether({
-      AsUser(kFlooder, absl::StrCat("burst ", d.unix_target(), " 3 100 748")) + "; touch " + ShellQuote(stopfile),
-      AsUser(kOtherUser, absl::StrCat("served ", d.unix_target(), " ", ShellQuote(stopfile))),
-      CpuHogUntil(stopfile),
-  });
-  for (const std::string& r : reports) fprintf(stderr, "%s", r.c_str());
+  const std::vector<std::string> reports = BurstsBesideAHog(d, dir);
   const std::string log = d.Log();
   fprintf(stderr, "liveness checks failed: %d (busy: %d)\n", Count(log, "event=liveness_check_failed"),
           Count(log, "error=\"busy: "));
@@ -72,6 +87,31 @@ TEST(Bursts, CostlyCallBurstsFromOneUserOnALoadedHostLeaveTheDaemonAliveAndAnoth
   EXPECT_GT(Field(reports[1], "ok"), 0) << reports[1];
   EXPECT_EQ(Field(reports[1], "failed"), 0) << reports[1];
   EXPECT_TRUE(HealthServes(d.unix_target(), absl::Seconds(2)) && HealthServes(d.tcp_target(), absl::Seconds(2)));
+}
+
+// The same bursts against a daemon that lets one user have 2 costly calls queued or running: most
+// of each round of 100 is refused at once with RESOURCE_EXHAUSTED naming the flag (before its
+// request is parsed), the rest is answered, and the other user's cycles, one call at a time, are
+// never refused and all answered.
+TEST(Bursts, AUserPastItsQueuedCallsIsRefusedWhileAnotherUserIsServed) {
+  SKIP_UNLESS_ROOT();
+  TempDir dir;
+  ASSERT_EQ(chmod(dir.path().c_str(), 0755), 0);
+  DaemonProcess d(dir.path(), BurstDaemonFlags({"--max_queued_calls_per_peer=2"}));
+  ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
+
+  const std::vector<std::string> reports = BurstsBesideAHog(d, dir);
+
+  EXPECT_EQ(d.WaitExit(absl::ZeroDuration()), -1) << "devplaced exited: " << Tail(d.Log());
+  EXPECT_EQ(Field(reports[0], "ok") + Field(reports[0], "failed"), 300) << reports[0];
+  EXPECT_GT(Field(reports[0], "ok"), 0) << reports[0];
+  EXPECT_GT(Field(reports[0], "failed"), 0) << "no call of the burst was refused: " << reports[0];
+  EXPECT_THAT(reports[0], HasSubstr("RESOURCE_EXHAUSTED: devplaced: 2 ResolveDevice calls of this peer (uid:65534) "
+                                    "are queued or running, the most --max_queued_calls_per_peer allows"))
+      << reports[0];
+  EXPECT_THAT(reports[0], Not(HasSubstr("StatusCode.DEADLINE"))) << reports[0];
+  EXPECT_GT(Field(reports[1], "ok"), 0) << reports[1];
+  EXPECT_EQ(Field(reports[1], "failed"), 0) << reports[1];
 }
 
 }  // namespace

@@ -29,13 +29,18 @@ run under /usr/bin/python3 as whichever user setpriv makes it. Prints one JSON l
       ROUNDS rounds of N devplace.v1 ResolveDevice calls sent at once over one channel, each a valid
       training request whose job environment is about KIB KiB of unread variables (each call's own
       bytes, so no answer is served from the daemon's cache), each with a 60 s deadline; a round
-      starts when the previous one is answered. Reports the calls answered OK and the others (with
+      starts as soon as the previous one is answered. Reports the calls answered OK and the others (with
       the first errors), and each round's duration in seconds.
   peer.py served TARGET STOPFILE
       Until STOPFILE exists (and at least once), a small ResolveDevice then a PickDevices of one
       device (a time-to-live lease) and its LeaseRelease, each call on a connection of its own with a
       20 s deadline, as a job or the CLI makes them. Reports the rounds whose three calls were all
       answered OK and the rounds that failed (with the first errors), and the rounds' latencies in ms.
+  peer.py resolves TARGET STOPFILE
+      Until STOPFILE exists (and at least once), a small ResolveDevice every 50 ms over one channel,
+      each with its own job environment (so none is answered from the daemon's cache) and a 20 s
+      deadline. Reports the calls answered OK and those that failed, and their latencies in ms
+      (scripts/bench's burst row reads p50_ms).
 """
 import json
 import select
@@ -279,11 +284,16 @@ def burst(target, rounds, n, kib):
     method = channel.unary_unary("/devplace.v1.DevicePlacement/ResolveDevice")
     entries = max(1, kib // 4)
     filler = "v" * 4000
+    # A request is its fields one after another, so extra env entries may be appended as bytes.
+    bulk = [b"".join(field_bytes(7, field_bytes(1, f"JOB_SETTING_{c}_{e}".encode()) + field_bytes(2, filler.encode()))
+                     for e in range(entries)) for c in range(n)]
     ok, failed, errors, durations = 0, 0, [], []
     for r in range(rounds):
+        # Each call's bulk with one entry of this round's (the bytes differ from every earlier call's):
+        # built in a moment, so rounds follow each other closely and each arrives at once.
+        requests = [resolve_request([(f"BURST_ROUND_{r}_{c}", "1")]) + bulk[c] for c in range(n)]
         start = time.monotonic()
-        futures = [method.future(resolve_request([(f"JOB_SETTING_{r}_{c}_{e}", filler) for e in range(entries)]),
-                                 timeout=60) for c in range(n)]
+        futures = [method.future(request, timeout=60) for request in requests]
         for f in futures:
             try:
                 f.result()
@@ -318,6 +328,20 @@ def served(target, stopfile):
     print(json.dumps(tally.report()), flush=True)
 
 
+def resolves(target, stopfile):
+    import os
+    import grpc
+    with grpc.insecure_channel(target) as channel:
+        method = channel.unary_unary("/devplace.v1.DevicePlacement/ResolveDevice")
+        tally, n = Tally(), 0
+        while tally.ok + tally.failed == 0 or not os.path.exists(stopfile):
+            n += 1
+            request = resolve_request([("LOCAL_RANK", "0"), ("RESOLVES_SEQUENCE", str(n))])
+            tally.run(lambda: method(request, timeout=20))
+            time.sleep(0.05)
+    print(json.dumps(tally.report()), flush=True)
+
+
 def main(argv):
     if len(argv) >= 5 and argv[1] == "hold":
         source = argv[argv.index("--source") + 1] if "--source" in argv else None
@@ -334,6 +358,8 @@ def main(argv):
         burst(argv[2], int(argv[3]), int(argv[4]), int(argv[5]))
     elif len(argv) == 4 and argv[1] == "served":
         served(argv[2], argv[3])
+    elif len(argv) == 4 and argv[1] == "resolves":
+        resolves(argv[2], argv[3])
     else:
         sys.exit(__doc__)
 
