@@ -70,8 +70,9 @@ TEST(DaemonObserver, RegistersEveryFamilyInTheOrderMetricsListsThem) {
   // order it was registered: devplaced's order.
   EXPECT_EQ(families, (std::vector<std::string>{
                           "devplace_probe_runs_total", "devplace_prober_failures_total",
-                          "devplace_version_skew_answers_total", "devplace_picks_total", "devplace_lease_calls_total",
-                          "devplace_usage_refreshes_total", "devplace_build_info", "devplace_watch_streams_open",
+                          "devplace_costly_calls_refused_total", "devplace_version_skew_answers_total",
+                          "devplace_picks_total", "devplace_lease_calls_total", "devplace_usage_refreshes_total",
+                          "devplace_build_info", "devplace_watch_streams_open", "devplace_costly_calls_queued",
                           "devplace_leases_held", "devplace_picks_waiting", "devplace_probe_run_duration_seconds",
                           "devplace_pick_duration_seconds", "devplace_usage_refresh_duration_seconds"}));
 }
