@@ -167,7 +167,7 @@ void LeaseTable::Unlease(const std::string& lease_id) {
     ++generation_;
     ++ended_;  // its devices are free again: waiting picks try again from the earliest
   }
-  Persist();  // best effort: a write that succeeded meanwhile may hold it until the next one
+  (void)Persist();  // best effort: a write that succeeded meanwhile may hold it until the next one
 }
 
 absl::Status LeaseTable::NotDurable(const absl::Status& error) {
@@ -209,7 +209,7 @@ absl::StatusOr<v1::LeaseInfo> LeaseTable::Release(const std::string& lease_id, c
     ++generation_;
     ++ended_;
   }
-  Persist();
+  (void)Persist();
   if (options_.on_release) options_.on_release();
   return info;
 }
@@ -237,7 +237,7 @@ absl::StatusOr<v1::LeaseInfo> LeaseTable::KeepAlive(const std::string& lease_id,
     info = lease.info;
     ++generation_;
   }
-  Persist();  // a restart keeps the new expiry
+  (void)Persist();  // a restart keeps the new expiry
   AfterEnding(ended);
   return info;
 }
@@ -325,7 +325,7 @@ int LeaseTable::Sweep() {
     absl::MutexLock lock(&mu_);
     ended += SweepLocked(absl::Now(), /*wake_for_groups=*/false);
   }
-  if (ended > 0) Persist();
+  if (ended > 0) (void)Persist();
   AfterEnding(ended);
   return ended;
 }
@@ -438,7 +438,7 @@ RestoreReport LeaseTable::Restore(const std::string& path) {
     absl::MutexLock write(&write_mu_);
     file_.emplace(path);
   }
-  Persist();
+  (void)Persist();
   watcher_.Wake();  // the watcher polls the restored pidfds
   AfterEnding(ended);
   if (ended == 0 && options_.on_release) options_.on_release();  // the count of leases held starts from those kept

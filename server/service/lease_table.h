@@ -168,7 +168,8 @@ class LeaseTable {
   // Writes the table as it is now to file_ (when set). Every writer takes write_mu_ first and
   // reads the table after it, so the last write holds the newest table. OK when there is no file
   // or the table as it is now is on disk (written here or by a later writer); else the writer's
-  // error (after on_write_error).
+  // error (after on_write_error, which reports it: callers other than PickAndHold, whose change
+  // stands in memory either way, ignore it).
   absl::Status Persist() ABSL_LOCKS_EXCLUDED(mu_, write_mu_);
   // Ends a lease PickAndHold just added whose write failed, as though it had never been granted.
   void Unlease(const std::string& lease_id) ABSL_LOCKS_EXCLUDED(mu_, write_mu_);

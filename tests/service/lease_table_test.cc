@@ -336,7 +336,7 @@ TEST(LeaseTableFile, ProcessLeasesFromAnotherBootOfTheHostAreDropped) {
   ASSERT_TRUE(written.ParseFromString(ReadFile(file)));
   EXPECT_EQ(written.boot_id(), service::CurrentBootId());
   EXPECT_EQ(written.boot_id().size(), 36u);  // a UUID
-  for (const std::string boot : {std::string("00000000-0000-4000-8000-000000000000"), std::string()}) {
+  for (const std::string& boot : {std::string("00000000-0000-4000-8000-000000000000"), std::string()}) {
     written.set_boot_id(boot);
     dir.Write("leases.state", written.SerializeAsString());
     chmod(file.c_str(), 0600);
