@@ -49,7 +49,7 @@ done
 # ---- install ----
 dpkg -i "$deb" >"$tmp/dpkg-i.log" 2>&1 || { cat "$tmp/dpkg-i.log"; fail "dpkg -i failed"; }
 installed=1
-for f in /usr/bin/devplace /usr/sbin/devplaced /usr/lib/devplace/devplace-probe; do
+for f in /usr/bin/devplace /usr/sbin/devplaced /usr/lib/devplace/devplace-probe /usr/share/devplace/real_host_check; do
   [ -x "$f" ] || fail "$f is not installed as an executable"
 done
 for f in /usr/share/devplace/proto/devplace/v1/devplace.proto /lib/systemd/system/devplaced.service \

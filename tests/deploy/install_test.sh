@@ -4,7 +4,8 @@
 # the prefix, the flag file), verifies that unit with `systemd-analyze verify` (and that the check
 # catches a misspelled directive), that two installs at once each get their own unit, then runs
 # the installed devplaced, which must find its probe in ../lib/devplace/, with the installed flag
-# file, and calls it with the installed CLI.
+# file, and calls it with the installed CLI; and the installed real-hardware check, which must find
+# those binaries from its own place (a GPU node with only the .deb runs it so).
 # Usage: install_test.sh <build dir> <cmake> <fixture host dir> <with torch: ON|OFF>
 set -euo pipefail
 build="$1" cmake="$2" fixture="$3" with_torch="$4"
@@ -22,6 +23,7 @@ prefix="$tmp/prefix"
 executables=(bin/devplace sbin/devplaced lib/devplace/devplace-probe)
 [ "$with_torch" = ON ] && executables+=(lib/devplace/devplace-torch-probe)
 for f in "${executables[@]}"; do [ -x "$prefix/$f" ] || fail "$f is not installed as an executable"; done
+[ -x "$prefix/share/devplace/real_host_check" ] || fail "share/devplace/real_host_check is not installed as an executable"
 for f in share/devplace/proto/devplace/v1/devplace.proto lib/systemd/system/devplaced.service \
          etc/devplace/devplaced.flags share/doc/devplace/README.md include/devplace/client.h; do
   [ -f "$prefix/$f" ] || fail "$f is not installed"
@@ -90,3 +92,23 @@ grep -q "probe_command=$prefix/lib/devplace/devplace-probe " "$tmp/daemon.log" |
 expect_nvidia_h100s "$prefix/bin/devplace"
 stop_daemon
 echo "ok: the installed devplaced ran from $prefix"
+
+# ---- the installed real_host_check runs the installed binaries, with a daemon and without ----
+for mode in daemon no_daemon; do
+  flags=(--json --host_root="$fixture" --python=/usr/bin/python3)
+  [ "$mode" = no_daemon ] && flags+=(--no_daemon)
+  (cd "$tmp" && "$prefix/share/devplace/real_host_check" "${flags[@]}") >"$tmp/check-$mode.json" 2>"$tmp/check-$mode.err" ||
+    { cat "$tmp/check-$mode.err"; fail "the installed real_host_check ($mode) failed"; }
+  python3 - "$tmp/check-$mode.json" "$prefix" "$mode" <<'PY' || fail "the installed real_host_check ($mode): see above"
+import json, sys
+out, prefix, mode = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
+want = {"devplaced": prefix + "/sbin/devplaced", "devplace": prefix + "/bin/devplace",
+        "probe": prefix + "/lib/devplace/devplace-probe"}
+assert out["binaries"] == want, "ran %s, expected the installed %s" % (out["binaries"], want)
+assert out["mode"] == mode, out["mode"]
+buses = sorted(d["pciBusId"] for b in out["inventory"]["backends"] for d in b.get("devices", [])
+               if b.get("row") == "ROW_CUDA_NVIDIA")
+assert buses == ["0000:18:00.0", "0000:9a:00.0"], "the fixture's H100s, got %s" % buses
+PY
+done
+echo "ok: the installed real_host_check ran the installed binaries, with a daemon and without"
