@@ -1,5 +1,7 @@
 // libdevplace's Client: Client::Connect (which daemon, whether its socket may be trusted, then a
 // gRPC Connection from grpc_connection.cc) and the calls over any Connection; the watch canceller.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -147,8 +149,34 @@ void ApplyPickEnvironment(const v1::PickDevicesResponse& pick) {
   for (const auto& [name, value] : pick.env()) setenv(name.c_str(), value.c_str(), 1);
 }
 
+JobHolder JobLeaseHolder() {
+  JobHolder job;
+  const pid_t pid = getpid();
+  const pid_t group = getpgrp();
+  if (group == pid) {
+    job.holder = v1::LEASE_HOLDER_PROCESS_GROUP;
+    return job;
+  }
+  job.warning = absl::StrCat(
+      "the lease is held for this process only (pid ", pid, "): it does not lead its process group ", group,
+      " (the group of the script, shell or task that started it), so processes it starts would go on running on the "
+      "devices without a lease if it died first. To hold the lease for them too, start this program as the leader "
+      "of a group (from an interactive shell, or with setsid), or call setpgid(0, 0) before Client::Pick where no "
+      "terminal signals or reads it; PickOptions::holder = LEASE_HOLDER_PROCESS keeps this process's lease without "
+      "this warning");
+  return job;
+}
+
 absl::StatusOr<v1::PickDevicesResponse> Client::Pick(const PickOptions& options) const {
-  return connection_->PickDevices(options.ToRequest());
+  v1::PickDevicesRequest request = options.ToRequest();
+  JobHolder job;
+  if (options.holder == v1::LEASE_HOLDER_UNSPECIFIED && options.ttl == absl::ZeroDuration()) {
+    job = JobLeaseHolder();
+    request.set_holder(job.holder);
+  }
+  absl::StatusOr<v1::PickDevicesResponse> picked = connection_->PickDevices(request);
+  if (picked.ok() && !job.warning.empty()) picked->add_warnings(job.warning);
+  return picked;
 }
 
 absl::StatusOr<v1::LeaseInfo> Client::ReleaseLease(const std::string& lease_id) const {

@@ -252,7 +252,7 @@ std::string LeaseHolder::Description() const {
     case v1::LEASE_HOLDER_PARENT:
       return "a shell's lease";
     case v1::LEASE_HOLDER_PROCESS_GROUP:
-      return "a process group's lease (devplace run)";
+      return "a process group's lease (devplace run, or a job's pick)";
     default:
       return absl::StrCat("a lease until ", absl::FormatTime("%Y-%m-%d %H:%M:%SZ", expires_, absl::UTCTimeZone()));
   }

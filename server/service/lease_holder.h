@@ -128,7 +128,8 @@ class LeaseHolder {
   void TakeGroupMember(const std::optional<ProcessIdentity>& member);
   // The holder as any caller may read it (no pid: pids are only for privileged callers), for a
   // refused pick's reasons: "a process's lease", "a shell's lease", "a process group's lease
-  // (devplace run)", "a lease until 2025-01-02 03:04:05Z".
+  // (devplace run, or a job's pick)" (Python's devplace.pick(), libdevplace's Client::Pick), "a lease
+  // until 2025-01-02 03:04:05Z".
   std::string Description() const;
 
  private:

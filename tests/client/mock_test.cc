@@ -1,9 +1,13 @@
 // How a user tests code that takes a devplace::Client: devplace::MockConnection, no daemon.
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "devplace/client.h"
 #include "devplace/mock_connection.h"
 #include "gmock/gmock.h"
@@ -144,6 +148,56 @@ TEST(ConnectionTest, AConnectionWrittenBeforePicksAnswersUnimplemented) {
   devplace::PickOptions options;
   EXPECT_EQ(client.Pick(options).status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_EQ(client.ReleaseLease("x").status().code(), absl::StatusCode::kUnimplemented);
+}
+
+// Client::Pick's default holder in a child process that leads its own group (`lead`) or stays in
+// this test's group: 0 when the request and the answer are what JobLeaseHolder() promises.
+int PickInChild(bool lead) {
+  if (lead && setpgid(0, 0) != 0) return 2;
+  auto connection = std::make_shared<::testing::NiceMock<devplace::MockConnection>>();
+  devplace::v1::PickDevicesRequest sent;
+  ON_CALL(*connection, PickDevices(::testing::_)).WillByDefault([&sent](const devplace::v1::PickDevicesRequest& r) {
+    sent = r;
+    devplace::v1::PickDevicesResponse answer;
+    answer.add_warnings("the daemon's warning");
+    return absl::StatusOr<devplace::v1::PickDevicesResponse>(answer);
+  });
+  devplace::PickOptions options;
+  options.job = devplace::ResolveOptions::ForJob(devplace::v1::WORKLOAD_TRAINING, {});
+  absl::StatusOr<devplace::v1::PickDevicesResponse> answer = devplace::Client(connection).Pick(options);
+  if (!answer.ok()) return 3;
+  if (lead) return sent.holder() == devplace::v1::LEASE_HOLDER_PROCESS_GROUP && answer->warnings_size() == 1 ? 0 : 4;
+  const std::string says = absl::StrCat("the lease is held for this process only (pid ", getpid(),
+                                        "): it does not lead its process group ", getpgrp());
+  return sent.holder() == devplace::v1::LEASE_HOLDER_PROCESS && answer->warnings_size() == 2 &&
+                 absl::StartsWith(answer->warnings(1), says)
+             ? 0
+             : 5;
+}
+
+TEST(ClientPickTest, ByDefaultTheLeaseIsTheJobsGroupWhenTheCallerLeadsItElseTheCallersWithAWarning) {
+  for (const bool lead : {true, false}) {
+    const pid_t child = fork();
+    if (child == 0) _exit(PickInChild(lead));
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "lead=" << lead << " status " << status;
+  }
+  // Asked for: this process alone (no warning), or a TTL lease (the daemon's choice: unspecified).
+  auto connection = std::make_shared<::testing::StrictMock<devplace::MockConnection>>();
+  EXPECT_CALL(*connection, PickDevices(::testing::Property(&devplace::v1::PickDevicesRequest::holder,
+                                                          devplace::v1::LEASE_HOLDER_PROCESS)))
+      .WillOnce(::testing::Return(devplace::v1::PickDevicesResponse()));
+  EXPECT_CALL(*connection, PickDevices(::testing::Property(&devplace::v1::PickDevicesRequest::holder,
+                                                          devplace::v1::LEASE_HOLDER_UNSPECIFIED)))
+      .WillOnce(::testing::Return(devplace::v1::PickDevicesResponse()));
+  const devplace::Client client(connection);
+  devplace::PickOptions options;
+  options.holder = devplace::v1::LEASE_HOLDER_PROCESS;
+  EXPECT_EQ(client.Pick(options)->warnings_size(), 0);
+  options.holder = devplace::v1::LEASE_HOLDER_UNSPECIFIED;
+  options.ttl = absl::Minutes(5);
+  EXPECT_EQ(client.Pick(options)->warnings_size(), 0);
 }
 
 }  // namespace

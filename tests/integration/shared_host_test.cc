@@ -127,7 +127,7 @@ TEST(SharedHost, EightConcurrentRunsGetEightGpusTheNinthIsRefusedOrWaitsForTheFi
   const std::string ninth = ReadFile(d + "/ninth.err");
   EXPECT_THAT(ninth, HasSubstr("FAILED_PRECONDITION"));
   EXPECT_THAT(ninth, HasSubstr("1 free cuda/nvidia device(s) wanted, 0 free for this job now (8 it may use)"));
-  EXPECT_THAT(ninth, HasSubstr("not picked: leased (a process group's lease (devplace run))"));
+  EXPECT_THAT(ninth, HasSubstr("not picked: leased (a process group's lease (devplace run, or a job's pick))"));
   EXPECT_THAT(ninth, ::testing::Not(HasSubstr("pid ")));
   // The waiting one got the first GPU released.
   EXPECT_EQ(absl::StripAsciiWhitespace(ReadFile(d + "/got.9")), absl::StripAsciiWhitespace(ReadFile(d + "/got.3")));
@@ -482,7 +482,7 @@ TEST(SharedHost, AKilledRunKeepsItsLeaseWhileAnyProcessOfTheJobLives) {
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_THAT(r.out, HasSubstr("job-lives"));
   EXPECT_THAT(r.out, ::testing::Not(HasSubstr("second-picked")));
-  EXPECT_THAT(ReadFile(host.dir() + "/second.err"), HasSubstr("a process group's lease (devplace run)"));
+  EXPECT_THAT(ReadFile(host.dir() + "/second.err"), HasSubstr("a process group's lease (devplace run, or a job's pick)"));
   EXPECT_THAT(r.out, HasSubstr("third-picked"));
 }
 

@@ -19,7 +19,7 @@ NAMES = [
     "__version__", "Client", "Resolution", "TlsOptions", "Watch", "make_request", "resolve_device",
     "PLACEMENT_ENVIRONMENT_VARIABLES", "JOB_PYTHON_PACKAGES", "for_job", "from_environment", "job_device_nodes",
     "job_environment", "MAX_CAPTURED_NEAR_MISSES", "possible_placement_typo", "DRA_METADATA_DIR", "device_allocation",
-    "check_local_listener", "check_unix_socket", "default_target", "Pick", "make_pick_request", "pick",
+    "check_local_listener", "check_unix_socket", "default_target", "Pick", "job_holder", "make_pick_request", "pick",
     "Error", "ResolveError", "AbortedError", "AlreadyExistsError", "CancelledError", "DataLossError",
     "DeadlineExceededError", "FailedPreconditionError", "InternalError", "InvalidArgumentError", "NotFoundError",
     "OutOfRangeError", "PermissionDeniedError", "ResourceExhaustedError", "UnauthenticatedError",
@@ -50,9 +50,10 @@ FUNCTIONS = {
                          "ttl: Optional[float] = None, wait: Optional[float] = None, "
                          "job: Optional[devplace_pb2.ResolveDeviceRequest] = None) -> devplace_pb2.PickDevicesRequest",
     "pick": "(count: int = 1, *, min_free: Union[int, str, None] = None, allow_shared: bool = False, "
-            "row: Union[str, int, None] = None, ttl: Optional[float] = None, wait: Optional[float] = None, "
-            "job: Optional[devplace_pb2.ResolveDeviceRequest] = None, address: Optional[str] = None, "
-            "timeout: Optional[float] = 5.0, tls: Optional[TlsOptions] = None) -> Pick",
+            "row: Union[str, int, None] = None, holder: Union[str, int, None] = None, ttl: Optional[float] = None, "
+            "wait: Optional[float] = None, job: Optional[devplace_pb2.ResolveDeviceRequest] = None, "
+            "address: Optional[str] = None, timeout: Optional[float] = 5.0, tls: Optional[TlsOptions] = None) -> Pick",
+    "job_holder": "() -> Tuple[int, Optional[str]]",
 }
 
 # "(constructor)": the class's call signature; "property" / "classmethod (...)": what the name is.

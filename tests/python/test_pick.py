@@ -1,7 +1,9 @@
 """devplace.pick() on a shared host, against the real devplaced on nvidia-2x-h100 with the fake NVML
-(host device 0 holds 0.5 GB, device 1 40 GB): the least used GPU is leased to the calling process,
-os.environ selects exactly it, the lease ends with the process, and a second process meanwhile
-gets the other GPU; the request's arguments are checked before anything is sent."""
+(host device 0 holds 0.5 GB, device 1 40 GB): the least used GPU is leased to the job (its process
+group when the caller leads it, else the caller, with a warning), os.environ selects exactly it, the
+lease ends with its holder, and a second process meanwhile gets the other GPU; the request's
+arguments are checked before anything is sent. (A launcher SIGKILLed while its workers run:
+tests/integration/job_lease_test.cc.)"""
 
 import json
 import os
@@ -20,20 +22,32 @@ GPU1 = "GPU-00000000-0000-4000-8000-000000000002"
 # A job process: picks (its /dev says nothing here: for_job sends no device nodes), prints what it
 # got as JSON, then waits for a line on stdin before exiting, so the test decides when its lease ends.
 JOB = """
-import json, os, sys
+import json, os, sys, warnings
 import devplace
-p = devplace.pick(count=1, job=devplace.for_job({}), address=sys.argv[1])
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    p = devplace.pick(count=1, job=devplace.for_job({}), address=sys.argv[1], holder=sys.argv[2] or None)
 print(json.dumps({"cvd": os.environ["CUDA_VISIBLE_DEVICES"], "device": p.device, "lease_pid": p.lease.pid,
-                  "holder": devplace.v1.devplace_pb2.LeaseHolder.Name(p.lease.holder), "pid": os.getpid()}),
+                  "holder": devplace.v1.devplace_pb2.LeaseHolder.Name(p.lease.holder), "pid": os.getpid(),
+                  "holder_warnings": [w for w in p.warnings if "process group" in w],
+                  "issued": [str(w.message) for w in caught if issubclass(w.category, devplace.DevplaceWarning)]}),
       flush=True)
 sys.stdin.readline()
 """
 
 
 class Pick(unittest.TestCase):
-    def start_job(self, target):
-        return subprocess.Popen([PYTHON, "-c", JOB, target], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=clean_env({"PYTHONPATH": os.environ["PYTHONPATH"]}))
+    def start_job(self, target, holder="", start_new_session=False):
+        """A job process; start_new_session makes it lead its process group (as an interactive shell does)."""
+        return subprocess.Popen([PYTHON, "-c", JOB, target, holder], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=start_new_session,
+                                env=clean_env({"PYTHONPATH": os.environ["PYTHONPATH"]}))
+
+    def wait_no_leases(self, target):
+        deadline = time.monotonic() + 10  # a guard: a lease ends a moment after its holder does
+        while self.leases(target) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(self.leases(target), [])
 
     def leases(self, target):
         with devplace.Client(target) as client:
@@ -60,10 +74,43 @@ class Pick(unittest.TestCase):
             for job in (first, second):
                 job.communicate("\n", timeout=20)
                 self.assertEqual(job.returncode, 0)
-            deadline = time.monotonic() + 5
-            while self.leases(daemon.unix_target) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            self.assertEqual(self.leases(daemon.unix_target), [])
+            self.wait_no_leases(daemon.unix_target)
+
+    def test_the_lease_is_the_jobs_process_group_when_the_caller_leads_it_else_the_callers_with_a_warning(self):
+        with h100_with_nvml() as daemon:
+            daemon.wait_serving()
+            leader = self.start_job(daemon.unix_target, start_new_session=True)
+            got = json.loads(leader.stdout.readline())
+            self.assertEqual(got["holder"], "LEASE_HOLDER_PROCESS_GROUP")
+            self.assertEqual(got["lease_pid"], got["pid"])
+            self.assertEqual(got["holder_warnings"], [])
+            # In this test's process group (as under a batch script): its own lease, and it is told.
+            member = self.start_job(daemon.unix_target)
+            got = json.loads(member.stdout.readline())
+            self.assertEqual(got["holder"], "LEASE_HOLDER_PROCESS")
+            self.assertEqual(got["lease_pid"], got["pid"])
+            self.assertEqual(len(got["holder_warnings"]), 1, got)
+            warning = got["holder_warnings"][0]
+            self.assertTrue(warning.startswith(f"the lease is held for this process only (pid {got['pid']}): it does "
+                                               f"not lead its process group {os.getpgrp()}"), warning)
+            self.assertIn("os.setpgid(0, 0) before pick()", warning)
+            self.assertIn('holder="process" keeps this process\'s lease', warning)
+            self.assertIn(warning, got["issued"])
+            for job in (leader, member):
+                job.communicate("\n", timeout=20)
+                self.assertEqual(job.returncode, 0)
+            self.wait_no_leases(daemon.unix_target)
+            # Asked for explicitly, a group's leader gets the lease for itself alone, without a warning.
+            alone = self.start_job(daemon.unix_target, holder="process", start_new_session=True)
+            got = json.loads(alone.stdout.readline())
+            self.assertEqual((got["holder"], got["holder_warnings"]), ("LEASE_HOLDER_PROCESS", []))
+            alone.communicate("\n", timeout=20)
+            self.wait_no_leases(daemon.unix_target)
+            # A caller that does not lead its group and asks for the group's lease is refused.
+            refused = self.start_job(daemon.unix_target, holder="process_group")
+            _, err = refused.communicate("\n", timeout=20)
+            self.assertNotEqual(refused.returncode, 0)
+            self.assertIn("does not lead its process group", err)
 
     def test_pick_sets_os_environ_and_a_ttl_lease_over_tcp_is_released_by_id(self):
         with h100_with_nvml() as daemon:

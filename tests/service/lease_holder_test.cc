@@ -217,7 +217,7 @@ TEST(LeaseHolderGroup, AProcessGroupOutlivesItsLeaderUntilItsLastProcess) {
   spec.kind = v1::LEASE_HOLDER_PROCESS_GROUP;
   absl::StatusOr<LeaseHolder> holder = LeaseHolder::ForNewLease(spec);
   ASSERT_TRUE(holder.ok()) << holder.status();
-  EXPECT_EQ(holder->Description(), "a process group's lease (devplace run)");
+  EXPECT_EQ(holder->Description(), "a process group's lease (devplace run, or a job's pick)");
   EXPECT_FALSE(holder->GroupToFind().has_value());
   const uint64_t leader_start = spec.process.start_time;
   leader.Kill();

@@ -353,10 +353,13 @@ struct PickOptions {
   bool allow_shared = false;
   // The row; ROW_UNSPECIFIED = the row of the job's ResolveDevice answer.
   v1::Row row = v1::ROW_UNSPECIFIED;
-  // Who holds the lease: UNSPECIFIED = this process over the unix socket (a TTL lease when `ttl`
-  // is set; over TCP FAILED_PRECONDITION without it); LEASE_HOLDER_PARENT for a command whose
-  // parent (a shell) runs the job; LEASE_HOLDER_PROCESS_GROUP for this process's group, which it
-  // must lead (held while any member lives).
+  // Who holds the lease (it ends when its holder does, and the devices go to the next pick):
+  // UNSPECIFIED = the job, as JobLeaseHolder() says (this process's group when it leads it, else
+  // this process with a warning), or a TTL lease when `ttl` is set (over TCP FAILED_PRECONDITION
+  // without it); LEASE_HOLDER_PROCESS for this process only (the default before, without the
+  // warning); LEASE_HOLDER_PARENT for a command whose parent (a shell) runs the job;
+  // LEASE_HOLDER_PROCESS_GROUP for this process's group, which it must lead (held while any
+  // member lives; FAILED_PRECONDITION when it does not lead it).
   v1::LeaseHolder holder = v1::LEASE_HOLDER_UNSPECIFIED;
   // LEASE_HOLDER_PARENT: the ancestor that holds the lease (0 = this process's parent).
   int holder_pid = 0;
@@ -370,6 +373,21 @@ struct PickOptions {
 
   v1::PickDevicesRequest ToRequest() const;
 };
+
+// Who holds a lease for this job (Client::Pick with PickOptions::holder UNSPECIFIED and no ttl;
+// Python's devplace.job_holder() chooses the same way). When this process leads its process group
+// (its pid is its group id: a command typed at an interactive shell, a container's entrypoint, a
+// process started with setsid), LEASE_HOLDER_PROCESS_GROUP and no warning: the lease lasts while
+// any process of the group runs, so workers this process forks or spawns keep it when it is
+// killed (SIGKILL, the OOM killer) and it ends with the last of them; a worker that leaves the
+// group (setsid, setpgid) is not covered. Otherwise (a process in the group of the script, shell
+// or srun task that started it, a group that is not this job's alone) LEASE_HOLDER_PROCESS, this
+// process only, and `warning` says so and how to hold the lease for the workers too.
+struct JobHolder {
+  v1::LeaseHolder holder = v1::LEASE_HOLDER_PROCESS;
+  std::string warning;  // empty for LEASE_HOLDER_PROCESS_GROUP
+};
+JobHolder JobLeaseHolder();
 
 // Applies a pick's environment to this process (setenv for PickDevicesResponse.env, unsetenv for
 // .unset), so that a runtime initialised afterwards (CUDA, ROCm, ...) sees exactly the picked
@@ -409,8 +427,9 @@ class Client {
   // Whether the daemon reports SERVING.
   absl::StatusOr<bool> Health() const;
   // Shared hosts: picks and leases devices for a job (PickDevices); the environment to set is
-  // in the answer (ApplyPickEnvironment). Over the unix socket the lease lasts as long as this
-  // process by default.
+  // in the answer (ApplyPickEnvironment). By default (PickOptions::holder UNSPECIFIED, no ttl) the
+  // lease is held for the job as JobLeaseHolder() says, and its warning, if any, is the last of the
+  // answer's warnings; over TCP such a pick is FAILED_PRECONDITION (a lease needs a ttl there).
   absl::StatusOr<v1::PickDevicesResponse> Pick(const PickOptions& options) const;
   // Ends a lease now (LeaseRelease): its description as it was.
   absl::StatusOr<v1::LeaseInfo> ReleaseLease(const std::string& lease_id) const;

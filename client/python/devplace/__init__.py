@@ -13,9 +13,11 @@ python3-grpcio and python3-protobuf)::
         answer.device, answer.devices, answer.max_memory, answer.warnings, answer.explanation
         client.inventory(); client.backends(); client.health(); client.refresh()
 
-    devplace.pick(count=1)       # shared hosts: lease the least used GPU, set CUDA_VISIBLE_DEVICES; then import torch
         with client.watch() as revisions:              # cancel() from any thread ends it
             for inventory in revisions: ...
+
+    devplace.pick(count=1)       # shared hosts: lease the least used GPU to this job, set CUDA_VISIBLE_DEVICES;
+                                 # then import torch and start the workers (they keep the lease: see pick())
 
 Like ``devplace resolve``, ``resolve()`` sends this process's placement variables and accelerator
 /dev nodes (and, in a Kubernetes pod with DRA claims, its allocated devices), captured exactly as
@@ -47,7 +49,7 @@ for _module, _package in (("grpc", "grpcio"), ("google.protobuf", "protobuf")):
 from ._client import Client, Watch, pick, resolve_device
 from ._device_metadata import DRA_METADATA_DIR, device_allocation
 from ._grpc_connection import TlsOptions
-from ._pick import Pick, make_pick_request
+from ._pick import Pick, job_holder, make_pick_request
 from ._python_environment import JOB_PYTHON_PACKAGES, job_environment
 from ._resolution import Resolution
 from ._resolve_options import (MAX_CAPTURED_NEAR_MISSES, PLACEMENT_ENVIRONMENT_VARIABLES, for_job, from_environment,
@@ -62,8 +64,8 @@ __all__ = [
     "__version__", "Client", "Resolution", "TlsOptions", "Watch", "make_request", "resolve_device",
     "PLACEMENT_ENVIRONMENT_VARIABLES", "JOB_PYTHON_PACKAGES", "for_job", "from_environment", "job_device_nodes",
     "job_environment", "MAX_CAPTURED_NEAR_MISSES", "possible_placement_typo", "DRA_METADATA_DIR", "device_allocation",
-    "check_local_listener", "check_unix_socket", "default_target", "Pick", "make_pick_request", "pick",
-    "Error", "ResolveError", "AbortedError", "AlreadyExistsError", "CancelledError", "DataLossError",
+    "check_local_listener", "check_unix_socket", "default_target", "Pick", "job_holder", "make_pick_request",
+    "pick", "Error", "ResolveError", "AbortedError", "AlreadyExistsError", "CancelledError", "DataLossError",
     "DeadlineExceededError", "FailedPreconditionError", "InternalError", "InvalidArgumentError", "NotFoundError",
     "OutOfRangeError", "PermissionDeniedError", "ResourceExhaustedError", "UnauthenticatedError",
     "UnavailableError", "UnimplementedError", "UnknownError", "DevplaceWarning", "FallbackWarning",

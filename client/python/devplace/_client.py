@@ -13,6 +13,7 @@ modules know nothing of this one.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import threading
@@ -22,7 +23,7 @@ from typing import Any, Callable, Iterator, List, Optional, Union
 import grpc
 
 from ._grpc_connection import GrpcConnection, TlsOptions, target_note
-from ._pick import Pick, _torch_already_initialised, make_pick_request
+from ._pick import Pick, _torch_already_initialised, job_holder, make_pick_request
 from ._resolution import Resolution
 from ._resolve_options import make_request
 from ._target import check_local_listener, check_unix_socket, default_target
@@ -381,25 +382,43 @@ def _keep_alive(address: Optional[str], timeout: Optional[float], tls: Optional[
 
 
 def pick(count: int = 1, *, min_free: Union[int, str, None] = None, allow_shared: bool = False,
-         row: Union[str, int, None] = None, ttl: Optional[float] = None, wait: Optional[float] = None,
-         job: Optional[devplace_pb2.ResolveDeviceRequest] = None, address: Optional[str] = None,
-         timeout: Optional[float] = 5.0, tls: Optional[TlsOptions] = None) -> Pick:
+         row: Union[str, int, None] = None, holder: Union[str, int, None] = None, ttl: Optional[float] = None,
+         wait: Optional[float] = None, job: Optional[devplace_pb2.ResolveDeviceRequest] = None,
+         address: Optional[str] = None, timeout: Optional[float] = 5.0, tls: Optional[TlsOptions] = None) -> Pick:
     """Leases the ``count`` least used devices of this job's row and sets ``os.environ`` so that the
     job sees exactly them; call it before importing torch (before anything initialises CUDA, ROCm, ...)::
 
         import devplace
-        devplace.pick(count=1)        # os.environ["CUDA_VISIBLE_DEVICES"] = "GPU-...", leased to this process
+        devplace.pick(count=1)        # os.environ["CUDA_VISIBLE_DEVICES"] = "GPU-...", leased to this job
         import torch                  # sees exactly the picked GPU, as cuda:0
 
     ``min_free`` (bytes, or a size such as "20G") skips devices with less free memory;
     ``allow_shared`` lets devices other processes use be picked (after idle ones); ``row`` names the
     row ("cuda/nvidia", "npu", ... ; default: this job's own); ``wait`` (seconds, at most 3600)
-    lets the daemon wait for a device to be released; ``ttl`` (seconds) asks for a lease with a time
-    to live instead of one held for this process (over TCP that is the only kind, and ``ttl`` is
-    then required: without it the pick raises FailedPreconditionError; it is kept alive in a
-    background thread). The daemon never picks outside this process's visibility variables,
-    /dev nodes or DRA allocation (``job``, default :func:`devplace.from_environment`; a scheduler
-    picking for another process passes :func:`devplace.for_job`'s request).
+    lets the daemon wait for a device to be released. The daemon never picks outside this
+    process's visibility variables, /dev nodes or DRA allocation (``job``, default
+    :func:`devplace.from_environment`; a scheduler picking for another process passes
+    :func:`devplace.for_job`'s request).
+
+    Who holds the lease (``holder``; the lease ends when its holder does, and the devices go to the
+    next pick):
+
+    - None (the default), over the unix socket: the job. When this process leads its process group
+      (started from an interactive shell, as a container's entrypoint, with ``setsid`` or
+      ``start_new_session=True``), the lease is held for that group (``"process_group"``): it lasts
+      while any process of the group runs, so workers started with ``subprocess``,
+      ``multiprocessing`` or ``torch.multiprocessing.spawn`` keep it even when this process is
+      killed (SIGKILL, the OOM killer), and it ends when the last of them ends. A worker started
+      with ``start_new_session=True`` (or ``os.setsid()``) leaves the group and is not covered.
+      Otherwise (a batch script's or an ``srun`` task's group, which is not this job's alone) the
+      lease is held for this process only, and a :class:`DevplaceWarning` says so and how to cover
+      the workers (:func:`devplace.job_holder`).
+    - ``"process"``: this process only, whatever its group (the old default), without the warning.
+    - ``"process_group"``: this process's group, which it must lead (FailedPreconditionError
+      otherwise).
+    - ``ttl`` (seconds) asks for a lease with a time to live instead (over TCP that is the only
+      kind, and ``ttl`` is then required: without it the pick raises FailedPreconditionError); it
+      is kept alive in a background thread while this process runs.
 
     Raises:
         FailedPreconditionError: too few devices free (the message lists each one's usage), the
@@ -416,10 +435,15 @@ def pick(count: int = 1, *, min_free: Union[int, str, None] = None, allow_shared
         warnings.warn("devplace.pick(): a torch device runtime is already initialised in this process; the "
                       "variables set now do not change the devices it sees. Call devplace.pick() before "
                       "importing torch.", RuntimeWarning, stacklevel=2)
-    request = make_pick_request(count, min_free=min_free, allow_shared=allow_shared, row=row, ttl=ttl, wait=wait,
-                                job=job)
     with Client(address, timeout=timeout, tls=tls) as client:
+        holder_note: Optional[str] = None
+        if holder is None and ttl is None and client.target.startswith("unix:"):
+            holder, holder_note = job_holder()  # over TCP the daemon says that a TTL is needed
+        request = make_pick_request(count, min_free=min_free, allow_shared=allow_shared, row=row, holder=holder,
+                                    ttl=ttl, wait=wait, job=job)
         result = client.pick_request(request)
+    if holder_note is not None:
+        result = dataclasses.replace(result, warnings=[*result.warnings, holder_note])
     result.apply()
     _issue(result, DevplaceWarning)  # as resolve_device() does: once each, at the job's line
     if result.lease.holder == devplace_pb2.LEASE_HOLDER_TTL:

@@ -12,13 +12,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from .errors import InvalidArgumentError
 from ._resolve_options import from_environment
 from .v1 import devplace_pb2
 
-__all__ = ["Pick", "make_pick_request"]
+__all__ = ["Pick", "job_holder", "make_pick_request"]
 
 _UNITS = (("TIB", 1 << 40), ("GIB", 1 << 30), ("MIB", 1 << 20), ("KIB", 1 << 10), ("TB", 1 << 40), ("GB", 1 << 30),
           ("MB", 1 << 20), ("KB", 1 << 10), ("T", 1 << 40), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10), ("B", 1))
@@ -62,7 +62,9 @@ def make_pick_request(count: int = 1, *, min_free: Union[int, str, None] = None,
                       ttl: Optional[float] = None, wait: Optional[float] = None,
                       job: Optional[devplace_pb2.ResolveDeviceRequest] = None) -> devplace_pb2.PickDevicesRequest:
     """The PickDevicesRequest for these arguments (see :func:`pick`); ``job`` defaults to this
-    process (:func:`devplace.from_environment`)."""
+    process (:func:`devplace.from_environment`). ``holder`` None leaves the holder to the daemon (the
+    calling process over the unix socket; a TTL lease when ``ttl`` is given): unlike :func:`pick`,
+    which asks for :func:`job_holder`'s."""
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 64:
         raise InvalidArgumentError(f"count: {count!r}: want 1 to 64")
     request = devplace_pb2.PickDevicesRequest(count=count, min_free_bytes=_bytes(min_free, "min_free"),
@@ -76,6 +78,31 @@ def make_pick_request(count: int = 1, *, min_free: Union[int, str, None] = None,
     elif ttl is not None:
         request.holder = devplace_pb2.LEASE_HOLDER_TTL
     return request
+
+
+def job_holder() -> Tuple[int, Optional[str]]:
+    """Who holds the lease of :func:`pick` for this job over the unix socket, and the warning for it.
+
+    The job is this process's process group when this process leads it (its pid is its group id, as
+    for a command typed at an interactive shell, a container's entrypoint, or a process started with
+    ``setsid`` or ``start_new_session=True``): ``LEASE_HOLDER_PROCESS_GROUP``, held while any process
+    of the group runs, so workers it starts with ``subprocess``, ``multiprocessing`` or
+    ``torch.multiprocessing.spawn`` keep the lease when it dies; a worker that leaves the group
+    (``start_new_session=True``, ``os.setsid()``, ``process_group=0``) is not covered. Otherwise
+    (a process in the group of the script, shell or ``srun`` task that started it) the group is not
+    this job's alone: ``LEASE_HOLDER_PROCESS``, this process only, and a warning that says so and how
+    to hold the lease for the job. libdevplace's ``Client::Pick`` chooses the same way.
+    """
+    pid, group = os.getpid(), os.getpgrp()
+    if group == pid:
+        return devplace_pb2.LEASE_HOLDER_PROCESS_GROUP, None
+    return devplace_pb2.LEASE_HOLDER_PROCESS, (
+        f"the lease is held for this process only (pid {pid}): it does not lead its process group {group} (the "
+        "group of the script, shell or task that started it), so processes it starts (subprocess, multiprocessing) "
+        "would go on running on the devices without a lease if it died first. To hold the lease for them too, "
+        "start this program as the leader of a group (from an interactive shell, with setsid, or "
+        "start_new_session=True), or call os.setpgid(0, 0) before pick() where no terminal signals or reads it; "
+        "holder=\"process\" keeps this process's lease without this warning")
 
 
 def _enum(enum: Any, value: Union[str, int], prefix: str, name: str) -> int:
