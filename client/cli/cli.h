@@ -52,6 +52,7 @@ Command ProbeCommand();
 Command FleetCommand();
 Command SlurmGresCommand();        // slurm.cc: "slurm gres"
 Command SlurmTaskPrologCommand();  // slurm.cc: "slurm task-prolog"
+Command SlurmHealthCheckCommand();  // slurm.cc: "slurm health-check"
 Command VersionCommand();
 Command PickCommand();             // pick.cc
 Command RunCommand();              // run.cc

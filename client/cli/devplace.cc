@@ -95,7 +95,7 @@ const std::vector<Command>& Commands() {
   static const std::vector<Command>* const kCommands = new std::vector<Command>{
       ResolveCommand(), InventoryCommand(), LabelsCommand(), BackendsCommand(), WatchCommand(),
       HealthCommand(),  RefreshCommand(),   ProbeCommand(),  FleetCommand(),
-      SlurmGresCommand(), SlurmTaskPrologCommand(), PickCommand(), RunCommand(), ReleaseCommand(), RenewCommand(), VersionCommand(),
+      SlurmGresCommand(), SlurmTaskPrologCommand(), SlurmHealthCheckCommand(), PickCommand(), RunCommand(), ReleaseCommand(), RenewCommand(), VersionCommand(),
   };
   return *kCommands;
 }
@@ -135,7 +135,7 @@ void PrintGeneralHelp(FILE* out) {
       "devplace: which device should a PyTorch job use, and what accelerators does this host have?\n"
       "The command-line client of devplaced, the per-host devplace daemon.\n\n"
       "Usage: devplace [global flags] <command> [command flags]\n\nCommands:\n";
-  // One column as wide as the longest name ("slurm task-prolog") and two spaces, summaries wrapped
+  // One column as wide as the longest name ("slurm health-check") and two spaces, summaries wrapped
   // under themselves: help2man (the man page) and the bash completion read these lines.
   size_t width = 0;
   for (const Command& command : Commands()) width = std::max(width, std::strlen(command.name));

@@ -1,8 +1,20 @@
-// `devplace slurm gres` (the node's gres.conf) and `devplace slurm task-prolog` (Slurm's
-// TaskProlog: `export NAME=value` lines for the step), from the daemon's inventory or, with
+// `devplace slurm gres` (the node's gres.conf), `devplace slurm task-prolog` (Slurm's
+// TaskProlog: `export NAME=value` lines for the step) and `devplace slurm health-check` (Slurm's
+// HealthCheckProgram: NHC-style failures, draining the node on a FAULT device), from the daemon's inventory or, with
 // --inventory=FILE, from a saved one. The rules are server/export/slurm.h's; docs/SLURM.md says how
 // to install them.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <optional>
@@ -11,12 +23,17 @@
 
 #include "absl/flags/flag.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "client/cli/cli.h"
 #include "client/cli/connect_flags.h"
 #include "devplace/client.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
+#include "server/common/status_macros.h"
 #include "server/export/slurm.h"
 
 extern char** environ;
@@ -25,6 +42,13 @@ ABSL_FLAG(std::string, name, "gpu",
           "slurm gres: Name= of the records: gpu (every row as Slurm's gpu GRES, told to the step in "
           "SLURM_STEP_GPUS; what the task prolog needs) or per-row (cuda, rocm, npu, hpu, ...: counted, "
           "not told to the step)");
+ABSL_FLAG(bool, drain, false,
+          "slurm health-check: drain the node (scontrol update State=DRAIN Reason=\"devplace: ...\") when a device "
+          "is FAULT or LOST, and resume it when none is and devplace drained it");
+ABSL_FLAG(std::string, node, "",
+          "slurm health-check: the Slurm node name to drain or resume (default: $SLURMD_NODENAME, else the "
+          "host's short name)");
+ABSL_FLAG(std::string, scontrol, "scontrol", "slurm health-check: the scontrol program --drain runs (searched in PATH)");
 ABSL_FLAG(std::string, step_numbering, "dev_num",
           "slurm task-prolog: what the numbers in SLURM_STEP_GPUS / SLURM_JOB_GPUS are: dev_num (the "
           "number ending the device file's name, Slurm 22.05) or index (the position among the node's gpu "
@@ -123,7 +147,139 @@ int RunTaskProlog() {
   });
 }
 
+constexpr absl::Duration kScontrolLimit = absl::Seconds(30);
+constexpr size_t kMaxScontrolOutput = 64 << 10;
+
+// Runs `argv` (no shell), its stdout captured (at most 64 KiB), stderr passed through, for at most
+// kScontrolLimit; an error naming the program unless it exits 0.
+absl::StatusOr<std::string> RunProgram(const std::vector<std::string>& argv) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  const int err = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(fds[1]);
+  if (err != 0) {
+    close(fds[0]);
+    return absl::FailedPreconditionError(absl::StrCat("cannot run ", argv[0], ": ", std::strerror(err),
+                                                      " (--scontrol=PATH names the program)"));
+  }
+  std::string out;
+  const absl::Time deadline = absl::Now() + kScontrolLimit;
+  bool timed_out = false;
+  for (;;) {
+    pollfd p = {fds[0], POLLIN, 0};
+    const int ms = static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
+    if (ms <= 0 || poll(&p, 1, ms) == 0) {
+      timed_out = true;
+      break;
+    }
+    char buf[4096];
+    const ssize_t n = read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    if (out.size() < kMaxScontrolOutput) out.append(buf, std::min<size_t>(n, kMaxScontrolOutput - out.size()));
+  }
+  close(fds[0]);
+  if (timed_out) kill(pid, SIGKILL);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  const std::string what = absl::StrJoin(argv.begin(), argv.begin() + std::min<size_t>(argv.size(), 3), " ");
+  if (timed_out) return absl::DeadlineExceededError(absl::StrCat(what, " did not finish in 30 s (killed)"));
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(what, " failed (", WIFEXITED(status) ? "exit " : "signal ",
+                                                      WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), ")"));
+  }
+  return out;
+}
+
+std::string NodeName() {
+  if (std::string node = absl::GetFlag(FLAGS_node); !node.empty()) return node;
+  if (const char* env = std::getenv("SLURMD_NODENAME"); env != nullptr && *env != '\0') return env;
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return std::string(absl::string_view(host).substr(0, absl::string_view(host).find('.')));
+}
+
+// --drain: drains the node with the failures as its reason; with none, resumes it when its reason
+// is devplace's (a node drained by an operator or another check stays drained). Whether it acted.
+absl::StatusOr<bool> DrainOrResume(const std::string& node, const std::vector<slurm::HealthFailure>& failures) {
+  const std::string scontrol = absl::GetFlag(FLAGS_scontrol);
+  if (!failures.empty()) {
+    RETURN_IF_ERROR(RunProgram({scontrol, "update", "NodeName=" + node, "State=DRAIN",
+                                "Reason=" + slurm::DrainReason(failures)})
+                        .status());
+    return true;
+  }
+  ASSIGN_OR_RETURN(const std::string shown, RunProgram({scontrol, "show", "node", "--oneliner", node}));
+  const size_t reason = shown.find(" Reason=");
+  if (shown.find("DRAIN") == std::string::npos || reason == std::string::npos ||
+      !absl::StartsWith(absl::string_view(shown).substr(reason + 8), slurm::kDrainReasonPrefix)) {
+    return false;
+  }
+  RETURN_IF_ERROR(RunProgram({scontrol, "update", "NodeName=" + node, "State=RESUME"}).status());
+  return true;
+}
+
+int RunHealthCheck() {
+  return WithInventory([&](const v1::Inventory& inv, bool) {
+    const std::vector<slurm::HealthFailure> failures = slurm::HealthFailures(inv);
+    const std::string node = NodeName();
+    absl::StatusOr<bool> acted = false;
+    if (absl::GetFlag(FLAGS_drain)) acted = DrainOrResume(node, failures);
+    const int code = failures.empty() && acted.ok() ? 0 : 1;
+    if (absl::GetFlag(FLAGS_json)) {
+      google::protobuf::Struct s;
+      auto& f = *s.mutable_fields();
+      f["healthy"].set_bool_value(failures.empty());
+      f["node"].set_string_value(node);
+      google::protobuf::ListValue* list = f["failures"].mutable_list_value();
+      for (const slurm::HealthFailure& h : failures) {
+        auto& r = *list->add_values()->mutable_struct_value()->mutable_fields();
+        r["pci_bus_id"].set_string_value(h.device->pci_bus_id());
+        r["host_index"].set_number_value(h.device->host_index());
+        r["health"].set_string_value(v1::Health_Name(h.device->health()));
+        r["message"].set_string_value(h.message);
+      }
+      if (absl::GetFlag(FLAGS_drain)) {
+        f[failures.empty() ? "resumed" : "drained"].set_bool_value(acted.ok() && *acted);
+        if (!failures.empty()) f["reason"].set_string_value(slurm::DrainReason(failures));
+      }
+      PrintJson(s);
+    } else {
+      std::string out;
+      for (const slurm::HealthFailure& h : failures) absl::StrAppend(&out, slurm::NhcFailureLine(h), "\n");
+      std::fputs(out.c_str(), stdout);
+      std::fflush(stdout);
+    }
+    if (!acted.ok()) Fail(acted.status());
+    return code;
+  });
+}
+
 }  // namespace
+
+Command SlurmHealthCheckCommand() {
+  return {"slurm health-check", "Slurm node health check: fail (and with --drain, drain) on a FAULT or LOST device.",
+          "devplace slurm health-check [--inventory=FILE] [--drain [--node=NAME] [--scontrol=PATH]]",
+          "For slurm.conf's HealthCheckProgram (through a two-line script: Slurm runs it without arguments).\n"
+          "Prints one line per device whose health is FAULT or LOST (docs/PROBE.md \"Device health\") in LBNL\n"
+          "NHC's shape, `ERROR:  devplace:  Health check failed:  <row> device <N> (<bus id>) FAULT: <counter>\n"
+          "<value> (<source>)`, and exits 1; nothing and exit 0 when every device is usable (DEGRADED ones\n"
+          "are). Slurm does not act on the exit status: --drain runs `scontrol update NodeName=<node>\n"
+          "State=DRAIN Reason=\"devplace: ...\"` itself, and when no device fails resumes a node whose reason\n"
+          "starts with \"devplace: \" (a node drained for another reason stays drained). A daemon that cannot\n"
+          "be reached is exit 1 and never drains. --json prints {healthy, node, failures: [{pci_bus_id,\n"
+          "host_index, health, message}], drained|resumed, reason}. docs/SLURM.md describes the set-up.",
+          {"inventory", "drain", "node", "scontrol"}, &RunHealthCheck};
+}
 
 Command SlurmGresCommand() {
   return {"slurm gres", "Print the host's Slurm gres.conf (and its slurm.conf Gres= line, as comments).",

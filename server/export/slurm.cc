@@ -450,4 +450,40 @@ absl::StatusOr<Exports> TaskPrologExports(const v1::Inventory& inventory, const 
   return out;
 }
 
+std::vector<HealthFailure> HealthFailures(const v1::Inventory& inventory) {
+  std::vector<HealthFailure> out;
+  for (const v1::Backend& backend : inventory.backends()) {
+    for (const v1::Device& d : backend.devices()) {
+      if (d.health() != v1::HEALTH_FAULT && d.health() != v1::HEALTH_LOST) continue;
+      std::vector<std::string> causes;
+      for (const v1::HealthCounter& c : d.health_counters()) {
+        if (c.effect() == v1::HEALTH_FAULT || c.effect() == v1::HEALTH_LOST) {
+          causes.push_back(absl::StrCat(c.name(), " ", c.value(), " (", c.source(), ")"));
+        }
+      }
+      if (causes.empty()) causes.push_back(d.health_reason().empty() ? "no reason given" : d.health_reason());
+      const std::string bus = d.pci_bus_id().empty() ? "" : absl::StrCat(" (", d.pci_bus_id(), ")");
+      out.push_back({&d, absl::StrCat(placement::RowName(backend.row()), " device ", d.host_index(), bus, " ",
+                                      absl::StripPrefix(v1::Health_Name(d.health()), "HEALTH_"), ": ",
+                                      absl::StrJoin(causes, "; "))});
+    }
+  }
+  return out;
+}
+
+std::string NhcFailureLine(const HealthFailure& failure) {
+  return absl::StrCat("ERROR:  devplace:  Health check failed:  ", failure.message);
+}
+
+std::string DrainReason(const std::vector<HealthFailure>& failures) {
+  std::vector<std::string> messages;
+  for (const HealthFailure& f : failures) messages.push_back(f.message);
+  std::string reason = absl::StrCat(kDrainReasonPrefix, absl::StrJoin(messages, "; "));
+  for (char& c : reason) {
+    if (c == '"' || c == '\'' || c == '\\' || absl::ascii_iscntrl(static_cast<unsigned char>(c))) c = '_';
+  }
+  if (reason.size() > kMaxDrainReasonBytes) reason = absl::StrCat(reason.substr(0, kMaxDrainReasonBytes - 3), "...");
+  return reason;
+}
+
 }  // namespace devplace::slurm

@@ -105,6 +105,33 @@ using Exports = std::vector<std::pair<std::string, std::string>>;
 absl::StatusOr<Exports> TaskPrologExports(const v1::Inventory& inventory, const std::map<std::string, std::string>& env,
                                           const v1::JobDevices* job_devices, StepNumbering numbering);
 
+// Slurm node health check (`devplace slurm health-check`, for slurm.conf's HealthCheckProgram):
+// one failure per device that is not to be used (HEALTH_FAULT or HEALTH_LOST, docs/PROBE.md
+// "Device health"), in the inventory's order. `message` names the row, the host device and its bus
+// id, the health, and each counter behind it with its value and source ("cuda/amd device 0
+// (0000:63:00.0) FAULT: ras/umc_err_count ue 2 (sysfs /sys/.../ras/umc_err_count)"), or the vendor
+// library's verdict (health_reason) when no counter is. DEGRADED devices are usable: no failure.
+struct HealthFailure {
+  const v1::Device* device = nullptr;
+  std::string message;
+};
+std::vector<HealthFailure> HealthFailures(const v1::Inventory& inventory);
+
+// The line LBNL NHC prints for a failed check ("ERROR:  nhc:  Health check failed:  <message>"),
+// with devplace in nhc's place.
+std::string NhcFailureLine(const HealthFailure& failure);
+
+// What a drained node's Reason= starts with, so a later healthy check resumes only the nodes
+// devplace drained (as NHC does with its "NHC: " prefix).
+inline constexpr absl::string_view kDrainReasonPrefix = "devplace: ";
+// At most this many bytes of reason (longer ones are cut and end in "...").
+inline constexpr size_t kMaxDrainReasonBytes = 255;
+
+// The Reason= for `scontrol update NodeName=.. State=DRAIN`: kDrainReasonPrefix and the failures'
+// messages joined by "; ", at most kMaxDrainReasonBytes, with no character Slurm's parser or a
+// shell would split on other than spaces (quotes, newlines and control characters become '_').
+std::string DrainReason(const std::vector<HealthFailure>& failures);
+
 }  // namespace devplace::slurm
 
 #endif  // DEVPLACE_SERVER_EXPORT_SLURM_H_

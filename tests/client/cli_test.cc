@@ -185,8 +185,8 @@ TEST_F(CliTest, UsageErrorsExitTwo) {
            {"health extra", "devplace: health: unexpected argument \"extra\""},
            {"health --timeout=soon", "devplace: health: --timeout=soon"},
            {"health --address=unix:", "devplace: health: --address"},
-           {"slurm", "devplace: missing subcommand after \"slurm\" (one of gres, task-prolog)"},
-           {"slurm gpus", "devplace: unknown subcommand \"slurm gpus\" (one of gres, task-prolog)"},
+           {"slurm", "devplace: missing subcommand after \"slurm\" (one of gres, task-prolog, health-check)"},
+           {"slurm gpus", "devplace: unknown subcommand \"slurm gpus\" (one of gres, task-prolog, health-check)"},
            {"slurm gres --name=rows", "devplace: slurm gres: --name='rows': accepted forms: gpu, per-row"},
            {"slurm task-prolog --step_numbering=pos", "devplace: slurm task-prolog: --step_numbering='pos': accepted forms: dev_num, index"},
            {"slurm gres --step_numbering=index", "devplace: slurm gres: flag --step_numbering does not apply"},
@@ -227,11 +227,12 @@ TEST_F(CliTest, HelpExplainsCommandsAndFlags) {
   // gres Print ..." with one space ran into the next entries there).
   const std::string general = Run("--help").out;
   const std::string commands = general.substr(general.find("Commands:\n"));
-  for (const char* name : {"resolve", "slurm gres", "slurm task-prolog", "version"}) {
+  for (const char* name : {"resolve", "slurm gres", "slurm task-prolog", "slurm health-check", "version"}) {
     EXPECT_THAT(commands, ::testing::ContainsRegex(std::string("\n  ") + name + "   *[A-Z]")) << name;
   }
-  const size_t summary = commands.find("slurm task-prolog  ") + std::string("slurm task-prolog  ").size();
-  EXPECT_EQ(commands.find("\n  resolve") + 3 + (summary - commands.find("slurm task-prolog")),
+  // The longest name, "slurm health-check", and two spaces.
+  const size_t summary = commands.find("slurm health-check  ") + std::string("slurm health-check  ").size();
+  EXPECT_EQ(commands.find("\n  resolve") + 3 + (summary - commands.find("slurm health-check")),
             commands.find("Which device", commands.find("\n  resolve")))
       << "summaries start in one column:\n" << commands;
   for (const char* group_help : {"slurm --help", "help slurm"}) {  // the group lists its subcommands

@@ -54,8 +54,10 @@ def wait_for(what, predicate, timeout=30):
 
 
 class Cluster:
-    def __init__(self, root, devplace, inventory, mask_var):
+    def __init__(self, root, devplace, inventory, mask_var, extra_conf=(), ready="idle"):
+        """extra_conf: more slurm.conf lines; ready: the node state (sinfo %t) start() waits for."""
         self.root, self.devplace, self.inventory, self.mask_var = root, devplace, inventory, mask_var
+        self.extra_conf, self.ready = list(extra_conf), ready
         self.pids = []
 
     def start(self):
@@ -108,7 +110,7 @@ class Cluster:
                 "MpiDefault=none", "ReturnToService=2", f"TaskProlog={prolog}", f"GresTypes={out['gres_types']}",
                 f"NodeName=n1 NodeAddr=127.0.0.1 NodeHostname={socket.gethostname()} Sockets=1 "
                 f"CoresPerSocket={cores} ThreadsPerCore=1 Gres={out['node_gres']} State=UNKNOWN",
-                "PartitionName=p Nodes=n1 Default=YES MaxTime=INFINITE State=UP", ""]))
+                "PartitionName=p Nodes=n1 Default=YES MaxTime=INFINITE State=UP"] + self.extra_conf + [""]))
         self.env = dict(os.environ, SLURM_CONF=self.conf)
         for k in list(self.env):  # a surrounding job's variables must not leak into these steps
             if k.startswith("SLURM_") and k != "SLURM_CONF":
@@ -117,8 +119,8 @@ class Cluster:
         self.pid_files.append(f"{r}/slurmctld.pid")
         subprocess.run(["slurmd", "-f", self.conf, "-N", "n1"], check=True, env=self.env)
         self.pid_files.append(f"{r}/slurmd.pid")
-        wait_for("node n1 idle", lambda: "idle" in subprocess.run(
-            ["sinfo", "-h", "-o", "%t"], env=self.env, capture_output=True, text=True).stdout)
+        wait_for("node n1 " + self.ready, lambda: self.ready in subprocess.run(
+            ["sinfo", "-h", "-o", "%t"], env=self.env, capture_output=True, text=True).stdout, 60)
 
     def srun(self, args, script, timeout=60, env=None):
         return subprocess.run(["srun", "-n1"] + args + ["sh", "-c", script], env=env or self.env, capture_output=True,
@@ -212,15 +214,23 @@ def check_host(devplace, golden_dir, host, tmp):
     return 0
 
 
+def arguments_or_skip(binaries, why_root):
+    """(devplace binary, probe golden dir) from the command line, or None after printing why this
+    machine cannot run a one-node Slurm (a binary missing, or not root)."""
+    missing = [b for b in ("munged", "slurmctld", "slurmd") + tuple(binaries) if shutil.which(b) is None]
+    why = (f"{', '.join(missing)} not installed (apt-get install slurmctld slurmd slurm-client munge)" if missing
+           else None if os.geteuid() == 0 else why_root)
+    if why:
+        print("skipped: " + why)
+        return None
+    return os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+
+
 def main():
-    devplace, golden_dir = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
-    missing = [b for b in ("munged", "slurmctld", "slurmd", "srun", "sinfo") if shutil.which(b) is None]
-    if missing:
-        print(f"skipped: {', '.join(missing)} not installed (apt-get install slurmctld slurmd slurm-client munge)")
+    args = arguments_or_skip(("srun", "sinfo"), "slurmd must run as root to start steps as the job's user")
+    if args is None:
         return SKIP
-    if os.geteuid() != 0:
-        print("skipped: slurmd must run as root to start steps as the job's user")
-        return SKIP
+    devplace, golden_dir = args
     with tempfile.TemporaryDirectory(prefix="devplace-slurm-") as tmp:
         os.chmod(tmp, 0o755)
         failed = sum(check_host(devplace, golden_dir, host, tmp) for host in HOSTS)

@@ -42,7 +42,7 @@ if [ "$what" = man ]; then
   # overflowed their column).
   commands=$(MANWIDTH=100 man --nh --nj -l "$prefix/share/man/man1/devplace.1.gz" 2>/dev/null |
              awk '/^ +Commands:$/ {on = 1; next} on && /^ +Global flags/ {exit} on')
-  for name in resolve fleet "slurm gres" "slurm task-prolog" version; do
+  for name in resolve fleet "slurm gres" "slurm task-prolog" "slurm health-check" version; do
     grep -qE "^ +$name( +[A-Z].*)?\$" <<<"$commands" || { echo "$commands"; fail "man devplace: \"$name\" is not a term of the command list"; }
   done
   if grep -qE '\. +(slurm|version) ' <<<"$commands"; then echo "$commands"; fail "man devplace: command names run into a paragraph"; fi
@@ -80,7 +80,7 @@ expect() {  # how the script is loaded, LINE, the replies wanted
 plain=". '$script'"
 expect "$plain" "devplace res" "resolve"
 expect "$plain" "devplace inv" "inventory"
-expect "$plain" "devplace slurm " "gres task-prolog"
+expect "$plain" "devplace slurm " "gres health-check task-prolog"
 expect "$plain" "devplace help wa" "watch"
 expect "$plain" "devplace resolve --work" "--workload="
 expect "$plain" "devplace resolve --workload=inf" "inference"

@@ -298,5 +298,39 @@ TEST(SlurmTaskPrologTest, ExportsOnlyCheckedRanks) {
               ElementsAre(Pair("CUDA_VISIBLE_DEVICES", "0"), Pair("WORLD_SIZE", "2")));
 }
 
+// The node health check: one NHC-style failure per FAULT or LOST device, naming its counter, value
+// and source; DEGRADED devices and healthy hosts give none.
+TEST(SlurmHealthCheckTest, FaultAndLostDevicesFailNamingTheirCounters) {
+  std::vector<slurm::HealthFailure> failures = slurm::HealthFailures(Probe("amd-2x-mi210-ras"));
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_EQ(slurm::NhcFailureLine(failures[0]),
+            "ERROR:  devplace:  Health check failed:  cuda/amd device 0 (0000:63:00.0) FAULT: ras/umc_err_count ue 2 "
+            "(sysfs /sys/bus/pci/devices/0000:63:00.0/ras/umc_err_count)");
+  EXPECT_EQ(slurm::DrainReason(failures),
+            "devplace: cuda/amd device 0 (0000:63:00.0) FAULT: ras/umc_err_count ue 2 "
+            "(sysfs /sys/bus/pci/devices/0000:63:00.0/ras/umc_err_count)");
+  // 3b:00.0 is DEGRADED (a narrower link): usable, so only 9a:00.0 fails.
+  failures = slurm::HealthFailures(Probe("nvidia-3x-h100-health"));
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_THAT(failures[0].message, HasSubstr("cuda/nvidia device 2 (0000:9a:00.0) FAULT: aer_dev_fatal 1"));
+  // A LOST device without a counter: the verdict's reason.
+  failures = slurm::HealthFailures(Probe("nvidia-fell-off-bus"));
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_THAT(failures[0].message, HasSubstr("(0000:9a:00.0) LOST: "));
+  EXPECT_THAT(failures[0].message, HasSubstr("fell off the bus"));
+  EXPECT_THAT(slurm::HealthFailures(Probe("amd-2x-mi210")), IsEmpty());
+  EXPECT_THAT(slurm::HealthFailures(Probe("nvidia-2x-h100")), IsEmpty());
+}
+
+TEST(SlurmHealthCheckTest, DrainReasonIsBoundedAndHasNothingToSplitOn) {
+  v1::Device d;
+  const std::vector<slurm::HealthFailure> failures = {{&d, "a \"quoted\" 'one'\nnext\\line"},
+                                                      {&d, std::string(400, 'x')}};
+  const std::string reason = slurm::DrainReason(failures);
+  EXPECT_EQ(reason.size(), slurm::kMaxDrainReasonBytes);
+  EXPECT_TRUE(absl::StartsWith(reason, "devplace: a _quoted_ _one__next_line; xxx")) << reason;
+  EXPECT_TRUE(absl::EndsWith(reason, "x...")) << reason;
+}
+
 }  // namespace
 }  // namespace devplace::testing

@@ -1,10 +1,12 @@
 // Device health with the real daemon and CLI on the fixture host nvidia-3x-h100-health (18:00.0 OK,
 // 3b:00.0 DEGRADED: its PCIe link trained down, 9a:00.0 FAULT: a fatal AER error): a pick never
 // leases the FAULT GPU and takes the OK one before the DEGRADED one, and `devplace inventory`
-// shows each device's health with its reason (docs/PROBE.md "Device health").
+// shows each device's health with its reason (docs/PROBE.md "Device health"); and on amd-2x-mi210-ras
+// the same for an MI210 whose amdgpu RAS counters count uncorrectable errors.
 #include <signal.h>
 
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -13,6 +15,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "tests/common/command.h"
+#include "tests/common/no_vendor_libraries.h"
 #include "tests/common/temp_dir.h"
 #include "tests/integration/daemon_process.h"
 
@@ -77,6 +80,49 @@ TEST(DeviceHealth, PickNeverLeasesAFaultAndTakesOkBeforeDegraded) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("\"healthCounters\""));
   EXPECT_THAT(r.out, HasSubstr("\"source\": \"sysfs /sys/bus/pci/devices/0000:9a:00.0/aer_dev_fatal\""));
+  d.Signal(SIGTERM);
+  EXPECT_EQ(d.WaitExit(absl::Seconds(10)), 0);
+}
+
+// amd-2x-mi210-ras: 63:00.0 counts 2 uncorrectable UMC errors in the amdgpu driver's RAS files
+// (FAULT), 83:00.0 only corrected ones. A pick never leases the faulty MI210; inventory and the
+// table show the counter, its value and source; Prometheus carries the raw RAS counters.
+TEST(DeviceHealth, AnMi210WithUncorrectableUmcErrorsIsNeverPickedAndItsCounterIsShown) {
+  TempDir dir;
+  std::vector<std::string> flags = {"--host_root=" + std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/amd-2x-mi210-ras",
+                                    "--metrics_listen=127.0.0.1:0"};
+  for (const std::string& f : NoVendorLibraryFlagList()) flags.push_back(f);  // the real ROCm SMI reads /sys
+  DaemonProcess d(dir.path(), flags);
+  ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(30))) << d.Log();
+  const std::string cli = absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=", ShellQuote(d.unix_target()));
+  const std::string pick = cli + " pick --no_environment --ttl=120s --json";
+
+  CommandResult r = RunCommand(pick + " --count=2");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_THAT(r.err, HasSubstr("2 cuda/amd device(s) wanted, but the job may use only 1"));
+  r = RunCommand(pick);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("0000:83:00.0"));
+  r = RunCommand(pick);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_THAT(r.err, HasSubstr("(0000:63:00.0): not picked: not usable (ras/umc_err_count ue 2: uncorrectable errors in "
+                               "the GPU's UMC block"));
+
+  r = RunCommand(cli + " inventory");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ContainsRegex("fault +no: ras/umc_err_count ue 2: uncorrectable errors"));
+  r = RunCommand(cli + " inventory --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\"source\": \"sysfs /sys/bus/pci/devices/0000:63:00.0/ras/umc_err_count\""));
+
+  const std::string metrics = d.metrics_address();
+  ASSERT_FALSE(metrics.empty()) << d.Log();
+  r = RunCommand(absl::StrCat("curl -sS --max-time 10 http://", metrics, "/metrics"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ContainsRegex("devplace_device_health_counter\\{counter=\"ras/umc_err_count ue\",effect=\"fault\",[^}]*"
+                                   "pci_bus_id=\"0000:63:00.0\"[^}]*\\} 2\n"));
+  EXPECT_THAT(r.out, ContainsRegex("devplace_device_health_counter\\{counter=\"ras/umc_err_count ce\",effect=\"ok\",[^}]*"
+                                   "pci_bus_id=\"0000:83:00.0\"[^}]*\\} 3\n"));
   d.Signal(SIGTERM);
   EXPECT_EQ(d.WaitExit(absl::Seconds(10)), 0);
 }

@@ -56,6 +56,25 @@ TEST(FixtureResolve, AnAnswerOnTheFaultGpuWarnsAndStrictRefuses) {
   EXPECT_THAT(strict.status().message(), HasSubstr("strict: H-HEALTH cuda:2"));
 }
 
+// The same on amd-2x-mi210-ras: HIP still enumerates the MI210 whose amdgpu RAS counters count
+// uncorrectable UMC errors (63:00.0, HIP device 0), so training uses it with a warning; strict refuses.
+TEST(FixtureResolve, AnAnswerOnTheMi210WithUncorrectableUmcErrorsWarnsAndStrictRefuses) {
+  auto r = On("amd-2x-mi210-ras", Req::Train());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(Buses(*r), ElementsAre("0000:63:00.0", "0000:83:00.0"));
+  EXPECT_THAT(Warnings(*r), HasSubstr("H-HEALTH cuda:0 is host device 0 (0000:63:00.0), whose health is FAULT "
+                                      "(ras/umc_err_count ue 2: uncorrectable errors in the GPU's UMC block"));
+  EXPECT_THAT(Warnings(*r), HasSubstr("leave it out with ROCR_VISIBLE_DEVICES listing the job's other devices"));
+  auto strict = On("amd-2x-mi210-ras", Req::Train().Strict());
+  EXPECT_EQ(strict.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(strict.status().message(), HasSubstr("strict: H-HEALTH cuda:0"));
+  // A job that names only the healthy MI210 is answered without a warning.
+  r = On("amd-2x-mi210-ras", Req::Train().Env("ROCR_VISIBLE_DEVICES", "GPU-0de0b6b3a7640002"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(Buses(*r), ElementsAre("0000:83:00.0"));
+  EXPECT_THAT(Warnings(*r), Not(HasSubstr("H-HEALTH")));
+}
+
 TEST(FixtureResolve, ContainerNumbersOnlyTheGpusItCanOpen) {
   auto r = On("nvidia-container", Req::Train().Rank(1, 2));
   ASSERT_TRUE(r.ok()) << r.status();

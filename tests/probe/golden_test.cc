@@ -19,7 +19,7 @@ const std::string kHosts[] = {
     "mixed-nvidia-amd-igpu",  "mlu-2x-mlu370",       "musa-2x-s4000",    "neuron-2x-trn1",
     "npu-2x-910b",            "nvidia-2x-h100",      "nvidia-container", "nvidia-driver-not-loaded",
     "nvidia-fell-off-bus",    "nvidia-mig",          "tpu-2x-v5e",       "xpu-2x-arc",
-    "nvidia-mixed-models",    "amd-2x-mi210-kfd-order", "nvidia-3x-h100-health",
+    "nvidia-mixed-models",    "amd-2x-mi210-kfd-order", "nvidia-3x-h100-health", "amd-2x-mi210-ras",
 };
 
 class GoldenTest : public ::testing::TestWithParam<std::string> {};

@@ -17,7 +17,10 @@ Readers (each is the vendor's or the distribution's own code, reading the fixtur
             with TREE/sys/{class,bus,module} bind-mounted over /sys/{class,bus,module}; devplace-probe
             runs in the same namespace (so a ROCm SMI prober in devplace reads the same tree): the AMD
             GPUs' count, bus ids, unique ids, VRAM total and used, and the compute processes of
-            /sys/class/kfd/kfd/proc (pid, the GPU it runs on, its VRAM; reader rocm_smi_processes).
+            /sys/class/kfd/kfd/proc (pid, the GPU it runs on, its VRAM; reader rocm_smi_processes); and the
+            amdgpu RAS counters (rsmi_dev_ecc_enabled_get, rsmi_dev_ecc_status_get and rsmi_dev_ecc_count_get
+            per block against devplace's ras/features and ras/<block>_err_count counters), with the device
+            FAULT exactly when ROCm SMI counts an uncorrectable error.
 
 Exit status: 0 when they agree, 1 when they disagree (both readings side by side on stdout), 77 (ctest
 SKIP_RETURN_CODE) when the reader cannot run here: not installed, or no private mount namespace.
@@ -305,6 +308,31 @@ class ProcessInfo(ctypes.Structure):
                 ("sdma_usage", ctypes.c_uint64), ("cu_occupancy", ctypes.c_uint32)]
 
 
+class ErrorCount(ctypes.Structure):
+    # rsmi_error_count_t (rocm_smi.h, ROCm 5.x), with room for the deferred count later versions add
+    _fields_ = [("correctable_err", ctypes.c_uint64), ("uncorrectable_err", ctypes.c_uint64),
+                ("spare", ctypes.c_uint64 * 2)]
+
+
+# rsmi_gpu_block_t: the RAS blocks whose error counts rsmi_dev_ecc_count_get reads (the others answer
+# RSMI_STATUS_NOT_SUPPORTED), by the name of the amdgpu file it reads, ras/<name>_err_count.
+RSMI_RAS_BLOCKS = {"umc": 0x1, "sdma": 0x2, "gfx": 0x4, "mmhub": 0x8, "pcie_bif": 0x20, "hdp": 0x40, "xgmi_wafl": 0x80}
+RSMI_RAS_ERR_STATE_ENABLED = 6
+
+
+def rocm_smi_ras(lib, i):
+    """A device's RAS reading: the enabled-blocks mask, and per block its state and error counts."""
+    mask = ctypes.c_uint64()
+    ras = {"enabled_status": lib.rsmi_dev_ecc_enabled_get(i, ctypes.byref(mask)), "enabled": mask.value, "blocks": {}}
+    for name, bit in RSMI_RAS_BLOCKS.items():
+        count, state = ErrorCount(), ctypes.c_int()
+        status = lib.rsmi_dev_ecc_count_get(i, ctypes.c_uint64(bit), ctypes.byref(count))
+        state_status = lib.rsmi_dev_ecc_status_get(i, ctypes.c_uint64(bit), ctypes.byref(state))
+        ras["blocks"][name] = {"status": status, "ue": count.uncorrectable_err, "ce": count.correctable_err,
+                               "enabled": state_status == 0 and state.value == RSMI_RAS_ERR_STATE_ENABLED}
+    return ras
+
+
 def rocm_smi_child():
     """Runs inside the namespace: ROCm SMI's reading as JSON on stdout."""
     lib = ctypes.CDLL(ROCM_SMI_SONAME)
@@ -329,6 +357,7 @@ def rocm_smi_child():
         name = ctypes.create_string_buffer(256)
         if lib.rsmi_dev_name_get(i, name, ctypes.c_size_t(len(name))) == 0:
             dev["name"] = name.value.decode("utf-8", "replace")
+        dev["ras"] = rocm_smi_ras(lib, i)
         out["devices"].append(dev)
     count = ctypes.c_uint32(0)
     out["proc_status"] = lib.rsmi_compute_process_info_get(None, ctypes.byref(count))
@@ -366,6 +395,35 @@ def in_namespace(host_dir, argv):
             continue
         return r, None
     return None, "; ".join(str(x) for x in reasons)
+
+
+def compare_ras(t, bus, mine, ras):
+    """devplace's amdgpu RAS counters (ras/features, ras/<block>_err_count ue and ce) against ROCm SMI's
+    rsmi_dev_ecc_enabled_get, rsmi_dev_ecc_status_get and rsmi_dev_ecc_count_get; compared where
+    either side has a reading."""
+    counters = {c.get("name"): c for c in mine.get("healthCounters", [])}
+    if ras is None:
+        return
+    features = counters.get("ras/features")
+    if features or ras["enabled_status"] == 0:
+        t.check(bus + " RAS enabled blocks (rsmi_dev_ecc_enabled_get)", features.get("value") if features else "none",
+                "0x%x" % ras["enabled"] if ras["enabled_status"] == 0 else "none (status %d)" % ras["enabled_status"])
+    for block, theirs in sorted(ras["blocks"].items()):
+        name = "ras/%s_err_count" % block
+        ue, ce = counters.get(name + " ue"), counters.get(name + " ce")
+        if not (ue or ce or theirs["status"] == 0):
+            continue
+        t.check("%s %s ue, ce (rsmi_dev_ecc_count_get)" % (bus, block),
+                "%s, %s" % (ue.get("value") if ue else "none", ce.get("value") if ce else "none"),
+                "%d, %d" % (theirs["ue"], theirs["ce"]) if theirs["status"] == 0 else "none (status %d)" % theirs["status"])
+        if features:
+            mask = int(features.get("value", "0"), 16) if features.get("effect") != "HEALTH_UNSPECIFIED" else 0
+            t.check("%s %s RAS on (rsmi_dev_ecc_status_get)" % (bus, block), bool(mask & RSMI_RAS_BLOCKS[block]),
+                    theirs["enabled"])
+    faulty = any(v["status"] == 0 and v["ue"] > 0 for v in ras["blocks"].values())
+    health = mine.get("health", "HEALTH_UNSPECIFIED")
+    t.check(bus + " FAULT (ROCm SMI: an uncorrectable error counted)",
+            "HEALTH_FAULT" if health == "HEALTH_FAULT" else "not FAULT", "HEALTH_FAULT" if faulty else "not FAULT")
 
 
 def compare_rocm_smi(probe, host_dir, processes):
@@ -415,6 +473,7 @@ def compare_rocm_smi(probe, host_dir, processes):
             t.check(bus + " VRAM total", total, theirs.get("vram_total"))
             used = total - int(mine["memoryFreeBytes"]) if "memoryFreeBytes" in mine else None
             t.check(bus + " VRAM used", used, theirs.get("vram_used"))
+            compare_ras(t, bus, mine, theirs.get("ras"))
     else:
         devplace_procs, smi_procs, unknown = {}, {}, []
         for bus, d in sorted(amd.items()):

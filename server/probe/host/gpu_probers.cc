@@ -11,6 +11,7 @@
 #include "server/common/status_macros.h"
 #include "server/placement/backends.h"
 #include "server/probe/host/parsers.h"
+#include "server/probe/host/pci_health.h"
 #include "server/probe/host/prober_util.h"
 #include "server/probe/host/prober.h"
 
@@ -125,6 +126,7 @@ absl::StatusOr<ProbeOutcome> ProbeAmd(const HostRoot& root, HostFacts& facts) {
       if (used && *used >= 0 && *used <= *total) d.set_memory_free_bytes(static_cast<uint64_t>(*total - *used));
     }
     d.set_name(ReadOptional(root, fn->sysfs_path + "/product_name").value_or(""));
+    ReadAmdgpuRasCounters(root, fn->sysfs_path, d);
   }
 
   int kfd_gpus = 0;

@@ -1,10 +1,12 @@
 #include "server/probe/host/pci_health.h"
 
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -134,7 +136,93 @@ void ReadAer(const HostRoot& root, absl::string_view dir, const AerFile& file, v
       absl::StrCat(file.rule, kinds.empty() ? "" : absl::StrCat(" (", absl::StrJoin(kinds, ", "), ")")));
 }
 
+// The amdgpu driver's RAS blocks in the bit order of its feature mask (enum amdgpu_ras_block in
+// Linux's amdgpu_ras.h; ROCm SMI's rsmi_gpu_block_t has the same bits for the first 14).
+constexpr const char* kRasBlocks[] = {"umc", "sdma", "gfx", "mmhub", "athub", "pcie_bif", "hdp", "xgmi_wafl", "df", "smn",
+                                      "sem", "mp0", "mp1", "fuse", "mca", "vcn", "jpeg", "ih", "mpio"};
+constexpr size_t kMaxRasFiles = 32;
+constexpr absl::string_view kErrCount = "_err_count";
+
+std::string RasRule(absl::string_view kind, absl::string_view block) {
+  const std::string where = absl::StrCat("in the GPU's ", absl::AsciiStrToUpper(block), " block since the driver loaded");
+  if (kind == "ue") {
+    return absl::StrCat("uncorrectable errors ", where,
+                        ": data was lost, the GPU is not to be used until it is reset and its bad pages retired");
+  }
+  if (kind == "ce") return absl::StrCat("correctable errors ", where, ", corrected by ECC (a raw count, never a health change)");
+  if (kind == "de") {
+    return absl::StrCat("deferred errors ", where, ", poisoned data not yet consumed (a raw count, never a health change)");
+  }
+  return absl::StrCat("\"", kind, "\" count ", where, " (a kind devplace does not know: never a health change)");
+}
+
+void ReadRasBlock(const HostRoot& root, const std::string& ras_dir, absl::string_view file, v1::Device& d) {
+  const std::string path = absl::StrCat(ras_dir, "/", file), name = absl::StrCat("ras/", file);
+  const std::optional<std::string> text = ReadCounterFile(root, path, name, d);
+  if (!text) return;
+  const auto counts = ParseRasErrorCount(*text);
+  if (!counts) {
+    Add(d, name, path, "", v1::HEALTH_UNSPECIFIED,
+        "unknown: not the \"ue: N\" and \"ce: N\" lines the amdgpu driver writes");
+    return;
+  }
+  const absl::string_view block = absl::StripSuffix(file, kErrCount);
+  for (const auto& [kind, n] : *counts) {
+    Add(d, absl::StrCat(name, " ", kind), path, absl::StrCat(n), kind == "ue" && n > 0 ? v1::HEALTH_FAULT : v1::HEALTH_OK,
+        RasRule(kind, block));
+  }
+}
+
+void ReadRasFeatures(const HostRoot& root, const std::string& ras_dir, v1::Device& d) {
+  const std::string path = ras_dir + "/features", name = "ras/features";
+  const std::optional<std::string> text = ReadCounterFile(root, path, name, d);
+  if (!text) return;
+  const std::optional<uint64_t> mask = ParseRasFeatureMask(*text);
+  if (!mask) {
+    Add(d, name, path, "", v1::HEALTH_UNSPECIFIED, "unknown: not the \"feature mask: 0x..\" line the amdgpu driver writes");
+    return;
+  }
+  std::vector<std::string> on;
+  for (size_t bit = 0; bit < 64; ++bit) {
+    if ((*mask >> bit & 1) == 0) continue;
+    on.push_back(bit < std::size(kRasBlocks) ? kRasBlocks[bit] : absl::StrCat("bit ", bit));
+  }
+  Add(d, name, path, absl::StrCat("0x", absl::Hex(*mask)), v1::HEALTH_OK,
+      on.empty() ? "RAS is off on every block: the driver counts no errors (a note, not a health change)"
+                 : absl::StrCat("RAS error counting on for ", absl::StrJoin(on, ", "), " (a note)"));
+}
+
 }  // namespace
+
+std::optional<std::vector<std::pair<std::string, uint64_t>>> ParseRasErrorCount(absl::string_view text) {
+  std::vector<std::pair<std::string, uint64_t>> out;
+  bool ue = false;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty()) continue;
+    const size_t colon = line.find(':');
+    uint64_t n = 0;
+    if (colon == absl::string_view::npos || colon == 0 || colon > 8 || out.size() >= 8 ||
+        !absl::SimpleAtoi(absl::StripAsciiWhitespace(line.substr(colon + 1)), &n)) {
+      return std::nullopt;
+    }
+    out.emplace_back(std::string(line.substr(0, colon)), n);
+    ue = ue || out.back().first == "ue";
+  }
+  if (!ue) return std::nullopt;
+  return out;
+}
+
+std::optional<uint64_t> ParseRasFeatureMask(absl::string_view text) {
+  text = absl::StripAsciiWhitespace(text);
+  uint64_t mask = 0;
+  if (!absl::ConsumePrefix(&text, "feature mask:")) return std::nullopt;
+  text = absl::StripLeadingAsciiWhitespace(text);
+  if (!absl::ConsumePrefix(&text, "0x") || text.empty() || text.size() > 16 || !absl::SimpleHexAtoi(text, &mask)) {
+    return std::nullopt;
+  }
+  return mask;
+}
 
 std::optional<double> ParseLinkSpeed(absl::string_view text) {
   text = absl::StripAsciiWhitespace(text);
@@ -160,6 +248,22 @@ void ReadPciHealthCounters(const HostRoot& root, absl::string_view dir, v1::Devi
   ReadLinkPair(root, dir, "link_width", d);
   ReadLinkPair(root, dir, "link_speed", d);
   for (const AerFile& file : kAerFiles) ReadAer(root, dir, file, d);
+}
+
+void ReadAmdgpuRasCounters(const HostRoot& root, absl::string_view dir, v1::Device& d) {
+  const std::string ras_dir = absl::StrCat(dir, "/ras");
+  absl::StatusOr<std::vector<std::string>> names = root.ListDir(ras_dir);
+  if (absl::IsNotFound(names.status())) return;
+  if (!names.ok()) {
+    Add(d, "ras", ras_dir, "", v1::HEALTH_UNSPECIFIED, absl::StrCat("unknown: ", names.status().message()));
+    return;
+  }
+  size_t files = 0;
+  for (const std::string& name : *names) {
+    if (!absl::EndsWith(name, kErrCount) || ++files > kMaxRasFiles) continue;
+    ReadRasBlock(root, ras_dir, name, d);
+  }
+  ReadRasFeatures(root, ras_dir, d);
 }
 
 }  // namespace devplace::probe
