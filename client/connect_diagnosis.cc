@@ -37,9 +37,16 @@
 namespace devplace::internal {
 namespace {
 
-constexpr char kStartHint[] =
-    "devplaced is probably not running: start it with `sudo systemctl start devplaced` (the package's unit) or "
-    "run `devplaced`";
+// What to do about a daemon that does not answer: root may start it; an ordinary user cannot, and
+// is told who can.
+std::string StartHint() {
+  if (::geteuid() == 0) {
+    return "devplaced is probably not running: start it with `sudo systemctl start devplaced` (the package's unit) "
+           "or run `devplaced`";
+  }
+  return "devplaced is not answering there (it is stopped, or restarting as a package upgrade does): try again in a "
+         "moment, or ask the host's operator to check it";
+}
 
 // Blocks SIGPIPE in this thread while it lives and discards one raised meanwhile: OpenSSL writes
 // with write(2), and a daemon that closed the connection must not kill the calling process.
@@ -101,7 +108,7 @@ std::string DiagnoseUnix(const std::string& path) {
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0) {  // EACCES: CheckUnixSocket (trust.cc) said why before any call
     if (errno != ENOENT) return "";
-    return absl::StrCat("no socket at ", path, ": ", kStartHint);
+    return absl::StrCat("no socket at ", path, ": ", StartHint());
   }
   Fd s{::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)};
   sockaddr_un addr{};
@@ -123,7 +130,7 @@ std::string DiagnoseUnix(const std::string& path) {
                             " (effective at the next login) or runs devplaced with --socket_mode=0666, its default")));
   }
   if (errno != ECONNREFUSED) return "";
-  return absl::StrCat(path, " is a socket nobody accepts on (left behind by a devplaced that stopped): ", kStartHint);
+  return absl::StrCat(path, " is a socket nobody accepts on (left behind by a devplaced that stopped): ", StartHint());
 }
 
 // host and port of a host:port / [v6]:port target (gRPC's dns:, ipv4:, ipv6: prefixes allowed).
@@ -175,7 +182,7 @@ int DialTcp(const std::string& host, const std::string& port, int timeout_ms, st
   if (error != 0) {
     ::close(fd);
     if (error == ECONNREFUSED) {
-      *why = absl::StrCat("nothing listens on ", where, " (connection refused): ", kStartHint,
+      *why = absl::StrCat("nothing listens on ", where, " (connection refused): ", StartHint(),
                           ", or it listens elsewhere (its --listen)");
     }
     return -1;

@@ -23,8 +23,9 @@ struct TlsSettings {
 // handshake with OpenSSL, within `timeout`) and tells apart:
 //   - a host name that does not resolve (DNS);
 //   - a client key that does not belong to the client certificate (checked before dialling);
-//   - nothing listening (no socket file, a stale socket, connection refused): devplaced is
-//     probably not running, and the command that starts it;
+//   - nothing listening (no socket file, a stale socket, connection refused): for root, devplaced
+//     is probably not running, and the command that starts it; for any other user, that devplaced
+//     is not answering there and to ask the host's operator (such a user cannot start it);
 //   - a unix socket this user may not connect to: the socket's mode, owner and group, then the
 //     fixes (the group, --socket_mode, loopback TCP);
 //   - a plaintext client at a TLS listener: --tls_ca (DEVPLACE_TLS_CA);

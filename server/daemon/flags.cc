@@ -176,8 +176,8 @@ ABSL_FLAG(int, max_waiting_picks_per_user, Defaults().max_waiting_picks_per_user
           "Most picks one user (uid over the unix socket, else the client's address) has waiting (--wait) at "
           "once (1..1024); past it a pick is RESOURCE_EXHAUSTED at once");
 ABSL_FLAG(int, max_queued_calls_per_peer, Defaults().max_queued_calls_per_peer,
-          "Most ResolveDevice calls one peer (a local client's uid, a remote client's address) has queued or "
-          "running at once on the daemon's workers, which take each peer's calls in turn so that one peer's burst "
+          "Most ResolveDevice and PickDevices calls one peer (a local client's uid, a remote client's address) has "
+          "queued or running at once on the daemon's workers, which take each peer's calls in turn so that one peer's burst "
           "never holds another's call behind it (1..12800; answers from the cache do not count); past it a call is "
           "RESOURCE_EXHAUSTED at once, before its request is parsed");
 ABSL_FLAG(int64_t, max_waiting_pick_bytes_per_user, Defaults().max_waiting_pick_bytes_per_user,

@@ -1,4 +1,5 @@
-// FairQueue: the costly part of a call (parsing a large request and resolving it) runs on a few
+// FairQueue: the costly part of a call (parsing a large request and resolving it: ResolveDevice,
+// and PickDevices up to its first attempt) runs on a few
 // worker threads of devplaced's own, taken from each peer's queue in turn (round robin), instead
 // of on gRPC's callback threads in arrival order. Measured: a burst of 100 ResolveDevice calls of
 // ~748 KiB each spends most of the daemon's CPU in the handler (the resolver's environment checks

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <functional>
+#include <memory>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -215,8 +216,29 @@ grpc::ServerUnaryReactor* DevicePlacementService::PickDevices(grpc::CallbackServ
                                                               const grpc::ByteBuffer* request_bytes,
                                                               grpc::ByteBuffer* response_bytes) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  PendingPick pick{ctx, reactor, response_bytes, {}, {}, absl::Now(), absl::InfinitePast(), 0, {}, 0};
-  pick.arrival = waiting_.Arrive();  // before the parse: a big request must not lose its place
+  auto pick = std::make_shared<PendingPick>(
+      PendingPick{ctx, reactor, response_bytes, {}, {}, absl::Now(), absl::InfinitePast(), 0, {}, 0});
+  pick->arrival = waiting_.Arrive();  // before the parse: a big request must not lose its place
+  // Parsing, the holder and the first attempt (the resolver over the whole request): on the
+  // costly-call workers, each peer's calls in turn, as ResolveDevice's.
+  const std::string peer = WatchPeer(ctx);
+  const FairQueue::Submitted submitted = costly_.Submit(peer, [this, pick, request_bytes](bool shutting_down) {
+    if (shutting_down) {
+      FinishPick(*pick, ShuttingDown(), "unavailable");
+    } else {
+      StartPick(*pick, request_bytes);
+    }
+  });
+  if (submitted == FairQueue::Submitted::kShuttingDown) {
+    FinishPick(*pick, ShuttingDown(), "unavailable");
+  } else if (submitted == FairQueue::Submitted::kPeerFull) {
+    FinishPick(*pick, CostlyCallRefused(peer), "too_many_queued_calls");
+  }
+  return reactor;
+}
+
+void DevicePlacementService::StartPick(PendingPick& pick, const grpc::ByteBuffer* request_bytes) {
+  grpc::CallbackServerContext* const ctx = pick.ctx;
   if (grpc::Status bad; !ParseRequest(request_bytes, &pick.request, &bad)) {
     // A call cancelled before its request arrived is no malformed request.
     if (ctx->IsCancelled()) {
@@ -225,22 +247,22 @@ grpc::ServerUnaryReactor* DevicePlacementService::PickDevices(grpc::CallbackServ
     } else {
       FinishPick(pick, bad, "invalid_argument");
     }
-    return reactor;
+    return;
   }
   // The call keeps its request's bytes until it ends, which for a waiting pick may be an hour:
   // they are parsed, so they are handed back now (the buffer is the call's, cleared, not freed).
   const_cast<grpc::ByteBuffer*>(request_bytes)->Clear();
   if (absl::Status invalid = placement::ValidatePickRequest(pick.request); !invalid.ok()) {
     FinishPick(pick, ToGrpc(invalid), "invalid_argument");
-    return reactor;
+    return;
   }
   absl::StatusOr<LeaseHolderSpec> holder = HolderFor(ctx, pick.request);
   if (!holder.ok()) {
     FinishPick(pick, ToGrpc(holder.status()), OutcomeOf(holder.status()));
-    return reactor;
+    return;
   }
   pick.holder = *std::move(holder);
-  pick.deadline = WaitDeadline(ctx, pick.request.wait_ms(), pick.arrived);
+  pick.deadline = WaitDeadline(ctx, pick.request.wait_ms(), pick.arrived);  // the time queued here counts
   pick.user = UserOf(ctx);
   switch (waiting_.Arriving()) {
     case WaitingPicks::Turn::kShuttingDown:
@@ -253,7 +275,6 @@ grpc::ServerUnaryReactor* DevicePlacementService::PickDevices(grpc::CallbackServ
       if (!TryPick(pick, false)) waiting_.Enqueue(std::move(pick));
       break;
   }
-  return reactor;
 }
 
 bool DevicePlacementService::RetryWaiting(PendingPick& pick, WaitingRound& round) {

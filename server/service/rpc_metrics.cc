@@ -104,13 +104,13 @@ RpcMetrics::RpcMetrics(prometheus::Registry& registry)
                          .Add({})),
       costly_queued_(prometheus::BuildGauge()
                          .Name("devplace_costly_calls_queued")
-                         .Help("ResolveDevice calls not answered from the cache, queued or running on the daemon's "
-                               "workers (each peer's in turn)")
+                         .Help("ResolveDevice calls not answered from the cache and PickDevices calls before their "
+                               "first attempt, queued or running on the daemon's workers (each peer's in turn)")
                          .Register(registry)
                          .Add({})),
       costly_refused_(prometheus::BuildCounter()
                           .Name("devplace_costly_calls_refused_total")
-                          .Help("ResolveDevice calls refused (RESOURCE_EXHAUSTED) because their peer had "
+                          .Help("ResolveDevice and PickDevices calls refused (RESOURCE_EXHAUSTED) because their peer had "
                                 "--max_queued_calls_per_peer of them queued or running")
                           .Register(registry)
                           .Add({})) {}

@@ -35,7 +35,8 @@ class RpcMetrics {
   // cancelled or dropped, is not counted): the progress the liveness self-check reads
   // (liveness.h), which a daemon whose handlers are all stuck does not make.
   uint64_t answered() const { return answered_.load(std::memory_order_relaxed); }
-  // devplace_costly_calls_queued (ResolveDevice calls queued or running on the service's workers)
+  // devplace_costly_calls_queued (ResolveDevice and PickDevices calls queued or running on the
+  // service's workers)
   // and devplace_costly_calls_refused_total (refused past --max_queued_calls_per_peer).
   void SetCostlyCallsQueued(size_t queued) { costly_queued_.Set(static_cast<double>(queued)); }
   void CostlyCallRefused() { costly_refused_.Increment(); }

@@ -119,14 +119,18 @@ grpc::ServerUnaryReactor* DevicePlacementService::ResolveDevice(grpc::CallbackSe
   if (submitted == FairQueue::Submitted::kShuttingDown) {
     reactor->Finish(ShuttingDown());
   } else if (submitted == FairQueue::Submitted::kPeerFull) {
-    if (options_.observer != nullptr) options_.observer->OnCostlyCallRefused();
-    reactor->Finish(grpc::Status(
-        grpc::StatusCode::RESOURCE_EXHAUSTED,
-        absl::StrCat("devplaced: ", costly_.limits().max_queued_per_peer, " ResolveDevice calls of this peer (",
-                     peer, ") are queued or running, the most --max_queued_calls_per_peer allows; retry once some "
-                     "are answered")));
+    reactor->Finish(CostlyCallRefused(peer));
   }
   return reactor;
+}
+
+grpc::Status DevicePlacementService::CostlyCallRefused(const std::string& peer) {
+  if (options_.observer != nullptr) options_.observer->OnCostlyCallRefused();
+  return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                      absl::StrCat("devplaced: ", costly_.limits().max_queued_per_peer,
+                                   " ResolveDevice and PickDevices calls of this peer (", peer,
+                                   ") are queued or running, the most --max_queued_calls_per_peer allows; retry once "
+                                   "some are answered"));
 }
 
 void DevicePlacementService::FinishResolve(grpc::ServerUnaryReactor* reactor,

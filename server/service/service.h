@@ -67,7 +67,8 @@ struct ServiceOptions {
   int max_waiting_picks_per_user = 16;
   int64_t max_waiting_pick_bytes_per_user = int64_t{16} << 20;
   // ResolveDevice calls not answered from the cache are parsed and resolved on the service's own
-  // workers, each peer's in turn (FairQueue, server/service/fair_queue.h); a peer (the key of
+  // workers, each peer's in turn (FairQueue, server/service/fair_queue.h), and so is a PickDevices
+  // call until its first attempt is answered or it queues to wait; a peer (the key of
   // max_watches_per_peer) with max_queued_per_peer calls queued or running gets RESOURCE_EXHAUSTED.
   FairQueueLimits costly_calls;
 };
@@ -154,6 +155,10 @@ class DevicePlacementService final
   // LeaseKeepAlive: PERMISSION_DENIED unless the caller is the lease's owner or root
   // (LeaseTable::Release). The holder: the caller's process or its parent over the unix socket (peer
   // credentials; FAILED_PRECONDITION over TCP or for a pid devplaced cannot see), else a TTL.
+  // The call's parse, holder and first attempt run on the costly-call workers, as ResolveDevice's
+  // (its arrival order is taken before it queues there); RESOURCE_EXHAUSTED, naming
+  // --max_queued_calls_per_peer, when its peer has too many queued or running. Waiting picks'
+  // retries run on WaitingPicks' worker over the kept request.
   grpc::ServerUnaryReactor* PickDevices(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
                                         grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* LeaseRelease(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
@@ -204,6 +209,12 @@ class DevicePlacementService final
   void FinishResolve(grpc::ServerUnaryReactor* reactor, const std::shared_ptr<const ResolveAnswer>& answer,
                      grpc::ByteBuffer* response_bytes);
   void FinishPick(const PendingPick& pick, const grpc::Status& status, const std::string& outcome);
+  // PickDevices' costly part, on a costly-call worker: parses `request_bytes` into `pick`, checks
+  // it and its holder, then tries it at once or queues it with the waiting picks.
+  void StartPick(PendingPick& pick, const grpc::ByteBuffer* request_bytes);
+  // RESOURCE_EXHAUSTED for a call whose peer has --max_queued_calls_per_peer costly calls queued
+  // or running (told to the observer).
+  grpc::Status CostlyCallRefused(const std::string& peer);
   void LeasesChanged();
 
   const ServiceOptions options_;

@@ -36,7 +36,8 @@ class ServiceObserver {
   virtual void OnNewerLibrary(const placement::NewerLibrary& /*newer*/) {}
   // One PickDevices answer: its outcome ("answered", "no_free_device", "no_free_device_after_wait",
   // "invalid_argument", "failed_precondition", "resource_exhausted", "over_user_device_cap",
-  // "lease_not_durable", "too_many_waiting", "cancelled", "unavailable") and the time from its arrival to its answer.
+  // "lease_not_durable", "too_many_waiting", "too_many_queued_calls", "cancelled", "unavailable") and the time
+  // from its arrival to its answer.
   virtual void OnPick(const std::string& /*outcome*/, absl::Duration /*latency*/) {}
   // The number of leases held, after every change.
   virtual void OnLeasesHeld(size_t /*held*/) {}
@@ -51,9 +52,10 @@ class ServiceObserver {
   // The lease table could not be written to its file (LeaseTable::Restore's path): the change
   // stands in memory.
   virtual void OnLeaseWriteError(const absl::Status& /*error*/) {}
-  // The number of costly calls (ResolveDevice not answered from the cache) queued or running on
-  // the service's workers, after every change (with the queue's lock held: must not call into the
-  // service); and one such call refused because its peer had --max_queued_calls_per_peer of them.
+  // The number of costly calls (ResolveDevice not answered from the cache, PickDevices before its
+  // first attempt's answer) queued or running on the service's workers, after every change (with
+  // the queue's lock held: must not call into the service); and one such call refused because its
+  // peer had --max_queued_calls_per_peer of them.
   virtual void OnCostlyCallsQueued(size_t /*queued*/) {}
   virtual void OnCostlyCallRefused() {}
 };

@@ -16,7 +16,7 @@ SharedHostMetrics::SharedHostMetrics(prometheus::Registry& registry)
                  .Name("devplace_picks_total")
                  .Help("PickDevices answers by outcome (answered, no_free_device, no_free_device_after_wait, "
                        "invalid_argument, failed_precondition, resource_exhausted, over_user_device_cap, lease_not_durable, "
-                       "too_many_waiting, cancelled, unavailable)")
+                       "too_many_waiting, too_many_queued_calls, cancelled, unavailable)")
                  .Register(registry)),
       pick_duration_(prometheus::BuildHistogram()
                          .Name("devplace_pick_duration_seconds")

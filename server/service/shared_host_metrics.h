@@ -3,7 +3,7 @@
 //                                             "no_free_device_after_wait", "invalid_argument",
 //                                             "failed_precondition", "resource_exhausted",
 //                                             "over_user_device_cap", "lease_not_durable",
-//                                             "too_many_waiting",
+//                                             "too_many_waiting", "too_many_queued_calls",
 //                                             "cancelled", "unavailable" (a bounded set)
 //   devplace_pick_duration_seconds            histogram, arrival to answer (waits included)
 //   devplace_leases_held                      leases held now

@@ -118,14 +118,17 @@ class UnreachableAndEarly(unittest.TestCase):
                     self.assertEqual(client.resolve("inference", from_environment=False).device, "cpu")
 
     def test_no_daemon_names_the_likely_cause_and_the_command_that_starts_it(self):
+        # Root is told the command that starts the daemon; any other user, who cannot run it, is not
+        # (the next test).
+        hint = ("devplaced is probably not running: start it with `sudo systemctl start devplaced`"
+                if os.geteuid() == 0 else "devplaced is not answering there")
         with TempDir() as dir:
             path = dir.file("devplace.sock")
             with devplace.Client("unix:" + path) as client:
                 with self.assertRaises(devplace.UnavailableError) as raised:
                     client.inventory()
-            self.assertTrue(raised.exception.message.startswith(
-                f"no socket at {path}: devplaced is probably not running: start it with "
-                "`sudo systemctl start devplaced`"), raised.exception.message)
+            self.assertTrue(raised.exception.message.startswith(f"no socket at {path}: {hint}"),
+                            raised.exception.message)
         free = socket.socket()
         free.bind(("127.0.0.1", 0))
         port = free.getsockname()[1]
@@ -133,10 +136,54 @@ class UnreachableAndEarly(unittest.TestCase):
         with devplace.Client(f"127.0.0.1:{port}") as client:
             with self.assertRaises(devplace.UnavailableError) as raised:
                 client.health()
-        self.assertIn(f"nothing listens on 127.0.0.1:{port} (connection refused): devplaced is probably not running",
-                      raised.exception.message)
+        self.assertIn(f"nothing listens on 127.0.0.1:{port} (connection refused): {hint}", raised.exception.message)
         self.assertIn("(gRPC: ", raised.exception.message)
         self.assertIn(f"[devplace target 127.0.0.1:{port} (from address)", raised.exception.message)
+
+    def test_an_ordinary_user_with_the_daemon_down_is_told_to_ask_the_operator_not_to_start_it(self):
+        # nobody (Debian's setpriv) meets a daemon that is down, through Python pick(wait=...), a
+        # Client call and the CLI's run --wait and inventory: no socket (stopped), then a socket
+        # left behind (a daemon killed, as during a restart). Each names the socket, says the daemon
+        # is not answering and to ask the host's operator, and never tells the user to start it.
+        as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        if os.geteuid() != 0 or not shutil.which("setpriv"):
+            self.skipTest("needs root and setpriv to run as nobody")
+        package = os.path.abspath(devplace.__file__)
+        if run(as_nobody + [PYTHON, "-c", "import devplace"]).returncode or \
+                run(as_nobody + ["test", "-r", package, "-a", "-x", CLI]).returncode:
+            self.skipTest("nobody cannot import devplace or run the CLI here (the checkout's or the venv's path)")
+        script = ("import sys, devplace\ntry:\n    devplace.pick(wait=60, address=sys.argv[1])\n"
+                  "except devplace.UnavailableError as e:\n    print(e.message)\ntry:\n"
+                  "    devplace.Client(sys.argv[1]).inventory()\nexcept devplace.UnavailableError as e:\n"
+                  "    print(e.message)\n")
+        advice = ("devplaced is not answering there (it is stopped, or restarting as a package upgrade does): try "
+                  "again in a moment, or ask the host's operator to check it")
+
+        def check(target, cause):
+            python = run(as_nobody + [PYTHON, "-c", script, target])
+            self.assertEqual(python.returncode, 0, python.stderr)
+            messages = python.stdout.splitlines()
+            self.assertEqual(len(messages), 2, python.stdout)
+            for message in messages:
+                self.assertTrue(message.startswith(f"{cause}: {advice}"), message)
+            for args in (["run", "--wait=1m", "--", "true"], ["inventory"]):
+                command = run(as_nobody + [CLI, f"--address={target}"] + args)
+                self.assertEqual(command.returncode, 1, command.stderr)
+                self.assertIn(f"UNAVAILABLE: {cause}: {advice}", command.stderr)
+                messages.append(command.stderr)
+            for message in messages:
+                self.assertNotIn("systemctl", message)
+                self.assertNotIn("start it", message)
+                self.assertNotIn("run `devplaced`", message)
+
+        with Daemon(fixture("cpu-only"), ["--lease_state_file=none"]) as daemon:
+            os.chmod(daemon.dir, 0o755)
+            daemon.wait_serving()
+            daemon.kill()
+            check(daemon.unix_target, f"{daemon.socket_path} is a socket nobody accepts on (left behind by a "
+                                      "devplaced that stopped)")
+            os.unlink(daemon.socket_path)
+            check(daemon.unix_target, f"no socket at {daemon.socket_path}")
 
     def test_a_socket_this_user_may_not_open_names_its_mode_group_and_the_fix(self):
         # A real devplaced whose socket is 0660 root:root, dialled by nobody (Debian's setpriv) through

@@ -2,8 +2,9 @@
 // the daemon's liveness self-checks may answer late, but a daemon that keeps answering calls is
 // busy, not dead, so it stays up, and another user's ResolveDevice, PickDevices and LeaseRelease
 // are answered throughout. The costly calls run each user's in turn with at most
-// --max_queued_calls_per_peer queued or running per user: past it the burst's calls are refused. Real unprivileged users (setpriv) run tests/robustness/peer.py: needs
-// root, skipped otherwise.
+// --max_queued_calls_per_peer queued or running per user: past it the burst's calls are refused;
+// PickDevices calls share that queue until their first attempt (then a waiting pick leaves it).
+// Real unprivileged users (setpriv) run tests/robustness/peer.py: needs root, skipped otherwise.
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -106,10 +107,52 @@ TEST(Bursts, AUserPastItsQueuedCallsIsRefusedWhileAnotherUserIsServed) {
   EXPECT_EQ(Field(reports[0], "ok") + Field(reports[0], "failed"), 300) << reports[0];
   EXPECT_GT(Field(reports[0], "ok"), 0) << reports[0];
   EXPECT_GT(Field(reports[0], "failed"), 0) << "no call of the burst was refused: " << reports[0];
-  EXPECT_THAT(reports[0], HasSubstr("RESOURCE_EXHAUSTED: devplaced: 2 ResolveDevice calls of this peer (uid:65534) "
-                                    "are queued or running, the most --max_queued_calls_per_peer allows"))
+  EXPECT_THAT(reports[0], HasSubstr("RESOURCE_EXHAUSTED: devplaced: 2 ResolveDevice and PickDevices calls of this peer "
+                                    "(uid:65534) are queued or running, the most --max_queued_calls_per_peer allows"))
       << reports[0];
   EXPECT_THAT(reports[0], Not(HasSubstr("StatusCode.DEADLINE"))) << reports[0];
+  EXPECT_GT(Field(reports[1], "ok"), 0) << reports[1];
+  EXPECT_EQ(Field(reports[1], "failed"), 0) << reports[1];
+}
+
+// Waiting picks in bursts: root holds the GPU a job masked to CUDA_VISIBLE_DEVICES=0 sees, and
+// `nobody` sends 3 rounds of 100 PickDevices calls at once for such a job (about 748 KiB of job
+// environment each, waiting up to 2 s) on a daemon that lets one user have 2 costly calls queued or
+// running. A pick's parse and first attempt are costly calls: most of each round is refused at once
+// with RESOURCE_EXHAUSTED naming the flag, the rest wait and are refused after their wait (the GPU
+// stays held), none is dropped or times out; the other user's cycles (its picks get the other GPU)
+// are all answered, beside a CPU hog, and the daemon stays up.
+TEST(Bursts, WaitingPickBurstsQueueAsCostlyCallsWhileAnotherUserIsServed) {
+  SKIP_UNLESS_ROOT();
+  TempDir dir;
+  ASSERT_EQ(chmod(dir.path().c_str(), 0755), 0);
+  DaemonProcess d(dir.path(), BurstDaemonFlags({"--max_queued_calls_per_peer=2", "--max_waiting_picks_per_user=128"}));
+  ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(20))) << d.Log();
+  v1::PickDevicesRequest hold;
+  (*hold.mutable_job()->mutable_env())["CUDA_VISIBLE_DEVICES"] = "0";
+  hold.set_holder(v1::LEASE_HOLDER_TTL);
+  hold.set_ttl_ms(600'000);
+  v1::PickDevicesResponse held;
+  ASSERT_TRUE(Stub(d.unix_target())->PickDevices(Ctx().get(), hold, &held).ok());
+
+  const std::string stopfile = dir.path() + "/bursts-done";
+  const std::vector<std::string> reports = RunTogether({
+      AsUser(kFlooder, absl::StrCat("pickburst ", d.unix_target(), " 3 100 748 2000")) + "; touch " +
+          ShellQuote(stopfile),
+      AsUser(kOtherUser, absl::StrCat("served ", d.unix_target(), " ", ShellQuote(stopfile))),
+      CpuHogUntil(stopfile),
+  });
+  for (const std::string& r : reports) fprintf(stderr, "%s", r.c_str());
+
+  EXPECT_EQ(d.WaitExit(absl::ZeroDuration()), -1) << "devplaced exited: " << Tail(d.Log());
+  const std::string& burst = reports[0];
+  EXPECT_EQ(Field(burst, "ok"), 0) << burst;
+  EXPECT_EQ(Field(burst, "RESOURCE_EXHAUSTED") + Field(burst, "FAILED_PRECONDITION"), 300) << burst;
+  EXPECT_GT(Field(burst, "RESOURCE_EXHAUSTED"), 0) << "no pick of the burst was refused: " << burst;
+  EXPECT_GT(Field(burst, "FAILED_PRECONDITION"), 0) << "no pick of the burst waited: " << burst;
+  EXPECT_THAT(burst, HasSubstr("RESOURCE_EXHAUSTED: devplaced: 2 ResolveDevice and PickDevices calls of this peer "
+                               "(uid:65534) are queued or running, the most --max_queued_calls_per_peer allows"));
+  EXPECT_THAT(burst, HasSubstr("FAILED_PRECONDITION: waited ")) << burst;
   EXPECT_GT(Field(reports[1], "ok"), 0) << reports[1];
   EXPECT_EQ(Field(reports[1], "failed"), 0) << reports[1];
 }

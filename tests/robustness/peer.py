@@ -29,8 +29,12 @@ run under /usr/bin/python3 as whichever user setpriv makes it. Prints one JSON l
       ROUNDS rounds of N devplace.v1 ResolveDevice calls sent at once over one channel, each a valid
       training request whose job environment is about KIB KiB of unread variables (each call's own
       bytes, so no answer is served from the daemon's cache), each with a 60 s deadline; a round
-      starts as soon as the previous one is answered. Reports the calls answered OK and the others (with
-      the first errors), and each round's duration in seconds.
+      starts as soon as the previous one is answered. Reports the calls answered OK and the others (by
+      status code, codes; the first error of each code), and each round's duration in seconds.
+  peer.py pickburst TARGET ROUNDS N KIB WAIT_MS
+      As burst, but each call is a devplace.v1 PickDevices of one device (a time-to-live lease) that
+      waits up to WAIT_MS, for a job that sees only CUDA_VISIBLE_DEVICES=0 (another holds it: every
+      pick waits, then is refused). Reports as burst does.
   peer.py served TARGET STOPFILE
       Until STOPFILE exists (and at least once), a small ResolveDevice then a PickDevices of one
       device (a time-to-live lease) and its LeaseRelease, each call on a connection of its own with a
@@ -278,20 +282,23 @@ def read_fields(data):
     return fields
 
 
-def burst(target, rounds, n, kib):
+def rounds_at_once(target, method_name, rounds, n, kib, request_of):
+    """ROUNDS rounds of N calls of METHOD_NAME sent at once over one channel, each with a 60 s
+    deadline; request_of(r, c, bulk) is call c of round r, bulk about KIB KiB of unread job
+    environment entries (field 7 of a ResolveDeviceRequest: a request is its fields one after
+    another, so they may be appended as bytes). Prints the report (codes: the failures by status
+    code; errors: the first failure of each code)."""
     import grpc
     channel = grpc.insecure_channel(target, options=[("grpc.max_send_message_length", 8 << 20)])
-    method = channel.unary_unary("/devplace.v1.DevicePlacement/ResolveDevice")
+    method = channel.unary_unary("/devplace.v1.DevicePlacement/" + method_name)
     entries = max(1, kib // 4)
     filler = "v" * 4000
-    # A request is its fields one after another, so extra env entries may be appended as bytes.
     bulk = [b"".join(field_bytes(7, field_bytes(1, f"JOB_SETTING_{c}_{e}".encode()) + field_bytes(2, filler.encode()))
                      for e in range(entries)) for c in range(n)]
-    ok, failed, errors, durations = 0, 0, [], []
+    ok, failed, errors, codes, durations = 0, 0, [], {}, []
     for r in range(rounds):
-        # Each call's bulk with one entry of this round's (the bytes differ from every earlier call's):
-        # built in a moment, so rounds follow each other closely and each arrives at once.
-        requests = [resolve_request([(f"BURST_ROUND_{r}_{c}", "1")]) + bulk[c] for c in range(n)]
+        # Built in a moment, so rounds follow each other closely and each arrives at once.
+        requests = [request_of(r, c, bulk[c]) for c in range(n)]
         start = time.monotonic()
         futures = [method.future(request, timeout=60) for request in requests]
         for f in futures:
@@ -300,10 +307,26 @@ def burst(target, rounds, n, kib):
                 ok += 1
             except grpc.RpcError as e:
                 failed += 1
-                if len(errors) < 5:
+                code = e.code().name
+                codes[code] = codes.get(code, 0) + 1
+                if len(errors) < 5 and codes[code] == 1:
                     errors.append(f"{e.code()}: {e.details()}")
         durations.append(round(time.monotonic() - start, 2))
-    print(json.dumps({"ok": ok, "failed": failed, "errors": errors, "round_s": durations}), flush=True)
+    print(json.dumps({"ok": ok, "failed": failed, "codes": codes, "errors": errors, "round_s": durations}), flush=True)
+
+
+def burst(target, rounds, n, kib):
+    # Each call's bulk with one entry of this round's: its bytes differ from every earlier call's.
+    rounds_at_once(target, "ResolveDevice", rounds, n, kib,
+                   lambda r, c, bulk: resolve_request([(f"BURST_ROUND_{r}_{c}", "1")]) + bulk)
+
+
+def pickburst(target, rounds, n, kib, wait_ms):
+    # PickDevicesRequest{count 1, job, holder LEASE_HOLDER_TTL, wait_ms}, each job's bytes its own.
+    def pick(r, c, bulk):
+        job = resolve_request([("CUDA_VISIBLE_DEVICES", "0"), (f"BURST_ROUND_{r}_{c}", "1")]) + bulk
+        return field_varint(1, 1) + field_bytes(2, job) + field_varint(6, 3) + field_varint(8, wait_ms)
+    rounds_at_once(target, "PickDevices", rounds, n, kib, pick)
 
 
 def served(target, stopfile):
@@ -356,6 +379,8 @@ def main(argv):
         churn(float(argv[2]), argv[3:])
     elif len(argv) == 6 and argv[1] == "burst":
         burst(argv[2], int(argv[3]), int(argv[4]), int(argv[5]))
+    elif len(argv) == 7 and argv[1] == "pickburst":
+        pickburst(argv[2], int(argv[3]), int(argv[4]), int(argv[5]), int(argv[6]))
     elif len(argv) == 4 and argv[1] == "served":
         served(argv[2], argv[3])
     elif len(argv) == 4 and argv[1] == "resolves":

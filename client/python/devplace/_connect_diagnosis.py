@@ -19,8 +19,16 @@ import socket
 import ssl
 from typing import Dict, Optional, Tuple
 
-_START_HINT = ("devplaced is probably not running: start it with `sudo systemctl start devplaced` (the package's "
-              "unit) or run `devplaced`")
+_ROOT_START_HINT = ("devplaced is probably not running: start it with `sudo systemctl start devplaced` (the package's "
+                   "unit) or run `devplaced`")
+_USER_START_HINT = ("devplaced is not answering there (it is stopped, or restarting as a package upgrade does): try "
+                    "again in a moment, or ask the host's operator to check it")
+
+
+def _start_hint() -> str:
+    """What to do about a daemon that does not answer: root may start it; an ordinary user cannot,
+    and is told who can (libdevplace's StartHint)."""
+    return _ROOT_START_HINT if os.geteuid() == 0 else _USER_START_HINT
 _CERT_FIX = ("pass --tls_cert and --tls_key (DEVPLACE_TLS_CERT, DEVPLACE_TLS_KEY; TlsOptions cert/key): a client "
              "certificate issued by the CA in the daemon's --tls_client_ca")
 # HTTP/2's client preface and an empty SETTINGS frame: a gRPC server answers with its SETTINGS.
@@ -45,14 +53,14 @@ def _unix(path: str) -> str:
     try:
         st = os.lstat(path)
     except FileNotFoundError:
-        return f"no socket at {path}: {_START_HINT}"
+        return f"no socket at {path}: {_start_hint()}"
     except OSError:  # PermissionError: check_unix_socket (_target.py) said why before any call
         return ""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         s.connect(path)
     except ConnectionRefusedError:
-        return f"{path} is a socket nobody accepts on (left behind by a devplaced that stopped): {_START_HINT}"
+        return f"{path} is a socket nobody accepts on (left behind by a devplaced that stopped): {_start_hint()}"
     except PermissionError:
         group = _group_name(st.st_gid)
         return (f"permission denied: the socket {path} (mode {st.st_mode & 0o7777:04o}, owner uid {st.st_uid}, group "
@@ -100,7 +108,7 @@ def _dial(host: str, port: str, timeout: float) -> Tuple[Optional[socket.socket]
         return None, (f"the host name {host} does not resolve ({e.strerror}): {advice}dial the daemon's IP address "
                       "(--address, DEVPLACE_ADDRESS)")
     except ConnectionRefusedError:
-        return None, (f"nothing listens on {where} (connection refused): {_START_HINT}, or it listens elsewhere "
+        return None, (f"nothing listens on {where} (connection refused): {_start_hint()}, or it listens elsewhere "
                       "(its --listen)")
     except socket.timeout:
         return None, f"{where} accepted no connection within {int(timeout * 1000)} ms (a firewall, or the wrong host?)"
