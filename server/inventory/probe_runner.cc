@@ -40,6 +40,8 @@ using Clock = std::chrono::steady_clock;
 // /proc/<pid>/stat is one line of about 300 bytes (comm is at most 16); the fields read here
 // (pid, comm, state, ppid) come first.
 constexpr size_t kProcStatMaxBytes = 4096;
+// /proc/self/task/TID/children: up to 4 MiB of "pid " entries (far more children than devplaced has).
+constexpr size_t kChildrenMaxBytes = 4 << 20;
 
 // Probe children that a Run() still owns (spawned, not yet reaped), for the orphan sweep.
 ABSL_CONST_INIT absl::Mutex g_children_mu(absl::kConstInit);
@@ -385,12 +387,14 @@ absl::Status EnableOrphanCleanup() {
   return absl::OkStatus();
 }
 
-int KillEscapedProbeProcesses() {
-  if (!g_orphan_cleanup.load()) return 0;
-  const pid_t self = getpid();
-  std::vector<pid_t> orphans;
+namespace {
+
+// The children of `self` by reading every process's /proc/PID/stat (one read per process on the
+// host: the fallback where the kernel has no /proc/PID/task/TID/children).
+std::vector<pid_t> ChildrenByScanningProc(pid_t self) {
+  std::vector<pid_t> children;
   DIR* proc = opendir("/proc");
-  if (proc == nullptr) return 0;
+  if (proc == nullptr) return children;
   while (const dirent* entry = readdir(proc)) {
     pid_t pid = 0;
     if (!absl::SimpleAtoi(entry->d_name, &pid) || pid == self) continue;
@@ -405,9 +409,48 @@ int KillEscapedProbeProcesses() {
     std::vector<absl::string_view> fields = absl::StrSplit(absl::string_view(stat).substr(close + 1), ' ', absl::SkipEmpty());
     pid_t ppid = 0;
     if (fields.size() < 2 || !absl::SimpleAtoi(fields[1], &ppid) || ppid != self) continue;
-    orphans.push_back(pid);
+    children.push_back(pid);
   }
   closedir(proc);
+  return children;
+}
+
+}  // namespace
+
+std::vector<pid_t> ChildProcesses() {
+  // /proc/self/task/TID/children (proc(5), CONFIG_PROC_CHILDREN) lists each thread's children: a
+  // few reads however many processes the host runs. A child re-parented to this subreaper is
+  // listed under the thread it was given to, so every thread is read.
+  std::vector<pid_t> children;
+  DIR* tasks = opendir("/proc/self/task");
+  bool listed = tasks != nullptr;
+  while (listed) {
+    const dirent* entry = readdir(tasks);
+    if (entry == nullptr) break;
+    if (entry->d_name[0] == '.') continue;
+    const absl::StatusOr<std::string> read = ReadHostFile(absl::StrCat("/proc/self/task/", entry->d_name, "/children"),
+                                                          kChildrenMaxBytes, HostFileLimit::kTruncate);
+    if (absl::IsNotFound(read.status())) {
+      // A thread that ended since readdir, or a kernel without the file: the scan decides.
+      listed = access(absl::StrCat("/proc/self/task/", getpid(), "/children").c_str(), R_OK) == 0;
+      continue;
+    }
+    if (!read.ok()) continue;
+    for (absl::string_view field : absl::StrSplit(*read, ' ', absl::SkipWhitespace())) {
+      pid_t pid = 0;
+      if (absl::SimpleAtoi(field, &pid) && pid > 0) children.push_back(pid);
+    }
+  }
+  if (tasks != nullptr) closedir(tasks);
+  if (!listed) return ChildrenByScanningProc(getpid());
+  std::sort(children.begin(), children.end());
+  children.erase(std::unique(children.begin(), children.end()), children.end());
+  return children;
+}
+
+int KillEscapedProbeProcesses() {
+  if (!g_orphan_cleanup.load()) return 0;
+  const std::vector<pid_t> orphans = ChildProcesses();
   int killed = 0;
   for (pid_t pid : orphans) {
     {

@@ -5,6 +5,8 @@
 #ifndef DEVPLACE_SERVER_INVENTORY_PROBE_RUNNER_H_
 #define DEVPLACE_SERVER_INVENTORY_PROBE_RUNNER_H_
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <atomic>
 #include <string>
@@ -84,6 +86,11 @@ absl::Status EnableOrphanCleanup();
 // The sweep itself (a no-op unless EnableOrphanCleanup() succeeded): kills and reaps every child
 // of this process that no Run() is waiting for. Returns how many it killed.
 int KillEscapedProbeProcesses();
+
+// The pids of this process's children: from /proc/self/task/*/children (a few reads, however many
+// processes the host runs), or, where the kernel lacks those files, a scan of every
+// /proc/PID/stat. Sorted, no duplicates; a child that ends meanwhile may or may not be listed.
+std::vector<pid_t> ChildProcesses();
 
 }  // namespace devplace::inventory
 

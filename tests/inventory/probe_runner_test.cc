@@ -5,7 +5,11 @@
 #include "server/inventory/probe_runner.h"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include <string>
 #include <thread>
@@ -13,6 +17,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
@@ -191,6 +196,35 @@ TEST(ProbeRunnerTest, ConcurrentRunsAreIndependent) {
   for (std::thread& t : threads) t.join();
   for (int i = 0; i < 6; ++i) EXPECT_EQ(results[i].inventory.ok(), i % 2 == 0) << i;
   EXPECT_TRUE(NoChildren());
+}
+
+// The sweep's listing of this process's children names each live child (it reads
+// /proc/self/task/*/children where the kernel has it, else every /proc/PID/stat), and not an
+// exited and reaped one.
+TEST(ProbeRunnerTest, ChildProcessesListsEachLiveChild) {
+  std::vector<pid_t> started;
+  for (int i = 0; i < 3; ++i) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      pause();
+      _exit(0);
+    }
+    started.push_back(pid);
+  }
+  const std::vector<pid_t> listed = inventory::ChildProcesses();
+  for (pid_t pid : started) {
+    EXPECT_TRUE(std::binary_search(listed.begin(), listed.end(), pid)) << pid << " not in " << absl::StrJoin(listed, " ");
+  }
+  kill(started[0], SIGKILL);
+  ASSERT_EQ(waitpid(started[0], nullptr, 0), started[0]);
+  const std::vector<pid_t> after = inventory::ChildProcesses();
+  EXPECT_FALSE(std::binary_search(after.begin(), after.end(), started[0]));
+  EXPECT_TRUE(std::binary_search(after.begin(), after.end(), started[1]));
+  for (size_t i = 1; i < started.size(); ++i) {
+    kill(started[i], SIGKILL);
+    waitpid(started[i], nullptr, 0);
+  }
 }
 
 // A grandchild that leaves the probe's process group and session (setsid) is not reached by the
