@@ -115,9 +115,9 @@ TEST(DeviceHealth, NvmlRowPendingRemapIsShownSkippedAndScraped) {
   r = RunCommand(absl::StrCat("curl -sS --max-time 10 http://", metrics, "/metrics"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, ContainsRegex("devplace_device_health\\{[^}]*pci_bus_id=\"0000:9a:00.0\"[^}]*state=\"fault\"\\} 1"));
-  EXPECT_THAT(r.out, ContainsRegex("devplace_device_health_counter\\{counter=\"remapped_rows.pending\",effect=\"fault\","
+  EXPECT_THAT(r.out, ContainsRegex("devplace_device_health_reading\\{counter=\"remapped_rows.pending\",effect=\"fault\","
                                    "[^}]*pci_bus_id=\"0000:9a:00.0\"[^}]*\\} 1\n"));
-  EXPECT_THAT(r.out, ContainsRegex("devplace_device_health_counter\\{counter=\"ecc.errors.corrected.aggregate.total\","
+  EXPECT_THAT(r.out, ContainsRegex("devplace_device_health_reading\\{counter=\"ecc.errors.corrected.aggregate.total\","
                                    "effect=\"ok\",[^}]*pci_bus_id=\"0000:18:00.0\"[^}]*\\} 5\n"));
   d.Signal(SIGTERM);
   EXPECT_EQ(d.WaitExit(absl::Seconds(10)), 0);
