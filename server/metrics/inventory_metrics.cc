@@ -112,9 +112,10 @@ std::vector<MetricFamily> InventoryFamilies(const v1::Inventory& inventory, absl
                             "prohibited), else 0; where the library reports a compute mode");
   MetricFamily health = Gauge("devplace_device_health", "1 for the device's health state, 0 for the others");
   MetricFamily health_counter =
-      Gauge("devplace_device_health_counter",
+      Gauge("devplace_device_health_reading",
             "Each health counter of the device with a numeric value (Device.health_counters: PCIe link width in "
-            "lanes, link speed in GT/s, AER error totals since boot), labelled with the counter and its effect");
+            "lanes, link speed in GT/s, AER error totals since boot, NVML's ECC totals, pending and failed flags "
+            "and clocks-event reasons as 1 or 0), labelled with the counter and its effect");
   MetricFamily row_state = Gauge("devplace_backend_state", "1 for the row's state, 0 for the others");
   MetricFamily row_devices = Gauge("devplace_backend_devices", "Devices found in the row");
   MetricFamily without_series = Gauge("devplace_backend_devices_without_series",

@@ -35,6 +35,18 @@
 //                                               Processes_v3: <used> bytes ('-': NVML_VALUE_NOT_
 //                                               AVAILABLE), <kind> compute, graphics or both, the
 //                                               MIG instance it runs in (default: none)
+//   device <i> ecc <corrected|uncorrected> <volatile|aggregate> <n>
+//                                               nvmlDeviceGetTotalEccErrors; a GPU with no ecc
+//                                               line has ECC off (NOT_SUPPORTED), one with any
+//                                               answers 0 for the totals not given
+//   device <i> retired_pages_pending <0|1>      nvmlDeviceGetRetiredPagesPendingStatus (absent:
+//                                               NOT_SUPPORTED, as on GPUs since Ampere)
+//   device <i> remapped_rows <corr> <unc> <pending> <failure>
+//                                               nvmlDeviceGetRemappedRows (absent: NOT_SUPPORTED,
+//                                               as on GPUs before Ampere)
+//   device <i> clocks_event_reasons <mask>      nvmlDeviceGetCurrentClocksEventReasons and its
+//                                               older name ...ThrottleReasons, decimal or 0x hex
+//                                               (absent: NOT_SUPPORTED)
 //
 //   fail <function> <target> <code>             the call returns <code>: a name without the
 //                                               NVML_ERROR_ prefix (GPU_IS_LOST, NOT_SUPPORTED,
@@ -99,6 +111,14 @@ struct Gpu {
   nvmlMemory_t memory = {};
   unsigned int mig_current = 0, mig_pending = 0;
   std::map<unsigned int, Mig> migs;  // by slot
+  // Health: absent values answer NVML_ERROR_NOT_SUPPORTED.
+  bool ecc_enabled = false;
+  unsigned long long ecc[2][2] = {};  // [nvmlMemoryErrorType_t][nvmlEccCounterType_t]
+  int retired_pages_pending = -1;
+  bool has_remapped_rows = false;
+  unsigned int remapped_rows[4] = {};  // correctable, uncorrectable, pending, failure
+  bool has_clocks_event_reasons = false;
+  unsigned long long clocks_event_reasons = 0;
 };
 
 }  // namespace
@@ -214,6 +234,24 @@ bool Parse(const std::string& path, Config& config, std::string& error) {
         p.compute = w[5] != "graphics";
         p.graphics = w[5] != "compute";
         gpu.processes.push_back(p);
+      } else if (w[2] == "ecc" && w.size() == 6 && (w[3] == "corrected" || w[3] == "uncorrected") &&
+                 (w[4] == "volatile" || w[4] == "aggregate") && ParseInt(w[5], b) && b >= 0) {
+        gpu.ecc_enabled = true;
+        gpu.ecc[w[3] == "uncorrected" ? NVML_MEMORY_ERROR_TYPE_UNCORRECTED : NVML_MEMORY_ERROR_TYPE_CORRECTED]
+               [w[4] == "aggregate" ? NVML_AGGREGATE_ECC : NVML_VOLATILE_ECC] = static_cast<unsigned long long>(b);
+      } else if (w[2] == "retired_pages_pending" && w.size() == 4 && (w[3] == "0" || w[3] == "1")) {
+        gpu.retired_pages_pending = w[3] == "1" ? 1 : 0;
+      } else if (w[2] == "remapped_rows" && w.size() == 7) {
+        for (int k = 0; k < 4; ++k) {
+          if (!ParseInt(w[3 + k], b) || b < 0) return bad("bad remapped_rows (four counts)");
+          gpu.remapped_rows[k] = static_cast<unsigned int>(b);
+        }
+        gpu.has_remapped_rows = true;
+      } else if (w[2] == "clocks_event_reasons" && w.size() == 4) {
+        char* end = nullptr;
+        gpu.clocks_event_reasons = std::strtoull(w[3].c_str(), &end, 0);
+        if (end == w[3].c_str() || *end != '\0') return bad("bad clocks_event_reasons (a mask)");
+        gpu.has_clocks_event_reasons = true;
       } else if (w[2] == "mig_mode" && w.size() == 5 && ParseInt(w[3], b) && ParseInt(w[4], c)) {
         gpu.mig_current = static_cast<unsigned int>(b);
         gpu.mig_pending = static_cast<unsigned int>(c);
@@ -464,6 +502,65 @@ FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t device, int*
   if (GpuOf(device).compute_mode < 0) return NVML_ERROR_NOT_SUPPORTED;
   *mode = GpuOf(device).compute_mode;
   return NVML_SUCCESS;
+}
+
+// Health calls answer for the GPU itself; a MIG device handle is not one.
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, nvmlMemoryErrorType_t errorType,
+                                                          nvmlEccCounterType_t counterType,
+                                                          unsigned long long* eccCounts) {
+  FAKE_NVML_DEVICE_CALL(device)
+  if (eccCounts == nullptr || device->mig >= 0 || (errorType != NVML_MEMORY_ERROR_TYPE_CORRECTED &&
+                                                   errorType != NVML_MEMORY_ERROR_TYPE_UNCORRECTED) ||
+      (counterType != NVML_VOLATILE_ECC && counterType != NVML_AGGREGATE_ECC)) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  if (!GpuOf(device).ecc_enabled) return NVML_ERROR_NOT_SUPPORTED;
+  *eccCounts = GpuOf(device).ecc[errorType][counterType];
+  return NVML_SUCCESS;
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t device, nvmlEnableState_t* isPending) {
+  FAKE_NVML_DEVICE_CALL(device)
+  if (isPending == nullptr || device->mig >= 0) return NVML_ERROR_INVALID_ARGUMENT;
+  if (GpuOf(device).retired_pages_pending < 0) return NVML_ERROR_NOT_SUPPORTED;
+  *isPending = GpuOf(device).retired_pages_pending == 1 ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+  return NVML_SUCCESS;
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int* corrRows,
+                                                        unsigned int* uncRows, unsigned int* isPending,
+                                                        unsigned int* failureOccurred) {
+  FAKE_NVML_DEVICE_CALL(device)
+  if (corrRows == nullptr || uncRows == nullptr || isPending == nullptr || failureOccurred == nullptr ||
+      device->mig >= 0) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  const Gpu& gpu = GpuOf(device);
+  if (!gpu.has_remapped_rows) return NVML_ERROR_NOT_SUPPORTED;
+  *corrRows = gpu.remapped_rows[0];
+  *uncRows = gpu.remapped_rows[1];
+  *isPending = gpu.remapped_rows[2];
+  *failureOccurred = gpu.remapped_rows[3];
+  return NVML_SUCCESS;
+}
+
+static nvmlReturn_t ClocksEventReasons(nvmlDevice_t device, unsigned long long* reasons) {
+  if (reasons == nullptr || device->mig >= 0) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!GpuOf(device).has_clocks_event_reasons) return NVML_ERROR_NOT_SUPPORTED;
+  *reasons = GpuOf(device).clocks_event_reasons;
+  return NVML_SUCCESS;
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device,
+                                                                     unsigned long long* clocksEventReasons) {
+  FAKE_NVML_DEVICE_CALL(device)
+  return ClocksEventReasons(device, clocksEventReasons);
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device,
+                                                                        unsigned long long* clocksThrottleReasons) {
+  FAKE_NVML_DEVICE_CALL(device)
+  return ClocksEventReasons(device, clocksThrottleReasons);
 }
 
 #ifndef FAKE_NVML_NO_MIG

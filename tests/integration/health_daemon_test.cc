@@ -1,8 +1,10 @@
 // Device health with the real daemon and CLI on the fixture host nvidia-3x-h100-health (18:00.0 OK,
 // 3b:00.0 DEGRADED: its PCIe link trained down, 9a:00.0 FAULT: a fatal AER error): a pick never
 // leases the FAULT GPU and takes the OK one before the DEGRADED one, and `devplace inventory`
-// shows each device's health with its reason (docs/PROBE.md "Device health"); and on amd-2x-mi210-ras
-// the same for an MI210 whose amdgpu RAS counters count uncorrectable errors.
+// shows each device's health with its reason (docs/PROBE.md "Device health"); on amd-2x-mi210-ras
+// the same for an MI210 whose amdgpu RAS counters count uncorrectable errors; and with NVML's
+// counters (the fake NVML by a real dlopen in the daemon's probe child): a row pending remap on
+// nvidia-2x-h100's 9a:00.0 makes it FAULT in the inventory, the pick and /metrics.
 #include <signal.h>
 
 #include <string>
@@ -16,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "tests/common/command.h"
 #include "tests/common/no_vendor_libraries.h"
+#include "tests/common/scoped_env.h"
 #include "tests/common/temp_dir.h"
 #include "tests/integration/daemon_process.h"
 
@@ -119,10 +122,49 @@ TEST(DeviceHealth, AnMi210WithUncorrectableUmcErrorsIsNeverPickedAndItsCounterIs
   ASSERT_FALSE(metrics.empty()) << d.Log();
   r = RunCommand(absl::StrCat("curl -sS --max-time 10 http://", metrics, "/metrics"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, ContainsRegex("devplace_device_health_counter\\{counter=\"ras/umc_err_count ue\",effect=\"fault\",[^}]*"
+  EXPECT_THAT(r.out, ContainsRegex("devplace_device_health_reading\\{counter=\"ras/umc_err_count ue\",effect=\"fault\",[^}]*"
                                    "pci_bus_id=\"0000:63:00.0\"[^}]*\\} 2\n"));
-  EXPECT_THAT(r.out, ContainsRegex("devplace_device_health_counter\\{counter=\"ras/umc_err_count ce\",effect=\"ok\",[^}]*"
+  EXPECT_THAT(r.out, ContainsRegex("devplace_device_health_reading\\{counter=\"ras/umc_err_count ce\",effect=\"ok\",[^}]*"
                                    "pci_bus_id=\"0000:83:00.0\"[^}]*\\} 3\n"));
+  d.Signal(SIGTERM);
+  EXPECT_EQ(d.WaitExit(absl::Seconds(10)), 0);
+}
+
+TEST(DeviceHealth, NvmlRowPendingRemapIsShownSkippedAndScraped) {
+  TempDir dir;
+  ScopedEnv nvml("FAKE_NVML_CONFIG", std::string(DEVPLACE_FIXTURES_DIR) + "/nvml/h100-remap-pending.txt");
+  DaemonProcess d(dir.path(), {"--host_root=" + std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/nvidia-2x-h100",
+                               "--nvml_library=" DEVPLACE_FAKE_NVML, "--cuda_library=", "--metrics_listen=127.0.0.1:0"});
+  const std::string metrics = d.metrics_address();
+  ASSERT_FALSE(metrics.empty()) << d.Log();
+  ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(30))) << d.Log();
+  const std::string cli = absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=", ShellQuote(d.unix_target()));
+  const std::string pick = cli + " pick --no_environment --ttl=120s --json";
+
+  CommandResult r = RunCommand(cli + " inventory");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ContainsRegex("/dev/nvidia1 +fault +no: remapped_rows.pending 1: rows are pending remapping"));
+  r = RunCommand(cli + " inventory --json");
+  EXPECT_THAT(r.out, HasSubstr("\"source\": \"NVML nvmlDeviceGetRemappedRows\""));
+
+  r = RunCommand(pick + " --count=2");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_THAT(r.err, HasSubstr("2 cuda/nvidia device(s) wanted, but the job may use only 1"));
+  r = RunCommand(pick);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(PickAnswer(r).env().at("CUDA_VISIBLE_DEVICES"), kOk);
+  r = RunCommand(pick);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_THAT(r.err, HasSubstr("host device 1 (0000:9a:00.0): not picked: not usable (remapped_rows.pending 1: "));
+
+  // Prometheus: the health and the raw counters, from the daemon's own /metrics.
+  r = RunCommand(absl::StrCat("curl -sS --max-time 10 http://", metrics, "/metrics"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ContainsRegex("devplace_device_health\\{[^}]*pci_bus_id=\"0000:9a:00.0\"[^}]*state=\"fault\"\\} 1"));
+  EXPECT_THAT(r.out, ContainsRegex("devplace_device_health_reading\\{counter=\"remapped_rows.pending\",effect=\"fault\","
+                                   "[^}]*pci_bus_id=\"0000:9a:00.0\"[^}]*\\} 1\n"));
+  EXPECT_THAT(r.out, ContainsRegex("devplace_device_health_reading\\{counter=\"ecc.errors.corrected.aggregate.total\","
+                                   "effect=\"ok\",[^}]*pci_bus_id=\"0000:18:00.0\"[^}]*\\} 5\n"));
   d.Signal(SIGTERM);
   EXPECT_EQ(d.WaitExit(absl::Seconds(10)), 0);
 }

@@ -243,6 +243,23 @@ class UsageStore {
 
 const v1::Device& Gpu9a(const Snapshot& s) { return s->backends(1).devices(1); }
 
+// NVML's health counters are read by full probes only: a usage refresh keeps the full probe's.
+TEST(InventoryStoreTest, UsageRefreshKeepsTheFullProbesHealth) {
+  UsageStore u;
+  u.Use("h100-remap-pending.txt");
+  absl::StatusOr<Snapshot> full = u.store().Refresh();
+  ASSERT_TRUE(full.ok()) << full.status();
+  EXPECT_EQ(Gpu9a(*full).health(), v1::HEALTH_FAULT) << Gpu9a(*full).health_reason();
+  u.Use("h100.txt");
+  absl::StatusOr<Snapshot> usage = u.store().RefreshUsage();
+  ASSERT_TRUE(usage.ok()) << usage.status();
+  EXPECT_EQ(Gpu9a(*usage).health(), v1::HEALTH_FAULT);
+  EXPECT_EQ(Gpu9a(*usage).health_counters_size(), Gpu9a(*full).health_counters_size());
+  absl::StatusOr<Snapshot> next = u.store().Refresh();
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(Gpu9a(*next).health(), v1::HEALTH_OK);  // the next full probe reads the reset GPU
+}
+
 TEST(InventoryStoreTest, UsageRefreshPublishesNewProcessesAsARevisionAndFiguresWithoutOne) {
   UsageStore u;
   EXPECT_EQ(u.store().RefreshUsage().status().code(), absl::StatusCode::kFailedPrecondition);  // no snapshot yet

@@ -80,13 +80,13 @@ TEST(InventoryFamilies, HealthStateAndNumericHealthCountersPerDevice) {
   const std::string text = Text(InventoryFamilies(inv, absl::FromUnixSeconds(1030)));
   EXPECT_THAT(text, HasSubstr(absl::StrCat("devplace_device_health{", kGpu2, ",state=\"degraded\"} 1\n")));
   EXPECT_THAT(text, HasSubstr(absl::StrCat("devplace_device_health{", kGpu2, ",state=\"ok\"} 0\n")));
-  EXPECT_THAT(text, HasSubstr(absl::StrCat("devplace_device_health_counter{counter=\"current_link_width\",effect=\"degraded\",",
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("devplace_device_health_reading{counter=\"current_link_width\",effect=\"degraded\",",
                                            kGpu2, "} 8\n")));
-  EXPECT_THAT(text, HasSubstr(absl::StrCat("devplace_device_health_counter{counter=\"current_link_speed\",effect=\"ok\",",
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("devplace_device_health_reading{counter=\"current_link_speed\",effect=\"ok\",",
                                            kGpu2, "} 16\n")));
   // An unknown counter has no series (an absent value is not 0).
   EXPECT_THAT(text, Not(HasSubstr("counter=\"aer_dev_fatal\"")));
-  EXPECT_THAT(text, Not(HasSubstr(absl::StrCat("devplace_device_health_counter{counter=\"current_link_width\",effect=\"degraded\",", kGpu0))));
+  EXPECT_THAT(text, Not(HasSubstr(absl::StrCat("devplace_device_health_reading{counter=\"current_link_width\",effect=\"degraded\",", kGpu0))));
 }
 
 TEST(InventoryFamilies, RowInventoryAndProberSeries) {

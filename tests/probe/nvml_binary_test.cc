@@ -55,6 +55,9 @@ TEST(NvmlBinaryTest, UsageOnlyReadsThePciScanAndTheLibrariesOfItsRowsOnly) {
   EXPECT_TRUE(FindDevice(inv, "0000:18:00.0")->usage().busy());
   // NVML's system-wide calls (nvmlSystemGetCudaDriverVersion_v2 loads libcuda) are left out.
   EXPECT_THAT(ReadFile(tmp.File("calls")), ::testing::Not(HasSubstr("nvmlSystemGet")));
+  // Nor the health counters: the daemon keeps the full probe's health.
+  EXPECT_THAT(ReadFile(tmp.File("calls")), ::testing::Not(HasSubstr("nvmlDeviceGetTotalEccErrors")));
+  EXPECT_TRUE(FindDevice(inv, "0000:9a:00.0")->health_counters().empty());
 }
 
 TEST(NvmlBinaryTest, NeverReturningCallTimesOutAndTheRestIsWritten) {

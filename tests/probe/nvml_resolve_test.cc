@@ -17,6 +17,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::Pair;
 using ::testing::UnorderedElementsAre;
 
@@ -50,6 +51,30 @@ TEST(NvmlResolve, AutoOnOneGpuBudgetsNinetyPercentOfItsFreeMemory) {
   EXPECT_THAT(r->devices(), ElementsAre("cuda:0", "cpu"));
   EXPECT_EQ(r->placed(0).pci_bus_id(), "0000:9a:00.0");
   EXPECT_EQ(r->max_memory().at("0"), NinetyPercent(kFree9a));
+}
+
+// H-HEALTH with NVML's counters: 9a:00.0 has a row pending remap (FAULT, reset required) and CUDA
+// still enumerates it, so training (every GPU) uses it as cuda:1, with a warning naming the
+// counter and the mask of the other GPU; strict refuses. A device_map budget leaves it out.
+TEST(NvmlResolve, AnAnswerOnAGpuWithARowPendingRemapWarnsAndStrictRefuses) {
+  const v1::Inventory inv = ProbeHostWithNvml("nvidia-2x-h100", "h100-remap-pending");
+  auto r = placement::Resolve(inv, Req::Train());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->devices(), ElementsAre("cuda:0", "cuda:1"));
+  const std::string warnings = absl::StrJoin(r->warnings(), "\n");
+  EXPECT_THAT(warnings, HasSubstr("H-HEALTH cuda:1 is host device 1 (0000:9a:00.0), whose health is FAULT "
+                                  "(remapped_rows.pending 1: rows are pending remapping"));
+  EXPECT_THAT(warnings, HasSubstr("leave it out with CUDA_VISIBLE_DEVICES=GPU-00000000-0000-4000-8000-000000000001"));
+  auto strict = placement::Resolve(inv, Req::Train().Strict());
+  EXPECT_EQ(strict.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(strict.status().message(), HasSubstr("strict: H-HEALTH cuda:1"));
+  auto budget = placement::Resolve(inv, Req::Infer("auto"));
+  ASSERT_TRUE(budget.ok()) << budget.status();
+  EXPECT_EQ(budget->max_memory().at("1"), 0u);
+  // The same host with healthy GPUs: no warning.
+  auto healthy = placement::Resolve(ProbeHostWithNvml("nvidia-2x-h100", "h100"), Req::Train());
+  ASSERT_TRUE(healthy.ok()) << healthy.status();
+  EXPECT_THAT(absl::StrJoin(healthy->warnings(), "\n"), Not(HasSubstr("H-HEALTH")));
 }
 
 TEST(NvmlResolve, MigUuidInCudaVisibleDevicesResolvesToThePartition) {

@@ -10,6 +10,7 @@
 namespace devplace::testing {
 
 std::string NvmlScript(const std::string& name) {
+  if (!name.empty() && name[0] == '/') return name;
   return std::string(DEVPLACE_FIXTURES_DIR) + "/nvml/" + name + ".txt";
 }
 

@@ -10,7 +10,7 @@
 
 namespace devplace::testing {
 
-// tests/fixtures/nvml/<name>.txt.
+// tests/fixtures/nvml/<name>.txt; `name` itself when it is an absolute path (a script a test wrote).
 std::string NvmlScript(const std::string& name);
 
 // The inventory of the host tree `dir` with the NVML prober loading `library` (default: the

@@ -124,6 +124,48 @@ nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned i
 nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int* id);
 nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int* id);
 
+// Health (docs/PROBE.md "Device health"). nvmlMemoryErrorType_t and nvmlEccCounterType_t select
+// what nvmlDeviceGetTotalEccErrors counts: corrected (single-bit) or uncorrected (double-bit)
+// errors, since the driver last loaded (volatile) or over the GPU's life (aggregate, kept in its
+// InfoROM). The call answers NVML_ERROR_NOT_SUPPORTED when ECC is off or the GPU has none.
+typedef enum nvmlMemoryErrorType_enum {
+  NVML_MEMORY_ERROR_TYPE_CORRECTED = 0,
+  NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1,
+} nvmlMemoryErrorType_t;
+typedef enum nvmlEccCounterType_enum {
+  NVML_VOLATILE_ECC = 0,
+  NVML_AGGREGATE_ECC = 1,
+} nvmlEccCounterType_t;
+typedef enum nvmlEnableState_enum {
+  NVML_FEATURE_DISABLED = 0,
+  NVML_FEATURE_ENABLED = 1,
+} nvmlEnableState_t;
+
+// The clocks-event (formerly clocks-throttle) reasons, a bit mask (nvml.h's
+// nvmlClocksEventReason* / nvmlClocksThrottleReason* values; the two names share each bit).
+#define nvmlClocksEventReasonGpuIdle 0x0000000000000001ULL
+#define nvmlClocksEventReasonApplicationsClocksSetting 0x0000000000000002ULL
+#define nvmlClocksEventReasonSwPowerCap 0x0000000000000004ULL
+#define nvmlClocksThrottleReasonHwSlowdown 0x0000000000000008ULL
+#define nvmlClocksEventReasonSyncBoost 0x0000000000000010ULL
+#define nvmlClocksEventReasonSwThermalSlowdown 0x0000000000000020ULL
+#define nvmlClocksThrottleReasonHwThermalSlowdown 0x0000000000000040ULL
+#define nvmlClocksThrottleReasonHwPowerBrakeSlowdown 0x0000000000000080ULL
+#define nvmlClocksEventReasonDisplayClockSetting 0x0000000000000100ULL
+
+// Every one answers NVML_ERROR_NOT_SUPPORTED on a GPU without the feature: retired pages are
+// Kepler to Volta (GPUs since Ampere remap rows instead), remapped rows Ampere and newer (and not
+// on a MIG-enabled GPU with active instances).
+nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, nvmlMemoryErrorType_t errorType,
+                                         nvmlEccCounterType_t counterType, unsigned long long* eccCounts);
+nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t device, nvmlEnableState_t* isPending);
+nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int* corrRows, unsigned int* uncRows,
+                                       unsigned int* isPending, unsigned int* failureOccurred);
+// The current reasons, a mask of the bits above. The Event name is the newer one, the Throttle
+// name the older, deprecated one (driver 535's library exports both).
+nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device, unsigned long long* clocksEventReasons);
+nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device, unsigned long long* clocksThrottleReasons);
+
 }  // extern "C"
 
 #endif  // DEVPLACE_SERVER_PROBE_VENDOR_LIBS_NVML_API_H_

@@ -13,7 +13,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/probe/vendor_libs/nvml_api.h"
+#include "server/probe/vendor_libs/nvml_health.h"
 #include "server/probe/host/parsers.h"
+#include "server/probe/host/pci_health.h"
 #include "server/probe/host/prober_util.h"
 #include "server/probe/vendor_libs/library_status.h"
 
@@ -44,6 +46,10 @@ struct NvmlLibrary {
   decltype(&nvmlDeviceGetComputeRunningProcesses_v3) compute_processes = nullptr;
   decltype(&nvmlDeviceGetGraphicsRunningProcesses_v3) graphics_processes = nullptr;
   decltype(&nvmlDeviceGetComputeMode) compute_mode = nullptr;
+  // The health counters' calls, looked up only for a full probe (usage refreshes keep the full
+  // probe's health).
+  NvmlHealthCalls health;
+  bool read_health = false;
 };
 
 // Looks up `symbol`, recording it in `missing` when absent.
@@ -54,7 +60,7 @@ void Resolve(void* handle, const char* symbol, Fn& fn, std::vector<std::string>&
 }
 
 // Loads the library; on failure fills `out.unusable` and returns false.
-bool Load(const std::string& library, NvmlLibrary& lib, NvmlSnapshot& out) {
+bool Load(const std::string& library, bool usage_only, NvmlLibrary& lib, NvmlSnapshot& out) {
   dlerror();
   lib.handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (lib.handle == nullptr) {
@@ -84,6 +90,8 @@ bool Load(const std::string& library, NvmlLibrary& lib, NvmlSnapshot& out) {
   Resolve(lib.handle, "nvmlDeviceGetComputeRunningProcesses_v3", lib.compute_processes, optional);
   Resolve(lib.handle, "nvmlDeviceGetGraphicsRunningProcesses_v3", lib.graphics_processes, optional);
   Resolve(lib.handle, "nvmlDeviceGetComputeMode", lib.compute_mode, optional);
+  lib.read_health = !usage_only;
+  if (lib.read_health) ResolveNvmlHealthCalls(lib.handle, lib.health, optional);
   if (!required.empty()) {
     out.unusable = absl::StrCat(library, " lacks ", absl::StrJoin(required, ", "),
                                 " (not an NVML library, or one too old)");
@@ -292,6 +300,9 @@ class Reader {
       gpu.memory_free_bytes = std::min(memory.free, memory.total);  // never more free than there is
     }
     ReadUsage(handle, gpu);
+    if (lib_.read_health) {
+      ReadNvmlHealth(lib_.health, handle, {gpu.index, gpu.bus_id, gpu.lost, gpu.health_counters}, status_, out_.notes);
+    }
     unsigned int current = 0, pending = 0;
     if (lib_.mig_mode == nullptr ||
         !Call(gpu, "nvmlDeviceGetMigMode", [&] { return lib_.mig_mode(handle, &current, &pending); })) {
@@ -444,7 +455,7 @@ NvmlSnapshot ReadNvml(const std::string& library, const std::vector<std::string>
   NvmlSnapshot out;
   NvmlLibrary lib;
   call.Enter("dlopen");
-  if (!Load(library, lib, out)) return out;
+  if (!Load(library, usage_only, lib, out)) return out;
   call.Enter("nvmlInit_v2");
   const nvmlReturn_t r = lib.init();
   if (r != NVML_SUCCESS) {
@@ -499,6 +510,9 @@ absl::StatusOr<ProbeOutcome> MergeNvml(const NvmlSnapshot& snapshot, HostFacts& 
       ++mig_devices;
     }
     MergeNvmlUsage(gpu, d);
+    for (const v1::HealthCounter& c : gpu.health_counters) {
+      if (d.health_counters_size() < kMaxHealthCounters) *d.add_health_counters() = c;
+    }
     if (!gpu.lost.empty()) {
       ++lost;
       MarkLost(d, gpu.lost);

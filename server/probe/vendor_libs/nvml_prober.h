@@ -64,6 +64,8 @@ struct NvmlGpu {
   std::string lost;
   // Likewise for NVML_ERROR_NO_PERMISSION.
   std::string no_permission;
+  // The health counters (nvml_health.h), read on a full probe only; appended to the device's.
+  std::vector<v1::HealthCounter> health_counters;
 };
 
 // Everything one NVML session read, before merging.
@@ -90,7 +92,7 @@ inline constexpr unsigned int kMaxNvmlProcesses = 4096;
 // (canonical ids): one that no NVML index yields is looked up by bus id, so that a lost or
 // refused GPU is attributed to its bus id. Every library call is announced on `call` first.
 // `usage_only` (devplaced's usage refresh) skips the system-wide calls (driver and CUDA driver
-// versions: the latter loads libcuda).
+// versions: the latter loads libcuda) and the health counters (the daemon keeps the full probe's).
 NvmlSnapshot ReadNvml(const std::string& library, const std::vector<std::string>& nvidia_bus_ids,
                       VendorCall& call, bool usage_only = false);
 
@@ -103,8 +105,9 @@ NvmlSnapshot ReadNvml(const std::string& library, const std::vector<std::string>
 // Device.usage (source "nvml"): the compute mode, the processes of both lists by pid (busy when
 // EXCLUSIVE_PROCESS has one, or PROHIBITED), and each MIG instance's own processes (matched by GPU
 // and compute instance id) in its Partition.usage.
-// A lost GPU gets HEALTH_LOST with the call in health_reason; a refused one an
-// inaccessible_reason. A GPU NVML lists that the PCI scan did not see is only named in the
+// The GPU's health counters (nvml_health.h) are appended to Device.health_counters
+// (BuildInventory makes the health from them). A lost GPU gets HEALTH_LOST with the call in
+// health_reason; a refused one an inaccessible_reason. A GPU NVML lists that the PCI scan did not see is only named in the
 // message. Skipped / error when NVML was unusable; error (after merging) on unexpected errors.
 absl::StatusOr<ProbeOutcome> MergeNvml(const NvmlSnapshot& snapshot, HostFacts& facts);
 
