@@ -241,6 +241,7 @@ def search_doc(runs, plan):
         return lines + ["None.", ""]
     lines += ["| pair | scenario | library | devplace |", "|---|---|---|---|"]
     for r, c in shrunk:
-        lines.append(f"| {r['transformers'] or '–'} + {r['accelerate']} | `{json.dumps(c['scenario'])}` | "
-                     f"`{json.dumps(c['library'])[:160]}` | `{json.dumps(c['devplace'])[:160]}` |")
+        cell = lambda v: json.dumps(v)[:160].replace("`", "'").replace("|", "/")  # noqa: E731 (a table cell)
+        lines.append(f"| {r['transformers'] or '–'} + {r['accelerate']} | `{cell(c['scenario'])}` | "
+                     f"`{cell(c['library'])}` | `{cell(c['devplace'])}` |")
     return lines + [""]
