@@ -182,7 +182,10 @@ def classify(tf, acc, host, w, lib, dp):
     dev, mine = lib.get("device", ""), dp.get("device", "")
     if re.fullmatch(r"cpu:\d+", dev) and mine == "cpu":
         return "intended: cpu:<rank> (the same device as cpu)"
-    if (tf and (4, 34) <= vkey(tf)[:2] <= (4, 37) and w.id == "ta-rank1" and dev == "xpu:0"
+    if (tf and (4, 34) <= vkey(tf)[:2] <= (4, 37) and w.convention == "training_arguments" and w.rank
+            and dev == "xpu:0"
             and mine.startswith("xpu:")):
         return "intended: every rank on xpu:0 (a bug fixed in 4.38, not emulated)"
+    if re.fullmatch(r"hpu:[1-9]\d*", dev) and "HABANA_VISIBLE_MODULES" in dp.get("error", ""):
+        return "intended: a Gaudi module index (the job fails using it; devplace refuses it up front)"
     return "unintended"

@@ -1,5 +1,5 @@
 """--doc: docs/FIDELITY.md rendered from results.json: the matrix's pairs, the unintended and intended
-differences, the coverage table of --probes and the summary of --xla_git.
+differences, the coverage table of --probes, the summary of --xla_git and the generated runs of --search.
 """
 import collections
 import json
@@ -79,6 +79,7 @@ def render_doc(results):
     lines.append("")
     lines += coverage_doc(results.get("coverage"))
     lines += neuron_xla_doc(results.get("neuron_xla"))
+    lines += search_doc(results.get("search"), results.get("search_plan"))
     with open(DOC, "w") as f:
         f.write("\n".join(lines))
 
@@ -176,3 +177,71 @@ def neuron_xla_doc(nx):
                          f"{d['torch_xla']} | `{json.dumps(d['devplace'])[:120]}` |")
         lines.append("")
     return lines
+
+
+def search_doc(runs, plan):
+    """The generated runs (--search): per pair the seed, the scenarios, the time and the differences by class; the
+    time every pair would take; the shrunk differences."""
+    lines = ["## Generated scenarios (`--search`)", "",
+             "Opt-in, not part of `scripts/test` (it needs the mirrors and takes hours for every pair). Instead of the "
+             "fixed matrix, `run.py --search` draws scenarios from the rules' input space (scripts/fidelity/search.py): "
+             "every simulated host of the matrix and the probes, the conventions (`PartialState().device`, "
+             "`TrainingArguments(...).device`, where `device_map=\"auto\"` puts the first module, `pipeline(device=...)` "
+             "with strings and ints, from_pretrained's conversion of an explicit `device_map` string), torchrun ranks "
+             "and world sizes (single-process torchrun, world size 1, included) or none, `use_cpu`/`no_cuda`, "
+             "`ACCELERATE_USE_CPU` and `ACCELERATE_TORCH_DEVICE` with valid, invalid and no values, torch_xla with "
+             "`USE_TORCH_XLA` (on, off, invalid, unset). Not sampled yet: visibility masks (`CUDA_VISIBLE_DEVICES` "
+             "and the other vendors' variables: torch and the drivers read them, and the oracle executes no code of "
+             "theirs), MPI launchers' variables and package versions.",
+             "The libraries run in one `oracle.py` process per batch that one process can hold (torch_xla, the "
+             "variables read at import, Intel Extension for PyTorch), devplace in one `fidelity_batch_resolve` process "
+             "(the placement library on the fixture hosts' probe goldens). A difference that is not an intended one is "
+             "shrunk (each one-step simpler scenario executed, the first still differing kept, until none does) and "
+             "written with its evidence into `tests/placement/fidelity_search_cases.jsonl`, which ctest "
+             "`FidelitySearch.*` holds the resolver to.", "",
+             "Rerun (a seed draws the same scenarios again):", "",
+             "    /usr/bin/python3 scripts/fidelity/run.py --accelerate_git=$A --transformers_git=$T --search \\",
+             "        --seed=1 --scenarios=10000 [--pairs=4.36.2:0.25.0,:0.29.1] --doc", ""]
+    if not runs:
+        return lines + ["Not run yet.", ""]
+    lines += ["| Transformers | Accelerate | seed | scenarios | time | oracle processes | agree | intended | harness "
+              "| unintended | kinds shrunk |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    harness = collections.Counter()
+    for r in runs.values():
+        intended = ", ".join(f"{n} {k[len('intended: '):].split(' (')[0]}" for k, n in r["classes"].items()
+                             if k.startswith("intended"))
+        own = {k[len("harness: "):]: n for k, n in r["classes"].items() if k.startswith("harness")}
+        harness.update(own)
+        lines.append(f"| {r['transformers'] or '–'} | {r['accelerate']} | {r['seed']} | {r['scenarios']} | "
+                     f"{r['seconds']:.0f} s | {r['oracle_processes']} | {r['classes'].get('agree', 0)} | "
+                     f"{intended or '–'} | {sum(own.values())} | {r['unintended']} | {r['kinds_shrunk']} |")
+    lines += ["", "Harness differences (the simulated host or a stand-in differs from the real one, so neither side is "
+              "judged; each is listed here, never counted as agreement):", ""]
+    lines += [f"- {n} x {why}" for why, n in sorted(harness.items())] or ["- none"]
+
+    def median(rs):
+        per = sorted(r["seconds"] * 10000.0 / r["scenarios"] for r in rs)
+        return per[len(per) // 2] if per else None
+
+    tf_m = median([r for r in runs.values() if r["transformers"]])
+    acc_m = median([r for r in runs.values() if not r["transformers"]])
+    lines += ["", "Measured on a shared 2-core machine under `nice -n 19` beside other builds and test runs (load 10 to "
+              "17): per 10,000 scenarios, median " +
+              ", ".join(f"{what} {m / 60:.1f} min" for what, m in (("a Transformers pair", tf_m),
+                                                                   ("an Accelerate pair", acc_m)) if m) + "."]
+    if plan and tf_m and acc_m:
+        hours = (plan["transformers"] * tf_m + plan["accelerate"] * acc_m) / 3600
+        lines.append(f"Every pair ({plan['pairs']}: {plan['transformers']} Transformers releases from 4.36 with their "
+                     f"Accelerate, {plan['accelerate']} Accelerate releases from 0.25 alone, patch releases included) at "
+                     f"10,000 scenarios each: about {hours:.0f} hours at those medians on this machine; pairs run "
+                     f"one after the other, so the run can be split with --pairs / --only.")
+    lines += ["", "### Differences found, shrunk", ""]
+    shrunk = [(r, c) for r in runs.values() for c in r["shrunk"]]
+    if not shrunk:
+        return lines + ["None.", ""]
+    lines += ["| pair | scenario | library | devplace |", "|---|---|---|---|"]
+    for r, c in shrunk:
+        cell = lambda v: json.dumps(v)[:160].replace("`", "'").replace("|", "/")  # noqa: E731 (a table cell)
+        lines.append(f"| {r['transformers'] or '–'} + {r['accelerate']} | `{cell(c['scenario'])}` | "
+                     f"`{cell(c['library'])}` | `{cell(c['devplace'])}` |")
+    return lines + [""]

@@ -14,14 +14,15 @@ from compare import HERE_DIGEST, HOSTS, TORCH, WORKLOADS, ask_devplace, classify
 TRANSFORMERS_LIBS = ("training_arguments", "pipeline")  # conventions that need Transformers
 
 
-def select_pairs(a, tfr, accr, error):
+def select_pairs(a, tfr, accr, error, base=None):
     """The release pairs to run, each printed with its commits: the matrix (every Transformers minor from
-    FIRST_MINOR on with the Accelerate release current at its tag, then every Accelerate minor alone),
+    FIRST_MINOR on with the Accelerate release current at its tag, then every Accelerate minor alone; `base`
+    instead, when given),
     --pairs instead of it, narrowed by --only. `error` reports a --pairs item the mirrors lack (exit 2)."""
-    pairs = []
-    for tf in last_patches(tfr, "transformers"):
-        pairs.append((tf, acc_for(tfr, accr, tf)))
-    pairs += [(None, v) for v in last_patches(accr, "accelerate")]
+    pairs = base
+    if base is None:
+        pairs = [(tf, acc_for(tfr, accr, tf)) for tf in last_patches(tfr, "transformers")]
+        pairs += [(None, v) for v in last_patches(accr, "accelerate")]
     if a.pairs:
         pairs = []
         for item in a.pairs.split(","):

@@ -289,6 +289,11 @@ class _TorchStubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 sys.meta_path.append(_TorchStubFinder())
 
 
+# The device types c10 parses without a plug-in (torch 2.x's DeviceType names, c10/core/Device.cpp).
+TORCH_DEVICE_TYPES = ("cpu", "cuda", "ipu", "xpu", "mkldnn", "opengl", "opencl", "ideep", "hip", "ve", "fpga", "maia",
+                      "xla", "lazy", "vulkan", "mps", "meta", "hpu", "mtia", "privateuseone")
+
+
 class FakeDevice:
     """torch.device for every type, including the plug-ins' (c10 in torch 1.13 knows few)."""
 
@@ -302,6 +307,10 @@ class FakeDevice:
                 raise RuntimeError(f"type (string) must not include an index because index was passed explicitly: {type}")
             type, idx = type.split(":", 1)
             index = int(idx)
+        if type not in TORCH_DEVICE_TYPES and not isinstance(getattr(torch, type, None), FakeAccelerator):
+            # c10's parser: torch's own device types, and the one a plug-in registered (torch.<type> attached)
+            raise RuntimeError(f"Expected one of {', '.join(TORCH_DEVICE_TYPES)} device type at start of device "
+                               f"string: {type}")
         self.type, self.index = type, index
 
     def __str__(self):
@@ -522,7 +531,8 @@ def _from_pretrained_device(device_map):
     before it the conversion statement of PreTrainedModel.from_pretrained itself (4.x: `if isinstance(device_map,
     torch.device): ... elif isinstance(device_map, str) ...`), taken from the checked-out source and executed in
     modeling_utils' own namespace. The answer is the device of the map's one entry, as the library passes it on
-    (`cuda`: torch's current CUDA device when the weights are moved)."""
+    (`cuda`: torch's current CUDA device when the weights are moved); a device the simulated host does not have
+    is torch's error moving the weights there."""
     import ast
     import inspect
     import textwrap
@@ -544,13 +554,16 @@ def _from_pretrained_device(device_map):
         mapped = scope["device_map"]
     if not isinstance(mapped, dict) or list(mapped) != [""]:
         raise RuntimeError(f"harness: from_pretrained mapped {device_map!r} to {mapped!r}, not one device")
+    if not isinstance(mapped[""], int) and not _available(mapped[""]):
+        # the weights are then moved there, and torch fails for a device the host does not have (as in pipeline)
+        raise _NotAvailable(f"simulated: {mapped['']} is not available on this host")
     return str(mapped[""])
 
 
 def _available(device):
     """Whether the simulated host has `device` (an int is a CUDA ordinal, as torch reads it)."""
     d = FakeDevice(device) if not isinstance(device, FakeDevice) else device
-    if d.type == "cpu":
+    if d.type in ("cpu", "meta"):  # meta: no memory, on every host
         return True
     if d.type == "mps":
         return bool(HOST.get("mps"))

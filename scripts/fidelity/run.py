@@ -19,10 +19,12 @@ Modes (README.md here says how to run each):
   the coverage check.
 - `--newer`: the release tags in the mirrors newer than the newest release the table knows.
 - `--crosscheck`: each matrix release of Transformers against an independent fork with main's history.
+- `--search`: generated scenarios (search.py) at every release tag pair, differences shrunk into
+  tests/placement/fidelity_search_cases.jsonl, which ctest holds the resolver to.
 Opt-in (needs local mirrors with the release tags, and Debian's python3-torch); not part of CI.
 
 Each mode is a module here, beside run.py (which parses the flags and runs one): matrix.py (the default),
-boundaries.py, probes.py, xla.py, newer.py and crosscheck.py; doc.py renders docs/FIDELITY.md. What they
+boundaries.py, probes.py, search.py, xla.py, newer.py and crosscheck.py; doc.py renders docs/FIDELITY.md. What they
 share: common.py (paths, the mirrors' releases, versions.cc's rows, results.json) and compare.py (the
 simulated hosts and workloads, the libraries' side through oracle.py, devplace's side, the verdict).
 """
@@ -37,6 +39,7 @@ import doc
 import matrix
 import newer
 import probes
+import search
 import xla
 from common import ROOT, load_results, releases
 
@@ -66,6 +69,15 @@ def parser():
                     "or alone) and write tests/placement/neuron_xla_remap.txt")
     ap.add_argument("--crosscheck", default="", help="git directory of an independent Transformers fork with main's "
                     "history: check each matrix release's branch point and device files against it")
+    ap.add_argument("--search", action="store_true", help="generated scenarios instead of the matrix: --scenarios "
+                    "per release pair (default: every release tag from Transformers 4.36 / Accelerate 0.25, patch "
+                    "releases included; --pairs, --only narrow it), drawn from --seed; differences shrunk into "
+                    "tests/placement/fidelity_search_cases.jsonl")
+    ap.add_argument("--seed", type=int, default=1, help="--search: the seed (the same seed draws the same scenarios)")
+    ap.add_argument("--scenarios", type=int, default=10000, help="--search: scenarios per release pair")
+    ap.add_argument("--shrink_max", type=int, default=5, help="--search: kinds of difference shrunk per pair")
+    ap.add_argument("--batch", default="", help="--search: devplace's batch resolver (default: "
+                    "build/dev/tests/placement/fidelity_batch_resolve)")
     return ap
 
 
@@ -92,6 +104,11 @@ def main():
         if a.xla_git:
             rc = xla.run_neuron_xla(a) or rc
         return rendered(a, rc)
+    if a.search:
+        os.makedirs(a.work, exist_ok=True)
+        base = search.every_pair(tfr, accr)
+        pairs = matrix.select_pairs(a, tfr, accr, ap.error, base)
+        return rendered(a, search.run_search(a, tfr, accr, pairs) if pairs and not a.list else 0)
     if a.crosscheck:
         return crosscheck.crosscheck(a.transformers_git, a.crosscheck, tfr)
     os.makedirs(a.work, exist_ok=True)
