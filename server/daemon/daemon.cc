@@ -29,6 +29,7 @@
 #include "server/common/atomic_file.h"
 #include "server/common/vendor_libraries.h"
 #include "server/common/version.h"
+#include "server/placement/health_carry.h"
 #include "server/service/connection_metrics.h"
 #include "server/service/tcp_peer.h"
 #include "spdlog/spdlog.h"
@@ -195,6 +196,8 @@ void Daemon::BuildStore() {
     *fresh.mutable_torch() = torch->Last();
     return absl::OkStatus();
   };
+  // A counter that turns unknown keeps its last FAULT or LOST reading (docs/PROBE.md).
+  options.carry = placement::KeepFaultReadings;
   // The usage refresh: the same probe child reading only what moves (devplace-probe --usage_only).
   options.usage_command = options.probe_command;
   options.usage_command.push_back("--usage_only");

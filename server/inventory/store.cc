@@ -188,7 +188,13 @@ absl::StatusOr<Snapshot> InventoryStore::Refresh() {
       return std::any_of(b.devices().begin(), b.devices().end(), [](const v1::Device& d) { return d.has_usage(); });
     });
     if (has_usage) *fresh->mutable_usage_read_at() = ToTimestamp(finished);
-    published = Publish([&fresh](const Snapshot&) { return *fresh; }, changed);
+    published = Publish(
+        [&](const Snapshot& base) {
+          v1::Inventory next = *fresh;
+          if (base != nullptr && options_.carry) options_.carry(*base, next);
+          return next;
+        },
+        changed);
   }
 
   absl::StatusOr<Snapshot> result;

@@ -68,6 +68,13 @@ struct StoreOptions {
   // `torch`. It runs on the refreshing thread, outside the store's lock, one call at a time.
   // A non-OK status fails the refresh like a failed probe (the last good snapshot stays).
   std::function<absl::Status(v1::Inventory& fresh)> augment;
+  // Optional hook run on each fresh probe result (after augment) with the snapshot it replaces
+  // (none for the first), before they are compared: devplaced keeps there the last FAULT or LOST
+  // reading of a health counter that turned unknown (placement::KeepFaultReadings). It runs on
+  // the refreshing thread, outside the store's lock, and again if another refresh published
+  // meanwhile (so it must be a pure function of its arguments). Not run by RefreshUsage, which
+  // keeps the snapshot's health as it is.
+  std::function<void(const v1::Inventory& previous, v1::Inventory& fresh)> carry;
   // Optional observer called after every probe run (success or failure) with its outcome, on the
   // refreshing thread, outside the store's lock (devplaced logs each probe through it).
   std::function<void(const ProbeOutcome&)> on_probe;

@@ -9,6 +9,7 @@
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
 #include "server/placement/backends.h"
+#include "server/placement/device_state.h"
 #include "server/placement/health.h"
 
 namespace devplace::probe {
@@ -16,13 +17,8 @@ namespace {
 
 using placement::BackendSpec;
 
-// How to get the row's driver loaded, e.g. "install/load the nvidia kernel module".
-std::string DriverFix(const BackendSpec& spec) {
-  if (spec.kernel_modules.empty()) return absl::StrCat("install/load the ", spec.hardware, " driver");
-  return absl::StrCat("install/load the ", spec.kernel_modules.front(), " kernel module");
-}
-
-constexpr absl::string_view kNotVisible = "not visible in this container";
+using placement::DriverFix;
+using placement::kNotVisible;
 
 // Why a device is not usable, first failing check first; empty when it is usable.
 std::string UnusableReason(const BackendSpec& spec, const probe::PciFunction& fn, const v1::Device& d) {
@@ -33,11 +29,7 @@ std::string UnusableReason(const BackendSpec& spec, const probe::PciFunction& fn
     return absl::StrCat("driver not loaded: ", d.pci_bus_id(), " is bound to ", d.driver(), ", not ",
                         spec.drivers.front(), " (unbind it and ", DriverFix(spec), ")");
   }
-  if (!placement::HealthUsable(d.health())) {
-    const std::string what = d.health_reason().empty() ? absl::StrCat("device health is ", v1::Health_Name(d.health()))
-                                                        : d.health_reason();
-    return absl::StrCat(what, " (reset the device or reboot the host)");
-  }
+  if (!placement::HealthUsable(d.health())) return placement::HealthUnusableReason(d);
   if (!d.supported()) {
     return absl::StrCat(spec.hardware, " ", d.vendor_id(), ":", d.device_id(), " is not supported by PyTorch's ",
                         spec.device_type, " backend (not a validated torch ", spec.device_type, " target)");
@@ -93,22 +85,6 @@ void DeriveUsage(v1::Device& d) {
   }
 }
 
-// Device.health: the worst of the probers' verdict and the counters' effects (an unknown counter
-// changes nothing); health_reason: the verdict's reason, then each counter that made the device
-// worse than OK ("<name> <value>: <rule>"), joined by "; ".
-void ApplyHealthCounters(v1::Device& d) {
-  v1::Health health = d.health() == v1::HEALTH_UNSPECIFIED ? v1::HEALTH_OK : d.health();
-  std::vector<std::string> reasons;
-  if (!d.health_reason().empty()) reasons.push_back(d.health_reason());
-  for (const v1::HealthCounter& c : d.health_counters()) {
-    if (placement::HealthSeverity(c.effect()) == 0) continue;
-    health = placement::WorseHealth(health, c.effect());
-    reasons.push_back(absl::StrCat(c.name(), " ", c.value(), ": ", c.rule()));
-  }
-  d.set_health(health);
-  d.set_health_reason(absl::StrJoin(reasons, "; "));
-}
-
 void DeriveDevice(const BackendSpec& spec, const probe::PciFunction& fn, uint32_t host_index, v1::Device& d) {
   d = fn.device;
   DeriveUsage(d);
@@ -117,38 +93,10 @@ void DeriveDevice(const BackendSpec& spec, const probe::PciFunction& fn, uint32_
   d.set_device_nodes_present(!d.device_nodes().empty() && fn.missing_nodes.empty());
   d.set_supported(placement::IsTorchSupported(spec.row, fn.device_id));
   d.set_integrated(placement::IsIntegrated(spec.row, fn.device_id, d.pci_bus_id()));
-  ApplyHealthCounters(d);
+  placement::ApplyHealthCounters(d);
   d.set_usable(d.driver_loaded() && d.device_nodes_present() && placement::HealthUsable(d.health()) && d.supported() &&
                fn.inaccessible_reason.empty());
   d.set_unusable_reason(UnusableReason(spec, fn, d));
-}
-
-void DeriveState(const BackendSpec& spec, v1::Backend& b) {
-  int usable = 0, with_driver = 0, with_nodes = 0;
-  for (const v1::Device& d : b.devices()) {
-    usable += d.usable();
-    with_driver += d.driver_loaded();
-    with_nodes += d.driver_loaded() && d.device_nodes_present();
-  }
-  const int total = b.devices_size();
-  if (usable > 0) {
-    b.set_state(v1::BACKEND_STATE_READY);
-    if (usable < total) b.set_state_reason(absl::StrCat(usable, " of ", total, " devices usable"));
-  } else if (with_driver == 0) {
-    b.set_state(v1::BACKEND_STATE_DRIVER_NOT_LOADED);
-    b.set_state_reason(absl::StrCat("no ", spec.hardware, " has its driver bound (", DriverFix(spec), ")"));
-  } else if (with_nodes == 0) {
-    b.set_state(v1::BACKEND_STATE_NO_DEVICE_NODES);
-    b.set_state_reason(absl::StrCat("driver bound but no device node present (", kNotVisible, ")"));
-  } else {
-    b.set_state(v1::BACKEND_STATE_UNUSABLE);
-    for (const v1::Device& d : b.devices()) {
-      if (d.driver_loaded() && d.device_nodes_present()) {
-        b.set_state_reason(absl::StrCat("no usable device: ", d.unusable_reason()));
-        break;
-      }
-    }
-  }
 }
 
 v1::Backend& AddBackend(const BackendSpec& spec, v1::Inventory& inv) {
@@ -266,7 +214,7 @@ v1::Inventory BuildInventory(const probe::ProbeRun& run) {
       const auto host_index = static_cast<uint32_t>(b.devices_size());
       DeriveDevice(spec, *functions[i], host_index, *b.add_devices());
     }
-    DeriveState(spec, b);
+    placement::DeriveBackendState(spec, b);
   }
   for (const v1::ProbeReport& report : run.reports) {
     v1::ProbeReport& copy = *inv.add_probe_reports();

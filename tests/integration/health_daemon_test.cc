@@ -4,9 +4,12 @@
 // shows each device's health with its reason (docs/PROBE.md "Device health"); on amd-2x-mi210-ras
 // the same for an MI210 whose amdgpu RAS counters count uncorrectable errors; and with NVML's
 // counters (the fake NVML by a real dlopen in the daemon's probe child): a row pending remap on
-// nvidia-2x-h100's 9a:00.0 makes it FAULT in the inventory, the pick and /metrics.
+// nvidia-2x-h100's 9a:00.0 makes it FAULT in the inventory, the pick and /metrics; and a FAULT
+// counter that a later probe cannot read keeps its reading until a probe reads it again.
 #include <signal.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -17,6 +20,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "tests/common/command.h"
+#include "tests/common/fixtures.h"
 #include "tests/common/no_vendor_libraries.h"
 #include "tests/common/scoped_env.h"
 #include "tests/common/temp_dir.h"
@@ -165,6 +169,56 @@ TEST(DeviceHealth, NvmlRowPendingRemapIsShownSkippedAndScraped) {
                                    "[^}]*pci_bus_id=\"0000:9a:00.0\"[^}]*\\} 1\n"));
   EXPECT_THAT(r.out, ContainsRegex("devplace_device_health_reading\\{counter=\"ecc.errors.corrected.aggregate.total\","
                                    "effect=\"ok\",[^}]*pci_bus_id=\"0000:18:00.0\"[^}]*\\} 5\n"));
+  d.Signal(SIGTERM);
+  EXPECT_EQ(d.WaitExit(absl::Seconds(10)), 0);
+}
+
+// A copy of nvidia-3x-h100-health whose 9a:00.0 counts a fatal AER error (FAULT): at the next
+// probe its aer_dev_fatal cannot be read (a directory where the file was: unknown), and the device
+// stays FAULT with the reading kept, saying from which probe and why it is unknown now, so a pick
+// still skips it; once a probe reads the file again (0), the new reading decides.
+TEST(DeviceHealth, AFaultCounterThatTurnsUnreadableKeepsTheDeviceFaultUntilReadAgain) {
+  namespace fs = std::filesystem;
+  TempDir dir;
+  const std::string host = dir.path() + "/host";
+  fs::copy(FixtureHost("nvidia-3x-h100-health"), host, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+  DaemonProcess d(dir.path(), {"--host_root=" + host, "--nvml_library=", "--cuda_library=", "--refresh_interval=0s",
+                               "--refresh_min_interval=0s"});
+  ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(30))) << d.Log();
+  const std::string cli = absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=", ShellQuote(d.unix_target()));
+  const std::string pick = cli + " pick --no_environment --ttl=120s --json";
+
+  const std::string fatal = host + "/sys/bus/pci/devices/0000:9a:00.0/aer_dev_fatal";
+  ASSERT_TRUE(fs::remove(fatal));
+  ASSERT_TRUE(fs::create_directory(fatal));
+  CommandResult r = RunCommand(cli + " refresh");  // the daemon probes again, now
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ContainsRegex("/dev/nvidia2 +fault +no: aer_dev_fatal 1: kept from the probe at "
+                                   "20[0-9][0-9]-[0-9-]+T[0-9:]+Z: uncorrectable fatal PCIe errors since boot"));
+  r = RunCommand(cli + " inventory --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ContainsRegex("\"rule\": \"kept from the probe at [^\"]*; unknown now: [^\"]+\""));
+  EXPECT_THAT(r.out, HasSubstr("\"stateReason\": \"2 of 3 devices usable\""));
+
+  r = RunCommand(pick);  // the OK GPU
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(PickAnswer(r).env().at("CUDA_VISIBLE_DEVICES"), kOk);
+  r = RunCommand(pick);  // the DEGRADED one
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(PickAnswer(r).env().at("CUDA_VISIBLE_DEVICES"), kDegraded);
+  r = RunCommand(pick);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_THAT(r.err, HasSubstr("host device 2 (0000:9a:00.0): not picked: not usable (aer_dev_fatal 1: kept from the "
+                               "probe at "));
+  EXPECT_THAT(r.out + r.err, Not(HasSubstr(kFault)));
+
+  // Read again, as 0: the device is OK.
+  ASSERT_TRUE(fs::remove(fatal));
+  std::ofstream(fatal) << "TOTAL_ERR_FATAL 0\n";
+  r = RunCommand(cli + " refresh");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ContainsRegex("/dev/nvidia2 +ok +yes"));
+  EXPECT_THAT(r.out, Not(HasSubstr("kept from the probe")));
   d.Signal(SIGTERM);
   EXPECT_EQ(d.WaitExit(absl::Seconds(10)), 0);
 }

@@ -1,0 +1,87 @@
+#include "server/placement/health_carry.h"
+
+#include <map>
+#include <string>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "server/placement/backends.h"
+#include "server/placement/device_state.h"
+#include "server/placement/health.h"
+
+namespace devplace::placement {
+namespace {
+
+constexpr char kUnknownNow[] = "; unknown now: ";
+
+using DeviceKey = std::pair<int, std::string>;  // row, pci_bus_id
+
+std::string ProbeTime(const google::protobuf::Timestamp& t) {
+  const absl::Time time = absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", time, absl::UTCTimeZone());
+}
+
+// The "kept from the probe at <time>: <rule>" part for `then`, a FAULT or LOST counter of the
+// previous snapshot: its own when it was already kept, else the previous probe's time and its rule.
+std::string KeptPart(const v1::HealthCounter& then, const v1::Inventory& previous) {
+  if (absl::StartsWith(then.rule(), kKeptReadingPrefix)) {
+    const size_t now = then.rule().find(kUnknownNow);
+    if (now != std::string::npos) return then.rule().substr(0, now);
+  }
+  return absl::StrCat(kKeptReadingPrefix, ProbeTime(previous.probed_at()), ": ", then.rule());
+}
+
+// Keeps `now`'s unknown counters whose reading in `then` made the device FAULT or LOST, then
+// makes the device's health as bad as each kept counter and adds it to health_reason (after the
+// reasons of the counters read now, as "<name> <value>: <rule>"); returns whether any was kept.
+bool KeepDeviceReadings(const v1::Device& then, const v1::Inventory& previous, v1::Device& now) {
+  bool kept = false;
+  for (v1::HealthCounter& c : *now.mutable_health_counters()) {
+    if (c.effect() != v1::HEALTH_UNSPECIFIED) continue;
+    for (const v1::HealthCounter& old : then.health_counters()) {
+      if (old.name() != c.name() || old.source() != c.source() || HealthUsable(old.effect())) continue;
+      c.set_rule(absl::StrCat(KeptPart(old, previous), kUnknownNow, c.rule()));
+      c.set_value(old.value());
+      c.set_effect(old.effect());
+      now.set_health(WorseHealth(now.health(), c.effect()));
+      const std::string reason = absl::StrCat(c.name(), " ", c.value(), ": ", c.rule());
+      now.set_health_reason(now.health_reason().empty() ? reason : absl::StrCat(now.health_reason(), "; ", reason));
+      kept = true;
+      break;
+    }
+  }
+  return kept;
+}
+
+}  // namespace
+
+void KeepFaultReadings(const v1::Inventory& previous, v1::Inventory& fresh) {
+  std::map<DeviceKey, const v1::Device*> before;
+  for (const v1::Backend& b : previous.backends()) {
+    for (const v1::Device& d : b.devices()) {
+      if (!d.pci_bus_id().empty()) before.emplace(DeviceKey(b.row(), d.pci_bus_id()), &d);
+    }
+  }
+  for (v1::Backend& b : *fresh.mutable_backends()) {
+    bool changed = false;
+    for (v1::Device& d : *b.mutable_devices()) {
+      const auto then = before.find(DeviceKey(b.row(), d.pci_bus_id()));
+      if (then == before.end()) continue;
+      const v1::Device& old = *then->second;
+      if (!old.uuid().empty() && !d.uuid().empty() && old.uuid() != d.uuid()) continue;
+      if (!KeepDeviceReadings(old, previous, d)) continue;
+      // A kept counter is FAULT or LOST: the device is not usable, and the health is the first
+      // reason after a driver that is not loaded (as the probe derives it).
+      d.set_usable(false);
+      if (d.driver_loaded()) d.set_unusable_reason(HealthUnusableReason(d));
+      changed = true;
+    }
+    if (!changed) continue;
+    const BackendSpec* spec = FindBackend(b.row());
+    if (spec != nullptr) DeriveBackendState(*spec, b);
+  }
+}
+
+}  // namespace devplace::placement

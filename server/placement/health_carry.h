@@ -1,0 +1,33 @@
+// The daemon's rule for a health counter that turns unknown (docs/PROBE.md "Device health", "A
+// reading that turns unknown"): a counter whose last known reading made its device FAULT or LOST
+// keeps that reading while later probes cannot read it, so one failed read never shows a failing
+// device as OK (and a pick never leases it on that read). Pure function of two inventories.
+#ifndef DEVPLACE_SERVER_PLACEMENT_HEALTH_CARRY_H_
+#define DEVPLACE_SERVER_PLACEMENT_HEALTH_CARRY_H_
+
+#include "absl/strings/string_view.h"
+#include "devplace/v1/devplace.pb.h"
+
+namespace devplace::placement {
+
+// How a kept counter's rule begins: "kept from the probe at <RFC 3339 UTC time>: <the rule then>;
+// unknown now: <why it cannot be read now>".
+inline constexpr absl::string_view kKeptReadingPrefix = "kept from the probe at ";
+
+// Applies the rule to `fresh` (a new probe's inventory) against `previous` (the snapshot it
+// replaces). A device of `fresh` is matched to one of `previous` in the same row by pci_bus_id
+// (non-empty), and when both have a uuid, the uuids must be equal (a different uuid is another
+// device: nothing is kept). For each of the device's counters that is unknown now
+// (effect HEALTH_UNSPECIFIED) and whose counter of the same name and source in `previous` has
+// effect HEALTH_FAULT or HEALTH_LOST (read then, or itself kept), the counter takes the earlier
+// value and effect, its rule saying from which probe's time (`previous.probed_at`, or the time a
+// kept counter already names) and why it is unknown now. DEGRADED readings are not kept (they only
+// reorder picks, and the clocks-event reasons are readings of the moment). Then the device's
+// health, health_reason, usable and unusable_reason, and its backend's state, follow. A counter
+// read again (effect not UNSPECIFIED) is never touched: the new reading decides; a counter that is
+// gone (the host no longer offers it) is not kept.
+void KeepFaultReadings(const v1::Inventory& previous, v1::Inventory& fresh);
+
+}  // namespace devplace::placement
+
+#endif  // DEVPLACE_SERVER_PLACEMENT_HEALTH_CARRY_H_
