@@ -44,6 +44,21 @@ absl::Status Resolution::XlaRealDevicesCheck() const {
       "torch_xla from the job's environment"));
 }
 
+// V-ACC-LOCAL-RANK: before Accelerate 0.28 PartialState.__init__ took LOCAL_RANK as a distributed launch only
+// for a CUDA GPU or an NPU (and not cpu); MULTI_CPU / MULTI_XPU needed a world size above 1, so a world of one
+// elsewhere is a single process, whose device both conventions then pick as one (type NO). Explains when true.
+bool Resolution::WorldOfOneIsSingle(bool state_cpu) {
+  if (!local_rank_ || world_size_ != 1 || versions_.Has(Feature::kAccLocalRankDistributed)) return false;
+  const RowState* r = FirstAvailable(versions_.Order(OrderKind::kAccDistributed).order);
+  if (!state_cpu && r != nullptr && (r->backend->device_type() == "cuda" || r->backend->device_type() == "npu")) {
+    return false;
+  }
+  out_.add_explanation(absl::StrCat("T-DIST local_rank ", *local_rank_, " in a world of one, no CUDA GPU or NPU ",
+                                    state_cpu ? "used (cpu=True)" : "available", ": a single process (type NO), ",
+                                    versions_.Cite(Feature::kAccLocalRankDistributed)));
+  return true;
+}
+
 absl::Status Resolution::TrainingChain() {
   const bool acc = convention_ == v1::CONVENTION_ACCELERATE;
   const char* api = acc ? "Accelerator().device" : "TrainingArguments.device";
@@ -111,7 +126,7 @@ absl::Status Resolution::TrainingChain() {
     return SingleProcess(/*acc=*/true);
   }
   // Distributed types of PartialState._prepare_backend.
-  if (local_rank_) {
+  if (local_rank_ && !WorldOfOneIsSingle(state_cpu)) {
     if (state_cpu) return MultiCpu(acc, /*state_cpu=*/true, absl::StrCat("T-CPU ", req_.use_cpu() ? "use_cpu=true" : "env ACCELERATE_USE_CPU is truthy",
                                                 " with LOCAL_RANK set: MULTI_CPU"));
     // V-ACC-WORLD-1: 0.29.0 and 0.29.1 give a world of one (single-process torchrun) default_device, as a
