@@ -1,7 +1,9 @@
 // docs/SEMANTICS.md section 10: what a release's own code does where it differs from its neighbours in a
 // way the version table's plain boundaries did not say, each on both sides of its boundary: a single-process
-// torchrun job on Accelerate 0.29.0-0.29.1 (V-ACC-WORLD-1), TrainingArguments on a torch_xla job before
-// Transformers 4.39 with a device torch_xla cannot map (V-TF-XLA-CPU), USE_TORCH_XLA read only by the releases
+// torchrun job on Accelerate 0.29.0-0.29.1 (V-ACC-WORLD-1) and before 0.28 (V-ACC-LOCAL-RANK), an invalid
+// ACCELERATE_USE_CPU beside TrainingArguments(use_cpu=True), which never parses it (T-CPU), TrainingArguments
+// on a torch_xla job before Transformers 4.39 with a device torch_xla cannot map (V-TF-XLA-CPU), USE_TORCH_XLA
+// read only by the releases
 // that read it (V-ACC-XLA-IMPORT, V-TF-XLA-ENV), and device_map="auto" on an Intel GPU whose free memory the
 // Accelerate release cannot read (V-ACC-XPU-MEM-IPEX, -FIX, -STOCK). Each case asserts the status, the device
 // and the words of the rule that decided.
