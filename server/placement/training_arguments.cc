@@ -59,6 +59,21 @@ bool Resolution::WorldOfOneIsSingle(bool state_cpu) {
   return true;
 }
 
+// Before Transformers 4.42 TrainingArguments' single process keeps PartialState's device when its type is mps
+// (`if device.type == "mps"`, checked before use_cpu), and a single PartialState's device is ACCELERATE_TORCH_DEVICE
+// when set, over cpu too: ACCELERATE_TORCH_DEVICE=mps is the answer there whatever the host. Explains when true.
+bool Resolution::TaKeepsMpsFromEnv() {
+  const std::vector<std::string>& order = versions_.Order(OrderKind::kTfSingle).order;
+  if (!torch_device_env_ || torch_device_env_->type != "mps" || versions_.Has(Feature::kTfTaMpsBranch) ||
+      std::find(order.begin(), order.end(), "mps") == order.end()) {
+    return false;
+  }
+  out_.add_explanation(absl::StrCat("T-ENV ACCELERATE_TORCH_DEVICE=mps is PartialState's device, and ",
+                                    "TrainingArguments keeps a device of type mps before use_cpu and its own order (",
+                                    versions_.Cite(versions_.Order(OrderKind::kTfSingle)), ")"));
+  return true;
+}
+
 absl::Status Resolution::TrainingChain() {
   const bool acc = convention_ == v1::CONVENTION_ACCELERATE;
   const char* api = acc ? "Accelerator().device" : "TrainingArguments.device";
@@ -73,8 +88,7 @@ absl::Status Resolution::TrainingChain() {
   // PartialState's cpu flag: TrainingArguments passes `use_cpu or ACCELERATE_USE_CPU`, Accelerator
   // reads both too.
   const bool state_cpu = req_.use_cpu() || accelerate_use_cpu_;
-  // Before Accelerate 0.29 the MULTI_CPU branch set the device over ACCELERATE_TORCH_DEVICE
-  // (V-ACC-SET-DEVICE), and before 0.29.2 the XLA branch did (V-ACC-XLA-CPU); the others kept it.
+  // Before Accelerate 0.29 MULTI_CPU set the device over ACCELERATE_TORCH_DEVICE (V-ACC-SET-DEVICE), before 0.29.2 XLA.
   const bool env_kept = versions_.Has(Feature::kAccSetDevice);
   const bool env_kept_xla = versions_.Has(Feature::kAccXlaBeforeCpu);
   // 0.29.0 and 0.29.1 keep it everywhere but in the XLA branch: that is decided first.
@@ -166,6 +180,7 @@ absl::Status Resolution::TrainingChain() {
     AnswerCpu(absl::StrCat("T-CPU ", req_.use_cpu() ? "use_cpu=true" : "env ACCELERATE_USE_CPU is truthy", ": cpu"));
     return absl::OkStatus();
   }
+  if (!acc && TaKeepsMpsFromEnv()) return AnswerVerbatim(*torch_device_env_);
   if (!acc && req_.use_cpu()) {
     AnswerCpu("T-CPU use_cpu=true: cpu");
     return absl::OkStatus();

@@ -99,6 +99,19 @@ std::vector<ResolveCase> Cases() {
   c.push_back({.id = "LR_cpu_acc_0_25_world2", .host = cpu_host,
                .request = Versions("", "0.25.0", Req::Train(ACC).Rank(1, 2).Env("ACCELERATE_TORCH_DEVICE", "mps")),
                .device = "cpu"});
+  // ---- TrainingArguments before 4.42 keeps PartialState's device of type mps: ACCELERATE_TORCH_DEVICE=mps ----
+  c.push_back({.id = "TM_env_mps_ta_4_36", .host = cpu_host,
+               .request = Versions("4.36.2", "0.25.0", Req::Train(TA).Env("ACCELERATE_TORCH_DEVICE", "mps")),
+               .device = "mps", .words = {"keeps a device of type mps before use_cpu"}});
+  c.push_back({.id = "TM_env_mps_use_cpu_ta_4_41", .host = cuda2,
+               .request = Versions("4.41.1", "0.30.1", Req::Train(TA).UseCpu().Env("ACCELERATE_TORCH_DEVICE", "mps")),
+               .device = "mps"});
+  c.push_back({.id = "TM_env_mps_ta_4_42", .host = cpu_host,
+               .request = Versions("4.42.4", "0.31.0", Req::Train(TA).Env("ACCELERATE_TORCH_DEVICE", "mps")),
+               .device = "cpu"});
+  c.push_back({.id = "TM_env_xpu_ta_4_36", .host = cpu_host,
+               .request = Versions("4.36.2", "0.25.0", Req::Train(TA).Env("ACCELERATE_TORCH_DEVICE", "xpu")),
+               .device = "cpu"});
   // ---- ACCELERATE_USE_CPU: TrainingArguments reads it only when use_cpu is false; Accelerator() always ----
   c.push_back({.id = "UC_maybe_ta_use_cpu", .host = cuda2,
                .request = Versions("4.36.2", "0.25.0", Req::Train(TA).UseCpu().Env("ACCELERATE_USE_CPU", "maybe")),
