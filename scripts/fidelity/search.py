@@ -186,6 +186,10 @@ def harness_class(s, lib, dp):
     if s.get("xla") and not (host.get("tpu") or host["count"].get("cuda") or host["count"].get("neuron")):
         return ("harness: the torch_xla stand-in has no XLA device on a host with no TPU, CUDA GPU or NeuronCore; "
                 "torch_xla 2.5 falls back to PJRT_DEVICE=CPU there (torch_xla/runtime.py _maybe_select_default_device)")
+    if (s.get("xla") and lib.get("error", "").startswith("_NotAvailable: simulated: xla")
+            and dp.get("device", "").startswith("xla")):
+        return ("harness: the oracle's stand-in torch counts no xla devices (oracle.py _available), but with torch_xla "
+                "installed xla / xla:0 is the process's XLA device")
     return ""
 
 

@@ -100,10 +100,18 @@ absl::Status Resolution::ExplicitString(const std::string& s) {
     return absl::OkStatus();
   }
   const std::string want = d.type == "xla" ? "tpu" : d.type;
+  // An xla device is torch_xla's: torch parses "xla" without it, but moving weights there fails, so a job whose
+  // runtime_backends lack xla (a torch-tpu job has its own `tpu` device) cannot use it.
+  if (d.type == "xla" && !runtime_.empty() && !runtime_.count("xla")) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        field, ": ", canon, " is torch_xla's device, and runtime_backends lacks xla (torch_xla not importable): "
+        "torch parses the string, but moving the model there fails; install torch_xla, or name the job's own device",
+        runtime_.count("tpu") ? " (torch-tpu: tpu:0)" : ""));
+  }
   const RowState* present = nullptr;
   for (const RowState& r : rows_) {
     if (r.backend->device_type() != want) continue;
-    if (r.available || (d.type == "xla" && !r.vis.units.empty() && (runtime_.empty() || runtime_.count("xla")))) {
+    if (r.available || (d.type == "xla" && !r.vis.units.empty())) {
       const int idx = d.has_index() ? d.index : 0;
       if (idx >= static_cast<int>(r.vis.units.size())) {
         return absl::FailedPreconditionError(absl::StrCat(

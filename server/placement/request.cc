@@ -321,7 +321,21 @@ absl::Status Resolution::ReadAccelerateVariables() {
     tf_use_torch_xla_ = up == "1" || up == "ON" || up == "YES" || up == "TRUE";
   }
   if (req_.workload() != v1::WORKLOAD_TRAINING) return absl::OkStatus();
-  RETURN_IF_ERROR(EnvFlag("ACCELERATE_USE_CPU", "Accelerate and Transformers raise ValueError", accelerate_use_cpu_));
+  // TrainingArguments reads the variable only when use_cpu is false (`self.use_cpu or strtobool(...)`, every
+  // Transformers release from 4.36), so TrainingArguments(use_cpu=True).device is cpu whatever it holds; Accelerator
+  // (AcceleratorState, which Trainer builds) parses it always and raises ValueError: a hazard beside cpu (T-CPU).
+  const std::string* use_cpu_env = Env("ACCELERATE_USE_CPU");
+  if (use_cpu_env != nullptr && !TruthValue(*use_cpu_env) && req_.use_cpu() &&
+      convention_ == v1::CONVENTION_TRAINING_ARGUMENTS) {
+    const std::string w = absl::StrCat(
+        "env.ACCELERATE_USE_CPU='", *use_cpu_env, "': invalid truth value; TrainingArguments(use_cpu=True) does not "
+        "read it (use_cpu short-cuts its strtobool), but Accelerator(), which Trainer builds, parses it and raises "
+        "ValueError; accepted, case-insensitive: 1 y yes t true on / 0 n no f false off, or unset it");
+    out_.add_warnings(w);
+    hazards_.push_back(w);
+  } else {
+    RETURN_IF_ERROR(EnvFlag("ACCELERATE_USE_CPU", "Accelerate and Transformers raise ValueError", accelerate_use_cpu_));
+  }
   const std::string* v = Env("ACCELERATE_TORCH_DEVICE");
   if (v == nullptr) return absl::OkStatus();
   ASSIGN_OR_RETURN(DeviceString d, ParseDeviceString(*v, "env.ACCELERATE_TORCH_DEVICE"));

@@ -115,6 +115,8 @@ class Resolution {
   // training_arguments.cc
   absl::Status Training();  // TrainingChain, then XlaRealDevicesCheck
   absl::Status TrainingChain();
+  bool WorldOfOneIsSingle(bool state_cpu);
+  bool TaKeepsMpsFromEnv();  // TrainingArguments before 4.42 keeps PartialState's mps device  // V-ACC-LOCAL-RANK: single-process torchrun before 0.28
   absl::Status XlaRealDevicesCheck() const;
   std::string SingleDevice(bool acc, const std::string& type) const;
   absl::Status SingleProcess(bool acc);

@@ -44,6 +44,36 @@ absl::Status Resolution::XlaRealDevicesCheck() const {
       "torch_xla from the job's environment"));
 }
 
+// V-ACC-LOCAL-RANK: before Accelerate 0.28 PartialState.__init__ took LOCAL_RANK as a distributed launch only
+// for a CUDA GPU or an NPU (and not cpu); MULTI_CPU / MULTI_XPU needed a world size above 1, so a world of one
+// elsewhere is a single process, whose device both conventions then pick as one (type NO). Explains when true.
+bool Resolution::WorldOfOneIsSingle(bool state_cpu) {
+  if (!local_rank_ || world_size_ != 1 || versions_.Has(Feature::kAccLocalRankDistributed)) return false;
+  const RowState* r = FirstAvailable(versions_.Order(OrderKind::kAccDistributed).order);
+  if (!state_cpu && r != nullptr && (r->backend->device_type() == "cuda" || r->backend->device_type() == "npu")) {
+    return false;
+  }
+  out_.add_explanation(absl::StrCat("T-DIST local_rank ", *local_rank_, " in a world of one, no CUDA GPU or NPU ",
+                                    state_cpu ? "used (cpu=True)" : "available", ": a single process (type NO), ",
+                                    versions_.Cite(Feature::kAccLocalRankDistributed)));
+  return true;
+}
+
+// Before Transformers 4.42 TrainingArguments' single process keeps PartialState's device when its type is mps
+// (`if device.type == "mps"`, checked before use_cpu), and a single PartialState's device is ACCELERATE_TORCH_DEVICE
+// when set, over cpu too: ACCELERATE_TORCH_DEVICE=mps is the answer there whatever the host. Explains when true.
+bool Resolution::TaKeepsMpsFromEnv() {
+  const std::vector<std::string>& order = versions_.Order(OrderKind::kTfSingle).order;
+  if (!torch_device_env_ || torch_device_env_->type != "mps" || versions_.Has(Feature::kTfTaMpsBranch) ||
+      std::find(order.begin(), order.end(), "mps") == order.end()) {
+    return false;
+  }
+  out_.add_explanation(absl::StrCat("T-ENV ACCELERATE_TORCH_DEVICE=mps is PartialState's device, and ",
+                                    "TrainingArguments keeps a device of type mps before use_cpu and its own order (",
+                                    versions_.Cite(versions_.Order(OrderKind::kTfSingle)), ")"));
+  return true;
+}
+
 absl::Status Resolution::TrainingChain() {
   const bool acc = convention_ == v1::CONVENTION_ACCELERATE;
   const char* api = acc ? "Accelerator().device" : "TrainingArguments.device";
@@ -58,8 +88,7 @@ absl::Status Resolution::TrainingChain() {
   // PartialState's cpu flag: TrainingArguments passes `use_cpu or ACCELERATE_USE_CPU`, Accelerator
   // reads both too.
   const bool state_cpu = req_.use_cpu() || accelerate_use_cpu_;
-  // Before Accelerate 0.29 the MULTI_CPU branch set the device over ACCELERATE_TORCH_DEVICE
-  // (V-ACC-SET-DEVICE), and before 0.29.2 the XLA branch did (V-ACC-XLA-CPU); the others kept it.
+  // Before Accelerate 0.29 MULTI_CPU set the device over ACCELERATE_TORCH_DEVICE (V-ACC-SET-DEVICE), before 0.29.2 XLA.
   const bool env_kept = versions_.Has(Feature::kAccSetDevice);
   const bool env_kept_xla = versions_.Has(Feature::kAccXlaBeforeCpu);
   // 0.29.0 and 0.29.1 keep it everywhere but in the XLA branch: that is decided first.
@@ -111,7 +140,7 @@ absl::Status Resolution::TrainingChain() {
     return SingleProcess(/*acc=*/true);
   }
   // Distributed types of PartialState._prepare_backend.
-  if (local_rank_) {
+  if (local_rank_ && !WorldOfOneIsSingle(state_cpu)) {
     if (state_cpu) return MultiCpu(acc, /*state_cpu=*/true, absl::StrCat("T-CPU ", req_.use_cpu() ? "use_cpu=true" : "env ACCELERATE_USE_CPU is truthy",
                                                 " with LOCAL_RANK set: MULTI_CPU"));
     // V-ACC-WORLD-1: 0.29.0 and 0.29.1 give a world of one (single-process torchrun) default_device, as a
@@ -151,6 +180,7 @@ absl::Status Resolution::TrainingChain() {
     AnswerCpu(absl::StrCat("T-CPU ", req_.use_cpu() ? "use_cpu=true" : "env ACCELERATE_USE_CPU is truthy", ": cpu"));
     return absl::OkStatus();
   }
+  if (!acc && TaKeepsMpsFromEnv()) return AnswerVerbatim(*torch_device_env_);
   if (!acc && req_.use_cpu()) {
     AnswerCpu("T-CPU use_cpu=true: cpu");
     return absl::OkStatus();

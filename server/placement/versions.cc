@@ -37,6 +37,15 @@ std::vector<FeatureRule> MakeAccelerateFeatureRules() {
        "huggingface/accelerate:src/accelerate/utils/imports.py is_torch_xla_available (first tag v0.28.0, PR #2176; "
        "is_tpu_available up to v0.27.2)",
        /*commits=*/"b443be70"},
+      {F::kAccLocalRankDistributed, L::kAccelerate, {0, 28, 0}, "V-ACC-LOCAL-RANK",
+       "PartialState.__init__ makes a process launched with LOCAL_RANK MULTI_CPU (MULTI_XPU on an Intel GPU) when "
+       "no CUDA GPU or NPU takes it, even in a world of one (single-process torchrun: LOCAL_RANK=0, WORLD_SIZE=1); "
+       "before 0.28 that branch needed a world size (PMI_SIZE, OMPI_COMM_WORLD_SIZE, MV2_COMM_WORLD_SIZE, "
+       "WORLD_SIZE) above 1, so such a process was a single one (type NO): ACCELERATE_TORCH_DEVICE kept, else cpu "
+       "with cpu=True, else default_device",
+       "huggingface/accelerate:src/accelerate/state.py PartialState.__init__ (first tag v0.28.0, PR #2473; "
+       "executed at v0.25.0, read at every tag from v0.25.0 to v0.27.2)",
+       /*commits=*/"fa83efc3"},
       {F::kAccSetDevice, L::kAccelerate, {0, 29, 0}, "V-ACC-SET-DEVICE",
        "PartialState.set_device keeps a device ACCELERATE_TORCH_DEVICE set, in the MULTI_CPU branch too (the XLA "
        "branch only from 0.29.2, V-ACC-XLA-CPU), and a MULTI_CPU process gets cpu; before 0.29 the MULTI_CPU branch "

@@ -36,6 +36,7 @@ absl::string_view LibraryName(Library lib);  // "Transformers", "Accelerate"
 // Yes/no behaviours that appeared in one release and stayed.
 enum class Feature {
   kAccXlaImportOnly,      // is_torch_xla_available tests only the import (no TPU/CUDA check); USE_TORCH_XLA read
+  kAccLocalRankDistributed,  // LOCAL_RANK alone makes a world of one MULTI_CPU/MULTI_XPU (before: a single process)
   kAccSetDevice,          // PartialState.set_device: ACCELERATE_TORCH_DEVICE kept over MULTI_CPU, MULTI_CPU is cpu
   kAccXlaBeforeCpu,       // XLA is chosen before the cpu flag (_prepare_backend); set_device keeps ACCELERATE_TORCH_DEVICE over it
   kAccSetDeviceByType,    // set_device tests the distributed type, not num_processes == 1 (0.29.0-0.29.1: bare default_device)

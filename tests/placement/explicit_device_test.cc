@@ -111,6 +111,17 @@ std::vector<ResolveCase> Cases() {
                .request = Req::Train(ACC).Runtime({"cuda"}).Env("ACCELERATE_TORCH_DEVICE", "hpu"), .device = "hpu"});
   c.push_back({.id = "N23_env_xla_runtime_cuda", .host = cuda2,
                .request = Req::Train(ACC).Runtime({"cuda"}).Env("ACCELERATE_TORCH_DEVICE", "xla:0"), .device = "xla:0"});
+  // An explicit xla device (pipeline, from_pretrained) is torch_xla's: a torch-tpu job without torch_xla cannot move
+  // its model there (the library raises), with torch_xla, or not told, it is the TPU.
+  const auto tpu2 = HostOf({{v1::ROW_TPU, 2}});
+  for (const char* device : {"xla", "xla:0"}) {
+    c.push_back({.id = std::string("XLA_") + (device[3] ? "index_" : "") + "pipeline_torch_tpu", .host = tpu2,
+                 .request = Req::Pipe(device).Runtime({"tpu"}), .code = Code::kFailedPrecondition,
+                 .words = {"is torch_xla's device, and runtime_backends lacks xla", "(torch-tpu: tpu:0)"}});
+  }
+  c.push_back({.id = "XLA_from_pretrained_torch_xla", .host = tpu2, .request = Req::Infer("xla:0").Runtime({"xla"}),
+               .device = "xla:0"});
+  c.push_back({.id = "XLA_pipeline_not_told", .host = tpu2, .request = Req::Pipe("xla"), .device = "xla"});
   // Every plug-in type, named by its package.
   for (const auto& [type, package] : std::vector<std::pair<std::string, std::string>>{
            {"mlu", "torch-mlu"}, {"musa", "torch-musa"}, {"sdaa", "torch-sdaa"}, {"neuron", "torch-neuronx"},

@@ -2,10 +2,10 @@
 // scenario scripts/fidelity/search.py generated, on which devplace and the libraries' own code (executed at
 // the release tags the line names) disagreed, shrunk to its fewest fields. The line carries the libraries'
 // answer and the evidence (tag, file, what the library picked). "expect": "library" (the rules were fixed):
-// devplace must give the library's device, or an error where the library raised. "expect": "known" (a
-// difference listed in docs/FIDELITY.md, not yet fixed): devplace must still give the answer it gave when
-// found (the device, or an error with the same gRPC code), so a change that fixes it (or moves it) is seen and the
-// line updated.
+// devplace must give the library's device, or an error where the library raised. "expect": "known" (an
+// intended difference, docs/SEMANTICS.md section 10, or one listed in docs/FIDELITY.md, not yet fixed): devplace
+// must still give the answer it gave when found (the device, or an error with the same gRPC code), so a change
+// that fixes it (or moves it) is seen and the line updated.
 #include <fstream>
 #include <string>
 

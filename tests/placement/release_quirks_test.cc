@@ -1,10 +1,13 @@
 // docs/SEMANTICS.md section 10: what a release's own code does where it differs from its neighbours in a
 // way the version table's plain boundaries did not say, each on both sides of its boundary: a single-process
-// torchrun job on Accelerate 0.29.0-0.29.1 (V-ACC-WORLD-1), TrainingArguments on a torch_xla job before
-// Transformers 4.39 with a device torch_xla cannot map (V-TF-XLA-CPU), USE_TORCH_XLA read only by the releases
+// torchrun job on Accelerate 0.29.0-0.29.1 (V-ACC-WORLD-1) and before 0.28 (V-ACC-LOCAL-RANK), an invalid
+// ACCELERATE_USE_CPU beside TrainingArguments(use_cpu=True), which never parses it (T-CPU), TrainingArguments
+// on a torch_xla job before Transformers 4.39 with a device torch_xla cannot map (V-TF-XLA-CPU), USE_TORCH_XLA
+// read only by the releases
 // that read it (V-ACC-XLA-IMPORT, V-TF-XLA-ENV), and device_map="auto" on an Intel GPU whose free memory the
 // Accelerate release cannot read (V-ACC-XPU-MEM-IPEX, -FIX, -STOCK). Each case asserts the status, the device
 // and the words of the rule that decided.
+#include <algorithm>
 #include <initializer_list>
 #include <string>
 #include <utility>
@@ -65,6 +68,64 @@ std::vector<ResolveCase> Cases() {
   c.push_back({.id = "W1_env_device_world1", .host = cuda2,
                .request = Versions("4.40.0", "0.29.1", Req::Train(TA).Rank(0, 1).Env("ACCELERATE_TORCH_DEVICE", "cuda:1")),
                .device = "cuda:1"});
+  // ---- V-ACC-LOCAL-RANK: before 0.28 LOCAL_RANK in a world of one is distributed only on a CUDA GPU or NPU ----
+  // Elsewhere (or with cpu) it is a single process: ACCELERATE_TORCH_DEVICE kept, else cpu, else default_device.
+  const auto cpu_host = H({});
+  for (const char* env : {"cuda:1", "mps", "xpu"}) {
+    std::string name = env;
+    name.erase(std::remove(name.begin(), name.end(), ':'), name.end());
+    c.push_back({.id = absl::StrCat("LR_env_", name, "_acc_0_25_world1"), .host = cpu_host,
+                 .request = Versions("", "0.25.0", Req::Train(ACC).Rank(0, 1).Env("ACCELERATE_TORCH_DEVICE", env)),
+                 .device = env, .words = {"V-ACC-LOCAL-RANK (Accelerate 0.25.0 < 0.28.0", "a single process (type NO)"}});
+  }
+  c.push_back({.id = "LR_env_use_cpu_acc_0_27_world1", .host = cpu_host,
+               .request = Versions("4.36.2", "0.27.2",
+                                   Req::Train(ACC).Rank(0, 1).UseCpu().Env("ACCELERATE_TORCH_DEVICE", "mps")),
+               .device = "mps", .words = {"used (cpu=True)"}});
+  c.push_back({.id = "LR_env_xpu_acc_0_27_world1", .host = xpu2,
+               .request = Versions("", "0.27.2", Req::Train(ACC).Rank(0, 1).Env("ACCELERATE_TORCH_DEVICE", "xpu:1")),
+               .device = "xpu:1"});
+  c.push_back({.id = "LR_mps_acc_0_27_world1", .host = H({{v1::ROW_MPS, 1}}),
+               .request = Versions("", "0.27.2", Req::Train(ACC).Rank(0, 1)), .device = "mps"});
+  // 0.28.0: MULTI_XPU / MULTI_CPU, which set the device over the variable (xpu:<local_rank>, else
+  // default_device); a CUDA GPU was distributed before 0.28 too.
+  c.push_back({.id = "LR_env_xpu_acc_0_28_world1", .host = xpu2,
+               .request = Versions("", "0.28.0", Req::Train(ACC).Rank(0, 1).Env("ACCELERATE_TORCH_DEVICE", "xpu:1")),
+               .device = "xpu:0"});
+  c.push_back({.id = "LR_mps_acc_0_28_world1", .host = H({{v1::ROW_MPS, 1}}),
+               .request = Versions("", "0.28.0", Req::Train(ACC).Rank(0, 1)), .device = "mps"});  // default_device
+  c.push_back({.id = "LR_cuda_acc_0_25_world1", .host = cuda2,
+               .request = Versions("", "0.25.0", Req::Train(ACC).Rank(0, 1)), .device = "cuda:0"});
+  c.push_back({.id = "LR_cpu_acc_0_25_world2", .host = cpu_host,
+               .request = Versions("", "0.25.0", Req::Train(ACC).Rank(1, 2).Env("ACCELERATE_TORCH_DEVICE", "mps")),
+               .device = "cpu"});
+  // ---- TrainingArguments before 4.42 keeps PartialState's device of type mps: ACCELERATE_TORCH_DEVICE=mps ----
+  c.push_back({.id = "TM_env_mps_ta_4_36", .host = cpu_host,
+               .request = Versions("4.36.2", "0.25.0", Req::Train(TA).Env("ACCELERATE_TORCH_DEVICE", "mps")),
+               .device = "mps", .words = {"keeps a device of type mps before use_cpu"}});
+  c.push_back({.id = "TM_env_mps_use_cpu_ta_4_41", .host = cuda2,
+               .request = Versions("4.41.1", "0.30.1", Req::Train(TA).UseCpu().Env("ACCELERATE_TORCH_DEVICE", "mps")),
+               .device = "mps"});
+  c.push_back({.id = "TM_env_mps_ta_4_42", .host = cpu_host,
+               .request = Versions("4.42.4", "0.31.0", Req::Train(TA).Env("ACCELERATE_TORCH_DEVICE", "mps")),
+               .device = "cpu"});
+  c.push_back({.id = "TM_env_xpu_ta_4_36", .host = cpu_host,
+               .request = Versions("4.36.2", "0.25.0", Req::Train(TA).Env("ACCELERATE_TORCH_DEVICE", "xpu")),
+               .device = "cpu"});
+  // ---- ACCELERATE_USE_CPU: TrainingArguments reads it only when use_cpu is false; Accelerator() always ----
+  c.push_back({.id = "UC_maybe_ta_use_cpu", .host = cuda2,
+               .request = Versions("4.36.2", "0.25.0", Req::Train(TA).UseCpu().Env("ACCELERATE_USE_CPU", "maybe")),
+               .device = "cpu", .words = {"does not read it", "Accelerator(), which Trainer builds"}});
+  c.push_back({.id = "UC_maybe_ta_use_cpu_strict", .host = cuda2,
+               .request = Versions("4.36.2", "0.25.0",
+                                   Req::Train(TA).UseCpu().Strict().Env("ACCELERATE_USE_CPU", "maybe")),
+               .code = kPrecondition, .words = {"strict", "raises ValueError"}});
+  c.push_back({.id = "UC_maybe_ta", .host = cuda2,
+               .request = Versions("4.36.2", "0.25.0", Req::Train(TA).Env("ACCELERATE_USE_CPU", "maybe")),
+               .code = kInvalid, .words = {"env.ACCELERATE_USE_CPU='maybe'"}});
+  c.push_back({.id = "UC_maybe_acc_use_cpu", .host = cuda2,
+               .request = Versions("", "0.25.0", Req::Train(ACC).UseCpu().Env("ACCELERATE_USE_CPU", "maybe")),
+               .code = kInvalid, .words = {"env.ACCELERATE_USE_CPU='maybe'"}});
   // ---- V-TF-XLA-CPU: TrainingArguments before 4.39 on a torch_xla job with a device torch_xla cannot map ----
   c.push_back({.id = "XC_use_cpu_4_36", .host = tpu2,
                .request = Versions("4.36.2", "0.25.0", Req::Train(TA).UseCpu().Runtime({"xla"})), .code = kPrecondition,
