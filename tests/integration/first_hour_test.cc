@@ -69,7 +69,9 @@ TEST(FirstHour, NoDaemonNamesTheLikelyCauseAndTheCommandThatStartsIt) {
   r = Cli("--address=" + tcp + " health");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("nothing listens on " + tcp + " (connection refused): " + NoDaemonHint()));
-  if (geteuid() == 0) EXPECT_THAT(r.err, HasSubstr("or run `devplaced`"));
+  if (geteuid() == 0) {
+    EXPECT_THAT(r.err, HasSubstr("or run `devplaced`"));
+  }
   EXPECT_EQ(Lines(r.err), 1) << r.err;
 
   // A socket left behind by a daemon that was killed: nobody accepts on it.
