@@ -23,6 +23,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -30,9 +31,9 @@
 #include "absl/time/time.h"
 #include "client/cli/cli.h"
 #include "client/cli/connect_flags.h"
+#include "client/cli/output.h"
 #include "devplace/client.h"
 #include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 #include "server/common/status_macros.h"
 #include "server/export/slurm.h"
 
@@ -67,16 +68,6 @@ int WithInventory(const std::function<int(const v1::Inventory&, bool offline)>& 
     });
   }
   return WithInventoryFile(path, [&](const v1::Inventory& inv) { return body(inv, true); });
-}
-
-int PrintJson(const google::protobuf::Struct& s) {
-  std::string json;
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
-  (void)google::protobuf::util::MessageToJsonString(s, &json, options);
-  std::fputs(json.c_str(), stdout);
-  std::fflush(stdout);
-  return 0;
 }
 
 int RunGres() {
@@ -208,22 +199,50 @@ std::string NodeName() {
   return std::string(absl::string_view(host).substr(0, absl::string_view(host).find('.')));
 }
 
+// A node's drain as `scontrol show node --oneliner` prints it ("... State=IDLE+DRAIN ... Reason=<text>
+// [user@time]"): whether Slurm holds it out of service (DRAIN in its state: drained or draining; or
+// DOWN), and its reason ("" when none; the reason is the line's last field).
+struct NodeDrain {
+  bool out_of_service = false;
+  std::string reason;
+};
+
+NodeDrain ParseNodeDrain(absl::string_view shown) {
+  NodeDrain d;
+  if (const size_t s = shown.find(" State="); s != absl::string_view::npos) {
+    absl::string_view state = shown.substr(s + 7);
+    state = state.substr(0, state.find_first_of(" \n"));
+    d.out_of_service = absl::StrContains(state, "DRAIN") || absl::StrContains(state, "DOWN");
+  }
+  if (const size_t r = shown.find(" Reason="); r != absl::string_view::npos) {
+    d.reason = std::string(absl::StripTrailingAsciiWhitespace(shown.substr(r + 8)));
+  }
+  return d;
+}
+
 // --drain: drains the node with the failures as its reason; with none, resumes it when its reason
-// is devplace's (a node drained by an operator or another check stays drained). Whether it acted.
+// is devplace's. A node an operator or another check took out of service (drained or down with a
+// reason that is not devplace's) is left as it is either way, its reason kept, as LBNL NHC leaves a
+// node another party marked offline. Whether it acted.
 absl::StatusOr<bool> DrainOrResume(const std::string& node, const std::vector<slurm::HealthFailure>& failures) {
   const std::string scontrol = absl::GetFlag(FLAGS_scontrol);
+  ASSIGN_OR_RETURN(const std::string shown, RunProgram({scontrol, "show", "node", "--oneliner", node}));
+  const NodeDrain now = ParseNodeDrain(shown);
+  const bool ours = absl::StartsWith(now.reason, slurm::kDrainReasonPrefix);
+  if (now.out_of_service && !ours) {
+    if (!failures.empty()) {
+      std::fprintf(stderr, "devplace: node %s is already out of service (Reason=%s): left as it is\n", node.c_str(),
+                   now.reason.c_str());
+    }
+    return false;
+  }
   if (!failures.empty()) {
     RETURN_IF_ERROR(RunProgram({scontrol, "update", "NodeName=" + node, "State=DRAIN",
                                 "Reason=" + slurm::DrainReason(failures)})
                         .status());
     return true;
   }
-  ASSIGN_OR_RETURN(const std::string shown, RunProgram({scontrol, "show", "node", "--oneliner", node}));
-  const size_t reason = shown.find(" Reason=");
-  if (shown.find("DRAIN") == std::string::npos || reason == std::string::npos ||
-      !absl::StartsWith(absl::string_view(shown).substr(reason + 8), slurm::kDrainReasonPrefix)) {
-    return false;
-  }
+  if (!now.out_of_service || !ours) return false;
   RETURN_IF_ERROR(RunProgram({scontrol, "update", "NodeName=" + node, "State=RESUME"}).status());
   return true;
 }
@@ -250,7 +269,7 @@ int RunHealthCheck() {
       }
       if (absl::GetFlag(FLAGS_drain)) {
         f[failures.empty() ? "resumed" : "drained"].set_bool_value(acted.ok() && *acted);
-        if (!failures.empty()) f["reason"].set_string_value(slurm::DrainReason(failures));
+        if (!failures.empty() && acted.ok() && *acted) f["reason"].set_string_value(slurm::DrainReason(failures));
       }
       PrintJson(s);
     } else {
@@ -275,9 +294,11 @@ Command SlurmHealthCheckCommand() {
           "<value> (<source>)`, and exits 1; nothing and exit 0 when every device is usable (DEGRADED ones\n"
           "are). Slurm does not act on the exit status: --drain runs `scontrol update NodeName=<node>\n"
           "State=DRAIN Reason=\"devplace: ...\"` itself, and when no device fails resumes a node whose reason\n"
-          "starts with \"devplace: \" (a node drained for another reason stays drained). A daemon that cannot\n"
+          "starts with \"devplace: \"; a node drained or down for another reason is left as it is, its reason\n"
+          "kept. A daemon that cannot\n"
           "be reached is exit 1 and never drains. --json prints {healthy, node, failures: [{pci_bus_id,\n"
-          "host_index, health, message}], drained|resumed, reason}. docs/SLURM.md describes the set-up.",
+          "host_index, health, message}], drained|resumed, reason (when drained)}. docs/SLURM.md describes the\n"
+          "set-up.",
           {"inventory", "drain", "node", "scontrol"}, &RunHealthCheck};
 }
 

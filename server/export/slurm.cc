@@ -482,7 +482,12 @@ std::string DrainReason(const std::vector<HealthFailure>& failures) {
   for (char& c : reason) {
     if (c == '"' || c == '\'' || c == '\\' || absl::ascii_iscntrl(static_cast<unsigned char>(c))) c = '_';
   }
-  if (reason.size() > kMaxDrainReasonBytes) reason = absl::StrCat(reason.substr(0, kMaxDrainReasonBytes - 3), "...");
+  if (reason.size() > kMaxDrainReasonBytes) {
+    // Cut at a character boundary: never inside a UTF-8 sequence (continuation bytes are 10xxxxxx).
+    size_t cut = kMaxDrainReasonBytes - 3;
+    while (cut > 0 && (static_cast<unsigned char>(reason[cut]) & 0xC0) == 0x80) --cut;
+    reason = absl::StrCat(reason.substr(0, cut), "...");
+  }
   return reason;
 }
 

@@ -124,7 +124,7 @@ std::string NhcFailureLine(const HealthFailure& failure);
 // What a drained node's Reason= starts with, so a later healthy check resumes only the nodes
 // devplace drained (as NHC does with its "NHC: " prefix).
 inline constexpr absl::string_view kDrainReasonPrefix = "devplace: ";
-// At most this many bytes of reason (longer ones are cut and end in "...").
+// At most this many bytes of reason (longer ones are cut at a UTF-8 character boundary and end in "...").
 inline constexpr size_t kMaxDrainReasonBytes = 255;
 
 // The Reason= for `scontrol update NodeName=.. State=DRAIN`: kDrainReasonPrefix and the failures'

@@ -11,8 +11,9 @@ HealthCheckInterval=2. Then:
     counter and the counter's source;
   - the inventory-path file is pointed at the healthy amd-2x-mi210 golden: the next check resumes
     the node (devplace drained it), and n1 is idle again;
-  - drained by hand with another reason, n1 stays drained through two more checks (each run of the
-    program appends a line to a file: the test waits for those lines, not for a time);
+  - drained by hand with another reason, n1 stays drained with that reason through two more healthy
+    checks and two more faulty ones (each run of the program appends a line to a file: the test
+    waits for those lines, not for a time);
   - `devplace slurm health-check` by hand prints the NHC line and exits 1 on the faulty inventory,
     prints nothing and exits 0 on the healthy one.
 Exit 77 (skipped) without the Slurm and munge binaries, or when not root.
@@ -101,6 +102,15 @@ def main():
             state, reason = node_view(c)
             if not state.startswith("drain") or not reason.startswith("operator maintenance"):
                 failures.append(f"after the operator's drain n1 is {state!r} with reason {reason!r}; want it kept")
+            # ... and through two checks that find the faulty GPU again: not drained over, its reason kept.
+            with open(pointer, "w") as f:
+                f.write(faulty)
+            start = run_count(runs)
+            one.wait_for("two more health checks", lambda: run_count(runs) >= start + 2, 60)
+            state, reason = node_view(c)
+            if not state.startswith("drain") or not reason.startswith("operator maintenance"):
+                failures.append(f"after two faulty checks on the operator's drain n1 is {state!r} with reason "
+                                f"{reason!r}; want the operator's reason kept")
         except Exception as e:  # noqa: BLE001 - report with the daemons' logs
             failures.append(f"{type(e).__name__}: {e} (n1: {node_view(c) if hasattr(c, 'env') else 'not started'})")
         finally:
@@ -109,7 +119,7 @@ def main():
             print("FAIL:\n  " + "\n  ".join(failures) + "\n" + c.logs())
             return 1
     print(f"ok   {FAULTY}: n1 drained with reason {WANT_REASON!r}; resumed once the inventory was {HEALTHY}'s; "
-          "an operator's drain kept; by hand: the NHC line and exit 1, nothing and exit 0")
+          "an operator's drain kept through healthy and faulty checks; by hand: the NHC line and exit 1, nothing and exit 0")
     return 0
 
 

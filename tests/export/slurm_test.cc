@@ -332,5 +332,16 @@ TEST(SlurmHealthCheckTest, DrainReasonIsBoundedAndHasNothingToSplitOn) {
   EXPECT_TRUE(absl::EndsWith(reason, "x...")) << reason;
 }
 
+TEST(SlurmHealthCheckTest, ALongDrainReasonIsCutBetweenCharactersNeverInsideOne) {
+  v1::Device d;
+  // The prefix (10 bytes), "a", then 130 two-byte "é": byte 252, where the cut would fall, is the
+  // second byte of a character, so the reason keeps 251 bytes and "...".
+  std::string message = "a";
+  for (int i = 0; i < 130; ++i) message += "\xc3\xa9";
+  const std::string reason = slurm::DrainReason({{&d, message}});
+  EXPECT_EQ(reason.size(), 251u + 3u);
+  EXPECT_TRUE(absl::EndsWith(reason, "\xc3\xa9...")) << reason;
+}
+
 }  // namespace
 }  // namespace devplace::testing
