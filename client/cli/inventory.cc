@@ -19,7 +19,11 @@ int RunInventory() {
 
 Command InventoryCommand() {
   return {"inventory", "Show the host's accelerator inventory (the daemon's current snapshot).", "devplace inventory",
-          "Prints the host, the backends (rows) with their state, every device and the probers' reports.", {},
+          "Prints the host, the backends (rows) with their state, every device with its HEALTH (ok, degraded:\n"
+          "why, fault, lost; docs/PROBE.md \"Device health\") and USABLE columns, each device's usage with the\n"
+          "LEASE that holds it, the leases, and the probers' reports. --json prints the whole Inventory\n"
+          "message, health counters and leases included.",
+          {},
           &RunInventory};
 }
 

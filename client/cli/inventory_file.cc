@@ -15,7 +15,7 @@
 #include "google/protobuf/util/json_util.h"
 
 ABSL_FLAG(std::string, inventory, "",
-          "Work offline (resolve, labels) against a saved inventory (JSON from `devplace inventory --json` or "
+          "Work offline (resolve, labels, slurm gres, task-prolog and health-check) against a saved inventory (JSON from `devplace inventory --json` or "
           "`devplace-probe --json`, or devplace-probe's binary output); no daemon is contacted");
 
 namespace devplace::cli {

@@ -338,14 +338,23 @@ void Resolution::FaultWarning(const RowState& r, const v1::PlacedDevice& p, cons
   // any order, whatever the numbering), else a pick.
   std::vector<std::string> others;
   bool by_uuid = r.backend->row() == v1::ROW_CUDA_NVIDIA;
+  bool any_other = false;
   for (const VisibleUnit& o : r.vis.units) {
     if (o.device == u.device || !HealthUsable(o.device->health())) continue;
+    any_other = true;
     by_uuid = by_uuid && !o.device->uuid().empty() && o.partition == nullptr;
     if (o.device->uuid().empty() || std::find(others.begin(), others.end(), o.device->uuid()) != others.end()) continue;
     others.push_back(o.device->uuid());
   }
   std::string fix = "run the job under devplace run (or eval \"$(devplace pick)\"), which never hands out a FAULT device";
-  if (by_uuid && !others.empty()) {
+  if (!any_other) {
+    // Nothing the job sees is usable: a mask can only leave the device out by naming another one.
+    fix = absl::StrCat("no other ", r.backend->name(), " device the job sees is usable",
+                       spec->mask_variables.empty()
+                           ? ""
+                           : absl::StrCat(", so give it another one in ", spec->mask_variables.front()),
+                       ": ", fix, " (it chooses among the devices the job may use)");
+  } else if (by_uuid && !others.empty()) {
     fix = absl::StrCat("leave it out with CUDA_VISIBLE_DEVICES=", absl::StrJoin(others, ","), ", or ", fix);
   } else if (!spec->mask_variables.empty()) {
     fix = absl::StrCat("leave it out with ", spec->mask_variables.front(), " listing the job's other devices, or ", fix);

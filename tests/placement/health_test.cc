@@ -66,6 +66,20 @@ TEST(HealthHazard, ADeviceMapBudgetLeavesAFaultDeviceOut) {
   EXPECT_GT(ok->max_memory().at("0"), 0u);
 }
 
+// A mask that names only the FAULT device leaves nothing to list: the fix says so and names the
+// variable to give the job another device, never "leave it out" with the job's (no) other devices.
+TEST(HealthHazard, AMaskOfOnlyTheFaultDeviceIsToldToNameAnotherOne) {
+  const v1::Inventory inv = FirstGpu(v1::HEALTH_FAULT);
+  const absl::StatusOr<v1::ResolveDeviceResponse> r =
+      Resolve(inv, Req::Train().Env("CUDA_VISIBLE_DEVICES", inv.backends(1).devices(0).uuid()));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->placed(0).pci_bus_id(), inv.backends(1).devices(0).pci_bus_id());
+  const std::string warnings = absl::StrJoin(r->warnings(), "\n");
+  EXPECT_THAT(warnings, HasSubstr("no other cuda/nvidia device the job sees is usable, so give it another one in "
+                                  "CUDA_VISIBLE_DEVICES: run the job under devplace run"));
+  EXPECT_THAT(warnings, Not(HasSubstr("leave it out")));
+}
+
 TEST(HealthHazard, StrictRefusesAnAnswerOnAFaultDevice) {
   const absl::StatusOr<v1::ResolveDeviceResponse> r = Resolve(FirstGpu(v1::HEALTH_FAULT), Req::Train().Strict());
   ASSERT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
