@@ -4,7 +4,10 @@
 // card <card id> (default: the device number; chips of one card are numbered in script order),
 // logic_id and phy_id (default: the device number), name (chip_name, e.g. 910B3; chip_type is
 // "Ascend"), aicore <n>, vdie <5 hex words> (dcmi_get_device_die_v2; absent: not supported),
-// memory <total> <used> in bytes (answered in MB), health <n> (default 0). `fail` codes: the
+// memory <total> <used> in bytes (answered in MB), health <n> (default 0), hbm_ecc <enable_flag>
+// <single_bit> <double_bit> <total_single_bit> <total_double_bit> <double_bit_isolated_pages>
+// (dcmi_get_device_ecc_info for DCMI_DEVICE_TYPE_HBM; absent, or another type: NOT_SUPPORT).
+// `fail` codes: the
 // DCMI_ERR_CODE_ names without the prefix (DEVICE_NOT_EXIST, NOT_SUPPORT, OPER_NOT_PERMITTED,
 // NOT_REDAY, INNER_ERR, ...) or negative numbers.
 #include <cstdio>
@@ -174,5 +177,20 @@ FAKE_EXPORT int dcmi_get_device_health(int card_id, int device_id, unsigned int*
   if (health == nullptr) return DCMI_ERR_CODE_INVALID_PARAMETER;
   *health = static_cast<unsigned int>(std::strtoul(script.Has(i, "health") ? script.Fact(i, "health").c_str() : "0",
                                                    nullptr, 0));
+  return DCMI_OK;
+}
+
+FAKE_EXPORT int dcmi_get_device_ecc_info(int card_id, int device_id, enum dcmi_device_type input_type,
+                                         struct dcmi_ecc_info* device_ecc_info) {
+  FAKE_CHIP_CALL(card_id, device_id)
+  if (device_ecc_info == nullptr) return DCMI_ERR_CODE_INVALID_PARAMETER;
+  dcmi_ecc_info ecc = {};
+  if (input_type != DCMI_DEVICE_TYPE_HBM ||
+      std::sscanf(script.Fact(i, "hbm_ecc").c_str(), "%d %u %u %u %u %u", &ecc.enable_flag, &ecc.single_bit_error_cnt,
+                  &ecc.double_bit_error_cnt, &ecc.total_single_bit_error_cnt, &ecc.total_double_bit_error_cnt,
+                  &ecc.double_bit_isolated_pages_cnt) != 6) {
+    return DCMI_ERR_CODE_NOT_SUPPORT;
+  }
+  *device_ecc_info = ecc;
   return DCMI_OK;
 }

@@ -2,7 +2,10 @@
 // devplace's prober looks up (server/probe/vendor_libs/hlml_api.h, same signatures) and answers them from a
 // script (format in accel_fake_script.h) named by FAKE_HLML_CONFIG; FAKE_HLML_LOG logs the calls.
 // Device keys: bus_id, name, uuid, serial, module_id, memory <total> <used> (bytes; absent:
-// HLML_ERROR_NOT_SUPPORTED). `fail` codes: the hlml_return_t names without HLML_ERROR_
+// HLML_ERROR_NOT_SUPPORTED), and the health calls' (absent: HLML_ERROR_NOT_SUPPORTED):
+// ecc_uncorrected <volatile> <aggregate> (hlml_device_get_total_ecc_errors with
+// HLML_MEMORY_ERROR_TYPE_UNCORRECTED; CORRECTED answers NOT_SUPPORTED, as hlml.h says), ecc_mode
+// <current> <pending> (0 or 1), replaced_rows_pending <0|1>. `fail` codes: the hlml_return_t names without HLML_ERROR_
 // (AIP_IS_LOST, NOT_SUPPORTED, DRIVER_NOT_LOADED, UNKNOWN, ...) or numbers.
 #include <cstdint>
 #include <cstdio>
@@ -141,5 +144,39 @@ FAKE_EXPORT hlml_return_t hlml_device_get_memory_info(hlml_device_t device, hlml
   unsigned long long total = 0, used = 0;
   if (std::sscanf(script.Fact(i, "memory").c_str(), "%llu %llu", &total, &used) != 2) return HLML_ERROR_NOT_SUPPORTED;
   *memory = {total - used, total, used};
+  return HLML_SUCCESS;
+}
+
+FAKE_EXPORT hlml_return_t hlml_device_get_total_ecc_errors(hlml_device_t device, hlml_memory_error_type_t error_type,
+                                                           hlml_ecc_counter_type_t counter_type,
+                                                           unsigned long long* ecc_counts) {
+  FAKE_DEVICE_CALL(device)
+  if (ecc_counts == nullptr || counter_type > HLML_AGGREGATE_ECC) return HLML_ERROR_INVALID_ARGUMENT;
+  unsigned long long counts[2] = {};
+  if (error_type != HLML_MEMORY_ERROR_TYPE_UNCORRECTED ||
+      std::sscanf(script.Fact(i, "ecc_uncorrected").c_str(), "%llu %llu", &counts[0], &counts[1]) != 2) {
+    return HLML_ERROR_NOT_SUPPORTED;
+  }
+  *ecc_counts = counts[counter_type];
+  return HLML_SUCCESS;
+}
+
+FAKE_EXPORT hlml_return_t hlml_device_get_ecc_mode(hlml_device_t device, hlml_enable_state_t* current,
+                                                   hlml_enable_state_t* pending) {
+  FAKE_DEVICE_CALL(device)
+  if (current == nullptr || pending == nullptr) return HLML_ERROR_INVALID_ARGUMENT;
+  unsigned int now = 0, next = 0;
+  if (std::sscanf(script.Fact(i, "ecc_mode").c_str(), "%u %u", &now, &next) != 2) return HLML_ERROR_NOT_SUPPORTED;
+  *current = now != 0 ? HLML_FEATURE_ENABLED : HLML_FEATURE_DISABLED;
+  *pending = next != 0 ? HLML_FEATURE_ENABLED : HLML_FEATURE_DISABLED;
+  return HLML_SUCCESS;
+}
+
+FAKE_EXPORT hlml_return_t hlml_device_get_replaced_rows_pending_status(hlml_device_t device,
+                                                                       hlml_enable_state_t* is_pending) {
+  FAKE_DEVICE_CALL(device)
+  if (is_pending == nullptr) return HLML_ERROR_INVALID_ARGUMENT;
+  if (!script.Has(i, "replaced_rows_pending")) return HLML_ERROR_NOT_SUPPORTED;
+  *is_pending = script.Fact(i, "replaced_rows_pending") == "1" ? HLML_FEATURE_ENABLED : HLML_FEATURE_DISABLED;
   return HLML_SUCCESS;
 }

@@ -10,7 +10,8 @@
 // appended to it as "<function> <target>" (targets below), one per line.
 //
 // Script format: one directive per line; '#' starts a comment; blank lines are ignored. <i> is
-// an NVML device index (devices must be numbered 0..n-1: the count is n), <j> a MIG slot.
+// an NVML device index (devices must be numbered 0..n-1: the count is n; n at most 1,024, scripts/bench
+// scripts 256 GPUs), <j> a MIG slot.
 //
 //   driver_version <text>                       nvmlSystemGetDriverVersion (default 550.54.15)
 //   cuda_driver_version <int>                   nvmlSystemGetCudaDriverVersion_v2 (default 12040)
@@ -204,7 +205,7 @@ bool Parse(const std::string& path, Config& config, std::string& error) {
       config.driver_version = w[1];
     } else if (w[0] == "cuda_driver_version" && w.size() == 2 && ParseInt(w[1], a)) {
       config.cuda_driver_version = static_cast<int>(a);
-    } else if (w[0] == "device" && w.size() >= 3 && ParseInt(w[1], a) && a >= 0 && a < 64) {
+    } else if (w[0] == "device" && w.size() >= 3 && ParseInt(w[1], a) && a >= 0 && a < 1024) {
       if (config.gpus.size() <= static_cast<size_t>(a)) config.gpus.resize(a + 1);
       Gpu& gpu = config.gpus[a];
       if (w[2] == "bus_id" && w.size() == 4) {

@@ -1,7 +1,9 @@
 // devplaced with the HLML, DCMI, CNDev and MTML fakes (tests/fakes) loaded by the real
 // devplace-probe child on the Gaudi, Ascend, Cambricon and Moore Threads fixture hosts:
 // device_map="auto" gets max_memory from the libraries' figures over the wire, with the library
-// named in the explanation; the CLI shows them; a library that crashes leaves the daemon serving.
+// named in the explanation; the CLI shows them; an uncorrectable ECC count the library reports
+// makes the device FAULT (shown, never picked, warned about); a library that crashes leaves the
+// daemon serving.
 #include <signal.h>
 
 #include <string>
@@ -103,6 +105,70 @@ TEST_P(AccelDaemonTest, CliProbeShowsNamesUuidsAndMemory) {
 
 INSTANTIATE_TEST_SUITE_P(Libraries, AccelDaemonTest, ::testing::ValuesIn(kLibraries),
                          [](const ::testing::TestParamInfo<Library>& info) { return std::string(info.param.prober); });
+
+// The library's ECC call on a fixture whose host device 0 counts uncorrectable errors (FAULT).
+struct EccFault {
+  const Library* library;
+  const char* script;   // tests/fixtures/<prober>/<script>.txt
+  const char* faulty;   // host device 0's bus id
+  const char* reading;  // "<counter> <value>"
+};
+
+const EccFault kEccFaults[] = {
+    {&kLibraries[0], "gaudi2-uncorrectable-ecc", "0000:33:00.0", "ecc.errors.uncorrected.volatile.total 2"},
+    {&kLibraries[1], "910b-uncorrectable-ecc", "0000:01:00.0", "hbm_ecc.double_bit_error_cnt 2"},
+};
+
+void PrintTo(const EccFault& f, std::ostream* os) { *os << f.library->prober; }
+
+class AccelEccDaemonTest : public ::testing::TestWithParam<EccFault> {};
+
+// devplaced shows the fault and its counter in `devplace inventory`, a pick skips the device, and
+// an answer that uses it (training takes every device, as the job's runtime enumerates them) warns
+// naming the device and the counter; strict refuses it.
+TEST_P(AccelEccDaemonTest, AnUncorrectableCountIsShownSkippedWarnedAndRefusedUnderStrict) {
+  const EccFault& f = GetParam();
+  const Library& l = *f.library;
+  TempDir dir;
+  ScopedEnv config(l.config_env, Script(l, f.script));
+  DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost(l.host), absl::StrCat("--", l.prober, "_library=", l.fake),
+                               "--nvml_library="});
+  ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(30))) << d.Log();
+  const std::string cli = absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=", ShellQuote(d.unix_target()));
+  CommandResult r = RunCommand(cli + " inventory");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ContainsRegex(absl::StrCat(f.faulty, " .* fault +no: ", f.reading, ": uncorrectable")));
+
+  const std::string pick = cli + " pick --no_environment --ttl=120s --json";
+  r = RunCommand(pick);
+  EXPECT_EQ(r.exit_code, 0) << r.err;  // the healthy device
+  r = RunCommand(pick);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_THAT(r.err, HasSubstr(absl::StrCat("host device 0 (", f.faulty, "): not picked: not usable (", f.reading, ": ")));
+
+  auto stub = Stub(d.unix_target());
+  v1::ResolveDeviceRequest req;
+  req.set_workload(v1::WORKLOAD_TRAINING);
+  grpc::ClientContext ctx;
+  v1::ResolveDeviceResponse answer;
+  const grpc::Status status = stub->ResolveDevice(&ctx, req, &answer);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_THAT(answer.warnings(),
+              Contains(HasSubstr(absl::StrCat("H-HEALTH ", l.type, ":0 is host device 0 (", f.faulty,
+                                              "), whose health is FAULT (", f.reading, ": "))));
+  req.set_strict(true);
+  grpc::ClientContext ctx2;
+  const grpc::Status strict = stub->ResolveDevice(&ctx2, req, &answer);
+  EXPECT_EQ(strict.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(strict.error_message(), HasSubstr(absl::StrCat("strict: H-HEALTH ", l.type, ":0")));
+  d.Signal(SIGTERM);
+  EXPECT_EQ(d.WaitExit(absl::Seconds(10)), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Libraries, AccelEccDaemonTest, ::testing::ValuesIn(kEccFaults),
+                         [](const ::testing::TestParamInfo<EccFault>& info) {
+                           return std::string(info.param.library->prober);
+                         });
 
 // A vendor library that crashes (SIGSEGV inside the library) must not take the daemon down. The
 // probe child dies with it, or, where the vendor library runs in a process of its own

@@ -2,7 +2,8 @@
 // (tests/fakes/fake_<lib>.cc, loaded with a real dlopen) on the Gaudi, Ascend, Cambricon and Moore
 // Threads fixture hosts: merge by bus id, names / UUIDs / memory with their source, lost and
 // faulty devices, unsupported and failing calls, a missing library or symbol, a wrong library
-// version, slow and never-returning calls, and one golden inventory per case
+// version, slow and never-returning calls, the health counters of the libraries' ECC calls
+// (library_health.h), and one golden inventory per case
 // (tests/golden/accel/<case>.json; regenerate with DEVPLACE_UPDATE_GOLDENS=1 and review the diff).
 #include <chrono>
 #include <cstdlib>
@@ -17,6 +18,7 @@
 #include "server/probe/vendor_libs/accel_library.h"
 #include "server/probe/host/host_root.h"
 #include "server/probe/probers.h"
+#include "tests/common/scoped_env.h"
 #include "tests/common/temp_dir.h"
 #include "tests/probe/test_util.h"
 
@@ -26,6 +28,7 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
@@ -427,6 +430,125 @@ TEST(AccelLibraryMergeTest, EmptyPathsRunNoLibraryProber) {
   EXPECT_EQ(probers[0].name, "dcmi");
   EXPECT_EQ(probers[1].name, "mtml");
 }
+
+// ---- health counters (library_health.h) ----
+
+// A library's ECC call on a fixture whose first device counts uncorrectable errors.
+struct EccCase {
+  const char* prober;
+  const char* script;         // tests/fixtures/<prober>/<script>.txt
+  const char* faulty;         // its bus id
+  const char* healthy;        // the other device's
+  const char* counter;        // the FAULT counter
+  const char* value;          // its reading
+  const char* call;           // the library call that reads it
+  const char* library;        // how sources name the library
+  const char* not_supported;  // the fake's code name for "not supported"
+  const char* failure;        // and for an unexpected error
+};
+
+const EccCase kEccCases[] = {
+    {"hlml", "gaudi2-uncorrectable-ecc", "0000:33:00.0", "0000:9a:00.0", "ecc.errors.uncorrected.volatile.total", "2",
+     "hlml_device_get_total_ecc_errors", "HLML", "NOT_SUPPORTED", "UNKNOWN"},
+    {"dcmi", "910b-uncorrectable-ecc", "0000:01:00.0", "0000:02:00.0", "hbm_ecc.double_bit_error_cnt", "2",
+     "dcmi_get_device_ecc_info", "DCMI", "NOT_SUPPORT", "INNER_ERR"},
+};
+
+void PrintTo(const EccCase& c, std::ostream* os) { *os << c.prober; }
+
+const v1::HealthCounter* LibraryCounter(const v1::Device* d, const std::string& name) {
+  for (const v1::HealthCounter& c : d->health_counters()) {
+    if (c.name() == name) return &c;
+  }
+  return nullptr;
+}
+
+class LibraryHealthTest : public ::testing::TestWithParam<EccCase> {
+ protected:
+  std::string ScriptPathOf() { return ScriptPath(VendorNamed(GetParam().prober), GetParam().script); }
+  TempDir tmp_;
+};
+
+// ScriptWith prepends to the vendor's own fixture; these cases use the ECC fixture instead.
+std::string EccScript(const EccCase& c, TempDir& tmp, const std::string& extra) {
+  return tmp.Write("ecc.txt", extra + "\n" + ReadFile(ScriptPath(VendorNamed(c.prober), c.script)));
+}
+
+TEST_P(LibraryHealthTest, AnUncorrectableCountIsAFaultNamingItsCounterAndSource) {
+  const EccCase& c = GetParam();
+  const Vendor& v = VendorNamed(c.prober);
+  const v1::Inventory inv = ProbeWith(v, v.host, ScriptPathOf(), v.fake);
+  EXPECT_EQ(Report(inv, c.prober).status(), v1::PROBE_STATUS_OK) << Report(inv, c.prober).message();
+  const v1::Device* faulty = FindDevice(inv, c.faulty);
+  ASSERT_NE(faulty, nullptr);
+  EXPECT_EQ(faulty->health(), v1::HEALTH_FAULT);
+  EXPECT_FALSE(faulty->usable());
+  EXPECT_THAT(faulty->health_reason(), StartsWith(absl::StrCat(c.counter, " ", c.value, ": uncorrectable")));
+  const v1::HealthCounter* counter = LibraryCounter(faulty, c.counter);
+  ASSERT_NE(counter, nullptr);
+  EXPECT_EQ(counter->effect(), v1::HEALTH_FAULT);
+  EXPECT_THAT(counter->source(), StartsWith(absl::StrCat(c.library, " ", c.call)));
+  const v1::Device* healthy = FindDevice(inv, c.healthy);
+  ASSERT_NE(healthy, nullptr);
+  EXPECT_EQ(healthy->health(), v1::HEALTH_OK);
+  EXPECT_TRUE(healthy->usable());
+  ASSERT_NE(LibraryCounter(healthy, c.counter), nullptr);
+  EXPECT_EQ(LibraryCounter(healthy, c.counter)->value(), "0");
+  EXPECT_EQ(LibraryCounter(healthy, c.counter)->effect(), v1::HEALTH_OK);
+}
+
+TEST_P(LibraryHealthTest, AFailingCallIsUnknownAndANoteNeverAFault) {
+  const EccCase& c = GetParam();
+  const Vendor& v = VendorNamed(c.prober);
+  const v1::Inventory inv = ProbeWith(v, v.host, EccScript(c, tmp_, absl::StrCat("fail ", c.call, " * ", c.failure)), v.fake);
+  const v1::ProbeReport& report = Report(inv, c.prober);
+  EXPECT_EQ(report.status(), v1::PROBE_STATUS_OK) << report.message();  // a note, not an error
+  EXPECT_THAT(report.message(), HasSubstr(absl::StrCat(c.faulty, ": ")));
+  EXPECT_THAT(report.message(), HasSubstr("(its health counters unknown, not a health change)"));
+  const v1::Device* faulty = FindDevice(inv, c.faulty);
+  ASSERT_NE(faulty, nullptr);
+  EXPECT_EQ(faulty->health(), v1::HEALTH_OK) << faulty->health_reason();
+  EXPECT_TRUE(faulty->usable());
+  const v1::HealthCounter* counter = LibraryCounter(faulty, c.counter);
+  ASSERT_NE(counter, nullptr);
+  EXPECT_EQ(counter->effect(), v1::HEALTH_UNSPECIFIED);
+  EXPECT_THAT(counter->rule(), StartsWith("unknown: "));
+  EXPECT_TRUE(counter->value().empty());
+}
+
+TEST_P(LibraryHealthTest, AnUnsupportedCallIsUnknownWithoutANote) {
+  const EccCase& c = GetParam();
+  const Vendor& v = VendorNamed(c.prober);
+  const v1::Inventory inv =
+      ProbeWith(v, v.host, EccScript(c, tmp_, absl::StrCat("fail ", c.call, " * ", c.not_supported)), v.fake);
+  const v1::ProbeReport& report = Report(inv, c.prober);
+  EXPECT_EQ(report.status(), v1::PROBE_STATUS_OK) << report.message();
+  EXPECT_THAT(report.message(), Not(HasSubstr("health counters unknown")));
+  const v1::Device* faulty = FindDevice(inv, c.faulty);
+  ASSERT_NE(faulty, nullptr);
+  EXPECT_EQ(faulty->health(), v1::HEALTH_OK);
+  ASSERT_NE(LibraryCounter(faulty, c.counter), nullptr);
+  EXPECT_THAT(LibraryCounter(faulty, c.counter)->rule(), HasSubstr("(this device does not offer it)"));
+}
+
+TEST_P(LibraryHealthTest, AUsageRefreshMakesNoHealthCall) {
+  const EccCase& c = GetParam();
+  const Vendor& v = VendorNamed(c.prober);
+  setenv(v.config_env, ScriptPathOf().c_str(), 1);
+  ScopedEnv log(v.log_env, tmp_.File("calls"));
+  probe::ProbeOptions options;
+  options.nvml_library = "";
+  options.*(v.library) = v.fake;
+  options.usage_only = true;
+  const v1::Inventory inv = probe::ProbeInventory(probe::HostRoot(HostDir(v.host)), options);
+  EXPECT_THAT(ReadFile(tmp_.File("calls")), AllOf(HasSubstr(v.memory_call), Not(HasSubstr(c.call))));
+  const v1::Device* faulty = FindDevice(inv, c.faulty);
+  ASSERT_NE(faulty, nullptr);
+  EXPECT_EQ(LibraryCounter(faulty, c.counter), nullptr);
+}
+
+INSTANTIATE_TEST_SUITE_P(Libraries, LibraryHealthTest, ::testing::ValuesIn(kEccCases),
+                         [](const ::testing::TestParamInfo<EccCase>& info) { return std::string(info.param.prober); });
 
 // ---- goldens ----
 

@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/probe/host/pci_health.h"
 #include "server/probe/host/prober_util.h"
 
 namespace devplace::probe {
@@ -120,6 +121,9 @@ absl::StatusOr<ProbeOutcome> MergeLibrarySnapshot(const LibraryInfo& info, const
       (*d.mutable_attributes())["memory_source"] = info.prober;
     }
     if (dev.processes) SetListedProcesses(d, info.prober, *dev.processes);
+    for (const v1::HealthCounter& c : dev.health_counters) {
+      if (d.health_counters_size() < kMaxHealthCounters) *d.add_health_counters() = c;
+    }
     if (!dev.lost.empty()) {
       ++lost;
       MarkUnhealthy(d, v1::HEALTH_LOST, dev.lost);

@@ -16,6 +16,8 @@
 //   prober (LibraryInfo::prober, its registry name) so answers can say where a figure came from;
 // - vendor facts go to Device.attributes (e.g. "serial", "module_id", "card_id", "logic_id");
 // - processes the library lists go to Device.usage (source: the prober), compute processes;
+// - the library's health counters (library_health.h) go to Device.health_counters, after the
+//   sysfs ones, up to kMaxHealthCounters; BuildInventory derives the device's health from them;
 // - a device the library reports lost becomes HEALTH_LOST, one it reports faulty HEALTH_FAULT,
 //   with the library call and its answer in health_reason (appended to an earlier reason); a
 //   device it refuses (no permission) gets an inaccessible reason; all three make it unusable.
@@ -63,6 +65,9 @@ struct LibraryDevice {
   std::string fault;
   // The first call that this process was refused (no permission); empty otherwise.
   std::string no_permission;
+  // The library's health counters of the device (library_health.h), merged into
+  // Device.health_counters (at most kMaxHealthCounters in all).
+  std::vector<v1::HealthCounter> health_counters;
 };
 
 // Everything one library session read, before merging.

@@ -68,6 +68,27 @@ struct dcmi_hbm_info {
 
 enum dcmi_die_type { NDIE, VDIE };
 
+// dcmi_get_device_ecc_info's memory types; the reference supports DCMI_DEVICE_TYPE_HBM only.
+enum dcmi_device_type {
+  DCMI_DEVICE_TYPE_DDR = 0,
+  DCMI_DEVICE_TYPE_SRAM = 1,
+  DCMI_DEVICE_TYPE_HBM = 2,
+  DCMI_DEVICE_TYPE_NPU = 3,
+};
+
+// dcmi_get_device_ecc_info (the reference: the counts are real-time data; the single- and
+// double-bit counts are cleared when the system restarts, the totals cover the chip's life;
+// single_bit_isolated_pages_cnt is reserved, always 0).
+struct dcmi_ecc_info {
+  int enable_flag;  // 1: ECC detection on, 0: off
+  unsigned int single_bit_error_cnt;
+  unsigned int double_bit_error_cnt;
+  unsigned int total_single_bit_error_cnt;
+  unsigned int total_double_bit_error_cnt;
+  unsigned int single_bit_isolated_pages_cnt;
+  unsigned int double_bit_isolated_pages_cnt;
+};
+
 struct dcmi_die_id {
   unsigned int soc_die[DCMI_DIE_ID_COUNT];
 };
@@ -82,6 +103,9 @@ int dcmi_get_device_chip_info(int card_id, int device_id, struct dcmi_chip_info*
 int dcmi_get_device_die_v2(int card_id, int device_id, enum dcmi_die_type input_type, struct dcmi_die_id* die_id);
 int dcmi_get_device_hbm_info(int card_id, int device_id, struct dcmi_hbm_info* hbm_info);
 int dcmi_get_device_health(int card_id, int device_id, unsigned int* health);
+// Health (optional: read on full probes; docs/PROBE.md "Device health", the DCMI table).
+int dcmi_get_device_ecc_info(int card_id, int device_id, enum dcmi_device_type input_type,
+                             struct dcmi_ecc_info* device_ecc_info);
 
 }  // extern "C"
 

@@ -4,8 +4,10 @@
 // unique id, HBM total/used (MB) and health. A chip DCMI says does not exist
 // (DCMI_ERR_CODE_DEVICE_NOT_EXIST, or health 0xffffffff) becomes HEALTH_LOST; health 2 or 3
 // (important / urgent alarm) HEALTH_FAULT; health 1 (general alarm) stays usable and is kept in
-// the "dcmi_health" attribute.
+// the "dcmi_health" attribute. On full probes it also reads the chip's HBM ECC counts
+// (dcmi_get_device_ecc_info, library_health.h; docs/PROBE.md "Device health", the DCMI table).
 #include <cstdio>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -13,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "server/probe/vendor_libs/accel_library.h"
 #include "server/probe/vendor_libs/dcmi_api.h"
+#include "server/probe/vendor_libs/library_health.h"
 
 namespace devplace::probe {
 namespace {
@@ -30,6 +33,8 @@ struct Dcmi {
   decltype(&dcmi_get_device_die_v2) die = nullptr;
   decltype(&dcmi_get_device_hbm_info) hbm = nullptr;
   decltype(&dcmi_get_device_health) health = nullptr;
+  decltype(&dcmi_get_device_ecc_info) ecc = nullptr;
+  bool read_health = false;  // full probes only
 };
 
 std::string DcmiReturnName(int code) {
@@ -73,6 +78,42 @@ std::string HealthText(unsigned int health) {
     case DCMI_HEALTH_NOT_EXIST: return "0xffffffff (chip does not exist or has not started)";
     default: return absl::StrCat(health, " (unknown)");
   }
+}
+
+// The HBM ECC counts, named by dcmi_ecc_info's fields. A double-bit (multi-bit) error cannot be
+// corrected: the reference says to locate and rectify the fault, and the count is cleared only when
+// the system restarts: FAULT. Single-bit errors were corrected, the lifetime totals and the pages
+// isolated are raw counts.
+constexpr CounterRule kDoubleBit = {
+    "hbm_ecc.double_bit_error_cnt", v1::HEALTH_FAULT,
+    "uncorrectable (multi-bit) HBM ECC errors since the system started: data in the chip's memory was lost"};
+constexpr CounterRule kRawEcc[] = {
+    {"hbm_ecc.single_bit_error_cnt", v1::HEALTH_OK,
+     "corrected (single-bit) HBM ECC errors since the system started (a raw count, never a health change)"},
+    {"hbm_ecc.total_double_bit_error_cnt", v1::HEALTH_OK,
+     "uncorrectable HBM ECC errors over the chip's life (a raw count, never a health change)"},
+    {"hbm_ecc.total_single_bit_error_cnt", v1::HEALTH_OK,
+     "corrected HBM ECC errors over the chip's life (a raw count, never a health change)"},
+    {"hbm_ecc.double_bit_isolated_pages_cnt", v1::HEALTH_OK,
+     "memory pages isolated after uncorrectable errors (a raw count, never a health change)"},
+};
+constexpr CounterRule kEccRules[] = {{"hbm_ecc.enable_flag", v1::HEALTH_OK, ""}, kDoubleBit, kRawEcc[0], kRawEcc[1],
+                                     kRawEcc[2], kRawEcc[3]};
+
+void ReadEcc(const Dcmi& lib, int card, int chip, LibraryHealthReader& health) {
+  const std::string source = "DCMI dcmi_get_device_ecc_info(DCMI_DEVICE_TYPE_HBM)";
+  dcmi_ecc_info ecc = {};
+  if (!health.Call("dcmi_get_device_ecc_info", lib.ecc != nullptr, source, kEccRules,
+                   [&] { return lib.ecc(card, chip, DCMI_DEVICE_TYPE_HBM, &ecc); })) {
+    return;
+  }
+  const bool on = ecc.enable_flag == 1;
+  health.Add("hbm_ecc.enable_flag", absl::StrCat(ecc.enable_flag), source, v1::HEALTH_OK,
+             on ? "ECC detection on" : "ECC detection off: HBM errors are not counted (a note, not a health change)");
+  health.Add(kDoubleBit, source, ecc.double_bit_error_cnt);
+  const unsigned int raw[] = {ecc.single_bit_error_cnt, ecc.total_double_bit_error_cnt, ecc.total_single_bit_error_cnt,
+                              ecc.double_bit_isolated_pages_cnt};
+  for (size_t k = 0; k < std::size(raw); ++k) health.Add(kRawEcc[k], source, raw[k]);
 }
 
 // Reads chip `chip` of card `card`; false when its bus id could not be read (then it is not kept).
@@ -124,13 +165,18 @@ bool ReadChip(const Dcmi& lib, int card, int chip, LibraryCalls& calls, LibraryD
       dev.fault = why;
     }
   }
+  if (lib.read_health) {
+    LibraryHealthReader reader(calls, dev);
+    ReadEcc(lib, card, chip, reader);
+  }
   return true;
 }
 
-LibrarySnapshot ReadDcmi(const std::string& path, const std::vector<std::string>&, VendorCall& call) {
+LibrarySnapshot ReadDcmi(const std::string& path, VendorCall& call, bool usage_only) {
   LibrarySnapshot out;
   LoadedLibrary loaded;
   Dcmi lib;
+  lib.read_health = !usage_only;
   call.Enter("dlopen");
   if (!loaded.Open(path, out)) return out;
   loaded.Required("dcmi_init", lib.init);
@@ -143,6 +189,7 @@ LibrarySnapshot ReadDcmi(const std::string& path, const std::vector<std::string>
   loaded.Optional("dcmi_get_device_die_v2", lib.die);
   loaded.Optional("dcmi_get_device_hbm_info", lib.hbm);
   loaded.Optional("dcmi_get_device_health", lib.health);
+  if (lib.read_health) loaded.Optional("dcmi_get_device_ecc_info", lib.ecc);
   if (!loaded.CheckSymbols(path, "DCMI", out)) return out;
 
   call.Enter("dcmi_init");
@@ -180,8 +227,10 @@ LibrarySnapshot ReadDcmi(const std::string& path, const std::vector<std::string>
 
 }  // namespace
 
-VendorProber prober_factory::dcmi(std::string library, const ProbeOptions&) {
-  return LibraryProber(kDcmiInfo, std::move(library), ReadDcmi);
+VendorProber prober_factory::dcmi(std::string library, const ProbeOptions& options) {
+  return LibraryProber(kDcmiInfo, std::move(library),
+                       [usage_only = options.usage_only](const std::string& path, const std::vector<std::string>&,
+                                                         VendorCall& call) { return ReadDcmi(path, call, usage_only); });
 }
 
 }  // namespace devplace::probe

@@ -61,6 +61,23 @@ typedef struct hlml_memory {
   unsigned long long used;
 } hlml_memory_t;
 
+// hlml.h's ECC types (hlml_device_get_total_ecc_errors, hlml_device_get_ecc_mode). hlml.h marks
+// HLML_MEMORY_ERROR_TYPE_CORRECTED "Not supported".
+typedef enum hlml_enable_state {
+  HLML_FEATURE_DISABLED = 0,
+  HLML_FEATURE_ENABLED = 1,
+} hlml_enable_state_t;
+
+typedef enum hlml_memory_error_type {
+  HLML_MEMORY_ERROR_TYPE_CORRECTED = 0,
+  HLML_MEMORY_ERROR_TYPE_UNCORRECTED = 1,
+} hlml_memory_error_type_t;
+
+typedef enum hlml_ecc_counter_type {
+  HLML_VOLATILE_ECC = 0,   // since the last reset or driver load
+  HLML_AGGREGATE_ECC = 1,  // over the device's life
+} hlml_ecc_counter_type_t;
+
 // Library lifetime.
 hlml_return_t hlml_init(void);
 hlml_return_t hlml_shutdown(void);
@@ -78,6 +95,12 @@ hlml_return_t hlml_device_get_uuid(hlml_device_t device, char* uuid, unsigned in
 hlml_return_t hlml_device_get_serial(hlml_device_t device, char* serial, unsigned int length);
 hlml_return_t hlml_device_get_module_id(hlml_device_t device, unsigned int* module_id);
 hlml_return_t hlml_device_get_memory_info(hlml_device_t device, hlml_memory_t* memory);
+
+// Health (each optional: read on full probes; docs/PROBE.md "Device health", the HLML table).
+hlml_return_t hlml_device_get_total_ecc_errors(hlml_device_t device, hlml_memory_error_type_t error_type,
+                                               hlml_ecc_counter_type_t counter_type, unsigned long long* ecc_counts);
+hlml_return_t hlml_device_get_ecc_mode(hlml_device_t device, hlml_enable_state_t* current, hlml_enable_state_t* pending);
+hlml_return_t hlml_device_get_replaced_rows_pending_status(hlml_device_t device, hlml_enable_state_t* is_pending);
 
 }  // extern "C"
 

@@ -2,11 +2,15 @@
 // per device: bus id, name, UUID, serial, module id and memory total/used, plus the driver
 // version; a device HLML says is lost (HLML_ERROR_AIP_IS_LOST) becomes HEALTH_LOST. A Gaudi of
 // the PCI scan that no index yields is looked up by bus id, so that a lost one is attributed.
+// On full probes it also reads the health counters of hlml.h's ECC and row-replacement calls
+// (library_health.h; docs/PROBE.md "Device health", the HLML table).
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "server/probe/vendor_libs/accel_library.h"
 #include "server/probe/vendor_libs/hlml_api.h"
+#include "server/probe/vendor_libs/library_health.h"
 #include "server/probe/host/parsers.h"
 
 namespace devplace::probe {
@@ -25,6 +29,10 @@ struct Hlml {
   decltype(&hlml_device_get_serial) serial = nullptr;
   decltype(&hlml_device_get_module_id) module_id = nullptr;
   decltype(&hlml_device_get_memory_info) memory = nullptr;
+  decltype(&hlml_device_get_total_ecc_errors) total_ecc = nullptr;
+  decltype(&hlml_device_get_ecc_mode) ecc_mode = nullptr;
+  decltype(&hlml_device_get_replaced_rows_pending_status) replaced_rows_pending = nullptr;
+  bool read_health = false;  // full probes only
 };
 
 std::string HlmlReturnName(int code) {
@@ -58,6 +66,56 @@ CallResult ClassifyHlml(int code) {
 constexpr LibraryErrors kHlmlErrors = {"HLML", HlmlReturnName, ClassifyHlml};
 constexpr LibraryInfo kHlmlInfo = {"hlml", "HLML", v1::ROW_HPU, "Gaudi"};
 
+// An uncorrectable error since the last reset or driver load lost data in the device's memory:
+// FAULT, as NVML's volatile total (pyhlml documents the count as "from the last reset, or driver
+// reinstall"). The lifetime total is a raw count. hlml.h marks corrected counts not supported:
+// not read.
+constexpr CounterRule kUncorrectedVolatile = {
+    "ecc.errors.uncorrected.volatile.total", v1::HEALTH_FAULT,
+    "uncorrectable ECC errors since the last reset or driver load: data in the device's memory was lost"};
+constexpr CounterRule kUncorrectedAggregate = {
+    "ecc.errors.uncorrected.aggregate.total", v1::HEALTH_OK,
+    "uncorrectable ECC errors over the device's life (a raw count, never a health change)"};
+constexpr CounterRule kEccMode[] = {{"ecc.mode.current", v1::HEALTH_OK, ""}, {"ecc.mode.pending", v1::HEALTH_OK, ""}};
+// Rows waiting to be replaced take a spare row at the next reset: reset required, FAULT (as NVML's
+// pending row remap).
+constexpr CounterRule kRowsPending = {
+    "replaced_rows.pending", v1::HEALTH_FAULT,
+    "memory rows wait to be replaced by spare rows, which happens at the next reset (reset required)"};
+
+void ReadHealth(const Hlml& lib, hlml_device_t handle, LibraryHealthReader& health) {
+  for (const auto& [rule, span, span_name] :
+       {std::tuple{kUncorrectedVolatile, HLML_VOLATILE_ECC, "HLML_VOLATILE_ECC"},
+        std::tuple{kUncorrectedAggregate, HLML_AGGREGATE_ECC, "HLML_AGGREGATE_ECC"}}) {
+    const std::string source =
+        absl::StrCat("HLML hlml_device_get_total_ecc_errors(HLML_MEMORY_ERROR_TYPE_UNCORRECTED, ", span_name, ")");
+    unsigned long long count = 0;
+    if (health.Call("hlml_device_get_total_ecc_errors", lib.total_ecc != nullptr, source, {rule}, [&] {
+          return lib.total_ecc(handle, HLML_MEMORY_ERROR_TYPE_UNCORRECTED, span, &count);
+        })) {
+      health.Add(rule, source, count);
+    }
+  }
+  const std::string mode_source = "HLML hlml_device_get_ecc_mode";
+  hlml_enable_state_t current = HLML_FEATURE_DISABLED, pending = HLML_FEATURE_DISABLED;
+  if (health.Call("hlml_device_get_ecc_mode", lib.ecc_mode != nullptr, mode_source, kEccMode,
+                  [&] { return lib.ecc_mode(handle, &current, &pending); })) {
+    for (const auto& [name, state, when] : {std::tuple{"ecc.mode.current", current, "now"},
+                                            std::tuple{"ecc.mode.pending", pending, "after the next reset"}}) {
+      const bool on = state == HLML_FEATURE_ENABLED;
+      health.Add(name, on ? "1" : "0", mode_source, v1::HEALTH_OK,
+                 absl::StrCat("ECC ", on ? "on" : "off", " ", when,
+                              on ? "" : ": the device's memory errors are not detected (a note, not a health change)"));
+    }
+  }
+  const std::string rows_source = "HLML hlml_device_get_replaced_rows_pending_status";
+  hlml_enable_state_t rows_pending = HLML_FEATURE_DISABLED;
+  if (health.Call("hlml_device_get_replaced_rows_pending_status", lib.replaced_rows_pending != nullptr, rows_source,
+                  {kRowsPending}, [&] { return lib.replaced_rows_pending(handle, &rows_pending); })) {
+    health.Add(kRowsPending, rows_source, rows_pending == HLML_FEATURE_ENABLED ? 1 : 0);
+  }
+}
+
 void ReadDevice(const Hlml& lib, hlml_device_t handle, LibraryCalls& calls, LibraryDevice& dev) {
   char text[HLML_STRING_BUFFER_SIZE] = {};
   const auto read_string = [&](const char* call, auto getter, std::string& value) {
@@ -81,12 +139,18 @@ void ReadDevice(const Hlml& lib, hlml_device_t handle, LibraryCalls& calls, Libr
     dev.memory_total_bytes = memory.total;
     dev.memory_used_bytes = memory.used;
   }
+  if (lib.read_health) {
+    LibraryHealthReader health(calls, dev);
+    ReadHealth(lib, handle, health);
+  }
 }
 
-LibrarySnapshot ReadHlml(const std::string& path, const std::vector<std::string>& bus_ids, VendorCall& call) {
+LibrarySnapshot ReadHlml(const std::string& path, const std::vector<std::string>& bus_ids, VendorCall& call,
+                         bool usage_only) {
   LibrarySnapshot out;
   LoadedLibrary loaded;
   Hlml lib;
+  lib.read_health = !usage_only;
   call.Enter("dlopen");
   if (!loaded.Open(path, out)) return out;
   loaded.Required("hlml_init", lib.init);
@@ -101,6 +165,11 @@ LibrarySnapshot ReadHlml(const std::string& path, const std::vector<std::string>
   loaded.Optional("hlml_device_get_serial", lib.serial);
   loaded.Optional("hlml_device_get_module_id", lib.module_id);
   loaded.Optional("hlml_device_get_memory_info", lib.memory);
+  if (lib.read_health) {
+    loaded.Optional("hlml_device_get_total_ecc_errors", lib.total_ecc);
+    loaded.Optional("hlml_device_get_ecc_mode", lib.ecc_mode);
+    loaded.Optional("hlml_device_get_replaced_rows_pending_status", lib.replaced_rows_pending);
+  }
   if (!loaded.CheckSymbols(path, "HLML", out)) return out;
 
   call.Enter("hlml_init");
@@ -160,8 +229,12 @@ LibrarySnapshot ReadHlml(const std::string& path, const std::vector<std::string>
 
 }  // namespace
 
-VendorProber prober_factory::hlml(std::string library, const ProbeOptions&) {
-  return LibraryProber(kHlmlInfo, std::move(library), ReadHlml);
+VendorProber prober_factory::hlml(std::string library, const ProbeOptions& options) {
+  return LibraryProber(kHlmlInfo, std::move(library),
+                       [usage_only = options.usage_only](const std::string& path, const std::vector<std::string>& bus_ids,
+                                                         VendorCall& call) {
+                         return ReadHlml(path, bus_ids, call, usage_only);
+                       });
 }
 
 }  // namespace devplace::probe

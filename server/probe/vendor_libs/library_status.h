@@ -91,11 +91,15 @@ class LibraryStatus {
 
   // "<library> <call>: <code>".
   std::string Describe(const char* name, int code) const;
+  // "<who>: [<library> ]<call>: <code>".
+  std::string Finding(const DeviceFindings& device, const char* name, int code) const;
+  // What `code` means, by the library's table.
+  CallResult Classify(int code) const { return errors_.classify(code); }
+  // "<name> (<code>)", e.g. "HLML_ERROR_NOT_SUPPORTED (3)".
+  std::string CodeName(int code) const { return errors_.name(code); }
   VendorCall& call() { return call_; }
 
  private:
-  // "<who>: [<library> ]<call>: <code>".
-  std::string Finding(const DeviceFindings& device, const char* name, int code) const;
 
   const LibraryErrors& errors_;
   VendorCall& call_;
