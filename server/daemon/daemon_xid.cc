@@ -35,7 +35,7 @@ void Daemon::AddXidWatch(const inventory::XidWatcher& watcher, v1::Inventory& fr
   }
   placement::ApplyXidReadings(readings, fresh);
   v1::ProbeReport& report = *fresh.add_probe_reports();
-  report.set_name("nvml_xid");
+  report.set_name(inventory::kXidWatcherReport);
   using Phase = inventory::XidWatcherState::Phase;
   report.set_status(state.phase == Phase::kWatching  ? v1::PROBE_STATUS_OK
                     : state.phase == Phase::kUnknown ? v1::PROBE_STATUS_SKIPPED
