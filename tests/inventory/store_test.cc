@@ -83,26 +83,6 @@ TEST(SameContentTest, IgnoresRevisionTimestampDurationsAndTelemetryOnly) {
   EXPECT_FALSE(SameContent(a, b));
 }
 
-TEST(SameContentTest, TheXidWatchersReportIsTelemetryItsCountersAreContent) {
-  v1::Inventory a;
-  v1::ProbeReport& report = *a.add_probe_reports();
-  report.set_name(inventory::kXidWatcherReport);
-  report.set_status(v1::PROBE_STATUS_OK);
-  report.set_message("starting (pid 10)");
-  a.add_backends()->add_devices()->set_pci_bus_id("0000:9a:00.0");
-  v1::Inventory b = a;
-  b.mutable_probe_reports(0)->set_status(v1::PROBE_STATUS_SKIPPED);
-  b.mutable_probe_reports(0)->set_message("unknown: nvmlInit_v2: NVML_ERROR_DRIVER_NOT_LOADED (9)");
-  EXPECT_TRUE(SameContent(a, b));
-  b.mutable_backends(0)->mutable_devices(0)->add_health_counters()->set_name("xid.79");
-  EXPECT_FALSE(SameContent(a, b));
-  b = a;
-  b.mutable_probe_reports(0)->set_name("nvml");  // another report's message stays content
-  a.mutable_probe_reports(0)->set_name("nvml");
-  b.mutable_probe_reports(0)->set_message("watching");
-  EXPECT_FALSE(SameContent(a, b));
-}
-
 TEST(SameContentTest, UsageFiguresAreTelemetryButWhoUsesADeviceIsContent) {
   v1::Inventory a;
   v1::Device& d = *a.add_backends()->add_devices();

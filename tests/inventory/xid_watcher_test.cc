@@ -1,6 +1,7 @@
 // devplaced's XID watcher (server/inventory/xid_watcher.h) with real children: shell scripts that
 // write the watcher's lines, exit, or never end. The table's bounds, the restart with backoff, the
-// "unknown" said once, and Stop() ending a child that never exits.
+// "unknown" said once, Stop() ending a child that never exits; and its report, which changes no
+// revision (SameContent).
 #include <signal.h>
 
 #include <string>
@@ -11,11 +12,13 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/inventory/store.h"
 #include "server/inventory/xid_watcher.h"
 
 namespace devplace::testing {
 namespace {
 
+using inventory::SameContent;
 using inventory::XidWatcher;
 using inventory::XidWatcherState;
 
@@ -123,6 +126,26 @@ TEST(XidWatcherTest, StopEndsAChildThatNeverExits) {
   ASSERT_GT(pid, 0);
   w.watcher().Stop();
   EXPECT_EQ(kill(pid, 0), -1);  // killed and reaped
+}
+
+TEST(SameContentTest, TheXidWatchersReportIsTelemetryItsCountersAreContent) {
+  v1::Inventory a;
+  v1::ProbeReport& report = *a.add_probe_reports();
+  report.set_name(inventory::kXidWatcherReport);
+  report.set_status(v1::PROBE_STATUS_OK);
+  report.set_message("starting (pid 10)");
+  a.add_backends()->add_devices()->set_pci_bus_id("0000:9a:00.0");
+  v1::Inventory b = a;
+  b.mutable_probe_reports(0)->set_status(v1::PROBE_STATUS_SKIPPED);
+  b.mutable_probe_reports(0)->set_message("unknown: nvmlInit_v2: NVML_ERROR_DRIVER_NOT_LOADED (9)");
+  EXPECT_TRUE(SameContent(a, b));
+  b.mutable_backends(0)->mutable_devices(0)->add_health_counters()->set_name("xid.79");
+  EXPECT_FALSE(SameContent(a, b));
+  b = a;
+  b.mutable_probe_reports(0)->set_name("nvml");  // another report's message stays content
+  a.mutable_probe_reports(0)->set_name("nvml");
+  b.mutable_probe_reports(0)->set_message("watching");
+  EXPECT_FALSE(SameContent(a, b));
 }
 
 }  // namespace
