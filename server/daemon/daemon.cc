@@ -191,9 +191,11 @@ void Daemon::BuildStore() {
   }
   options.probe_command.push_back(absl::StrCat("--probe_timeout=", absl::FormatDuration(vendor_timeout)));
   options.probe_timeout = c.probe_timeout;
-  options.augment = [torch = torch_.get(), observer = observer_.get()](v1::Inventory& fresh) {
+  BuildXidWatcher(config_.probe_command);
+  options.augment = [torch = torch_.get(), observer = observer_.get(), xid = xid_.get()](v1::Inventory& fresh) {
     observer->OnProbeReports(fresh);
     *fresh.mutable_torch() = torch->Last();
+    if (xid != nullptr) AddXidWatch(*xid, fresh);  // critical XIDs since start (docs/PROBE.md)
     return absl::OkStatus();
   };
   // A counter that turns unknown keeps its last FAULT or LOST reading (docs/PROBE.md).
@@ -504,6 +506,7 @@ void Daemon::StartBackground() {
   const absl::Duration refresh_interval = config_.config.refresh_interval;
   store_->Start(refresh_interval > absl::ZeroDuration() ? refresh_interval : absl::InfiniteDuration());
   service_->RequestRefresh();  // the libtorch view, once serving
+  if (xid_ != nullptr) xid_->Start();
 }
 
 // A self-connect check of every bound listener; a listener found dead ends the daemon (exit 1).

@@ -42,6 +42,7 @@
 #include "server/export/nfd_writer.h"
 #include "server/inventory/store.h"
 #include "server/inventory/torch_view.h"
+#include "server/inventory/xid_watcher.h"
 #include "server/metrics/exposer.h"
 #include "server/service/liveness.h"
 #include "server/service/connection_gate.h"
@@ -96,6 +97,9 @@ class Daemon {
   absl::Status StartMetrics();
   absl::Status StartServer();
   void StartBackground();
+  // daemon_xid.cc: the XID watcher (none without NVML), and what it adds to each fresh inventory.
+  void BuildXidWatcher(const std::string& probe_program);
+  static void AddXidWatch(const inventory::XidWatcher& watcher, v1::Inventory& fresh);
   // StartServer()'s steps.
   void ConfigureServer(grpc::ServerBuilder& builder);
   absl::Status BuildListeners(grpc::ServerBuilder& builder, std::vector<int>& ports);
@@ -123,6 +127,8 @@ class Daemon {
   std::unique_ptr<DaemonObserver> observer_;
   std::unique_ptr<inventory::TorchView> torch_;
   std::unique_ptr<inventory::InventoryStore> store_;
+  // Republishes through store_ (declared after it: destroyed first); null without NVML.
+  std::unique_ptr<inventory::XidWatcher> xid_;
   service::PeerRegistry peers_;
   std::unique_ptr<service::DevicePlacementService> service_;
   std::unique_ptr<service::ConnectionGate> gate_;          // the connection caps of every gRPC listener

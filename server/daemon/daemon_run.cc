@@ -167,6 +167,7 @@ int Daemon::Wait() {
 // probe finishes when that probe does, bounded by --probe_timeout); watches end with OK.
 void Daemon::Shutdown() {
   stopping_ = true;
+  if (xid_ != nullptr) xid_->Stop();  // its child killed; a republish in flight ends with its probe
   liveness_->Stop();
   torch_->Cancel();  // a libtorch probe in flight is killed, not waited for
   health_->SetServingStatus(false);

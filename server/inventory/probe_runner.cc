@@ -75,6 +75,8 @@ class Fd {
   }
   ~Fd() { Reset(); }
   int get() const { return fd_; }
+  // Gives the descriptor up (the caller closes it).
+  int Release() { return std::exchange(fd_, -1); }
   bool valid() const { return fd_ >= 0; }
   void Reset(int fd = -1) {
     if (fd_ >= 0) close(fd_);
@@ -479,6 +481,25 @@ int KillEscapedProbeProcesses() {
     }
   }
   return killed;
+}
+
+absl::StatusOr<StreamingChild> StartStreamingChild(const std::vector<std::string>& argv) {
+  if (argv.empty()) return absl::InvalidArgumentError("empty probe command");
+  Fd read_end, write_end;
+  RETURN_IF_ERROR(MakePipe(read_end, write_end));
+  ASSIGN_OR_RETURN(const pid_t pid, SpawnRegistered(argv, write_end.get(), write_end.get()));
+  StreamingChild child;
+  child.pid = pid;
+  child.output = read_end.Release();
+  return child;
+}
+
+std::optional<int> EndStreamingChild(StreamingChild& child) {
+  std::optional<int> status;
+  if (child.pid > 0) status = ReapAndForget(child.pid);
+  if (child.output >= 0) close(child.output);
+  child = StreamingChild();
+  return status;
 }
 
 ProbeRunner::ProbeRunner(std::vector<std::string> argv, ProbeRunnerOptions options)

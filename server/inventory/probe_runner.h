@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <atomic>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,20 @@ class ProbeRunner {
   std::vector<std::string> argv_;
   ProbeRunnerOptions options_;
 };
+
+// A long-lived child (devplaced's XID watcher, xid_watcher.h): the contract of Run()'s children
+// (argv[0] a path, stdin /dev/null, no other inherited descriptor, default signals, a new process
+// group), with stdout and stderr on one pipe whose read end, `output`, is non-blocking and
+// close-on-exec. It is registered as Run()'s children are, so the orphan sweep leaves it alone.
+struct StreamingChild {
+  pid_t pid = -1;
+  int output = -1;
+};
+// FAILED_PRECONDITION when the program cannot be started; INTERNAL when no pipe can be made.
+absl::StatusOr<StreamingChild> StartStreamingChild(const std::vector<std::string>& argv);
+// Kills the child's group, reaps it (a child stuck in the kernel is left to a reaper thread),
+// forgets it and closes `output`. Its wait status, or nullopt when it could not be reaped in time.
+std::optional<int> EndStreamingChild(StreamingChild& child);
 
 // Makes this process a child subreaper (prctl PR_SET_CHILD_SUBREAPER) and turns on the orphan
 // sweep: a probe grandchild that escaped the process-group kill by calling setsid() is re-parented

@@ -47,8 +47,31 @@ bool SameMemoryKnown(const v1::Inventory& a, const v1::Inventory& b) {
 
 }  // namespace
 
+namespace {
+
+// The XID watcher's own report (devplaced's "nvml_xid": starting, watching, unknown, restarted) is
+// telemetry: its status and message move without a new revision; the XIDs it counted are device
+// counters, which are content.
+class IgnoreXidWatcherReport : public google::protobuf::util::MessageDifferencer::IgnoreCriteria {
+ public:
+  bool IsIgnored(const google::protobuf::Message& message1, const google::protobuf::Message& message2,
+                 const google::protobuf::FieldDescriptor* field,
+                 const std::vector<google::protobuf::util::MessageDifferencer::SpecificField>&) override {
+    if (field->containing_type() != v1::ProbeReport::descriptor()) return false;
+    if (field->number() != v1::ProbeReport::kMessageFieldNumber &&
+        field->number() != v1::ProbeReport::kStatusFieldNumber) {
+      return false;
+    }
+    return static_cast<const v1::ProbeReport&>(message1).name() == kXidWatcherReport &&
+           static_cast<const v1::ProbeReport&>(message2).name() == kXidWatcherReport;
+  }
+};
+
+}  // namespace
+
 bool SameContent(const v1::Inventory& a, const v1::Inventory& b) {
   google::protobuf::util::MessageDifferencer differencer;
+  differencer.AddIgnoreCriteria(new IgnoreXidWatcherReport);
   const google::protobuf::Descriptor* inventory = v1::Inventory::descriptor();
   differencer.IgnoreField(inventory->FindFieldByNumber(v1::Inventory::kRevisionFieldNumber));
   differencer.IgnoreField(inventory->FindFieldByNumber(v1::Inventory::kProbedAtFieldNumber));

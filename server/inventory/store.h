@@ -28,8 +28,12 @@ namespace devplace::inventory {
 // An immutable published inventory. Holders keep it alive; no lock is needed to read it.
 using Snapshot = std::shared_ptr<const v1::Inventory>;
 
+// The name of devplaced's XID watcher's probe report (xid_watcher.h).
+inline constexpr char kXidWatcherReport[] = "nvml_xid";
+
 // Whether two inventories have the same content: equal in everything but `revision`,
-// `probed_at`, `usage_read_at`, the probe reports' `duration_ms` and the telemetry that moves on
+// `probed_at`, `usage_read_at`, the probe reports' `duration_ms`, the status and message of the
+// XID watcher's report (kXidWatcherReport) and the telemetry that moves on
 // every probe (`Host.memory_available_bytes`, `Device.memory_free_bytes`,
 // `Partition.memory_free_bytes`, `DeviceUsage.memory_used_bytes`,
 // `DeviceUsageProcess.used_memory_bytes`): the contract of Inventory.revision. Which processes use

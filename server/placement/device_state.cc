@@ -32,6 +32,15 @@ void ApplyHealthCounters(v1::Device& d) {
   d.set_health_reason(absl::StrJoin(reasons, "; "));
 }
 
+void WorsenHealth(v1::Device& d, const v1::HealthCounter& c) {
+  d.set_health(WorseHealth(d.health() == v1::HEALTH_UNSPECIFIED ? v1::HEALTH_OK : d.health(), c.effect()));
+  const std::string reason = absl::StrCat(c.name(), " ", c.value(), ": ", c.rule());
+  d.set_health_reason(d.health_reason().empty() ? reason : absl::StrCat(d.health_reason(), "; ", reason));
+  if (HealthUsable(d.health())) return;
+  d.set_usable(false);
+  if (d.driver_loaded()) d.set_unusable_reason(HealthUnusableReason(d));
+}
+
 void DeriveBackendState(const BackendSpec& spec, v1::Backend& b) {
   int usable = 0, with_driver = 0, with_nodes = 0;
   for (const v1::Device& d : b.devices()) {

@@ -29,6 +29,13 @@ std::string HealthUnusableReason(const v1::Device& d);
 // ("<name> <value>: <rule>"), joined by "; " (docs/PROBE.md "Device health").
 void ApplyHealthCounters(v1::Device& d);
 
+// Makes `d` as bad as `c`, one of its health counters added after the probe derived its health (a
+// kept reading, an XID): health the worse of the two, "<name> <value>: <rule>" appended to
+// health_reason, and when the health is then FAULT or LOST, usable false and unusable_reason
+// HealthUnusableReason (a driver that is not loaded stays the first reason). The caller derives
+// the backend's state again (DeriveBackendState).
+void WorsenHealth(v1::Device& d, const v1::HealthCounter& c);
+
 // Backend.state and state_reason from its devices' usable, driver_loaded and device_nodes_present:
 // READY when one is usable ("N of M devices usable" when not all are), else DRIVER_NOT_LOADED,
 // NO_DEVICE_NODES or UNUSABLE with the first reachable device's unusable_reason.

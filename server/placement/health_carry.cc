@@ -34,8 +34,8 @@ std::string KeptPart(const v1::HealthCounter& then, const v1::Inventory& previou
 }
 
 // Keeps `now`'s unknown counters whose reading in `then` made the device FAULT or LOST, then
-// makes the device's health as bad as each kept counter and adds it to health_reason (after the
-// reasons of the counters read now, as "<name> <value>: <rule>"); returns whether any was kept.
+// makes the device as bad as each kept counter (WorsenHealth: after the reasons of the counters
+// read now; not usable); returns whether any was kept.
 bool KeepDeviceReadings(const v1::Device& then, const v1::Inventory& previous, v1::Device& now) {
   bool kept = false;
   for (v1::HealthCounter& c : *now.mutable_health_counters()) {
@@ -45,9 +45,7 @@ bool KeepDeviceReadings(const v1::Device& then, const v1::Inventory& previous, v
       c.set_rule(absl::StrCat(KeptPart(old, previous), kUnknownNow, c.rule()));
       c.set_value(old.value());
       c.set_effect(old.effect());
-      now.set_health(WorseHealth(now.health(), c.effect()));
-      const std::string reason = absl::StrCat(c.name(), " ", c.value(), ": ", c.rule());
-      now.set_health_reason(now.health_reason().empty() ? reason : absl::StrCat(now.health_reason(), "; ", reason));
+      WorsenHealth(now, c);
       kept = true;
       break;
     }
@@ -72,10 +70,6 @@ void KeepFaultReadings(const v1::Inventory& previous, v1::Inventory& fresh) {
       const v1::Device& old = *then->second;
       if (!old.uuid().empty() && !d.uuid().empty() && old.uuid() != d.uuid()) continue;
       if (!KeepDeviceReadings(old, previous, d)) continue;
-      // A kept counter is FAULT or LOST: the device is not usable, and the health is the first
-      // reason after a driver that is not loaded (as the probe derives it).
-      d.set_usable(false);
-      if (d.driver_loaded()) d.set_unusable_reason(HealthUnusableReason(d));
       changed = true;
     }
     if (!changed) continue;

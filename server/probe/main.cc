@@ -1,7 +1,10 @@
 // devplace-probe: probes this host's accelerators and CPU once and writes one devplace.v1
 // Inventory to stdout. devplaced runs it as a child process with a deadline, so probe code never
 // runs inside the daemon.
+#include <sys/prctl.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <cstdio>
 #include <string>
@@ -27,6 +30,7 @@
 #include "server/probe/host/host_root.h"
 #include "server/probe/probe_flags.h"
 #include "server/probe/probers.h"
+#include "server/probe/vendor_libs/nvml_xid_watch.h"
 
 ABSL_FLAG(std::string, host_root, "/",
           "Directory holding the host's /sys, /proc and /dev (e.g. /host when the host's trees "
@@ -46,6 +50,10 @@ ABSL_FLAG(bool, usage_only, false,
           "the vendor libraries that report memory, for the rows the scan found (their memory figures, processes "
           "and compute modes; not libcuda's numbering, not NVML's driver versions). The inventory written has the "
           "PCI devices with those figures and nothing of the other host probers");
+ABSL_FLAG(bool, watch_xid, false,
+          "Instead of probing, watch NVML's critical XID events (the library of --nvml_library) until stdout "
+          "closes or the parent exits, one line per event: devplaced runs this as its XID watcher "
+          "(docs/PROBE.md \"XID critical errors\")");
 ABSL_FLAG(bool, json, false,
           "Print the inventory as pretty JSON (the protobuf JSON mapping) for people, instead of "
           "the serialized devplace.v1.Inventory bytes");
@@ -77,7 +85,8 @@ std::string Usage() {
   return absl::StrCat(
       "Probes this host's accelerators, CPU and memory once and writes one devplace.v1.Inventory "
       "to stdout.\n\n",
-      usage, " [--probe_timeout=5s] [--usage_only] [--json]\n\n", kUsageDetails);
+      usage, " [--probe_timeout=5s] [--usage_only] [--json]\n"
+      "       devplace-probe --watch_xid [--nvml_library=PATH]\n\n", kUsageDetails);
 }
 
 int Fail(int code, const std::string& message) {
@@ -181,6 +190,12 @@ int main(int argc, char** argv) {
     return Fail(2, absl::StrCat("unexpected argument \"", positional[1], "\" (see --help)"));
   }
 
+  if (absl::GetFlag(FLAGS_watch_xid)) {
+    // Dies with devplaced, whichever way it ends.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    return devplace::probe::WatchXidEvents(devplace::probe::ProbeOptionsFromFlags(absl::Seconds(1)).nvml_library,
+                                           STDOUT_FILENO);
+  }
   absl::StatusOr<devplace::probe::HostRoot> root = devplace::probe::HostRoot::Open(absl::GetFlag(FLAGS_host_root));
   if (!root.ok()) return Fail(2, absl::StrCat("--host_root: ", root.status().message()));
 

@@ -48,6 +48,15 @@
 //   device <i> clocks_event_reasons <mask>      nvmlDeviceGetCurrentClocksEventReasons and its
 //                                               older name ...ThrottleReasons, decimal or 0x hex
 //                                               (absent: NOT_SUPPORTED)
+//   device <i> event_types <mask>               nvmlDeviceGetSupportedEventTypes (default 0x1f: ECC,
+//                                               P-state, XID, clock events); nvmlDeviceRegisterEvents
+//                                               answers NOT_SUPPORTED for a type not in it
+//   xid_events <path>                           where the event calls find XIDs: each line appended
+//                                               to the file after nvmlEventSetCreate, "<i> <xid>",
+//                                               is one nvmlEventTypeXidCriticalError event on GPU
+//                                               <i> for an event set it is registered on;
+//                                               nvmlEventSetWait_v2 polls the file (every 10 ms)
+//                                               until its timeout (absent: every wait times out)
 //
 //   fail <function> <target> <code>             the call returns <code>: a name without the
 //                                               NVML_ERROR_ prefix (GPU_IS_LOST, NOT_SUPPORTED,
@@ -81,57 +90,8 @@
 #include <vector>
 
 #include "server/probe/vendor_libs/nvml_api.h"
+#include "tests/fakes/fake_nvml_internal.h"
 #include "tests/fakes/fake_script.h"
-
-#define FAKE_NVML_EXPORT extern "C" __attribute__((visibility("default")))
-
-struct nvmlDevice_st {
-  struct Config* config;
-  int gpu;
-  int mig;  // -1: the GPU itself
-};
-
-namespace {
-
-struct Mig {
-  std::string uuid, name;
-  unsigned int gpu_instance = 0, compute_instance = 0;
-  nvmlMemory_t memory = {};
-};
-
-struct Process {
-  nvmlProcessInfo_t info = {};
-  bool compute = false, graphics = false;
-};
-
-struct Gpu {
-  std::string bus_id, name, uuid;
-  int compute_mode = -1;  // -1: NOT_SUPPORTED
-  std::vector<Process> processes;
-  bool has_memory = false;
-  nvmlMemory_t memory = {};
-  unsigned int mig_current = 0, mig_pending = 0;
-  std::map<unsigned int, Mig> migs;  // by slot
-  // Health: absent values answer NVML_ERROR_NOT_SUPPORTED.
-  bool ecc_enabled = false;
-  unsigned long long ecc[2][2] = {};  // [nvmlMemoryErrorType_t][nvmlEccCounterType_t]
-  int retired_pages_pending = -1;
-  bool has_remapped_rows = false;
-  unsigned int remapped_rows[4] = {};  // correctable, uncorrectable, pending, failure
-  bool has_clocks_event_reasons = false;
-  unsigned long long clocks_event_reasons = 0;
-};
-
-}  // namespace
-
-struct Config {
-  std::string driver_version = "550.54.15";
-  int cuda_driver_version = 12040;
-  std::vector<Gpu> gpus;
-  std::vector<fake::Rule> rules;
-  std::deque<nvmlDevice_st> handles;  // stable addresses
-  std::map<std::pair<int, int>, nvmlDevice_st*> handle_of;
-};
 
 namespace {
 
@@ -205,6 +165,8 @@ bool Parse(const std::string& path, Config& config, std::string& error) {
       config.driver_version = w[1];
     } else if (w[0] == "cuda_driver_version" && w.size() == 2 && ParseInt(w[1], a)) {
       config.cuda_driver_version = static_cast<int>(a);
+    } else if (w[0] == "xid_events" && w.size() == 2) {
+      config.xid_events = w[1];
     } else if (w[0] == "device" && w.size() >= 3 && ParseInt(w[1], a) && a >= 0 && a < 1024) {
       if (config.gpus.size() <= static_cast<size_t>(a)) config.gpus.resize(a + 1);
       Gpu& gpu = config.gpus[a];
@@ -253,6 +215,10 @@ bool Parse(const std::string& path, Config& config, std::string& error) {
         gpu.clocks_event_reasons = std::strtoull(w[3].c_str(), &end, 0);
         if (end == w[3].c_str() || *end != '\0') return bad("bad clocks_event_reasons (a mask)");
         gpu.has_clocks_event_reasons = true;
+      } else if (w[2] == "event_types" && w.size() == 4) {
+        char* end = nullptr;
+        gpu.event_types = std::strtoull(w[3].c_str(), &end, 0);
+        if (end == w[3].c_str() || *end != '\0') return bad("bad event_types (a mask)");
       } else if (w[2] == "mig_mode" && w.size() == 5 && ParseInt(w[3], b) && ParseInt(w[4], c)) {
         gpu.mig_current = static_cast<unsigned int>(b);
         gpu.mig_pending = static_cast<unsigned int>(c);
@@ -296,6 +262,8 @@ bool Parse(const std::string& path, Config& config, std::string& error) {
   return true;
 }
 
+}  // namespace
+
 std::string TargetOf(const nvmlDevice_st* handle) {
   if (handle == nullptr) return "-";
   std::string target = std::to_string(handle->gpu);
@@ -313,6 +281,9 @@ nvmlReturn_t Script(const Config* config, const char* function, const std::strin
 
 // The current script for calls that name no device; null before nvmlInit_v2.
 Config* Current() { return g_current.load(); }
+const Gpu& GpuOf(const nvmlDevice_st* handle) { return handle->config->gpus[handle->gpu]; }
+
+namespace {
 
 nvmlReturn_t CopyString(const std::string& value, char* out, unsigned int length) {
   if (out == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
@@ -321,7 +292,6 @@ nvmlReturn_t CopyString(const std::string& value, char* out, unsigned int length
   return NVML_SUCCESS;
 }
 
-const Gpu& GpuOf(const nvmlDevice_st* handle) { return handle->config->gpus[handle->gpu]; }
 const Mig* MigOf(const nvmlDevice_st* handle) {
   if (handle->mig < 0) return nullptr;
   return &GpuOf(handle).migs.at(static_cast<unsigned int>(handle->mig));
@@ -335,13 +305,6 @@ bool ParseBusId(const char* text, unsigned int& domain, unsigned int& bus, unsig
 
 }  // namespace
 
-// The handle-taking calls start with this: log, script, then `body` when the script lets the
-// call through.
-#define FAKE_NVML_DEVICE_CALL(handle)                                                          \
-  if ((handle) == nullptr) return NVML_ERROR_INVALID_ARGUMENT;                                 \
-  if (const nvmlReturn_t scripted = Script((handle)->config, __func__, TargetOf(handle));     \
-      scripted != NVML_SUCCESS)                                                                \
-    return scripted;
 
 FAKE_NVML_EXPORT nvmlReturn_t nvmlInit_v2(void) {
   const char* path = std::getenv("FAKE_NVML_CONFIG");

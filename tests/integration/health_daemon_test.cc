@@ -5,7 +5,10 @@
 // the same for an MI210 whose amdgpu RAS counters count uncorrectable errors; and with NVML's
 // counters (the fake NVML by a real dlopen in the daemon's probe child): a row pending remap on
 // nvidia-2x-h100's 9a:00.0 makes it FAULT in the inventory, the pick and /metrics; and a FAULT
-// counter that a later probe cannot read keeps its reading until a probe reads it again.
+// counter that a later probe cannot read keeps its reading until a probe reads it again; and the XID
+// watcher (devplace-probe --watch_xid, a child of the daemon with its own session of the fake NVML,
+// which reads XIDs from a file the test appends to): a critical XID makes its GPU FAULT, an
+// application XID does not, and a watcher killed is started again and still reports.
 #include <signal.h>
 
 #include <filesystem>
@@ -13,8 +16,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "devplace/v1/devplace.pb.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
@@ -43,6 +48,20 @@ v1::PickDevicesResponse PickAnswer(const CommandResult& r) {
   lenient.ignore_unknown_fields = true;
   EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &out, lenient).ok()) << r.out;
   return out;
+}
+
+// On nvidia-2x-h100 with 9a:00.0 FAULT for `reason`: two GPUs cannot be had, one is, and it is
+// 18:00.0; then none, 9a:00.0 set aside with its reason.
+void PickOnlyTheOkGpu(const std::string& pick, const std::string& reason) {
+  CommandResult r = RunCommand(pick + " --count=2");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_THAT(r.err, HasSubstr("2 cuda/nvidia device(s) wanted, but the job may use only 1"));
+  r = RunCommand(pick);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(PickAnswer(r).env().at("CUDA_VISIBLE_DEVICES"), kOk);
+  r = RunCommand(pick);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_THAT(r.err, HasSubstr("host device 1 (0000:9a:00.0): not picked: not usable (" + reason));
 }
 
 TEST(DeviceHealth, PickNeverLeasesAFaultAndTakesOkBeforeDegraded) {
@@ -134,11 +153,16 @@ TEST(DeviceHealth, AnMi210WithUncorrectableUmcErrorsIsNeverPickedAndItsCounterIs
   EXPECT_EQ(d.WaitExit(absl::Seconds(10)), 0);
 }
 
+// devplaced on nvidia-2x-h100 with the fake NVML (its script named by FAKE_NVML_CONFIG) and /metrics.
+std::vector<std::string> FakeNvmlH100Flags() {
+  return {"--host_root=" + std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/nvidia-2x-h100",
+          "--nvml_library=" DEVPLACE_FAKE_NVML, "--cuda_library=", "--metrics_listen=127.0.0.1:0"};
+}
+
 TEST(DeviceHealth, NvmlRowPendingRemapIsShownSkippedAndScraped) {
   TempDir dir;
   ScopedEnv nvml("FAKE_NVML_CONFIG", std::string(DEVPLACE_FIXTURES_DIR) + "/nvml/h100-remap-pending.txt");
-  DaemonProcess d(dir.path(), {"--host_root=" + std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/nvidia-2x-h100",
-                               "--nvml_library=" DEVPLACE_FAKE_NVML, "--cuda_library=", "--metrics_listen=127.0.0.1:0"});
+  DaemonProcess d(dir.path(), FakeNvmlH100Flags());
   const std::string metrics = d.metrics_address();
   ASSERT_FALSE(metrics.empty()) << d.Log();
   ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(30))) << d.Log();
@@ -151,15 +175,7 @@ TEST(DeviceHealth, NvmlRowPendingRemapIsShownSkippedAndScraped) {
   r = RunCommand(cli + " inventory --json");
   EXPECT_THAT(r.out, HasSubstr("\"source\": \"NVML nvmlDeviceGetRemappedRows\""));
 
-  r = RunCommand(pick + " --count=2");
-  EXPECT_EQ(r.exit_code, 1) << r.out;
-  EXPECT_THAT(r.err, HasSubstr("2 cuda/nvidia device(s) wanted, but the job may use only 1"));
-  r = RunCommand(pick);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(PickAnswer(r).env().at("CUDA_VISIBLE_DEVICES"), kOk);
-  r = RunCommand(pick);
-  EXPECT_EQ(r.exit_code, 1) << r.out;
-  EXPECT_THAT(r.err, HasSubstr("host device 1 (0000:9a:00.0): not picked: not usable (remapped_rows.pending 1: "));
+  PickOnlyTheOkGpu(pick, "remapped_rows.pending 1: ");
 
   // Prometheus: the health and the raw counters, from the daemon's own /metrics.
   r = RunCommand(absl::StrCat("curl -sS --max-time 10 http://", metrics, "/metrics"));
@@ -221,6 +237,113 @@ TEST(DeviceHealth, AFaultCounterThatTurnsUnreadableKeepsTheDeviceFaultUntilReadA
   EXPECT_THAT(r.out, Not(HasSubstr("kept from the probe")));
   d.Signal(SIGTERM);
   EXPECT_EQ(d.WaitExit(absl::Seconds(10)), 0);
+}
+
+// Runs `command` until its output matches `pattern` (the daemon publishes an event's inventory a
+// probe after it); the last result either way.
+CommandResult RunUntil(const std::string& command, const std::string& pattern, absl::Duration timeout) {
+  const absl::Time give_up = absl::Now() + timeout;
+  for (;;) {
+    CommandResult r = RunCommand(command);
+    if (::testing::Value(r.out, ContainsRegex(pattern)) || absl::Now() >= give_up) return r;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+}
+
+// The number after `prefix` in the daemon's log (the last such line), or 0.
+int LoggedNumber(const std::string& log, const std::string& prefix) {
+  const size_t at = log.rfind(prefix);
+  int n = 0;
+  if (at == std::string::npos) return 0;
+  const size_t start = at + prefix.size();
+  return absl::SimpleAtoi(log.substr(start, log.find_first_not_of("0123456789", start) - start), &n) ? n : 0;
+}
+
+// A fake NVML script for nvidia-2x-h100 (NVML index 0: 9a:00.0, 1: 18:00.0) whose XIDs come from
+// `dir`/xid, plus `extra` lines.
+std::string XidScript(const std::string& dir, const std::string& extra = "") {
+  std::ifstream in(std::string(DEVPLACE_FIXTURES_DIR) + "/nvml/h100.txt");
+  std::ofstream out(dir + "/nvml.txt");
+  out << in.rdbuf() << "xid_events " << dir << "/xid\n" << extra;
+  std::ofstream(dir + "/xid").flush();
+  return dir + "/nvml.txt";
+}
+
+void InjectXid(const std::string& dir, int nvml_index, int xid) {
+  std::ofstream(dir + "/xid", std::ios::app) << nvml_index << " " << xid << "\n";
+}
+
+TEST(XidWatcher, ACriticalXidMakesItsGpuFaultAnApplicationXidDoesNotAndAKilledWatcherIsStartedAgain) {
+  TempDir dir;
+  ScopedEnv nvml("FAKE_NVML_CONFIG", XidScript(dir.path()));
+  DaemonProcess d(dir.path(), FakeNvmlH100Flags());
+  const std::string metrics = d.metrics_address();
+  ASSERT_FALSE(metrics.empty()) << d.Log();
+  ASSERT_TRUE(d.WaitForLog("event=xid_watcher_watching gpus=2 of=2 pid=", absl::Seconds(60))) << d.Log();
+  const std::string cli = absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=", ShellQuote(d.unix_target()));
+  const std::string pick = cli + " pick --no_environment --ttl=120s --json";
+  CommandResult r = RunUntil(cli + " inventory --json", "watching 2 of 2 GPUs", absl::Seconds(60));
+  ASSERT_THAT(r.out, HasSubstr("\"name\": \"nvml_xid\"")) << r.out << r.err;
+  r = RunCommand(cli + " inventory");
+  EXPECT_THAT(r.out, ContainsRegex("/dev/nvidia1 +ok +yes")) << r.out;
+
+  // XID 79, "GPU has fallen off the bus", on 9a:00.0: FAULT with its count, and never picked.
+  InjectXid(dir.path(), 0, 79);
+  r = RunUntil(cli + " inventory", "/dev/nvidia1 +fault", absl::Seconds(60));
+  EXPECT_THAT(r.out, ContainsRegex("/dev/nvidia1 +fault +no: xid.79 1: critical XID 79 since devplaced started"))
+      << r.out << d.Log();
+  r = RunCommand(cli + " inventory --json");
+  EXPECT_THAT(r.out, HasSubstr("\"source\": \"NVML nvmlEventSetWait_v2\""));
+  PickOnlyTheOkGpu(pick, "xid.79 1: critical XID 79");
+  r = RunCommand(absl::StrCat("curl -sS --max-time 10 http://", metrics, "/metrics"));
+  EXPECT_THAT(r.out, ContainsRegex("devplace_device_health_reading\\{counter=\"xid.79\",effect=\"fault\","
+                                   "[^}]*pci_bus_id=\"0000:9a:00.0\"[^}]*\\} 1\n"));
+
+  // XID 13, a graphics engine exception (a job's error), on 18:00.0: counted, the GPU stays OK.
+  InjectXid(dir.path(), 1, 13);
+  r = RunUntil(cli + " inventory --json", "xid.13", absl::Seconds(60));
+  EXPECT_THAT(r.out, HasSubstr("\"name\": \"xid.13\"")) << r.out << d.Log();
+  r = RunCommand(cli + " inventory");
+  EXPECT_THAT(r.out, ContainsRegex("/dev/nvidia0 +ok +yes")) << r.out;
+
+  // The watcher killed: started again, the count kept, and a new XID counted.
+  const int first = LoggedNumber(d.Log(), "event=xid_watcher_watching gpus=2 of=2 pid=");
+  ASSERT_GT(first, 0) << d.Log();
+  ASSERT_EQ(kill(first, SIGKILL), 0);
+  ASSERT_TRUE(d.WaitForLog("event=xid_watcher_restarted pid=", absl::Seconds(60))) << d.Log();
+  const int second = LoggedNumber(d.Log(), "event=xid_watcher_restarted pid=");
+  ASSERT_TRUE(d.WaitForLog(absl::StrCat("event=xid_watcher_watching gpus=2 of=2 pid=", second), absl::Seconds(60)))
+      << d.Log();
+  EXPECT_THAT(d.Log(), HasSubstr("event=xid_watcher_exited how=\"killed by signal 9\""));
+  InjectXid(dir.path(), 0, 79);
+  r = RunUntil(cli + " inventory", "xid.79 2:", absl::Seconds(60));
+  EXPECT_THAT(r.out, ContainsRegex("/dev/nvidia1 +fault +no: xid.79 2: critical XID 79")) << r.out << d.Log();
+  r = RunCommand(cli + " inventory --json");
+  EXPECT_THAT(r.out, HasSubstr(absl::StrCat("devplace-probe --watch_xid pid ", second, ", started 1 time(s) again")));
+  d.Signal(SIGTERM);
+  EXPECT_EQ(d.WaitExit(absl::Seconds(30)), 0);
+}
+
+// A library whose GPUs do not offer the XID event: the watcher says unknown, once, and no GPU is
+// FAULT for it.
+TEST(XidWatcher, GpusWithoutTheXidEventAreUnknownNeverFault) {
+  TempDir dir;
+  ScopedEnv nvml("FAKE_NVML_CONFIG", XidScript(dir.path(), "device 0 event_types 0\ndevice 1 event_types 0x3\n"));
+  DaemonProcess d(dir.path(), {"--host_root=" + std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/nvidia-2x-h100",
+                               "--nvml_library=" DEVPLACE_FAKE_NVML, "--cuda_library="});
+  ASSERT_TRUE(d.WaitForLog("event=xid_watcher_unknown why=\"no GPU offers the XID event (GPU 0 0000:9a:00.0: "
+                           "NVML_ERROR_NOT_SUPPORTED",
+                           absl::Seconds(60)))
+      << d.Log();
+  const std::string cli = absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=", ShellQuote(d.unix_target()));
+  CommandResult r = RunUntil(cli + " inventory --json", "unknown: no GPU offers", absl::Seconds(60));
+  EXPECT_THAT(r.out, ContainsRegex("\"name\": \"nvml_xid\",\\s*\"status\": \"PROBE_STATUS_SKIPPED\",[^}]*"
+                                   "unknown: no GPU offers the XID event")) << r.out;
+  r = RunCommand(cli + " inventory");
+  EXPECT_THAT(r.out, ContainsRegex("/dev/nvidia0 +ok +yes")) << r.out;
+  EXPECT_THAT(r.out, ContainsRegex("/dev/nvidia1 +ok +yes")) << r.out;
+  d.Signal(SIGTERM);
+  EXPECT_EQ(d.WaitExit(absl::Seconds(30)), 0);
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "tests/common/command.h"
+#include "tests/common/temp_dir.h"
 #include "tests/probe/defined_symbols.h"
 #include "tests/probe/test_util.h"
 
@@ -164,6 +165,26 @@ TEST(FakeAbi, FakesExportWhatTheProbeResolvesAsTheRealLibrariesDo) {
   EXPECT_THAT(cuda, ::testing::IsSupersetOf({"cuInit", "cuDeviceGetCount", "cuDeviceGetPCIBusId"}));
   ExpectSameAbi("NVML", nvml, nvml_path, DEVPLACE_FAKE_NVML);
   ExpectSameAbi("libcuda", cuda, cuda_path, DEVPLACE_FAKE_CUDA);
+}
+
+// The XID watcher's event calls (devplace-probe --watch_xid) against the real library, the same
+// way: what the watcher looked up, up to a wait that fails so that it ends.
+TEST(FakeAbi, TheXidWatchersEventCallsAreExportedAsTheRealLibraryDoes) {
+  SKIP_WITHOUT(nvml_path, "libnvidia-ml.so.1", "libnvidia-ml1");
+  if (RunCommand("command -v nm").exit_code != 0) GTEST_SKIP() << "nm is not installed (binutils)";
+  TempDir dir;
+  const std::string script = dir.path() + "/nvml.txt";
+  RunCommand("cat " + ShellQuote(std::string(DEVPLACE_FIXTURES_DIR) + "/nvml/h100.txt") + " > " + ShellQuote(script) +
+             " && echo 'fail nvmlEventSetWait_v2 - UNKNOWN' >> " + ShellQuote(script));
+  const CommandResult r = RunCommand("LD_DEBUG=symbols FAKE_NVML_CONFIG=" + ShellQuote(script) + " " +
+                                     ShellQuote(DEVPLACE_PROBE_BINARY) + " --watch_xid --nvml_library=" +
+                                     ShellQuote(DEVPLACE_FAKE_NVML));
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("watching 2 2\n"));
+  const std::set<std::string> nvml = LookedUp(r.err, DEVPLACE_FAKE_NVML, "nvml");
+  EXPECT_THAT(nvml, ::testing::IsSupersetOf({"nvmlEventSetCreate", "nvmlDeviceGetSupportedEventTypes",
+                                             "nvmlDeviceRegisterEvents", "nvmlEventSetWait_v2", "nvmlEventSetFree"}));
+  ExpectSameAbi("NVML", nvml, nvml_path, DEVPLACE_FAKE_NVML);
 }
 
 }  // namespace

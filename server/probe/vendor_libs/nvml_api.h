@@ -166,6 +166,27 @@ nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int* corrRo
 nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device, unsigned long long* clocksEventReasons);
 nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device, unsigned long long* clocksThrottleReasons);
 
+// Events (nvml.h's event API): the XID watcher (devplace-probe --watch_xid, nvml_xid_watch.h)
+// registers the critical-XID event on each GPU and waits on the set. eventData is the XID number.
+typedef struct nvmlEventSet_st* nvmlEventSet_t;
+#define nvmlEventTypeXidCriticalError 0x0000000000000008ULL
+typedef struct nvmlEventData_st {
+  nvmlDevice_t device;            // the GPU (or MIG device) the event is about
+  unsigned long long eventType;   // one nvmlEventType* bit
+  unsigned long long eventData;   // for nvmlEventTypeXidCriticalError: the XID
+  unsigned int gpuInstanceId;     // MIG instance ids, 0xFFFFFFFF when none
+  unsigned int computeInstanceId;
+} nvmlEventData_t;
+nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set);
+// The event types the GPU can report, a mask of nvmlEventType* bits.
+nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, unsigned long long* eventTypes);
+// NVML_ERROR_NOT_SUPPORTED when the GPU cannot report one of `eventTypes`.
+nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long eventTypes, nvmlEventSet_t set);
+// Waits at most `timeoutms` for an event: NVML_SUCCESS with *data filled, NVML_ERROR_TIMEOUT when
+// none came; NVML_ERROR_GPU_IS_LOST when a GPU of the set fell off the bus.
+nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* data, unsigned int timeoutms);
+nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set);
+
 }  // extern "C"
 
 #endif  // DEVPLACE_SERVER_PROBE_VENDOR_LIBS_NVML_API_H_
