@@ -291,7 +291,7 @@ void WaitingPicks::Round() {
         if (hooks_.dropped) {
           hooks_.dropped(gone, gone.deadline <= gone.claim_until
                                    ? "its wait ended before its caller came back"
-                                   : "its caller did not come back within the restart's grace");
+                                   : "its caller did not come back within --waiter_restart_grace");
         }
       }
       for (const PendingPick& late : held_out) {
