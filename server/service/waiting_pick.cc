@@ -146,6 +146,7 @@ void WaitingPicks::Claim(PendingPick& pick) {
     pick.deadline = std::min(pick.deadline, it->deadline);  // the client's time left never extends it
     pick.waiter_id = claimed;
     it->claimed = true;  // the worker removes it (it may be looking at it now)
+    ++claimed_;
     return;
   }
 }
@@ -215,7 +216,7 @@ void WaitingPicks::Poke() {
 
 size_t WaitingPicks::size() const {
   absl::MutexLock lock(&mu_);
-  return waiting_.size();
+  return waiting_.size() - claimed_;
 }
 
 void WaitingPicks::Shutdown() {
@@ -228,7 +229,7 @@ void WaitingPicks::Join() {
 }
 
 void WaitingPicks::Counted() {
-  if (hooks_.waiting) hooks_.waiting(waiting_.size());
+  if (hooks_.waiting) hooks_.waiting(waiting_.size() - claimed_);  // a claimed placeholder's pick counts
 }
 
 void WaitingPicks::Uncount(const PendingPick& pick) {
@@ -267,6 +268,7 @@ void WaitingPicks::Round() {
             break;
           }
           if (!it->claimed) dropped.push_back(*it);  // claimed: its pick holds the place now
+          if (it->claimed) --claimed_;
           it = waiting_.erase(it);
           waiters_changed_ = true;
           Counted();
@@ -363,6 +365,7 @@ void WaitingPicks::Worker() {
         absl::MutexLock lock(&mu_);
         last.swap(waiting_);
         per_user_.clear();
+        claimed_ = 0;
         Counted();
       }
       for (const PendingPick& p : last) {

@@ -223,6 +223,8 @@ class WaitingPicks {
   bool poked_ ABSL_GUARDED_BY(mu_) = false;
   // Whether a waiter with an id came or went since Hooks::persist was last called.
   bool waiters_changed_ ABSL_GUARDED_BY(mu_) = false;
+  // Claimed placeholders still in waiting_ (the worker removes them): not counted as waiting.
+  size_t claimed_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Duration restore_grace_ ABSL_GUARDED_BY(mu_);  // Restore's grace
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // Whether picks queued or were refused since the heap was last trimmed.

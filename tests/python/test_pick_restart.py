@@ -28,8 +28,8 @@ print(json.dumps({"cvd": os.environ["CUDA_VISIBLE_DEVICES"], "lease_id": p.lease
 sys.stdin.readline()
 """
 
-# Another user's waiting pick that presents a waiter id (argv[2]): prints the waiter id it is sent
-# once queued, then what it got.
+# Another user's waiting pick that presents a waiter id (argv[2]): prints what it got and the waiter
+# id it was sent (grpcio hands a unary call's initial metadata over with its answer).
 PRESENTS_AN_ID = """
 import json, sys
 import grpc, devplace
@@ -37,10 +37,9 @@ from devplace.v1 import devplace_pb2_grpc
 request = devplace.make_pick_request(job=devplace.for_job({}), wait=120, ttl=600)
 request.waiter_id = sys.argv[2]
 with grpc.insecure_channel(sys.argv[1]) as channel:
-    call = devplace_pb2_grpc.DevicePlacementStub(channel).PickDevices.future(request, timeout=150)
-    print(json.dumps({"waiter_id": dict(call.initial_metadata()).get("devplace-waiter-id", "")}), flush=True)
-    answer = call.result()
-print(json.dumps({"cvd": answer.env["CUDA_VISIBLE_DEVICES"], "lease_id": answer.lease.lease_id}), flush=True)
+    answer, call = devplace_pb2_grpc.DevicePlacementStub(channel).PickDevices.with_call(request, timeout=150)
+print(json.dumps({"cvd": answer.env["CUDA_VISIBLE_DEVICES"], "lease_id": answer.lease.lease_id,
+                  "waiter_id": dict(call.initial_metadata()).get("devplace-waiter-id", "")}), flush=True)
 sys.stdin.readline()
 """
 
@@ -91,8 +90,6 @@ class PickRestart(unittest.TestCase):
                 stub = devplace_pb2_grpc.DevicePlacementStub(channel)
                 w_request = devplace.make_pick_request(job=devplace.for_job({}), wait=120, ttl=600)
                 w = stub.PickDevices.future(w_request, timeout=150)
-                w_id = dict(w.initial_metadata()).get("devplace-waiter-id", "")
-                self.assertRegex(w_id, "^[0-9a-f]{32}$")
                 self.picks_waiting(daemon, 1)
                 job = self.start_job(JOB, target)
                 self.picks_waiting(daemon, 2)
@@ -102,6 +99,8 @@ class PickRestart(unittest.TestCase):
                 with self.assertRaises(grpc.RpcError) as gone:
                     w.result()
                 self.assertEqual(gone.exception.code(), grpc.StatusCode.UNAVAILABLE)
+                w_id = dict(w.initial_metadata()).get("devplace-waiter-id", "")  # sent when it queued
+                self.assertRegex(w_id, "^[0-9a-f]{32}$")
                 daemon.close()
                 daemon = h100_with_nvml(flags, dir=tmp.path)
                 daemon.wait_serving()
@@ -110,10 +109,8 @@ class PickRestart(unittest.TestCase):
                 self.wait_log_count(daemon, "action=waiter_returned", 1)  # J, by itself
                 # N: nobody, presenting W's id, while W's place is still kept for W.
                 stranger = self.start_job(PRESENTS_AN_ID, target, w_id, as_nobody=True) if nobody else None
-                if stranger is not None:  # queued (it was sent an id): a new one, not W's
-                    n_id = json.loads(stranger.stdout.readline())["waiter_id"]
-                    self.assertRegex(n_id, "^[0-9a-f]{32}$")
-                    self.assertNotEqual(n_id, w_id)
+                if stranger is not None:
+                    self.picks_waiting(daemon, 3)  # W's place, J, and N queued behind J
                 # W comes back: its place is before J's.
                 w_request.waiter_id = w_id
                 w_request.wait_ms = 100_000
@@ -131,6 +128,8 @@ class PickRestart(unittest.TestCase):
                         client.release_lease(w_answer.lease.lease_id)
                         n_got = json.loads(stranger.stdout.readline())
                         self.assertEqual(n_got["cvd"], held[0].env["CUDA_VISIBLE_DEVICES"])
+                        self.assertRegex(n_got["waiter_id"], "^[0-9a-f]{32}$")
+                        self.assertNotEqual(n_got["waiter_id"], w_id)  # a place of its own, not W's
                         stranger.communicate("\n", timeout=30)
                         self.assertEqual(stranger.returncode, 0)
                         client.release_lease(n_got["lease_id"])
