@@ -14,9 +14,12 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "client/grpc_connection.h"
 #include "devplace/client.h"
 
@@ -174,7 +177,22 @@ absl::StatusOr<v1::PickDevicesResponse> Client::Pick(const PickOptions& options)
     job = JobLeaseHolder();
     request.set_holder(job.holder);
   }
+  const absl::Time wait_ends = absl::Now() + options.wait;
   absl::StatusOr<v1::PickDevicesResponse> picked = connection_->PickDevices(request);
+  // The daemon went away while the pick waited (a restart): ask again within the wait, keeping
+  // the place it had (the waiter id).
+  for (absl::Duration backoff = absl::Milliseconds(100);
+       !picked.ok() && absl::IsUnavailable(picked.status()) && options.wait > absl::ZeroDuration();
+       backoff = std::min(backoff * 2, absl::Seconds(2))) {
+    if (const auto id = picked.status().GetPayload(kWaiterIdPayload)) {
+      request.set_waiter_id(std::string(*id));
+    }
+    const absl::Duration left = wait_ends - absl::Now() - backoff;
+    if (left <= absl::ZeroDuration()) break;
+    absl::SleepFor(backoff);
+    request.set_wait_ms(static_cast<uint32_t>(std::clamp<int64_t>(absl::ToInt64Milliseconds(left), 1, UINT32_MAX)));
+    picked = connection_->PickDevices(request);
+  }
   if (picked.ok() && !job.warning.empty()) picked->add_warnings(job.warning);
   return picked;
 }

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -28,6 +29,7 @@
 #include "client/connect_diagnosis.h"
 #include "devplace/client.h"
 #include "devplace/v1/devplace.grpc.pb.h"
+#include "grpc/grpc.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
@@ -41,6 +43,8 @@ namespace {
 namespace health = ::grpc::health::v1;
 
 constexpr char kSystemSocket[] = "/run/devplace/devplace.sock";
+// The initial metadata entry a waiting pick's waiter id comes in (PickDevicesRequest.waiter_id).
+constexpr char kWaiterIdMetadata[] = "devplace-waiter-id";
 constexpr char kDefaultTcpTarget[] = "127.0.0.1:7465";
 
 // Where the call went, for UNAVAILABLE messages: the target and the TLS settings its channel uses,
@@ -169,9 +173,19 @@ class GrpcConnection final : public Connection {
         timeout_ <= absl::ZeroDuration() || timeout_ == absl::InfiniteDuration()
             ? timeout_
             : timeout_ + absl::Milliseconds(request.wait_ms());
-    return Unary<v1::PickDevicesResponse>(
-        [&](grpc::ClientContext* c, v1::PickDevicesResponse* r) { return placement_->PickDevices(c, request, r); },
-        timeout);
+    grpc::ClientContext context;
+    SetDeadline(context, timeout);
+    v1::PickDevicesResponse response;
+    const grpc::Status status = placement_->PickDevices(&context, request, &response);
+    if (status.ok()) return response;
+    absl::Status failed = FromGrpc(status, &to_, channel_.get(), timeout_);
+    // The place a waiting pick had in the daemon's queue (sent before the daemon went): Client::Pick
+    // asks again with it.
+    const auto& metadata = context.GetServerInitialMetadata();
+    if (auto id = metadata.find(kWaiterIdMetadata); id != metadata.end() && id->second.size() <= 64) {
+      failed.SetPayload(kWaiterIdPayload, absl::Cord(absl::string_view(id->second.data(), id->second.size())));
+    }
+    return failed;
   }
 
   absl::StatusOr<v1::LeaseReleaseResponse> LeaseRelease(const v1::LeaseReleaseRequest& request) override {
@@ -335,6 +349,10 @@ absl::StatusOr<std::shared_ptr<Connection>> ConnectGrpc(const std::string& targe
                                                         std::string note) {
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   grpc::ChannelArguments args;
+  // A daemon that restarts (a package upgrade) is back within seconds, and a waiting pick asks
+  // again then (Client::Pick): the channel tries to reconnect at most every 2 s, not gRPC's 2 min.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
   Destination to{target, {}, std::move(note)};
   if (absl::Status status = ChannelSetup(target, options, &credentials, &args, &to.tls); !status.ok()) return status;
   return std::shared_ptr<Connection>(std::make_shared<GrpcConnection>(

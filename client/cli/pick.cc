@@ -42,7 +42,8 @@ ABSL_FLAG(absl::Duration, ttl, absl::ZeroDuration(),
           "to live from now (default 5m)");
 ABSL_FLAG(absl::Duration, wait, absl::ZeroDuration(),
           "When too few devices are free, let the daemon wait up to this long (at most 1h) for a lease to end "
-          "instead of failing at once");
+          "instead of failing at once; a daemon restart (a package upgrade) meanwhile is waited out, keeping the "
+          "pick's place in the queue");
 
 namespace devplace::cli {
 namespace {

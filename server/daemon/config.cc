@@ -246,6 +246,9 @@ absl::Status CheckLeases(const DaemonConfig& config, ValidConfig& out) {
   if (config.max_leased_devices_per_user < 0 || config.max_leased_devices_per_user > 1024) {
     return Bad("--max_leased_devices_per_user must be within 0 (no cap)..1024");
   }
+  if (config.waiter_restart_grace < absl::Seconds(1) || config.waiter_restart_grace > absl::Minutes(10)) {
+    return Bad("--waiter_restart_grace must be within 1s..10m");
+  }
   if (config.max_waiting_picks_per_user < 1 || config.max_waiting_picks_per_user > 1024) {
     return Bad("--max_waiting_picks_per_user must be within 1..1024");
   }

@@ -112,6 +112,9 @@ struct DaemonConfig {
   // and the most bytes their kept requests take together: 1..1024 and 64 KiB..256 MiB.
   int max_waiting_picks_per_user = 16;
   int64_t max_waiting_pick_bytes_per_user = int64_t{16} << 20;
+  // After a restart, how long a waiting pick's place is kept for it (ServiceOptions::waiter_restart_grace):
+  // 1 s..10 min.
+  absl::Duration waiter_restart_grace = absl::Seconds(20);
   // Most ResolveDevice calls (not answered from the cache) one peer has queued or running at once on
   // the service's workers, which serve peers in turn (service::FairQueue): 1..12800 (the most one
   // peer can send at once: 128 connections x 100 streams).

@@ -241,6 +241,7 @@ void Daemon::BuildService() {
   options.max_leased_devices_per_user = c.max_leased_devices_per_user;
   options.max_waiting_picks_per_user = c.max_waiting_picks_per_user;
   options.max_waiting_pick_bytes_per_user = c.max_waiting_pick_bytes_per_user;
+  options.waiter_restart_grace = c.waiter_restart_grace;
   // One peer's costly calls may use every core; one worker more is always left for other peers.
   const int cores = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 16);
   options.costly_calls.workers = cores + 1;
@@ -356,8 +357,15 @@ void Daemon::RestoreLeases() {
   for (const v1::LeaseInfo& lease : service_->leases().List()) {
     spdlog::info("{}", FormatLeaseEvent({"restored", lease, "", "", ""}));
   }
-  spdlog::info("event=lease_state file={} found={} kept={} dropped={}", file, report.found, report.kept,
-               report.dropped.size());
+  const size_t waiters = service_->RestoreWaiters(report.waiters);
+  for (const service::state::Waiter& w : report.waiters) {
+    if (absl::FromUnixMillis(w.deadline_unix_ms()) <= absl::Now()) continue;  // its wait ended meanwhile
+    spdlog::info("event=waiter_restored waiter={} uid={} place={} deadline={}", w.waiter_id().substr(0, 8), w.uid(),
+                 w.place(), absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixMillis(w.deadline_unix_ms()),
+                                             absl::UTCTimeZone()));
+  }
+  spdlog::info("event=lease_state file={} found={} kept={} dropped={} waiters={}", file, report.found, report.kept,
+               report.dropped.size(), waiters);
 }
 
 // The gRPC server with its TCP/TLS ports and the unix-socket listeners that feed it.

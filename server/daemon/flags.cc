@@ -175,6 +175,10 @@ ABSL_FLAG(int, max_leased_devices_per_user, Defaults().max_leased_devices_per_us
 ABSL_FLAG(int, max_waiting_picks_per_user, Defaults().max_waiting_picks_per_user,
           "Most picks one user (uid over the unix socket, else the client's address) has waiting (--wait) at "
           "once (1..1024); past it a pick is RESOURCE_EXHAUSTED at once");
+ABSL_FLAG(absl::Duration, waiter_restart_grace, Defaults().waiter_restart_grace,
+          "After a restart, how long the picks that were waiting (--wait) keep their places for their callers to "
+          "come back (the clients ask again, at most every 2 s, with the waiter id they were sent); no later pick is "
+          "served meanwhile. 1s..10m, never past a waiter's own deadline");
 ABSL_FLAG(int, max_queued_calls_per_peer, Defaults().max_queued_calls_per_peer,
           "Most ResolveDevice and PickDevices calls one peer (a local client's uid, a remote client's address) has "
           "queued or running at once on the daemon's workers, which take each peer's calls in turn so that one peer's burst "
@@ -435,6 +439,7 @@ absl::StatusOr<ValidConfig> ConfigFromFlags() {
   c.lease_state_file = absl::GetFlag(FLAGS_lease_state_file);
   c.max_leased_devices_per_user = absl::GetFlag(FLAGS_max_leased_devices_per_user);
   c.max_waiting_picks_per_user = absl::GetFlag(FLAGS_max_waiting_picks_per_user);
+  c.waiter_restart_grace = absl::GetFlag(FLAGS_waiter_restart_grace);
   c.max_queued_calls_per_peer = absl::GetFlag(FLAGS_max_queued_calls_per_peer);
   c.max_waiting_pick_bytes_per_user = absl::GetFlag(FLAGS_max_waiting_pick_bytes_per_user);
   return ValidateConfig(c);

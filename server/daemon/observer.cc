@@ -6,6 +6,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
@@ -74,7 +75,7 @@ void DaemonObserver::OnLeaseCall(const std::string& call, const std::string& out
 std::string FormatLeaseEvent(const service::LeaseEvent& e) {
   std::string line = absl::StrCat("event=lease action=", e.action);
   if (!e.user.empty()) absl::StrAppend(&line, " user=", e.user);
-  if (e.action == "refused") {
+  if (e.action == "refused" || absl::StartsWith(e.action, "waiter_")) {
     // The message is the daemon's own, but quotes what the caller sent: escaped and bounded.
     const std::string error = absl::CHexEscape(e.error.substr(0, 400));
     absl::StrAppend(&line, " outcome=", e.outcome, " error=\"", error, e.error.size() > 400 ? "..." : "", "\"");

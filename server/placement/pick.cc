@@ -209,6 +209,11 @@ absl::Status ValidatePickRequest(const v1::PickDevicesRequest& request) {
     return absl::InvalidArgumentError(absl::StrCat("holder_pid: ", request.holder_pid(),
                                                    " names the holding ancestor of LEASE_HOLDER_PARENT only; leave it 0"));
   }
+  if (request.waiter_id().size() > 64) {
+    return absl::InvalidArgumentError(absl::StrCat("waiter_id: ", request.waiter_id().size(),
+                                                   " bytes; accepted: 0 to 64 (the devplace-waiter-id a waiting pick "
+                                                   "was sent, or empty)"));
+  }
   return absl::OkStatus();
 }
 

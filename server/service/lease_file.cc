@@ -74,12 +74,13 @@ std::string CurrentBootId() {
   return id;
 }
 
-absl::Status LeaseFileWriter::Write(std::vector<state::HeldLease> leases) const {
+absl::Status LeaseFileWriter::Write(std::vector<state::HeldLease> leases, std::vector<state::Waiter> waiters) const {
   state::LeaseState file;
   file.set_version(kLeaseFileVersion);
   file.set_boot_id(CurrentBootId());
   file.mutable_leases()->Reserve(static_cast<int>(leases.size()));
   for (state::HeldLease& held : leases) *file.add_leases() = std::move(held);
+  for (state::Waiter& waiter : waiters) *file.add_waiters() = std::move(waiter);
   absl::StatusOr<int> dir_fd = OpenLeaseDirectory(path_);
   if (!dir_fd.ok()) return dir_fd.status();
   absl::Status written = WriteFileAtomicallyAt(*dir_fd, DirectoryOf(path_), path_.substr(path_.rfind('/') + 1),
@@ -111,6 +112,7 @@ LeaseFileContents ReadLeaseFile(const std::string& path) {
   }
   if (!report.warning.empty()) return contents;
   contents.boot_id = file.boot_id();
+  contents.report.waiters.assign(file.waiters().begin(), file.waiters().end());
   contents.leases.reserve(static_cast<size_t>(file.leases_size()));
   for (state::HeldLease& held : *file.mutable_leases()) contents.leases.push_back(std::move(held));
   // Oldest first, as LeaseTable::List() gives them.

@@ -43,6 +43,9 @@ struct RestoreReport {
   // now", "its time to live passed at ...").
   std::vector<std::string> dropped;
   bool found = false;  // whether the file existed
+  // The picks that were waiting (LeaseState.waiters, in arrival order), unchecked: the service
+  // restores them as placeholders (WaitingPicks::Restore).
+  std::vector<state::Waiter> waiters;
   // The temporary files of writes a killed daemon left beside the file, removed
   // (RemoveLeaseTemporaryFiles).
   std::vector<std::string> temporary_removed;
@@ -61,14 +64,14 @@ class LeaseFileWriter {
   explicit LeaseFileWriter(std::string path) : path_(std::move(path)) {}
   const std::string& path() const { return path_; }
   // Replaces the file with a LeaseState of version kLeaseFileVersion holding `leases`, in their
-  // order, and CurrentBootId(), mode 0600 (before the umask), through WriteFileAtomically (server/common/atomic_file.h:
+  // order, `waiters` and CurrentBootId(), mode 0600 (before the umask), through WriteFileAtomically (server/common/atomic_file.h:
   // a temporary file beside it, fsync, rename, fsync of the directory): a reader or a crash sees
   // the old table or the new one, never a part. The directory is opened (not following a symbolic
   // link) and checked first (CheckLeaseDirectory). Errors: FAILED_PRECONDITION when the directory
   // is not the daemon's own or is a symbolic link; WriteFileAtomicallyAt's (the errno of the failing
   // step, naming the path: ENOSPC on a full filesystem, EISDIR when leases.state is a directory,
   // EROFS, ...); the file then keeps the table it held.
-  absl::Status Write(std::vector<state::HeldLease> leases) const;
+  absl::Status Write(std::vector<state::HeldLease> leases, std::vector<state::Waiter> waiters = {}) const;
 
  private:
   std::string path_;

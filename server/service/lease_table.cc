@@ -242,6 +242,15 @@ absl::StatusOr<v1::LeaseInfo> LeaseTable::KeepAlive(const std::string& lease_id,
   return info;
 }
 
+void LeaseTable::SetWaiters(std::vector<state::Waiter> waiters) {
+  {
+    absl::MutexLock lock(&mu_);
+    waiters_ = std::move(waiters);
+    ++generation_;
+  }
+  (void)Persist();
+}
+
 size_t LeaseTable::DevicesOf(uid_t uid) const {
   absl::MutexLock lock(&mu_);
   size_t n = 0;
@@ -360,6 +369,7 @@ absl::Status LeaseTable::Persist() {
   absl::MutexLock write(&write_mu_);
   if (!file_) return absl::OkStatus();
   std::vector<state::HeldLease> held;
+  std::vector<state::Waiter> waiters;
   uint64_t generation = 0;
   {
     absl::MutexLock lock(&mu_);
@@ -372,8 +382,9 @@ absl::Status LeaseTable::Persist() {
       h.set_start_time(lease.holder.process().start_time);
       h.set_process_uid(lease.holder.process().uid);
     }
+    waiters = waiters_;
   }
-  const absl::Status written = file_->Write(std::move(held));
+  const absl::Status written = file_->Write(std::move(held), std::move(waiters));
   if (written.ok()) {
     written_generation_ = generation;
   } else if (options_.on_write_error) {
@@ -390,9 +401,12 @@ RestoreReport LeaseTable::Restore(const std::string& path) {
   const std::string boot = CurrentBootId();
   // Process holders are named by pid and start time, which count from boot.
   const bool other_boot = !file.boot_id.empty() && !boot.empty() && file.boot_id != boot;
+  // Waiters are processes that lived in this boot only.
+  if (other_boot) report.waiters.clear();
   int ended = 0;
   {
     absl::MutexLock lock(&mu_);
+    waiters_ = report.waiters;
     for (const state::HeldLease& held : file.leases) {  // oldest first, as List() gives them
       const v1::LeaseInfo& info = held.info();
       const std::string name = absl::StrCat("lease ", info.lease_id());

@@ -128,6 +128,11 @@ class LeaseTable {
   // a newer version) is a warning and an empty table, never an error. The file is then rewritten
   // (mode 0600) with what was kept.
   RestoreReport Restore(const std::string& path);
+  // The picks waiting now (WaitingPicks::Waiters), kept in the file beside the leases so that a
+  // restart gives them their places back; written at once (best effort: a write error is
+  // on_write_error's, the file keeps the older list). Restore keeps the file's list (the report's
+  // waiters; none from another boot of the host) until the first call.
+  void SetWaiters(std::vector<state::Waiter> waiters) ABSL_LOCKS_EXCLUDED(mu_, write_mu_);
   // Devices leased now to `uid` (all its leases).
   size_t DevicesOf(uid_t uid) const;
   // Every lease now, oldest first.
@@ -182,6 +187,7 @@ class LeaseTable {
   std::optional<LeaseFileWriter> file_ ABSL_GUARDED_BY(write_mu_);  // none: memory only
   mutable absl::Mutex mu_;
   std::map<std::string, Lease> leases_ ABSL_GUARDED_BY(mu_);
+  std::vector<state::Waiter> waiters_ ABSL_GUARDED_BY(mu_);  // SetWaiters
   uint64_t next_order_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t granted_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t ended_ ABSL_GUARDED_BY(mu_) = 0;

@@ -163,6 +163,9 @@ void DevicePlacementService::FinishPick(const PendingPick& pick, const grpc::Sta
 bool DevicePlacementService::TryPick(PendingPick& pick, bool waited, WaitingRound* round) {
   const std::shared_ptr<PreparedSnapshot> prepared = prepared_.Current();
   if (prepared == nullptr) {
+    // A queued pick (one back from a restart, behind a placeholder) waits for the first inventory
+    // within its wait rather than lose its place.
+    if (round != nullptr && absl::Now() < pick.deadline) return false;
     FinishPick(pick, NoInventory(store_), "unavailable");
     return true;
   }
@@ -264,6 +267,7 @@ void DevicePlacementService::StartPick(PendingPick& pick, const grpc::ByteBuffer
   pick.holder = *std::move(holder);
   pick.deadline = WaitDeadline(ctx, pick.request.wait_ms(), pick.arrived);  // the time queued here counts
   pick.user = UserOf(ctx);
+  if (const std::optional<uid_t> uid = CallerUid(ctx)) pick.uid = static_cast<uint32_t>(*uid);
   switch (waiting_.Arriving()) {
     case WaitingPicks::Turn::kShuttingDown:
       FinishPick(pick, ShuttingDown(), "unavailable");

@@ -48,6 +48,20 @@ DevicePlacementService::DevicePlacementService(inventory::InventoryStore& store,
                 [this] { return leases_->ended(); },
                 [this](size_t waiting) {
                   if (options_.observer != nullptr) options_.observer->OnPicksWaiting(waiting);
+                },
+                [this](const PendingPick& pick) {  // the waiter id reaches the caller before any answer
+                  pick.ctx->AddInitialMetadata(std::string(kWaiterIdMetadata), pick.waiter_id);
+                  pick.reactor->StartSendInitialMetadata();
+                  if (options_.observer != nullptr && pick.waiter_id == pick.request.waiter_id()) {
+                    options_.observer->OnLeaseEvent(
+                        {"waiter_returned", {}, pick.user, absl::StrCat("place_", pick.arrival), ""});
+                  }
+                },
+                [this](std::vector<state::Waiter> waiters) { leases_->SetWaiters(std::move(waiters)); },
+                [this](const PendingPick& placeholder, const std::string& why) {
+                  if (options_.observer != nullptr) {
+                    options_.observer->OnLeaseEvent({"waiter_dropped", {}, placeholder.user, "placeholder", why});
+                  }
                 }}),
       leases_(std::make_unique<LeaseTable>([this] {
         LeaseTableOptions leases;

@@ -8,6 +8,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -23,6 +25,9 @@
 #include "server/service/watch_hub.h"
 
 namespace devplace::service {
+
+// The initial metadata entry that carries a waiting pick's waiter id (PickDevicesRequest.waiter_id).
+inline constexpr std::string_view kWaiterIdMetadata = "devplace-waiter-id";
 
 // Who may call RefreshInventory (a probe: a fork and vendor-library calls), on every transport:
 // unix-socket peers (credentials from `peers`) that are root, the daemon's own user or in
@@ -66,6 +71,11 @@ struct ServiceOptions {
   // (WaitingPicks, server/service/waiting_pick.h).
   int max_waiting_picks_per_user = 16;
   int64_t max_waiting_pick_bytes_per_user = int64_t{16} << 20;
+  // After a restart, how long the picks that were waiting keep their places (placeholders) for their
+  // callers to come back (RestoreWaiters; devplaced --waiter_restart_grace): the daemon's start-up
+  // and a client's reconnect (clients retry at most every 2 s), and no longer than a waiter that
+  // will not come back (its process ended with the old daemon) should hold the queue up.
+  absl::Duration waiter_restart_grace = absl::Seconds(20);
   // ResolveDevice calls not answered from the cache are parsed and resolved on the service's own
   // workers, each peer's in turn (FairQueue, server/service/fair_queue.h), and so is a PickDevices
   // call until its first attempt is answered or it queues to wait; a peer (the key of
@@ -167,6 +177,12 @@ class DevicePlacementService final
                                            grpc::ByteBuffer* response) override;
   // The lease table (for tests and the daemon's metrics).
   LeaseTable& leases() { return *leases_; }
+  // After LeaseTable::Restore: the picks that were waiting when the previous daemon stopped
+  // (RestoreReport::waiters), as placeholders holding their places for
+  // ServiceOptions::waiter_restart_grace (WaitingPicks::Restore). Returns how many.
+  size_t RestoreWaiters(const std::vector<state::Waiter>& waiters) {
+    return waiting_.Restore(waiters, options_.waiter_restart_grace);
+  }
 
   // Asks the refresh worker for a refresh without a caller waiting on it (SIGHUP, start-up); it
   // shares a round with concurrent RefreshInventory calls. Ignored once shutdown began.

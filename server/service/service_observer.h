@@ -18,7 +18,9 @@ struct LeaseEvent {
   // "granted" (a pick answered), "released" (LeaseRelease), "renewed" (LeaseKeepAlive), "ended"
   // (its holder exited: the process, or the last process of its group), "expired" (its time to
   // live passed), "refused" (a pick answered with an error: no lease); devplaced itself logs
-  // "restored" (kept from the lease file at start).
+  // "restored" (kept from the lease file at start). A waiting pick across a restart (no lease;
+  // outcome and error say the rest): "waiter_returned" (its caller came back and has its place,
+  // outcome "place_N"), "waiter_dropped" (a placeholder that was not claimed; error says why).
   std::string action;
   v1::LeaseInfo lease;  // whole (id, pid, uid); empty for "refused"
   std::string user;     // who called: "uid:N", else the peer's address; empty for ended and expired

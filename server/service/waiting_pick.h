@@ -15,6 +15,7 @@
 #include <list>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,6 +27,7 @@
 #include "grpcpp/support/status.h"
 #include "server/placement/pick.h"
 #include "server/service/lease_holder.h"
+#include "server/service/lease_state.pb.h"
 
 namespace grpc {
 class ByteBuffer;
@@ -56,6 +58,18 @@ struct PendingPick {
   uint64_t arrival = 0;   // the order PickDevices calls began in (WaitingPicks::Arrive)
   std::string user;       // who the per-user bounds count it for: "uid:N", else the peer
   size_t kept_bytes = 0;  // what the queued request takes (SpaceUsedLong), set by Enqueue
+  // The caller's uid (unix socket peer credentials); none over TCP.
+  std::optional<uint32_t> uid;
+  // Set by Enqueue for a pick that waits (wait_ms > 0) with a known uid: 32 hex digits, or the
+  // claimed placeholder's (PickDevicesRequest.waiter_id).
+  std::string waiter_id;
+  // A place kept across a restart (Restore): no call, no request; it holds its place until a pick
+  // of the same uid claims it, its deadline passes or claim_until passes.
+  bool placeholder = false;
+  absl::Time claim_until = absl::InfiniteFuture();
+  // A placeholder whose pick came back (Enqueue sets it under the queue's lock; the worker, which
+  // alone removes entries, removes it).
+  bool claimed = false;
 };
 
 // One round of retries (WaitingPicks::Round): what the picks it tries, in arrival order, share.
@@ -104,6 +118,11 @@ struct WaitingRound {
 // empties after picks queued or were refused, and at most every 2 s while picks wait, so that a
 // burst of waiters does not leave the daemon at its peak RSS.
 //
+// Restarts: a pick that waits with a known uid gets a waiter id (Hooks::queued sends it to the
+// caller); the waiters are kept in the lease file (Hooks::persist) and a restarted daemon restores
+// them as placeholders (Restore), which a pick of the same uid naming the id claims (Enqueue):
+// it takes the placeholder's place. An id of another uid, or unknown, earns no place.
+//
 // Shutdown: Shutdown() does not block; from then on Arriving says kShuttingDown, Enqueue answers
 // UNAVAILABLE "devplaced is shutting down" ("unavailable"), and the worker answers every queued
 // pick the same and ends. Join() (and the destructor) waits for the worker.
@@ -127,6 +146,16 @@ class WaitingPicks {
     // How many picks wait now, after every change (may be unset). Called with the queue's lock
     // held, so the numbers arrive in order: it must not call WaitingPicks.
     std::function<void(size_t waiting)> waiting;
+    // A pick was queued with a waiter id (PendingPick::waiter_id): the service sends it to the
+    // caller now (initial metadata), before any answer can be. Called with the queue's lock held
+    // (the worker cannot answer the pick meanwhile): it must not call WaitingPicks. May be unset.
+    std::function<void(const PendingPick& pick)> queued;
+    // The waiters changed (Waiters()): the service keeps them in the lease file. Called on the
+    // worker thread without the lock, after a round, and once at Shutdown before the waiting
+    // picks are answered UNAVAILABLE (so that they are kept for the next daemon). May be unset.
+    std::function<void(std::vector<state::Waiter> waiters)> persist;
+    // A placeholder was dropped unclaimed (`why`: its deadline or the grace passed). May be unset.
+    std::function<void(const PendingPick& placeholder, const std::string& why)> dropped;
   };
 
   // Starts the worker thread.
@@ -147,6 +176,15 @@ class WaitingPicks {
   void Enqueue(PendingPick pick) ABSL_LOCKS_EXCLUDED(mu_);
   // Leases changed: a round runs.
   void Poke() ABSL_LOCKS_EXCLUDED(mu_);
+  // After a restart (call before the first pick): the waiters the previous daemon kept, as
+  // placeholders in their places (Waiter.place; later arrivals are numbered after them), each
+  // until a pick of its uid claims it (Enqueue), its deadline, or now + `grace`, whichever is
+  // first. No pick behind an unclaimed placeholder is served meanwhile. Waiters already past their
+  // deadline, without an id or repeated are skipped. Returns how many were restored.
+  size_t Restore(const std::vector<state::Waiter>& waiters, absl::Duration grace) ABSL_LOCKS_EXCLUDED(mu_);
+  // The picks waiting now that a restart can give their places back to (a waiter id and a uid),
+  // placeholders included, in arrival order.
+  std::vector<state::Waiter> Waiters() const ABSL_LOCKS_EXCLUDED(mu_);
   // Picks queued now.
   size_t size() const ABSL_LOCKS_EXCLUDED(mu_);
   void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
@@ -166,6 +204,11 @@ class WaitingPicks {
   void Uncount(const PendingPick& pick) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Tells Hooks::waiting how many picks wait now.
   void Counted() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // For a pick with a known uid that may wait: a new waiter id, or the place, id and deadline of
+  // the placeholder of its uid that it claims (removed from the queue).
+  void Claim(PendingPick& pick) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Calls Hooks::persist when the waiters changed.
+  void PersistIfChanged() ABSL_LOCKS_EXCLUDED(mu_);
   // Whether the heap is due a trim now (and marks it trimmed).
   bool TrimDue() ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -178,6 +221,11 @@ class WaitingPicks {
   std::map<std::string, UserWaiting> per_user_ ABSL_GUARDED_BY(mu_);
   uint64_t next_arrival_ ABSL_GUARDED_BY(mu_) = 0;
   bool poked_ ABSL_GUARDED_BY(mu_) = false;
+  // Whether a waiter with an id came or went since Hooks::persist was last called.
+  bool waiters_changed_ ABSL_GUARDED_BY(mu_) = false;
+  // Claimed placeholders still in waiting_ (the worker removes them): not counted as waiting.
+  size_t claimed_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Duration restore_grace_ ABSL_GUARDED_BY(mu_);  // Restore's grace
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // Whether picks queued or were refused since the heap was last trimmed.
   bool trim_pending_ ABSL_GUARDED_BY(mu_) = false;

@@ -309,6 +309,8 @@ std::vector<BadCase> BadCases() {
        "--max_waiting_picks_per_user must be within 1..1024"},
       {"waiting_bytes", [](DaemonConfig& c, const TempDir&) { c.max_waiting_pick_bytes_per_user = 1000; },
        "--max_waiting_pick_bytes_per_user must be within 65536 (64 KiB)..268435456 (256 MiB)"},
+      {"waiter_grace", [](DaemonConfig& c, const TempDir&) { c.waiter_restart_grace = absl::Minutes(11); },
+       "--waiter_restart_grace must be within 1s..10m"},
       {"nfd_no_directory", [](DaemonConfig& c, const TempDir& d) { c.nfd_features_file = d.File("nodir/features"); },
        "--nfd_features_file=<dir>/nodir/features: needs a file name in an existing directory (e.g. NFD's features.d)"},
       {"nfd_name_too_long",

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -71,13 +72,27 @@ std::string Uuid(int i) { return absl::StrFormat("GPU-%08x-0000-4000-8000-%012x"
 SharedHost::SharedHost(int n, const std::map<int, GpuUse>& use, std::vector<std::string> flags) {
   MakeHost(dir_.path() + "/host", n);
   WriteFile(dir_.path() + "/nvml.txt", NvmlScript(n, use));
-  setenv("FAKE_NVML_CONFIG", (dir_.path() + "/nvml.txt").c_str(), 1);
   flags.push_back("--host_root=" + dir_.path() + "/host");
   flags.push_back("--nvml_library=" DEVPLACE_FAKE_NVML);
   flags.push_back("--cuda_library=");
-  daemon_ = std::make_unique<DaemonProcess>(dir_.path(), flags);
+  flags_ = std::move(flags);
+  Start();
+}
+
+void SharedHost::Start() {
+  setenv("FAKE_NVML_CONFIG", (dir_.path() + "/nvml.txt").c_str(), 1);
+  daemon_ = std::make_unique<DaemonProcess>(dir_.path(), flags_);
   unsetenv("FAKE_NVML_CONFIG");
   EXPECT_TRUE(daemon_->WaitForLog("event=inventory revision=1", absl::Seconds(30))) << daemon_->Log();
+}
+
+void SharedHost::Restart(const std::function<void()>& while_down) {
+  daemon_->Signal(SIGTERM);
+  EXPECT_EQ(daemon_->WaitExit(absl::Seconds(30)), 0) << daemon_->Log();
+  previous_log_ = daemon_->Log();
+  daemon_.reset();
+  if (while_down) while_down();
+  Start();
 }
 
 SharedHost::~SharedHost() {
@@ -127,6 +142,16 @@ std::string SharedHost::AsNobody() const {
     return "";
   }
   return as_nobody;
+}
+
+bool AwaitPicksWaiting(DaemonProcess& d, int n) {
+  const std::string want = absl::StrCat("\ndevplace_picks_waiting ", n, "\n");
+  for (const absl::Time give_up = absl::Now() + absl::Seconds(60); absl::Now() < give_up;) {
+    const CommandResult scrape = RunCommand(absl::StrCat("curl -sS --max-time 10 http://", d.metrics_address(), "/metrics"));
+    if (scrape.out.find(want) != std::string::npos) return true;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  return false;
 }
 
 CommandResult Bash(const std::string& script) {

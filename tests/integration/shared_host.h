@@ -6,6 +6,7 @@
 #define DEVPLACE_TESTS_INTEGRATION_SHARED_HOST_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -58,15 +59,29 @@ class SharedHost {
   int LeasesLeft(absl::Duration within = absl::Seconds(10));
   // Bash(script) in this host's directory, after ShellEnv().
   CommandResult Script(const std::string& script) const;
+  // Stops the daemon as a package upgrade does (SIGTERM, expecting exit status 0; its log is kept
+  // in previous_log()) and starts it again with the same flags in the same directory (its socket
+  // and lease file), waiting for its first inventory. `while_down` (may be empty) runs between.
+  void Restart(const std::function<void()>& while_down = {});
+  // The log of the daemon Restart stopped.
+  const std::string& previous_log() const { return previous_log_; }
   // The words that run a command as nobody (setpriv, "... " to prepend) once this host's directory
   // is open to others (mode 0755, the socket's directory); "" when this is not root, setpriv is
   // missing or nobody cannot run the CLI (the checkout's path).
   std::string AsNobody() const;
 
  private:
+  void Start();
+
   TempDir dir_;
+  std::vector<std::string> flags_;
   std::unique_ptr<DaemonProcess> daemon_;
+  std::string previous_log_;
 };
+
+// Waits (at most 60 s) until devplace_picks_waiting shows `n` picks waiting (placeholders of a
+// restart included); needs --metrics_listen=127.0.0.1:0.
+bool AwaitPicksWaiting(DaemonProcess& d, int n);
 
 // `script` run by `bash -euo pipefail -c`, stderr into stdout.
 CommandResult Bash(const std::string& script);

@@ -173,17 +173,6 @@ void ReleaseLease(v1::DevicePlacement::Stub& stub, const std::string& id) {
   EXPECT_TRUE(s.ok()) << s.error_message();
 }
 
-// Waits until devplace_picks_waiting shows `n` picks waiting.
-bool AwaitPicksWaiting(DaemonProcess& d, int n) {
-  const std::string want = absl::StrCat("\ndevplace_picks_waiting ", n, "\n");
-  for (const absl::Time give_up = absl::Now() + absl::Seconds(60); absl::Now() < give_up;) {
-    const CommandResult scrape = RunCommand(absl::StrCat("curl -sS --max-time 10 http://", d.metrics_address(), "/metrics"));
-    if (absl::StrContains(scrape.out, want)) return true;
-    absl::SleepFor(absl::Milliseconds(50));
-  }
-  return false;
-}
-
 // No starvation of a waiter for several devices. A holder keeps 6 of 8 GPUs and two leases the
 // other 2; the first waiter wants 2; four younger waiters for 1 each cycle (each picks again as
 // soon as it is served and has released). The first GPU freed is kept for the first waiter (a

@@ -41,10 +41,10 @@ def fixture(name: str) -> str:
     return os.path.join(FIXTURES, "hosts", name)
 
 
-def h100_with_nvml(extra_flags: Sequence[str] = ()) -> "Daemon":
+def h100_with_nvml(extra_flags: Sequence[str] = (), dir: Optional[str] = None) -> "Daemon":
     """devplaced on the nvidia-2x-h100 fixture with the fake NVML of tests/fakes (names, UUIDs, free
-    memory: so max_memory budgets are filled)."""
-    return Daemon(fixture("nvidia-2x-h100"), [f"--nvml_library={FAKE_NVML}"] + list(extra_flags),
+    memory: so max_memory budgets are filled); in ``dir`` (its socket and lease file) when given."""
+    return Daemon(fixture("nvidia-2x-h100"), [f"--nvml_library={FAKE_NVML}"] + list(extra_flags), dir=dir,
                   env={"FAKE_NVML_CONFIG": os.path.join(FIXTURES, "nvml", "h100.txt")})
 
 

@@ -374,6 +374,11 @@ struct PickOptions {
   v1::PickDevicesRequest ToRequest() const;
 };
 
+// The absl::Status payload (type URL) in which Connection::PickDevices returns the waiter id a
+// waiting pick was given (PickDevicesRequest.waiter_id) when its call failed; Client::Pick sends it
+// back when it asks again.
+inline constexpr char kWaiterIdPayload[] = "type.googleapis.com/devplace.WaiterId";
+
 // Who holds a lease for this job (Client::Pick with PickOptions::holder UNSPECIFIED and no ttl;
 // Python's devplace.job_holder() chooses the same way). When this process leads its process group
 // (its pid is its group id: a command typed at an interactive shell, a container's entrypoint, a
@@ -430,6 +435,12 @@ class Client {
   // in the answer (ApplyPickEnvironment). By default (PickOptions::holder UNSPECIFIED, no ttl) the
   // lease is held for the job as JobLeaseHolder() says, and its warning, if any, is the last of the
   // answer's warnings; over TCP such a pick is FAILED_PRECONDITION (a lease needs a ttl there).
+  // A pick with a wait that fails UNAVAILABLE (the daemon is restarting: its socket is gone or
+  // refused, or it answered "shutting down") is asked again until the wait ends: after 100 ms,
+  // then twice as long each time up to 2 s (100, 200, 400, 800 ms, 1.6 s, 2 s, 2 s, ...), with the
+  // time left as its wait and the waiter id the daemon gave it, so that a restarted daemon gives
+  // it back its place in the queue (PickDevicesRequest.waiter_id). When the wait ends first, the
+  // last UNAVAILABLE is returned as it was.
   absl::StatusOr<v1::PickDevicesResponse> Pick(const PickOptions& options) const;
   // Ends a lease now (LeaseRelease): its description as it was.
   absl::StatusOr<v1::LeaseInfo> ReleaseLease(const std::string& lease_id) const;

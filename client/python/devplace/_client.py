@@ -17,6 +17,7 @@ import dataclasses
 import os
 import sys
 import threading
+import time
 import warnings
 from typing import Any, Callable, Iterator, List, Optional, Union
 
@@ -219,14 +220,33 @@ class Client:
     # ---- shared hosts (devplace.pick below; the request and answer: _pick.py) ----
     def pick_request(self, request: devplace_pb2.PickDevicesRequest) -> Pick:
         """PickDevices with a request from :func:`devplace.make_pick_request`; the environment is not
-        applied (``Pick.apply()`` does that; :func:`devplace.pick` does both)."""
-        timeout = self._connection.timeout  # the daemon may wait wait_ms for devices: so may the call
-        if timeout is not None:
-            timeout += request.wait_ms / 1000.0
-        try:
-            return Pick.from_response(self._connection.stub.PickDevices(request, timeout=timeout))
-        except grpc.RpcError as e:
-            raise self._error(e) from None
+        applied (``Pick.apply()`` does that; :func:`devplace.pick` does both).
+
+        A pick with a wait whose call fails UNAVAILABLE (the daemon is restarting: its socket is gone
+        or refused, or it is shutting down) is asked again until the wait ends, after 0.1 s, then
+        twice as long each time up to 2 s, with the time left as its wait and the waiter id the
+        daemon sent it (PickDevicesRequest.waiter_id), so that a restarted daemon gives it back its
+        place in the queue. When the wait ends first, the last UnavailableError is raised."""
+        wait_ends = time.monotonic() + request.wait_ms / 1000.0
+        backoff = 0.1
+        asked = devplace_pb2.PickDevicesRequest()
+        asked.CopyFrom(request)
+        while True:
+            timeout = self._connection.timeout  # the daemon may wait wait_ms for devices: so may the call
+            if timeout is not None:
+                timeout += asked.wait_ms / 1000.0
+            try:
+                return Pick.from_response(self._connection.stub.PickDevices(asked, timeout=timeout))
+            except grpc.RpcError as e:
+                # A waiting pick whose daemon went away (a restart): asked again within the wait, with
+                # the time left and the waiter id the daemon gave it, which gets its place back.
+                left = wait_ends - time.monotonic() - backoff
+                if request.wait_ms == 0 or e.code() != grpc.StatusCode.UNAVAILABLE or left <= 0:
+                    raise self._error(e) from None
+                asked.waiter_id = _waiter_id(e) or asked.waiter_id
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 2.0)
+            asked.wait_ms = max(1, int(left * 1000))
 
     def release_lease(self, lease_id: str) -> devplace_pb2.LeaseInfo:
         """Ends a lease now (LeaseRelease); NotFoundError when it already ended."""
@@ -244,6 +264,18 @@ class Client:
     def _error(self, e: grpc.RpcError) -> Error:
         """The :class:`Error` for a failed call (a watch's too): see GrpcConnection.error."""
         return self._connection.error(e)
+
+
+def _waiter_id(e: grpc.RpcError) -> str:
+    """The waiter id a failed PickDevices call was sent (initial metadata "devplace-waiter-id"), or ""."""
+    try:
+        metadata = e.initial_metadata() or ()  # type: ignore[attr-defined]
+    except Exception:  # pylint: disable=broad-except  # a call that never reached the daemon
+        return ""
+    for key, value in metadata:
+        if key == "devplace-waiter-id" and isinstance(value, str) and len(value) <= 64:
+            return value
+    return ""
 
 
 class Watch(Iterator[devplace_pb2.Inventory]):
