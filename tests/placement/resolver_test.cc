@@ -140,20 +140,48 @@ TEST(Resolver, HostSideUnusableRowIsWarnedAndStrictRefuses) {
   EXPECT_THAT(Msg(r), HasSubstr("no GPU has the nvidia driver bound"));
 }
 
-TEST(Resolver, BalancedBudgetsWithModelSize) {
+// from_pretrained passes a max_memory for every keyword but "sequential" through get_balanced_memory, which
+// shares the model out by its layers: devplace's budgets are the free memory it starts from, whatever the size.
+TEST(Resolver, BalancedBudgetsAreEachDevicesFreeMemoryForTheLibraryToShareOut) {
   InventoryBuilder b;
   b.Add(v1::ROW_CUDA_NVIDIA, 3);
-  auto r = Resolve(b, Req::Infer("balanced").ModelSize(30 * kGiB));
-  ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->max_memory().at("0"), 10 * kGiB);
-  EXPECT_EQ(r->max_memory().at("1"), 10 * kGiB);
-  EXPECT_EQ(r->max_memory().at("2"), 80 * kGiB);
-  r = Resolve(b, Req::Infer("balanced_low_0").ModelSize(100 * kGiB));
-  EXPECT_EQ(r->max_memory().at("0"), 0u);  // devices 1 and 2 can hold the whole model
+  for (const char* keyword : {"auto", "balanced", "balanced_low_0", "sequential"}) {
+    auto r = Resolve(b, Req::Infer(keyword).ModelSize(30 * kGiB));
+    ASSERT_TRUE(r.ok()) << keyword;
+    for (const char* i : {"0", "1", "2"}) EXPECT_EQ(r->max_memory().at(i), 80 * kGiB) << keyword << " " << i;
+  }
+  // One device with free memory: get_balanced_memory keeps 10 % of device 0's as its buffer.
+  b.Device(v1::ROW_CUDA_NVIDIA, 1).set_memory_free_bytes(0);
+  b.Device(v1::ROW_CUDA_NVIDIA, 2).set_memory_free_bytes(0);
+  auto r = Resolve(b, Req::Infer("balanced"));
+  EXPECT_EQ(r->max_memory().at("0"), 72 * kGiB);
+  EXPECT_EQ(r->max_memory().at("1"), 0u);
+  r = Resolve(b, Req::Infer("sequential"));
+  EXPECT_EQ(r->max_memory().at("0"), 80 * kGiB);
   b.Device(v1::ROW_CUDA_NVIDIA, 2).clear_memory_free_bytes();
   r = Resolve(b, Req::Infer("sequential"));
   EXPECT_EQ(r->max_memory().at("2"), 80 * kGiB);
   EXPECT_THAT(Warnings(*r), HasSubstr("free memory of cuda:2 is unknown"));
+}
+
+// infer_auto_device_map gives no module to a device whose budget is 0: the answer is where the first module lands.
+TEST(Resolver, AFullFirstDeviceIsNotWhereTheFirstModuleLands) {
+  InventoryBuilder b;
+  b.Add(v1::ROW_CUDA_NVIDIA, 3);
+  b.Device(v1::ROW_CUDA_NVIDIA, 0).set_memory_free_bytes(0);
+  b.Device(v1::ROW_CUDA_NVIDIA, 1).set_memory_free_bytes(0);
+  auto r = Resolve(b, Req::Infer("auto"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->device(), "cuda:2");
+  EXPECT_EQ(r->max_memory().at("0"), 0u);
+  EXPECT_EQ(r->max_memory().at("2"), 80 * kGiB);  // the 90 % goes to device 0, the first index key, as the library does
+  b.Device(v1::ROW_CUDA_NVIDIA, 2).set_memory_free_bytes(0);
+  r = Resolve(b, Req::Infer("balanced"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->device(), "cpu");
+  EXPECT_EQ(r->backend(), v1::ROW_CPU);
+  EXPECT_THAT(Warnings(*r), HasSubstr("puts every module on cpu"));
+  EXPECT_EQ(Resolve(b, Req::Infer("balanced").Strict()).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(Resolver, IntDeviceMapRowsAndErrors) {
@@ -214,17 +242,6 @@ TEST(Resolver, DeviceMapIntsAreDigitsOnly) {
   }
   EXPECT_EQ(Resolve(b, Req::Pipe(" 0")).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Resolve(b, Req::Infer("10")).status().code(), absl::StatusCode::kFailedPrecondition);
-}
-
-TEST(Resolver, BalancedLowZeroSharesOverTheOtherDevices) {  // get_balanced_memory(low_zero=True)
-  InventoryBuilder b;
-  b.Add(v1::ROW_CUDA_NVIDIA, 4);
-  auto r = Resolve(b, Req::Infer("balanced_low_0").ModelSize(99 * kGiB));
-  ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->max_memory().at("1"), 33 * kGiB);
-  EXPECT_EQ(r->max_memory().at("2"), 33 * kGiB);
-  EXPECT_EQ(r->max_memory().at("3"), 80 * kGiB);
-  EXPECT_EQ(r->max_memory().at("0"), 0u);
 }
 
 TEST(Resolver, StrictCountsOnlyTheMaskThatHidTheRow) {
