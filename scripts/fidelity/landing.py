@@ -198,3 +198,47 @@ def run_landing(a, tfr, accr, pairs):
             print(f"    {n} x {k}", flush=True)
         rc = rc or int(bool(classes))
     return rc
+
+
+def landing_doc(runs):
+    """docs/FIDELITY.md's section for --landing: what is compared, per pair the counts and the differences by class."""
+    lines = ["## Where the modules land (`--landing`)", "",
+             "Opt-in, like the rest. For `device_map=\"auto\"`, `\"balanced\"`, `\"balanced_low_0\"` and `\"sequential\"`, "
+             "`run.py --landing` (scripts/fidelity/landing.py) executes the library's own device-map code at the tag: "
+             "Transformers' `_get_device_map` where the release has it (4.50 on), else the statements from_pretrained "
+             "runs for a string `device_map` (Accelerate's `get_balanced_memory`, with `low_zero` for `balanced_low_0`, "
+             "unless `sequential`, then `infer_auto_device_map`), which Accelerate alone runs in "
+             "`load_checkpoint_and_dispatch`. The model is small and built from a config (n `Linear(2048, 2048)` "
+             "layers of 16 MiB, 1 to 1024, meta weights), not loaded by `from_pretrained` itself: that reads a "
+             "checkpoint through safetensors and huggingface_hub, which the runner replaces with stand-ins. Each "
+             "scenario draws a host (CUDA, NPU, MLU, MUSA, HPU, MPS, cpu, CUDA + NPU, and Intel GPUs with stock torch "
+             "2.8 or 2.5 and with Intel Extension for PyTorch on torch 2.8 or 2.4), each device's free memory (0, "
+             "256 MiB, 1, 4 or 15 of 16 GiB), the available RAM and whether the job tells devplace the model's size. "
+             "The simulated memory is what torch, the vendor package or psutil returns (`torch.<type>.mem_get_info`, "
+             "`max_memory_allocated`, IPEX's `xpu.mem_get_info`, `psutil.virtual_memory`; `torch.xpu.mem_get_info` "
+             "only from torch 2.6), never the library's code; devplace's fixture inventory carries the same figures.",
+             "Compared per scenario: `first`, the device of the library's first module against devplace's `device`; "
+             "`landing`, the set of devices that receive modules (cpu and disk spill included) with no `max_memory` "
+             "against the same library code given devplace's `max_memory` as the job's own (where devplace gives "
+             "budgets).", "",
+             "    /usr/bin/python3 scripts/fidelity/run.py --accelerate_git=$A --transformers_git=$T --landing \\",
+             "        --seed=1 --scenarios=300 --pairs=4.36.2:0.25.0,4.46.3:1.1.1,:1.2.1,:1.3.0 --doc", ""]
+    if not runs:
+        return lines + ["Not run yet.", ""]
+    lines += ["| Transformers | Accelerate | seed | scenarios | time | oracle processes | first: agree | landing: agree "
+              "| intended | unintended |", "|---|---|---|---|---|---|---|---|---|---|"]
+    found = collections.Counter()
+    for r in runs.values():
+        c = r["counts"]
+        intended = sum(n for k, n in r["differences"].items() if k.startswith("intended"))
+        unintended = sum(n for k, n in r["differences"].items() if not k.startswith("intended"))
+        found.update({(k, f"{r['transformers'] or '–'} + {r['accelerate']}"): n for k, n in r["differences"].items()})
+        lines.append(f"| {r['transformers'] or '–'} | {r['accelerate']} | {r['seed']} | {r['scenarios']} | "
+                     f"{r['seconds']:.0f} s | {r['oracle_processes']} | {c.get('first agree', 0)} of {c.get('first', 0)} "
+                     f"| {c.get('landing agree', 0)} of {c.get('landing', 0)} | {intended} | {unintended} |")
+    lines += ["", "Differences by class (pair: count):", ""]
+    by_class = collections.defaultdict(list)
+    for (k, pair), n in sorted(found.items()):
+        by_class[k].append(f"{pair}: {n}")
+    lines += [f"- {k}: {', '.join(v)}" for k, v in sorted(by_class.items())] or ["- none"]
+    return lines + [""]

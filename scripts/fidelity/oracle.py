@@ -368,6 +368,11 @@ class FakeAccelerator(types.ModuleType):
     def is_bf16_supported(self, *a, **k):
         return True
 
+    def get_device_properties(self, i=0):  # IPEX's has dev_type ("gpu": a discrete or integrated GPU)
+        memory = HOST.get("memory", {}).get(self.dtype)
+        return types.SimpleNamespace(name="simulated", dev_type="gpu",
+                                     total_memory=memory[i][1] if memory and i < len(memory) else 64 << 30)
+
     def __getattr__(self, name):
         if name.startswith("__"):
             raise AttributeError(name)

@@ -282,7 +282,8 @@ void Resolution::MaxMemory(const std::string& keyword, const RowState& r, const 
 
 // I-AUTO-FIRST: infer_auto_device_map gives no module to a device whose budget is 0 (no free memory, or a
 // FAULT device's H-HEALTH budget), so the model's first module, the answer's `device`, is on the first device
-// with a budget; with none, every module is on the spill-over device (a fall-back with accelerators present:
+// with a budget (balanced_low_0: the next one after device 0, unless model_size_bytes says the others cannot
+// hold the model); with none, every module is on the spill-over device (a fall-back with accelerators present:
 // a hazard, P6). A budget above 0 that is smaller than the first layer is also skipped by the library; devplace
 // does not know the layers (docs/FIDELITY.md, intended differences).
 void Resolution::FirstWithBudget(const std::string& keyword, const RowState& r, const std::vector<uint64_t>& budget,
@@ -290,6 +291,22 @@ void Resolution::FirstWithBudget(const std::string& keyword, const RowState& r, 
   const int n = static_cast<int>(budget.size());
   int first = 0;
   while (first < n && budget[first] == 0) ++first;
+  if (first == 0 && keyword == "balanced_low_0") {
+    // get_balanced_memory(low_zero=True) with two or more devices with memory gives device 0 only what the
+    // others cannot hold; with no model size known, that is taken to be nothing.
+    int next = 1;
+    while (next < n && budget[next] == 0) ++next;
+    uint64_t others = 0;
+    for (int i = 1; i < n; ++i) others += budget[i];
+    if (next < n && !(req_.has_model_size_bytes() && req_.model_size_bytes() > others)) {
+      out_.set_device(out_.devices(next));
+      out_.add_explanation(absl::StrCat("I-AUTO-FIRST balanced_low_0: get_balanced_memory gives ", out_.devices(0),
+                                        " only what the other devices cannot hold (", req_.has_model_size_bytes()
+                                        ? "model_size_bytes fits in their free memory" : "no model_size_bytes: taken "
+                                        "to be nothing", "): the first module lands on ", out_.devices(next)));
+    }
+    return;
+  }
   if (first == 0) return;
   if (first < n) {
     out_.set_device(out_.devices(first));

@@ -175,6 +175,12 @@ TEST(Resolver, AFullFirstDeviceIsNotWhereTheFirstModuleLands) {
   EXPECT_EQ(r->device(), "cuda:2");
   EXPECT_EQ(r->max_memory().at("0"), 0u);
   EXPECT_EQ(r->max_memory().at("2"), 80 * kGiB);  // the 90 % goes to device 0, the first index key, as the library does
+  // balanced_low_0 gives device 0 only what the others cannot hold.
+  InventoryBuilder three;
+  three.Add(v1::ROW_CUDA_NVIDIA, 3);
+  EXPECT_EQ(Resolve(three, Req::Infer("balanced_low_0"))->device(), "cuda:1");
+  EXPECT_EQ(Resolve(three, Req::Infer("balanced_low_0").ModelSize(100 * kGiB))->device(), "cuda:1");
+  EXPECT_EQ(Resolve(three, Req::Infer("balanced_low_0").ModelSize(200 * kGiB))->device(), "cuda:0");
   b.Device(v1::ROW_CUDA_NVIDIA, 2).set_memory_free_bytes(0);
   r = Resolve(b, Req::Infer("balanced"));
   ASSERT_TRUE(r.ok());
