@@ -223,22 +223,26 @@ def landing_doc(runs):
              "budgets).", "",
              "    /usr/bin/python3 scripts/fidelity/run.py --accelerate_git=$A --transformers_git=$T --landing \\",
              "        --seed=1 --scenarios=300 --pairs=4.36.2:0.25.0,4.46.3:1.1.1,:1.2.1,:1.3.0 --doc", ""]
-    if not runs:
-        return lines + ["Not run yet.", ""]
-    lines += ["| Transformers | Accelerate | seed | scenarios | time | oracle processes | first: agree | landing: agree "
-              "| intended | unintended |", "|---|---|---|---|---|---|---|---|---|---|"]
-    found = collections.Counter()
-    for r in runs.values():
-        c = r["counts"]
-        intended = sum(n for k, n in r["differences"].items() if k.startswith("intended"))
-        unintended = sum(n for k, n in r["differences"].items() if not k.startswith("intended"))
-        found.update({(k, f"{r['transformers'] or '–'} + {r['accelerate']}"): n for k, n in r["differences"].items()})
-        lines.append(f"| {r['transformers'] or '–'} | {r['accelerate']} | {r['seed']} | {r['scenarios']} | "
-                     f"{r['seconds']:.0f} s | {r['oracle_processes']} | {c.get('first agree', 0)} of {c.get('first', 0)} "
-                     f"| {c.get('landing agree', 0)} of {c.get('landing', 0)} | {intended} | {unintended} |")
-    lines += ["", "Differences by class (pair: count):", ""]
+    return lines + (landing_table(runs) if runs else ["Not run yet.", ""])
+
+
+def landing_table(runs):
+    """Per pair: the counts; then every class of difference with the pairs it showed in."""
+    def pair(r):
+        return f"{r['transformers'] or '–'} + {r['accelerate']}"
+
+    def row(r):
+        c, d = r["counts"], r["differences"]
+        intended = sum(n for k, n in d.items() if k.startswith("intended"))
+        return (f"| {r['transformers'] or '–'} | {r['accelerate']} | {r['seed']} | {r['scenarios']} | "
+                f"{r['seconds']:.0f} s | {r['oracle_processes']} | {c.get('first agree', 0)} of {c.get('first', 0)} "
+                f"| {c.get('landing agree', 0)} of {c.get('landing', 0)} | {intended} | {sum(d.values()) - intended} |")
+
     by_class = collections.defaultdict(list)
-    for (k, pair), n in sorted(found.items()):
-        by_class[k].append(f"{pair}: {n}")
-    lines += [f"- {k}: {', '.join(v)}" for k, v in sorted(by_class.items())] or ["- none"]
-    return lines + [""]
+    for r in runs.values():
+        for k, n in sorted(r["differences"].items()):
+            by_class[k].append(f"{pair(r)}: {n}")
+    return (["| Transformers | Accelerate | seed | scenarios | time | oracle processes | first: agree | landing: "
+             "agree | intended | unintended |", "|---|---|---|---|---|---|---|---|---|---|"] +
+            [row(r) for r in runs.values()] + ["", "Differences by class (pair: count):", ""] +
+            ([f"- {k}: {', '.join(v)}" for k, v in sorted(by_class.items())] or ["- none"]) + [""])
