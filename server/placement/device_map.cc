@@ -209,13 +209,18 @@ namespace {
 // The budgets from_pretrained's own get_max_memory / get_balanced_memory start from for `keyword` when the job
 // passes no max_memory (`budget` starts as each device's free memory): that free memory, and where exactly one
 // device has any (get_balanced_memory counts the devices with a budget above 0), 90 % of device 0's, the first
-// index key, as get_balanced_memory does then. Nothing is shared out here: for every keyword but "sequential",
+// index key, as get_balanced_memory does then; where it counts none of the row's devices (`counted` false:
+// BalancedCounts), their free memory as it is. Nothing is shared out here: for every keyword but "sequential",
 // from_pretrained (Transformers 4.36 to 5.x) and Accelerate's load_checkpoint_and_dispatch pass the job's
 // max_memory through get_balanced_memory again, which shares the model out by its layers and only lowers a
 // budget; a share computed here without the layer sizes was lower still and pushed modules off the devices
 // (executed: scripts/fidelity/run.py --landing). Returns how, in words.
-std::string Budgets(const std::string& keyword, std::vector<uint64_t>& budget) {
+std::string Budgets(const std::string& keyword, bool counted, std::vector<uint64_t>& budget) {
   if (keyword == "sequential") return "sequential: 100 % of each device's free memory (get_max_memory)";
+  if (!counted) {
+    return absl::StrCat(keyword, ": each device's free memory (get_max_memory); get_balanced_memory counts none of "
+                        "these devices, so it keeps them as they are (V-ACC-BALANCED-XPU, V-TF-BALANCED)");
+  }
   const auto with_memory = std::count_if(budget.begin(), budget.end(), [](uint64_t b) { return b > 0; });
   if (with_memory != 1) {
     return absl::StrCat(keyword, ": each device's free memory (get_max_memory); from_pretrained's "
@@ -265,7 +270,7 @@ void Resolution::MaxMemory(const std::string& keyword, const RowState& r, const 
                                    " is unknown: their max_memory budgets use total memory"));
   }
   std::vector<uint64_t> budget = free;
-  const std::string how = Budgets(keyword, budget);
+  const std::string how = Budgets(keyword, BalancedCounts(r.backend->device_type()), budget);
   auto& max_memory = *out_.mutable_max_memory();
   for (int i = 0; i < n; ++i) {
     max_memory[absl::StrCat(i)] = r.vis.units[i].device->health() == v1::HEALTH_FAULT ? 0 : budget[i];
@@ -280,6 +285,15 @@ void Resolution::MaxMemory(const std::string& keyword, const RowState& r, const 
   FirstWithBudget(keyword, r, budget, spill);
 }
 
+// V-TF-BALANCED, V-ACC-BALANCED-XPU: whether from_pretrained's get_balanced_memory counts the devices of a row of
+// `type` (it balances, keeps 10 % of one device as a buffer and applies low_zero only over the devices it counts):
+// Transformers' own copy (5.0 on) counts every accelerator key; Accelerate's counts an index key as
+// torch.device(<index>), a CUDA device, so CUDA rows only, and Intel GPUs by their properties before 0.31.
+bool Resolution::BalancedCounts(const std::string& type) const {
+  return versions_.Has(Feature::kTfOwnBalancedMemory) || type == "cuda" ||
+         (type == "xpu" && !versions_.Has(Feature::kAccBalancedXpuUncounted));
+}
+
 // I-AUTO-FIRST: infer_auto_device_map gives no module to a device whose budget is 0 (no free memory, or a
 // FAULT device's H-HEALTH budget), so the model's first module, the answer's `device`, is on the first device
 // with a budget (balanced_low_0: the next one after device 0, unless model_size_bytes says the others cannot
@@ -291,7 +305,7 @@ void Resolution::FirstWithBudget(const std::string& keyword, const RowState& r, 
   const int n = static_cast<int>(budget.size());
   int first = 0;
   while (first < n && budget[first] == 0) ++first;
-  if (first == 0 && keyword == "balanced_low_0") {
+  if (first == 0 && keyword == "balanced_low_0" && BalancedCounts(r.backend->device_type())) {
     // get_balanced_memory(low_zero=True) with two or more devices with memory gives device 0 only what the
     // others cannot hold; with no model size known, that is taken to be nothing.
     int next = 1;

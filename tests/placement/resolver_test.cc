@@ -190,6 +190,29 @@ TEST(Resolver, AFullFirstDeviceIsNotWhereTheFirstModuleLands) {
   EXPECT_EQ(Resolve(b, Req::Infer("balanced").Strict()).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
+// Accelerate's get_balanced_memory counts a device only when torch.device(<its index>) is of the expected type, and
+// an index is a CUDA device: an NPU's budgets stay as measured and balanced_low_0 fills device 0 first
+// (V-ACC-BALANCED-XPU); Transformers 5's own copy counts every accelerator (V-TF-BALANCED).
+TEST(Resolver, BalancedMemoryCountsOnlyTheDevicesTheReleaseCounts) {
+  InventoryBuilder b;
+  b.Add(v1::ROW_NPU, 2);
+  b.Device(v1::ROW_NPU, 1).set_memory_free_bytes(0);
+  auto r = Resolve(b, Req::Infer("balanced_low_0").Transformers("4.57.6").Accelerate("1.10.1"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->max_memory().at("0"), 80 * kGiB);  // no 90 % buffer: get_balanced_memory counted no device
+  b.Device(v1::ROW_NPU, 1).set_memory_free_bytes(80 * kGiB);
+  EXPECT_EQ(Resolve(b, Req::Infer("balanced_low_0").Transformers("4.57.6").Accelerate("1.10.1"))->device(), "npu:0");
+  EXPECT_EQ(Resolve(b, Req::Infer("balanced_low_0").Transformers("5.0.0").Accelerate("1.12.0"))->device(), "npu:1");
+  // Intel GPUs (counted by their properties before Accelerate 0.31, when no release yet measured their memory).
+  InventoryBuilder xpu;
+  xpu.Add(v1::ROW_XPU, 2);
+  const auto stock = [](Req r) { return r.Packages({{"torch", "2.8.0"}}); };
+  EXPECT_EQ(Resolve(xpu, stock(Req::Infer("balanced_low_0").Transformers("4.57.6").Accelerate("1.3.0")))->device(),
+            "xpu:0");
+  EXPECT_EQ(Resolve(xpu, stock(Req::Infer("balanced_low_0").Transformers("5.0.0").Accelerate("1.3.0")))->device(),
+            "xpu:1");
+}
+
 TEST(Resolver, IntDeviceMapRowsAndErrors) {
   InventoryBuilder hpu;
   hpu.Add(v1::ROW_HPU, 2);
