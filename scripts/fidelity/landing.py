@@ -234,7 +234,20 @@ def landing_doc(runs):
              "against the same library code given devplace's `max_memory` as the job's own (where devplace gives "
              "budgets).", "",
              "    /usr/bin/python3 scripts/fidelity/run.py --accelerate_git=$A --transformers_git=$T --landing \\",
-             "        --seed=1 --scenarios=300 --pairs=4.36.2:0.25.0,4.46.3:1.1.1,:1.2.1,:1.3.0 --doc", ""]
+             "        --seed=1 --scenarios=300 --pairs=4.36.2:0.25.0,4.46.3:1.1.1,:1.2.1,:1.3.0 --doc", "",
+             "Accelerate alone is asked of devplace as from_pretrained of Transformers 4.57.6, the last whose "
+             "from_pretrained calls Accelerate's `get_balanced_memory`. What the first runs found and fixed (rules "
+             "I-MEM, I-AUTO-FIRST, V-ACC-BALANCED-XPU, V-TF-BALANCED in SEMANTICS.md): devplace's `balanced` budgets "
+             "shared `model_size_bytes` out without the layer sizes, lower than the library's own, so a job passing "
+             "them got modules pushed to the next device, cpu or disk (now each device's free memory, which "
+             "from_pretrained balances itself); `device` named device 0 where its budget was 0 (now the first device "
+             "with a budget, cpu when none has one), and device 0 for `balanced_low_0` (now the next one, where the "
+             "release's `get_balanced_memory` counts the row's devices: CUDA, every row from Transformers 5.0). "
+             "The Intel GPU budgets before Accelerate 1.3 (I-AUTO-XPU: `max_memory_allocated`, IPEX's 1.0.x version "
+             "check) already gave the library's landing, cpu.",
+             "Intended: " + "; ".join(v[len("intended: "):] for v in INTENDED.values()) + ". Not sampled: "
+             "budgets above 0 but below one layer (the library skips such a device; devplace does not know the "
+             "layers), quantized models and `no_split_module_classes`, tied weights.", ""]
     return lines + (landing_table(runs) if runs else ["Not run yet.", ""])
 
 
