@@ -365,6 +365,12 @@ class FakeAccelerator(types.ModuleType):
         MEMORY_ASKED.append(self.dtype)
         return 0
 
+    def memory_reserved(self, i=0):  # the caching allocator at start-up: nothing reserved, nothing allocated
+        return 0
+
+    def memory_allocated(self, i=0):
+        return 0
+
     def is_bf16_supported(self, *a, **k):
         return True
 
