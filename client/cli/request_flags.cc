@@ -41,7 +41,8 @@ ABSL_FLAG(std::vector<std::string>, runtime_backends, {},
           "ACCELERATE_TORCH_DEVICE is the job's start-up error, naming the package (rule G-PLUGIN)");
 ABSL_FLAG(bool, strict, false, "Turn hazards into FAILED_PRECONDITION errors instead of warnings");
 ABSL_FLAG(std::optional<uint64_t>, model_size_bytes, std::nullopt,
-          "Model size in bytes, for balanced max_memory budgets over several devices");
+          "Model size in bytes (accepted; max_memory budgets are each device's free memory, which "
+          "from_pretrained's get_balanced_memory shares out by the model's layers)");
 ABSL_FLAG(std::string, transformers_version, "",
           "Transformers release whose rules to emulate, e.g. 4.46.3 or 5.0.0 (4.30.0 or newer; a release newer "
           "than the daemon's rules gets its newest rules and a warning); empty = the newest release devplace knows "

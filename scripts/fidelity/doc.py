@@ -1,10 +1,12 @@
 """--doc: docs/FIDELITY.md rendered from results.json: the matrix's pairs, the unintended and intended
-differences, the coverage table of --probes, the summary of --xla_git and the generated runs of --search.
+differences, the coverage table of --probes, the summary of --xla_git, the generated runs of --search and where
+the modules land (--landing, landing.py's landing_doc).
 """
 import collections
 import json
 import os
 
+import landing
 from common import ROOT, vkey
 from compare import HOSTS
 
@@ -80,6 +82,7 @@ def render_doc(results):
     lines += coverage_doc(results.get("coverage"))
     lines += neuron_xla_doc(results.get("neuron_xla"))
     lines += search_doc(results.get("search"), results.get("search_plan"))
+    lines += landing.landing_doc(results.get("landing"))
     with open(DOC, "w") as f:
         f.write("\n".join(lines))
 

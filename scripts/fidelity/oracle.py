@@ -350,20 +350,43 @@ class FakeAccelerator(types.ModuleType):
         self.current = idx
 
     def mem_get_info(self, i=0):
+        if (self.dtype == "xpu" and _torch_release() < (2, 6)
+                and "intel_extension_for_pytorch" not in HOST.get("packages", [])):
+            raise AttributeError("module 'torch.xpu' has no attribute 'mem_get_info'")  # torch.xpu has it from 2.6
         MEMORY_ASKED.append(self.dtype)
+        memory = HOST.get("memory", {}).get(self.dtype)
+        if memory is not None:  # the landing comparison's simulated (free, total) of device i
+            if i >= len(memory):
+                raise RuntimeError(f"simulated {self.dtype}: invalid device ordinal {i}")
+            return tuple(memory[i])
         return (60 << 30, 64 << 30)
 
     def max_memory_allocated(self, i=0):
         MEMORY_ASKED.append(self.dtype)
         return 0
 
+    def memory_reserved(self, i=0):  # the caching allocator at start-up: nothing reserved, nothing allocated
+        return 0
+
+    def memory_allocated(self, i=0):
+        return 0
+
     def is_bf16_supported(self, *a, **k):
         return True
+
+    def get_device_properties(self, i=0):  # IPEX's has dev_type ("gpu": a discrete or integrated GPU)
+        memory = HOST.get("memory", {}).get(self.dtype)
+        return types.SimpleNamespace(name="simulated", dev_type="gpu",
+                                     total_memory=memory[i][1] if memory and i < len(memory) else 64 << 30)
 
     def __getattr__(self, name):
         if name.startswith("__"):
             raise AttributeError(name)
         return lambda *a, **k: None
+
+
+def _torch_release():
+    return tuple(int(x) for x in TORCH_VERSION.split(".")[:2])
 
 
 def attach(dtype):
@@ -388,6 +411,7 @@ _hw.attach = attach
 _hw.xla_type = xla_type
 sys.modules["_fidelity_hw"] = _hw
 
+_RealDevice = torch.device  # torch's own (the landing model's meta weights)
 torch.device = FakeDevice
 _cuda = FakeAccelerator("cuda")
 for name in ("is_available", "device_count", "current_device", "set_device", "mem_get_info", "is_bf16_supported"):
@@ -395,6 +419,21 @@ for name in ("is_available", "device_count", "current_device", "set_device", "me
 torch.cuda.get_device_name = lambda *a, **k: "simulated"
 torch.backends.mps.is_available = lambda: bool(HOST.get("mps"))
 torch.backends.mps.is_built = lambda: bool(HOST.get("mps"))
+
+import psutil  # noqa: E402
+_virtual_memory = psutil.virtual_memory
+
+
+def _simulated_virtual_memory():
+    """psutil's reading of the host's RAM: the landing comparison's simulated [available, total] where it gives one."""
+    ram = HOST.get("memory", {}).get("ram")
+    if ram is None:
+        return _virtual_memory()
+    return types.SimpleNamespace(available=ram[0], total=ram[1], free=ram[0], used=ram[1] - ram[0],
+                                 percent=100.0 * (ram[1] - ram[0]) / max(ram[1], 1))
+
+
+psutil.virtual_memory = _simulated_virtual_memory
 
 
 def set_host(host):
@@ -494,6 +533,8 @@ def run_case(case):
         return str(ps.device)
     if conv in ("max_memory", "max_memory_keys"):
         return _auto_device(keys_only=conv == "max_memory_keys")
+    if conv == "landing":
+        return _landing(case["device"], case.get("max_memory"), case["model"], case.get("index_type", "cuda"))
     if conv == "pipeline":
         return _pipeline_device(case.get("device"))
     if conv == "from_pretrained":
@@ -523,6 +564,68 @@ def _auto_device(keys_only):
                                    max_memory=dict(budgets))
     first = next(iter(placed.values()))
     return f"{asked}:{first}" if isinstance(first, int) else str(first)
+
+
+class _LandingModel(torch.nn.Sequential):
+    """A small model built from a config ({"layers": n, "width": w}): n Linear(w, w) layers with meta weights (float32
+    sizes only, nothing allocated), plus what from_pretrained's device-map code reads of a PreTrainedModel (no module
+    class kept whole, no tied weights)."""
+    _no_split_modules = []
+    _keep_in_fp32_modules = None
+    _tied_weights_keys = None
+    all_tied_weights_keys = {}
+    _skip_keys_device_placement = None
+
+    def _get_no_split_modules(self, device_map):
+        return []
+
+    def tie_weights(self, *a, **k):
+        pass
+
+
+def _landing(keyword, max_memory, config, index_type):
+    """Where from_pretrained(device_map=keyword, max_memory=max_memory) puts the modules: the library's own
+    device-map code at the tag, executed, with the simulated memory (HOST["memory"]) behind each backend's memory API.
+    Transformers' _get_device_map where the release has it (modeling_utils from 4.50, integrations/accelerate in 5.x);
+    before it, and for Accelerate alone, the statements from_pretrained (and Accelerate's load_checkpoint_and_dispatch)
+    run for a string device_map: get_balanced_memory(low_zero=keyword == "balanced_low_0") unless "sequential", else
+    get_max_memory, then infer_auto_device_map. The answer: the devices that receive modules, in the map's order,
+    an accelerator index named with the type whose memory get_max_memory read, or, where it read none (max_memory
+    given), `index_type` ("cuda:0+cuda:1+cpu+disk")."""
+    import inspect
+    meta = _RealDevice("meta")
+    model = _LandingModel(*[torch.nn.Linear(config["width"], config["width"], device=meta)
+                            for _ in range(config["layers"])])
+    given = None if max_memory is None else {int(k) if k.isdigit() else k: int(v) for k, v in max_memory.items()}
+    del MEMORY_ASKED[:]
+    get_device_map = None
+    if JOB.get("transformers"):
+        for mod in ("transformers.integrations.accelerate", "transformers.modeling_utils"):
+            try:
+                get_device_map = getattr(importlib.import_module(mod), "_get_device_map", None)
+            except ImportError:
+                get_device_map = None
+            if get_device_map is not None:
+                break
+    if get_device_map is not None:
+        params = inspect.signature(get_device_map).parameters
+        kw = {k: None for k in params if k not in ("model", "device_map", "max_memory")}
+        placed = get_device_map(model, keyword, given, **kw)
+    else:
+        from accelerate.utils import get_balanced_memory, get_max_memory, infer_auto_device_map
+        if keyword != "sequential":
+            budgets = get_balanced_memory(model, dtype=None, low_zero=keyword == "balanced_low_0", max_memory=given,
+                                          no_split_module_classes=[])
+        else:
+            budgets = get_max_memory(given)
+        placed = infer_auto_device_map(model, dtype=None, max_memory=budgets, no_split_module_classes=[])
+    asked = MEMORY_ASKED[0] if MEMORY_ASKED else index_type
+    landed = []
+    for where in placed.values():
+        name = f"{asked}:{where}" if isinstance(where, int) else str(where)
+        if name not in landed:
+            landed.append(name)
+    return "+".join(landed)
 
 
 def _from_pretrained_device(device_map):

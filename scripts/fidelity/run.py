@@ -19,6 +19,8 @@ Modes (README.md here says how to run each):
   the coverage check.
 - `--newer`: the release tags in the mirrors newer than the newest release the table knows.
 - `--crosscheck`: each matrix release of Transformers against an independent fork with main's history.
+- `--landing`: where device_map="auto"/"balanced"/"balanced_low_0"/"sequential" puts the modules (landing.py), the
+  library's own code with simulated memory, against devplace's device and max_memory.
 - `--search`: generated scenarios (search.py) at every release tag pair, differences shrunk into
   tests/placement/fidelity_search_cases.jsonl, which ctest holds the resolver to.
 Opt-in (needs local mirrors with the release tags, and Debian's python3-torch); not part of CI.
@@ -36,6 +38,7 @@ import tempfile
 import boundaries
 import crosscheck
 import doc
+import landing
 import matrix
 import newer
 import probes
@@ -73,8 +76,11 @@ def parser():
                     "per release pair (default: every release tag from Transformers 4.36 / Accelerate 0.25, patch "
                     "releases included; --pairs, --only narrow it), drawn from --seed; differences shrunk into "
                     "tests/placement/fidelity_search_cases.jsonl")
-    ap.add_argument("--seed", type=int, default=1, help="--search: the seed (the same seed draws the same scenarios)")
-    ap.add_argument("--scenarios", type=int, default=10000, help="--search: scenarios per release pair")
+    ap.add_argument("--landing", action="store_true", help="where the modules land (landing.py): --scenarios per "
+                    "release pair given with --pairs (default 300), drawn from --seed")
+    ap.add_argument("--seed", type=int, default=1, help="--search, --landing: the seed (the same seed draws the same scenarios)")
+    ap.add_argument("--scenarios", type=int, default=None, help="--search (default 10000), --landing (default 300): "
+                    "scenarios per release pair")
     ap.add_argument("--shrink_max", type=int, default=5, help="--search: kinds of difference shrunk per pair")
     ap.add_argument("--batch", default="", help="--search: devplace's batch resolver (default: "
                     "build/dev/tests/placement/fidelity_batch_resolve)")
@@ -104,6 +110,12 @@ def main():
         if a.xla_git:
             rc = xla.run_neuron_xla(a) or rc
         return rendered(a, rc)
+    if a.landing:
+        os.makedirs(a.work, exist_ok=True)
+        a.scenarios = a.scenarios or 300
+        pairs = matrix.select_pairs(a, tfr, accr, ap.error, search.every_pair(tfr, accr))
+        return rendered(a, landing.run_landing(a, tfr, accr, pairs) if pairs and not a.list else 0)
+    a.scenarios = a.scenarios or 10000
     if a.search:
         os.makedirs(a.work, exist_ok=True)
         base = search.every_pair(tfr, accr)

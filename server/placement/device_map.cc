@@ -206,34 +206,29 @@ void Resolution::PlaceAutoDevices(const RowState& r, const std::vector<std::stri
 
 namespace {
 
-// get_balanced_memory's budgets for `keyword` from each device's `free` memory (`budget` starts
-// as a copy of it); returns how, in words.
-std::string Budgets(const std::string& keyword, const std::vector<uint64_t>& free,
-                    const std::optional<uint64_t>& model_size, std::vector<uint64_t>& budget) {
-  const int n = static_cast<int>(free.size());
-  const bool low_zero = keyword == "balanced_low_0";
-  if (keyword == "sequential") return "sequential: 100 % of each device's free memory";
-  if (n == 1) {
-    budget[0] = static_cast<uint64_t>(std::floor(static_cast<long double>(free[0]) * 0.9L));
-    return "one accelerator: 90 % of its free memory (get_balanced_memory)";
+// The budgets from_pretrained's own get_max_memory / get_balanced_memory start from for `keyword` when the job
+// passes no max_memory (`budget` starts as each device's free memory): that free memory, and where exactly one
+// device has any (get_balanced_memory counts the devices with a budget above 0), 90 % of device 0's, the first
+// index key, as get_balanced_memory does then; where it counts none of the row's devices (`counted` false:
+// BalancedCounts), their free memory as it is. Nothing is shared out here: for every keyword but "sequential",
+// from_pretrained (Transformers 4.36 to 5.x) and Accelerate's load_checkpoint_and_dispatch pass the job's
+// max_memory through get_balanced_memory again, which shares the model out by its layers and only lowers a
+// budget; a share computed here without the layer sizes was lower still and pushed modules off the devices
+// (executed: scripts/fidelity/run.py --landing). Returns how, in words.
+std::string Budgets(const std::string& keyword, bool counted, std::vector<uint64_t>& budget) {
+  if (keyword == "sequential") return "sequential: 100 % of each device's free memory (get_max_memory)";
+  if (!counted) {
+    return absl::StrCat(keyword, ": each device's free memory (get_max_memory); get_balanced_memory counts none of "
+                        "these devices, so it keeps them as they are (V-ACC-BALANCED-XPU, V-TF-BALANCED)");
   }
-  if (!model_size) {
-    return "several accelerators and no model_size_bytes: each device's free memory (pass model_size_bytes for "
-           "balanced budgets)";
+  const auto with_memory = std::count_if(budget.begin(), budget.end(), [](uint64_t b) { return b > 0; });
+  if (with_memory != 1) {
+    return absl::StrCat(keyword, ": each device's free memory (get_max_memory); from_pretrained's "
+                        "get_balanced_memory shares the model out over them by its layers");
   }
-  // get_balanced_memory: model_size // N per device (// (N - 1) with low_zero), last keeps free.
-  const uint64_t share = *model_size / static_cast<uint64_t>(low_zero ? n - 1 : n);
-  for (int i = 0; i + 1 < n; ++i) budget[i] = std::min(free[i], share);
-  if (low_zero) {
-    uint64_t rest = 0;
-    for (int i = 1; i + 1 < n; ++i) rest += budget[i];
-    rest += budget[n - 1];
-    budget[0] = *model_size > rest ? std::min(free[0], *model_size - rest) : 0;
-  }
-  return absl::StrCat(low_zero ? "balanced_low_0" : "balanced", ": model_size / ", low_zero ? n - 1 : n,
-                      " per device except the last, which keeps its free memory",
-                      low_zero ? "; device 0 gets only what the others cannot hold" : "",
-                      " (no per-layer block headroom: devplace does not know the layers)");
+  budget[0] = static_cast<uint64_t>(std::floor(static_cast<long double>(budget[0]) * 0.9L));
+  return absl::StrCat(keyword, ": one device with free memory: 90 % of device 0's (get_balanced_memory's "
+                      "buffer, on the first index key), the others' free memory");
 }
 
 }  // namespace
@@ -275,10 +270,7 @@ void Resolution::MaxMemory(const std::string& keyword, const RowState& r, const 
                                    " is unknown: their max_memory budgets use total memory"));
   }
   std::vector<uint64_t> budget = free;
-  const std::string how = Budgets(keyword, free,
-                                  req_.has_model_size_bytes() ? std::optional<uint64_t>(req_.model_size_bytes())
-                                                              : std::nullopt,
-                                  budget);
+  const std::string how = Budgets(keyword, BalancedCounts(r.backend->device_type()), budget);
   auto& max_memory = *out_.mutable_max_memory();
   for (int i = 0; i < n; ++i) {
     max_memory[absl::StrCat(i)] = r.vis.units[i].device->health() == v1::HEALTH_FAULT ? 0 : budget[i];
@@ -290,6 +282,62 @@ void Resolution::MaxMemory(const std::string& keyword, const RowState& r, const 
                                       " (health FAULT): a job that passes max_memory puts no module there"));
   }
   ExplainMemorySources(r);
+  FirstWithBudget(keyword, r, budget, spill);
+}
+
+// V-TF-BALANCED, V-ACC-BALANCED-XPU: whether from_pretrained's get_balanced_memory counts the devices of a row of
+// `type` (it balances, keeps 10 % of one device as a buffer and applies low_zero only over the devices it counts):
+// Transformers' own copy (5.0 on) counts every accelerator key; Accelerate's counts an index key as
+// torch.device(<index>), a CUDA device, so CUDA rows only, and Intel GPUs by their properties before 0.31.
+bool Resolution::BalancedCounts(const std::string& type) const {
+  return versions_.Has(Feature::kTfOwnBalancedMemory) || type == "cuda" ||
+         (type == "xpu" && !versions_.Has(Feature::kAccBalancedXpuUncounted));
+}
+
+// I-AUTO-FIRST: infer_auto_device_map gives no module to a device whose budget is 0 (no free memory, or a
+// FAULT device's H-HEALTH budget), so the model's first module, the answer's `device`, is on the first device
+// with a budget (balanced_low_0: the next one after device 0, unless model_size_bytes says the others cannot
+// hold the model); with none, every module is on the spill-over device (a fall-back with accelerators present:
+// a hazard, P6). A budget above 0 that is smaller than the first layer is also skipped by the library; devplace
+// does not know the layers (docs/FIDELITY.md, intended differences).
+void Resolution::FirstWithBudget(const std::string& keyword, const RowState& r, const std::vector<uint64_t>& budget,
+                                 const std::string& spill) {
+  const int n = static_cast<int>(budget.size());
+  int first = 0;
+  while (first < n && budget[first] == 0) ++first;
+  if (first == 0 && keyword == "balanced_low_0" && BalancedCounts(r.backend->device_type())) {
+    // get_balanced_memory(low_zero=True) with two or more devices with memory gives device 0 only what the
+    // others cannot hold; with no model size known, that is taken to be nothing.
+    int next = 1;
+    while (next < n && budget[next] == 0) ++next;
+    uint64_t others = 0;
+    for (int i = 1; i < n; ++i) others += budget[i];
+    if (next < n && !(req_.has_model_size_bytes() && req_.model_size_bytes() > others)) {
+      out_.set_device(out_.devices(next));
+      out_.add_explanation(absl::StrCat("I-AUTO-FIRST balanced_low_0: get_balanced_memory gives ", out_.devices(0),
+                                        " only what the other devices cannot hold (", req_.has_model_size_bytes()
+                                        ? "model_size_bytes fits in their free memory" : "no model_size_bytes: taken "
+                                        "to be nothing", "): the first module lands on ", out_.devices(next)));
+    }
+    return;
+  }
+  if (first == 0) return;
+  if (first < n) {
+    out_.set_device(out_.devices(first));
+    out_.add_explanation(absl::StrCat("I-AUTO-FIRST budget 0 for ", out_.devices(0), first > 1 ? ".." : "",
+                                      first > 1 ? out_.devices(first - 1) : "", ": the first module lands on ",
+                                      out_.devices(first)));
+    return;
+  }
+  out_.set_device(spill);
+  out_.set_backend(spill == "mps" ? v1::ROW_MPS : v1::ROW_CPU);
+  out_.set_package(spill == "mps" || cpu_ == nullptr ? "torch" : cpu_->package());
+  const std::string w = absl::StrCat("no ", r.backend->name(), " device has free memory (each max_memory budget is 0): "
+                                     "device_map=\"", keyword, "\" puts every module on ", spill,
+                                     " (I-AUTO-FIRST); free a device or pass device_map=\"", r.backend->device_type(),
+                                     ":<n>\"");
+  out_.add_warnings(w);
+  hazards_.push_back(w);
 }
 
 // Which vendor library each device figure came from (Device.attributes["memory_source"]).

@@ -144,6 +144,9 @@ class Resolution {
   void NeverAutoPlaced(const OrderRule& mem, const std::string& keyword);
   void PlaceAutoDevices(const RowState& r, const std::vector<std::string>& auto_order, const std::string& spill);
   void MaxMemory(const std::string& keyword, const RowState& r, const std::string& spill, uint64_t ram);
+  bool BalancedCounts(const std::string& type) const;
+  void FirstWithBudget(const std::string& keyword, const RowState& r, const std::vector<uint64_t>& budget,
+                       const std::string& spill);
   void ExplainMemorySources(const RowState& r);
   absl::Status IntDevice(int64_t n, const std::vector<std::string>& order, const char* rule,
                          const OrderRule* versioned = nullptr);

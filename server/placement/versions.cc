@@ -104,6 +104,13 @@ std::vector<FeatureRule> MakeAccelerateFeatureRules() {
        "memory this process has allocated (about 0 at start-up), so device_map=\"auto\" put every module on cpu",
        "huggingface/accelerate:src/accelerate/utils/memory.py get_xpu_available_memory (first tag v1.3.0, PR #3275)",
        /*commits=*/"d6d3e03c"},
+      {F::kAccBalancedXpuUncounted, L::kAccelerate, {0, 31, 0}, "V-ACC-BALANCED-XPU",
+       "get_balanced_memory counts a device only when torch.device(<its index key>) has the expected type, and an "
+       "index is a CUDA device to torch, so Intel GPUs (like NPU, MLU, MUSA, SDAA and HPU devices, counted that way "
+       "since get_max_memory first measured them) are no longer counted: no balancing, no 90 % buffer, no low_zero; "
+       "before 0.31 an Intel GPU counted by get_device_properties(i).dev_type == \"gpu\"",
+       "huggingface/accelerate:src/accelerate/utils/modeling.py get_balanced_memory (first tag v0.31.0, PR #2826)",
+       /*commits=*/"30cb7ece"},
       {F::kAccMultiCpuNeedsCpu, L::kAccelerate, {1, 13, 0}, "V-ACC-MULTICPU",
        "a multi-process launch with no accelerator is MULTI_CPU only with cpu=True; otherwise the distributed type "
        "is NO and every process is a single one; before 1.13 it became MULTI_CPU (device cpu) anyway",
@@ -166,6 +173,13 @@ std::vector<FeatureRule> MakeTransformersFeatureRules() {
        "PRs #41017, #41234)",
        /*commits=*/"65dcd66cc8 c562c5d801"},
       // Rules of device_map normalisation (docs/SEMANTICS.md section 6, I-CUDA-RANK).
+      {F::kTfOwnBalancedMemory, L::kTransformers, {5, 0, 0}, "V-TF-BALANCED",
+       "from_pretrained's _get_device_map calls Transformers' own get_balanced_memory, which counts every "
+       "accelerator key with a budget above 0, whatever the device type; before 5.0 it called Accelerate's, which "
+       "counts only the devices torch.device(<index>) calls CUDA (V-ACC-BALANCED-XPU)",
+       "huggingface/transformers:src/transformers/integrations/accelerate.py get_balanced_memory (first tag v5.0.0, "
+       "PR #41548)",
+       /*commits=*/"5db730786d"},
       {F::kTfDeviceMapCudaRank, L::kTransformers, {5, 0, 0}, "V-TF-CUDA-RANK",
        "check_and_set_device_map turns the exact string \"cuda\" into cuda:<int(LOCAL_RANK), default 0> before "
        "torch.device(); no other device type is rewritten; before 5.0 from_pretrained passed torch.device(\"cuda\") "

@@ -47,6 +47,7 @@ enum class Feature {
   kAccXpuMemoryIpexFixed,  // ... and the check that works (the two rows bound Accelerate 1.0.x's bug)
   kAccXpuMemoryStock,     // ... and stock torch.xpu.mem_get_info without IPEX (before: max_memory_allocated)
   kAccMultiCpuNeedsCpu,   // a multi-process launch without accelerator is MULTI_CPU only with cpu=True
+  kAccBalancedXpuUncounted,  // get_balanced_memory no longer counts Intel GPUs by get_device_properties().dev_type
   kTfUseCpu,              // TrainingArguments has use_cpu (before: no_cuda)
   kTfStockXpu,            // is_torch_xpu_available accepts stock torch.xpu (before: only through IPEX)
   kTfTaMpsBranch,         // single-process TrainingArguments has its own MPS branch (before: PartialState's device)
@@ -57,6 +58,7 @@ enum class Feature {
   kTfNativeTpu,           // TrainingArguments selects tpu:0 when torch_tpu is available
   kTfXlaReadsEnv,         // is_torch_xla_available reads USE_TORCH_XLA (before: TrainingArguments' XLA check ignores it)
   kTfXlaCpuDevice,        // get_xla_device_type answers CPU for cpu (before: xla_real_devices raised on it)
+  kTfOwnBalancedMemory,   // from_pretrained uses Transformers' own get_balanced_memory, counting every accelerator key
 };
 
 // Every row records where its boundary comes from: the commit(s) that brought the behaviour; `since`

@@ -39,6 +39,53 @@ v1::Backend MpsBackend() {
   return b;
 }
 
+// A byte count from JSON (a number; doubles hold every count below 2^53 exactly).
+bool Bytes(const Value& v, uint64_t& out) {
+  if (v.kind_case() != Value::kNumberValue || !(v.number_value() >= 0) || v.number_value() > 9.0e15) return false;
+  out = static_cast<uint64_t>(v.number_value());
+  return true;
+}
+
+// [a, b] of two byte counts.
+bool BytePair(const Value& v, uint64_t& a, uint64_t& b) {
+  return v.kind_case() == Value::kListValue && v.list_value().values_size() == 2 &&
+         Bytes(v.list_value().values(0), a) && Bytes(v.list_value().values(1), b);
+}
+
+// `inv` with the scenario's "memory" (fidelity_scenario.h) in place of the goldens' figures.
+absl::Status ApplyMemory(const Struct& memory, v1::Inventory& inv) {
+  for (const auto& [type, value] : memory.fields()) {
+    uint64_t a = 0, b = 0;
+    if (type == "ram") {
+      if (!BytePair(value, a, b)) return absl::InvalidArgumentError("\"memory\": \"ram\" must be [available, total] bytes");
+      inv.mutable_host()->set_memory_available_bytes(a);
+      inv.mutable_host()->set_memory_total_bytes(b);
+      continue;
+    }
+    if (value.kind_case() != Value::kListValue) {
+      return absl::InvalidArgumentError(absl::StrCat("\"memory\": \"", type, "\" must list [free, total] bytes per device"));
+    }
+    int next = 0;
+    const auto& pairs = value.list_value().values();
+    for (v1::Backend& backend : *inv.mutable_backends()) {
+      if (backend.device_type() != type) continue;
+      for (v1::Device& d : *backend.mutable_devices()) {
+        if (next >= pairs.size()) return absl::OkStatus();
+        if (!BytePair(pairs[next++], a, b)) {
+          return absl::InvalidArgumentError(absl::StrCat("\"memory\": \"", type, "\": each entry is [free, total] bytes"));
+        }
+        d.set_memory_free_bytes(a);
+        d.set_memory_total_bytes(b);
+      }
+    }
+    if (next < pairs.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("\"memory\": \"", type, "\" lists ", pairs.size(),
+                                                     " devices, the host has ", next));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string StringField(const Struct& s, const std::string& name) {
@@ -90,6 +137,19 @@ absl::StatusOr<Scenario> ParseScenario(absl::string_view line) {
 }
 
 absl::StatusOr<const v1::Inventory*> ScenarioHosts::Host(const Scenario& s) {
+  auto memory = s.fields.fields().find("memory");
+  if (memory != s.fields.fields().end()) {
+    if (memory->second.kind_case() != Value::kStructValue) {
+      return absl::InvalidArgumentError("\"memory\" must be an object: {\"<device type>\": [[free, total], ...], \"ram\": [available, total]}");
+    }
+    Scenario plain = s;
+    plain.fields.mutable_fields()->erase("memory");
+    absl::StatusOr<const v1::Inventory*> base = Host(plain);
+    if (!base.ok()) return base;
+    with_memory_ = **base;
+    if (absl::Status st = ApplyMemory(memory->second.struct_value(), with_memory_); !st.ok()) return st;
+    return &with_memory_;
+  }
   const std::string key = absl::StrCat(absl::StrJoin(s.fixtures, "+"), s.mps ? "+mps" : "");
   auto it = built_.find(key);
   if (it != built_.end()) return &it->second;

@@ -6,7 +6,10 @@
 // the suite asks exactly what the search asked.
 //
 // A scenario line: {"id": "...", "fixtures": ["nvidia-2x-h100", "xpu-2x-arc"], "mps": false,
-// "request": {ResolveDeviceRequest in protobuf JSON}, ...}; other fields are ignored here.
+// "request": {ResolveDeviceRequest in protobuf JSON}, "memory": {...}, ...}; other fields are ignored here.
+// "memory" (optional, the landing comparison's simulated memory): {"<device type>": [[free, total], ...] in
+// bytes, one pair per device of that type's rows in the inventory's order, "ram": [available, total]}; it
+// replaces what the goldens say, so devplace's budgets come from the memory the libraries' side simulates.
 #ifndef DEVPLACE_TESTS_PLACEMENT_FIDELITY_SCENARIO_H_
 #define DEVPLACE_TESTS_PLACEMENT_FIDELITY_SCENARIO_H_
 
@@ -39,10 +42,13 @@ absl::StatusOr<Scenario> ParseScenario(absl::string_view line);
 class ScenarioHosts {
  public:
   explicit ScenarioHosts(std::string golden_dir) : golden_dir_(std::move(golden_dir)) {}
-  // NOT_FOUND for a fixture with no golden, INVALID_ARGUMENT for a golden that does not parse.
+  // NOT_FOUND for a fixture with no golden, INVALID_ARGUMENT for a golden that does not parse or a
+  // "memory" field that is not of the form above (more pairs than devices, a value that is not a
+  // non-negative number). A scenario with "memory" gets an inventory of its own (valid until the next call).
   absl::StatusOr<const v1::Inventory*> Host(const Scenario& s);
 
  private:
+  v1::Inventory with_memory_;
   std::string golden_dir_;
   std::map<std::string, v1::Inventory> built_;
 };

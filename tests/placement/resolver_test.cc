@@ -140,20 +140,77 @@ TEST(Resolver, HostSideUnusableRowIsWarnedAndStrictRefuses) {
   EXPECT_THAT(Msg(r), HasSubstr("no GPU has the nvidia driver bound"));
 }
 
-TEST(Resolver, BalancedBudgetsWithModelSize) {
+// from_pretrained passes a max_memory for every keyword but "sequential" through get_balanced_memory, which
+// shares the model out by its layers: devplace's budgets are the free memory it starts from, whatever the size.
+TEST(Resolver, BalancedBudgetsAreEachDevicesFreeMemoryForTheLibraryToShareOut) {
   InventoryBuilder b;
   b.Add(v1::ROW_CUDA_NVIDIA, 3);
-  auto r = Resolve(b, Req::Infer("balanced").ModelSize(30 * kGiB));
-  ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->max_memory().at("0"), 10 * kGiB);
-  EXPECT_EQ(r->max_memory().at("1"), 10 * kGiB);
-  EXPECT_EQ(r->max_memory().at("2"), 80 * kGiB);
-  r = Resolve(b, Req::Infer("balanced_low_0").ModelSize(100 * kGiB));
-  EXPECT_EQ(r->max_memory().at("0"), 0u);  // devices 1 and 2 can hold the whole model
+  for (const char* keyword : {"auto", "balanced", "balanced_low_0", "sequential"}) {
+    auto r = Resolve(b, Req::Infer(keyword).ModelSize(30 * kGiB));
+    ASSERT_TRUE(r.ok()) << keyword;
+    for (const char* i : {"0", "1", "2"}) EXPECT_EQ(r->max_memory().at(i), 80 * kGiB) << keyword << " " << i;
+  }
+  // One device with free memory: get_balanced_memory keeps 10 % of device 0's as its buffer.
+  b.Device(v1::ROW_CUDA_NVIDIA, 1).set_memory_free_bytes(0);
+  b.Device(v1::ROW_CUDA_NVIDIA, 2).set_memory_free_bytes(0);
+  auto r = Resolve(b, Req::Infer("balanced"));
+  EXPECT_EQ(r->max_memory().at("0"), 72 * kGiB);
+  EXPECT_EQ(r->max_memory().at("1"), 0u);
+  r = Resolve(b, Req::Infer("sequential"));
+  EXPECT_EQ(r->max_memory().at("0"), 80 * kGiB);
   b.Device(v1::ROW_CUDA_NVIDIA, 2).clear_memory_free_bytes();
   r = Resolve(b, Req::Infer("sequential"));
   EXPECT_EQ(r->max_memory().at("2"), 80 * kGiB);
   EXPECT_THAT(Warnings(*r), HasSubstr("free memory of cuda:2 is unknown"));
+}
+
+// infer_auto_device_map gives no module to a device whose budget is 0: the answer is where the first module lands.
+TEST(Resolver, AFullFirstDeviceIsNotWhereTheFirstModuleLands) {
+  InventoryBuilder b;
+  b.Add(v1::ROW_CUDA_NVIDIA, 3);
+  b.Device(v1::ROW_CUDA_NVIDIA, 0).set_memory_free_bytes(0);
+  b.Device(v1::ROW_CUDA_NVIDIA, 1).set_memory_free_bytes(0);
+  auto r = Resolve(b, Req::Infer("auto"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->device(), "cuda:2");
+  EXPECT_EQ(r->max_memory().at("0"), 0u);
+  EXPECT_EQ(r->max_memory().at("2"), 80 * kGiB);  // the 90 % goes to device 0, the first index key, as the library does
+  // balanced_low_0 gives device 0 only what the others cannot hold.
+  InventoryBuilder three;
+  three.Add(v1::ROW_CUDA_NVIDIA, 3);
+  EXPECT_EQ(Resolve(three, Req::Infer("balanced_low_0"))->device(), "cuda:1");
+  EXPECT_EQ(Resolve(three, Req::Infer("balanced_low_0").ModelSize(100 * kGiB))->device(), "cuda:1");
+  EXPECT_EQ(Resolve(three, Req::Infer("balanced_low_0").ModelSize(200 * kGiB))->device(), "cuda:0");
+  b.Device(v1::ROW_CUDA_NVIDIA, 2).set_memory_free_bytes(0);
+  r = Resolve(b, Req::Infer("balanced"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->device(), "cpu");
+  EXPECT_EQ(r->backend(), v1::ROW_CPU);
+  EXPECT_THAT(Warnings(*r), HasSubstr("puts every module on cpu"));
+  EXPECT_EQ(Resolve(b, Req::Infer("balanced").Strict()).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// Accelerate's get_balanced_memory counts a device only when torch.device(<its index>) is of the expected type, and
+// an index is a CUDA device: an NPU's budgets stay as measured and balanced_low_0 fills device 0 first
+// (V-ACC-BALANCED-XPU); Transformers 5's own copy counts every accelerator (V-TF-BALANCED).
+TEST(Resolver, BalancedMemoryCountsOnlyTheDevicesTheReleaseCounts) {
+  InventoryBuilder b;
+  b.Add(v1::ROW_NPU, 2);
+  b.Device(v1::ROW_NPU, 1).set_memory_free_bytes(0);
+  auto r = Resolve(b, Req::Infer("balanced_low_0").Transformers("4.57.6").Accelerate("1.10.1"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->max_memory().at("0"), 80 * kGiB);  // no 90 % buffer: get_balanced_memory counted no device
+  b.Device(v1::ROW_NPU, 1).set_memory_free_bytes(80 * kGiB);
+  EXPECT_EQ(Resolve(b, Req::Infer("balanced_low_0").Transformers("4.57.6").Accelerate("1.10.1"))->device(), "npu:0");
+  EXPECT_EQ(Resolve(b, Req::Infer("balanced_low_0").Transformers("5.0.0").Accelerate("1.12.0"))->device(), "npu:1");
+  // Intel GPUs (counted by their properties before Accelerate 0.31, when no release yet measured their memory).
+  InventoryBuilder xpu;
+  xpu.Add(v1::ROW_XPU, 2);
+  const auto stock = [](Req r) { return r.Packages({{"torch", "2.8.0"}}); };
+  EXPECT_EQ(Resolve(xpu, stock(Req::Infer("balanced_low_0").Transformers("4.57.6").Accelerate("1.3.0")))->device(),
+            "xpu:0");
+  EXPECT_EQ(Resolve(xpu, stock(Req::Infer("balanced_low_0").Transformers("5.0.0").Accelerate("1.3.0")))->device(),
+            "xpu:1");
 }
 
 TEST(Resolver, IntDeviceMapRowsAndErrors) {
@@ -214,17 +271,6 @@ TEST(Resolver, DeviceMapIntsAreDigitsOnly) {
   }
   EXPECT_EQ(Resolve(b, Req::Pipe(" 0")).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Resolve(b, Req::Infer("10")).status().code(), absl::StatusCode::kFailedPrecondition);
-}
-
-TEST(Resolver, BalancedLowZeroSharesOverTheOtherDevices) {  // get_balanced_memory(low_zero=True)
-  InventoryBuilder b;
-  b.Add(v1::ROW_CUDA_NVIDIA, 4);
-  auto r = Resolve(b, Req::Infer("balanced_low_0").ModelSize(99 * kGiB));
-  ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->max_memory().at("1"), 33 * kGiB);
-  EXPECT_EQ(r->max_memory().at("2"), 33 * kGiB);
-  EXPECT_EQ(r->max_memory().at("3"), 80 * kGiB);
-  EXPECT_EQ(r->max_memory().at("0"), 0u);
 }
 
 TEST(Resolver, StrictCountsOnlyTheMaskThatHidTheRow) {

@@ -128,7 +128,8 @@ class Client:
                 inference).
             use_cpu: ``TrainingArguments(use_cpu=True)`` / ``Accelerator(cpu=True)``.
             strict: turn hazards into :class:`FailedPreconditionError` instead of warnings.
-            model_size_bytes: model size in bytes, for "balanced" budgets.
+            model_size_bytes: model size in bytes (accepted; ``max_memory`` budgets are each device's
+                free memory, which from_pretrained's get_balanced_memory shares out by the model's layers).
             from_environment: send this process's placement variables, accelerator /dev nodes and
                 DRA devices (as libdevplace's ``FromEnvironment()``); False sends only the arguments.
             fallback: what to answer when the daemon gives no answer (UnavailableError: not running,
