@@ -219,8 +219,11 @@ grpc::ServerUnaryReactor* DevicePlacementService::PickDevices(grpc::CallbackServ
                                                               const grpc::ByteBuffer* request_bytes,
                                                               grpc::ByteBuffer* response_bytes) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  auto pick = std::make_shared<PendingPick>(
-      PendingPick{ctx, reactor, response_bytes, {}, {}, absl::Now(), absl::InfinitePast(), 0, {}, 0});
+  auto pick = std::make_shared<PendingPick>();
+  pick->ctx = ctx;
+  pick->reactor = reactor;
+  pick->response = response_bytes;
+  pick->arrived = absl::Now();
   pick->arrival = waiting_.Arrive();  // before the parse: a big request must not lose its place
   // Parsing, the holder and the first attempt (the resolver over the whole request): on the
   // costly-call workers, each peer's calls in turn, as ResolveDevice's.

@@ -207,7 +207,7 @@ struct FakeRun {
   std::string script = FakeScript("mi210");          // FAKE_ROCM_SMI_CONFIG
   std::string library = DEVPLACE_FAKE_ROCM_SMI;      // --rocm_smi_library
   std::chrono::milliseconds timeout{5000};           // --probe_timeout
-  std::string sysfs;                                 // library_sysfs; "": the tree's sys/
+  std::string sysfs = "";                            // library_sysfs; "": the tree's sys/
 };
 
 // The inventory of `run.tree` with only the rocm_smi prober; probed_at and durations cleared.

@@ -57,7 +57,8 @@ CASES = [
     ("S26_disk", H100, dict(workload="inference", device_map="disk"), "INVALID_ARGUMENT"),
     ("S27", H100, dict(workload="inference", device_map="auto"), "cuda:0"),
     ("S28_sequential", H100, dict(workload="inference", device_map="sequential"), "cuda:0"),
-    ("S28_balanced_low_0", H100, dict(workload="inference", device_map="balanced_low_0"), "cuda:0"),
+    # Two GPUs: balanced_low_0 leaves GPU 0 only what the others cannot hold (I-AUTO-FIRST).
+    ("S28_balanced_low_0", H100, dict(workload="inference", device_map="balanced_low_0"), "cuda:1"),
     ("S29_tpu", "tpu-2x-v5e", dict(workload="inference", device_map="auto"), "cpu"),
     ("S29_neuron", "neuron-2x-trn1", dict(workload="inference", device_map="auto"), "cpu"),
     ("S31", H100, dict(workload="inference", device_map="auto", env={"CUDA_VISIBLE_DEVICES": "1"}), "cuda:0"),

@@ -112,7 +112,7 @@ class FakeHost {
               absl::MutexLock lock(&mu_);
               return ended_;
             },
-            nullptr};
+            nullptr, nullptr, nullptr, nullptr};
   }
   // A lease ended: `n` more devices are free. How many tries there were before it.
   size_t Release(int n) {
