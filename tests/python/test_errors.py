@@ -143,7 +143,8 @@ class UnreachableAndEarly(unittest.TestCase):
     def test_an_ordinary_user_with_the_daemon_down_is_told_to_ask_the_operator_not_to_start_it(self):
         # nobody (Debian's setpriv) meets a daemon that is down, through Python pick(wait=...), a
         # Client call and the CLI's run --wait and inventory: no socket (stopped), then a socket
-        # left behind (a daemon killed, as during a restart). Each names the socket, says the daemon
+        # left behind (a daemon killed, as during a restart). A waiting pick asks again until its wait
+        # (2 s) ends, then each names the socket, says the daemon
         # is not answering and to ask the host's operator, and never tells the user to start it.
         as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
         if os.geteuid() != 0 or not shutil.which("setpriv"):
@@ -152,7 +153,7 @@ class UnreachableAndEarly(unittest.TestCase):
         if run(as_nobody + [PYTHON, "-c", "import devplace"]).returncode or \
                 run(as_nobody + ["test", "-r", package, "-a", "-x", CLI]).returncode:
             self.skipTest("nobody cannot import devplace or run the CLI here (the checkout's or the venv's path)")
-        script = ("import sys, devplace\ntry:\n    devplace.pick(wait=60, address=sys.argv[1])\n"
+        script = ("import sys, devplace\ntry:\n    devplace.pick(wait=2, address=sys.argv[1])\n"
                   "except devplace.UnavailableError as e:\n    print(e.message)\ntry:\n"
                   "    devplace.Client(sys.argv[1]).inventory()\nexcept devplace.UnavailableError as e:\n"
                   "    print(e.message)\n")
@@ -166,7 +167,7 @@ class UnreachableAndEarly(unittest.TestCase):
             self.assertEqual(len(messages), 2, python.stdout)
             for message in messages:
                 self.assertTrue(message.startswith(f"{cause}: {advice}"), message)
-            for args in (["run", "--wait=1m", "--", "true"], ["inventory"]):
+            for args in (["run", "--wait=2s", "--", "true"], ["inventory"]):
                 command = run(as_nobody + [CLI, f"--address={target}"] + args)
                 self.assertEqual(command.returncode, 1, command.stderr)
                 self.assertIn(f"UNAVAILABLE: {cause}: {advice}", command.stderr)
