@@ -90,8 +90,9 @@ void ReadHealth(const Hlml& lib, hlml_device_t handle, LibraryHealthReader& heal
     const std::string source =
         absl::StrCat("HLML hlml_device_get_total_ecc_errors(HLML_MEMORY_ERROR_TYPE_UNCORRECTED, ", span_name, ")");
     unsigned long long count = 0;
+    const hlml_ecc_counter_type_t ecc_span = span;  // C++17 lambdas cannot capture a structured binding
     if (health.Call("hlml_device_get_total_ecc_errors", lib.total_ecc != nullptr, source, {rule}, [&] {
-          return lib.total_ecc(handle, HLML_MEMORY_ERROR_TYPE_UNCORRECTED, span, &count);
+          return lib.total_ecc(handle, HLML_MEMORY_ERROR_TYPE_UNCORRECTED, ecc_span, &count);
         })) {
       health.Add(rule, source, count);
     }
