@@ -167,12 +167,15 @@ int Daemon::Wait() {
 // probe finishes when that probe does, bounded by --probe_timeout); watches end with OK.
 void Daemon::Shutdown() {
   stopping_ = true;
-  if (xid_ != nullptr) xid_->Stop();  // its child killed; a republish in flight ends with its probe
   liveness_->Stop();
   torch_->Cancel();  // a libtorch probe in flight is killed, not waited for
   health_->SetServingStatus(false);
   for (const auto& l : unix_listeners_) l->Stop();  // no new unix connections; the file is removed
   for (const auto& l : tcp_listeners_) l->Stop();
+  // After the listeners: stopping the XID watcher waits for its child to end (a probe command that
+  // is slow to start delays it), and nothing may be accepted meanwhile. Before the store stops: a
+  // republish in flight ends with its probe.
+  if (xid_ != nullptr) xid_->Stop();
   service_->Shutdown();
   server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(config_.config.shutdown_grace));
   server_->Wait();
