@@ -182,7 +182,7 @@ TEST(Daemon, UnavailableUntilTheFirstProbeThenServing) {
 void ExpectLastGoodSnapshotSurvives(const std::string& after, grpc::StatusCode code, const std::string& words) {
   TempDir dir;
   const std::string probe =
-      dir.Script("flaky-probe", absl::StrCat("if [ -e ", dir.path(), "/ran ]; then\n", after, "\nfi\ntouch ",
+      dir.Script("flaky-probe", absl::StrCat(OtherRunsExec(DEVPLACE_PROBE_BINARY), "if [ -e ", dir.path(), "/ran ]; then\n", after, "\nfi\ntouch ",
                                              dir.path(), "/ran\nexec ", ShellQuote(DEVPLACE_PROBE_BINARY), " \"$@\""))
           .back();
   DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("nvidia-2x-h100"), "--probe_command=" + probe,
@@ -222,7 +222,7 @@ TEST(Daemon, GarbageFromTheProbeIsReportedAndTheLastGoodSnapshotStays) {
 TEST(Daemon, SigtermDuringCallsAndWatchesEndsCleanly) {
   TempDir dir;
   const std::string probe = dir.Script("slow-second-probe",
-                                       absl::StrCat("if [ -e ", dir.path(), "/ran ]; then touch ", dir.path(),
+                                       absl::StrCat(OtherRunsExec(DEVPLACE_PROBE_BINARY), "if [ -e ", dir.path(), "/ran ]; then touch ", dir.path(),
                                                     "/second; sleep 1; fi\ntouch ",
                                                     dir.path(), "/ran\nexec ", ShellQuote(DEVPLACE_PROBE_BINARY), " \"$@\""))
                                 .back();

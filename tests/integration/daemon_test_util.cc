@@ -39,4 +39,9 @@ v1::Inventory ParseInventoryJson(const std::string& json) {
 
 std::string Tail(const std::string& log) { return log.substr(log.size() > 3000 ? log.size() - 3000 : 0); }
 
+std::string OtherRunsExec(const std::string& probe) {
+  return absl::StrCat("case \" $* \" in *' --usage_only '*|*' --watch_xid '*) exec ", ShellQuote(probe),
+                      " \"$@\";; esac\n");
+}
+
 }  // namespace devplace::testing

@@ -44,6 +44,12 @@ v1::Inventory ParseInventoryJson(const std::string& json);
 // The last 3000 characters of `log` (all of a shorter one), for a failure message.
 std::string Tail(const std::string& log);
 
+// The first line of a --probe_command script that counts, slows or breaks the daemon's full probes:
+// the other runs of the same command, which start on their own schedule (the usage refresh's
+// `--usage_only` every --usage_interval, the XID watcher's `--watch_xid` after start-up), exec
+// `probe` (the real devplace-probe) at once, so "the second run" is the second full probe.
+std::string OtherRunsExec(const std::string& probe);
+
 }  // namespace devplace::testing
 
 #endif  // DEVPLACE_TESTS_INTEGRATION_DAEMON_TEST_UTIL_H_

@@ -117,7 +117,7 @@ TEST(Robustness, ARefreshStormIsServedByOneWorkerThread) {
 TEST(Robustness, SigtermStopsAcceptingWhileAProbeIsStillRunning) {
   TempDir dir;
   const std::string probe = dir.Script(
-      "slow-second-probe", absl::StrCat("if [ -e ", dir.File("ran"), " ]; then sleep 3; fi\ntouch ", dir.File("ran"),
+      "slow-second-probe", absl::StrCat(OtherRunsExec(DEVPLACE_PROBE_BINARY), "if [ -e ", dir.File("ran"), " ]; then sleep 3; fi\ntouch ", dir.File("ran"),
                                         "\nexec ", ShellQuote(DEVPLACE_PROBE_BINARY), " \"$@\"")).back();
   DaemonProcess d(dir.path(), {"--host_root=" + FixtureHost("cpu-only"), "--probe_command=" + probe,
                                "--refresh_interval=0s", "--shutdown_grace=5s"});
