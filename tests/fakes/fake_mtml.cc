@@ -1,7 +1,10 @@
 // fake_mtml: a stand-in for libmtml.so (Moore Threads) in tests. Exports the MTML functions
 // devplace's prober looks up (server/probe/vendor_libs/mtml_api.h) and answers them from a script (format in
 // accel_fake_script.h) named by FAKE_MTML_CONFIG; FAKE_MTML_LOG logs the calls. Device keys: bus_id,
-// name, uuid, memory <total> <used> (bytes; absent: MTML_ERROR_NOT_SUPPORTED). `fail` codes: the
+// name, uuid, memory <total> <used> (bytes), ecc_uncorrected <volatile> <aggregate> and
+// ecc_corrected <volatile> <aggregate> (mtmlMemoryGetEccErrorCounter on DRAM), ecc_mode <current>
+// <pending> (0 or 1), retired_pages_pending <0|1>; a key absent: MTML_ERROR_NOT_SUPPORTED, as a
+// device older than the calls answers. `fail` codes: the
 // MtmlReturn names without MTML_ERROR_ (DRIVER_NOT_LOADED, DRIVER_FAILURE, NOT_SUPPORTED,
 // NO_PERMISSION, DRIVER_TOO_OLD, UNKNOWN, ...) or numbers. Built twice: libfake_mtml_nomemory.so
 // lacks the memory functions (an MTML too old for them).
@@ -142,5 +145,39 @@ FAKE_EXPORT MtmlReturn mtmlMemoryGetUsed(const MtmlMemory* mem, unsigned long lo
   unsigned long long total = 0;
   if (used == nullptr) return MTML_ERROR_INVALID_ARGUMENT;
   return Memory(script, i, total, *used) ? MTML_SUCCESS : MTML_ERROR_NOT_SUPPORTED;
+}
+
+FAKE_EXPORT MtmlReturn mtmlMemoryGetEccErrorCounter(const MtmlMemory* mem, MtmlMemoryErrorType errorType,
+                                                    MtmlEccCounterType counterType, MtmlMemoryLocation locationType,
+                                                    unsigned long long* eccCounts) {
+  FAKE_OBJECT_CALL(mem)
+  if (eccCounts == nullptr || counterType > MTML_AGGREGATE_ECC || locationType != MTML_MEMORY_LOCATION_DRAM ||
+      errorType > MTML_MEMORY_ERROR_TYPE_UNCORRECTED) {
+    return MTML_ERROR_INVALID_ARGUMENT;
+  }
+  const char* key = errorType == MTML_MEMORY_ERROR_TYPE_UNCORRECTED ? "ecc_uncorrected" : "ecc_corrected";
+  unsigned long long counts[2] = {};
+  if (std::sscanf(script.Fact(i, key).c_str(), "%llu %llu", &counts[0], &counts[1]) != 2) return MTML_ERROR_NOT_SUPPORTED;
+  *eccCounts = counts[counterType];
+  return MTML_SUCCESS;
+}
+
+FAKE_EXPORT MtmlReturn mtmlMemoryGetEccMode(const MtmlMemory* mem, MtmlEccMode* currentMode, MtmlEccMode* pendingMode) {
+  FAKE_OBJECT_CALL(mem)
+  if (currentMode == nullptr || pendingMode == nullptr) return MTML_ERROR_INVALID_ARGUMENT;
+  unsigned now = 0, next = 0;
+  if (std::sscanf(script.Fact(i, "ecc_mode").c_str(), "%u %u", &now, &next) != 2) return MTML_ERROR_NOT_SUPPORTED;
+  *currentMode = now != 0 ? MTML_MEMORY_ECC_ENABLE : MTML_MEMORY_ECC_DISABLE;
+  *pendingMode = next != 0 ? MTML_MEMORY_ECC_ENABLE : MTML_MEMORY_ECC_DISABLE;
+  return MTML_SUCCESS;
+}
+
+FAKE_EXPORT MtmlReturn mtmlMemoryGetRetiredPagesPendingStatus(const MtmlMemory* mem, MtmlRetiredPagesPendingState* isPending) {
+  FAKE_OBJECT_CALL(mem)
+  if (isPending == nullptr) return MTML_ERROR_INVALID_ARGUMENT;
+  if (!script.Has(i, "retired_pages_pending")) return MTML_ERROR_NOT_SUPPORTED;
+  *isPending = script.Fact(i, "retired_pages_pending") == "1" ? MTML_RETIRED_PAGES_PENDING_STATE_TRUE
+                                                              : MTML_RETIRED_PAGES_PENDING_STATE_FALSE;
+  return MTML_SUCCESS;
 }
 #endif  // FAKE_MTML_NO_MEMORY

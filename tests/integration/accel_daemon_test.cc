@@ -117,6 +117,7 @@ struct EccFault {
 const EccFault kEccFaults[] = {
     {&kLibraries[0], "gaudi2-uncorrectable-ecc", "0000:33:00.0", "ecc.errors.uncorrected.volatile.total 2"},
     {&kLibraries[1], "910b-uncorrectable-ecc", "0000:01:00.0", "hbm_ecc.double_bit_error_cnt 2"},
+    {&kLibraries[3], "s4000-uncorrectable-ecc", "0000:2a:00.0", "ecc.errors.uncorrected.volatile.total 2"},
 };
 
 void PrintTo(const EccFault& f, std::ostream* os) { *os << f.library->prober; }

@@ -452,6 +452,8 @@ const EccCase kEccCases[] = {
      "hlml_device_get_total_ecc_errors", "HLML", "NOT_SUPPORTED", "UNKNOWN"},
     {"dcmi", "910b-uncorrectable-ecc", "0000:01:00.0", "0000:02:00.0", "hbm_ecc.double_bit_error_cnt", "2",
      "dcmi_get_device_ecc_info", "DCMI", "NOT_SUPPORT", "INNER_ERR"},
+    {"mtml", "s4000-uncorrectable-ecc", "0000:2a:00.0", "0000:3a:00.0", "ecc.errors.uncorrected.volatile.total", "2",
+     "mtmlMemoryGetEccErrorCounter", "MTML", "NOT_SUPPORTED", "UNKNOWN"},
 };
 
 void PrintTo(const EccCase& c, std::ostream* os) { *os << c.prober; }

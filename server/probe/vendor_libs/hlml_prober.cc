@@ -101,13 +101,8 @@ void ReadHealth(const Hlml& lib, hlml_device_t handle, LibraryHealthReader& heal
   hlml_enable_state_t current = HLML_FEATURE_DISABLED, pending = HLML_FEATURE_DISABLED;
   if (health.Call("hlml_device_get_ecc_mode", lib.ecc_mode != nullptr, mode_source, kEccMode,
                   [&] { return lib.ecc_mode(handle, &current, &pending); })) {
-    for (const auto& [name, state, when] : {std::tuple{"ecc.mode.current", current, "now"},
-                                            std::tuple{"ecc.mode.pending", pending, "after the next reset"}}) {
-      const bool on = state == HLML_FEATURE_ENABLED;
-      health.Add(name, on ? "1" : "0", mode_source, v1::HEALTH_OK,
-                 absl::StrCat("ECC ", on ? "on" : "off", " ", when,
-                              on ? "" : ": the device's memory errors are not detected (a note, not a health change)"));
-    }
+    health.AddEccMode("ecc.mode.current", current == HLML_FEATURE_ENABLED, mode_source, "now");
+    health.AddEccMode("ecc.mode.pending", pending == HLML_FEATURE_ENABLED, mode_source, "after the next reset");
   }
   const std::string rows_source = "HLML hlml_device_get_replaced_rows_pending_status";
   hlml_enable_state_t rows_pending = HLML_FEATURE_DISABLED;

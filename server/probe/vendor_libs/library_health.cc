@@ -22,6 +22,12 @@ void LibraryHealthReader::Add(const CounterRule& rule, const std::string& source
   Add(rule.name, absl::StrCat(value), source, value != 0 ? rule.if_nonzero : v1::HEALTH_OK, rule.rule);
 }
 
+void LibraryHealthReader::AddEccMode(const char* name, bool on, const std::string& source, const char* when) {
+  Add(name, on ? "1" : "0", source, v1::HEALTH_OK,
+      absl::StrCat("ECC ", on ? "on" : "off", " ", when,
+                   on ? "" : ": the device's memory errors are not detected (a note, not a health change)"));
+}
+
 void LibraryHealthReader::Unknown(absl::Span<const CounterRule> rules, const std::string& source,
                                   const std::string& why) {
   for (const CounterRule& rule : rules) Add(rule.name, "", source, v1::HEALTH_UNSPECIFIED, absl::StrCat("unknown: ", why));

@@ -53,6 +53,9 @@ class LibraryHealthReader {
   void Add(const CounterRule& rule, const std::string& source, uint64_t value);
   // A reading with its own effect and rule text (a flag, a mode).
   void Add(const char* name, std::string value, const std::string& source, v1::Health effect, std::string rule);
+  // An ECC mode reading (`name` e.g. "ecc.mode.current"; `when`: "now", "after the next reset"):
+  // value 1 on, 0 off; never a health change, off is a note in the rule (errors go undetected).
+  void AddEccMode(const char* name, bool on, const std::string& source, const char* when);
 
  private:
   bool Answered(const char* call, const std::string& source, absl::Span<const CounterRule> rules, int code);

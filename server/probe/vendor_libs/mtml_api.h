@@ -68,6 +68,26 @@ MtmlReturn mtmlDeviceInitMemory(const MtmlDevice* dev, MtmlMemory** mem);
 MtmlReturn mtmlMemoryGetTotal(const MtmlMemory* mem, unsigned long long* total);
 MtmlReturn mtmlMemoryGetUsed(const MtmlMemory* mem, unsigned long long* used);
 
+// Memory health (MTML 1.x-2.x; the header: "For PINGHU or newer fully supported devices. Requires
+// ECC Mode to be enabled"; older devices answer MTML_ERROR_NOT_SUPPORTED).
+typedef enum { MTML_MEMORY_ECC_DISABLE = 0, MTML_MEMORY_ECC_ENABLE } MtmlEccMode;
+// Volatile counts are reset each time the driver loads; aggregate counts persist (the device's life).
+typedef enum { MTML_VOLATILE_ECC = 0, MTML_AGGREGATE_ECC = 1 } MtmlEccCounterType;
+// Corrected: single-bit errors; uncorrected: double-bit errors.
+typedef enum { MTML_MEMORY_ERROR_TYPE_CORRECTED = 0, MTML_MEMORY_ERROR_TYPE_UNCORRECTED = 1 } MtmlMemoryErrorType;
+typedef enum { MTML_MEMORY_LOCATION_DRAM = 0x1 } MtmlMemoryLocation;
+// Pages awaiting retirement, which needs a reboot to complete.
+typedef enum {
+  MTML_RETIRED_PAGES_PENDING_STATE_FALSE = 0,
+  MTML_RETIRED_PAGES_PENDING_STATE_TRUE = 1
+} MtmlRetiredPagesPendingState;
+
+MtmlReturn mtmlMemoryGetEccMode(const MtmlMemory* mem, MtmlEccMode* currentMode, MtmlEccMode* pendingMode);
+MtmlReturn mtmlMemoryGetEccErrorCounter(const MtmlMemory* mem, MtmlMemoryErrorType errorType,
+                                        MtmlEccCounterType counterType, MtmlMemoryLocation locationType,
+                                        unsigned long long* eccCounts);
+MtmlReturn mtmlMemoryGetRetiredPagesPendingStatus(const MtmlMemory* mem, MtmlRetiredPagesPendingState* isPending);
+
 }  // extern "C"
 
 #endif  // DEVPLACE_SERVER_PROBE_VENDOR_LIBS_MTML_API_H_
