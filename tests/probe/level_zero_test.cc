@@ -48,6 +48,14 @@ const v1::ProbeReport& Ze(const v1::Inventory& inv) {
   return report != nullptr ? *report : *none;
 }
 
+// Each memory module's zes_mem_health_t is a health counter "memory.<where>.health".
+const v1::HealthCounter* MemoryHealth(const v1::Device* d, const std::string& where) {
+  for (const v1::HealthCounter& c : d->health_counters()) {
+    if (c.name() == "memory." + where + ".health") return &c;
+  }
+  return nullptr;
+}
+
 TEST(LevelZeroTest, NamesUuidsAndMemoryMergedByBusId) {
   const v1::Inventory inv = ProbeWithZe("arc");
   EXPECT_EQ(Ze(inv).status(), v1::PROBE_STATUS_OK) << Ze(inv).message();
@@ -61,7 +69,9 @@ TEST(LevelZeroTest, NamesUuidsAndMemoryMergedByBusId) {
   EXPECT_EQ(arc1->attributes().at("memory_source"), "level_zero");
   EXPECT_EQ(arc1->attributes().at("memory_modules"), "device:16225243136/12884901888");
   EXPECT_EQ(arc1->attributes().at("flat_device_count"), "1");
-  EXPECT_EQ(arc1->attributes().count("memory_health"), 0u);
+  ASSERT_NE(MemoryHealth(arc1, "device"), nullptr);
+  EXPECT_EQ(MemoryHealth(arc1, "device")->value(), "ok");
+  EXPECT_EQ(arc1->health(), v1::HEALTH_OK);
   EXPECT_EQ(FindDevice(inv, kArc0)->memory_free_bytes(), 16000000000u);
   const v1::Device* igpu = FindDevice(inv, kIgpu);
   EXPECT_EQ(igpu->name(), "Intel(R) UHD Graphics 770");
@@ -102,11 +112,18 @@ TEST(LevelZeroTest, TilesGiveSubDevicesAndTheFlatDeviceCount) {
 TEST(LevelZeroTest, UnhealthyMemoryIsAFaultAndALostDeviceIsLost) {
   const v1::Inventory inv = ProbeWithZe("unhealthy");
   EXPECT_EQ(Ze(inv).status(), v1::PROBE_STATUS_OK) << Ze(inv).message();
-  const v1::Device* degraded = FindDevice(inv, kArc1);
-  EXPECT_EQ(degraded->health(), v1::HEALTH_FAULT);
-  EXPECT_EQ(degraded->health_reason(), "Level Zero zesMemoryGetState: device memory critical");
-  EXPECT_EQ(degraded->attributes().at("memory_health"), "tile0 memory degraded");
-  EXPECT_FALSE(degraded->usable());
+  const v1::Device* faulty = FindDevice(inv, kArc1);
+  EXPECT_EQ(faulty->health(), v1::HEALTH_FAULT);
+  EXPECT_EQ(faulty->health_reason(),
+            "memory.device.health critical: the device runs on reduced memory, its banks with too many uncorrectable "
+            "errors left out; memory.tile0.health degraded: correctable errors pile up on a memory channel (Sysman "
+            "advises a reset): usable, picked last");
+  ASSERT_NE(MemoryHealth(faulty, "device"), nullptr);
+  EXPECT_EQ(MemoryHealth(faulty, "device")->source(), "Level Zero zesMemoryGetState");
+  EXPECT_EQ(MemoryHealth(faulty, "device")->effect(), v1::HEALTH_FAULT);
+  ASSERT_NE(MemoryHealth(faulty, "tile0"), nullptr);
+  EXPECT_EQ(MemoryHealth(faulty, "tile0")->effect(), v1::HEALTH_DEGRADED);
+  EXPECT_FALSE(faulty->usable());
   const v1::Device* lost = FindDevice(inv, kArc0);
   EXPECT_EQ(lost->health(), v1::HEALTH_LOST);
   EXPECT_EQ(lost->health_reason(), "Level Zero zesMemoryGetState: ZE_RESULT_ERROR_DEVICE_LOST (0x70000001)");

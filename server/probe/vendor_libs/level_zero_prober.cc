@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "server/probe/vendor_libs/level_zero_api.h"
+#include "server/probe/host/pci_health.h"
 #include "server/probe/host/prober_util.h"
 #include "server/probe/vendor_libs/library_status.h"
 #include "server/probe/vendor_libs/vendor_library.h"
@@ -43,13 +44,38 @@ std::string Uuid(const uint8_t* id) {
   return out;
 }
 
-const char* HealthName(int health) {
-  switch (health) {
-    case ZES_MEM_HEALTH_OK: return "ok";
-    case ZES_MEM_HEALTH_DEGRADED: return "degraded";
-    case ZES_MEM_HEALTH_CRITICAL: return "critical";
-    case ZES_MEM_HEALTH_REPLACE: return "replace";
-    default: return "unknown";
+// A memory module's zes_mem_health_t as a health counter "memory.<where>.health" (docs/PROBE.md
+// "Device health", the Level Zero table; the states as Sysman's zes_mem_health_t describes them):
+// correctable errors piling up is DEGRADED (usable, picked last), a device running on reduced
+// memory or due for replacement is FAULT, and a state Sysman does not know (or did not give) is an
+// unknown counter, never a change.
+void AddMemoryHealth(const std::string& where, int health, v1::Device& d) {
+  struct State {
+    int health;
+    const char* value;
+    v1::Health effect;
+    const char* rule;
+  };
+  static constexpr State kStates[] = {
+      {ZES_MEM_HEALTH_OK, "ok", v1::HEALTH_OK, "every memory channel is healthy"},
+      {ZES_MEM_HEALTH_DEGRADED, "degraded", v1::HEALTH_DEGRADED,
+       "correctable errors pile up on a memory channel (Sysman advises a reset): usable, picked last"},
+      {ZES_MEM_HEALTH_CRITICAL, "critical", v1::HEALTH_FAULT,
+       "the device runs on reduced memory, its banks with too many uncorrectable errors left out"},
+      {ZES_MEM_HEALTH_REPLACE, "replace", v1::HEALTH_FAULT,
+       "too many uncorrectable memory errors: Sysman says the device should be replaced"},
+  };
+  if (d.health_counters_size() >= kMaxHealthCounters) return;
+  v1::HealthCounter& c = *d.add_health_counters();
+  c.set_name(absl::StrCat("memory.", where, ".health"));
+  c.set_source("Level Zero zesMemoryGetState");
+  c.set_effect(v1::HEALTH_UNSPECIFIED);
+  c.set_rule("unknown: Sysman gave no health for the module (ZES_MEM_HEALTH_UNKNOWN, or the call did not answer)");
+  for (const State& state : kStates) {
+    if (state.health != health) continue;
+    c.set_value(state.value);
+    c.set_effect(state.effect);
+    c.set_rule(state.rule);
   }
 }
 
@@ -382,16 +408,16 @@ absl::StatusOr<ProbeOutcome> MergeLevelZero(const ZeSnapshot& snapshot, HostFact
     if (!gpu.memory.empty()) {
       uint64_t total = 0, free = 0;
       bool all_free = true;
-      std::vector<std::string> modules, unhealthy, degraded;
+      std::vector<std::string> modules;
+      bool unhealthy = false;
       for (const ZeMemoryModule& m : gpu.memory) {
         total += m.size_bytes;
         if (m.free_bytes) free += *m.free_bytes;
         all_free = all_free && m.free_bytes.has_value();
         const std::string where = m.tile ? absl::StrCat("tile", *m.tile) : "device";
         modules.push_back(absl::StrCat(where, ":", m.size_bytes, "/", m.free_bytes ? absl::StrCat(*m.free_bytes) : "?"));
-        const std::string health = absl::StrCat(where, " memory ", HealthName(m.health));
-        if (m.health == ZES_MEM_HEALTH_DEGRADED) degraded.push_back(health);
-        if (m.health >= ZES_MEM_HEALTH_CRITICAL) unhealthy.push_back(health);
+        if (gpu.lost.empty()) AddMemoryHealth(where, m.health, d);
+        unhealthy = unhealthy || m.health >= ZES_MEM_HEALTH_CRITICAL;
       }
       d.set_memory_total_bytes(total);
       if (all_free) {
@@ -401,12 +427,7 @@ absl::StatusOr<ProbeOutcome> MergeLevelZero(const ZeSnapshot& snapshot, HostFact
       }
       attributes["memory_source"] = "level_zero";
       attributes["memory_modules"] = absl::StrJoin(modules, ",");
-      if (!degraded.empty()) attributes["memory_health"] = absl::StrJoin(degraded, ", ");
-      if (!unhealthy.empty() && gpu.lost.empty()) {
-        ++faulty;
-        d.set_health(v1::HEALTH_FAULT);
-        d.set_health_reason(absl::StrCat("Level Zero zesMemoryGetState: ", absl::StrJoin(unhealthy, ", ")));
-      }
+      if (unhealthy && gpu.lost.empty()) ++faulty;  // its health comes from the counters (BuildInventory)
     }
     if (gpu.processes) SetListedProcesses(d, "level_zero", *gpu.processes);
     if (!gpu.lost.empty()) {

@@ -66,10 +66,10 @@ ZeSnapshot ReadLevelZero(const std::string& library, VendorCall& call);
 // "memory_modules" ("tile0:17179869184/16106127360,tile1:..." size/free per module); tiles as
 // sub_device_count when more than one, with attributes "level_zero_tiles",
 // "flat_device_count" (tiles, or 1) and "composite_device_count" (1): what ZE_FLAT_DEVICE_HIERARCHY
-// FLAT (the default) and COMPOSITE present; a module whose health is CRITICAL or REPLACE makes the
-// device HEALTH_FAULT with the module and state as the reason (DEGRADED is only named in attribute
-// "memory_health"); a lost device (DEVICE_LOST)
-// is HEALTH_LOST with the call.
+// FLAT (the default) and COMPOSITE present; each module's health as a health counter
+// "memory.<device|tileN>.health" (CRITICAL and REPLACE effect FAULT, DEGRADED DEGRADED, UNKNOWN
+// unknown; BuildInventory derives the device's health from them); a lost device (DEVICE_LOST) is
+// HEALTH_LOST with the call.
 absl::StatusOr<ProbeOutcome> MergeLevelZero(const ZeSnapshot& snapshot, HostFacts& facts);
 
 // The vendor prober "level_zero": skipped without an Intel GPU on the PCI bus.
