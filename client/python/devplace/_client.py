@@ -236,6 +236,7 @@ class Client:
             timeout = self._connection.timeout  # the daemon may wait wait_ms for devices: so may the call
             if timeout is not None:
                 timeout += asked.wait_ms / 1000.0
+            started = time.monotonic()
             try:
                 return Pick.from_response(self._connection.stub.PickDevices(asked, timeout=timeout))
             except grpc.RpcError as e:
@@ -243,7 +244,7 @@ class Client:
                 # the time left and the waiter id the daemon gave it, which gets its place back.
                 left = wait_ends - time.monotonic() - backoff
                 if request.wait_ms == 0 or e.code() != grpc.StatusCode.UNAVAILABLE or left <= 0:
-                    raise self._error(e) from None
+                    raise self._connection.error(e, self._connection.waited(started, timeout)) from None
                 asked.waiter_id = _waiter_id(e) or asked.waiter_id
             time.sleep(backoff)
             backoff = min(backoff * 2, 2.0)
