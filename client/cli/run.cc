@@ -125,7 +125,7 @@ int RunRun() {
   return WithClient([&](Client& client) {
     // Over TCP a TTL lease, kept alive below.
     absl::StatusOr<v1::PickDevicesResponse> pick = PickOverAnyTransport(client, *options);
-    if (!pick.ok()) return Fail(pick.status());
+    if (!pick.ok()) return Fail(SpellWaitCommand(pick.status()));
     const v1::LeaseInfo& lease = pick->lease();
     std::vector<std::string> env;
     for (const auto& [name, value] : pick->env()) env.push_back(absl::StrCat(name, "=", value));
