@@ -74,6 +74,11 @@ extern std::vector<std::string> g_command_line;
 
 // ---- pick.cc: the flags of `pick` and `run` ----
 
+// The pick's order by health, in both commands' --help (docs/PROBE.md "Device health").
+#define DEVPLACE_PICK_HEALTH_HELP                                                                     \
+  "FAULT and LOST devices are never picked; a DEGRADED one comes after the OK ones with as many\n"    \
+  "processes (docs/PROBE.md \"Device health\"; `devplace inventory` shows each device's HEALTH).\n"
+
 // Their names, for both commands' entries: --count, --min_free, --shared, --row, --ttl, --wait, then
 // the request flags that bound the choice (RequestFlagNames(RequestFlagUser::kPick), request_flags.h).
 const std::vector<const char*>& PickFlagNames();

@@ -277,6 +277,7 @@ Command PickCommand() {
           "`$(...)` and wrappers such as timeout or flock; a wrapper that would hold it is refused; released\n"
           "when that shell exits, or by devplace release --lease_id=ID), with\n"
           "--ttl for a time to live (over TCP --ttl is required). Two picks at once never get the same device.\n"
+          DEVPLACE_PICK_HEALTH_HELP
           "Too few free: FAILED_PRECONDITION listing each device's usage, or wait with --wait. Whatever fails,\n"
           "exit 1 and stdout empties CUDA_VISIBLE_DEVICES and ends with `false`, so eval fails and `&& cmd` never\n"
           "runs on every device. --json prints the PickDevicesResponse (nothing on stdout on failure). Scripts\n"
