@@ -48,6 +48,17 @@ std::string StartHint() {
          "moment, or ask the host's operator to check it";
 }
 
+}  // namespace
+
+std::string NoAnswer(const std::string& target, absl::Duration waited) {
+  return absl::StrCat("devplaced at ", target, " did not answer within ", absl::FormatDuration(waited),
+                      ": the daemon is not answering (stopped, hung or overloaded) or its host cannot be reached; "
+                      "check it with `systemctl status devplaced` and its log (`journalctl -u devplaced`), or allow "
+                      "more time (devplace --timeout=D, Python timeout=S)");
+}
+
+namespace {
+
 // Blocks SIGPIPE in this thread while it lives and discards one raised meanwhile: OpenSSL writes
 // with write(2), and a daemon that closed the connection must not kill the calling process.
 class NoSigpipe {

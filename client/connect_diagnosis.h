@@ -36,6 +36,12 @@ struct TlsSettings {
 //   - a daemon that refused the client certificate given (not from its --tls_client_ca).
 std::string DiagnoseUnreachable(const std::string& target, const TlsSettings& tls, absl::Duration timeout);
 
+// One sentence for a call to `target` that got no answer within `waited` (its deadline passed:
+// gRPC's bare "Deadline Exceeded"): the daemon is stopped (SIGSTOP), hung or overloaded, or the host
+// cannot be reached, and what to check (`systemctl status devplaced`, its log) or to allow more time.
+// The Python client says the same (_connect_diagnosis.no_answer).
+std::string NoAnswer(const std::string& target, absl::Duration waited);
+
 // `fix` (what the host's operator can change so that this user may connect to a unix socket), then
 // what works meanwhile: loopback TCP, where a pick needs --ttl. For DiagnoseUnreachable and
 // CheckUnixSocket (trust.cc); the Python client says the same (_connect_diagnosis.permission_fix).

@@ -58,9 +58,10 @@ struct Destination {
 // When the daemon could not be reached (`channel` not READY; not when the daemon itself answered
 // UNAVAILABLE), the message starts with the cause found by dialling `to` again
 // (DiagnoseUnreachable: not running, a TLS mistake and the flag that fixes it), keeps gRPC's text,
-// and ends with `to.note`.
+// and ends with `to.note`. A DEADLINE_EXCEEDED after `waited` (non-zero: the call's own deadline
+// passed, not an error the daemon sent) starts with NoAnswer: the target, the time waited, what to check.
 absl::Status FromGrpc(const grpc::Status& status, const Destination* to = nullptr, grpc::Channel* channel = nullptr,
-                      absl::Duration timeout = absl::Seconds(3)) {
+                      absl::Duration timeout = absl::Seconds(3), absl::Duration waited = absl::ZeroDuration()) {
   if (status.ok()) return absl::OkStatus();
   // grpc::StatusCode and absl::StatusCode share numbering and names (OK = 0 ... UNAUTHENTICATED = 16).
   std::string message = status.error_message();
@@ -69,6 +70,9 @@ absl::Status FromGrpc(const grpc::Status& status, const Destination* to = nullpt
     const std::string cause = internal::DiagnoseUnreachable(to->target, to->tls, timeout);
     if (!cause.empty()) message = absl::StrCat(cause, " (gRPC: ", message, ")");
     message += to->note;
+  } else if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && to != nullptr &&
+             waited > absl::ZeroDuration()) {
+    message = absl::StrCat(internal::NoAnswer(to->target, waited), " (gRPC: ", message, ")", to->note);
   }
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), message);
 }
@@ -92,6 +96,12 @@ bool IsUsableSocket(const std::string& path, std::string* why) {
 void SetDeadline(grpc::ClientContext& context, absl::Duration timeout) {
   if (timeout <= absl::ZeroDuration() || timeout == absl::InfiniteDuration()) return;
   context.set_deadline(std::chrono::system_clock::now() + absl::ToChronoNanoseconds(timeout));
+}
+
+// `timeout` when `context`'s deadline (set by SetDeadline) has passed, else zero: FromGrpc's `waited`.
+absl::Duration Waited(const grpc::ClientContext& context, absl::Duration timeout) {
+  if (timeout <= absl::ZeroDuration() || timeout == absl::InfiniteDuration()) return absl::ZeroDuration();
+  return std::chrono::system_clock::now() >= context.deadline() ? timeout : absl::ZeroDuration();
 }
 
 class GrpcConnection final : public Connection {
@@ -178,7 +188,7 @@ class GrpcConnection final : public Connection {
     v1::PickDevicesResponse response;
     const grpc::Status status = placement_->PickDevices(&context, request, &response);
     if (status.ok()) return response;
-    absl::Status failed = FromGrpc(status, &to_, channel_.get(), timeout_);
+    absl::Status failed = FromGrpc(status, &to_, channel_.get(), timeout_, Waited(context, timeout));
     // The place a waiting pick had in the daemon's queue (sent before the daemon went): Client::Pick
     // asks again with it.
     const auto& metadata = context.GetServerInitialMetadata();
@@ -223,7 +233,7 @@ class GrpcConnection final : public Connection {
     SetDeadline(context, timeout);
     Response response;
     const grpc::Status status = call(&context, &response);
-    if (!status.ok()) return FromGrpc(status, &to_, channel_.get(), timeout_);
+    if (!status.ok()) return FromGrpc(status, &to_, channel_.get(), timeout_, Waited(context, timeout));
     return response;
   }
 

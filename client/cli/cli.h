@@ -69,8 +69,15 @@ inline constexpr int kExitUsage = 2;
 extern const char* g_command;
 // The arguments after `--`, for a command with trailing_arguments.
 extern std::vector<std::string> g_arguments;
+// The command line as given (argv[1] on), for advice that spells it (SpellWaitCommand).
+extern std::vector<std::string> g_command_line;
 
 // ---- pick.cc: the flags of `pick` and `run` ----
+
+// The pick's order by health, in both commands' --help (docs/PROBE.md "Device health").
+#define DEVPLACE_PICK_HEALTH_HELP                                                                     \
+  "FAULT and LOST devices are never picked; a DEGRADED one comes after the OK ones with as many\n"    \
+  "processes (docs/PROBE.md \"Device health\"; `devplace inventory` shows each device's HEALTH).\n"
 
 // Their names, for both commands' entries: --count, --min_free, --shared, --row, --ttl, --wait, then
 // the request flags that bound the choice (RequestFlagNames(RequestFlagUser::kPick), request_flags.h).
@@ -79,6 +86,10 @@ const std::vector<const char*>& PickFlagNames();
 // environment (ResolveOptions::FromEnvironment): the holder is `process_holder` (pick: the parent
 // shell; run: this process) unless --ttl asks for a TTL lease. INVALID_ARGUMENT naming the flag.
 absl::StatusOr<PickOptions> PickOptionsFromFlags(v1::LeaseHolder process_holder);
+// `status` with the daemon's generic commands of a refusal a wait may help (placement::kWaitCommands)
+// replaced by this caller's own command line with --wait=D (its --wait dropped; at most 300
+// characters, then " ..."); any other status as it is.
+absl::Status SpellWaitCommand(const absl::Status& status);
 // client.Pick(options); when the daemon says a process lease needs the unix socket (this is TCP),
 // again with the holder left to the daemon (a TTL lease), which `options` then says.
 absl::StatusOr<v1::PickDevicesResponse> PickOverAnyTransport(Client& client, PickOptions& options);

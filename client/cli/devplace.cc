@@ -49,6 +49,7 @@ namespace devplace::cli {
 
 const char* g_command = "";
 std::vector<std::string> g_arguments;
+std::vector<std::string> g_command_line;
 
 namespace {
 
@@ -402,6 +403,7 @@ int main(int argc, char** argv) {
   // gRPC's own log lines ("Handshake failed ...") would reach the terminal beside the one error
   // line each command prints; an explicit GRPC_VERBOSITY (e.g. DEBUG) still wins.
   ::setenv("GRPC_VERBOSITY", "NONE", /*overwrite=*/0);
+  devplace::cli::g_command_line.assign(argv + 1, argv + argc);
   const devplace::cli::ParsedCommandLine parsed = devplace::cli::ParseCommandLine(argc, argv);
   const int status = parsed.exit_status ? *parsed.exit_status : parsed.command->run();
   // `eval "$(devplace pick ...)"` must fail whatever went wrong, a bad flag included.

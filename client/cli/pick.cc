@@ -25,6 +25,7 @@
 #include "client/cli/request_flags.h"
 #include "devplace/client.h"
 #include "server/placement/backends.h"
+#include "server/placement/pick.h"
 
 ABSL_FLAG(int32_t, count, 1, "How many devices to pick (1 to 64)");
 ABSL_FLAG(std::string, min_free, "",
@@ -138,7 +139,7 @@ int RunPick() {
   }
   return WithClient([&](Client& client) {
     absl::StatusOr<v1::PickDevicesResponse> pick = client.Pick(*options);
-    if (!pick.ok()) return Fail(pick.status());
+    if (!pick.ok()) return Fail(SpellWaitCommand(pick.status()));
     if (absl::GetFlag(FLAGS_json)) return PrintJson(*pick);
     // `;` after each command, the note last: see PrintPickFailClosed.
     for (const std::string& name : pick->unset()) std::printf("unset %s;\n", name.c_str());
@@ -166,6 +167,37 @@ int RunPick() {
 }
 
 }  // namespace
+
+absl::Status SpellWaitCommand(const absl::Status& status) {
+  std::string message(status.message());
+  const size_t at = message.find(placement::kWaitCommands);
+  if (at == std::string::npos) return status;
+  // Words a shell reads as they are; any other is quoted.
+  const auto word = [](const std::string& w) {
+    const bool plain = !w.empty() && w.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                         "0123456789_-./=:,+@%") == std::string::npos;
+    return plain ? w : ShellQuote(w);
+  };
+  std::string line = "devplace";
+  bool command_seen = false, after_dashes = false;
+  for (size_t i = 0; i < g_command_line.size(); ++i) {
+    const std::string& arg = g_command_line[i];
+    after_dashes = after_dashes || arg == "--";
+    if (!after_dashes && (arg == "--wait" || arg == "-wait")) {
+      ++i;  // `--wait 5m`: its value goes too
+      continue;
+    }
+    if (!after_dashes && (absl::StartsWith(arg, "--wait=") || absl::StartsWith(arg, "-wait="))) continue;
+    absl::StrAppend(&line, " ", word(arg));
+    if (!command_seen && !after_dashes && arg == g_command) {
+      command_seen = true;
+      absl::StrAppend(&line, " --wait=D");
+    }
+  }
+  if (line.size() > 300) line = absl::StrCat(line.substr(0, 300), " ...");
+  message.replace(at, std::string(placement::kWaitCommands).size(), line);
+  return absl::Status(status.code(), message);
+}
 
 absl::StatusOr<v1::PickDevicesResponse> PickOverAnyTransport(Client& client, PickOptions& options) {
   absl::StatusOr<v1::PickDevicesResponse> pick = client.Pick(options);
@@ -245,6 +277,7 @@ Command PickCommand() {
           "`$(...)` and wrappers such as timeout or flock; a wrapper that would hold it is refused; released\n"
           "when that shell exits, or by devplace release --lease_id=ID), with\n"
           "--ttl for a time to live (over TCP --ttl is required). Two picks at once never get the same device.\n"
+          DEVPLACE_PICK_HEALTH_HELP
           "Too few free: FAILED_PRECONDITION listing each device's usage, or wait with --wait. Whatever fails,\n"
           "exit 1 and stdout empties CUDA_VISIBLE_DEVICES and ends with `false`, so eval fails and `&& cmd` never\n"
           "runs on every device. --json prints the PickDevicesResponse (nothing on stdout on failure). Scripts\n"

@@ -125,7 +125,7 @@ int RunRun() {
   return WithClient([&](Client& client) {
     // Over TCP a TTL lease, kept alive below.
     absl::StatusOr<v1::PickDevicesResponse> pick = PickOverAnyTransport(client, *options);
-    if (!pick.ok()) return Fail(pick.status());
+    if (!pick.ok()) return Fail(SpellWaitCommand(pick.status()));
     const v1::LeaseInfo& lease = pick->lease();
     std::vector<std::string> env;
     for (const auto& [name, value] : pick->env()) env.push_back(absl::StrCat(name, "=", value));
@@ -247,6 +247,7 @@ Command RunCommand() {
       "of the group has ended, so no process of the job ever runs on a device whose lease ended. A process\n"
       "that leaves the group (setsid, a daemonizing fork) is not the job's any more. Over TCP a time to live\n"
       "(--ttl, default 1m) kept alive while COMMAND runs. Two runs started together never share a device.\n"
+      DEVPLACE_PICK_HEALTH_HELP
       "One line on stderr names the variables and the lease.",
       PickFlagNames(), &RunRun};
   command.trailing_arguments = true;

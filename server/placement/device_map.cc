@@ -255,9 +255,14 @@ void Resolution::MaxMemory(const std::string& keyword, const RowState& r, const 
     }
   }
   if (!unknown.empty()) {
-    out_.add_warnings(absl::StrCat("max_memory left empty: the memory of ", BoundedList(unknown),
-                                   " is unknown to devplace, and a partial map would push the model to the spill-over "
-                                   "device; let Accelerate measure (pass no max_memory)"));
+    // Every device of the answer is named: the FAULT ones apart (no budget is given to any).
+    out_.add_warnings(absl::StrCat(
+        "max_memory left empty: the memory of ", BoundedList(unknown),
+        " is unknown to devplace, and a partial map would push the model to the spill-over device; let Accelerate "
+        "measure (pass no max_memory)",
+        faulty.empty() ? std::string()
+                       : absl::StrCat("; ", BoundedList(faulty), " (health FAULT, H-HEALTH) would be measured and "
+                                      "used too: give it max_memory 0, or leave it out of the job's mask")));
     out_.add_explanation("I-MEM no budgets: device memory unknown");
     return;
   }

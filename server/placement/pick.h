@@ -23,6 +23,9 @@ inline constexpr uint32_t kMaxPickWaitMs = 3'600'000;
 // Device lines of a pick's explanation and of its refusal, before "... and N more".
 inline constexpr int kMaxPickDeviceLines = 64;
 inline constexpr int kMaxRefusalDeviceLines = 16;
+// The command lines a refusal that a wait may help suggests; the devplace CLI replaces them with the
+// caller's own command line and --wait=D.
+inline constexpr char kWaitCommands[] = "devplace pick --wait=D ... or devplace run --wait=D -- CMD";
 
 // A unit some lease already holds: a whole device (sub_device -1, partition_uuid empty), one MIG
 // instance or one sub-device. A lease on a whole device also holds its instances and sub-devices,

@@ -67,8 +67,20 @@ std::vector<std::string> ExplainCandidates(const std::vector<Candidate>& candida
 absl::Status TooFewFree(const std::vector<Candidate>& candidates, const std::vector<std::string>& refusal,
                         size_t picked, uint32_t count, const v1::PickDevicesRequest& request,
                         const v1::Backend& backend, bool& no_free_device) {
-  const size_t usable = static_cast<size_t>(
-      std::count_if(candidates.begin(), candidates.end(), [](const Candidate& c) { return !c.unusable; }));
+  // One count in every refusal: the units the job may use that are usable; the unusable ones
+  // (FAULT, LOST, a row PyTorch lacks) named apart.
+  std::vector<std::string> unusable;
+  for (const Candidate& c : candidates) {
+    if (c.unusable) unusable.push_back(DescribeUnit(c.unit));
+  }
+  const size_t usable = candidates.size() - unusable.size();
+  std::string not_usable;
+  if (!unusable.empty()) {
+    const size_t shown = std::min<size_t>(unusable.size(), kMaxRefusalDeviceLines);
+    not_usable = absl::StrCat(
+        "; not usable: ", absl::StrJoin(unusable.begin(), unusable.begin() + static_cast<std::ptrdiff_t>(shown), ", "),
+        shown < unusable.size() ? absl::StrCat(" and ", unusable.size() - shown, " more") : "");
+  }
   const int more = static_cast<int>(candidates.size()) - static_cast<int>(refusal.size());
   const std::string listed =
       absl::StrCat(absl::StrJoin(refusal, "; "), more > 0 ? absl::StrCat("; ... and ", more, " more") : "");
@@ -76,7 +88,7 @@ absl::Status TooFewFree(const std::vector<Candidate>& candidates, const std::vec
   if (count > usable) {
     return absl::FailedPreconditionError(absl::StrCat(
         "P-PICK ", count, " ", backend.name(), " device(s) wanted, but the job may use only ", usable,
-        " (its masks, device nodes or allocation, and the host's usable devices): ", listed,
+        " (its masks, device nodes or allocation, and the host's usable devices", not_usable, "): ", listed,
         usable > 0 ? absl::StrCat("; ask for at most ", usable) : std::string()));
   }
   // --min_free where no device's free memory is known: no wait can change that (not queued).
@@ -95,13 +107,13 @@ absl::Status TooFewFree(const std::vector<Candidate>& candidates, const std::vec
   const bool some_in_use = !request.allow_shared() && std::any_of(candidates.begin(), candidates.end(),
                                                                   [](const Candidate& c) { return c.processes > 0; });
   std::vector<std::string> advice;
-  if (some_taken) advice.push_back("retry later or wait for one (devplace --wait=D, Python wait=S, wait_ms)");
+  if (some_taken) advice.push_back(absl::StrCat("retry later or wait for one (", kWaitCommands, ", Python wait=S, wait_ms)"));
   if (some_in_use) advice.push_back("allow sharing (devplace --shared, Python allow_shared=True, allow_shared)");
   if (request.min_free_bytes() > 0) advice.push_back("ask for less free memory (devplace --min_free, Python min_free=, min_free_bytes)");
   advice.push_back("ask for fewer");
   return absl::FailedPreconditionError(absl::StrCat("P-PICK ", count, " free ", backend.name(), " device(s) wanted, ",
-                                                    picked, " free for this job now (", candidates.size(),
-                                                    " it may use): ", listed, "; ", absl::StrJoin(advice, ", ")));
+                                                    picked, " free for this job now (", usable, " it may use",
+                                                    not_usable, "): ", listed, "; ", absl::StrJoin(advice, ", ")));
 }
 
 }  // namespace devplace::placement::pick_internal

@@ -284,6 +284,12 @@ TEST_F(CliTest, FleetPickAndRunTakeResolvesRequestFlagsInItsOrder) {
   }
   EXPECT_EQ(HelpFlags(Run("pick --help").out), pick);
   EXPECT_EQ(HelpFlags(Run("run --help").out), pick);
+  // Both say how health orders the pick (docs/PROBE.md "Device health").
+  for (const char* command : {"pick --help", "run --help"}) {
+    const std::string help = Run(command).out;
+    EXPECT_THAT(help, HasSubstr("FAULT and LOST devices are never picked; a DEGRADED one comes after the OK ones"))
+        << command;
+  }
   // Accepted means parsed: a request flag of resolve's that pick does not take is a usage error.
   const CommandResult r = Run("pick --device_map=auto");
   EXPECT_EQ(r.exit_code, 2);

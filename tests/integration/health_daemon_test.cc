@@ -76,6 +76,7 @@ TEST(DeviceHealth, PickNeverLeasesAFaultAndTakesOkBeforeDegraded) {
   CommandResult r = RunCommand(pick + " --count=3");
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_THAT(r.err, HasSubstr("FAILED_PRECONDITION: P-PICK 3 cuda/nvidia device(s) wanted, but the job may use only 2"));
+  EXPECT_THAT(r.err, HasSubstr("usable devices; not usable: host device 2 (0000:9a:00.0)): "));
 
   // The job's mask lists the DEGRADED GPU first: the OK one is taken all the same.
   r = RunCommand(pick + " --env=CUDA_DEVICE_ORDER=PCI_BUS_ID --env=CUDA_VISIBLE_DEVICES=1,0");
@@ -96,6 +97,15 @@ TEST(DeviceHealth, PickNeverLeasesAFaultAndTakesOkBeforeDegraded) {
   EXPECT_THAT(r.err, HasSubstr("host device 2 (0000:9a:00.0): not picked: not usable (aer_dev_fatal 1: uncorrectable "
                                "fatal PCIe errors since boot"));
   EXPECT_THAT(r.out + r.err, Not(HasSubstr(kFault)));
+  // Counted as the refusal of --count=3 counts: the two usable GPUs, the FAULT one named apart; the
+  // wait it suggests is this very command line with --wait=D.
+  EXPECT_THAT(r.err, HasSubstr("1 free cuda/nvidia device(s) wanted, 0 free for this job now (2 it may use; not "
+                               "usable: host device 2 (0000:9a:00.0)): "));
+  EXPECT_THAT(r.err, HasSubstr(" pick --wait=D --no_environment --ttl=120s --json, Python wait=S"));
+  r = RunCommand(cli + " run --no_environment --ttl=120s --wait 0s -- true");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_THAT(r.err, HasSubstr("(2 it may use; not usable: host device 2 (0000:9a:00.0)): "));
+  EXPECT_THAT(r.err, HasSubstr(" run --wait=D --no_environment --ttl=120s -- true, Python wait=S"));
 
   r = RunCommand(cli + " inventory");
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -186,22 +186,30 @@ TEST(PickRank, TooFewFreeSaysWhetherAWaitCanHelpAndWhichAdviceFits) {
   Candidate unusable = Ranked(0, 0, 1);
   unusable.eligible = false;
   unusable.unusable = true;
+  unusable.unit = {&backend.devices(1), -1, nullptr};  // named apart in both refusals
   Candidate free_unknown = Ranked(0, 0, 0);
   free_unknown.eligible = false;
   free_unknown.free_unknown = true;
   const std::vector<Case> cases = {
       {"more than the job may ever use", {leased, unusable}, 2, false, 0, false,
        {"P-PICK 2 cuda/nvidia device(s) wanted, but the job may use only 1 (its masks, device nodes or allocation, "
-        "and the host's usable devices): host device 0: a; host device 1: b; ask for at most 1"}, {}},
+        "and the host's usable devices; not usable: host device 1 (0000:21:00.0)): host device 0: a; host device 1: b; "
+        "ask for at most 1"}, {}},
       {"none usable: no 'ask for at most'", {unusable}, 1, false, 0, false, {"the job may use only 0"}, {"at most"}},
       {"min_free with every free memory unknown", {free_unknown, unusable}, 1, false, 40 * kGiB, false,
        {"P-PICK --min_free (min_free_bytes 40.0 GiB) needs each device's free memory, and it is unknown for all 1 "
         "cuda/nvidia device(s)"}, {}},
       {"leased: wait", {leased, Ranked(0, 0, 1)}, 2, false, 0, true,
        {"P-PICK 2 free cuda/nvidia device(s) wanted, 1 free for this job now (2 it may use): host device 0: a; "
-        "host device 1: b; retry later or wait for one (devplace --wait=D, Python wait=S, wait_ms), ask for fewer"}, {"allow sharing"}},
+        "host device 1: b; retry later or wait for one (devplace pick --wait=D ... or devplace run --wait=D -- CMD, "
+        "Python wait=S, wait_ms), ask for fewer"}, {"allow sharing"}},
+      // Counted as the refusal above counts: the usable units the job may use, the unusable named apart.
+      {"leased beside an unusable one: it is not counted", {leased, unusable}, 1, false, 0, true,
+       {"P-PICK 1 free cuda/nvidia device(s) wanted, 0 free for this job now (1 it may use; not usable: host "
+        "device 1 (0000:21:00.0)): "}, {"2 it may use"}},
       {"in use: wait or share", {leased, in_use}, 1, false, 0, true,
-       {"retry later or wait for one (devplace --wait=D, Python wait=S, wait_ms), allow sharing (devplace --shared, Python allow_shared=True, allow_shared), ask for fewer"}, {}},
+       {"retry later or wait for one (devplace pick --wait=D ... or devplace run --wait=D -- CMD, Python wait=S, "
+        "wait_ms), allow sharing (devplace --shared, Python allow_shared=True, allow_shared), ask for fewer"}, {}},
       {"in use, shared allowed: no sharing advice", {leased, in_use}, 1, true, 0, true, {"ask for fewer"},
        {"allow sharing"}},
       {"min_free with some free memory known", {free_unknown, Ranked(0, 0, 1)}, 2, false, kGiB, true,
@@ -218,8 +226,8 @@ TEST(PickRank, TooFewFreeSaysWhetherAWaitCanHelpAndWhichAdviceFits) {
     const absl::Status s = TooFewFree(c.candidates, refusal, picked, c.count, request, backend, no_free_device);
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_EQ(no_free_device, c.no_free_device);
-    for (const std::string& w : c.words) EXPECT_THAT(s.message(), HasSubstr(w));
-    for (const std::string& w : c.absent) EXPECT_THAT(s.message(), Not(HasSubstr(w)));
+    for (const std::string& w : c.words) EXPECT_THAT(std::string(s.message()), HasSubstr(w));
+    for (const std::string& w : c.absent) EXPECT_THAT(std::string(s.message()), Not(HasSubstr(w)));
   }
   // Candidates past the refusal's lines are counted.
   std::vector<Candidate> many(20, leased);

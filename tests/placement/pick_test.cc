@@ -101,7 +101,8 @@ TEST(Pick, LeasedDevicesAreSkippedAndTooFewFreeIsAClearRefusal) {
   EXPECT_TRUE(out.no_free_device);
   EXPECT_THAT(out.status.message(), HasSubstr("1 free cuda/nvidia device(s) wanted, 0 free for this job now (2 it may use)"));
   EXPECT_THAT(out.status.message(), HasSubstr("host device 1 (0000:21:00.0): not picked: leased (a TTL lease)"));
-  EXPECT_THAT(out.status.message(), HasSubstr("; retry later or wait for one (devplace --wait=D, Python wait=S, wait_ms), ask for fewer"));
+  EXPECT_THAT(out.status.message(), HasSubstr("; retry later or wait for one (devplace pick --wait=D ... or devplace run --wait=D -- CMD, "
+                                              "Python wait=S, wait_ms), ask for fewer"));
   EXPECT_THAT(out.status.message(), Not(HasSubstr("allow sharing")));  // nothing here is in use
 
   // One free of 2, 2 wanted: the free one is named free, not picked (nothing is leased).

@@ -159,6 +159,18 @@ TEST(FixtureResolve, MemoryUnknownLeavesMaxMemoryEmpty) {
   EXPECT_THAT(Warnings(*r), HasSubstr("max_memory left empty"));
 }
 
+// nvidia-3x-h100-health without NVML: no memory is known, and 9a:00.0 is FAULT. The warning that
+// leaves max_memory empty names every device of the answer: the FAULT one apart.
+TEST(FixtureResolve, MemoryUnknownWarningNamesEveryDeviceOfTheAnswer) {
+  auto r = On("nvidia-3x-h100-health", Req::Infer("auto"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->max_memory().empty());
+  EXPECT_THAT(r->devices(), ElementsAre("cuda:0", "cuda:1", "cuda:2", "cpu"));
+  EXPECT_THAT(Warnings(*r), HasSubstr("max_memory left empty: the memory of cuda:0, cuda:1 is unknown to devplace"));
+  EXPECT_THAT(Warnings(*r), HasSubstr("; cuda:2 (health FAULT, H-HEALTH) would be measured and used too: give it "
+                                      "max_memory 0, or leave it out of the job's mask"));
+}
+
 TEST(FixtureResolve, MigEnabledGpuIsWarnedAbout) {
   // From sysfs alone (no NVML): the capability files list the instances, without UUIDs.
   auto r = On("nvidia-mig", Req::Train());

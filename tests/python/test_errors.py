@@ -4,6 +4,7 @@ carry fail before any call; the socket-trust rules and UNAVAILABLE notes match t
 import os
 import shlex
 import shutil
+import signal
 import socket
 import unittest
 from unittest import mock
@@ -82,6 +83,46 @@ class DaemonErrors(unittest.TestCase):
             self.client.resolve("training", rank=1)
         self.assertIn("rank", str(raised.exception))
         self.assertIn("job_device_nodes", str(raised.exception))
+
+
+class FrozenDaemon(unittest.TestCase):
+    """A daemon that accepts connections but never answers (stopped with SIGSTOP) gets each client's
+    one line naming the target, the time waited and what to check, not a bare "Deadline Exceeded"."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.daemon = Daemon(fixture("nvidia-2x-h100"))
+        cls.daemon.wait_serving()
+        cls.daemon.process.send_signal(signal.SIGSTOP)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.daemon.process.send_signal(signal.SIGCONT)
+        cls.daemon.close()
+
+    def assert_named(self, message: str, waited: str) -> None:
+        self.assertIn(f"devplaced at {self.daemon.unix_target} did not answer within {waited}", message)
+        self.assertIn("systemctl status devplaced", message)
+        self.assertIn("journalctl -u devplaced", message)
+        self.assertNotIn("\n", message)
+
+    def test_cli(self):
+        for command in (["inventory"], ["pick", "--ttl=1m", "--no_environment"]):
+            with self.subTest(command=command):
+                r = cli([f"--address={self.daemon.unix_target}", "--timeout=1s"] + command)
+                self.assertEqual(r.returncode, 1, r.stderr)
+                self.assertIn("DEADLINE_EXCEEDED", r.stderr)
+                self.assert_named(r.stderr.strip(), "1s")
+
+    def test_python(self):
+        with devplace.Client(self.daemon.unix_target, timeout=1) as client:
+            with self.assertRaises(devplace.DeadlineExceededError) as raised:
+                client.inventory()
+            self.assert_named(raised.exception.message, "1s")
+            request = devplace.make_pick_request(ttl=60, wait=0.5, job=devplace.for_job({}))
+            with self.assertRaises(devplace.DeadlineExceededError) as raised:
+                client.pick_request(request)
+            self.assert_named(raised.exception.message, "1.5s")
 
 
 class UnreachableAndEarly(unittest.TestCase):

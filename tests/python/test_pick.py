@@ -163,6 +163,22 @@ class Pick(unittest.TestCase):
         for bad in ({"count": 0}, {"count": 65}, {"min_free": "lots"}, {"wait": 7200}, {"row": "gpu"}):
             with self.subTest(bad), self.assertRaises(devplace.InvalidArgumentError):
                 devplace.make_pick_request(**bad, job=devplace.for_job({}))
+        # Both spellings of a row are accepted; the error lists the documented ones (`devplace backends`).
+        self.assertEqual(devplace.make_pick_request(row="cuda_amd", job=devplace.for_job({})).row,
+                         devplace_pb2.ROW_CUDA_AMD)
+        with self.assertRaises(devplace.InvalidArgumentError) as raised:
+            devplace.make_pick_request(row="bogus", job=devplace.for_job({}))
+        self.assertIn("row: 'bogus': want one of cuda/nvidia, cuda/amd, neuron, tpu, xpu, hpu, npu", str(raised.exception))
+        self.assertNotIn("cuda_nvidia", str(raised.exception))
+        # ttl is checked here, in the parameter's own terms: 0 is no time to live, as for devplace pick.
+        self.assertEqual(devplace.make_pick_request(ttl=0, job=devplace.for_job({})).holder,
+                         devplace_pb2.LEASE_HOLDER_UNSPECIFIED)
+        for ttl in (0.1, 86401, -1, "60"):
+            with self.subTest(ttl=ttl), self.assertRaises(devplace.InvalidArgumentError) as raised:
+                devplace.make_pick_request(ttl=ttl, job=devplace.for_job({}))
+            self.assertIn(f"ttl: {ttl!r}: want None or 0 (no time to live: the lease is held for the job, see "
+                          "holder) or seconds from 1 to 86400", str(raised.exception))
+            self.assertNotIn("ttl_ms", str(raised.exception))
 
 
 if __name__ == "__main__":

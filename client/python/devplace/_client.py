@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator, List, Optional, Union
 import grpc
 
 from ._grpc_connection import GrpcConnection, TlsOptions, target_note
-from ._pick import Pick, _torch_already_initialised, job_holder, make_pick_request
+from ._pick import Pick, _torch_already_initialised, _ttl, job_holder, make_pick_request
 from ._resolution import Resolution
 from ._resolve_options import make_request
 from ._target import check_local_listener, check_unix_socket, default_target
@@ -236,6 +236,7 @@ class Client:
             timeout = self._connection.timeout  # the daemon may wait wait_ms for devices: so may the call
             if timeout is not None:
                 timeout += asked.wait_ms / 1000.0
+            started = time.monotonic()
             try:
                 return Pick.from_response(self._connection.stub.PickDevices(asked, timeout=timeout))
             except grpc.RpcError as e:
@@ -243,7 +244,7 @@ class Client:
                 # the time left and the waiter id the daemon gave it, which gets its place back.
                 left = wait_ends - time.monotonic() - backoff
                 if request.wait_ms == 0 or e.code() != grpc.StatusCode.UNAVAILABLE or left <= 0:
-                    raise self._error(e) from None
+                    raise self._connection.error(e, self._connection.waited(started, timeout)) from None
                 asked.waiter_id = _waiter_id(e) or asked.waiter_id
             time.sleep(backoff)
             backoff = min(backoff * 2, 2.0)
@@ -449,7 +450,7 @@ def pick(count: int = 1, *, min_free: Union[int, str, None] = None, allow_shared
     - ``"process"``: this process only, whatever its group (the old default), without the warning.
     - ``"process_group"``: this process's group, which it must lead (FailedPreconditionError
       otherwise).
-    - ``ttl`` (seconds) asks for a lease with a time to live instead (over TCP that is the only
+    - ``ttl`` (seconds, 1 to 86400; None or 0: none) asks for a lease with a time to live instead (over TCP that is the only
       kind, and ``ttl`` is then required: without it the pick raises FailedPreconditionError); it
       is kept alive in a background thread while this process runs.
 
@@ -468,6 +469,7 @@ def pick(count: int = 1, *, min_free: Union[int, str, None] = None, allow_shared
         warnings.warn("devplace.pick(): a torch device runtime is already initialised in this process; the "
                       "variables set now do not change the devices it sees. Call devplace.pick() before "
                       "importing torch.", RuntimeWarning, stacklevel=2)
+    ttl = _ttl(ttl)  # 0 is None: no time to live
     with Client(address, timeout=timeout, tls=tls) as client:
         holder_note: Optional[str] = None
         if holder is None and ttl is None and client.target.startswith("unix:"):

@@ -35,6 +35,14 @@ _CERT_FIX = ("pass --tls_cert and --tls_key (DEVPLACE_TLS_CERT, DEVPLACE_TLS_KEY
 _PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
 
 
+def no_answer(target: str, waited: float) -> str:
+    """One sentence for a call to ``target`` that got no answer within ``waited`` seconds (its deadline
+    passed: gRPC's bare "Deadline Exceeded"): what may be wrong and what to check (libdevplace's NoAnswer)."""
+    return (f"devplaced at {target} did not answer within {waited:g}s: the daemon is not answering (stopped, hung "
+            "or overloaded) or its host cannot be reached; check it with `systemctl status devplaced` and its log "
+            "(`journalctl -u devplaced`), or allow more time (devplace --timeout=D, Python timeout=S)")
+
+
 def permission_fix(fix: str) -> str:
     """``fix`` (what the host's operator can change so that this user may connect to a unix socket),
     then what works meanwhile; for _unix and _target.check_unix_socket (libdevplace's PermissionFix)."""

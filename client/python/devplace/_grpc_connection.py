@@ -19,13 +19,14 @@ import atexit
 import dataclasses
 import os
 import threading
+import time
 import weakref
 from typing import Any, Dict, List, Optional, Tuple
 
 import grpc
 from google.protobuf import wrappers_pb2
 
-from ._connect_diagnosis import diagnose_unreachable
+from ._connect_diagnosis import diagnose_unreachable, no_answer
 from .errors import Error, FailedPreconditionError, InvalidArgumentError, error_for
 from .v1 import devplace_pb2_grpc
 
@@ -182,10 +183,11 @@ class GrpcConnection:
 
     def unary(self, method: Any, request: Any) -> Any:
         """``method`` (a stub's callable) with the unary deadline; gRPC errors raised as :class:`Error`."""
+        started = time.monotonic()
         try:
             return self._start(method, request, self.timeout)
         except grpc.RpcError as e:
-            raise self.error(e) from None
+            raise self.error(e, self.waited(started, self.timeout)) from None
 
     def watch(self, request: Any) -> Any:
         """The WatchInventory stream (a gRPC call: an iterator with ``cancel()``), under ``watch_timeout``."""
@@ -224,9 +226,17 @@ class GrpcConnection:
             self.channel.unsubscribe(on_state)
         return bool(state) and state[0] == grpc.ChannelConnectivity.READY
 
-    def error(self, e: grpc.RpcError) -> Error:
+    @staticmethod
+    def waited(started: float, timeout: Optional[float]) -> Optional[float]:
+        """``timeout`` when a call begun at ``started`` (time.monotonic()) ran past it, else None: for
+        :meth:`error`, which then knows the DEADLINE_EXCEEDED was the call's own deadline."""
+        return timeout if timeout is not None and time.monotonic() - started >= timeout else None
+
+    def error(self, e: grpc.RpcError, waited: Optional[float] = None) -> Error:
         """The :class:`Error` for a failed call (libdevplace's FromGrpc): an UNAVAILABLE while the channel
-        is not connected starts with the cause :func:`diagnose_unreachable` finds and ends with the note."""
+        is not connected starts with the cause :func:`diagnose_unreachable` finds and ends with the note;
+        a DEADLINE_EXCEEDED after ``waited`` seconds (the call's deadline passed, :meth:`waited`) starts
+        with :func:`no_answer` (the target, the time waited, what to check) and ends with the note."""
         code = e.code() if hasattr(e, "code") else grpc.StatusCode.UNKNOWN
         message = (e.details() if hasattr(e, "details") else None) or ""
         if code == grpc.StatusCode.UNAVAILABLE and not self.ready():
@@ -234,4 +244,6 @@ class GrpcConnection:
             if cause:
                 message = f"{cause} (gRPC: {message})"
             message += self.note
+        elif code == grpc.StatusCode.DEADLINE_EXCEEDED and waited is not None:
+            message = f"{no_answer(self.target, waited)} (gRPC: {message}){self.note}"
         return error_for(code, message)

@@ -57,6 +57,18 @@ def _ms(value: Optional[float], name: str, maximum: float) -> int:
     return int(value * 1000)
 
 
+def _ttl(value: Optional[float]) -> Optional[float]:
+    """A pick's ``ttl`` in seconds: None (or 0, as ``devplace pick --ttl=0``) for no time to live, else
+    1 to 86400; the error names ``ttl`` and what each value means (not the request's ttl_ms)."""
+    if value is None or (not isinstance(value, bool) and isinstance(value, (int, float)) and value == 0):
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 1 <= value <= 86400:
+        raise InvalidArgumentError(
+            f"ttl: {value!r}: want None or 0 (no time to live: the lease is held for the job, see holder) or seconds "
+            "from 1 to 86400 (a day) for a lease with a time to live")
+    return value
+
+
 def make_pick_request(count: int = 1, *, min_free: Union[int, str, None] = None, allow_shared: bool = False,
                       row: Union[str, int, None] = None, holder: Union[str, int, None] = None,
                       ttl: Optional[float] = None, wait: Optional[float] = None,
@@ -67,12 +79,13 @@ def make_pick_request(count: int = 1, *, min_free: Union[int, str, None] = None,
     which asks for :func:`job_holder`'s."""
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 64:
         raise InvalidArgumentError(f"count: {count!r}: want 1 to 64")
+    ttl = _ttl(ttl)
     request = devplace_pb2.PickDevicesRequest(count=count, min_free_bytes=_bytes(min_free, "min_free"),
                                               allow_shared=bool(allow_shared), ttl_ms=_ms(ttl, "ttl", 86400),
                                               wait_ms=_ms(wait, "wait", 3600))
     request.job.CopyFrom(job if job is not None else from_environment())
     if row is not None:
-        request.row = _enum(devplace_pb2.Row, row, "ROW_", "row")
+        request.row = _row(row)
     if holder is not None:
         request.holder = _enum(devplace_pb2.LeaseHolder, holder, "LEASE_HOLDER_", "holder")
     elif ttl is not None:
@@ -103,6 +116,18 @@ def job_holder() -> Tuple[int, Optional[str]]:
         "start this program as the leader of a group (from an interactive shell, with setsid, or "
         "start_new_session=True), or call os.setpgid(0, 0) before pick() where no terminal signals or reads it; "
         "holder=\"process\" keeps this process's lease without this warning")
+
+
+def _row(value: Union[str, int]) -> int:
+    """A Row from its documented name ("cuda/nvidia", "npu": ``devplace backends``), the enum's
+    ("cuda_nvidia", "ROW_NPU") or its number; the error lists the documented names of the rows a pick
+    may name (not cpu or mps)."""
+    try:
+        return _enum(devplace_pb2.Row, value, "ROW_", "row")
+    except InvalidArgumentError:
+        names = ", ".join(k[len("ROW_"):].lower().replace("cuda_", "cuda/") for k in devplace_pb2.Row.keys()
+                          if k not in ("ROW_UNSPECIFIED", "ROW_CPU", "ROW_MPS"))
+        raise InvalidArgumentError(f"row: {value!r}: want one of {names} (`devplace backends`)") from None
 
 
 def _enum(enum: Any, value: Union[str, int], prefix: str, name: str) -> int:
