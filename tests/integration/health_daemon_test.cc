@@ -407,6 +407,48 @@ TEST(XidWatcher, ACriticalXidMakesItsGpuFaultAnApplicationXidDoesNotAndAKilledWa
   EXPECT_EQ(d.WaitExit(absl::Seconds(30)), 0);
 }
 
+// How often `needle` occurs in `text`.
+int Occurrences(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + needle.size())) ++n;
+  return n;
+}
+
+// An XID storm: 20 XIDs one after another, each appended once the daemon has read the one before
+// (its event=xid line), then 50 at once. Every count arrives, and the XID-triggered refreshes (probe
+// runs) are at most one per second: never one per XID.
+TEST(XidWatcher, AnXidStormCostsAtMostOneRefreshPerSecondAndLosesNoCount) {
+  TempDir dir;
+  ScopedEnv nvml("FAKE_NVML_CONFIG", XidScript(dir.path()));
+  DaemonProcess d(dir.path(), FakeNvmlH100Flags());
+  ASSERT_TRUE(d.WaitForLog("event=xid_watcher_watching gpus=2 of=2 pid=", absl::Seconds(60))) << d.Log();
+  const std::string cli = absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=", ShellQuote(d.unix_target()));
+  ASSERT_THAT(RunUntil(cli + " inventory --json", "watching 2 of 2 GPUs", absl::Seconds(60)).out,
+              HasSubstr("watching 2 of 2 GPUs"));
+  const size_t before = d.Log().size();
+  const absl::Time start = absl::Now();
+  constexpr char kSeen79[] = "event=xid pci_bus_id=0000:9a:00.0 xid=79";
+  for (int i = 1; i <= 20; ++i) {
+    InjectXid(dir.path(), 0, 79);
+    const absl::Time give_up = absl::Now() + absl::Seconds(60);
+    while (Occurrences(d.Log(), kSeen79) < i && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(10));
+    ASSERT_EQ(Occurrences(d.Log(), kSeen79), i) << d.Log();
+  }
+  {
+    std::ofstream burst(dir.path() + "/xid", std::ios::app);
+    for (int i = 0; i < 50; ++i) burst << "1 48\n";
+  }
+  const CommandResult r = RunUntil(cli + " inventory", "xid.48 50:", absl::Seconds(60));
+  EXPECT_THAT(r.out, ContainsRegex("/dev/nvidia0 +fault +no: xid.48 50: critical XID 48")) << r.out << d.Log();
+  EXPECT_THAT(r.out, ContainsRegex("/dev/nvidia1 +fault +no: xid.79 20: critical XID 79")) << r.out;
+  const int64_t seconds = absl::ToInt64Seconds(absl::Now() - start) + 1;
+  const int refreshes = Occurrences(d.Log().substr(before), "event=refresh kind=xid");
+  EXPECT_GE(refreshes, 1);
+  EXPECT_LE(refreshes, seconds + 1) << "in " << seconds << " s\n" << d.Log();
+  d.Signal(SIGTERM);
+  EXPECT_EQ(d.WaitExit(absl::Seconds(30)), 0);
+}
+
 // A library whose GPUs do not offer the XID event: the watcher says unknown, once, and no GPU is
 // FAULT for it.
 TEST(XidWatcher, GpusWithoutTheXidEventAreUnknownNeverFault) {
