@@ -200,6 +200,7 @@ void Daemon::BuildStore() {
   };
   // A counter that turns unknown keeps its last FAULT or LOST reading (docs/PROBE.md).
   options.carry = placement::KeepFaultReadings;
+  LoadHealthFile(options);  // ... also across a restart
   // The usage refresh: the same probe child reading only what moves (devplace-probe --usage_only).
   options.usage_command = options.probe_command;
   options.usage_command.push_back("--usage_only");
@@ -509,6 +510,7 @@ void Daemon::StartBackground() {
     spdlog::info("event=inventory revision={} backends={}", inv->revision(), inv->backends_size());
     if (!stopping_.load()) health_->SetServingStatus(true);
     if (nfd != nullptr) nfd->Publish(inv);
+    SaveHealthReadings(*inv);
   });
   // The timer probes at once, then every --refresh_interval; serving never waits on a probe.
   const absl::Duration refresh_interval = config_.config.refresh_interval;

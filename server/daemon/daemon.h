@@ -34,7 +34,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/daemon/config.h"
@@ -100,6 +102,11 @@ class Daemon {
   // daemon_xid.cc: the XID watcher (none without NVML), and what it adds to each fresh inventory.
   void BuildXidWatcher(const std::string& probe_program);
   static void AddXidWatch(const inventory::XidWatcher& watcher, v1::Inventory& fresh);
+  // daemon_health.cc: the health file beside the lease file (none without one): read into the
+  // store's carry_from at start; SaveHealthReadings writes each new revision's FAULT and LOST
+  // readings there when they changed.
+  void LoadHealthFile(inventory::StoreOptions& options);
+  void SaveHealthReadings(const v1::Inventory& snapshot);
   // StartServer()'s steps.
   void ConfigureServer(grpc::ServerBuilder& builder);
   absl::Status BuildListeners(grpc::ServerBuilder& builder, std::vector<int>& ports);
@@ -145,6 +152,10 @@ class Daemon {
   std::unique_ptr<service::ListenerLiveness> liveness_;
   std::unique_ptr<labels::NfdPublisher> nfd_;
   std::optional<inventory::InventoryStore::SubscriptionId> subscription_;
+  std::string health_file_;  // "" without a lease file
+  absl::Mutex health_mu_;
+  v1::Inventory health_written_ ABSL_GUARDED_BY(health_mu_);  // the readings the file holds
+  bool health_file_unused_ ABSL_GUARDED_BY(health_mu_) = false;  // the file found could not be used
   // CheckConnections(): what the last report said, and the most connections open since the heap
   // was last trimmed.
   uint64_t reported_refused_ = 0;

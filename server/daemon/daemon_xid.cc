@@ -16,10 +16,11 @@ void Daemon::BuildXidWatcher(const std::string& probe_program) {
   if (nvml.empty()) return;
   inventory::XidWatcherOptions options;
   options.argv = {probe_program, "--watch_xid", absl::StrCat("--nvml_library=", nvml)};
-  // A new count, the watcher watching or gone: the next inventory says so (a probe run; lines that
-  // arrive meanwhile wait in the pipe and come with the one after).
+  // A new count, the watcher watching or gone: the next inventory says so (a probe run, at most one
+  // per second: counts that arrive meanwhile come with the next; XidWatcherOptions).
   options.on_change = [this] {
     if (stopping_.load() || store_ == nullptr) return;
+    spdlog::info("event=refresh kind=xid");
     const absl::StatusOr<inventory::Snapshot> published = store_->Refresh();
     if (!published.ok()) spdlog::warn("event=xid_refresh_failed error=\"{}\"", std::string(published.status().message()));
   };

@@ -165,7 +165,8 @@ ABSL_FLAG(std::string, lease_state_file, Defaults().lease_state_file,
           "link) owned by root or the daemon's user and writable by no one else, sticky or not (else exit 2); "
           "\"none\": in memory only. Default: leases.state beside the first unix socket (/run/devplace/"
           "leases.state as root; in devplaced-leases/, made mode 0700, when others may write the socket's "
-          "directory), in memory only without a unix listener");
+          "directory), in memory only without a unix listener. health.state beside it keeps the devices' FAULT and "
+          "LOST health readings across a restart (docs/PROBE.md)");
 ABSL_FLAG(int, max_leased_devices_per_user, Defaults().max_leased_devices_per_user,
           "Most devices one user (uid; root is not capped) holds leased at once, all its leases together; a pick "
           "past it is RESOURCE_EXHAUSTED. 0 = no cap, the default: on a workstation with one user, or one job per "

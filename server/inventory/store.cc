@@ -214,7 +214,8 @@ absl::StatusOr<Snapshot> InventoryStore::Refresh() {
     published = Publish(
         [&](const Snapshot& base) {
           v1::Inventory next = *fresh;
-          if (base != nullptr && options_.carry) options_.carry(*base, next);
+          const v1::Inventory* previous = base != nullptr ? base.get() : options_.carry_from.get();
+          if (previous != nullptr && options_.carry) options_.carry(*previous, next);
           return next;
         },
         changed);

@@ -79,6 +79,10 @@ struct StoreOptions {
   // meanwhile (so it must be a pure function of its arguments). Not run by RefreshUsage, which
   // keeps the snapshot's health as it is.
   std::function<void(const v1::Inventory& previous, v1::Inventory& fresh)> carry;
+  // What `carry` gets as `previous` for the first snapshot (null: carry does not run for it):
+  // devplaced's health file, the FAULT and LOST readings the previous daemon published
+  // (placement::FaultReadings), so that the first inventory after a restart keeps them too.
+  std::shared_ptr<const v1::Inventory> carry_from;
   // Optional observer called after every probe run (success or failure) with its outcome, on the
   // refreshing thread, outside the store's lock (devplaced logs each probe through it).
   std::function<void(const ProbeOutcome&)> on_probe;

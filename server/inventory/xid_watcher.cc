@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cerrno>
 #include <optional>
 #include <utility>
@@ -110,20 +111,31 @@ std::string XidWatcher::RunChild() {
   bool discarding = false;  // inside a line longer than kXidLineMaxBytes
   int other_lines = 0;
   char buffer[4096];
+  bool changed = false;  // since on_change was last called
+  absl::Time told = absl::InfinitePast();  // when the last on_change returned
   for (;;) {
     {
       absl::MutexLock lock(&mu_);
       if (stopping_) break;
     }
+    const absl::Time now = absl::Now();
+    if (changed && now - told >= options_.min_change_interval) {
+      changed = false;
+      if (options_.on_change) options_.on_change();
+      told = absl::Now();
+      continue;
+    }
+    const int wait_ms = changed ? static_cast<int>(std::clamp<int64_t>(
+                                      absl::ToInt64Milliseconds(told + options_.min_change_interval - now) + 1, 0, kPollMs))
+                                : kPollMs;
     pollfd fd = {child.output, POLLIN, 0};
-    const int ready = poll(&fd, 1, kPollMs);
+    const int ready = poll(&fd, 1, wait_ms);
     if (ready < 0 && errno != EINTR) break;
     if (ready <= 0) continue;
     const ssize_t n = read(child.output, buffer, sizeof(buffer));
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (n <= 0) break;  // end of file: the child (and anything it started) is gone
+    if (n <= 0) break;  // end of file: the child (and anything it started) is gone; Loop tells
     pending.append(buffer, static_cast<size_t>(n));
-    bool changed = false;
     for (size_t newline; (newline = pending.find('\n')) != std::string::npos;) {
       const std::string line = pending.substr(0, newline);
       pending.erase(0, newline + 1);
@@ -137,7 +149,6 @@ std::string XidWatcher::RunChild() {
       pending.clear();
       discarding = true;
     }
-    if (changed && options_.on_change) options_.on_change();
   }
   return HowItEnded(EndStreamingChild(child));
 }

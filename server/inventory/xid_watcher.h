@@ -55,8 +55,13 @@ struct XidWatcherOptions {
   std::vector<std::string> argv;
   // Called after the state changed (an XID, the child watching, unknown or gone), on the watcher's
   // thread, outside its lock; lines that arrive meanwhile wait in the pipe. devplaced republishes
-  // the inventory from it.
+  // the inventory from it (a probe run). Changes while the child runs are told at most once per
+  // min_change_interval, counted from the end of the previous call: those that arrive meanwhile
+  // are read into the state at once and told together by the next call, at the latest when the
+  // interval has passed (or, when the child ends first, by the call that its end makes), so an XID
+  // storm costs at most one call per interval and no count is lost.
   std::function<void()> on_change;
+  absl::Duration min_change_interval = absl::Seconds(1);
   // One log line ("event=xid_watcher_... ..."), on the watcher's thread.
   std::function<void(const std::string&)> log;
   absl::Duration min_backoff = absl::Seconds(1);

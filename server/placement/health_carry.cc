@@ -10,6 +10,7 @@
 #include "server/placement/backends.h"
 #include "server/placement/device_state.h"
 #include "server/placement/health.h"
+#include "server/placement/xid_health.h"
 
 namespace devplace::placement {
 namespace {
@@ -27,8 +28,7 @@ std::string ProbeTime(const google::protobuf::Timestamp& t) {
 // previous snapshot: its own when it was already kept, else the previous probe's time and its rule.
 std::string KeptPart(const v1::HealthCounter& then, const v1::Inventory& previous) {
   if (absl::StartsWith(then.rule(), kKeptReadingPrefix)) {
-    const size_t now = then.rule().find(kUnknownNow);
-    if (now != std::string::npos) return then.rule().substr(0, now);
+    return then.rule().substr(0, then.rule().find(kUnknownNow));  // FaultReadings' form: the whole rule
   }
   return absl::StrCat(kKeptReadingPrefix, ProbeTime(previous.probed_at()), ": ", then.rule());
 }
@@ -76,6 +76,33 @@ void KeepFaultReadings(const v1::Inventory& previous, v1::Inventory& fresh) {
     const BackendSpec* spec = FindBackend(b.row());
     if (spec != nullptr) DeriveBackendState(*spec, b);
   }
+}
+
+v1::Inventory FaultReadings(const v1::Inventory& snapshot) {
+  v1::Inventory out;
+  *out.mutable_probed_at() = snapshot.probed_at();
+  for (const v1::Backend& b : snapshot.backends()) {
+    v1::Backend* row = nullptr;
+    for (const v1::Device& d : b.devices()) {
+      if (d.pci_bus_id().empty()) continue;
+      v1::Device* device = nullptr;
+      for (const v1::HealthCounter& c : d.health_counters()) {
+        if (c.effect() == v1::HEALTH_UNSPECIFIED || HealthUsable(c.effect()) || c.source() == kXidSource) continue;
+        if (row == nullptr) {
+          row = out.add_backends();
+          row->set_row(b.row());
+        }
+        if (device == nullptr) {
+          device = row->add_devices();
+          device->set_pci_bus_id(d.pci_bus_id());
+          device->set_uuid(d.uuid());
+        }
+        v1::HealthCounter& kept = *device->add_health_counters() = c;
+        if (absl::StartsWith(c.rule(), kKeptReadingPrefix)) kept.set_rule(c.rule().substr(0, c.rule().find(kUnknownNow)));
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace devplace::placement

@@ -28,6 +28,17 @@ inline constexpr absl::string_view kKeptReadingPrefix = "kept from the probe at 
 // gone (the host no longer offers it) is not kept.
 void KeepFaultReadings(const v1::Inventory& previous, v1::Inventory& fresh);
 
+// What KeepFaultReadings would keep from `snapshot`, for devplaced's health file (docs/PROBE.md
+// "A reading that survives a restart"): an inventory of only the rows whose devices have a FAULT or
+// LOST health counter (read by the latest probe, or itself kept), each such device with only its
+// pci_bus_id, uuid and those counters (name, value, source, effect, rule), and `probed_at`. XID
+// counters (source kXidSource, xid_health.h) are left out: they count since devplaced started.
+// A kept counter's rule loses its "; unknown now: <why>" part, so the result changes only when a
+// reading does, not at every probe that still cannot read it. Devices without a pci_bus_id are
+// left out (KeepFaultReadings matches by it). As `previous` of KeepFaultReadings it keeps those
+// readings where the counters are unknown now, naming the probe that read them.
+v1::Inventory FaultReadings(const v1::Inventory& snapshot);
+
 }  // namespace devplace::placement
 
 #endif  // DEVPLACE_SERVER_PLACEMENT_HEALTH_CARRY_H_

@@ -36,8 +36,9 @@ absl::StatusOr<int> OpenLeaseDirectory(const std::string& path) {
   return fd;
 }
 
-// The lease file's content when it is the daemon's own, else why not ("" when it is missing).
-absl::StatusOr<std::string> ReadOwnFile(const std::string& path, bool& found) {
+}  // namespace
+
+absl::StatusOr<std::string> ReadStateFile(const std::string& path, size_t max_bytes, bool& found) {
   absl::StatusOr<int> dir_fd = OpenLeaseDirectory(path);
   if (!dir_fd.ok()) return dir_fd.status();
   close(*dir_fd);
@@ -57,10 +58,8 @@ absl::StatusOr<std::string> ReadOwnFile(const std::string& path, bool& found) {
     return absl::FailedPreconditionError(
         absl::StrFormat("%s is writable by group or others (mode %04o)", path, st.st_mode & 07777));
   }
-  return ReadHostFile(path, kMaxLeaseFileBytes, HostFileLimit::kError);
+  return ReadHostFile(path, max_bytes, HostFileLimit::kError);
 }
-
-}  // namespace
 
 absl::Status CheckLeaseDirectory(const struct stat& st, const std::string& dir) {
   return CheckPrivateDirectory(st, absl::StrCat("directory ", dir), geteuid(),
@@ -74,6 +73,15 @@ std::string CurrentBootId() {
   return id;
 }
 
+absl::Status WriteStateFile(const std::string& path, const std::string& content) {
+  absl::StatusOr<int> dir_fd = OpenLeaseDirectory(path);
+  if (!dir_fd.ok()) return dir_fd.status();
+  absl::Status written =
+      WriteFileAtomicallyAt(*dir_fd, DirectoryOf(path), path.substr(path.rfind('/') + 1), content, 0600);
+  close(*dir_fd);
+  return written;
+}
+
 absl::Status LeaseFileWriter::Write(std::vector<state::HeldLease> leases, std::vector<state::Waiter> waiters) const {
   state::LeaseState file;
   file.set_version(kLeaseFileVersion);
@@ -81,12 +89,7 @@ absl::Status LeaseFileWriter::Write(std::vector<state::HeldLease> leases, std::v
   file.mutable_leases()->Reserve(static_cast<int>(leases.size()));
   for (state::HeldLease& held : leases) *file.add_leases() = std::move(held);
   for (state::Waiter& waiter : waiters) *file.add_waiters() = std::move(waiter);
-  absl::StatusOr<int> dir_fd = OpenLeaseDirectory(path_);
-  if (!dir_fd.ok()) return dir_fd.status();
-  absl::Status written = WriteFileAtomicallyAt(*dir_fd, DirectoryOf(path_), path_.substr(path_.rfind('/') + 1),
-                                               file.SerializeAsString(), 0600);
-  close(*dir_fd);
-  return written;
+  return WriteStateFile(path_, file.SerializeAsString());
 }
 
 std::vector<std::string> RemoveLeaseTemporaryFiles(const std::string& path) {
@@ -100,7 +103,7 @@ std::vector<std::string> RemoveLeaseTemporaryFiles(const std::string& path) {
 LeaseFileContents ReadLeaseFile(const std::string& path) {
   LeaseFileContents contents;
   RestoreReport& report = contents.report;
-  absl::StatusOr<std::string> bytes = ReadOwnFile(path, report.found);
+  absl::StatusOr<std::string> bytes = ReadStateFile(path, kMaxLeaseFileBytes, report.found);
   state::LeaseState file;
   if (!bytes.ok()) {
     report.warning = absl::StrCat(bytes.status().message(), "; starting with no leases");

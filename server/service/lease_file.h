@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "server/service/lease_state.pb.h"
 
 namespace devplace::service {
@@ -76,6 +77,15 @@ class LeaseFileWriter {
  private:
   std::string path_;
 };
+
+// The daemon's other state files in the lease file's directory (the health file,
+// health_file.h), read and written under the lease file's rules: ReadStateFile reads `path` (at
+// most `max_bytes`) when its directory is the daemon's own (CheckLeaseDirectory) and the file a
+// regular file owned by this process's euid and writable by no group or others; "" with `found`
+// false when it is missing; otherwise the reason, naming the path. WriteStateFile replaces it as
+// LeaseFileWriter::Write does (mode 0600; the same errors).
+absl::StatusOr<std::string> ReadStateFile(const std::string& path, size_t max_bytes, bool& found);
+absl::Status WriteStateFile(const std::string& path, const std::string& content);
 
 // This boot of the host: /proc/sys/kernel/random/boot_id without its newline ("" when it cannot be
 // read). LeaseFileWriter records it; LeaseTable::Restore compares it.

@@ -13,6 +13,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -249,6 +250,88 @@ TEST(DeviceHealth, AFaultCounterThatTurnsUnreadableKeepsTheDeviceFaultUntilReadA
   EXPECT_EQ(d.WaitExit(absl::Seconds(10)), 0);
 }
 
+// Writes `dir`/nvml.txt: the fake NVML script `fixture` (under tests/fixtures/nvml/) plus `extra`
+// lines; returns its path.
+std::string NvmlScript(const std::string& dir, const std::string& fixture, const std::string& extra = "") {
+  std::ifstream in(std::string(DEVPLACE_FIXTURES_DIR) + "/nvml/" + fixture);
+  std::ofstream out(dir + "/nvml.txt", std::ios::trunc);
+  out << in.rdbuf() << "\n" << extra;
+  return dir + "/nvml.txt";
+}
+
+// nvidia-2x-h100 with an uncorrectable ECC error on 18:00.0 (/dev/nvidia0): FAULT. Then NVML
+// cannot read its ECC counters (NVML_ERROR_UNKNOWN): the reading is kept. devplaced is stopped and
+// started again on the same state directory, the counter still unreadable: the first inventory
+// already shows the kept reading, and a pick never leases the GPU. Then the slot holds another
+// card (another UUID), its counter unreadable: it starts clean, OK.
+TEST(DeviceHealth, AKeptFaultReadingSurvivesARestartUntilTheCardIsReplaced) {
+  TempDir dir;
+  ScopedEnv nvml("FAKE_NVML_CONFIG", NvmlScript(dir.path(), "h100-uncorrectable-ecc.txt"));
+  std::vector<std::string> flags = FakeNvmlH100Flags();
+  flags.push_back("--refresh_min_interval=0s");
+  constexpr char kKept[] = "/dev/nvidia0 +fault +no: ecc.errors.uncorrected.volatile.total 1: kept from the probe at "
+                           "20[0-9][0-9]-[0-9-]+T[0-9:]+Z: uncorrectable ECC errors since the driver loaded";
+  {
+    DaemonProcess d(dir.path(), flags);
+    ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(30))) << d.Log();
+    const std::string cli = absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=", ShellQuote(d.unix_target()));
+    CommandResult r = RunCommand(cli + " inventory");
+    ASSERT_THAT(r.out, ContainsRegex("/dev/nvidia0 +fault +no: ecc.errors.uncorrected.volatile.total 1: uncorrectable"))
+        << r.out << r.err;
+    NvmlScript(dir.path(), "h100-uncorrectable-ecc.txt", "fail nvmlDeviceGetTotalEccErrors 1 UNKNOWN\n");
+    r = RunCommand(cli + " refresh");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    ASSERT_THAT(r.out, ContainsRegex(kKept)) << r.out;
+    d.Signal(SIGTERM);
+    ASSERT_EQ(d.WaitExit(absl::Seconds(30)), 0) << d.Log();
+    EXPECT_THAT(d.Log(), HasSubstr("event=health_state_written file=" + dir.path() + "/health.state"));
+  }
+  {
+    DaemonProcess d(dir.path(), flags);
+    ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(30))) << d.Log();
+    EXPECT_THAT(d.Log(), HasSubstr("event=health_state file=" + dir.path() + "/health.state found=true readings=1"));
+    const std::string cli = absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=", ShellQuote(d.unix_target()));
+    CommandResult r = RunCommand(cli + " inventory --json");  // the first inventory, before any pick
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_THAT(r.out, ContainsRegex("\"rule\": \"kept from the probe at [^\"]*; unknown now: unknown: NVML_ERROR_UNKNOWN"));
+    r = RunCommand(cli + " inventory");
+    EXPECT_THAT(r.out, ContainsRegex(kKept)) << r.out;
+    const std::string pick = cli + " pick --no_environment --ttl=120s --json";
+    r = RunCommand(pick);  // the other GPU, 9a:00.0
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(PickAnswer(r).env().at("CUDA_VISIBLE_DEVICES"), kFault);
+    r = RunCommand(pick);
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_THAT(r.err, HasSubstr("host device 0 (0000:18:00.0): not picked: not usable "
+                                 "(ecc.errors.uncorrected.volatile.total 1: kept from the probe at "));
+    r = RunCommand(cli + " slurm health-check");
+    EXPECT_NE(r.exit_code, 0) << r.out;
+    d.Signal(SIGTERM);
+    ASSERT_EQ(d.WaitExit(absl::Seconds(30)), 0) << d.Log();
+  }
+  // Another card in 18:00.0: the kept reading was the old card's.
+  std::string script;
+  {
+    std::ifstream in(NvmlScript(dir.path(), "h100-uncorrectable-ecc.txt", "fail nvmlDeviceGetTotalEccErrors 1 UNKNOWN\n"));
+    script.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const std::string old_uuid = "device 1 uuid GPU-00000000-0000-4000-8000-000000000001";
+  ASSERT_NE(script.find(old_uuid), std::string::npos);
+  script.replace(script.find(old_uuid), old_uuid.size(), "device 1 uuid GPU-00000000-0000-4000-8000-0000000000aa");
+  std::ofstream(dir.path() + "/nvml.txt", std::ios::trunc) << script;
+  DaemonProcess d(dir.path(), flags);
+  ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(30))) << d.Log();
+  const std::string cli = absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=", ShellQuote(d.unix_target()));
+  CommandResult r = RunCommand(cli + " inventory");
+  EXPECT_THAT(r.out, ContainsRegex("/dev/nvidia0 +ok +yes")) << r.out;
+  EXPECT_THAT(r.out, Not(HasSubstr("kept from the probe")));
+  ASSERT_TRUE(d.WaitForLog("event=health_state_written file=" + dir.path() + "/health.state revision=1 readings=0",
+                           absl::Seconds(30)))
+      << d.Log();
+  d.Signal(SIGTERM);
+  EXPECT_EQ(d.WaitExit(absl::Seconds(30)), 0);
+}
+
 // Runs `command` until its output matches `pattern` (the daemon publishes an event's inventory a
 // probe after it); the last result either way.
 CommandResult RunUntil(const std::string& command, const std::string& pattern, absl::Duration timeout) {
@@ -330,6 +413,48 @@ TEST(XidWatcher, ACriticalXidMakesItsGpuFaultAnApplicationXidDoesNotAndAKilledWa
   EXPECT_THAT(r.out, ContainsRegex("/dev/nvidia1 +fault +no: xid.79 2: critical XID 79")) << r.out << d.Log();
   r = RunCommand(cli + " inventory --json");
   EXPECT_THAT(r.out, HasSubstr(absl::StrCat("devplace-probe --watch_xid pid ", second, ", started 1 time(s) again")));
+  d.Signal(SIGTERM);
+  EXPECT_EQ(d.WaitExit(absl::Seconds(30)), 0);
+}
+
+// How often `needle` occurs in `text`.
+int Occurrences(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + needle.size())) ++n;
+  return n;
+}
+
+// An XID storm: 20 XIDs one after another, each appended once the daemon has read the one before
+// (its event=xid line), then 50 at once. Every count arrives, and the XID-triggered refreshes (probe
+// runs) are at most one per second: never one per XID.
+TEST(XidWatcher, AnXidStormCostsAtMostOneRefreshPerSecondAndLosesNoCount) {
+  TempDir dir;
+  ScopedEnv nvml("FAKE_NVML_CONFIG", XidScript(dir.path()));
+  DaemonProcess d(dir.path(), FakeNvmlH100Flags());
+  ASSERT_TRUE(d.WaitForLog("event=xid_watcher_watching gpus=2 of=2 pid=", absl::Seconds(60))) << d.Log();
+  const std::string cli = absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=", ShellQuote(d.unix_target()));
+  ASSERT_THAT(RunUntil(cli + " inventory --json", "watching 2 of 2 GPUs", absl::Seconds(60)).out,
+              HasSubstr("watching 2 of 2 GPUs"));
+  const size_t before = d.Log().size();
+  const absl::Time start = absl::Now();
+  constexpr char kSeen79[] = "event=xid pci_bus_id=0000:9a:00.0 xid=79";
+  for (int i = 1; i <= 20; ++i) {
+    InjectXid(dir.path(), 0, 79);
+    const absl::Time give_up = absl::Now() + absl::Seconds(60);
+    while (Occurrences(d.Log(), kSeen79) < i && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(10));
+    ASSERT_EQ(Occurrences(d.Log(), kSeen79), i) << d.Log();
+  }
+  {
+    std::ofstream burst(dir.path() + "/xid", std::ios::app);
+    for (int i = 0; i < 50; ++i) burst << "1 48\n";
+  }
+  const CommandResult r = RunUntil(cli + " inventory", "xid.48 50:", absl::Seconds(60));
+  EXPECT_THAT(r.out, ContainsRegex("/dev/nvidia0 +fault +no: xid.48 50: critical XID 48")) << r.out << d.Log();
+  EXPECT_THAT(r.out, ContainsRegex("/dev/nvidia1 +fault +no: xid.79 20: critical XID 79")) << r.out;
+  const int64_t seconds = absl::ToInt64Seconds(absl::Now() - start) + 1;
+  const int refreshes = Occurrences(d.Log().substr(before), "event=refresh kind=xid");
+  EXPECT_GE(refreshes, 1);
+  EXPECT_LE(refreshes, seconds + 1) << "in " << seconds << " s\n" << d.Log();
   d.Signal(SIGTERM);
   EXPECT_EQ(d.WaitExit(absl::Seconds(30)), 0);
 }

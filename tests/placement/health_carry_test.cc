@@ -10,6 +10,7 @@
 #include "server/placement/device_state.h"
 #include "server/placement/health.h"
 #include "server/placement/health_carry.h"
+#include "server/placement/xid_health.h"
 #include "tests/placement/inventory_builder.h"
 
 namespace devplace::testing {
@@ -140,6 +141,63 @@ TEST(KeepFaultReadings, NothingIsKeptForAnotherDeviceOrACounterTheHostNoLongerOf
   expected = other;
   KeepFaultReadings(Fault(kFirst), other);
   EXPECT_EQ(other.SerializeAsString(), expected.SerializeAsString());
+}
+
+}  // namespace
+}  // namespace devplace::testing
+
+namespace devplace::testing {
+namespace {
+
+using placement::FaultReadings;
+
+// What survives a restart (the daemon's health file): only FAULT and LOST counters, a kept one
+// without its "unknown now" part, so that the readings do not change while it stays unreadable; a
+// later daemon's first probe keeps them from it with the time of the probe that read them.
+TEST(FaultReadings, HoldOnlyFaultCountersAndKeepThemAcrossARestart) {
+  EXPECT_EQ(FaultReadings(Unknown(kFirst)).backends_size(), 0);
+  EXPECT_EQ(FaultReadings(Probe(kFirst, v1::HEALTH_DEGRADED, "x8", "trained down")).backends_size(), 0);
+  const v1::Inventory read = FaultReadings(Fault(kFirst));
+  ASSERT_EQ(read.backends_size(), 1);
+  EXPECT_EQ(read.backends(0).row(), CUDA);
+  ASSERT_EQ(read.backends(0).devices_size(), 1);  // GPU 1 has no FAULT counter
+  const v1::Device& d = read.backends(0).devices(0);
+  EXPECT_EQ(d.pci_bus_id(), "0000:9a:00.0");
+  ASSERT_EQ(d.health_counters_size(), 1);
+  EXPECT_EQ(d.health_counters(0).rule(), kFatalRule);
+  EXPECT_EQ(read.probed_at().seconds(), kFirst);
+
+  v1::Inventory kept = Unknown(kFirst + 60);
+  KeepFaultReadings(Fault(kFirst), kept);
+  const v1::Inventory still = FaultReadings(kept);
+  ASSERT_EQ(still.backends_size(), 1);
+  EXPECT_EQ(still.backends(0).devices(0).health_counters(0).rule(),
+            absl::StrCat("kept from the probe at 2026-12-07T03:00:00Z: ", kFatalRule));
+  v1::Inventory later = Unknown(kFirst + 120);
+  KeepFaultReadings(kept, later);
+  v1::Inventory same = FaultReadings(later);
+  same.clear_probed_at();
+  v1::Inventory first = still;
+  first.clear_probed_at();
+  EXPECT_EQ(same.SerializeAsString(), first.SerializeAsString());
+
+  // A new daemon's first probe, the counter unknown: kept from the file, naming the first probe.
+  for (const v1::Inventory& file : {read, still}) {
+    v1::Inventory restarted = Unknown(kFirst + 3600);
+    KeepFaultReadings(file, restarted);
+    const v1::Device& r = restarted.backends(1).devices(0);
+    EXPECT_EQ(r.health(), v1::HEALTH_FAULT);
+    EXPECT_EQ(r.health_counters(0).rule(), absl::StrCat("kept from the probe at 2026-12-07T03:00:00Z: ", kFatalRule,
+                                                        "; unknown now: ", kUnreadable));
+  }
+}
+
+TEST(FaultReadings, LeaveOutXidCounters) {
+  v1::Inventory inv = Fault(kFirst);
+  v1::HealthCounter& c = *inv.mutable_backends(1)->mutable_devices(0)->mutable_health_counters(0);
+  c.set_name("xid.79");
+  c.set_source(std::string(placement::kXidSource));
+  EXPECT_EQ(FaultReadings(inv).backends_size(), 0);
 }
 
 }  // namespace
