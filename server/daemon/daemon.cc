@@ -198,8 +198,9 @@ void Daemon::BuildStore() {
     if (xid != nullptr) AddXidWatch(*xid, fresh);  // critical XIDs since start (docs/PROBE.md)
     return absl::OkStatus();
   };
-  // A counter that turns unknown keeps its last FAULT or LOST reading (docs/PROBE.md).
-  options.carry = placement::KeepFaultReadings;
+  // A counter that turns unknown keeps its last FAULT or LOST reading, and corrected errors that rose
+  // since the last probe make the device DEGRADED (docs/PROBE.md).
+  options.carry = placement::CarryHealth;
   LoadHealthFile(options);  // ... also across a restart
   // The usage refresh: the same probe child reading only what moves (devplace-probe --usage_only).
   options.usage_command = options.probe_command;

@@ -1,10 +1,12 @@
 #include "server/placement/health_carry.h"
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "server/placement/backends.h"
@@ -53,9 +55,35 @@ bool KeepDeviceReadings(const v1::Device& then, const v1::Inventory& previous, v
   return kept;
 }
 
-}  // namespace
+// Marks `now`'s corrected-error counts that rose since `then` DEGRADED (MarkRisingCorrectedErrors);
+// returns whether any did.
+bool MarkDeviceRising(const v1::Device& then, const v1::Inventory& previous, v1::Device& now) {
+  bool rising = false;
+  for (v1::HealthCounter& c : *now.mutable_health_counters()) {
+    uint64_t count = 0, before = 0;
+    if (c.effect() != v1::HEALTH_OK || !IsCorrectedErrorCount(c.name()) || !absl::SimpleAtoi(c.value(), &count)) {
+      continue;
+    }
+    for (const v1::HealthCounter& old : then.health_counters()) {
+      if (old.name() != c.name() || old.source() != c.source() || !absl::SimpleAtoi(old.value(), &before)) continue;
+      if (count > before) {
+        c.set_effect(v1::HEALTH_DEGRADED);
+        c.set_rule(absl::StrCat("rising since the probe at ", ProbeTime(previous.probed_at()), " (", before,
+                                " then): corrected errors pile up, a sign of memory or a link wearing out (usable, "
+                                "picked after OK devices)"));
+        WorsenHealth(now, c);
+        rising = true;
+      }
+      break;
+    }
+  }
+  return rising;
+}
 
-void KeepFaultReadings(const v1::Inventory& previous, v1::Inventory& fresh) {
+// Runs `apply(then, now)` on each device of `fresh` matched to one of `previous` (same row and
+// pci_bus_id, and equal uuids where both have one); derives a row's state again where it said yes.
+template <typename Apply>
+void ForMatchedDevices(const v1::Inventory& previous, v1::Inventory& fresh, Apply apply) {
   std::map<DeviceKey, const v1::Device*> before;
   for (const v1::Backend& b : previous.backends()) {
     for (const v1::Device& d : b.devices()) {
@@ -69,13 +97,35 @@ void KeepFaultReadings(const v1::Inventory& previous, v1::Inventory& fresh) {
       if (then == before.end()) continue;
       const v1::Device& old = *then->second;
       if (!old.uuid().empty() && !d.uuid().empty() && old.uuid() != d.uuid()) continue;
-      if (!KeepDeviceReadings(old, previous, d)) continue;
-      changed = true;
+      changed = apply(old, d) || changed;
     }
     if (!changed) continue;
     const BackendSpec* spec = FindBackend(b.row());
     if (spec != nullptr) DeriveBackendState(*spec, b);
   }
+}
+
+}  // namespace
+
+void KeepFaultReadings(const v1::Inventory& previous, v1::Inventory& fresh) {
+  ForMatchedDevices(previous, fresh,
+                    [&](const v1::Device& then, v1::Device& now) { return KeepDeviceReadings(then, previous, now); });
+}
+
+bool IsCorrectedErrorCount(absl::string_view name) {
+  return name == "ecc.errors.corrected.volatile.total" || name == "remapped_rows.correctable" ||
+         name == "hbm_ecc.single_bit_error_cnt" || name == "aer_dev_correctable" ||
+         (absl::StartsWith(name, "ras/") && absl::EndsWith(name, "_err_count ce"));
+}
+
+void MarkRisingCorrectedErrors(const v1::Inventory& previous, v1::Inventory& fresh) {
+  ForMatchedDevices(previous, fresh,
+                    [&](const v1::Device& then, v1::Device& now) { return MarkDeviceRising(then, previous, now); });
+}
+
+void CarryHealth(const v1::Inventory& previous, v1::Inventory& fresh) {
+  KeepFaultReadings(previous, fresh);
+  MarkRisingCorrectedErrors(previous, fresh);
 }
 
 v1::Inventory FaultReadings(const v1::Inventory& snapshot) {

@@ -28,6 +28,26 @@ inline constexpr absl::string_view kKeptReadingPrefix = "kept from the probe at 
 // gone (the host no longer offers it) is not kept.
 void KeepFaultReadings(const v1::Inventory& previous, v1::Inventory& fresh);
 
+// Whether `name` is a count of corrected errors that restarts with the driver or the host (NVML's
+// and MTML's "ecc.errors.corrected.volatile.total", NVML's "remapped_rows.correctable", DCMI's
+// "hbm_ecc.single_bit_error_cnt", amdgpu's "ras/<block>_err_count ce", sysfs "aer_dev_correctable"):
+// the counters MarkRisingCorrectedErrors watches. Lifetime totals are not (they rise with these).
+bool IsCorrectedErrorCount(absl::string_view name);
+
+// Corrected errors rising (docs/PROBE.md "Device health", "Corrected errors rising"): a device of
+// `fresh` matched to one of `previous` as KeepFaultReadings matches them, whose corrected-error
+// count (IsCorrectedErrorCount, effect HEALTH_OK now, a whole number now and then, same name and
+// source) is higher than in `previous`, gets that counter's effect HEALTH_DEGRADED and the rule
+// "rising since the probe at <previous probe time> (<earlier count> then): ...", and the device's
+// health and health_reason follow (usable
+// stays: a DEGRADED device is picked after the OK ones). A count that fell (the driver reloaded)
+// or stayed is left as read; the next probe that sees no rise makes the device OK again.
+void MarkRisingCorrectedErrors(const v1::Inventory& previous, v1::Inventory& fresh);
+
+// What devplaced's store runs on each full probe's result: KeepFaultReadings, then
+// MarkRisingCorrectedErrors.
+void CarryHealth(const v1::Inventory& previous, v1::Inventory& fresh);
+
 // What KeepFaultReadings would keep from `snapshot`, for devplaced's health file (docs/PROBE.md
 // "A reading that survives a restart"): an inventory of only the rows whose devices have a FAULT or
 // LOST health counter (read by the latest probe, or itself kept), each such device with only its

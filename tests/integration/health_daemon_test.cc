@@ -259,6 +259,35 @@ std::string NvmlScript(const std::string& dir, const std::string& fixture, const
   return dir + "/nvml.txt";
 }
 
+// Corrected errors rising: nvidia-2x-h100 healthy (h100.txt, no corrected error since the driver
+// loaded); then 18:00.0 (/dev/nvidia0) counts 4: the next probe shows it DEGRADED (usable, the
+// earlier count named) and a pick of one GPU takes 9a:00.0; a probe with no further rise: OK again.
+TEST(DeviceHealth, CorrectedErrorsThatRiseMakeTheGpuDegradedUntilTheyStopRising) {
+  TempDir dir;
+  ScopedEnv nvml("FAKE_NVML_CONFIG", NvmlScript(dir.path(), "h100.txt"));
+  std::vector<std::string> flags = FakeNvmlH100Flags();
+  flags.push_back("--refresh_min_interval=0s");
+  DaemonProcess d(dir.path(), flags);
+  ASSERT_TRUE(d.WaitForLog("event=inventory revision=1", absl::Seconds(30))) << d.Log();
+  const std::string cli = absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=", ShellQuote(d.unix_target()));
+  CommandResult r = RunCommand(cli + " inventory");
+  ASSERT_THAT(r.out, ContainsRegex("/dev/nvidia0 +ok +yes")) << r.out << r.err;
+  NvmlScript(dir.path(), "h100.txt", "device 1 ecc corrected volatile 4\n");
+  r = RunCommand(cli + " refresh");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ContainsRegex("/dev/nvidia0 +degraded: ecc.errors.corrected.volatile.total 4: rising since the "
+                                   "probe at [0-9T:Z-]+ \\(0 then\\): corrected errors pile up.* yes\n"))
+      << r.out;
+  r = RunCommand(cli + " pick --no_environment --ttl=120s --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(PickAnswer(r).env().at("CUDA_VISIBLE_DEVICES"), "GPU-00000000-0000-4000-8000-000000000002");  // 9a:00.0
+  r = RunCommand(cli + " refresh");  // still 4: no longer rising
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ContainsRegex("/dev/nvidia0 +ok +yes")) << r.out;
+  d.Signal(SIGTERM);
+  EXPECT_EQ(d.WaitExit(absl::Seconds(30)), 0) << d.Log();
+}
+
 // nvidia-2x-h100 with an uncorrectable ECC error on 18:00.0 (/dev/nvidia0): FAULT. Then NVML
 // cannot read its ECC counters (NVML_ERROR_UNKNOWN): the reading is kept. devplaced is stopped and
 // started again on the same state directory, the counter still unreadable: the first inventory
