@@ -44,9 +44,9 @@ const RowState* Resolution::XlaRow() const {
 // XLA configuration". From 2.0 a process with no PJRT_DEVICE defaults to PJRT_DEVICE=CPU (torch_xla/experimental/
 // pjrt.py _maybe_select_default_device at v2.0.0, torch_xla/runtime.py from v2.1.0), so xla:0 is the host's CPU;
 // unless PJRT_SELECT_DEFAULT_DEVICE=0, or in 2.0 an XRT_* variable or GPU_NUM_DEVICES (XRT then), or from 2.1 to
-// 2.8 GPU_NUM_DEVICES > 0 (PJRT_DEVICE=GPU/CUDA). A process without a PJRT device (PJRT_SELECT_DEFAULT_DEVICE=0, or
-// PJRT_DEVICE set empty) gets, in 2.1 to 2.4, NotImplementedError from requires_pjrt on xla_device, which no
-// library's check catches; from 2.5 (no requires_pjrt there) the runtime's RuntimeError "$PJRT_DEVICE is not set.". The
+// 2.8 GPU_NUM_DEVICES > 0 (PJRT_DEVICE=GPU/CUDA). With PJRT_SELECT_DEFAULT_DEVICE=0 and no PJRT_DEVICE, 2.1 to 2.4
+// raise NotImplementedError from requires_pjrt on xla_device, which no library's check catches; from 2.5 (no
+// requires_pjrt there) the runtime raises RuntimeError "$PJRT_DEVICE is not set.", as for an empty PJRT_DEVICE. The
 // release: the job's torch_xla, else its torch's MAJOR.MINOR (torch_xla releases pair with torch's), else 2.1
 // (assumed: every torch_xla since 2.0, March 2023, runs PJRT; 1.13 was the last XRT release). Executed at the
 // tags: scripts/fidelity/pjrt_default.py, tests/placement/pjrt_default.txt.
@@ -75,7 +75,10 @@ Resolution::XlaDevice Resolution::TorchXlaDevice() {
   const bool cuda = FirstAvailable({"cuda"}) != nullptr;
   XlaDevice got;
   std::string why;
-  if (pjrt != nullptr && !pjrt->empty()) {
+  if (pjrt != nullptr && pjrt->empty()) {
+    got = XlaDevice::kNone;
+    why = "PJRT_DEVICE set empty: the runtime raises RuntimeError \"$PJRT_DEVICE is not set.\"";
+  } else if (pjrt != nullptr) {
     const bool cpu = absl::StartsWith(*pjrt, "CPU");
     got = cpu || device || cuda ? XlaDevice::kFound : XlaDevice::kNone;
     why = absl::StrCat("PJRT_DEVICE=", *pjrt, cpu ? ": the host's CPU"
@@ -84,15 +87,15 @@ Resolution::XlaDevice Resolution::TorchXlaDevice() {
   } else if (!pjrt_v2) {
     got = device ? XlaDevice::kFound : XlaDevice::kNone;
     why = device ? "XRT on the TPU" : "XRT without a TPU raises RuntimeError \"Missing XLA configuration\"";
-  } else if (v21 && ((select != nullptr && *select == "0") || pjrt != nullptr)) {
+  } else if (v21 && select != nullptr && *select == "0") {
     got = v25 ? XlaDevice::kNone : XlaDevice::kRaises;
-    why = v25 ? "no PJRT device (PJRT_SELECT_DEFAULT_DEVICE=0 or an empty PJRT_DEVICE): the runtime raises RuntimeError "
-                "\"$PJRT_DEVICE is not set.\" (torch_xla >= 2.5)"
-              : "no PJRT device (PJRT_SELECT_DEFAULT_DEVICE=0 or an empty PJRT_DEVICE): requires_pjrt raises "
-                "NotImplementedError (torch_xla 2.1 to 2.4)";
-  } else if (!v21 && ((select != nullptr && *select == "0") || pjrt != nullptr || gpus != nullptr || xrt_env)) {
+    why = v25 ? "PJRT_SELECT_DEFAULT_DEVICE=0, no PJRT_DEVICE: the runtime raises RuntimeError \"$PJRT_DEVICE is not "
+                "set.\" (torch_xla >= 2.5)"
+              : "PJRT_SELECT_DEFAULT_DEVICE=0, no PJRT_DEVICE: requires_pjrt raises NotImplementedError (torch_xla 2.1 "
+                "to 2.4)";
+  } else if (!v21 && ((select != nullptr && *select == "0") || gpus != nullptr || xrt_env)) {
     got = device ? XlaDevice::kFound : XlaDevice::kNone;
-    why = "no default device (PJRT_SELECT_DEFAULT_DEVICE=0, PJRT_DEVICE, GPU_NUM_DEVICES or an XRT_ variable set): XRT";
+    why = "no default device (PJRT_SELECT_DEFAULT_DEVICE=0, GPU_NUM_DEVICES or an XRT_ variable set): XRT";
   } else if (int n = 0; v21 && !v29 && gpus != nullptr && absl::SimpleAtoi(*gpus, &n) && n > 0) {
     got = cuda ? XlaDevice::kFound : XlaDevice::kNone;
     why = "GPU_NUM_DEVICES > 0: PJRT_DEVICE=GPU";
@@ -110,7 +113,7 @@ void Resolution::WarnXlaRaises(absl::string_view who) {
   xla_raise_warned_ = true;
   const std::string w = absl::StrCat(
       who, " calls xm.xla_device(), which raises NotImplementedError in this torch_xla (2.1 to 2.4) with "
-      "PJRT_SELECT_DEFAULT_DEVICE=0 or an empty PJRT_DEVICE and no PJRT device (torch_xla/runtime.py requires_pjrt), and "
+      "PJRT_SELECT_DEFAULT_DEVICE=0 and no PJRT_DEVICE (torch_xla/runtime.py requires_pjrt), and "
       "does not catch it: the job fails at start. Unset PJRT_SELECT_DEFAULT_DEVICE to run on xla:0 (PJRT's default "
       "device), set PJRT_DEVICE=CPU or TPU, or uninstall torch_xla for the answer given here");
   out_.add_warnings(w);

@@ -4,9 +4,12 @@
 // defaults to PJRT_DEVICE=CPU and the job gets xla:0; in 2.1 to 2.4 PJRT_SELECT_DEFAULT_DEVICE=0 makes it raise
 // NotImplementedError, which the checks do not catch. Each boundary on both sides: the library release and the
 // torch_xla release (told by the job's packages, else its torch's, else assumed PJRT).
+#include <fstream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -157,6 +160,44 @@ TEST_P(XlaPjrtCases, Resolves) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Semantics, XlaPjrtCases, ::testing::ValuesIn(Cases()), CaseId);
+
+// Every row of tests/placement/pjrt_default.txt (torch_xla's own default-device code, executed at its release tags by
+// scripts/fidelity/pjrt_default.py) against Accelerate 0.25's is_tpu_available() on a host without a TPU or CUDA GPU:
+// a device is xla:0; none (RuntimeError, caught) is cpu; raises (NotImplementedError) is cpu with the warning.
+TEST(XlaPjrt, DefaultDeviceIsTorchXlaExecutedAtItsTags) {
+  std::ifstream in(DEVPLACE_PJRT_DEFAULT);
+  ASSERT_TRUE(in) << DEVPLACE_PJRT_DEFAULT;
+  const v1::Inventory inv = HostOf({})();
+  std::string line;
+  int rows = 0, raises = 0, devices = 0;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    const std::vector<std::string> f = absl::StrSplit(line, ' ');
+    ASSERT_EQ(f.size(), 3u) << line;
+    Req r = Versions("", "0.25.0", Req::Train(ACC).Runtime({"xla"}).Packages({{"torch", "2.1.0"}, {"torch_xla", f[0].c_str()}}));
+    if (f[1] != "-") {
+      const std::vector<std::string> kv = absl::StrSplit(f[1], absl::MaxSplits('=', 1));
+      ASSERT_EQ(kv.size(), 2u) << line;
+      r.Env(kv[0], kv[1]);
+    }
+    absl::StatusOr<v1::ResolveDeviceResponse> got = placement::Resolve(inv, r);
+    ASSERT_TRUE(got.ok()) << line << ": " << got.status();
+    const std::string warnings = absl::StrJoin(got->warnings(), "\n");
+    EXPECT_EQ(got->device(), f[2] == "device" ? "xla:0" : "cpu") << line;
+    if (f[2] == "raises") {
+      EXPECT_THAT(warnings, HasSubstr(kRaises)) << line;
+    } else {
+      EXPECT_THAT(warnings, Not(HasSubstr(kRaises))) << line;
+    }
+    ++rows;
+    raises += f[2] == "raises";
+    devices += f[2] == "device";
+  }
+  // The table spans both generations: XRT (1.13: no device), PJRT's CPU default, and 2.1 to 2.4's NotImplementedError.
+  EXPECT_GE(rows, 7 * 15);
+  EXPECT_GT(raises, 0);
+  EXPECT_GT(devices, 0);
+}
 
 }  // namespace
 }  // namespace devplace::testing
