@@ -28,6 +28,8 @@ import subprocess
 import sys
 import tempfile
 
+from neuron_xla import tags
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 TABLE = os.path.join(ROOT, "tests/placement/pjrt_default.txt")
@@ -41,15 +43,6 @@ GRID = [{}, {"PJRT_SELECT_DEFAULT_DEVICE": "0"}, {"PJRT_SELECT_DEFAULT_DEVICE": 
 def show(repo, tag, path):
     r = subprocess.run(["git", "--git-dir", repo, "show", f"{tag}:{path}"], capture_output=True, text=True)
     return r.stdout if r.returncode == 0 else None
-
-
-def tags(repo):
-    out = []
-    for t in subprocess.run(["git", "--git-dir", repo, "tag"], check=True, capture_output=True, text=True).stdout.split():
-        m = re.fullmatch(r"v(\d+)\.(\d+)\.(\d+)", t)
-        if m and (int(m.group(1)), int(m.group(2))) >= FIRST:
-            out.append((tuple(int(x) for x in m.groups()), t))
-    return [t for _, t in sorted(out)]
 
 
 def functions(source, names):
@@ -145,7 +138,7 @@ def main():
     p.add_argument("--check", action="store_true", help="compare with the table instead of writing it (exit 1 on a difference)")
     a = p.parse_args()
     rows = []
-    for tag in tags(a.xla_git):
+    for tag in tags(a.xla_git, FIRST):
         got, path, why = execute(a.xla_git, tag, sys.executable)
         for case, outcome in zip(GRID, got):
             rows.append(f"{tag[1:]} {env_text(case)} {outcome}")
