@@ -180,6 +180,10 @@ def same(lib, dp):
 # Intended differences (docs/SEMANTICS.md section 10 names each, with the library's behaviour beside it).
 def classify(tf, acc, host, w, lib, dp):
     dev, mine = lib.get("device", ""), dp.get("device", "")
+    if mine and re.match(r"(NotImplementedError|RuntimeError): simulated torch_xla: (`xla_device` not implemented for XRT|"
+                         r"no XLA device)", lib.get("error", "")):
+        return ("intended: xm.xla_device() raises in the job's torch_xla (the job fails at start); devplace answers "
+                "beside a warning naming the cause and the fixes (T-XLA-PJRT)")
     if re.fullmatch(r"cpu:\d+", dev) and mine == "cpu":
         return "intended: cpu:<rank> (the same device as cpu)"
     if (tf and (4, 34) <= vkey(tf)[:2] <= (4, 37) and w.convention == "training_arguments" and w.rank

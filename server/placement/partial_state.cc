@@ -105,6 +105,7 @@ Resolution::XlaDevice Resolution::TorchXlaDevice() {
   }
   out_.add_explanation(absl::StrCat("T-XLA-PJRT xm.xla_device() in ", from, ": ", why));
   xla_device_ = got;
+  xla_why_ = absl::StrCat(from, ": ", why);
   return got;
 }
 
@@ -240,10 +241,19 @@ bool Resolution::XlaApplies(bool state_cpu) {
 
 absl::Status Resolution::AnswerXla(bool state_cpu) {
   const RowState* tpu = XlaRow();
-  // The XLA branch sets its device from xm.xla_device(): where that raises (T-XLA-PJRT), the job fails there.
-  if ((Env("PJRT_SELECT_DEFAULT_DEVICE") != nullptr || Env("PJRT_DEVICE") != nullptr) &&
-      TorchXlaDevice() == XlaDevice::kRaises) {
-    WarnXlaRaises(absl::StrCat("Accelerate ", versions_.accelerate().ToString(), "'s PartialState (its XLA branch)"));
+  // The XLA branch sets its device from xm.xla_device(): where that raises (T-XLA-PJRT), the job fails there. The
+  // answer stays the library's choice, xla:0, beside the warning (a hazard).
+  const XlaDevice xla = tpu == nullptr || Env("PJRT_SELECT_DEFAULT_DEVICE") != nullptr || Env("PJRT_DEVICE") != nullptr
+                            ? TorchXlaDevice()
+                            : XlaDevice::kFound;
+  const std::string branch = absl::StrCat("Accelerate ", versions_.accelerate().ToString(), "'s PartialState (its XLA branch)");
+  if (xla == XlaDevice::kRaises) WarnXlaRaises(branch);
+  if (xla == XlaDevice::kNone) {
+    const std::string w = absl::StrCat(branch, " sets its device from xm.xla_device(), which raises RuntimeError here (",
+                                       xla_why_, "): the job fails at start. Set USE_TORCH_XLA=0 or uninstall "
+                                       "torch_xla to run without XLA");
+    out_.add_warnings(w);
+    hazards_.push_back(w);
   }
   out_.set_device("xla:0");
   out_.set_backend(tpu != nullptr ? tpu->backend->row() : v1::ROW_UNSPECIFIED);

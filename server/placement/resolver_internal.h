@@ -189,9 +189,10 @@ class Resolution {
   const v1::Backend* cpu_ = nullptr;
   std::vector<RowState> rows_;
   std::vector<std::string> hazards_;
-  std::set<Library> xpu_said_;
+  std::set<Library> xpu_said_;  // SeesXpu explained (or warned) once per library
   std::optional<XlaDevice> xla_device_;  // TorchXlaDevice(), once worked out
-  bool xla_raise_warned_ = false;  // SeesXpu explained (or warned) once per library
+  std::string xla_why_;                  // and why (its explanation)
+  bool xla_raise_warned_ = false;
 };
 
 }  // namespace devplace::placement::resolver_internal

@@ -69,6 +69,11 @@ std::vector<ResolveCase> Cases() {
   c.push_back({.id = "acc_0_28_xla_1_13_cpu_host", .host = cpu_host,
                .request = Versions("", "0.28.0", Xla(Req::Train(ACC), "1.13.1")), .device = "xla:0",
                .warnings = {"only tests that it imports"}});
+  // 0.28 on with torch_xla 1.13 on a host without a TPU: the XLA branch's xm.xla_device() raises RuntimeError.
+  c.push_back({.id = "acc_0_28_xla_1_13_branch_fails", .host = cpu_host,
+               .request = Versions("", "0.28.0", Xla(Req::Train(ACC), "1.13.1")), .device = "xla:0",
+               .warnings = {"its XLA branch) sets its device from xm.xla_device(), which raises RuntimeError",
+                            "Missing XLA configuration", "Set USE_TORCH_XLA=0"}});
   // torch_xla's release not told: its torch's MAJOR.MINOR, else PJRT assumed.
   c.push_back({.id = "acc_0_25_torch_1_13_untold_xla", .host = cpu_host,
                .request = Versions("", "0.25.0", Req::Train(ACC).Runtime({"xla"}).Packages({{"torch", "1.13.1"}})),
