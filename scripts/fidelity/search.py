@@ -23,7 +23,7 @@ import subprocess
 import time
 
 from common import ROOT, acc_for, export, load_results, save_results, vkey
-from compare import DISTRIBUTIONS, HERE_DIGEST, TORCH, backends, classify, run_oracle, same
+from compare import DISTRIBUTIONS, HERE_DIGEST, TORCH, OracleServer, backends, classify, same
 from probes import XHOSTS
 
 BATCH = os.path.join(ROOT, "build/dev/tests/placement/fidelity_batch_resolve")
@@ -99,19 +99,20 @@ def library_side(a, tf, acc, tf_dir, acc_dir, scenarios, stats):
     for sid, s in scenarios.items():
         groups[process_key(s, tf, acc)].append((sid, s))
     got = {}
-    for key, items in groups.items():
-        xla, penv, _, _ = json.loads(key)
-        items.sort(key=lambda x: x[1]["host"])  # the oracle sets a host up when it changes
-        cases = [{"id": sid, "host": XHOSTS[s["host"]], "convention": s["convention"], "local_rank": s.get("rank"),
-                  "world_size": s.get("world", 2), "use_cpu": bool(s.get("use_cpu")), "device": s.get("device"),
-                  "env": s.get("env", {})} for sid, s in items]
-        t0 = time.time()
-        got.update(run_oracle({"accelerate": acc_dir, "transformers": tf_dir, "cases": cases,
-                               "accelerate_version": acc, "transformers_version": tf, "torch": TORCH,
-                               "hub_version": "1.2.0" if tf and vkey(tf) >= (5,) else "0.30.0",
-                               "torch_xla": xla, "process_env": penv}))
-        stats["oracle_processes"] += 1
-        stats["oracle_seconds"] += time.time() - t0
+    t0 = time.time()
+    with OracleServer() as server:  # torch imported once; one forked oracle.py per group
+        for key, items in groups.items():
+            xla, penv, _, _ = json.loads(key)
+            items.sort(key=lambda x: x[1]["host"])  # the oracle sets a host up when it changes
+            cases = [{"id": sid, "host": XHOSTS[s["host"]], "convention": s["convention"], "local_rank": s.get("rank"),
+                      "world_size": s.get("world", 2), "use_cpu": bool(s.get("use_cpu")), "device": s.get("device"),
+                      "env": s.get("env", {})} for sid, s in items]
+            got.update(server.run({"accelerate": acc_dir, "transformers": tf_dir, "cases": cases,
+                                   "accelerate_version": acc, "transformers_version": tf, "torch": TORCH,
+                                   "hub_version": "1.2.0" if tf and vkey(tf) >= (5,) else "0.30.0",
+                                   "torch_xla": xla, "process_env": penv}))
+            stats["oracle_processes"] += 1
+    stats["oracle_seconds"] += time.time() - t0
     return got
 
 
