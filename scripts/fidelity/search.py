@@ -325,7 +325,8 @@ def run_search(a, tfr, accr, pairs):
         results.setdefault("search", {})[key] = {
             "transformers": tf, "accelerate": acc, "seed": a.seed, "scenarios": a.scenarios,
             "ran": datetime.date.today().isoformat(), "seconds": seconds,
-            "oracle_processes": stats["oracle_processes"], "oracle_seconds": round(stats["oracle_seconds"], 1),
+            "oracle_processes": stats["oracle_processes"], "forked": True,  # batches forked by oracle_server.py
+            "oracle_seconds": round(stats["oracle_seconds"], 1),
             "devplace_seconds": round(stats["devplace_seconds"], 1), "classes": dict(sorted(classes.items())),
             "unintended": classes["unintended"], "kinds_shrunk": len(shrunk),
             "shrunk": [{"scenario": s, "library": l, "devplace": d} for s, l, d in shrunk.values()]}
