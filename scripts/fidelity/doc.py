@@ -81,7 +81,7 @@ def render_doc(results):
     lines.append("")
     lines += coverage_doc(results.get("coverage"))
     lines += neuron_xla_doc(results.get("neuron_xla"))
-    lines += search_doc(results.get("search"), results.get("search_plan"))
+    lines += search_doc(results.get("search"), results.get("search_plan"), results.get("search_speed"))
     lines += landing.landing_doc(results.get("landing"))
     with open(DOC, "w") as f:
         f.write("\n".join(lines))
@@ -182,9 +182,10 @@ def neuron_xla_doc(nx):
     return lines
 
 
-def search_doc(runs, plan):
+def search_doc(runs, plan, sp=None):
     """The generated runs (--search): per pair the seed, the scenarios, the time and the differences by class; the
-    time every pair would take; the shrunk differences."""
+    time every pair would take (`sp`: results.json "search_speed", where the time goes and the fork server's
+    before/after); the shrunk differences."""
     lines = ["## Generated scenarios (`--search`)", "",
              "Opt-in, not part of `scripts/test` (it needs the mirrors and takes hours for every pair). Instead of the "
              "fixed matrix, `run.py --search` draws scenarios from the rules' input space (scripts/fidelity/search.py): "
@@ -192,12 +193,16 @@ def search_doc(runs, plan):
              "`TrainingArguments(...).device`, where `device_map=\"auto\"` puts the first module, `pipeline(device=...)` "
              "with strings and ints, from_pretrained's conversion of an explicit `device_map` string), torchrun ranks "
              "and world sizes (single-process torchrun, world size 1, included) or none, `use_cpu`/`no_cuda`, "
-             "`ACCELERATE_USE_CPU` and `ACCELERATE_TORCH_DEVICE` with valid, invalid and no values, torch_xla with "
-             "`USE_TORCH_XLA` (on, off, invalid, unset). Not sampled yet: visibility masks (`CUDA_VISIBLE_DEVICES` "
+             "`ACCELERATE_USE_CPU` and `ACCELERATE_TORCH_DEVICE` with valid, invalid and no values, torch_xla at three "
+             "releases (1.13.1: XRT, no XLA device without a TPU; 2.1.0 and 2.5.0: PJRT's CPU device by default, "
+             "T-XLA-PJRT) with `USE_TORCH_XLA` (on, off, invalid, unset) and `PJRT_SELECT_DEFAULT_DEVICE` (0, 1, "
+             "unset). Not sampled yet: visibility masks (`CUDA_VISIBLE_DEVICES` "
              "and the other vendors' variables: torch and the drivers read them, and the oracle executes no code of "
              "theirs), MPI launchers' variables and package versions.",
-             "The libraries run in one `oracle.py` process per batch that one process can hold (torch_xla, the "
-             "variables read at import, Intel Extension for PyTorch), devplace in one `fidelity_batch_resolve` process "
+             "The libraries run in one `oracle.py` process per batch that one process can hold (the torch_xla "
+             "release, the variables read at import, Intel Extension for PyTorch), each forked by "
+             "`oracle_server.py`, which imports torch once per pair (the libraries are imported afresh in each "
+             "child, with the batch's environment), devplace in one `fidelity_batch_resolve` process "
              "(the placement library on the fixture hosts' probe goldens). A difference that is not an intended one is "
              "shrunk (each one-step simpler scenario executed, the first still differing kept, until none does) and "
              "written with its evidence into `tests/placement/fidelity_search_cases.jsonl`, which ctest "
@@ -226,10 +231,14 @@ def search_doc(runs, plan):
         per = sorted(r["seconds"] * 10000.0 / r["scenarios"] for r in rs)
         return per[len(per) // 2] if per else None
 
-    tf_m = median([r for r in runs.values() if r["transformers"]])
-    acc_m = median([r for r in runs.values() if not r["transformers"]])
-    lines += ["", "Measured on a shared 2-core machine under `nice -n 19` beside other builds and test runs (load 10 to "
-              "17): per 10,000 scenarios, median " +
+    # The time statement: the runs with forked batches (oracle_server.py) where there are any, else all.
+    timed = [r for r in runs.values() if r.get("forked")] or list(runs.values())
+    tf_m = median([r for r in timed if r["transformers"]])
+    acc_m = median([r for r in timed if not r["transformers"]])
+    lines += ["", "Measured on a shared 2-core machine under `nice -n 19` beside other builds and test runs (load 6 to "
+              "17)" + (" with forked batches (" + ", ".join(f"{r['transformers'] or '-'}+{r['accelerate']}" for r in timed)
+                       + "; the other rows ran one process per batch, before the torch_xla releases were drawn)"
+                       if len(timed) < len(runs) else "") + ": per 10,000 scenarios, median " +
               ", ".join(f"{what} {m / 60:.1f} min" for what, m in (("a Transformers pair", tf_m),
                                                                    ("an Accelerate pair", acc_m)) if m) + "."]
     if plan and tf_m and acc_m:
@@ -238,6 +247,18 @@ def search_doc(runs, plan):
                      f"Accelerate, {plan['accelerate']} Accelerate releases from 0.25 alone, patch releases included) at "
                      f"10,000 scenarios each: about {hours:.0f} hours at those medians on this machine; pairs run "
                      f"one after the other, so the run can be split with --pairs / --only.")
+    speed = sp.get("rows") if sp else None
+    if speed:
+        lines += ["", f"Where a pair's time goes (profiled {sp['ran']}): an oracle process's start, mostly `import torch` "
+                  f"({sp['start_s']} s of {sp['process_s']} s for a one-scenario process), is paid per batch, and the "
+                  f"torch_xla releases and `PJRT_SELECT_DEFAULT_DEVICE` make up to {sp['groups_max']} batches a pair at "
+                  f"10,000 scenarios; the library code takes about {sp['per_scenario_ms']} ms a scenario; devplace's side "
+                  f"under 1 % (one batch process). `oracle_server.py` imports torch once per pair and forks each batch "
+                  f"({sp['fork_s']} s a fork). The same scenarios (seed {sp['seed']}, {sp['scenarios']} a pair, "
+                  f"load {sp['load']}), one process per batch before, forked after: {sp['identical']}.", ""]
+        lines += ["| pair | batches | before | after | after / before |", "|---|---|---|---|---|"]
+        lines += [f"| {r['pair']} | {r['batches']} | {r['before_s']:.0f} s | {r['after_s']:.0f} s | "
+                  f"{r['after_s'] / r['before_s']:.2f} |" for r in speed]
     lines += ["", "### Differences found, shrunk", ""]
     shrunk = [(r, c) for r in runs.values() for c in r["shrunk"]]
     if not shrunk:

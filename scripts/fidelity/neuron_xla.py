@@ -61,11 +61,12 @@ def grid():
                     yield cores, rank, lws
 
 
-def tags(repo):
+def tags(repo, first=FIRST):
+    """torch_xla's release tags vX.Y.Z from `first` (MAJOR, MINOR) on, oldest first."""
     out = []
     for t in subprocess.run(["git", "--git-dir", repo, "tag"], check=True, capture_output=True, text=True).stdout.split():
         m = re.fullmatch(r"v(\d+)\.(\d+)\.(\d+)", t)
-        if m and (int(m.group(1)), int(m.group(2))) >= FIRST:
+        if m and (int(m.group(1)), int(m.group(2))) >= first:
             out.append((tuple(int(x) for x in m.groups()), t))
     return [t for _, t in sorted(out)]
 

@@ -93,11 +93,14 @@ def _install_plugins(packages):
 
 sys.path.insert(0, SITE)
 
-# torch_xla, when the job has it (the whole process: the libraries read it, and USE_TORCH_XLA, once at import).
-# Its XLA device: xm.xla_device() answers xla:0 where the host has a device PJRT runs on (a TPU, a NeuronCore,
-# a CUDA GPU) and raises RuntimeError where it has none, as torch_xla does; the runtime's device_type() names it.
+# torch_xla, when the job has it (the whole process: the libraries read it, and USE_TORCH_XLA, once at import), at the
+# release JOB["torch_xla"] names. Its XLA device (docs/SEMANTICS.md T-XLA-PJRT, executed at torch_xla's tags by
+# pjrt_default.py): 1.13 runs XRT unless PJRT_DEVICE is set, a TPU (or NeuronCore) its only device, RuntimeError
+# elsewhere; from 2.0 a process with no PJRT_DEVICE defaults to the TPU, the NeuronCore, else PJRT_DEVICE=CPU;
+# PJRT_SELECT_DEFAULT_DEVICE=0 turns that off: NotImplementedError from requires_pjrt in 2.1 to 2.4, the runtime's
+# RuntimeError from 2.5; a PJRT_DEVICE the host lacks is RuntimeError. The runtime's device_type() names it.
 TORCH_XLA = {
-    "__init__.py": "__version__ = '2.5.0'\n",
+    "__init__.py": "import _fidelity_hw\n__version__ = _fidelity_hw.xla_version()\n",
     "core/__init__.py": "",
     "core/xla_model.py": (
         "import re\nimport torch\nimport _fidelity_hw\n\n\n"
@@ -111,8 +114,7 @@ TORCH_XLA = {
         "        out.append(f'{_fidelity_hw.xla_type()}:{m.group(1)}')\n"
         "    return out\n\n\n"
         "def xla_device(n=None, devkind=None):\n"
-        "    if _fidelity_hw.xla_type() is None:\n"
-        "        raise RuntimeError('simulated torch_xla: no XLA device on this host')\n"
+        "    _fidelity_hw.xla_check()\n"
         "    return torch.device('xla', 0 if n is None else n)\n\n\n"
         "def xla_device_hw(device):\n    return _fidelity_hw.xla_type()\n\n\n"
         "def xrt_world_size(*a):\n    return 1\n\n\n"
@@ -140,7 +142,7 @@ if JOB.get("torch_xla"):
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w") as f:
             f.write(text)
-    _dist_info("torch_xla", "2.5.0")
+    _dist_info("torch_xla", JOB["torch"] if JOB["torch_xla"] is True else JOB["torch_xla"])
 os.environ.update(JOB.get("process_env", {}))  # read once, at import (USE_TORCH_XLA)
 
 
@@ -395,20 +397,43 @@ def attach(dtype):
         sys.modules[f"torch.{dtype}"] = getattr(torch, dtype)
 
 
+def xla_version():
+    """The job's torch_xla release: as named, or (torch_xla: true, the probes) the one paired with its torch."""
+    return JOB["torch"] if JOB["torch_xla"] is True else JOB["torch_xla"]
+
+
 def xla_type():
-    """The device torch_xla's PJRT runtime finds on the simulated host (None: none)."""
-    if HOST.get("tpu"):
-        return "TPU"
-    if COUNT.get("neuron") or HOST.get("neuron_xla"):
-        return "NEURON"
-    if COUNT.get("cuda"):
-        return "CUDA"
-    return None
+    """The device torch_xla's runtime finds on the simulated host (None: none), as T-XLA-PJRT describes."""
+    native = "TPU" if HOST.get("tpu") else "NEURON" if COUNT.get("neuron") or HOST.get("neuron_xla") else None
+    pjrt = os.environ.get("PJRT_DEVICE")
+    if pjrt is not None:
+        kind = pjrt.split("_")[0]
+        have = {"CPU": True, "TPU": native == "TPU", "NEURON": native == "NEURON", "CUDA": COUNT.get("cuda"),
+                "GPU": COUNT.get("cuda")}
+        return kind if have.get(kind) else None
+    if tuple(int(x) for x in xla_version().split(".")[:2]) < (2, 0):
+        return native  # XRT: configured on a TPU host only
+    if os.environ.get("PJRT_SELECT_DEFAULT_DEVICE", "1") == "0":
+        return None
+    return native or "CPU"
+
+
+def xla_check():
+    """xm.xla_device()'s failure where there is no XLA device: NotImplementedError in 2.1 to 2.4 (requires_pjrt, with
+    PJRT_SELECT_DEFAULT_DEVICE=0 and no PJRT_DEVICE), else RuntimeError."""
+    if xla_type() is not None:
+        return
+    if ((2, 1) <= tuple(int(x) for x in xla_version().split(".")[:2]) < (2, 5) and "PJRT_DEVICE" not in os.environ
+            and os.environ.get("PJRT_SELECT_DEFAULT_DEVICE", "1") == "0"):
+        raise NotImplementedError("simulated torch_xla: `xla_device` not implemented for XRT")
+    raise RuntimeError("simulated torch_xla: no XLA device on this host")
 
 
 _hw = types.ModuleType("_fidelity_hw")
 _hw.attach = attach
 _hw.xla_type = xla_type
+_hw.xla_version = xla_version
+_hw.xla_check = xla_check
 sys.modules["_fidelity_hw"] = _hw
 
 _RealDevice = torch.device  # torch's own (the landing model's meta weights)

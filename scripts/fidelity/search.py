@@ -23,7 +23,7 @@ import subprocess
 import time
 
 from common import ROOT, acc_for, export, load_results, save_results, vkey
-from compare import DISTRIBUTIONS, HERE_DIGEST, TORCH, backends, classify, run_oracle, same
+from compare import DISTRIBUTIONS, HERE_DIGEST, TORCH, OracleServer, backends, classify, same
 from probes import XHOSTS
 
 BATCH = os.path.join(ROOT, "build/dev/tests/placement/fidelity_batch_resolve")
@@ -39,6 +39,8 @@ ENV_VALUES = {
 }
 # Read once, at import: each value is an oracle process of its own, so few (valid on, valid off, invalid).
 PROCESS_ENV_VALUES = {"USE_TORCH_XLA": ["1", "0", "maybe"]}
+# torch_xla's generations (T-XLA-PJRT): XRT (1.13), PJRT with requires_pjrt on xla_device (2.1 to 2.4), PJRT (2.5 on).
+TORCH_XLA_RELEASES = ["1.13.1", "2.1.0", "2.5.0"]
 DEVICE_STRINGS = ["cpu", "cuda", "cuda:0", "cuda:1", "cuda:2", "npu", "npu:1", "xpu", "xpu:1", "mlu:0", "musa:1",
                   "hpu", "hpu:0", "mps", "neuron", "tpu", "xla", "xla:0", "meta", "foo", "cuda:x"]  # no "": a request cannot say it
 PIPELINE_DEVICES = [None, -1, 0, 1, 2] + DEVICE_STRINGS
@@ -72,10 +74,12 @@ def sample(rng, tf):
     if env:
         s["env"] = env
     if rng.random() < 0.15:
-        s["xla"] = True
+        s["xla"] = rng.choice(TORCH_XLA_RELEASES)
         s["host"] = rng.choice(XLA_HOSTS)
         if rng.random() < 0.5:
             s["process_env"] = {k: rng.choice(v) for k, v in PROCESS_ENV_VALUES.items()}
+        if rng.random() < 0.3:
+            s.setdefault("process_env", {})["PJRT_SELECT_DEFAULT_DEVICE"] = rng.choice(["0", "1"])
     return {k: v for k, v in s.items() if v is not None}
 
 
@@ -85,7 +89,7 @@ def process_key(s, tf, acc):
     import it (is_tpu_available(check_device=False) is False on a CUDA host): one process per host there."""
     ipex = bool(tf) and "intel_extension_for_pytorch" in XHOSTS[s["host"]].get("packages", [])
     per_host = s.get("xla") and vkey(acc) < (0, 28)
-    return json.dumps([bool(s.get("xla")), s.get("process_env", {}), ipex, s["host"] if per_host else ""],
+    return json.dumps([s.get("xla", False), s.get("process_env", {}), ipex, s["host"] if per_host else ""],
                       sort_keys=True)
 
 
@@ -95,19 +99,20 @@ def library_side(a, tf, acc, tf_dir, acc_dir, scenarios, stats):
     for sid, s in scenarios.items():
         groups[process_key(s, tf, acc)].append((sid, s))
     got = {}
-    for key, items in groups.items():
-        xla, penv, _, _ = json.loads(key)
-        items.sort(key=lambda x: x[1]["host"])  # the oracle sets a host up when it changes
-        cases = [{"id": sid, "host": XHOSTS[s["host"]], "convention": s["convention"], "local_rank": s.get("rank"),
-                  "world_size": s.get("world", 2), "use_cpu": bool(s.get("use_cpu")), "device": s.get("device"),
-                  "env": s.get("env", {})} for sid, s in items]
-        t0 = time.time()
-        got.update(run_oracle({"accelerate": acc_dir, "transformers": tf_dir, "cases": cases,
-                               "accelerate_version": acc, "transformers_version": tf, "torch": TORCH,
-                               "hub_version": "1.2.0" if tf and vkey(tf) >= (5,) else "0.30.0",
-                               "torch_xla": xla, "process_env": penv}))
-        stats["oracle_processes"] += 1
-        stats["oracle_seconds"] += time.time() - t0
+    t0 = time.time()
+    with OracleServer() as server:  # torch imported once; one forked oracle.py per group
+        for key, items in groups.items():
+            xla, penv, _, _ = json.loads(key)
+            items.sort(key=lambda x: x[1]["host"])  # the oracle sets a host up when it changes
+            cases = [{"id": sid, "host": XHOSTS[s["host"]], "convention": s["convention"], "local_rank": s.get("rank"),
+                      "world_size": s.get("world", 2), "use_cpu": bool(s.get("use_cpu")), "device": s.get("device"),
+                      "env": s.get("env", {})} for sid, s in items]
+            got.update(server.run({"accelerate": acc_dir, "transformers": tf_dir, "cases": cases,
+                                   "accelerate_version": acc, "transformers_version": tf, "torch": TORCH,
+                                   "hub_version": "1.2.0" if tf and vkey(tf) >= (5,) else "0.30.0",
+                                   "torch_xla": xla, "process_env": penv}))
+            stats["oracle_processes"] += 1
+    stats["oracle_seconds"] += time.time() - t0
     return got
 
 
@@ -122,7 +127,8 @@ def request(s, tf, acc):
          "accelerateVersion": acc,
          "jobEnvironment": {"source": "fidelity search: the simulated job's packages",
                             "packages": [{"name": "torch", "version": TORCH}] +
-                                        [{"name": DISTRIBUTIONS[p], "version": TORCH} for p in host.get("packages", [])]}}
+                                        [{"name": DISTRIBUTIONS[p], "version": TORCH} for p in host.get("packages", [])] +
+                                        ([{"name": "torch_xla", "version": s["xla"]}] if s.get("xla") else [])}}
     if tf:
         r["transformersVersion"] = tf
     if conv == "max_memory":
@@ -183,9 +189,6 @@ def harness_class(s, lib, dp):
         if (host["count"].get(dtype) and s.get("rank", 0) >= host["count"][dtype]
                 and dp.get("device", "").startswith(dtype + ":")):
             return f"harness: {why}: a rank >= {host['count'][dtype]} has a device of its own on the fixture"
-    if s.get("xla") and not (host.get("tpu") or host["count"].get("cuda") or host["count"].get("neuron")):
-        return ("harness: the torch_xla stand-in has no XLA device on a host with no TPU, CUDA GPU or NeuronCore; "
-                "torch_xla 2.5 falls back to PJRT_DEVICE=CPU there (torch_xla/runtime.py _maybe_select_default_device)")
     if (s.get("xla") and lib.get("error", "").startswith("_NotAvailable: simulated: xla")
             and dp.get("device", "").startswith("xla")):
         return ("harness: the oracle's stand-in torch counts no xla devices (oracle.py _available), but with torch_xla "
@@ -322,7 +325,8 @@ def run_search(a, tfr, accr, pairs):
         results.setdefault("search", {})[key] = {
             "transformers": tf, "accelerate": acc, "seed": a.seed, "scenarios": a.scenarios,
             "ran": datetime.date.today().isoformat(), "seconds": seconds,
-            "oracle_processes": stats["oracle_processes"], "oracle_seconds": round(stats["oracle_seconds"], 1),
+            "oracle_processes": stats["oracle_processes"], "forked": True,  # batches forked by oracle_server.py
+            "oracle_seconds": round(stats["oracle_seconds"], 1),
             "devplace_seconds": round(stats["devplace_seconds"], 1), "classes": dict(sorted(classes.items())),
             "unintended": classes["unintended"], "kinds_shrunk": len(shrunk),
             "shrunk": [{"scenario": s, "library": l, "devplace": d} for s, l, d in shrunk.values()]}

@@ -105,6 +105,7 @@ absl::StatusOr<JobPython> ReadJobPython(const v1::JobEnvironment& env) {
     if (name == "transformers") job.transformers = p.version();
     if (name == "accelerate") job.accelerate = p.version();
     if (name == "intel-extension-for-pytorch") job.ipex = p.version();
+    if (name == "torch-xla") job.torch_xla = p.version();
   }
   // V-JOB-BUILD: torch's build, then each plug-in that adds a device type.
   auto add = [&](absl::string_view backend) {

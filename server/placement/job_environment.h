@@ -34,6 +34,9 @@ struct JobPython {
   // Intel Extension for PyTorch (intel-extension-for-pytorch), the only way releases before
   // V-ACC-XPU-STOCK / V-TF-XPU-STOCK see an Intel GPU; nullopt = not installed there.
   std::optional<std::string> ipex;
+  // torch_xla (torch-xla), whose release decides whether a host without a TPU has an XLA device
+  // (T-XLA-PJRT); nullopt = not installed there.
+  std::optional<std::string> torch_xla;
   // The plug-ins present, as "torch-npu 2.1.0".
   std::vector<std::string> plugins;
   // The runtime backends torch's build and the plug-ins give (V-JOB-BUILD); empty = not told

@@ -12,12 +12,14 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "server/placement/device_string.h"
 #include "server/placement/resolver_internal.h"
+#include "server/placement/torch_device_types.h"
 #include "server/placement/versions.h"
 
 namespace devplace::placement::resolver_internal {
@@ -35,6 +37,88 @@ const RowState* Resolution::XlaRow() const {
     }
   }
   return found;
+}
+
+// T-XLA-PJRT: what xm.xla_device() does in the job's torch_xla. A TPU (or a Neuron core, XlaRow) is an XLA device in
+// every release. Without one, torch_xla 1.13 runs XRT unless PJRT_DEVICE is set, and XRT raises RuntimeError "Missing
+// XLA configuration". From 2.0 a process with no PJRT_DEVICE defaults to PJRT_DEVICE=CPU (torch_xla/experimental/
+// pjrt.py _maybe_select_default_device at v2.0.0, torch_xla/runtime.py from v2.1.0), so xla:0 is the host's CPU;
+// unless PJRT_SELECT_DEFAULT_DEVICE=0, or in 2.0 an XRT_* variable or GPU_NUM_DEVICES (XRT then), or from 2.1 to
+// 2.8 GPU_NUM_DEVICES > 0 (PJRT_DEVICE=GPU/CUDA). With PJRT_SELECT_DEFAULT_DEVICE=0 and no PJRT_DEVICE, 2.1 to 2.4
+// raise NotImplementedError from requires_pjrt on xla_device, which no library's check catches; from 2.5 (no
+// requires_pjrt there) the runtime raises RuntimeError "$PJRT_DEVICE is not set.", as for an empty PJRT_DEVICE. The
+// release: the job's torch_xla, else its torch's MAJOR.MINOR (torch_xla releases pair with torch's), else 2.1
+// (assumed: every torch_xla since 2.0, March 2023, runs PJRT; 1.13 was the last XRT release). Executed at the
+// tags: scripts/fidelity/pjrt_default.py, tests/placement/pjrt_default.txt.
+Resolution::XlaDevice Resolution::TorchXlaDevice() {
+  if (xla_device_) return *xla_device_;
+  std::optional<Version> v;
+  std::string from;
+  if (job_ && job_->torch_xla && (v = PackageMajorMinor(*job_->torch_xla))) {
+    from = absl::StrCat("torch_xla ", *job_->torch_xla, " (", job_->source, ")");
+  } else if (job_ && job_->torch && (v = PackageMajorMinor(*job_->torch))) {
+    from = absl::StrCat("torch_xla ", v->major, ".", v->minor, " (the release paired with the job's torch ",
+                        *job_->torch, ")");
+  } else {
+    v = Version{2, 1, 0};
+    from = "torch_xla 2.1 (its release not told: assumed; every torch_xla since 2.0 runs PJRT, and 2.1 to 2.4 are "
+           "the releases of Accelerate < 0.28 and Transformers < 4.39)";
+  }
+  const std::string* pjrt = Env("PJRT_DEVICE");
+  const std::string* select = Env("PJRT_SELECT_DEFAULT_DEVICE");
+  const std::string* gpus = Env("GPU_NUM_DEVICES");
+  const bool xrt_env = std::any_of(req_.env().begin(), req_.env().end(),
+                                   [](const auto& kv) { return absl::StartsWith(kv.first, "XRT_"); });
+  const bool pjrt_v2 = v->major >= 2;
+  const bool v21 = !(*v < Version{2, 1, 0}), v25 = !(*v < Version{2, 5, 0}), v29 = !(*v < Version{2, 9, 0});
+  const bool device = XlaRow() != nullptr;
+  const bool cuda = FirstAvailable({"cuda"}) != nullptr;
+  XlaDevice got;
+  std::string why;
+  if (pjrt != nullptr && pjrt->empty()) {
+    got = XlaDevice::kNone;
+    why = "PJRT_DEVICE set empty: the runtime raises RuntimeError \"$PJRT_DEVICE is not set.\"";
+  } else if (pjrt != nullptr) {
+    const bool cpu = absl::StartsWith(*pjrt, "CPU");
+    got = cpu || device || cuda ? XlaDevice::kFound : XlaDevice::kNone;
+    why = absl::StrCat("PJRT_DEVICE=", *pjrt, cpu ? ": the host's CPU"
+                                                  : got == XlaDevice::kFound ? ": the host's device"
+                                                                             : ": no such device here (RuntimeError)");
+  } else if (!pjrt_v2) {
+    got = device ? XlaDevice::kFound : XlaDevice::kNone;
+    why = device ? "XRT on the TPU" : "XRT without a TPU raises RuntimeError \"Missing XLA configuration\"";
+  } else if (v21 && select != nullptr && *select == "0") {
+    got = v25 ? XlaDevice::kNone : XlaDevice::kRaises;
+    why = v25 ? "PJRT_SELECT_DEFAULT_DEVICE=0, no PJRT_DEVICE: the runtime raises RuntimeError \"$PJRT_DEVICE is not "
+                "set.\" (torch_xla >= 2.5)"
+              : "PJRT_SELECT_DEFAULT_DEVICE=0, no PJRT_DEVICE: requires_pjrt raises NotImplementedError (torch_xla 2.1 "
+                "to 2.4)";
+  } else if (!v21 && ((select != nullptr && *select == "0") || gpus != nullptr || xrt_env)) {
+    got = device ? XlaDevice::kFound : XlaDevice::kNone;
+    why = "no default device (PJRT_SELECT_DEFAULT_DEVICE=0, GPU_NUM_DEVICES or an XRT_ variable set): XRT";
+  } else if (int n = 0; v21 && !v29 && gpus != nullptr && absl::SimpleAtoi(*gpus, &n) && n > 0) {
+    got = cuda ? XlaDevice::kFound : XlaDevice::kNone;
+    why = "GPU_NUM_DEVICES > 0: PJRT_DEVICE=GPU";
+  } else {
+    got = XlaDevice::kFound;
+    why = device ? "PJRT on the TPU" : "no TPU and no PJRT_DEVICE: PJRT_DEVICE=CPU, the host's CPU";
+  }
+  out_.add_explanation(absl::StrCat("T-XLA-PJRT xm.xla_device() in ", from, ": ", why));
+  xla_device_ = got;
+  xla_why_ = absl::StrCat(from, ": ", why);
+  return got;
+}
+
+void Resolution::WarnXlaRaises(absl::string_view who) {
+  if (xla_raise_warned_) return;
+  xla_raise_warned_ = true;
+  const std::string w = absl::StrCat(
+      who, " calls xm.xla_device(), which raises NotImplementedError in this torch_xla (2.1 to 2.4) with "
+      "PJRT_SELECT_DEFAULT_DEVICE=0 and no PJRT_DEVICE (torch_xla/runtime.py requires_pjrt), and "
+      "does not catch it: the job fails at start. Unset PJRT_SELECT_DEFAULT_DEVICE to run on xla:0 (PJRT's default "
+      "device), set PJRT_DEVICE=CPU or TPU, or uninstall torch_xla for the answer given here");
+  out_.add_warnings(w);
+  hazards_.push_back(w);
 }
 
 // T-XLA-NEURON: a torch-neuronx job on torch_xla under torchrun (LOCAL_RANK set). torch_xla runs its Neuron
@@ -129,12 +213,16 @@ absl::StatusOr<std::optional<std::string>> Resolution::TorchXlaNeuronCores(int h
 bool Resolution::XlaApplies(bool state_cpu) {
   if (!runtime_.count("xla")) return false;
   if (!versions_.Has(Feature::kAccXlaImportOnly)) {  // is_tpu_available(): no USE_TORCH_XLA yet
-    const bool device = XlaRow() != nullptr;
+    // No CUDA GPU, then xm.xla_device() (T-XLA-PJRT), called before PartialState looks at cpu.
     const bool cuda = FirstAvailable({"cuda"}) != nullptr;
-    if (!device || cuda || state_cpu) {
+    const XlaDevice device = cuda ? XlaDevice::kNone : TorchXlaDevice();
+    if (device == XlaDevice::kRaises) WarnXlaRaises(absl::StrCat("Accelerate ", versions_.accelerate().ToString(),
+                                                                 "'s is_tpu_available()"));
+    if (device != XlaDevice::kFound || state_cpu) {
       out_.add_explanation(absl::StrCat("T-XLA not taken: ", versions_.Cite(Feature::kAccXlaImportOnly), "; here ",
-                                        !device ? "no TPU or Neuron core is visible"
-                                                : cuda ? "a CUDA GPU is available" : "cpu is set"));
+                                        cuda ? "a CUDA GPU is available"
+                                             : device != XlaDevice::kFound ? "xm.xla_device() finds no XLA device"
+                                                                           : "cpu is set"));
       return false;
     }
     if (const std::string* v = Env("USE_TORCH_XLA")) {
@@ -153,6 +241,20 @@ bool Resolution::XlaApplies(bool state_cpu) {
 
 absl::Status Resolution::AnswerXla(bool state_cpu) {
   const RowState* tpu = XlaRow();
+  // The XLA branch sets its device from xm.xla_device(): where that raises (T-XLA-PJRT), the job fails there. The
+  // answer stays the library's choice, xla:0, beside the warning (a hazard).
+  const XlaDevice xla = tpu == nullptr || Env("PJRT_SELECT_DEFAULT_DEVICE") != nullptr || Env("PJRT_DEVICE") != nullptr
+                            ? TorchXlaDevice()
+                            : XlaDevice::kFound;
+  const std::string branch = absl::StrCat("Accelerate ", versions_.accelerate().ToString(), "'s PartialState (its XLA branch)");
+  if (xla == XlaDevice::kRaises) WarnXlaRaises(branch);
+  if (xla == XlaDevice::kNone) {
+    const std::string w = absl::StrCat(branch, " sets its device from xm.xla_device(), which raises RuntimeError here (",
+                                       xla_why_, "): the job fails at start. Set USE_TORCH_XLA=0 or uninstall "
+                                       "torch_xla to run without XLA");
+    out_.add_warnings(w);
+    hazards_.push_back(w);
+  }
   out_.set_device("xla:0");
   out_.set_backend(tpu != nullptr ? tpu->backend->row() : v1::ROW_UNSPECIFIED);
   out_.set_package("torch_xla");
@@ -174,20 +276,39 @@ absl::Status Resolution::AnswerXla(bool state_cpu) {
                                       tpu->backend->name(), ": Accelerate picks the XLA device before any other check; "
                                       "each process sees xla:0 (", versions_.Cite(Feature::kAccXlaImportOnly), ")"));
   } else {
-    // Import-only check: no TPU here, the job still gets XLA. Name what it gets without it.
+    // No TPU here, the job still gets XLA: import-only (>= 0.28), or torch_xla's PJRT CPU device (T-XLA-PJRT).
+    // Name what it gets without it: USE_TORCH_XLA=0 where the release reads it, else without torch_xla.
+    const bool reads_env = versions_.Has(Feature::kAccXlaImportOnly);
     v1::ResolveDeviceRequest without = req_;
-    (*without.mutable_env())["USE_TORCH_XLA"] = "0";
+    if (reads_env) {
+      (*without.mutable_env())["USE_TORCH_XLA"] = "0";
+    } else {
+      without.clear_runtime_backends();
+      for (const std::string& b : runtime_list_) {
+        if (b != "xla") without.add_runtime_backends(b);
+      }
+      auto* packages = without.mutable_job_environment()->mutable_packages();
+      packages->erase(std::remove_if(packages->begin(), packages->end(),
+                                     [](const v1::PythonPackage& p) { return NormalizePackageName(p.name()) == "torch-xla"; }),
+                      packages->end());
+    }
     without.set_strict(false);
     v1::ResolveDeviceResponse alt;
     const std::string other = Resolution(inv_, without, &alt).Run().ok() ? alt.device()
                                                                         : "the device devplace would otherwise answer";
-    out_.add_explanation(absl::StrCat("T-XLA torch_xla is importable (runtime_backends has xla, USE_TORCH_XLA not "
-                                      "false): ", versions_.Cite(Feature::kAccXlaImportOnly),
+    out_.add_explanation(absl::StrCat("T-XLA torch_xla is importable (runtime_backends has xla", reads_env ? ", USE_TORCH_XLA not false): " : "): ",
+                                      reads_env ? versions_.Cite(Feature::kAccXlaImportOnly)
+                                                : "is_tpu_available() finds torch_xla's PJRT CPU device (T-XLA-PJRT)",
                                       " -> the XLA device xla:0 although no TPU is visible"));
-    const std::string w = absl::StrCat(
-        "torch_xla is installed (runtime_backends has xla) and Accelerate ", versions_.accelerate().ToString(),
-        " only tests that it imports: the job gets the XLA device xla:0, not ", other,
-        "; set USE_TORCH_XLA=0 or uninstall torch_xla to get ", other);
+    const std::string w =
+        reads_env ? absl::StrCat("torch_xla is installed (runtime_backends has xla) and Accelerate ",
+                                 versions_.accelerate().ToString(), " only tests that it imports: the job gets the XLA "
+                                 "device xla:0, not ", other, "; set USE_TORCH_XLA=0 or uninstall torch_xla to get ", other)
+                  : absl::StrCat("torch_xla is installed (runtime_backends has xla) and, with no TPU and no PJRT_DEVICE, "
+                                 "defaults to PJRT_DEVICE=CPU (torch_xla >= 2.0), so Accelerate ",
+                                 versions_.accelerate().ToString(), "'s is_tpu_available() finds an XLA device: the "
+                                 "job gets xla:0 (the CPU through XLA), not ", other, "; this release does not read "
+                                 "USE_TORCH_XLA: uninstall torch_xla to get ", other);
     out_.add_warnings(w);
     hazards_.push_back(w);
   }

@@ -44,7 +44,9 @@ namespace devplace::placement {
 //    torch_xla cannot map, cpu included (V-TF-XLA-CPU: the job's RuntimeError); with `strict`, any hazard (rank
 //    wrap-around, device_map="auto" leaving the Intel GPUs out because the Accelerate release cannot read their
 //    memory (V-ACC-XPU-MEM rows), ACCELERATE_USE_CPU
-//    ignored by TrainingArguments, XLA overriding use_cpu, torch_xla importable without a TPU, a
+//    ignored by TrainingArguments, XLA overriding use_cpu, torch_xla importable without a TPU (or, before Accelerate
+//    0.28 / Transformers 4.39, torch_xla >= 2.0's PJRT CPU device found there), the job's xm.xla_device() raising
+//    at start (T-XLA-PJRT: torch_xla 1.13 without a TPU, PJRT_SELECT_DEFAULT_DEVICE=0), a
 //    present row the job cannot use when the choice was automatic, an available row the
 //    convention never picks when the answer fell back to cpu, ranks of a distributed job sharing
 //    the one MIG instance CUDA enumerates, E-MIG, a Transformers or Accelerate release newer than

@@ -117,7 +117,7 @@ class Resolution {
   absl::Status TrainingChain();
   bool WorldOfOneIsSingle(bool state_cpu);
   bool TaKeepsMpsFromEnv();  // TrainingArguments before 4.42 keeps PartialState's mps device  // V-ACC-LOCAL-RANK: single-process torchrun before 0.28
-  absl::Status XlaRealDevicesCheck() const;
+  absl::Status XlaRealDevicesCheck();
   std::string SingleDevice(bool acc, const std::string& type) const;
   absl::Status SingleProcess(bool acc);
 
@@ -130,6 +130,13 @@ class Resolution {
   absl::StatusOr<std::optional<std::string>> TorchXlaNeuronCores(int host_cores);
   bool NeuronOnXlaTorchrun() const;  // the job's torch-neuronx runs on torch_xla, launched by torchrun
   const RowState* XlaRow() const;
+  // T-XLA-PJRT: what xm.xla_device() does in the job's torch_xla on this host, for the releases that call it to
+  // test for an XLA device (Accelerate before 0.28, Transformers before 4.39) and for the XLA branch. Explained once.
+  enum class XlaDevice { kFound, kNone, kRaises };
+  XlaDevice TorchXlaDevice();
+  // T-XLA-PJRT: warns (a hazard) once that `who` calls xm.xla_device(), which raises NotImplementedError here.
+  void WarnXlaRaises(absl::string_view who);
+  bool TfXlaCheckPasses();  // TrainingArguments' own XLA check (V-TF-XLA-ENV, T-XLA-PJRT)
   absl::Status AnswerVerbatim(const DeviceString& d);
   absl::Status Distributed(const RowState& row, const OrderRule& chain);
 
@@ -183,6 +190,9 @@ class Resolution {
   std::vector<RowState> rows_;
   std::vector<std::string> hazards_;
   std::set<Library> xpu_said_;  // SeesXpu explained (or warned) once per library
+  std::optional<XlaDevice> xla_device_;  // TorchXlaDevice(), once worked out
+  std::string xla_why_;                  // and why (its explanation)
+  bool xla_raise_warned_ = false;
 };
 
 }  // namespace devplace::placement::resolver_internal

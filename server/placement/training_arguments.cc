@@ -28,7 +28,8 @@ absl::Status Resolution::Training() {
 // get_xla_device_type(self.device) for any device that is not cuda, npu or xpu; once torch_xla is importable that
 // is xm.xla_real_devices([device]), which torch_xla refuses for anything but xla:N (RuntimeError). The job stops
 // in TrainingArguments(...): no device to answer.
-absl::Status Resolution::XlaRealDevicesCheck() const {
+// get_xla_device_type asks is_torch_tpu_available() first: only where xm.xla_device() finds a device (T-XLA-PJRT).
+absl::Status Resolution::XlaRealDevicesCheck() {
   if (convention_ != v1::CONVENTION_TRAINING_ARGUMENTS || versions_.Has(Feature::kTfXlaCpuDevice) ||
       !runtime_.count("xla")) {
     return absl::OkStatus();
@@ -36,9 +37,11 @@ absl::Status Resolution::XlaRealDevicesCheck() const {
   const std::string& device = out_.device();
   const std::string type = device.substr(0, device.find(':'));
   if (type == "cuda" || type == "npu" || type == "xpu" || type == "xla") return absl::OkStatus();
+  if (TorchXlaDevice() != XlaDevice::kFound) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
       "TrainingArguments of Transformers ", versions_.transformers().ToString(), " raises RuntimeError while it is "
-      "built: torch_xla is importable (runtime_backends has xla), so its XLA check passes, and __post_init__'s "
+      "built: torch_xla is importable (runtime_backends has xla) and finds an XLA device, so its XLA check passes, and "
+      "__post_init__'s "
       "mixed-precision check hands its device ", device, " to torch_xla's xm.xla_real_devices, which takes only "
       "xla:N devices (", versions_.Cite(Feature::kTfXlaCpuDevice), "); use Transformers >= 4.39.0, or remove "
       "torch_xla from the job's environment"));
@@ -72,6 +75,20 @@ bool Resolution::TaKeepsMpsFromEnv() {
                                     "TrainingArguments keeps a device of type mps before use_cpu and its own order (",
                                     versions_.Cite(versions_.Order(OrderKind::kTfSingle)), ")"));
   return true;
+}
+
+// TrainingArguments' own XLA check. From 4.39 is_torch_xla_available(): the import and USE_TORCH_XLA (V-TF-XLA-ENV).
+// Before, is_torch_tpu_available(): xm.xla_device() in a try that catches RuntimeError only (T-XLA-PJRT: torch_xla
+// >= 2.0 finds its PJRT CPU device on any host; 2.1 to 2.4 may raise NotImplementedError, which it does not catch).
+bool Resolution::TfXlaCheckPasses() {
+  if (!runtime_.count("xla")) return false;
+  if (versions_.Has(Feature::kTfXlaReadsEnv)) return tf_use_torch_xla_;
+  const XlaDevice device = TorchXlaDevice();
+  if (device == XlaDevice::kRaises) {
+    WarnXlaRaises(absl::StrCat("Transformers ", versions_.transformers().ToString(),
+                               "'s is_torch_tpu_available() (TrainingArguments._setup_devices)"));
+  }
+  return device == XlaDevice::kFound;
 }
 
 absl::Status Resolution::TrainingChain() {
@@ -124,7 +141,7 @@ absl::Status Resolution::TrainingChain() {
   // here, PartialState did not pick XLA: before Accelerate 0.28 on a host with a CUDA GPU
   // (V-ACC-XLA-IMPORT), or USE_TORCH_XLA=0 read by Accelerate but not by that Transformers. The job
   // gets Accelerate's device, `cuda`, without DataParallel.
-  const bool tf_xla = runtime_.count("xla") && (tf_use_torch_xla_ || !versions_.Has(Feature::kTfXlaReadsEnv));
+  const bool tf_xla = !acc && TfXlaCheckPasses();
   if (!acc && !local_rank_ && tf_xla) {
     out_.add_explanation(absl::StrCat("T-XLA TrainingArguments' own XLA check passes (torch_xla importable), so it "
                                       "takes PartialState.device, which is not XLA here: ",

@@ -32,8 +32,9 @@ std::vector<FeatureRule> MakeAccelerateFeatureRules() {
   return {
       {F::kAccXlaImportOnly, L::kAccelerate, {0, 28, 0}, "V-ACC-XLA-IMPORT",
        "is_torch_xla_available() only tests that torch_xla imports (and USE_TORCH_XLA): torch_xla installed means "
-       "XLA, with or without a TPU; before 0.28 is_tpu_available() needed an XLA device (a TPU, or a Neuron core "
-       "through torch-neuronx) and no CUDA GPU, and USE_TORCH_XLA was not read",
+       "XLA, with or without a TPU; before 0.28 is_tpu_available() needed an XLA device (a TPU, a Neuron core "
+       "through torch-neuronx, or from torch_xla 2.0 its PJRT CPU device, T-XLA-PJRT) and no CUDA GPU, and "
+       "USE_TORCH_XLA was not read",
        "huggingface/accelerate:src/accelerate/utils/imports.py is_torch_xla_available (first tag v0.28.0, PR #2176; "
        "is_tpu_available up to v0.27.2)",
        /*commits=*/"b443be70"},
