@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "server/placement/backends.h"
 #include "server/placement/device_state.h"
@@ -44,7 +45,8 @@ bool KeepDeviceReadings(const v1::Device& then, const v1::Inventory& previous, v
     if (c.effect() != v1::HEALTH_UNSPECIFIED) continue;
     for (const v1::HealthCounter& old : then.health_counters()) {
       if (old.name() != c.name() || old.source() != c.source() || HealthUsable(old.effect())) continue;
-      c.set_rule(absl::StrCat(KeptPart(old, previous), kUnknownNow, c.rule()));
+      // The now-unknown counter's rule is "unknown: <why>"; the kept rule says "unknown now: <why>".
+      c.set_rule(absl::StrCat(KeptPart(old, previous), kUnknownNow, absl::StripPrefix(c.rule(), "unknown: ")));
       c.set_value(old.value());
       c.set_effect(old.effect());
       WorsenHealth(now, c);

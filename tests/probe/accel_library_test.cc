@@ -549,6 +549,26 @@ TEST_P(LibraryHealthTest, AUsageRefreshMakesNoHealthCall) {
   EXPECT_EQ(LibraryCounter(faulty, c.counter), nullptr);
 }
 
+// MTML's own "the device fails" code from a health call is the library's verdict, as from any call:
+// FAULT naming the call, its counters unknown.
+TEST(MtmlHealth, DriverFailureFromAHealthCallMakesTheDeviceFault) {
+  const EccCase& c = kEccCases[2];
+  ASSERT_STREQ(c.prober, "mtml");
+  const Vendor& v = VendorNamed(c.prober);
+  TempDir tmp;
+  const v1::Inventory inv =
+      ProbeWith(v, v.host, EccScript(c, tmp, "fail mtmlMemoryGetEccErrorCounter 0 DRIVER_FAILURE"), v.fake);
+  const v1::Device* failing = FindDevice(inv, c.healthy);  // 3a:00.0, MTML index 0
+  ASSERT_NE(failing, nullptr);
+  EXPECT_EQ(failing->health(), v1::HEALTH_FAULT);
+  EXPECT_THAT(failing->health_reason(), HasSubstr("mtmlMemoryGetEccErrorCounter: MTML_ERROR_DRIVER_FAILURE"));
+  EXPECT_FALSE(failing->usable());
+  ASSERT_NE(LibraryCounter(failing, "ecc.errors.uncorrected.volatile.total"), nullptr);
+  EXPECT_EQ(LibraryCounter(failing, "ecc.errors.uncorrected.volatile.total")->effect(), v1::HEALTH_UNSPECIFIED);
+  ASSERT_NE(LibraryCounter(failing, "retired_pages.pending"), nullptr);
+  EXPECT_EQ(LibraryCounter(failing, "retired_pages.pending")->effect(), v1::HEALTH_OK);  // its own call answered
+}
+
 INSTANTIATE_TEST_SUITE_P(Libraries, LibraryHealthTest, ::testing::ValuesIn(kEccCases),
                          [](const ::testing::TestParamInfo<EccCase>& info) { return std::string(info.param.prober); });
 

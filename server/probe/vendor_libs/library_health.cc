@@ -41,6 +41,10 @@ bool LibraryHealthReader::Answered(const char* call, const std::string& source, 
     case CallResult::kLost:
       calls_.DeviceResult(device_, call, code);  // HEALTH_LOST, as from any call
       return false;
+    case CallResult::kFault:  // the library says the device fails (MTML_ERROR_DRIVER_FAILURE): FAULT, as from any call
+      calls_.DeviceResult(device_, call, code);
+      Unknown(rules, source, calls_.CodeName(code));
+      return false;
     case CallResult::kNotSupported:
       Unknown(rules, source, absl::StrCat(calls_.CodeName(code), " (this device does not offer it)"));
       return false;

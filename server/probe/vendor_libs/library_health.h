@@ -7,8 +7,9 @@
 // Every call is optional: one the library lacks, one the device answers as not supported (the
 // library's LibraryErrors classify it kNotSupported) and one that fails make its counters unknown
 // (effect HEALTH_UNSPECIFIED, the rule saying why), never a health change; a failure other than
-// "not supported" is also a note in the prober's report, never a problem. Only a code classified
-// kLost changes the device: HEALTH_LOST, as from any call, and no later call is made on it.
+// "not supported" is also a note in the prober's report, never a problem. Only the codes that are a
+// library's verdict on the device change it, as from any call: kLost HEALTH_LOST (no later call is
+// made on it), kFault HEALTH_FAULT (MTML_ERROR_DRIVER_FAILURE; the call named in the reason).
 #ifndef DEVPLACE_SERVER_PROBE_VENDOR_LIBS_LIBRARY_HEALTH_H_
 #define DEVPLACE_SERVER_PROBE_VENDOR_LIBS_LIBRARY_HEALTH_H_
 
