@@ -50,11 +50,19 @@ std::string StartHint() {
 
 }  // namespace
 
-std::string NoAnswer(const std::string& target, absl::Duration waited) {
+std::string NoAnswer(const std::string& target, absl::Duration waited) { return NoAnswer(target, waited, ::geteuid() == 0); }
+
+std::string NoAnswer(const std::string& target, absl::Duration waited, bool root) {
+  // Root may read the daemon's journal where it runs as the package's unit; an ordinary user
+  // usually may not, and a daemon named by --address or DEVPLACE_ADDRESS may not run under systemd.
+  const char* check = root ? "check it (`systemctl status devplaced` and `journalctl -u devplaced` where it runs as the "
+                             "package's unit, else the log of whatever started it)"
+                           : "ask the host's operator to check it";
   return absl::StrCat("devplaced at ", target, " did not answer within ", absl::FormatDuration(waited),
-                      ": the daemon is not answering (stopped, hung or overloaded) or its host cannot be reached; "
-                      "check it with `systemctl status devplaced` and its log (`journalctl -u devplaced`), or allow "
-                      "more time (devplace --timeout=D, Python timeout=S)");
+                      ": the daemon is not answering (stopped, hung or overloaded) or its host cannot be reached; ",
+                      check,
+                      ", check that it is the daemon meant (devplace --address, DEVPLACE_ADDRESS; "
+                      "ConnectOptions::address), or allow more time (devplace --timeout=D; ConnectOptions::timeout)");
 }
 
 namespace {

@@ -38,9 +38,13 @@ std::string DiagnoseUnreachable(const std::string& target, const TlsSettings& tl
 
 // One sentence for a call to `target` that got no answer within `waited` (its deadline passed:
 // gRPC's bare "Deadline Exceeded"): the daemon is stopped (SIGSTOP), hung or overloaded, or the host
-// cannot be reached, and what to check (`systemctl status devplaced`, its log) or to allow more time.
-// The Python client says the same (_connect_diagnosis.no_answer).
+// cannot be reached; then what to do: for root (`root`, by default geteuid() == 0), check it with
+// `systemctl status devplaced` and its journal; for any other user, who usually may not read that
+// journal, ask the host's operator (as DiagnoseUnreachable's start hint); for both, check the address
+// (--address, DEVPLACE_ADDRESS) or allow more time (--timeout). The Python client says the same in
+// its own terms (_connect_diagnosis.no_answer: address=, timeout=).
 std::string NoAnswer(const std::string& target, absl::Duration waited);
+std::string NoAnswer(const std::string& target, absl::Duration waited, bool root);
 
 // `fix` (what the host's operator can change so that this user may connect to a unix socket), then
 // what works meanwhile: loopback TCP, where a pick needs --ttl. For DiagnoseUnreachable and

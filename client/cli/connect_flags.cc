@@ -20,7 +20,7 @@ ABSL_FLAG(std::string, address, "",
           "is used only when its directory is owned by root or you and not writable by others (unless "
           "sticky), and the socket is owned by root or you; DEVPLACE_ADDRESS and --address are checked too");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(5),
-          "Deadline of each call to the daemon, e.g. 200ms, 5s (0 = none; watch never has one)");
+          "Deadline of each call to the daemon, e.g. 200ms, 5s, up to 24h (0 = none; watch never has one)");
 ABSL_FLAG(std::string, tls_ca, "",
           "PEM CA bundle that signs the daemon's certificate: talk TLS to a tls: listener (host:port targets "
           "only; unix sockets stay plaintext). Default: env DEVPLACE_TLS_CA; with only --tls_cert, gRPC's "
@@ -38,6 +38,13 @@ const std::vector<const char*>& ConnectFlagNames() {
   static const std::vector<const char*>* const kNames =
       new std::vector<const char*>{"address", "timeout", "tls_ca", "tls_cert", "tls_key", "tls_server_name"};
   return *kNames;
+}
+
+std::string TimeoutFlagError(const std::string& typed) {
+  const absl::Duration timeout = absl::GetFlag(FLAGS_timeout);
+  if (timeout >= absl::ZeroDuration() && timeout <= kMaxTimeout) return "";
+  return absl::StrCat("--timeout=", typed, ": want 0 (no deadline) or a positive duration up to ",
+                      absl::FormatDuration(kMaxTimeout), ", e.g. 200ms, 5s, 1m");
 }
 
 ConnectOptions ConnectOptionsFromFlags() {

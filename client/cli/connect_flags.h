@@ -12,6 +12,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "devplace/client.h"
 
 ABSL_DECLARE_FLAG(std::string, address);  // empty: DefaultTarget()
@@ -21,6 +22,14 @@ namespace devplace::cli {
 // What --address and `fleet --targets` accept (ParseAddress with AddressUse::kDial,
 // server/common/address.h), for their error lines.
 inline constexpr const char* kTargetForms = "want host:port, [v6]:port (port 1..65535) or unix:/absolute/path";
+
+// The longest --timeout accepted: a day. A call to a per-host daemon answers in milliseconds, a pick
+// waits on its own --wait; a longer deadline is a typo (1h99999999h), and 0 is the way to ask for none.
+inline constexpr absl::Duration kMaxTimeout = absl::Hours(24);
+
+// The usage error for a parsed --timeout (written `typed`) outside 0 (none) or (0, kMaxTimeout], e.g.
+// "-1s", which would wait without end on a daemon that is down, or "" when it is in range.
+std::string TimeoutFlagError(const std::string& typed);
 
 // The names of the connection flags, for help texts and the per-command allowed-flag check.
 const std::vector<const char*>& ConnectFlagNames();

@@ -390,6 +390,10 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv) {
       result.exit_status = UsageError(command->name, BadFlagValue(*flag, value, error));
       return result;
     }
+    if (name == "timeout" && !(error = TimeoutFlagError(value)).empty()) {
+      result.exit_status = UsageError(command->name, error);
+      return result;
+    }
     if (name == "env") g_env_values.push_back(value);
   }
   result.command = command;

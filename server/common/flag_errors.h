@@ -44,26 +44,33 @@ inline std::string DidYouMeanFlag(const std::optional<std::string>& near) {
 }
 
 // "--NAME=VALUE: <why>", where <why> is, for a duration flag, the accepted forms (e.g. 500ms, 30s,
-// 5m, 1h) and, for a plain number N, "write Ns"; for a number or a bool, the type wanted and the
-// flag's help (which states its range, e.g. "(1 to 64)"), on one line of at most 300 characters of
-// help; otherwise absl's parse error.
+// 5m, 1h) and, for a plain number N, "write Ns"; for a number or a bool (std::optional of one too),
+// the type wanted and the flag's help (which states its range, e.g. "(1 to 64)"), on one line of at
+// most 300 characters of help; for any other type, absl's parse error and that help.
 inline std::string BadFlagValue(const absl::CommandLineFlag& flag, const std::string& value,
                                 const std::string& absl_error) {
   std::string why = absl_error;
-  const char* wanted = flag.IsOfType<bool>()                                      ? "want true or false"
-                       : flag.IsOfType<int32_t>() || flag.IsOfType<int64_t>()     ? "want a whole number"
-                       : flag.IsOfType<uint32_t>() || flag.IsOfType<uint64_t>()   ? "want a whole number, 0 or more"
-                       : flag.IsOfType<double>() || flag.IsOfType<float>()        ? "want a number"
-                                                                                  : nullptr;
-  if (flag.IsOfType<absl::Duration>()) {
+  // An optional number (std::optional<int>: unset by default) wants the same as the number; a value
+  // past the type's range (--local_rank=99999999999) fails the same parse.
+  const char* wanted = flag.IsOfType<bool>() ? "want true or false"
+                       : flag.IsOfType<int32_t>() || flag.IsOfType<int64_t>() || flag.IsOfType<std::optional<int32_t>>() ||
+                               flag.IsOfType<std::optional<int64_t>>()
+                           ? "want a whole number"
+                       : flag.IsOfType<uint32_t>() || flag.IsOfType<uint64_t>() ||
+                               flag.IsOfType<std::optional<uint32_t>>() || flag.IsOfType<std::optional<uint64_t>>()
+                           ? "want a whole number, 0 or more"
+                       : flag.IsOfType<double>() || flag.IsOfType<float>() || flag.IsOfType<std::optional<double>>()
+                           ? "want a number"
+                           : nullptr;
+  if (flag.IsOfType<absl::Duration>() || flag.IsOfType<std::optional<absl::Duration>>()) {
     const bool number = !value.empty() && value.find_first_not_of("0123456789.") == std::string::npos;
     why = absl::StrCat("a duration needs a unit", number ? absl::StrCat(": write ", value, "s") : "",
                        " (accepted: 500ms, 30s, 5m, 1h30m, 0)");
-  } else if (wanted != nullptr) {
+  } else {
     std::string help = flag.Help();
     std::replace(help.begin(), help.end(), '\n', ' ');
     if (help.size() > 300) help = absl::StrCat(help.substr(0, 300), " ...");
-    why = absl::StrCat(wanted, " (--", flag.Name(), ": ", help, ")");
+    why = absl::StrCat(wanted != nullptr ? std::string(wanted) : absl_error, " (--", flag.Name(), ": ", help, ")");
   }
   return absl::StrCat("--", flag.Name(), "=", value, ": ", why);
 }

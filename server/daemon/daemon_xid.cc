@@ -16,8 +16,9 @@ void Daemon::BuildXidWatcher(const std::string& probe_program) {
   if (nvml.empty()) return;
   inventory::XidWatcherOptions options;
   options.argv = {probe_program, "--watch_xid", absl::StrCat("--nvml_library=", nvml)};
-  // A new count, the watcher watching or gone: the next inventory says so (a probe run, at most one
-  // per second: counts that arrive meanwhile come with the next; XidWatcherOptions).
+  // A new XID count: the next inventory says so (a probe run, at most one per second: counts that
+  // arrive meanwhile come with the next; XidWatcherOptions). The watcher watching, unknown or gone
+  // runs no probe: its report is telemetry and shows in the next inventory a probe run publishes.
   options.on_change = [this] {
     if (stopping_.load() || store_ == nullptr) return;
     spdlog::info("event=refresh kind=xid");

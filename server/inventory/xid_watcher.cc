@@ -70,13 +70,15 @@ void XidWatcher::Loop() {
       state_.restarts = started;
     }
     const absl::Time start = absl::Now();
-    const std::string ended = RunChild();
+    bool untold = false;  // a new count the child's end cut off before on_change told it
+    const std::string ended = RunChild(untold);
     absl::Duration wait;
+    bool unknown = false;
     {
       absl::MutexLock lock(&mu_);
       if (stopping_) return;
       if (absl::Now() - start >= options_.max_backoff) backoff = options_.min_backoff;
-      const bool unknown = state_.phase == XidWatcherState::Phase::kUnknown;
+      unknown = state_.phase == XidWatcherState::Phase::kUnknown;
       wait = unknown ? options_.max_backoff : backoff;
       if (!unknown) {
         backoff = std::min(backoff * 2, options_.max_backoff);
@@ -85,18 +87,23 @@ void XidWatcher::Loop() {
       }
       state_.pid = -1;
     }
-    Log(absl::StrCat("event=xid_watcher_exited how=\"", ended, "\" restart_in_ms=", absl::ToInt64Milliseconds(wait)));
-    if (options_.on_change) options_.on_change();
+    // A child that said "unknown" ends at once and is tried again every max_backoff: its end is no
+    // news (the "unknown" was logged once) and is not logged each time.
+    if (!unknown) {
+      Log(absl::StrCat("event=xid_watcher_exited how=\"", ended, "\" restart_in_ms=", absl::ToInt64Milliseconds(wait)));
+    }
+    if (untold && options_.on_change) options_.on_change();
     absl::MutexLock lock(&mu_);
     mu_.AwaitWithTimeout(absl::Condition(&stopping_), wait);
   }
 }
 
-std::string XidWatcher::RunChild() {
+std::string XidWatcher::RunChild(bool& untold) {
   absl::StatusOr<StreamingChild> started = StartStreamingChild(options_.argv);
   if (!started.ok()) return std::string(started.status().message());
   StreamingChild child = *started;
   int restarts = 0;
+  bool unknown = false;
   {
     absl::MutexLock lock(&mu_);
     state_.pid = child.pid;
@@ -105,13 +112,14 @@ std::string XidWatcher::RunChild() {
       state_.status = absl::StrCat("starting (pid ", child.pid, ")");
     }
     restarts = state_.restarts;
+    unknown = state_.phase == XidWatcherState::Phase::kUnknown;
   }
-  if (restarts > 0) Log(absl::StrCat("event=xid_watcher_restarted pid=", child.pid, " restarts=", restarts));
+  if (restarts > 0 && !unknown) Log(absl::StrCat("event=xid_watcher_restarted pid=", child.pid, " restarts=", restarts));
   std::string pending;
   bool discarding = false;  // inside a line longer than kXidLineMaxBytes
   int other_lines = 0;
   char buffer[4096];
-  bool changed = false;  // since on_change was last called
+  bool changed = false;  // a new count since on_change was last called
   absl::Time told = absl::InfinitePast();  // when the last on_change returned
   for (;;) {
     {
@@ -150,20 +158,20 @@ std::string XidWatcher::RunChild() {
       discarding = true;
     }
   }
+  untold = changed;
   return HowItEnded(EndStreamingChild(child));
 }
 
 bool XidWatcher::Handle(absl::string_view text, bool& changed) {
   const std::optional<XidLine> line = ParseXidLine(text);
   if (!line.has_value()) return false;
-  changed |= line->kind != XidLine::Kind::kError;
   std::string log;
-  Apply(*line, log);
+  changed |= Apply(*line, log);
   if (!log.empty()) Log(log);  // outside the lock: the log may take locks of its own
   return true;
 }
 
-void XidWatcher::Apply(const XidLine& line, std::string& log) {
+bool XidWatcher::Apply(const XidLine& line, std::string& log) {
   absl::MutexLock lock(&mu_);
   switch (line.kind) {
     case XidLine::Kind::kWatching:
@@ -173,7 +181,7 @@ void XidWatcher::Apply(const XidLine& line, std::string& log) {
                                    " time(s) again)");
       unknown_said_.clear();
       log = absl::StrCat("event=xid_watcher_watching gpus=", line.gpus, " of=", line.gpus_total, " pid=", state_.pid);
-      return;
+      return false;
     case XidLine::Kind::kXid: {
       log = absl::StrCat("event=xid pci_bus_id=", line.bus_id, " xid=", line.xid);
       auto gpu = state_.xids.find(line.bus_id);
@@ -182,12 +190,12 @@ void XidWatcher::Apply(const XidLine& line, std::string& log) {
       }
       if (gpu == state_.xids.end() || (gpu->second.count(line.xid) == 0 && gpu->second.size() >= kXidMaxPerGpu)) {
         ++state_.dropped;
-        return;
+        return false;  // counted in the report only: no counter changed
       }
       XidCount& count = gpu->second[line.xid];
       ++count.count;
       count.last = absl::FromUnixSeconds(line.unix_seconds);
-      return;
+      return true;
     }
     case XidLine::Kind::kUnknown:
       state_.phase = XidWatcherState::Phase::kUnknown;
@@ -197,11 +205,12 @@ void XidWatcher::Apply(const XidLine& line, std::string& log) {
         unknown_said_ = line.text;
         log = absl::StrCat("event=xid_watcher_unknown why=\"", absl::CHexEscape(line.text), "\"");
       }
-      return;
+      return false;
     case XidLine::Kind::kError:
       log = absl::StrCat("event=xid_watcher_error error=\"", absl::CHexEscape(line.text), "\"");
-      return;
+      return false;
   }
+  return false;
 }
 
 }  // namespace devplace::inventory

@@ -5,7 +5,8 @@
 // reported since the daemon started. A child that exits is started again after a backoff: 1 s,
 // doubling to 60 s, back to 1 s after a child that ran 60 s; 60 s at once after a child that said
 // nothing can be watched ("unknown": the library lacks the calls, no driver, no GPU offers the
-// event), so a driver loaded later is found. Each start after the first is counted and logged.
+// event), so a driver loaded later is found. Each start after the first is counted, and logged
+// unless the last child said "unknown" (the reason is logged once, not every 60 s).
 #ifndef DEVPLACE_SERVER_INVENTORY_XID_WATCHER_H_
 #define DEVPLACE_SERVER_INVENTORY_XID_WATCHER_H_
 
@@ -53,9 +54,11 @@ struct XidWatcherState {
 struct XidWatcherOptions {
   // The child, e.g. {"/usr/lib/devplace/devplace-probe", "--watch_xid", "--nvml_library=..."}.
   std::vector<std::string> argv;
-  // Called after the state changed (an XID, the child watching, unknown or gone), on the watcher's
-  // thread, outside its lock; lines that arrive meanwhile wait in the pipe. devplaced republishes
-  // the inventory from it (a probe run). Changes while the child runs are told at most once per
+  // Called after a new XID count (a counter of `xids` rose: the inventory's content changes), on
+  // the watcher's thread, outside its lock; lines that arrive meanwhile wait in the pipe. devplaced
+  // republishes the inventory from it (a probe run). The phase (starting, watching, unknown, gone)
+  // and `dropped` are not told: they are telemetry, which the next probe run's inventory shows.
+  // New counts while the child runs are told at most once per
   // min_change_interval, counted from the end of the previous call: those that arrive meanwhile
   // are read into the state at once and told together by the next call, at the latest when the
   // interval has passed (or, when the child ends first, by the call that its end makes), so an XID
@@ -84,13 +87,15 @@ class XidWatcher {
 
  private:
   void Loop();
-  // Runs one child until it ends or Stop(); how it ended, in words.
-  std::string RunChild();
-  // Applies one line of the child: false when it is not a watcher line; sets `changed` when the
-  // state changed.
+  // Runs one child until it ends or Stop(); how it ended, in words. `untold`: whether a new count
+  // came after the last on_change (Loop tells it).
+  std::string RunChild(bool& untold);
+  // Applies one line of the child: false when it is not a watcher line; sets `changed` on a new
+  // count.
   bool Handle(absl::string_view line, bool& changed);
-  // Handle's update of the state, under the lock; the line to log, if any, in `log`.
-  void Apply(const XidLine& line, std::string& log);
+  // Handle's update of the state, under the lock; the line to log, if any, in `log`. True when a
+  // count rose.
+  bool Apply(const XidLine& line, std::string& log);
   void Log(const std::string& line) const;
 
   const XidWatcherOptions options_;

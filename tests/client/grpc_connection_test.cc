@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "client/connect_diagnosis.h"
 #include "devplace/client.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -194,6 +195,26 @@ TEST_F(GrpcConnectionTest, UnaryDeadlineExceeded) {
   EXPECT_EQ(inv.status().code(), absl::StatusCode::kDeadlineExceeded) << inv.status();
   EXPECT_GE(took, absl::Milliseconds(150));
   EXPECT_LT(took, absl::Seconds(2));
+  // The sentence for this process's user (root or not) begins the message, gRPC's text after it.
+  EXPECT_THAT(std::string(inv.status().message()),
+              ::testing::StartsWith(internal::NoAnswer(server_.target(), options.timeout) + " (gRPC: "));
+}
+
+// No answer: root checks the package's unit and its journal; an ordinary user, who usually may not
+// read that journal, is told to ask the host's operator. Both may check the address or wait longer.
+TEST(NoAnswerTest, RootChecksTheUnitAnOrdinaryUserAsksTheOperator) {
+  const std::string root = internal::NoAnswer("unix:/run/d.sock", absl::Seconds(5), true);
+  const std::string user = internal::NoAnswer("unix:/run/d.sock", absl::Seconds(5), false);
+  for (const std::string& m : {root, user}) {
+    EXPECT_THAT(m, ::testing::StartsWith("devplaced at unix:/run/d.sock did not answer within 5s: "));
+    EXPECT_THAT(m, ::testing::HasSubstr("check that it is the daemon meant (devplace --address, DEVPLACE_ADDRESS"));
+    EXPECT_THAT(m, ::testing::HasSubstr("allow more time (devplace --timeout=D; ConnectOptions::timeout)"));
+  }
+  EXPECT_THAT(root, ::testing::HasSubstr("`systemctl status devplaced` and `journalctl -u devplaced` where it runs"));
+  EXPECT_THAT(user, ::testing::HasSubstr("ask the host's operator to check it"));
+  EXPECT_THAT(user, ::testing::Not(::testing::HasSubstr("journalctl")));
+  EXPECT_THAT(user, ::testing::Not(::testing::HasSubstr("systemctl")));
+  EXPECT_EQ(internal::NoAnswer("unix:/run/d.sock", absl::Seconds(5)), ::geteuid() == 0 ? root : user);
 }
 
 TEST_F(GrpcConnectionTest, Health) {

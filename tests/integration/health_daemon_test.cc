@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -395,6 +396,13 @@ void InjectXid(const std::string& dir, int nvml_index, int xid) {
   std::ofstream(dir + "/xid", std::ios::app) << nvml_index << " " << xid << "\n";
 }
 
+// How often `needle` occurs in `text`.
+int Occurrences(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + needle.size())) ++n;
+  return n;
+}
+
 TEST(XidWatcher, ACriticalXidMakesItsGpuFaultAnApplicationXidDoesNotAndAKilledWatcherIsStartedAgain) {
   TempDir dir;
   ScopedEnv nvml("FAKE_NVML_CONFIG", XidScript(dir.path()));
@@ -404,10 +412,13 @@ TEST(XidWatcher, ACriticalXidMakesItsGpuFaultAnApplicationXidDoesNotAndAKilledWa
   ASSERT_TRUE(d.WaitForLog("event=xid_watcher_watching gpus=2 of=2 pid=", absl::Seconds(60))) << d.Log();
   const std::string cli = absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=", ShellQuote(d.unix_target()));
   const std::string pick = cli + " pick --no_environment --ttl=120s --json";
-  CommandResult r = RunUntil(cli + " inventory --json", "watching 2 of 2 GPUs", absl::Seconds(60));
+  // The watcher's phase is telemetry: it runs no probe, a refresh shows it.
+  CommandResult r = RunUntil(cli + " refresh --json", "watching 2 of 2 GPUs", absl::Seconds(60));
   ASSERT_THAT(r.out, HasSubstr("\"name\": \"nvml_xid\"")) << r.out << r.err;
   r = RunCommand(cli + " inventory");
   EXPECT_THAT(r.out, ContainsRegex("/dev/nvidia1 +ok +yes")) << r.out;
+
+  EXPECT_EQ(Occurrences(d.Log(), "event=refresh kind=xid"), 0) << d.Log();  // no XID yet
 
   // XID 79, "GPU has fallen off the bus", on 9a:00.0: FAULT with its count, and never picked.
   InjectXid(dir.path(), 0, 79);
@@ -437,6 +448,13 @@ TEST(XidWatcher, ACriticalXidMakesItsGpuFaultAnApplicationXidDoesNotAndAKilledWa
   ASSERT_TRUE(d.WaitForLog(absl::StrCat("event=xid_watcher_watching gpus=2 of=2 pid=", second), absl::Seconds(60)))
       << d.Log();
   EXPECT_THAT(d.Log(), HasSubstr("event=xid_watcher_exited how=\"killed by signal 9\""));
+  // The watcher's end and new start ran no probe: the refreshes are those of the two XIDs.
+  const int refreshes = Occurrences(d.Log(), "event=refresh kind=xid");
+  EXPECT_GE(refreshes, 1) << d.Log();
+  EXPECT_LE(refreshes, 2) << d.Log();
+  r = RunUntil(cli + " refresh --json", absl::StrCat("--watch_xid pid ", second, ", started 1 time"), absl::Seconds(60));
+  EXPECT_THAT(r.out, HasSubstr(absl::StrCat("devplace-probe --watch_xid pid ", second, ", started 1 time(s) again")));
+  EXPECT_EQ(Occurrences(d.Log(), "event=refresh kind=xid"), refreshes) << d.Log();
   InjectXid(dir.path(), 0, 79);
   r = RunUntil(cli + " inventory", "xid.79 2:", absl::Seconds(60));
   EXPECT_THAT(r.out, ContainsRegex("/dev/nvidia1 +fault +no: xid.79 2: critical XID 79")) << r.out << d.Log();
@@ -444,13 +462,6 @@ TEST(XidWatcher, ACriticalXidMakesItsGpuFaultAnApplicationXidDoesNotAndAKilledWa
   EXPECT_THAT(r.out, HasSubstr(absl::StrCat("devplace-probe --watch_xid pid ", second, ", started 1 time(s) again")));
   d.Signal(SIGTERM);
   EXPECT_EQ(d.WaitExit(absl::Seconds(30)), 0);
-}
-
-// How often `needle` occurs in `text`.
-int Occurrences(const std::string& text, const std::string& needle) {
-  int n = 0;
-  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + needle.size())) ++n;
-  return n;
 }
 
 // An XID storm: 20 XIDs one after another, each appended once the daemon has read the one before
@@ -462,7 +473,7 @@ TEST(XidWatcher, AnXidStormCostsAtMostOneRefreshPerSecondAndLosesNoCount) {
   DaemonProcess d(dir.path(), FakeNvmlH100Flags());
   ASSERT_TRUE(d.WaitForLog("event=xid_watcher_watching gpus=2 of=2 pid=", absl::Seconds(60))) << d.Log();
   const std::string cli = absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=", ShellQuote(d.unix_target()));
-  ASSERT_THAT(RunUntil(cli + " inventory --json", "watching 2 of 2 GPUs", absl::Seconds(60)).out,
+  ASSERT_THAT(RunUntil(cli + " refresh --json", "watching 2 of 2 GPUs", absl::Seconds(60)).out,
               HasSubstr("watching 2 of 2 GPUs"));
   const size_t before = d.Log().size();
   const absl::Time start = absl::Now();
@@ -500,12 +511,37 @@ TEST(XidWatcher, GpusWithoutTheXidEventAreUnknownNeverFault) {
                            absl::Seconds(60)))
       << d.Log();
   const std::string cli = absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=", ShellQuote(d.unix_target()));
-  CommandResult r = RunUntil(cli + " inventory --json", "unknown: no GPU offers", absl::Seconds(60));
+  CommandResult r = RunUntil(cli + " refresh --json", "unknown: no GPU offers", absl::Seconds(60));
   EXPECT_THAT(r.out, ContainsRegex("\"name\": \"nvml_xid\",\\s*\"status\": \"PROBE_STATUS_SKIPPED\",[^}]*"
                                    "unknown: no GPU offers the XID event")) << r.out;
   r = RunCommand(cli + " inventory");
   EXPECT_THAT(r.out, ContainsRegex("/dev/nvidia0 +ok +yes")) << r.out;
   EXPECT_THAT(r.out, ContainsRegex("/dev/nvidia1 +ok +yes")) << r.out;
+  EXPECT_EQ(Occurrences(d.Log(), "event=refresh kind=xid"), 0) << d.Log();
+  d.Signal(SIGTERM);
+  EXPECT_EQ(d.WaitExit(absl::Seconds(30)), 0);
+}
+
+// devplaced with its default --nvml_library on a host without an NVIDIA GPU: the watcher says
+// unknown (no driver here; on a host with one it watches the real GPUs) and ends, and no probe runs
+// for it: `kind=xid` is for a new XID count only. A refresh (a probe run, long after the watcher's
+// child ended) shows its phase in the nvml_xid report.
+TEST(XidWatcher, WithoutAnXidTheWatcherRunsNoProbe) {
+  TempDir dir;
+  DaemonProcess d(dir.path(), {"--host_root=" + std::string(DEVPLACE_FIXTURES_DIR) + "/hosts/cpu-only",
+                               "--refresh_interval=0", "--usage_interval=0", "--torch_probe_command=none"});
+  const absl::Time give_up = absl::Now() + absl::Seconds(60);
+  while (!absl::StrContains(d.Log(), "event=xid_watcher_unknown") &&
+         !absl::StrContains(d.Log(), "event=xid_watcher_watching") && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_THAT(d.Log(), ContainsRegex("event=xid_watcher_(unknown|watching)")) << d.Log();
+  const std::string cli = absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=", ShellQuote(d.unix_target()));
+  const CommandResult r = RunUntil(cli + " refresh --json", "\"name\": \"nvml_xid\",\\s*\"status\": \"PROBE_STATUS_(OK|SKIPPED)\"",
+                                   absl::Seconds(60));
+  EXPECT_THAT(r.out, ContainsRegex("(unknown|watching)")) << r.out << r.err;
+  EXPECT_EQ(Occurrences(d.Log(), "event=refresh kind=xid"), 0) << d.Log();
+  EXPECT_EQ(Occurrences(d.Log(), "event=xid_watcher_exited"), 0) << d.Log();  // an unknown child's end is no news
   d.Signal(SIGTERM);
   EXPECT_EQ(d.WaitExit(absl::Seconds(30)), 0);
 }

@@ -123,6 +123,25 @@ TEST(OperatorExitCodes, EveryFlagErrorExitsTwoWithOneLine) {
       {cli + " --bogus inventory", "unknown flag --bogus"},
       {cli + " inventory --timeout=5", "write 5s"},
       {cli + " pick --count=abc", "--count=abc: want a whole number (--count: How many devices to pick (1 to 64))"},
+      // Every numeric flag of the CLI: the type wanted and the flag's help with its range.
+      {cli + " resolve --workload=training --local_rank=abc",
+       "--local_rank=abc: want a whole number (--local_rank: The process's local rank (>= 0)"},
+      {cli + " resolve --workload=training --local_rank=99999999999",
+       "--local_rank=99999999999: want a whole number (--local_rank: The process's local rank (>= 0)"},
+      {cli + " resolve --workload=training --world_size=abc",
+       "--world_size=abc: want a whole number (--world_size: Processes in the job (>= 1))"},
+      {cli + " resolve --workload=training --model_size_bytes=-1",
+       "--model_size_bytes=-1: want a whole number, 0 or more (--model_size_bytes: "},
+      {cli + " watch --known_revision=abc", "--known_revision=abc: want a whole number, 0 or more (--known_revision: "},
+      {cli + " fleet --concurrency=99999999999", "--concurrency=99999999999: want a whole number (--concurrency: "},
+      {cli + " pick --count=99999999999", "--count=99999999999: want a whole number (--count: How many devices"},
+      {cli + " probe --probe_timeout=abc", "--probe_timeout=abc: a duration needs a unit"},
+      {cli + " pick --ttl=60", "--ttl=60: a duration needs a unit: write 60s"},
+      {cli + " pick --wait=abc", "--wait=abc: a duration needs a unit"},
+      // --timeout: 0 (none) or a positive duration up to a day; -1s would wait without end.
+      {cli + " inventory --timeout=-1s", "--timeout=-1s: want 0 (no deadline) or a positive duration up to 24h"},
+      {cli + " inventory --timeout=1h99999999h", "--timeout=1h99999999h: want 0 (no deadline) or a positive duration"},
+      {cli + " --timeout=inf health", "--timeout=inf: want 0 (no deadline)"},
       {cli + " run --shared=maybe -- true", "--shared=maybe: want true or false (--shared: Also pick devices"},
       {cli + " resolve --inventory=x", "--workload is required"},
       {cli + " nosuchcommand", "unknown command"},
@@ -137,6 +156,14 @@ TEST(OperatorExitCodes, EveryFlagErrorExitsTwoWithOneLine) {
     EXPECT_EQ(r.exit_code, 2) << r.err;
     EXPECT_THAT(r.err, HasSubstr(c.words));
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  // --timeout at its bounds is no flag error (the call then fails: no daemon there).
+  for (const char* timeout : {"0", "1ms", "24h"}) {
+    SCOPED_TRACE(timeout);
+    const CommandResult r = RunCommand(absl::StrCat(cli, " --address=", ShellQuote("unix:" + dir.File("none.sock")),
+                                                    " --timeout=", timeout, " health"));
+    EXPECT_NE(r.exit_code, 2) << r.err;
+    EXPECT_THAT(r.err, Not(HasSubstr(absl::StrCat("--timeout=", timeout, ":"))));
   }
   // A socket directory that does not exist is refused, not created.
   const CommandResult r = RunCommand(daemon + " --torch_probe_command=none --listen=unix:" + missing_dir + "/x.sock");

@@ -42,11 +42,15 @@ class Watched {
     watcher_->Start();
   }
 
-  // Waits until `done` holds for the watcher's state (re-checked at each change).
+  // Waits until `done` holds for the watcher's state: re-checked at each call of on_change or log,
+  // and every 20 ms (a child's quiet restart calls neither), for at most 60 s.
   bool WaitFor(const std::function<bool(const XidWatcherState&)>& done) {
     absl::MutexLock lock(&mu_);
     const auto check = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return done(watcher_->State()); };
-    return mu_.AwaitWithTimeout(absl::Condition(&check), absl::Seconds(60));
+    for (const absl::Time give_up = absl::Now() + absl::Seconds(60); absl::Now() < give_up;) {
+      if (mu_.AwaitWithTimeout(absl::Condition(&check), absl::Milliseconds(20))) return true;
+    }
+    return false;
   }
 
   // Waits until a log line starts with `prefix`.
@@ -66,6 +70,11 @@ class Watched {
     int n = 0;
     for (const std::string& line : log_) n += line.rfind(prefix, 0) == 0;
     return n;
+  }
+
+  int changes() {
+    absl::MutexLock lock(&mu_);
+    return changes_;
   }
 
   XidWatcher& watcher() { return *watcher_; }
@@ -105,8 +114,24 @@ TEST(XidWatcherTest, AChildThatExitsIsStartedAgainAndTheCountsStay) {
   ASSERT_TRUE(w.WaitFor([](const XidWatcherState& s) { return s.restarts >= 3; }));
   EXPECT_GE(w.LogLines("event=xid_watcher_exited how=\"exit status 3\""), 2);
   EXPECT_GE(w.LogLines("event=xid_watcher_restarted pid="), 2);
-  // Every child reported the XID again: the table counts each report.
+  // Every child reported the XID again: the table counts each report, and each new count is told.
   EXPECT_GE(w.watcher().State().xids.at("0000:9a:00.0").at(79).count, 3u);
+  EXPECT_GE(w.changes(), 1);
+}
+
+// Watching, unknown, an error line, an exit: the phase only, which the next probe run shows; no
+// count rose, so on_change (devplaced's probe run) is never called.
+TEST(XidWatcherTest, OnlyANewCountIsToldThePhaseIsNot) {
+  Watched w("echo watching 1 1; echo error nvmlEventSetWait_v2 failed; exit 3");
+  ASSERT_TRUE(w.WaitFor([](const XidWatcherState& s) { return s.restarts >= 3; }));
+  ASSERT_TRUE(w.WaitForLog("event=xid_watcher_exited how=\"exit status 3\""));
+  EXPECT_EQ(w.changes(), 0);
+  Watched unknown("echo unknown nvmlInit_v2: NVML_ERROR_DRIVER_NOT_LOADED; exit 0", absl::Milliseconds(20));
+  ASSERT_TRUE(unknown.WaitFor([](const XidWatcherState& s) { return s.restarts >= 3; }));
+  EXPECT_EQ(unknown.changes(), 0);
+  // A child that said unknown is tried again without an exit or restart line each time.
+  EXPECT_EQ(unknown.LogLines("event=xid_watcher_exited"), 0);
+  EXPECT_EQ(unknown.LogLines("event=xid_watcher_restarted"), 0);
 }
 
 TEST(XidWatcherTest, UnknownIsSaidOnceAndTriedAgainAtTheLongestBackoff) {

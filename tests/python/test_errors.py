@@ -12,6 +12,7 @@ from unittest import mock
 import grpc
 
 import devplace
+from devplace import _connect_diagnosis
 from devplace_testing import CLI, PROBE, PYTHON, Daemon, TempDir, clean_env, cli, fixture, run
 
 
@@ -100,10 +101,23 @@ class FrozenDaemon(unittest.TestCase):
         cls.daemon.process.send_signal(signal.SIGCONT)
         cls.daemon.close()
 
-    def assert_named(self, message: str, waited: str) -> None:
-        self.assertIn(f"devplaced at {self.daemon.unix_target} did not answer within {waited}", message)
-        self.assertIn("systemctl status devplaced", message)
-        self.assertIn("journalctl -u devplaced", message)
+    def assert_named(self, message: str, waited: str, python: bool, root: bool = os.geteuid() == 0,
+                     target: str = "") -> None:
+        target = target or self.daemon.unix_target
+        self.assertIn(f"devplaced at {target} did not answer within {waited}", message)
+        if root:  # root may read the journal of the package's unit
+            self.assertIn("`systemctl status devplaced` and `journalctl -u devplaced` where it runs as the "
+                          "package's unit", message)
+        else:  # an ordinary user usually may not: the operator is who checks
+            self.assertIn("ask the host's operator to check it", message)
+            self.assertNotIn("journalctl", message)
+        if python:  # Python's own terms, not the CLI's flags
+            self.assertIn("(address=, DEVPLACE_ADDRESS), or allow more time (timeout=, in seconds", message)
+            self.assertNotIn("--timeout", message)
+            self.assertNotIn("--address", message)
+        else:
+            self.assertIn("devplace --address", message)
+            self.assertIn("devplace --timeout=D", message)
         self.assertNotIn("\n", message)
 
     def test_cli(self):
@@ -112,17 +126,35 @@ class FrozenDaemon(unittest.TestCase):
                 r = cli([f"--address={self.daemon.unix_target}", "--timeout=1s"] + command)
                 self.assertEqual(r.returncode, 1, r.stderr)
                 self.assertIn("DEADLINE_EXCEEDED", r.stderr)
-                self.assert_named(r.stderr.strip(), "1s")
+                self.assert_named(r.stderr.strip(), "1s", python=False)
+
+    def test_cli_as_an_ordinary_user(self):
+        """An ordinary user (nobody, by setpriv; test_cli is that case where the suite runs unprivileged)
+        over loopback TCP is told to ask the host's operator, never to read a journal it cannot."""
+        if os.geteuid() != 0:
+            self.skipTest("setpriv needs root; test_cli checks the ordinary user's sentence")
+        setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"  # util-linux, Essential in Debian
+        r = run([setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", CLI,
+                 f"--address={self.daemon.tcp_target}", "--timeout=1s", "inventory"], timeout=30)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assert_named(r.stderr.strip(), "1s", python=False, root=False, target=self.daemon.tcp_target)
+
+    def test_the_sentence_by_user(self):
+        """Both of Python's sentences, whoever runs the suite: root's and an ordinary user's."""
+        self.assert_named(_connect_diagnosis.no_answer(self.daemon.unix_target, 2, root=True), "2s",
+                          python=True, root=True)
+        self.assert_named(_connect_diagnosis.no_answer(self.daemon.unix_target, 2, root=False), "2s",
+                          python=True, root=False)
 
     def test_python(self):
         with devplace.Client(self.daemon.unix_target, timeout=1) as client:
             with self.assertRaises(devplace.DeadlineExceededError) as raised:
                 client.inventory()
-            self.assert_named(raised.exception.message, "1s")
+            self.assert_named(raised.exception.message, "1s", python=True)
             request = devplace.make_pick_request(ttl=60, wait=0.5, job=devplace.for_job({}))
             with self.assertRaises(devplace.DeadlineExceededError) as raised:
                 client.pick_request(request)
-            self.assert_named(raised.exception.message, "1.5s")
+            self.assert_named(raised.exception.message, "1.5s", python=True)
 
 
 class UnreachableAndEarly(unittest.TestCase):
@@ -373,10 +405,12 @@ class SocketTrust(unittest.TestCase):
         self.assertIn(f"unix:{self.path} (socket directory {self.open_dir} is writable by group or others", "; ".join(notes))
         result = cli(["--timeout=3s", "health"], env=env)
         self.assertEqual(result.returncode, 1, result.stderr)
-        # The same target, origin and passed-over sockets as libdevplace's UNAVAILABLE note.
+        # The same target, origin and passed-over sockets as libdevplace's UNAVAILABLE note; how to
+        # choose in each one's terms (Python's address=, the CLI's --address).
         note = python_error[python_error.index("[devplace target"):]
         self.assertIn("(default; DEVPLACE_ADDRESS is not set)", note)
-        self.assertIn(note, result.stderr)
+        self.assertTrue(note.endswith("; set DEVPLACE_ADDRESS or address= to choose the daemon]"), note)
+        self.assertIn(note.replace(" address= to choose", " --address to choose"), result.stderr)
 
 
 class TlsArguments(unittest.TestCase):

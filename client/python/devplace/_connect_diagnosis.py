@@ -35,12 +35,19 @@ _CERT_FIX = ("pass --tls_cert and --tls_key (DEVPLACE_TLS_CERT, DEVPLACE_TLS_KEY
 _PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
 
 
-def no_answer(target: str, waited: float) -> str:
+def no_answer(target: str, waited: float, root: Optional[bool] = None) -> str:
     """One sentence for a call to ``target`` that got no answer within ``waited`` seconds (its deadline
-    passed: gRPC's bare "Deadline Exceeded"): what may be wrong and what to check (libdevplace's NoAnswer)."""
+    passed: gRPC's bare "Deadline Exceeded"): what may be wrong and what to do (libdevplace's NoAnswer,
+    in Python's terms). ``root`` (by default whether this process runs as root): root is told to check
+    the daemon with systemctl and its journal; any other user, who usually may not read that journal,
+    to ask the host's operator."""
+    if root is None:
+        root = os.geteuid() == 0
+    check = ("check it (`systemctl status devplaced` and `journalctl -u devplaced` where it runs as the package's "
+             "unit, else the log of whatever started it)" if root else "ask the host's operator to check it")
     return (f"devplaced at {target} did not answer within {waited:g}s: the daemon is not answering (stopped, hung "
-            "or overloaded) or its host cannot be reached; check it with `systemctl status devplaced` and its log "
-            "(`journalctl -u devplaced`), or allow more time (devplace --timeout=D, Python timeout=S)")
+            f"or overloaded) or its host cannot be reached; {check}, check that it is the daemon meant "
+            "(address=, DEVPLACE_ADDRESS), or allow more time (timeout=, in seconds; None waits without one)")
 
 
 def permission_fix(fix: str) -> str:

@@ -123,11 +123,11 @@ def _channel(target: str, tls: Optional[TlsOptions]) -> Tuple[grpc.Channel, Opti
 
 def target_note(target: str, origin: str, notes: List[str]) -> str:
     """What ends an unreachable daemon's message: the target, where it came from (``origin``), the
-    candidates passed over (``notes``) and how to choose (libdevplace's TargetNote)."""
+    candidates passed over (``notes``) and how to choose, in Python's terms (libdevplace's TargetNote)."""
     note = f" [devplace target {target} ({origin})"
     if notes:
         note += "; passed over: " + "; ".join(notes)
-    return note + "; set DEVPLACE_ADDRESS or --address to choose the daemon]"
+    return note + "; set DEVPLACE_ADDRESS or address= to choose the daemon]"
 
 
 # The connections not closed yet: closed by _close_at_exit. Registered after grpc was imported, so it
