@@ -4,7 +4,8 @@
 // after every change of the table, atomically and durably; ReadLeaseFile reads it back when the
 // daemon starts and checks that it is the daemon's own and of a version it reads. Which leases are
 // still held is the table's and the holders' question (lease_table.h, lease_holder.h), not the
-// file's. No gRPC, no lock: the LeaseTable serializes its writes (its write_mu_).
+// file's. No gRPC, no mutex: the LeaseTable serializes its writes (its write_mu_); one daemon per
+// directory: StateDirectoryLock below.
 //
 // Format: the serialized LeaseState, nothing around it, version kLeaseFileVersion; an older
 // daemon's file (the same format) is read back as it was written.
