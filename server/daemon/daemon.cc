@@ -117,6 +117,7 @@ absl::Status Daemon::Start() {
   LogStart(config_);
   EnableOrphanCleanup();
   BuildObserver();
+  if (absl::Status s = LockStateFiles(); !s.ok()) return s;  // before the health file is read
   BuildStore();
   BuildService();
   if (absl::Status s = BuildNfdWriter(); !s.ok()) return s;
@@ -338,13 +339,14 @@ void MakeLeaseDirectory(const std::string& dir) {
 
 // The leases the previous daemon held (--lease_state_file), each checked again; a file that cannot
 // be used is a warning and an empty table.
-void Daemon::RestoreLeases() {
+absl::Status Daemon::RestoreLeases() {
   const std::string& file = config_.lease_state_file;
   if (file.empty()) {
     spdlog::info("event=lease_state file=none (leases are kept in memory only: a restart forgets them)");
-    return;
+    return absl::OkStatus();
   }
   if (config_.create_lease_state_directory) MakeLeaseDirectory(DirectoryOf(file));
+  if (absl::Status s = LockStateFiles(); !s.ok()) return s;  // the directory may have been made just now
   const service::RestoreReport report = service_->leases().Restore(file);
   for (const std::string& name : report.temporary_removed) {
     spdlog::info("event=lease_state_temporary_removed file={} name={} (left by a daemon killed while writing)", file,
@@ -368,6 +370,7 @@ void Daemon::RestoreLeases() {
   }
   spdlog::info("event=lease_state file={} found={} kept={} dropped={} waiters={}", file, report.found, report.kept,
                report.dropped.size(), waiters);
+  return absl::OkStatus();
 }
 
 // The gRPC server with its TCP/TLS ports and the unix-socket listeners that feed it.
@@ -389,7 +392,8 @@ absl::Status Daemon::StartServer() {
   ConfigureServer(builder);
   std::vector<int> ports;  // each --listen address's port (0 for a unix socket)
   if (absl::Status s = BuildListeners(builder, ports); !s.ok()) return s;
-  RestoreLeases();  // before any pick can arrive: the table a restart must not forget
+  // Before any pick can arrive: the table a restart must not forget.
+  if (absl::Status s = RestoreLeases(); !s.ok()) return s;
   builder.RegisterService(service_.get());
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(observer_->rpc_metrics().NewInterceptorFactory());

@@ -48,6 +48,7 @@
 #include "server/metrics/exposer.h"
 #include "server/service/liveness.h"
 #include "server/service/connection_gate.h"
+#include "server/service/lease_file.h"
 #include "server/service/service.h"
 #include "server/service/tcp_listener.h"
 #include "server/service/tls.h"
@@ -106,11 +107,17 @@ class Daemon {
   // store's carry_from at start; SaveHealthReadings writes each new revision's FAULT and LOST
   // readings there when they changed.
   void LoadHealthFile(inventory::StoreOptions& options);
+  // The lock of the lease file's directory (service::StateDirectoryLock), taken before any state
+  // file there is read or written: by Start() before the health file is read, or, when that
+  // directory is made at start (the default one beside the socket), by RestoreLeases once it is.
+  // UNAVAILABLE (exit 1) when another daemon holds it; any other failure is a warning (the files
+  // there cannot be used then either, and each use says why).
+  absl::Status LockStateFiles();
   void SaveHealthReadings(const v1::Inventory& snapshot);
   // StartServer()'s steps.
   void ConfigureServer(grpc::ServerBuilder& builder);
   absl::Status BuildListeners(grpc::ServerBuilder& builder, std::vector<int>& ports);
-  void RestoreLeases();
+  absl::Status RestoreLeases();
   void StartListeners(const std::vector<int>& ports);
   void BuildLiveness();
   // What RefreshInventory, SIGHUP and start-up run: the libtorch probe, then the host probe.
@@ -127,6 +134,9 @@ class Daemon {
   std::atomic<bool> stop_requested_{false};
   std::atomic<bool> stopping_{false};        // set once shutting down: no new refresh, health stays off
   std::atomic<bool> listener_dead_{false};   // exit 1
+  // Held for the daemon's life (LockStateFiles); none without a lease file.
+  std::optional<service::StateDirectoryLock> state_lock_;
+  bool state_lock_settled_ = false;  // taken, or a failure other than a missing directory logged
   // Built by Start() in this order; destroyed in reverse.
   std::unique_ptr<service::ReloadableTlsCredentials> tls_;
   // Every metric family and the log lines of the store's and service's events; outlives both

@@ -1,14 +1,20 @@
-// The Daemon's health file (docs/PROBE.md "A reading that survives a restart"): the FAULT and LOST
-// readings of each new inventory are written beside the lease file when they change, and the
-// first inventory after a restart is carried from them.
+// The Daemon's state files beside the lease file: the lock of their directory, held for the
+// daemon's life, and the health file (docs/PROBE.md "A reading that survives a restart"): the FAULT
+// and LOST readings of each new inventory are written beside the lease file when they change, and
+// the first inventory after a restart is carried from them.
+#include <unistd.h>
+
 #include <memory>
 #include <string>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/escaping.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "server/daemon/daemon.h"
 #include "server/placement/health_carry.h"
 #include "server/service/health_file.h"
+#include "server/service/lease_file.h"
 #include "spdlog/spdlog.h"
 
 namespace devplace::daemon {
@@ -24,6 +30,26 @@ int CountReadings(const v1::Inventory& readings) {
 }
 
 }  // namespace
+
+absl::Status Daemon::LockStateFiles() {
+  const std::string& lease_file = config_.lease_state_file;
+  if (lease_file.empty() || state_lock_settled_) return absl::OkStatus();
+  absl::StatusOr<service::StateDirectoryLock> lock = service::StateDirectoryLock::Take(lease_file);
+  if (absl::IsNotFound(lock.status())) return absl::OkStatus();  // nothing there to read yet
+  state_lock_settled_ = true;
+  if (lock.ok()) {
+    spdlog::info("event=lease_state_lock file={} pid={}", lock->path(), getpid());
+    state_lock_.emplace(*std::move(lock));
+  } else if (absl::IsUnavailable(lock.status())) {
+    spdlog::error("event=lease_state_locked file={} error=\"{}\"", lease_file, absl::CHexEscape(lock.status().message()));
+    return lock.status();
+  } else {
+    spdlog::warn("event=lease_state_lock_failed file={} error=\"{}\" (a second devplaced on this file would not be "
+                 "refused)",
+                 lease_file, absl::CHexEscape(lock.status().message()));
+  }
+  return absl::OkStatus();
+}
 
 void Daemon::LoadHealthFile(inventory::StoreOptions& options) {
   const std::string& lease_file = config_.lease_state_file;

@@ -179,6 +179,7 @@ void Daemon::Shutdown() {
   service_->Shutdown();
   server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(config_.config.shutdown_grace));
   server_->Wait();
+  service_->FinishWrites();  // the waiters' last write is renamed into place before the exit
   store_->Stop();
   store_->Unsubscribe(*subscription_);
   if (nfd_ != nullptr) nfd_->Stop();  // the file stays; NFD drops its labels at the expiry time

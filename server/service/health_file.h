@@ -3,7 +3,8 @@
 // while its counter cannot be read (placement::KeepFaultReadings) survives a restart: the store's
 // first inventory is carried from it (StoreOptions.carry_from). docs/PROBE.md "A reading that
 // survives a restart". Format: lease_state.proto's HealthState, version kHealthFileVersion. No
-// lock: devplaced writes it from its one store subscriber.
+// mutex: devplaced writes it from its one store subscriber, and no other daemon uses the directory
+// (StateDirectoryLock, lease_file.h).
 #ifndef DEVPLACE_SERVER_SERVICE_HEALTH_FILE_H_
 #define DEVPLACE_SERVER_SERVICE_HEALTH_FILE_H_
 

@@ -1,6 +1,7 @@
 #include "server/service/lease_file.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,6 +10,8 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "server/common/atomic_file.h"
@@ -36,10 +39,72 @@ absl::StatusOr<int> OpenLeaseDirectory(const std::string& path) {
   return fd;
 }
 
+// The pid a lock file records ("<pid>\n", at most 32 bytes read); 0 when it records none.
+int64_t RecordedPid(int fd) {
+  char buf[32];
+  const ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+  int64_t pid = 0;
+  if (n <= 0 || !absl::SimpleAtoi(absl::StripAsciiWhitespace(absl::string_view(buf, static_cast<size_t>(n))), &pid) ||
+      pid <= 0) {
+    return 0;
+  }
+  return pid;
+}
+
 }  // namespace
+
+absl::StatusOr<StateDirectoryLock> StateDirectoryLock::Take(const std::string& lease_file) {
+  absl::StatusOr<int> dir_fd = OpenLeaseDirectory(lease_file);
+  if (!dir_fd.ok()) return dir_fd.status();
+  const std::string path = absl::StrCat(DirectoryOf(lease_file), "/", kStateLockFileName);
+  // O_NONBLOCK: a FIFO planted at the name is refused below, never waited on.
+  const int fd = openat(*dir_fd, kStateLockFileName, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+  const int open_errno = errno;
+  close(*dir_fd);
+  if (fd < 0) {
+    return open_errno == ELOOP ? absl::FailedPreconditionError(absl::StrCat(path, " is a symbolic link"))
+                               : HostErrnoStatus(open_errno, "cannot open", path);
+  }
+  StateDirectoryLock lock(fd, path);
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return HostErrnoStatus(errno, "cannot stat", path);
+  if (!S_ISREG(st.st_mode)) return absl::FailedPreconditionError(absl::StrCat(path, " is not a regular file"));
+  if (st.st_uid != geteuid()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " is owned by uid ", st.st_uid, ", not by devplaced's uid ", geteuid()));
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK) return HostErrnoStatus(errno, "cannot lock", path);
+    const int64_t pid = RecordedPid(fd);
+    return absl::UnavailableError(absl::StrCat(
+        "--lease_state_file=", lease_file, " is in use by another devplaced (", pid > 0 ? absl::StrCat("pid ", pid) : "pid unknown",
+        ", holding ", path, "): stop that daemon, or give this one another --lease_state_file (in another "
+        "directory) or --lease_state_file=none"));
+  }
+  const std::string pid = absl::StrCat(getpid(), "\n");
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+    return HostErrnoStatus(errno, "cannot write", path);
+  }
+  return lock;
+}
+
+StateDirectoryLock& StateDirectoryLock::operator=(StateDirectoryLock&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
+    path_ = std::move(other.path_);
+  }
+  return *this;
+}
+
+StateDirectoryLock::~StateDirectoryLock() {
+  if (fd_ >= 0) close(fd_);  // the lock ends with its last descriptor
+}
 
 absl::StatusOr<std::string> ReadStateFile(const std::string& path, size_t max_bytes, bool& found) {
   absl::StatusOr<int> dir_fd = OpenLeaseDirectory(path);
+  // A directory not made yet (the default one, before the first start made it) holds no file.
+  if (absl::IsNotFound(dir_fd.status())) return std::string();
   if (!dir_fd.ok()) return dir_fd.status();
   close(*dir_fd);
   struct stat st {};

@@ -4,7 +4,8 @@
 // after every change of the table, atomically and durably; ReadLeaseFile reads it back when the
 // daemon starts and checks that it is the daemon's own and of a version it reads. Which leases are
 // still held is the table's and the holders' question (lease_table.h, lease_holder.h), not the
-// file's. No gRPC, no lock: the LeaseTable serializes its writes (its write_mu_).
+// file's. No gRPC, no mutex: the LeaseTable serializes its writes (its write_mu_); one daemon per
+// directory: StateDirectoryLock below.
 //
 // Format: the serialized LeaseState, nothing around it, version kLeaseFileVersion; an older
 // daemon's file (the same format) is read back as it was written.
@@ -82,10 +83,43 @@ class LeaseFileWriter {
 // health_file.h), read and written under the lease file's rules: ReadStateFile reads `path` (at
 // most `max_bytes`) when its directory is the daemon's own (CheckLeaseDirectory) and the file a
 // regular file owned by this process's euid and writable by no group or others; "" with `found`
-// false when it is missing; otherwise the reason, naming the path. WriteStateFile replaces it as
+// false when it is missing, its directory too (a missing directory is a missing file, not an
+// unusable one); otherwise the reason, naming the path. WriteStateFile replaces it as
 // LeaseFileWriter::Write does (mode 0600; the same errors).
 absl::StatusOr<std::string> ReadStateFile(const std::string& path, size_t max_bytes, bool& found);
 absl::Status WriteStateFile(const std::string& path, const std::string& content);
+
+// The lock file in the lease file's directory: devplaced holds an exclusive flock(2) on it for its
+// whole life, so that no second daemon reads or writes the state files there (the lease file, the
+// health file) while one runs.
+inline constexpr char kStateLockFileName[] = "devplaced.lock";
+
+// An exclusive flock on kStateLockFileName beside a lease file, held until destroyed (or until the
+// process ends, however it ends: the kernel drops it; never inherited by an exec'd child).
+class StateDirectoryLock {
+ public:
+  // Takes the lock without waiting: opens (creates, mode 0600, not following a symbolic link) the
+  // lock file in `lease_file`'s directory and writes this process's pid into it, for the message a
+  // second daemon gives. Errors: NOT_FOUND when the directory does not exist (yet); UNAVAILABLE
+  // when another process holds the lock, naming the lease file, the lock file, the holder's pid
+  // when the file records one, and the fix (stop that daemon, or give this one another
+  // --lease_state_file); FAILED_PRECONDITION when the directory is not the daemon's own
+  // (CheckLeaseDirectory) or the lock file is not a regular file owned by this process's euid;
+  // else the errno of the failing step (EROFS, ENOSPC, ...), naming the path.
+  static absl::StatusOr<StateDirectoryLock> Take(const std::string& lease_file);
+  StateDirectoryLock(StateDirectoryLock&& other) noexcept
+      : fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)) {}
+  StateDirectoryLock& operator=(StateDirectoryLock&& other) noexcept;
+  StateDirectoryLock(const StateDirectoryLock&) = delete;
+  StateDirectoryLock& operator=(const StateDirectoryLock&) = delete;
+  ~StateDirectoryLock();
+  const std::string& path() const { return path_; }  // the lock file
+
+ private:
+  StateDirectoryLock(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  int fd_ = -1;
+  std::string path_;
+};
 
 // This boot of the host: /proc/sys/kernel/random/boot_id without its newline ("" when it cannot be
 // read). LeaseFileWriter records it; LeaseTable::Restore compares it.

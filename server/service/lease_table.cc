@@ -251,6 +251,11 @@ void LeaseTable::SetWaiters(std::vector<state::Waiter> waiters) {
   (void)Persist();
 }
 
+void LeaseTable::CloseFile() {
+  absl::MutexLock write(&write_mu_);
+  file_.reset();
+}
+
 size_t LeaseTable::DevicesOf(uid_t uid) const {
   absl::MutexLock lock(&mu_);
   size_t n = 0;

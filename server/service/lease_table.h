@@ -133,6 +133,10 @@ class LeaseTable {
   // on_write_error's, the file keeps the older list). Restore keeps the file's list (the report's
   // waiters; none from another boot of the host) until the first call.
   void SetWaiters(std::vector<state::Waiter> waiters) ABSL_LOCKS_EXCLUDED(mu_, write_mu_);
+  // Ends the table's writes, for a clean stop: waits for a write in flight (its rename included),
+  // and no later change is written (it stands in memory; the next daemon checks every lease
+  // again). So a daemon that exits right after leaves no temporary file beside the lease file.
+  void CloseFile() ABSL_LOCKS_EXCLUDED(write_mu_);
   // Devices leased now to `uid` (all its leases).
   size_t DevicesOf(uid_t uid) const;
   // Every lease now, oldest first.

@@ -290,6 +290,11 @@ void DevicePlacementService::Shutdown() {
   watches_.Shutdown();
 }
 
+void DevicePlacementService::FinishWrites() {
+  waiting_.Join();
+  leases_->CloseFile();
+}
+
 // ---- inventory bytes as each caller sees them ----
 
 std::string DevicePlacementService::LeaseBytes(const Viewer& viewer) {

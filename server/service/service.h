@@ -192,6 +192,11 @@ class DevicePlacementService final
   // picks UNAVAILABLE. Does not block: call it, then grpc::Server::Shutdown (which stops accepting
   // and waits for calls in flight), then destroy the service.
   void Shutdown();
+  // After Shutdown and the server's Wait: waits for the waiting picks' worker, which writes the
+  // waiters for the next daemon as it ends, then ends the lease table's writes
+  // (LeaseTable::CloseFile), so that the process may exit at once without a half-written
+  // temporary file left beside the lease file.
+  void FinishWrites();
 
  private:
   // OK when the caller may start a probe, else PERMISSION_DENIED saying who may.

@@ -130,6 +130,7 @@ TEST(DaemonInProcess, ServesOverUnixAndTcpThenStopEndsWaitWithZero) {
     DaemonConfig second = TestConfig(dir).config;
     second.listen = unix_target;
     second.metrics_listen = "";
+    second.lease_state_file = "none";  // the same lease file would be refused first (its lock)
     Daemon other(*ValidateConfig(second));
     const absl::Status refused = other.Start();
     EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable);

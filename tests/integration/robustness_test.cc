@@ -65,8 +65,14 @@ TEST(Robustness, BadConfigurationIsAUsageErrorNamingTheFlag) {
 TEST(Robustness, ASecondDaemonCannotTakeOverTheAddresses) {
   TempDir dir;
   DaemonProcess first(dir.path(), {"--host_root=" + FixtureHost("cpu-only")});
-  // Same unix socket: refused while the first daemon accepts on it.
+  // Same unix socket: refused while the first daemon accepts on it; with the same flags it would
+  // share the first one's lease file (beside the socket), whose lock refuses it first, naming the
+  // first one's pid.
   CommandResult second = Daemon("--listen=" + first.unix_target() + " --host_root=" + ShellQuote(FixtureHost("cpu-only")));
+  EXPECT_EQ(second.exit_code, 1) << second.out << second.err;
+  EXPECT_THAT(second.err, HasSubstr(absl::StrCat("is in use by another devplaced (pid ", first.pid(), ", ")));
+  second = Daemon("--listen=" + first.unix_target() + " --lease_state_file=none --host_root=" +
+                  ShellQuote(FixtureHost("cpu-only")));
   EXPECT_EQ(second.exit_code, 1) << second.out << second.err;
   EXPECT_THAT(second.out + second.err, HasSubstr("another process is serving on this socket"));
   // Same TCP port: refused (no SO_REUSEPORT sharing).

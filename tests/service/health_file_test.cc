@@ -10,6 +10,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/service/lease_file.h"
 #include "server/service/lease_state.pb.h"
 #include "tests/common/temp_dir.h"
 
@@ -51,6 +52,23 @@ TEST(HealthFile, WhatIsWrittenIsReadBackAndAMissingFileIsNoWarning) {
   EXPECT_TRUE(read.found);
   EXPECT_EQ(read.warning, "");
   EXPECT_EQ(read.readings.SerializeAsString(), Readings().SerializeAsString());
+}
+
+// The default directory beside the socket is made only after the health file is first read: a
+// directory not made yet is a missing file, not one that cannot be used.
+TEST(HealthFile, AMissingDirectoryIsAMissingFileAndNoWarning) {
+  TempDir dir;
+  const std::string path = service::HealthFileBeside(dir.path() + "/devplaced-leases/leases.state");
+  service::HealthFileContents missing = service::ReadHealthFile(path);
+  EXPECT_FALSE(missing.found);
+  EXPECT_EQ(missing.warning, "");
+  // A lease file there is the same: no leases, no warning.
+  service::LeaseFileContents leases = service::ReadLeaseFile(dir.path() + "/devplaced-leases/leases.state");
+  EXPECT_FALSE(leases.report.found);
+  EXPECT_EQ(leases.report.warning, "");
+  // A path through a file (ENOTDIR) is still a directory that cannot be used.
+  std::ofstream(dir.File("plain")) << "x";
+  EXPECT_THAT(service::ReadHealthFile(dir.File("plain") + "/health.state").warning, HasSubstr("not a directory"));
 }
 
 TEST(HealthFile, AFileThatCannotBeUsedIsAWarningNamingIt) {
