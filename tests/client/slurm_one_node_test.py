@@ -19,6 +19,7 @@ Usage: slurm_one_node_test.py DEVPLACE_BINARY PROBE_GOLDEN_DIR
 """
 import json
 import os
+import random
 import re
 import shlex
 import shutil
@@ -38,10 +39,32 @@ HOSTS = {  # fixture -> (mask variable, device type)
 }
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(n):
+    """`n` distinct loopback ports that are free now, drawn below the kernel's ephemeral range: a port
+    the kernel handed out with bind(0) and that was closed again is handed to the next bind(0) or
+    outgoing connection of any process (a neighbour test's daemon took slurmctld's port that way),
+    and two such draws can even return the same port."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            ephemeral_low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 32768
+    held, ports = [], []
+    try:
+        while len(ports) < n:
+            port = random.randint(10000, max(10001, ephemeral_low - 1))
+            s = socket.socket()
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                s.close()
+                continue
+            held.append(s)
+            ports.append(port)
+    finally:
+        for s in held:
+            s.close()
+    return ports
 
 
 def wait_for(what, predicate, timeout=30):
@@ -96,10 +119,11 @@ class Cluster:
         inv = json.load(open(self.inventory))
         cores = int(inv["host"]["cpu"]["cores"])
         self.conf = os.path.join(r, "slurm.conf")
+        self.ports = free_ports(2)
         with open(self.conf, "w") as f:
             f.write("\n".join([
                 "ClusterName=devplacetest", "SlurmctldHost=localhost(127.0.0.1)",
-                f"SlurmctldPort={free_port()}", f"SlurmdPort={free_port()}",
+                "SlurmctldPort={}".format(self.ports[0]), "SlurmdPort={}".format(self.ports[1]),
                 "SlurmUser=root", "SlurmdUser=root", "AuthType=auth/munge", f"AuthInfo=socket={self.sock}",
                 "CredType=cred/munge", f"StateSaveLocation={r}/state", f"SlurmdSpoolDir={r}/spool",
                 f"SlurmctldPidFile={r}/slurmctld.pid", f"SlurmdPidFile={r}/slurmd.pid",
