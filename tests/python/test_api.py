@@ -16,7 +16,7 @@ import grpc
 import devplace
 
 NAMES = [
-    "__version__", "Client", "Resolution", "TlsOptions", "Watch", "make_request", "resolve_device",
+    "__version__", "Client", "Lease", "Resolution", "TlsOptions", "Watch", "make_request", "resolve_device",
     "PLACEMENT_ENVIRONMENT_VARIABLES", "JOB_PYTHON_PACKAGES", "for_job", "from_environment", "job_device_nodes",
     "job_environment", "MAX_CAPTURED_NEAR_MISSES", "possible_placement_typo", "DRA_METADATA_DIR", "device_allocation",
     "check_local_listener", "check_unix_socket", "default_target", "Pick", "job_holder", "make_pick_request", "pick",
@@ -78,6 +78,12 @@ CLASSES = {
         "pick_request": "(self, request: devplace_pb2.PickDevicesRequest) -> Pick",
         "release_lease": "(self, lease_id: str) -> devplace_pb2.LeaseInfo",
         "keep_lease_alive": "(self, lease_id: str, ttl: float = 300.0) -> devplace_pb2.LeaseInfo",
+    },
+    "Lease": {
+        "(constructor)": "(lease_id: str, address: Optional[str] = None, timeout: Optional[float] = 5.0, "
+                         "tls: Optional[TlsOptions] = None) -> None",
+        "renew": "(self, ttl: float = 300.0) -> devplace_pb2.LeaseInfo",
+        "release": "(self) -> devplace_pb2.LeaseInfo",
     },
     "Pick": {
         "(constructor)": "(device: str, devices: List[str], env: Dict[str, str], unset: List[str], "

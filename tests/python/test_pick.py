@@ -133,6 +133,37 @@ class Pick(unittest.TestCase):
                 os.environ.clear()
                 os.environ.update(saved)
 
+    def test_a_lease_is_renewed_and_released_by_id_and_its_keep_alive_follows(self):
+        with h100_with_nvml() as daemon:
+            daemon.wait_serving()
+            saved = dict(os.environ)
+            try:
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    picked = devplace.pick(job=devplace.for_job({}), address=daemon.tcp_target, ttl=3)
+                    lease = devplace.Lease(picked.lease_id, address=daemon.tcp_target)
+                    renewed = lease.renew(ttl=7200)
+                    self.assertGreaterEqual(renewed.expires_at.seconds - picked.lease.created_at.seconds, 7190)
+                    # pick()'s keep-alive renews with the new ttl (every third of it), not its own 3 s.
+                    time.sleep(2.5)
+                    with devplace.Client(daemon.tcp_target) as client:
+                        (held,) = [l for l in client.inventory().leases if l.lease_id == picked.lease_id]
+                    self.assertGreaterEqual(held.expires_at.seconds, renewed.expires_at.seconds)
+                    self.assertEqual(lease.release().lease_id, picked.lease_id)
+                    with self.assertRaises(devplace.NotFoundError):
+                        lease.release()
+                    with self.assertRaises(devplace.NotFoundError):
+                        lease.renew()
+                    time.sleep(1.5)  # the keep-alive thread ends without a word
+                self.assertEqual([str(w.message) for w in caught if "kept alive" in str(w.message)], [])
+                with self.assertRaisesRegex(devplace.InvalidArgumentError, "ttl: 0: want seconds from 1 to 86400"):
+                    lease.renew(ttl=0)
+                with self.assertRaisesRegex(devplace.InvalidArgumentError, "lease_id: ''"):
+                    devplace.Lease("")
+            finally:
+                os.environ.clear()
+                os.environ.update(saved)
+
     def test_the_answers_warnings_are_issued_once_as_devplace_warnings(self):
         # Without a vendor library the pick takes the GPUs as idle, and says so.
         with Daemon(fixture("nvidia-2x-h100")) as daemon:

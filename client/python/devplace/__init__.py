@@ -46,7 +46,7 @@ for _module, _package in (("grpc", "grpcio"), ("google.protobuf", "protobuf")):
             f"({_missing}): pip install 'grpcio>=1.51' 'protobuf>=4.21.12,<6' (with Debian's /usr/bin/python3: "
             "apt-get install python3-grpcio python3-protobuf)") from _missing
 
-from ._client import Client, Watch, pick, resolve_device
+from ._client import Client, Lease, Watch, pick, resolve_device
 from ._device_metadata import DRA_METADATA_DIR, device_allocation
 from ._grpc_connection import TlsOptions
 from ._pick import Pick, job_holder, make_pick_request
@@ -61,7 +61,7 @@ from .errors import (AbortedError, AlreadyExistsError, CancelledError, DataLossE
                      ResourceExhaustedError, UnauthenticatedError, UnavailableError, UnimplementedError, UnknownError)
 
 __all__ = [
-    "__version__", "Client", "Resolution", "TlsOptions", "Watch", "make_request", "resolve_device",
+    "__version__", "Client", "Lease", "Resolution", "TlsOptions", "Watch", "make_request", "resolve_device",
     "PLACEMENT_ENVIRONMENT_VARIABLES", "JOB_PYTHON_PACKAGES", "for_job", "from_environment", "job_device_nodes",
     "job_environment", "MAX_CAPTURED_NEAR_MISSES", "possible_placement_typo", "DRA_METADATA_DIR", "device_allocation",
     "check_local_listener", "check_unix_socket", "default_target", "Pick", "job_holder", "make_pick_request",

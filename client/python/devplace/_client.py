@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 import warnings
-from typing import Any, Callable, Iterator, List, Optional, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Union
 
 import grpc
 
@@ -32,7 +32,7 @@ from .errors import (AbortedError, DeadlineExceededError, DevplaceWarning, Error
                      FallbackWarning, InvalidArgumentError, NotFoundError, UnavailableError)
 from .v1 import devplace_pb2
 
-__all__ = ["Client", "Watch", "pick", "resolve_device"]
+__all__ = ["Client", "Lease", "Watch", "pick", "resolve_device"]
 
 def _refuse_untrusted(check: Callable[[str], None], what: str, target: str, origin: str) -> None:
     """Runs a trust check (_target.py) on ``what``; a missing socket or listener is left for the call to report."""
@@ -397,22 +397,99 @@ def resolve_device(workload: Union[str, int], device_map: Union[str, int, None] 
     return answer.device
 
 
+# TTL leases this process keeps alive (pick(ttl=...)): lease id -> the ttl in seconds each renewal asks for.
+# Lease.renew() sets a new ttl, Lease.release() removes the id, which ends its thread without a warning.
+_kept_alive: Dict[str, float] = {}
+_kept_alive_lock = threading.Lock()
+
+
 def _keep_alive(address: Optional[str], timeout: Optional[float], tls: Optional[TlsOptions], lease_id: str,
                 ttl_ms: int) -> None:
-    """Renews a TTL lease every third of its time to live for as long as this process runs."""
+    """Renews a TTL lease every third of its time to live for as long as this process runs, or until
+    :meth:`Lease.release` ends it."""
+    with _kept_alive_lock:
+        _kept_alive[lease_id] = ttl_ms / 1000.0
+
+    def ttl_now() -> Optional[float]:
+        with _kept_alive_lock:
+            return _kept_alive.get(lease_id)
 
     def run() -> None:
         stop = threading.Event()
-        while not stop.wait(max(ttl_ms / 3000.0, 0.5)):
+        while True:
+            ttl = ttl_now()
+            if ttl is None or stop.wait(max(ttl / 3.0, 0.5)):
+                return
+            ttl = ttl_now()
+            if ttl is None:
+                return  # released by this process meanwhile
             try:
                 with Client(address, timeout=timeout, tls=tls) as client:
-                    client.keep_lease_alive(lease_id, ttl_ms / 1000.0)
+                    client.keep_lease_alive(lease_id, ttl)
             except Exception as e:  # noqa: BLE001 - report and stop: the lease has ended
+                if ttl_now() is None:
+                    return
                 warnings.warn(f"devplace: lease {lease_id} could not be kept alive ({e}); its devices may be "
                               "picked by another job", RuntimeWarning, stacklevel=1)
                 return
 
     threading.Thread(target=run, name=f"devplace-lease-{lease_id[:8]}", daemon=True).start()
+
+
+class Lease:
+    """A lease of PickDevices named by its id (``Pick.lease_id``, or the id ``devplace inventory``
+    shows its owner), to renew or release it from Python as ``devplace renew`` and ``devplace
+    release`` do::
+
+        picked = devplace.pick(ttl=600)
+        devplace.Lease(picked.lease_id).renew(ttl=7200)   # two hours from now (LeaseKeepAlive)
+        devplace.Lease(picked.lease_id).release()         # ends it now (LeaseRelease)
+
+    ``address``, ``timeout`` and ``tls`` are :class:`Client`'s (the daemon that holds the lease).
+    Only the user who picked (or root) may renew or release a lease. A lease that ``pick(ttl=...)``
+    keeps alive in this process is then renewed with the new ``ttl``, and after :meth:`release` no
+    longer (without a warning).
+
+    Raises (from each call):
+        InvalidArgumentError: an empty ``lease_id``, or ``ttl`` outside 1 to 86400 seconds.
+        NotFoundError: no such lease (it ended, or the id is wrong).
+        PermissionDeniedError: another user's lease.
+        FailedPreconditionError: renewing a lease held for a process or a process group (it lasts as
+            long as its holder and has no time to live).
+        UnavailableError: no daemon at the address.
+    """
+
+    def __init__(self, lease_id: str, address: Optional[str] = None, timeout: Optional[float] = 5.0,
+                 tls: Optional[TlsOptions] = None) -> None:
+        if not isinstance(lease_id, str) or not lease_id:
+            raise InvalidArgumentError(f"lease_id: {lease_id!r}: want the lease's id (Pick.lease_id, or the id "
+                                       "devplace inventory shows on your own lease)")
+        self.lease_id = lease_id
+        self._address, self._timeout, self._tls = address, timeout, tls
+
+    def renew(self, ttl: float = 300.0) -> devplace_pb2.LeaseInfo:
+        """Gives the lease a time to live of ``ttl`` seconds (1 to 86400) from now; its new LeaseInfo."""
+        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 1 <= ttl <= 86400:
+            raise InvalidArgumentError(f"ttl: {ttl!r}: want seconds from 1 to 86400 (a day)")
+        with Client(self._address, timeout=self._timeout, tls=self._tls) as client:
+            info = client.keep_lease_alive(self.lease_id, float(ttl))
+        with _kept_alive_lock:
+            if self.lease_id in _kept_alive:
+                _kept_alive[self.lease_id] = float(ttl)
+        return info
+
+    def release(self) -> devplace_pb2.LeaseInfo:
+        """Ends the lease now; its devices go to the next pick. The LeaseInfo it had."""
+        with _kept_alive_lock:
+            kept = _kept_alive.pop(self.lease_id, None)
+        try:
+            with Client(self._address, timeout=self._timeout, tls=self._tls) as client:
+                return client.release_lease(self.lease_id)
+        except Error:
+            if kept is not None:  # not released: keep it alive as before
+                with _kept_alive_lock:
+                    _kept_alive.setdefault(self.lease_id, kept)
+            raise
 
 
 def pick(count: int = 1, *, min_free: Union[int, str, None] = None, allow_shared: bool = False,
