@@ -60,11 +60,16 @@ std::optional<ProcessIdentity> ReadProcessStat(pid_t pid) {
 }
 
 // Whether `p` still runs: its pidfd (when open) not readable, and its pid running with its start
-// time, not a zombie (a zombie has ended: it runs on no device), in group `pgid` when given.
-bool StillRuns(const ProcessIdentity& p, int pidfd, std::optional<pid_t> pgid = std::nullopt) {
+// time, not a zombie (a zombie has ended: it runs on no device), in group `pgid` when given. With
+// `pidfd_only` and an open pidfd, the poll alone answers: a pidfd names one process for its whole
+// life (a reused pid is another process, whose end it never shows) and is readable from its exit
+// on, zombie included; only the group it is in needs /proc.
+bool StillRuns(const ProcessIdentity& p, int pidfd, std::optional<pid_t> pgid = std::nullopt,
+               bool pidfd_only = false) {
   if (pidfd >= 0) {
     pollfd fd{pidfd, POLLIN, 0};
     if (poll(&fd, 1, 0) > 0) return false;
+    if (pidfd_only) return true;
   }
   const std::optional<ProcessIdentity> now = ReadProcessStat(p.pid);
   return now.has_value() && now->start_time == p.start_time && now->state != 'Z' && (!pgid || now->pgid == *pgid);
@@ -196,16 +201,17 @@ void LeaseHolder::ClosePidfd() {
 
 bool LeaseHolder::is_process() const { return IsProcessKind(spec_.kind); }
 
-bool LeaseHolder::Ended(absl::Time now) {
+bool LeaseHolder::Ended(absl::Time now, Check check) {
   if (spec_.kind == v1::LEASE_HOLDER_TTL) return now >= expires_;
+  const bool pidfd_only = check == Check::kPidfd;
   if (!leader_ended_) {
-    if (StillRuns(spec_.process, pidfd_)) return false;
+    if (StillRuns(spec_.process, pidfd_, std::nullopt, pidfd_only)) return false;
     if (spec_.kind != v1::LEASE_HOLDER_PROCESS_GROUP) return true;
     LeaderEnded();
   }
-  if (group_ended_ || LeaderPidReused()) return true;
+  if (group_ended_ || (!pidfd_only && LeaderPidReused())) return true;
   if (group_to_find_) return false;  // kept until the table's FindGroupMembers
-  if (StillRuns(witness_, pidfd_, spec_.process.pid)) return false;
+  if (StillRuns(witness_, pidfd_, spec_.process.pid, pidfd_only)) return false;
   ClosePidfd();
   group_to_find_ = true;  // the witness ended or left the group: another is looked for
   return false;

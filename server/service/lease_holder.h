@@ -112,12 +112,20 @@ class LeaseHolder {
   // When a TTL lease ends (absl::InfiniteFuture() for a process holder).
   absl::Time expires() const { return expires_; }
   void ExpireAt(absl::Time expires) { expires_ = expires; }
+  // How much Ended reads. kPidfd: a holder (or witness) with a pidfd is polled only, no /proc file
+  // read (the calls' path: an inventory or a pick sweeps every lease, and a /proc/<pid>/stat read
+  // costs about as much as the rest of a small call); /proc is read only for a holder without a
+  // pidfd. kFull also reads /proc/<pid>/stat: a witness that left its group, and a group leader's
+  // pid that runs as another process (the group has ended), which no pidfd shows. The table's
+  // watcher sweeps with kFull at least once a second (lease_watcher.h), so those two ends are seen
+  // within a second; until then the lease is only held longer, never given away early.
+  enum class Check { kPidfd, kFull };
   // Whether the holder has ended at `now`: a TTL passed; a process exited (its pidfd readable), is
   // a zombie or is another process now; a process group whose leader pid runs as another process,
-  // or in which TakeGroupMember found no running process. Reads at most two /proc/<pid>/stat and
-  // one /proc/<pid>/status, never all of /proc: when a group's leader or witness ends, the group is
-  // to be looked for (GroupToFind) and Ended answers false until TakeGroupMember.
-  bool Ended(absl::Time now);
+  // or in which TakeGroupMember found no running process. Reads at most two /proc/<pid>/stat (none
+  // with kPidfd where pidfds are open), never all of /proc: when a group's leader or witness ends,
+  // the group is to be looked for (GroupToFind) and Ended answers false until TakeGroupMember.
+  bool Ended(absl::Time now, Check check = Check::kFull);
   // A PROCESS_GROUP holder whose leader ended and whose witness is to be found: its group id, for
   // FindGroupMembers; nullopt otherwise.
   std::optional<pid_t> GroupToFind() const;

@@ -298,11 +298,11 @@ uint64_t LeaseTable::granted() const {
   return granted_;
 }
 
-int LeaseTable::SweepLocked(absl::Time now, bool wake_for_groups) {
+int LeaseTable::SweepLocked(absl::Time now, bool wake_for_groups, LeaseHolder::Check check) {
   int ended = 0;
   bool group_to_find = false;
   for (auto it = leases_.begin(); it != leases_.end();) {
-    if (it->second.holder.Ended(now)) {
+    if (it->second.holder.Ended(now, check)) {
       if (options_.on_end) just_ended_.emplace_back(std::move(it->second.info), !it->second.holder.is_process());
       it = leases_.erase(it);  // closes its pidfd
       ++ended;
@@ -331,13 +331,13 @@ int LeaseTable::Sweep() {
   int ended = 0;
   {
     absl::MutexLock lock(&mu_);
-    ended = SweepLocked(absl::Now(), /*wake_for_groups=*/false);  // looked for right below
+    ended = SweepLocked(absl::Now(), /*wake_for_groups=*/false, LeaseHolder::Check::kFull);  // looked for right below
   }
   if (FindGroups() > 0) {
     // A member that ended before it was watched leaves its group to the next sweep (within a
     // second, or at the next pidfd event): a group whose processes churn costs one pass a second.
     absl::MutexLock lock(&mu_);
-    ended += SweepLocked(absl::Now(), /*wake_for_groups=*/false);
+    ended += SweepLocked(absl::Now(), /*wake_for_groups=*/false, LeaseHolder::Check::kFull);
   }
   if (ended > 0) (void)Persist();
   AfterEnding(ended);

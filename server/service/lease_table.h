@@ -146,7 +146,8 @@ class LeaseTable {
   // group leases whose group has no process left; returns how many. The watcher thread calls it on
   // every pidfd event, when a group is to be found, and at least once a second. Its cost does not
   // grow with the processes the host runs, except for one pass over /proc, outside the lock, when
-  // a group lease's watched process ends (LeaseHolder::GroupToFind).
+  // a group lease's watched process ends (LeaseHolder::GroupToFind). Unlike the calls' own sweeps,
+  // it reads /proc/<pid>/stat for every process holder (LeaseHolder::Check::kFull).
   int Sweep();
   // Total leases granted and ended so far (for metrics).
   uint64_t granted() const;
@@ -160,8 +161,11 @@ class LeaseTable {
   // What the watcher waits for: the holders' pidfds and the earliest TTL expiry.
   LeaseWatcher::Waits WatcherWaits() const ABSL_LOCKS_EXCLUDED(mu_);
   // Ends the leases whose holder Ended; with `wake_for_groups`, wakes the watcher when a group is
-  // to be found (the watcher's own sweep looks for it at once instead).
-  int SweepLocked(absl::Time now, bool wake_for_groups = true) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // to be found (the watcher's own sweep looks for it at once instead). The calls' sweeps (a pick,
+  // an inventory, a renewal) check with LeaseHolder::Check::kPidfd, a poll per lease; the watcher's
+  // (Sweep) with kFull, which also reads each group's /proc/<pid>/stat files.
+  int SweepLocked(absl::Time now, bool wake_for_groups = true,
+                  LeaseHolder::Check check = LeaseHolder::Check::kPidfd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After `ended` leases ended: on_end for each SweepLocked ended since the last call, then
   // on_release when `ended` > 0.
   void AfterEnding(int ended) ABSL_LOCKS_EXCLUDED(mu_);

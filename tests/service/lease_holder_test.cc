@@ -1,7 +1,8 @@
 // Lease holders (lease_holder.h) with real child processes: ReadProcess of a child, a zombie and a
 // reaped pid; a process holder that ends (its pidfd says so before it is reaped); a pid whose start
-// time is not the holder's (a reused pid); a process group that outlives its leader; and what a
-// lease read back from the file keeps or why it is dropped.
+// time is not the holder's (a reused pid); a process group that outlives its leader; what a call's
+// check (pidfds only) sees and leaves to the full one; and what a lease read back from the file
+// keeps or why it is dropped.
 #include "server/service/lease_holder.h"
 
 #include <signal.h>
@@ -256,6 +257,40 @@ TEST(LeaseHolderGroup, AProcessGroupOutlivesItsLeaderUntilItsLastProcess) {
                 .status()
                 .message(),
             absl::StrCat("its holder, pid ", spec.process.pid, ", has exited"));
+}
+
+// The calls' sweeps (an inventory, a pick, a renewal) check with kPidfd: a holder's exit shows at
+// once through its pidfd and no /proc file is read; what only /proc shows (a witness that left its
+// group) waits for the watcher's kFull check, within a second, the lease held meanwhile.
+TEST(LeaseHolderGroup, ACallsCheckSeesAnExitByItsPidfdAndLeavesAWitnessThatLeftItsGroupToTheFullCheck) {
+  if (!HasPidfd()) GTEST_SKIP() << "no pidfd_open here: every check reads /proc";
+  Sleeper leader(0);
+  Sleeper member(leader.pid());
+  LeaseHolderSpec spec = ProcessHolder(leader.pid(), getuid());
+  spec.kind = v1::LEASE_HOLDER_PROCESS_GROUP;
+  absl::StatusOr<LeaseHolder> group = LeaseHolder::ForNewLease(spec);
+  ASSERT_TRUE(group.ok()) << group.status();
+  EXPECT_FALSE(group->Ended(absl::Now(), LeaseHolder::Check::kPidfd));
+  leader.Kill();
+  EXPECT_FALSE(group->Ended(absl::Now(), LeaseHolder::Check::kPidfd));
+  EXPECT_EQ(group->GroupToFind(), spec.process.pid);  // the leader's pidfd told: the group is looked for
+  FindGroupFor(*group);
+  ASSERT_GE(group->pidfd(), 0);  // the member is the witness
+  // The witness leaves the group, still running: its pidfd stays quiet, and only /proc says so.
+  ASSERT_EQ(setpgid(member.pid(), member.pid()), 0) << strerror(errno);
+  EXPECT_FALSE(group->Ended(absl::Now(), LeaseHolder::Check::kPidfd));
+  EXPECT_FALSE(group->GroupToFind().has_value());  // not seen: the lease is kept
+  EXPECT_FALSE(group->Ended(absl::Now(), LeaseHolder::Check::kFull));
+  EXPECT_EQ(group->GroupToFind(), spec.process.pid);  // seen: another member is looked for
+  FindGroupFor(*group);                                // none is left
+  EXPECT_TRUE(group->Ended(absl::Now(), LeaseHolder::Check::kPidfd));
+  // A process holder: its exit, zombie included, by the poll alone.
+  Sleeper job;
+  absl::StatusOr<LeaseHolder> process = LeaseHolder::ForNewLease(ProcessHolder(job.pid(), getuid()));
+  ASSERT_TRUE(process.ok()) << process.status();
+  EXPECT_FALSE(process->Ended(absl::Now(), LeaseHolder::Check::kPidfd));
+  job.KillWithoutReaping();
+  EXPECT_TRUE(Eventually([&] { return process->Ended(absl::Now(), LeaseHolder::Check::kPidfd); }));
 }
 
 // A dead group's leader pid that the kernel gives to a stranger (here on purpose: clone3 with
