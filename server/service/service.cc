@@ -173,7 +173,8 @@ grpc::ServerUnaryReactor* DevicePlacementService::GetInventory(grpc::CallbackSer
     reactor->Finish(NoInventory(store_));
     return reactor;
   }
-  *response_bytes = SharedBytes(InventoryBytes(prepared, ViewerOf(ctx)));
+  const Viewer viewer = ViewerOf(ctx);
+  *response_bytes = SharedBytes(SnapshotBytes(prepared, viewer), LeaseBytes(viewer));
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }
@@ -309,7 +310,7 @@ std::string DevicePlacementService::LeaseBytes(const Viewer& viewer) {
   return only.SerializeAsString();
 }
 
-std::shared_ptr<const std::string> DevicePlacementService::InventoryBytes(
+std::shared_ptr<const std::string> DevicePlacementService::SnapshotBytes(
     const std::shared_ptr<PreparedSnapshot>& prepared, const Viewer& viewer) {
   std::shared_ptr<const std::string> bytes = prepared->inventory_bytes();
   if (!viewer.privileged && HasPrivateUsage(*prepared->snapshot())) {
@@ -322,9 +323,7 @@ std::shared_ptr<const std::string> DevicePlacementService::InventoryBytes(
     }
     bytes = redacted_bytes_;
   }
-  const std::string leases = LeaseBytes(viewer);
-  if (leases.empty()) return bytes;
-  return std::make_shared<const std::string>(*bytes + leases);
+  return bytes;
 }
 
 std::string DevicePlacementService::InventoryBytes(const v1::Inventory& inventory, const Viewer& viewer) {

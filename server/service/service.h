@@ -207,10 +207,11 @@ class DevicePlacementService final
   Viewer ViewerOf(grpc::CallbackServerContext* ctx) const;
   // The key ServiceOptions.max_watches_per_peer and costly_calls count the caller by.
   std::string WatchPeer(grpc::CallbackServerContext* ctx) const;
-  // The serialized inventory a caller gets: the snapshot's bytes (redacted for unprivileged
-  // callers), then the leases held now as `viewer` may see them.
-  std::shared_ptr<const std::string> InventoryBytes(const std::shared_ptr<PreparedSnapshot>& prepared,
-                                                    const Viewer& viewer);
+  // The serialized inventory a caller gets is the snapshot's bytes (redacted for unprivileged
+  // callers), then the leases held now as `viewer` may see them (LeaseBytes): the first part,
+  // shared, not copied (GetInventory sends both as two slices).
+  std::shared_ptr<const std::string> SnapshotBytes(const std::shared_ptr<PreparedSnapshot>& prepared,
+                                                   const Viewer& viewer);
   std::string InventoryBytes(const v1::Inventory& inventory, const Viewer& viewer);
   std::string LeaseBytes(const Viewer& viewer);
   absl::StatusOr<LeaseHolderSpec> HolderFor(grpc::CallbackServerContext* ctx, const v1::PickDevicesRequest& request) const;

@@ -25,16 +25,27 @@ grpc::Status ToGrpc(const absl::Status& s) {
 // copied (one allocation); larger ones travel without a copy, the slice keeping them alive.
 grpc::Status ShuttingDown() { return grpc::Status(grpc::StatusCode::UNAVAILABLE, "devplaced is shutting down"); }
 
-grpc::ByteBuffer SharedBytes(std::shared_ptr<const std::string> bytes) {
+namespace {
+
+grpc::Slice SharedSlice(std::shared_ptr<const std::string> bytes) {
   constexpr size_t kCopyBelowBytes = 4096;
-  if (bytes->size() < kCopyBelowBytes) {
-    grpc::Slice copied(bytes->data(), bytes->size());
-    return grpc::ByteBuffer(&copied, 1);
-  }
+  if (bytes->size() < kCopyBelowBytes) return grpc::Slice(bytes->data(), bytes->size());
   auto* holder = new std::shared_ptr<const std::string>(std::move(bytes));
-  grpc::Slice shared(const_cast<char*>((*holder)->data()), (*holder)->size(),
+  return grpc::Slice(const_cast<char*>((*holder)->data()), (*holder)->size(),
                      [](void* p) { delete static_cast<std::shared_ptr<const std::string>*>(p); }, holder);
-  return grpc::ByteBuffer(&shared, 1);
+}
+
+}  // namespace
+
+grpc::ByteBuffer SharedBytes(std::shared_ptr<const std::string> bytes) {
+  grpc::Slice slice = SharedSlice(std::move(bytes));
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+grpc::ByteBuffer SharedBytes(std::shared_ptr<const std::string> bytes, const std::string& tail) {
+  if (tail.empty()) return SharedBytes(std::move(bytes));
+  grpc::Slice slices[2] = {SharedSlice(std::move(bytes)), grpc::Slice(tail.data(), tail.size())};
+  return grpc::ByteBuffer(slices, 2);
 }
 
 // A raw request body as one contiguous view: small requests arrive as one slice, viewed in place

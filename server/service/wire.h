@@ -24,6 +24,9 @@ grpc::Status ToGrpc(const absl::Status& s);
 // Bytes shared with the cache or the prepared snapshot, as a response body. Small answers are
 // copied (one allocation); larger ones travel without a copy, the slice keeping them alive.
 grpc::ByteBuffer SharedBytes(std::shared_ptr<const std::string> bytes);
+// The same followed by `tail` (copied): one message body in two slices, so that appending a few
+// bytes (an inventory's leases, a repeated field that merges) never copies a large shared body.
+grpc::ByteBuffer SharedBytes(std::shared_ptr<const std::string> bytes, const std::string& tail);
 
 // A raw request body as one contiguous view: small requests arrive as one slice, viewed in place
 // (`slices` keeps it alive); others are copied into `flat`. False when the buffer cannot be read.
