@@ -36,6 +36,9 @@ PROBE_WORKLOADS = WORKLOADS + [
     # (the matrix's `auto` compares where the first module lands).
     W("auto-keys", "max_memory_keys", ["--workload=inference", "--convention=from_pretrained", "--device_map=auto"],
       None, False, None),
+    # pipeline(device="xpu:1"): from 4.37 refused unless is_torch_xpu_available (IPEX before 4.42).
+    W("pl-xpu1", "pipeline", ["--workload=inference", "--convention=pipeline", "--device_map=xpu:1"], None, False,
+      "xpu:1"),
 ]
 
 
@@ -105,6 +108,7 @@ PROBES = [
     P("V-TF-TA-4.50", "hpu2", pw("ta"), pw("ta"), False),
     P("V-TF-TA-5.4", "neuron2", pw("ta"), pw("ta"), False),
     P("V-TF-PIPE-4.37", "xpu2-ipex", pw("pl0"), pw("pl0"), False),
+    P("V-TF-PIPE-XPU", "xpu2-stock", pw("pl-xpu1"), pw("pl-xpu1"), False),  # stock torch: xpu:1, then ValueError
     P("V-TF-PIPE-4.38", "npu2", pw("pl0"), pw("pl0"), False),
     P("V-TF-PIPE-4.40", "mlu2", pw("pl0"), pw("pl0"), False),
     P("V-TF-PIPE-4.45", "musa2", pw("pl0"), pw("pl0"), False),

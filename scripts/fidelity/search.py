@@ -18,6 +18,7 @@ import datetime
 import hashlib
 import json
 import os
+import re
 import random
 import subprocess
 import time
@@ -189,6 +190,14 @@ def harness_class(s, lib, dp):
         if (host["count"].get(dtype) and s.get("rank", 0) >= host["count"][dtype]
                 and dp.get("device", "").startswith(dtype + ":")):
             return f"harness: {why}: a rank >= {host['count'][dtype]} has a device of its own on the fixture"
+        # The same for an index the job names (pipeline's int device, a device string): the library's stand-in model
+        # cannot move to it on the simulated host, the fixture has it.
+        named = s.get("device")
+        index = named if isinstance(named, int) else (int(named.split(":")[1]) if isinstance(named, str) and re.fullmatch(
+            rf"{dtype}:\d+", named) else -1)
+        if (host["count"].get(dtype) and index >= host["count"][dtype] and dp.get("device") == f"{dtype}:{index}"
+                and lib.get("error", "").startswith(f"_NotAvailable: simulated: {dtype}:{index} ")):
+            return f"harness: {why}: index {index} names a device of its own on the fixture"
     if (s.get("xla") and lib.get("error", "").startswith("_NotAvailable: simulated: xla")
             and dp.get("device", "").startswith("xla")):
         return ("harness: the oracle's stand-in torch counts no xla devices (oracle.py _available), but with torch_xla "

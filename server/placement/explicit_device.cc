@@ -62,6 +62,21 @@ absl::Status Resolution::ExplicitString(const std::string& s) {
   const DeviceString& d = *parsed;
   const std::string canon = d.ToString();
   if (d.type == "hpu") RETURN_IF_ERROR(CheckHpuIndex(canon, d.index, field, req_.env()));  // H-HPU
+  // V-TF-PIPE-XPU: from 4.37 the pipeline asks is_torch_xpu_available(check_device=True) of an xpu string before
+  // torch.device(); before V-TF-XPU-STOCK (4.42) that sees an Intel GPU only through Intel Extension for PyTorch.
+  if (pipeline && d.type == "xpu" && versions_.Has(Feature::kTfPipelineXpuCheck) && !SeesXpu(Library::kTransformers)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        field, ": ", s, ": the pipeline of Transformers ", versions_.transformers().ToString(),
+        " raises ValueError('", s, " is not available, you should use device=\"cpu\" instead'): it takes an xpu "
+        "device only when is_torch_xpu_available(check_device=True), which before 4.42 needs Intel Extension for "
+        "PyTorch, and the job has ",
+        job_->ipex ? absl::StrCat("only the CPU variant of intel_extension_for_pytorch (", *job_->ipex, ")")
+                   : std::string("no intel_extension_for_pytorch"),
+        " (",
+        versions_.Rule(Feature::kTfPipelineXpuCheck).id, ", ", versions_.Rule(Feature::kTfStockXpu).id,
+        "); install intel_extension_for_pytorch of the job's torch MAJOR.MINOR, or Transformers >= 4.42 with "
+        "torch >= 2.4, or pass device=\"cpu\""));
+  }
   // G-PLUGIN: torch.device() is the first thing both APIs do with the string.
   const TorchParse parse = CanTorchParse(d.type, JobTorchOf());
   if (parse.verdict == TorchParse::kFails) {

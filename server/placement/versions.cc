@@ -127,6 +127,13 @@ std::vector<FeatureRule> MakeTransformersFeatureRules() {
        "exist there)",
        "huggingface/transformers:src/transformers/training_args.py TrainingArguments (first tag v4.32.0, PR #24863)",
        /*commits=*/"9dc965bb40"},
+      {F::kTfPipelineXpuCheck, L::kTransformers, {4, 37, 0}, "V-TF-PIPE-XPU",
+       "pipeline(device=...) raises ValueError for a device string containing xpu unless "
+       "is_torch_xpu_available(check_device=True), which before 4.42 (V-TF-XPU-STOCK) needs Intel Extension for "
+       "PyTorch; before it, torch.device() took the string and the model was moved there",
+       "huggingface/transformers:src/transformers/pipelines/base.py Pipeline.__init__ (first tag v4.37.0, PR #28326, "
+       "the same commit as V-TF-PIPE-4.37)",
+       /*commits=*/"a573ac74fd"},
       {F::kTfXlaReadsEnv, L::kTransformers, {4, 39, 0}, "V-TF-XLA-ENV",
        "is_torch_xla_available() reads USE_TORCH_XLA, so USE_TORCH_XLA=0 turns TrainingArguments' own XLA check off; "
        "before 4.39 that check (is_torch_tpu_available: torch_xla importable and xm.xla_device() works) ignored it "

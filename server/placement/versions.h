@@ -53,6 +53,7 @@ enum class Feature {
   kTfTaMpsBranch,         // single-process TrainingArguments has its own MPS branch (before: PartialState's device)
   kTfTaTorchDeviceFallback,  // single-process TrainingArguments falls back to ACCELERATE_TORCH_DEVICE (before: cpu)
   kTfPipelineAccelDefault,  // pipeline(device=None) means accelerator index 0 (before: cpu)
+  kTfPipelineXpuCheck,    // pipeline refuses a device naming xpu unless is_torch_xpu_available(check_device=True)
   kTfV5,                  // v5: no_cuda / use_mps_device removed, Accelerate >= 1.1.0 required
   kTfDeviceMapCudaRank,   // from_pretrained(device_map="cuda") becomes cuda:<LOCAL_RANK or 0>
   kTfNativeTpu,           // TrainingArguments selects tpu:0 when torch_tpu is available

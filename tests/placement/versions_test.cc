@@ -399,6 +399,36 @@ std::vector<ResolveCase> Cases() {
                .request = Tf("4.41.1", Req::Pipe("0").Packages({{"torch", "2.5.1+cu124"}})), .device = "cuda:0"});
   c.push_back({.id = "V35_ipex_absent_pipe_xpu_only_4_41", .host = xpu2,
                .request = Tf("4.41.1", Req::Pipe("0").Packages({{"torch", "2.5.1+xpu"}})), .code = kPrecondition});
+  // V-TF-PIPE-XPU: from 4.37 the pipeline refuses a device string naming xpu unless is_torch_xpu_available, which
+  // before 4.42 needs IPEX (executed at v4.36.2, v4.37.0, v4.38.2, v4.39.0, v4.41.1, v4.42.0 on two Intel GPUs with
+  // stock torch: xpu:1, then ValueError "xpu:1 is not available, you should use device=\"cpu\" instead", then xpu:1).
+  const auto stock = std::initializer_list<std::pair<const char*, const char*>>{{"torch", "2.5.1+xpu"}};
+  c.push_back({.id = "V35_pipe_xpu_string_4_36", .host = xpu2, .request = Tf("4.36.2", Req::Pipe("xpu:1").Packages(stock)),
+               .device = "xpu:1", .host_indices = {1}});
+  c.push_back({.id = "V35_pipe_xpu_string_4_37", .host = xpu2, .request = Tf("4.37.0", Req::Pipe("xpu:1").Packages(stock)),
+               .code = kPrecondition,
+               .words = {"Transformers 4.37.0 raises ValueError('xpu:1 is not available, you should use device=\"cpu\" "
+                         "instead')", "no intel_extension_for_pytorch", "V-TF-PIPE-XPU", "V-TF-XPU-STOCK",
+                         "install intel_extension_for_pytorch"}});
+  c.push_back({.id = "V35_pipe_xpu_bare_4_41", .host = H({{v1::ROW_MLU, 2}, {v1::ROW_XPU, 2}}),
+               .request = Tf("4.41.1", Req::Pipe("xpu").Packages({{"torch", "2.5.1+xpu"}, {"torch_mlu", "2.5.1"}})),
+               .code = kPrecondition, .words = {"ValueError('xpu is not available"}});
+  c.push_back({.id = "V35_pipe_xpu_string_ipex_4_41", .host = xpu2,
+               .request = Tf("4.41.1", Req::Pipe("xpu:1").Packages({{"torch", "2.5.1"},
+                                                                     {"intel_extension_for_pytorch", "2.5.10+xpu"}})),
+               .device = "xpu:1", .words = {"the job has intel_extension_for_pytorch 2.5.10+xpu"}, .host_indices = {1}});
+  c.push_back({.id = "V35_pipe_xpu_string_ipex_cpu_4_41", .host = xpu2,
+               .request = Tf("4.41.1", Req::Pipe("xpu:1").Packages({{"torch", "2.5.1+xpu"},
+                                                                     {"intel_extension_for_pytorch", "2.5.0+cpu"}})),
+               .code = kPrecondition, .words = {"only the CPU variant of intel_extension_for_pytorch (2.5.0+cpu)"}});
+  c.push_back({.id = "V35_pipe_xpu_string_unknown_4_41", .host = xpu2, .request = Tf("4.41.1", Req::Pipe("xpu:1")),
+               .device = "xpu:1", .words = {"the job's packages are not known"}});
+  c.push_back({.id = "V35_pipe_xpu_string_4_42", .host = xpu2, .request = Tf("4.42.0", Req::Pipe("xpu:1").Packages(stock)),
+               .device = "xpu:1"});
+  // Without an Intel GPU the check is no different from any absent device.
+  c.push_back({.id = "V35_pipe_xpu_string_no_xpu_4_41", .host = cuda2,
+               .request = Tf("4.41.1", Req::Pipe("xpu:1").Packages({{"torch", "2.5.1+cu124"}})), .code = kPrecondition,
+               .words = {"names xpu, but this host has no such device"}});
   // V37: TrainingArguments on an Apple host: mps through PartialState up to 4.41, none in 4.42 (the
   // clause was dropped, executed at v4.42.4: cpu), its own branch from 4.43.
   c.push_back({.id = "V37_ta_mps_4_41", .host = mps1, .request = Tf("4.41.1", Req::Train(TA)), .device = "mps"});
@@ -540,8 +570,9 @@ TEST(VersionTable, EveryFeatureHasOneRowAndOrdersAscend) {
                     Feature::kAccXpuBare, Feature::kAccXpuMemoryIpex, Feature::kAccXpuMemoryIpexFixed,
                     Feature::kAccXpuMemoryStock, Feature::kAccMultiCpuNeedsCpu, Feature::kTfUseCpu,
                     Feature::kTfStockXpu, Feature::kTfTaMpsBranch, Feature::kTfTaTorchDeviceFallback,
-                    Feature::kTfPipelineAccelDefault, Feature::kTfV5, Feature::kTfDeviceMapCudaRank,
-                    Feature::kTfNativeTpu, Feature::kTfXlaReadsEnv, Feature::kTfXlaCpuDevice}) {
+                    Feature::kTfPipelineAccelDefault, Feature::kTfPipelineXpuCheck, Feature::kTfV5,
+                    Feature::kTfDeviceMapCudaRank, Feature::kTfNativeTpu, Feature::kTfXlaReadsEnv,
+                    Feature::kTfXlaCpuDevice}) {
     int n = 0;
     for (const placement::FeatureRule& r : placement::FeatureRules()) n += r.feature == f;
     EXPECT_EQ(n, 1) << static_cast<int>(f);
