@@ -108,8 +108,10 @@ pid_t EvaluatingShell();
 // nohup, setsid, strace, script, xargs, watch, sudo, ...: /proc/<pid>/comm), whose lease would end
 // with the pick.
 absl::StatusOr<pid_t> PickHolder();
-// What `devplace pick` prints on stdout when it fails (not with --json): a comment, an empty
-// CUDA_VISIBLE_DEVICES and `false`, so that `eval "$(devplace pick)"` fails and hides the GPUs.
+// What `devplace pick` prints on stdout when it fails (not with --json): the mask variables of the
+// row the pick was for (every row's when RunPick did not learn it) set to show no device
+// (placement::NoDeviceEnvironment, rule P-FAIL-CLOSED), `false` and a comment, so that
+// `eval "$(devplace pick)"` fails and hides the devices.
 void PrintPickFailClosed();
 
 // Prints `devplace: <command>: <message> (see devplace <command> --help)` on stderr, or
