@@ -119,7 +119,8 @@ void PrintPickFailClosed();
 int UsageError(absl::string_view command, absl::string_view message);
 
 // Prints `devplace: <g_command>: <CODE>: <message>` on stderr (CODE the status code's name, the
-// message on one line, control characters replaced, cut after 1000 characters); returns kExitError.
+// message on one line, control characters replaced; over 1000 characters, its first 600 and last
+// 400, the end being where the advice is); returns kExitError.
 int Fail(const absl::Status& status);
 
 // ---- inventory_file.cc: --inventory=FILE, for `resolve` and `labels` offline ----

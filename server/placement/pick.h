@@ -24,6 +24,10 @@ inline constexpr uint32_t kMaxPickWaitMs = 3'600'000;
 // Device lines of a pick's explanation and of its refusal, before "... and N more".
 inline constexpr int kMaxPickDeviceLines = 64;
 inline constexpr int kMaxRefusalDeviceLines = 16;
+// A refusal's device line is cut after kMaxRefusalLineChars (a FAULT GPU's reason lists every
+// critical XID and counter; `devplace inventory` shows it whole), so that one device cannot push
+// the advice at the refusal's end out of what a client prints.
+inline constexpr size_t kMaxRefusalLineChars = 200;
 // The command lines a refusal that a wait may help suggests; the devplace CLI replaces them with the
 // caller's own command line and --wait=D.
 inline constexpr char kWaitCommands[] = "devplace pick --wait=D ... or devplace run --wait=D -- CMD";
