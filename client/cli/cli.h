@@ -86,6 +86,9 @@ const std::vector<const char*>& PickFlagNames();
 // environment (ResolveOptions::FromEnvironment): the holder is `process_holder` (pick: the parent
 // shell; run: this process) unless --ttl asks for a TTL lease. INVALID_ARGUMENT naming the flag.
 absl::StatusOr<PickOptions> PickOptionsFromFlags(v1::LeaseHolder process_holder);
+// "" when --ttl=`ttl` is 0 or within the daemon's lease bounds (1s to 24h, placement/pick.h), else
+// the error naming the flag, the value, a duration's range and what 0 means (`zero`).
+std::string LeaseTtlFlagError(absl::Duration ttl, absl::string_view zero);
 // `status` with the daemon's generic commands of a refusal a wait may help (placement::kWaitCommands)
 // replaced by this caller's own command line with --wait=D (its --wait dropped; at most 300
 // characters, then " ..."); any other status as it is.

@@ -202,6 +202,14 @@ int RunPick() {
 
 }  // namespace
 
+std::string LeaseTtlFlagError(absl::Duration ttl, absl::string_view zero) {
+  const absl::Duration low = absl::Milliseconds(placement::kMinLeaseTtlMs);
+  const absl::Duration high = absl::Milliseconds(placement::kMaxLeaseTtlMs);
+  if (ttl == absl::ZeroDuration() || (ttl >= low && ttl <= high)) return "";
+  return absl::StrCat("--ttl=", absl::FormatDuration(ttl), ": want a duration from ", absl::FormatDuration(low), " to ",
+                      absl::FormatDuration(high), " (e.g. 30m; ", zero, ")");
+}
+
 absl::Status SpellWaitCommand(const absl::Status& status) {
   std::string message(status.message());
   const size_t at = message.find(placement::kWaitCommands);
@@ -275,13 +283,18 @@ absl::StatusOr<PickOptions> PickOptionsFromFlags(v1::LeaseHolder process_holder)
     }
     options.row = found->row;
   }
+  // The daemon's bounds (PickDevicesRequest.ttl_ms, wait_ms: placement/pick.h), checked here so
+  // that the error names the flag.
   const absl::Duration ttl = absl::GetFlag(FLAGS_ttl);
-  if (ttl != absl::ZeroDuration() && (ttl < absl::Seconds(1) || ttl > absl::Hours(24))) {
-    return absl::InvalidArgumentError(absl::StrCat("--ttl=", absl::FormatDuration(ttl), ": want 1s to 24h"));
+  if (const std::string error = LeaseTtlFlagError(ttl, "0: none, the lease is held for the shell or the command");
+      !error.empty()) {
+    return absl::InvalidArgumentError(error);
   }
   const absl::Duration wait = absl::GetFlag(FLAGS_wait);
-  if (wait < absl::ZeroDuration() || wait > absl::Hours(1)) {
-    return absl::InvalidArgumentError(absl::StrCat("--wait=", absl::FormatDuration(wait), ": want 0 to 1h"));
+  if (wait < absl::ZeroDuration() || wait > absl::Milliseconds(placement::kMaxPickWaitMs)) {
+    return absl::InvalidArgumentError(absl::StrCat("--wait=", absl::FormatDuration(wait), ": want a duration from 0 to ",
+                                                   absl::FormatDuration(absl::Milliseconds(placement::kMaxPickWaitMs)),
+                                                   " (e.g. 10m; 0: fail at once when too few are free)"));
   }
   options.ttl = ttl;
   options.wait = wait;
