@@ -22,6 +22,7 @@ namespace devplace::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 class CliTest : public ::testing::Test {
@@ -314,6 +315,10 @@ TEST_F(CliTest, UnreachableDaemonExitsOneWithUnavailable) {
     EXPECT_EQ(r.exit_code, 1) << command;
     const std::string name = std::string(command).substr(0, std::string(command).find(' '));
     EXPECT_THAT(r.err, StartsWith("devplace: " + name + ": UNAVAILABLE: ")) << r.err;
+    // The note names the CLI's way to choose the daemon, not libdevplace's C++ field.
+    EXPECT_THAT(r.err, HasSubstr("nothing.sock (from --address); set DEVPLACE_ADDRESS or --address to choose the daemon]"))
+        << r.err;
+    EXPECT_THAT(r.err, Not(HasSubstr("ConnectOptions"))) << r.err;
   }
 }
 
