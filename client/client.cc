@@ -55,7 +55,9 @@ absl::StatusOr<Client> Client::Connect(ConnectOptions options) {
   const char* env = std::getenv("DEVPLACE_ADDRESS");
   const bool from_env = options.address.empty() && env != nullptr && *env != '\0';
   const std::string target = options.address.empty() ? DefaultTarget(&notes) : options.address;
-  const std::string origin = !options.address.empty() ? "from --address/ConnectOptions::address"
+  const std::string address_option =
+      options.address_option.empty() ? "ConnectOptions::address" : options.address_option;
+  const std::string origin = !options.address.empty() ? absl::StrCat("from ", address_option)
                              : from_env              ? "from DEVPLACE_ADDRESS"
                                                      : "default; DEVPLACE_ADDRESS is not set";
   if (absl::StartsWith(target, "unix:")) {
@@ -77,7 +79,7 @@ absl::StatusOr<Client> Client::Connect(ConnectOptions options) {
     }
   }
   absl::StatusOr<std::shared_ptr<Connection>> connection =
-      internal::ConnectGrpc(target, options, internal::TargetNote(target, origin, notes));
+      internal::ConnectGrpc(target, options, internal::TargetNote(target, origin, notes, address_option));
   if (!connection.ok()) return connection.status();
   return Client(*std::move(connection));
 }

@@ -348,10 +348,11 @@ absl::Status ChannelSetup(const std::string& target, const ConnectOptions& given
 
 namespace internal {
 
-std::string TargetNote(const std::string& target, const std::string& origin, const std::vector<std::string>& notes) {
+std::string TargetNote(const std::string& target, const std::string& origin, const std::vector<std::string>& notes,
+                       const std::string& address_option) {
   std::string note = absl::StrCat(" [devplace target ", target, " (", origin, ")");
   if (!notes.empty()) absl::StrAppend(&note, "; passed over: ", absl::StrJoin(notes, "; "));
-  absl::StrAppend(&note, "; set DEVPLACE_ADDRESS or --address to choose the daemon]");
+  absl::StrAppend(&note, "; set DEVPLACE_ADDRESS or ", address_option, " to choose the daemon]");
   return note;
 }
 
@@ -393,7 +394,7 @@ std::string DefaultTarget(std::vector<std::string>* notes) {
 
 std::shared_ptr<Connection> MakeGrpcConnection(const std::string& target, const ConnectOptions& options) {
   absl::StatusOr<std::shared_ptr<Connection>> connection =
-      internal::ConnectGrpc(target, options, internal::TargetNote(target, "given", {}));
+      internal::ConnectGrpc(target, options, internal::TargetNote(target, "given", {}, "ConnectOptions::address"));
   if (!connection.ok()) return std::make_shared<FailedConnection>(connection.status());
   return *std::move(connection);
 }

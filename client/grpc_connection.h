@@ -13,9 +13,11 @@
 namespace devplace::internal {
 
 // The note appended to UNAVAILABLE errors: the target, where it came from (`origin`), and the
-// default candidates passed over (`notes`, from DefaultTarget), with a leading space:
-// " [devplace target T (ORIGIN); passed over: ...; set DEVPLACE_ADDRESS or --address to choose the daemon]".
-std::string TargetNote(const std::string& target, const std::string& origin, const std::vector<std::string>& notes);
+// default candidates passed over (`notes`, from DefaultTarget), with a leading space, naming the
+// caller's way to choose the daemon (`address_option`: ConnectOptions::address, or the CLI's --address):
+// " [devplace target T (ORIGIN); passed over: ...; set DEVPLACE_ADDRESS or OPTION to choose the daemon]".
+std::string TargetNote(const std::string& target, const std::string& origin, const std::vector<std::string>& notes,
+                       const std::string& address_option);
 
 // A gRPC Connection to `target` as given (no socket check here): plaintext for unix: targets,
 // TLS for host:port when ConnectOptions' tls_ca or tls_cert (each empty field filled from its

@@ -86,6 +86,9 @@ const std::vector<const char*>& PickFlagNames();
 // environment (ResolveOptions::FromEnvironment): the holder is `process_holder` (pick: the parent
 // shell; run: this process) unless --ttl asks for a TTL lease. INVALID_ARGUMENT naming the flag.
 absl::StatusOr<PickOptions> PickOptionsFromFlags(v1::LeaseHolder process_holder);
+// "" when --ttl=`ttl` is 0 or within the daemon's lease bounds (1s to 24h, placement/pick.h), else
+// the error naming the flag, the value, a duration's range and what 0 means (`zero`).
+std::string LeaseTtlFlagError(absl::Duration ttl, absl::string_view zero);
 // `status` with the daemon's generic commands of a refusal a wait may help (placement::kWaitCommands)
 // replaced by this caller's own command line with --wait=D (its --wait dropped; at most 300
 // characters, then " ..."); any other status as it is.
@@ -108,8 +111,10 @@ pid_t EvaluatingShell();
 // nohup, setsid, strace, script, xargs, watch, sudo, ...: /proc/<pid>/comm), whose lease would end
 // with the pick.
 absl::StatusOr<pid_t> PickHolder();
-// What `devplace pick` prints on stdout when it fails (not with --json): a comment, an empty
-// CUDA_VISIBLE_DEVICES and `false`, so that `eval "$(devplace pick)"` fails and hides the GPUs.
+// What `devplace pick` prints on stdout when it fails (not with --json): the mask variables of the
+// row the pick was for (every row's when RunPick did not learn it) set to show no device
+// (placement::NoDeviceEnvironment, rule P-FAIL-CLOSED), `false` and a comment, so that
+// `eval "$(devplace pick)"` fails and hides the devices.
 void PrintPickFailClosed();
 
 // Prints `devplace: <command>: <message> (see devplace <command> --help)` on stderr, or
@@ -117,7 +122,8 @@ void PrintPickFailClosed();
 int UsageError(absl::string_view command, absl::string_view message);
 
 // Prints `devplace: <g_command>: <CODE>: <message>` on stderr (CODE the status code's name, the
-// message on one line, control characters replaced, cut after 1000 characters); returns kExitError.
+// message on one line, control characters replaced; over 1000 characters, its first 600 and last
+// 400, the end being where the advice is); returns kExitError.
 int Fail(const absl::Status& status);
 
 // ---- inventory_file.cc: --inventory=FILE, for `resolve` and `labels` offline ----

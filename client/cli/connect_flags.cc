@@ -55,6 +55,7 @@ ConnectOptions ConnectOptionsFromFlags() {
   options.tls_cert = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key = absl::GetFlag(FLAGS_tls_key);
   options.tls_server_name = absl::GetFlag(FLAGS_tls_server_name);
+  options.address_option = "--address";  // the CLI's users choose the daemon with the flag
   return options;
 }
 

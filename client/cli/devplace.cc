@@ -53,14 +53,20 @@ std::vector<std::string> g_command_line;
 
 namespace {
 
-// One line, printable, bounded: messages may quote file contents or long inputs.
+// One line, printable, bounded: messages may quote file contents or long inputs. A longer one keeps
+// its first 600 and last 400 characters: what to do about an error comes last (a pick's refusal
+// ends with its advice), and a cut after the first 1000 lost it.
 std::string OneLine(absl::string_view text) {
   std::string message(text);
   for (char& c : message) {
     if (c == '\n' || c == '\r' || c == '\t') c = ' ';
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
   }
-  if (message.size() > 1000) message = message.substr(0, 1000) + "... (truncated)";
+  constexpr size_t kHead = 600, kTail = 400;
+  if (message.size() > kHead + kTail) {
+    message = absl::StrCat(message.substr(0, kHead), " ... (", message.size() - kHead - kTail,
+                           " characters left out) ... ", message.substr(message.size() - kTail));
+  }
   return message;
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -96,15 +97,34 @@ std::string Placed(const v1::PickDevicesResponse& pick) {
 
 }  // namespace
 
+namespace {
+
+// The row a failed pick was for, once RunPick knows it (--row, or the job's answer); unknown:
+// ROW_UNSPECIFIED, and the failure hides every row's devices.
+v1::Row g_failed_pick_row = v1::ROW_UNSPECIFIED;
+
+}  // namespace
+
 // Every command line ends with `;` and comes before the first comment: an unquoted `eval $(...)`
 // joins the lines into one, where a `#` would comment out whatever follows it.
 void PrintPickFailClosed() {
+  const std::vector<std::pair<std::string, std::string>> hide = placement::NoDeviceEnvironment(g_failed_pick_row);
+  std::vector<std::string> names;
+  for (const auto& [name, value] : hide) {
+    std::printf("export %s=%s ;\n", name.c_str(), value.c_str());
+    names.push_back(name);
+  }
+  const std::string whose = g_failed_pick_row == v1::ROW_UNSPECIFIED
+                                ? "Every row's mask variable is set (the job's row is not known)"
+                                : absl::StrCat("The ", placement::RowName(g_failed_pick_row), " mask variable",
+                                               hide.size() > 1 ? "s are" : " is", " set");
   std::printf(
-      "export CUDA_VISIBLE_DEVICES= ;\n"
       "false ;\n"
-      "# devplace pick failed (its error is on stderr): nothing is leased. CUDA_VISIBLE_DEVICES is emptied so that\n"
-      "# nothing started from this shell sees every GPU, and eval fails (`eval \"$(devplace pick)\" && cmd` does not\n"
-      "# run cmd; set -e stops the script). devplace run -- cmd picks and runs in one step.\n");
+      "# devplace pick failed (its error is on stderr): nothing is leased. %s to a value that shows no device\n"
+      "# (%s) so that nothing started from this shell sees every device, and eval fails\n"
+      "# (`eval \"$(devplace pick)\" && cmd` does not run cmd; set -e stops the script). Unset them before picking\n"
+      "# again from this shell. devplace run -- cmd picks and runs in one step.\n",
+      whose.c_str(), absl::StrJoin(names, ", ").c_str());
   std::fflush(stdout);
 }
 
@@ -132,6 +152,7 @@ std::string PickNote(const v1::PickDevicesResponse& pick) {
 int RunPick() {
   absl::StatusOr<PickOptions> options = PickOptionsFromFlags(v1::LEASE_HOLDER_PARENT);
   if (!options.ok()) return UsageError("pick", options.status().message());
+  g_failed_pick_row = options->row;
   if (options->holder == v1::LEASE_HOLDER_PARENT) {
     absl::StatusOr<pid_t> holder = PickHolder();
     if (!holder.ok()) return Fail(holder.status());
@@ -139,7 +160,20 @@ int RunPick() {
   }
   return WithClient([&](Client& client) {
     absl::StatusOr<v1::PickDevicesResponse> pick = client.Pick(*options);
-    if (!pick.ok()) return Fail(SpellWaitCommand(pick.status()));
+    if (!pick.ok()) {
+      // The daemon answered: the row the pick was for is the job's answer's (P-PICK step 1: its
+      // workload, TRAINING when unspecified), so that the shell code hides only that row's devices.
+      if (g_failed_pick_row == v1::ROW_UNSPECIFIED && !absl::IsUnavailable(pick.status()) &&
+          !absl::IsDeadlineExceeded(pick.status()) && !absl::GetFlag(FLAGS_json)) {
+        ResolveOptions job = options->job;
+        if (job.workload == v1::WORKLOAD_UNSPECIFIED) job.workload = v1::WORKLOAD_TRAINING;
+        absl::StatusOr<v1::ResolveDeviceResponse> answer = client.Resolve(job);
+        if (answer.ok() && placement::NoDeviceEnvironment(answer->backend()).size() > 0) {
+          g_failed_pick_row = answer->backend();
+        }
+      }
+      return Fail(SpellWaitCommand(pick.status()));
+    }
     if (absl::GetFlag(FLAGS_json)) return PrintJson(*pick);
     // `;` after each command, the note last: see PrintPickFailClosed.
     for (const std::string& name : pick->unset()) std::printf("unset %s;\n", name.c_str());
@@ -167,6 +201,14 @@ int RunPick() {
 }
 
 }  // namespace
+
+std::string LeaseTtlFlagError(absl::Duration ttl, absl::string_view zero) {
+  const absl::Duration low = absl::Milliseconds(placement::kMinLeaseTtlMs);
+  const absl::Duration high = absl::Milliseconds(placement::kMaxLeaseTtlMs);
+  if (ttl == absl::ZeroDuration() || (ttl >= low && ttl <= high)) return "";
+  return absl::StrCat("--ttl=", absl::FormatDuration(ttl), ": want a duration from ", absl::FormatDuration(low), " to ",
+                      absl::FormatDuration(high), " (e.g. 30m; ", zero, ")");
+}
 
 absl::Status SpellWaitCommand(const absl::Status& status) {
   std::string message(status.message());
@@ -241,13 +283,18 @@ absl::StatusOr<PickOptions> PickOptionsFromFlags(v1::LeaseHolder process_holder)
     }
     options.row = found->row;
   }
+  // The daemon's bounds (PickDevicesRequest.ttl_ms, wait_ms: placement/pick.h), checked here so
+  // that the error names the flag.
   const absl::Duration ttl = absl::GetFlag(FLAGS_ttl);
-  if (ttl != absl::ZeroDuration() && (ttl < absl::Seconds(1) || ttl > absl::Hours(24))) {
-    return absl::InvalidArgumentError(absl::StrCat("--ttl=", absl::FormatDuration(ttl), ": want 1s to 24h"));
+  if (const std::string error = LeaseTtlFlagError(ttl, "0: none, the lease is held for the shell or the command");
+      !error.empty()) {
+    return absl::InvalidArgumentError(error);
   }
   const absl::Duration wait = absl::GetFlag(FLAGS_wait);
-  if (wait < absl::ZeroDuration() || wait > absl::Hours(1)) {
-    return absl::InvalidArgumentError(absl::StrCat("--wait=", absl::FormatDuration(wait), ": want 0 to 1h"));
+  if (wait < absl::ZeroDuration() || wait > absl::Milliseconds(placement::kMaxPickWaitMs)) {
+    return absl::InvalidArgumentError(absl::StrCat("--wait=", absl::FormatDuration(wait), ": want a duration from 0 to ",
+                                                   absl::FormatDuration(absl::Milliseconds(placement::kMaxPickWaitMs)),
+                                                   " (e.g. 10m; 0: fail at once when too few are free)"));
   }
   options.ttl = ttl;
   options.wait = wait;
@@ -279,8 +326,9 @@ Command PickCommand() {
           "--ttl for a time to live (over TCP --ttl is required). Two picks at once never get the same device.\n"
           DEVPLACE_PICK_HEALTH_HELP
           "Too few free: FAILED_PRECONDITION listing each device's usage, or wait with --wait. Whatever fails,\n"
-          "exit 1 and stdout empties CUDA_VISIBLE_DEVICES and ends with `false`, so eval fails and `&& cmd` never\n"
-          "runs on every device. --json prints the PickDevicesResponse (nothing on stdout on failure). Scripts\n"
+          "exit 1 and stdout sets the mask variables of the job's row (of every row when the daemon does not\n"
+          "answer) to show no device, e.g. CUDA_VISIBLE_DEVICES= , and ends with `false`, so eval fails and\n"
+          "`&& cmd` never runs on every device. --json prints the PickDevicesResponse (nothing on stdout on failure). Scripts\n"
           "and units: `devplace run -- cmd` picks and runs in one step.",
           PickFlagNames(), &RunPick};
 }

@@ -45,8 +45,8 @@ int RunRenew() {
   std::string id;
   if (!LeaseIdFlag("renew", id)) return kExitUsage;
   const absl::Duration ttl = absl::GetFlag(FLAGS_ttl);
-  if (ttl != absl::ZeroDuration() && (ttl < absl::Seconds(1) || ttl > absl::Hours(24))) {
-    return UsageError("renew", absl::StrCat("--ttl=", absl::FormatDuration(ttl), ": want 1s to 24h (default 5m)"));
+  if (const std::string error = LeaseTtlFlagError(ttl, "0: the default, 5m"); !error.empty()) {
+    return UsageError("renew", error);
   }
   return WithClient([&](Client& client) {
     absl::StatusOr<v1::LeaseInfo> lease = client.KeepLeaseAlive(id, ttl);

@@ -51,7 +51,7 @@ fi
 # help2man runs the program through the shell unquoted, so it always gets "$tmp/$name" (a checkout
 # may live at a path with a space): the binary itself, linked, or that wrapper.
 run="$tmp/$name"
-help=$("$binary" --help 2>&1 || true)  # absl's own --help (the probes') exits 1; devplaced's exits 0
+help=$("$binary" --help 2>&1 || true)  # devplaced's and the probes' --help exit 0 (absl's own exited 1)
 if ! grep -q '^  Flags from ' <<<"$help"; then
   ln -s "$binary" "$run"
 else

@@ -168,8 +168,17 @@ absl::Status CheckProbes(const DaemonConfig& config, ValidConfig& out) {
   if (probe.empty()) probe = "devplace-probe";  // from PATH
   if (!Executable(probe)) return Bad(absl::StrCat("--probe_command: '", probe, "' is not an executable"));
   std::string torch_probe = config.torch_probe_command;
-  if (torch_probe.empty()) torch_probe = SiblingBinary("devplace-torch-probe", "torch");
-  if (torch_probe == "none") torch_probe.clear();
+  if (torch_probe.empty()) {
+    torch_probe = SiblingBinary("devplace-torch-probe", "torch");
+    if (torch_probe.empty()) {
+      out.torch_probe_off = "devplace-torch-probe is not installed: none next to devplaced or in ../lib/devplace/ "
+                            "(--torch_probe_command=PATH names one)";
+    }
+  }
+  if (torch_probe == "none") {
+    torch_probe.clear();
+    out.torch_probe_off = "devplace-torch-probe is turned off (--torch_probe_command=none)";
+  }
   if (!torch_probe.empty() && !Executable(torch_probe)) {
     return Bad(absl::StrCat("--torch_probe_command: '", torch_probe, "' is not an executable (\"none\" disables it)"));
   }

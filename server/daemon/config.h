@@ -167,6 +167,9 @@ struct ValidConfig {
   gid_t socket_gid = static_cast<gid_t>(-1);  // -1: the daemon's own group
   std::string probe_command;                  // the executable to run
   std::string torch_probe_command;            // empty: none
+  // Why torch_probe_command is empty, for Inventory.torch.error: turned off with "none", or no
+  // devplace-torch-probe found where the default looks.
+  std::string torch_probe_off;
   std::string lease_state_file;               // empty: leases in memory only
   // Set when lease_state_file is the default in kLeaseStateDirectoryName inside a socket
   // directory others may write: the daemon makes that directory (mode 0700) at start.

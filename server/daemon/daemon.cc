@@ -181,7 +181,8 @@ void Daemon::BuildStore() {
   const DaemonConfig& c = config_.config;
   const std::string& torch_probe = config_.torch_probe_command;
   torch_ = std::make_unique<inventory::TorchView>(
-      torch_probe.empty() ? std::vector<std::string>{} : std::vector<std::string>{torch_probe}, c.probe_timeout);
+      torch_probe.empty() ? std::vector<std::string>{} : std::vector<std::string>{torch_probe}, c.probe_timeout,
+      config_.torch_probe_off);
   inventory::StoreOptions options;
   // The child's own vendor deadline fires well before ours, so a hung library costs one prober,
   // not the whole inventory.

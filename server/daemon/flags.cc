@@ -5,8 +5,6 @@
 #include "server/daemon/flags.h"
 
 #include <algorithm>
-#include <functional>
-#include <map>
 #include <set>
 
 #include "absl/flags/commandlineflag.h"
@@ -20,6 +18,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "server/common/flag_errors.h"
+#include "server/common/flag_help.h"
 #include "server/common/host_file.h"
 #include "server/common/vendor_library_flags.h"
 #include "server/common/version.h"
@@ -233,86 +232,9 @@ void SetUpFlagUsage() {
   absl::SetFlagsUsageConfig(usage_config);
 }
 
-namespace {
-
-// absl's human-readable flag help: "    --name (help); default: x;" filled to 80 columns, later lines
-// indented 6 (absl's FlagHelpPrettyPrinter; deploy/man/make_manpage.sh and tests read this layout).
-std::string FlagHelpText(const absl::CommandLineFlag& flag) {
-  std::string out, line;
-  size_t length = 0;
-  auto write = [&](absl::string_view text, bool wrap) {
-    std::vector<absl::string_view> tokens;
-    if (wrap) {
-      tokens = absl::StrSplit(text, absl::ByAnyChar(" \t\n\r"), absl::SkipEmpty());
-    } else {
-      tokens = {text};
-    }
-    for (absl::string_view token : tokens) {
-      if (length > 0 && length + token.size() >= 80) {
-        absl::StrAppend(&out, "\n");
-        length = 0;
-      }
-      if (length == 0) {
-        const size_t indent = out.empty() ? 4 : 6;
-        out.append(indent, ' ');
-        length = indent;
-      } else {
-        out += ' ';
-        ++length;
-      }
-      absl::StrAppend(&out, token);
-      length += token.size();
-    }
-  };
-  const bool quoted = flag.IsOfType<std::string>();
-  auto shown = [&](const std::string& value) { return quoted ? absl::StrCat("\"", value, "\"") : value; };
-  write(absl::StrCat("--", flag.Name()), false);
-  write(absl::StrCat("(", flag.Help(), ");"), true);
-  write(absl::StrCat("default: ", shown(flag.DefaultValue()), ";"), false);
-  if (flag.CurrentValue() != flag.DefaultValue()) write(absl::StrCat("currently: ", shown(flag.CurrentValue()), ";"), false);
-  return absl::StrCat(out, "\n");
-}
-
-}  // namespace
-
 std::optional<std::string> HelpText(const std::vector<std::string>& args) {
-  std::optional<std::function<bool(const absl::CommandLineFlag&)>> shown;
   // devplaced's own flags: those of the file named devplaced.cc (SetUpFlagUsage's names).
-  auto own = [](const absl::CommandLineFlag& flag) { return flag.Filename() == "devplaced.cc"; };
-  for (const std::string& arg : args) {
-    if (arg == "--") break;
-    if (arg.size() < 2 || arg[0] != '-') continue;
-    const FlagArgument a = SplitFlagArgument(arg);
-    const std::string match = a.value.value_or("");
-    if (a.name == "h" || a.name == "helpshort" || a.name == "helppackage" || (a.name == "help" && match.empty())) {
-      shown = own;
-    } else if (a.name == "helpfull") {
-      shown = [](const absl::CommandLineFlag&) { return true; };
-    } else if (a.name == "help" || a.name == "helpmatch") {
-      shown = [match](const absl::CommandLineFlag& flag) {
-        return absl::StrContains(flag.Name(), match) || absl::StrContains(flag.Filename(), match) ||
-               absl::StrContains(flag.Help(), match);
-      };
-    } else if (a.name == "helpon") {
-      shown = [match](const absl::CommandLineFlag& flag) { return absl::StartsWith(flag.Filename(), match + "."); };
-    }
-    if (shown) break;
-  }
-  if (!shown) return std::nullopt;
-  std::map<std::string, std::vector<const absl::CommandLineFlag*>> files;  // by file, then by name
-  for (const auto& [name, flag] : absl::GetAllFlags()) {
-    if ((*shown)(*flag)) files[flag->Filename()].push_back(flag);
-  }
-  std::string text = absl::StrCat("devplaced: ", absl::ProgramUsageMessage(), "\n\n");
-  for (auto& [file, flags] : files) {
-    absl::StrAppend(&text, file == files.begin()->first ? "" : "\n", "  Flags from ", file, ":\n");
-    std::sort(flags.begin(), flags.end(), [](auto* a, auto* b) { return a->Name() < b->Name(); });
-    for (const absl::CommandLineFlag* flag : flags) absl::StrAppend(&text, FlagHelpText(*flag));
-  }
-  if (files.empty()) absl::StrAppend(&text, "No flags matched.\n");
-  absl::StrAppend(&text, "\nTry --helpfull for every flag, or --help=SUBSTRING for the flags whose name, description or\n"
-                         "file holds SUBSTRING.\n");
-  return text;
+  return FlagHelp(args, "devplaced", "devplaced.cc");
 }
 
 namespace {

@@ -6,11 +6,14 @@
 
 namespace devplace::inventory {
 
-TorchView::TorchView(std::vector<std::string> command, absl::Duration timeout)
+TorchView::TorchView(std::vector<std::string> command, absl::Duration timeout, std::string off_reason)
     : command_(std::move(command)), timeout_(timeout) {
   absl::MutexLock lock(&mu_);
-  last_.set_error(command_.empty() ? "devplace-torch-probe is disabled (--torch_probe_command is empty)"
-                                   : "not probed yet");
+  if (!command_.empty()) {
+    last_.set_error("not probed yet");
+  } else {
+    last_.set_error(off_reason.empty() ? "devplace-torch-probe is turned off" : std::move(off_reason));
+  }
 }
 
 v1::TorchInfo TorchView::Run() {

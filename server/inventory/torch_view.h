@@ -18,8 +18,9 @@ namespace devplace::inventory {
 class TorchView {
  public:
   // `command` runs devplace-torch-probe (its stdout: one Inventory with `torch` set); empty =
-  // disabled (Last() then says so). `timeout` bounds one run; an overrunning child is killed.
-  TorchView(std::vector<std::string> command, absl::Duration timeout);
+  // disabled, and Last()'s error is `off_reason` (why: the operator's --torch_probe_command=none,
+  // or no probe installed). `timeout` bounds one run; an overrunning child is killed.
+  TorchView(std::vector<std::string> command, absl::Duration timeout, std::string off_reason);
 
   // Runs the probe now. A good run replaces the view; a failed one keeps the last good view
   // (if any) and puts the failure in `error` ("last run failed: ..."), so one bad run does not

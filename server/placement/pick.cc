@@ -224,4 +224,65 @@ PickOutcome Pick(const v1::Inventory& inventory, const v1::PickDevicesRequest& r
   return outcome;
 }
 
+std::vector<std::pair<std::string, std::string>> NoDeviceEnvironment(v1::Row row) {
+  // An index past any host's devices where empty is not "none": Level Zero skips a
+  // ZE_AFFINITY_MASK entry at or past its device count and exposes only the devices some entry
+  // enabled, so none (intel/compute-runtime shared/source/execution_environment/
+  // execution_environment.cpp parseAffinityMask, where an empty value or "default" applies no
+  // filter, as E-XPU says); torch_xla turns an empty NEURON_RT_VISIBLE_CORES into LOCAL_RANK's core
+  // and keeps a one-entry list for a local world of 1, refusing it for more (T-XLA-NEURON); Gaudi's
+  // module ids are 0-7 and TPU chip ids count a host's chips, and neither vendor documents an empty
+  // value. How the Neuron, Gaudi and TPU runtimes treat an id the host lacks is not verified (the
+  // rule book's section 12): devplace's own resolver refuses it (E-Neuron, E-HPU, E-TPU), so the job
+  // gets no device either way.
+  constexpr char kNoIndex[] = "65535";
+  std::vector<std::pair<std::string, std::string>> out;
+  const auto add = [&](v1::Row r) {
+    std::vector<std::pair<std::string, std::string>> vars;
+    switch (r) {
+      case v1::ROW_CUDA_NVIDIA:  // E-CUDA: empty = none (PyTorch's _parse_visible_devices, CUDA)
+        vars = {{"CUDA_VISIBLE_DEVICES", ""}};
+        break;
+      case v1::ROW_CUDA_AMD:  // E-ROCm: CUDA-style lists, ROCR first; empty = none
+        vars = {{"ROCR_VISIBLE_DEVICES", ""}, {"HIP_VISIBLE_DEVICES", ""}, {"CUDA_VISIBLE_DEVICES", ""}};
+        break;
+      case v1::ROW_NEURON:
+        vars = {{"NEURON_RT_VISIBLE_CORES", kNoIndex}};
+        break;
+      case v1::ROW_TPU:
+        vars = {{"TPU_VISIBLE_CHIPS", kNoIndex}};
+        break;
+      case v1::ROW_XPU:
+        vars = {{"ZE_AFFINITY_MASK", kNoIndex}};
+        break;
+      case v1::ROW_HPU:
+        vars = {{"HABANA_VISIBLE_MODULES", kNoIndex}};
+        break;
+      case v1::ROW_NPU:  // E-NPU: CANN reads the ids before the first invalid entry; empty = none
+        vars = {{"ASCEND_RT_VISIBLE_DEVICES", ""}};
+        break;
+      case v1::ROW_MLU:  // E-MLU: CN_VISIBLE_DEVICES wins over MLU_VISIBLE_DEVICES; CUDA-like lists
+        vars = {{"MLU_VISIBLE_DEVICES", ""}, {"CN_VISIBLE_DEVICES", ""}};
+        break;
+      case v1::ROW_MUSA:  // E-MUSA: a CUDA-like list
+        vars = {{"MUSA_VISIBLE_DEVICES", ""}};
+        break;
+      case v1::ROW_SDAA:  // E-SDAA: taken as a CUDA-like list
+        vars = {{"SDAA_VISIBLE_DEVICES", ""}};
+        break;
+      default:
+        break;
+    }
+    for (auto& v : vars) {
+      if (std::none_of(out.begin(), out.end(), [&](const auto& o) { return o.first == v.first; })) out.push_back(v);
+    }
+  };
+  if (row != v1::ROW_UNSPECIFIED) {
+    add(row);
+    return out;
+  }
+  for (const BackendSpec& spec : Backends()) add(spec.row);
+  return out;
+}
+
 }  // namespace devplace::placement

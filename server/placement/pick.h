@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -23,6 +24,10 @@ inline constexpr uint32_t kMaxPickWaitMs = 3'600'000;
 // Device lines of a pick's explanation and of its refusal, before "... and N more".
 inline constexpr int kMaxPickDeviceLines = 64;
 inline constexpr int kMaxRefusalDeviceLines = 16;
+// A refusal's device line is cut after kMaxRefusalLineChars (a FAULT GPU's reason lists every
+// critical XID and counter; `devplace inventory` shows it whole), so that one device cannot push
+// the advice at the refusal's end out of what a client prints.
+inline constexpr size_t kMaxRefusalLineChars = 200;
 // The command lines a refusal that a wait may help suggests; the devplace CLI replaces them with the
 // caller's own command line and --wait=D.
 inline constexpr char kWaitCommands[] = "devplace pick --wait=D ... or devplace run --wait=D -- CMD";
@@ -77,6 +82,16 @@ bool Overlaps(const LeasedUnit& a, const LeasedUnit& b);
 
 // "3 processes, 12.0 GiB used, 67.2 GiB free of 80.0 GiB" for a device's usage.
 std::string DescribeUsage(const v1::DeviceUsage* usage, const v1::Device& device, const v1::Partition* partition);
+
+// P-FAIL-CLOSED (docs/SEMANTICS.md section 14): what a failed `eval "$(devplace pick)"` exports so
+// that a job started from that shell sees no device of `row`: each of the row's list variables
+// (MaskFormOf's, and the ones it would remove) with a value its runtime reads as "no device". An
+// empty value where the rule book's E rule says empty means none (CUDA-style lists, Ascend); a
+// device index no host has where empty means something else (Level Zero: every device; torch_xla
+// on Neuron: LOCAL_RANK's core) or is not documented (Gaudi, TPU). ROW_UNSPECIFIED (the row is not
+// known, e.g. the daemon is unreachable): every row's, each variable once, in table order. cpu and
+// mps: none.
+std::vector<std::pair<std::string, std::string>> NoDeviceEnvironment(v1::Row row);
 
 }  // namespace devplace::placement
 

@@ -81,9 +81,15 @@ absl::Status TooFewFree(const std::vector<Candidate>& candidates, const std::vec
         "; not usable: ", absl::StrJoin(unusable.begin(), unusable.begin() + static_cast<std::ptrdiff_t>(shown), ", "),
         shown < unusable.size() ? absl::StrCat(" and ", unusable.size() - shown, " more") : "");
   }
-  const int more = static_cast<int>(candidates.size()) - static_cast<int>(refusal.size());
+  std::vector<std::string> lines;
+  for (const std::string& line : refusal) {
+    lines.push_back(line.size() <= kMaxRefusalLineChars
+                        ? line
+                        : absl::StrCat(line.substr(0, kMaxRefusalLineChars), "... (devplace inventory shows the rest)"));
+  }
+  const int more = static_cast<int>(candidates.size()) - static_cast<int>(lines.size());
   const std::string listed =
-      absl::StrCat(absl::StrJoin(refusal, "; "), more > 0 ? absl::StrCat("; ... and ", more, " more") : "");
+      absl::StrCat(absl::StrJoin(lines, "; "), more > 0 ? absl::StrCat("; ... and ", more, " more") : "");
   // More than the job may ever use: no release or wait can help (not queued, not retried).
   if (count > usable) {
     return absl::FailedPreconditionError(absl::StrCat(

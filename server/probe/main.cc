@@ -7,6 +7,7 @@
 #include <csignal>
 
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "server/common/flag_help.h"
 #include "server/common/json.h"
 #include "server/common/vendor_libraries.h"
 #include "server/common/vendor_library_flags.h"
@@ -184,6 +186,12 @@ int main(int argc, char** argv) {
   config.contains_help_flags = [](absl::string_view file) { return file == "devplace-probe.cc"; };
   config.version_string = [] { return absl::StrCat("devplace-probe ", devplace::kVersion, "\n"); };
   absl::SetFlagsUsageConfig(config);
+  // --help and -h (absl's handler exits 1 and knows no -h): on stdout, exit 0, as devplaced's.
+  if (std::optional<std::string> help = devplace::FlagHelp(std::vector<std::string>(argv + 1, argv + argc),
+                                                           "devplace-probe", "devplace-probe.cc")) {
+    std::fputs(help->c_str(), stdout);
+    return 0;
+  }
   if (const std::string error = CommandLineError(argc, argv); !error.empty()) return Fail(2, error);
   const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   if (positional.size() > 1) {

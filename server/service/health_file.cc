@@ -22,7 +22,9 @@ HealthFileContents ReadHealthFile(const std::string& path) {
   state::HealthState file;
   if (!bytes.ok()) {
     contents.warning = absl::StrCat(bytes.status().message(), kNotUsed);
-  } else if (!contents.found) {
+  } else if (!contents.found || bytes->empty()) {
+    // An empty file (0 bytes: `: > health.state`, or a disk that filled) keeps no readings; it is
+    // no other version of the format, which protobuf would read as version 0.
     return contents;
   } else if (!file.ParseFromString(*bytes)) {
     contents.warning = absl::StrCat(path, " is not a health state (corrupt or another format)", kNotUsed);

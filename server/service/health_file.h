@@ -31,7 +31,8 @@ struct HealthFileContents {
   bool found = false;  // whether the file existed
   // Non-empty when the file was not used (ReadStateFile's reasons: the directory or the file not
   // the daemon's own, too large, unreadable; "is not a health state (corrupt or another format)";
-  // another version), ending "; starting without the kept readings".
+  // another version), ending "; starting without the kept readings". An empty file (0 bytes) is
+  // no readings kept and no warning.
   std::string warning;
   // The readings (HealthState.readings); empty when missing or not used.
   v1::Inventory readings;

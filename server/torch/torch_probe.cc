@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <exception>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "absl/flags/usage_config.h"
 #include "absl/strings/str_cat.h"
 #include "devplace/v1/devplace.pb.h"
+#include "server/common/flag_help.h"
 #include "server/common/version.h"
 #include "google/protobuf/util/json_util.h"
 #include "torch/cuda.h"
@@ -59,12 +61,25 @@ devplace::v1::TorchInfo Probe() {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "devplace-torch-probe: reports what this host's libtorch can use (version, compiled backends, CUDA "
+      "Reports what this host's libtorch can use (version, compiled backends, CUDA "
       "device count) as one devplace.v1.Inventory with only `torch` set, for devplaced.\n\n"
       "Usage: devplace-torch-probe [--json] [--version]");
   absl::FlagsUsageConfig config;
   config.version_string = [] { return absl::StrCat("devplace-torch-probe ", devplace::kVersion, "\n"); };
+  // This file's flags are the binary's own (--help lists them), named by the file, not its build path.
+  config.normalize_filename = [](absl::string_view file) {
+    if (file == __FILE__) return std::string("devplace-torch-probe.cc");
+    const size_t slash = file.rfind('/');
+    return std::string(slash == absl::string_view::npos ? file : file.substr(slash + 1));
+  };
+  config.contains_help_flags = [](absl::string_view file) { return file == "devplace-torch-probe.cc"; };
   absl::SetFlagsUsageConfig(config);
+  // --help and -h (absl's handler exits 1 and knows no -h): on stdout, exit 0, as devplaced's.
+  if (std::optional<std::string> help = devplace::FlagHelp(std::vector<std::string>(argv + 1, argv + argc),
+                                                           "devplace-torch-probe", "devplace-torch-probe.cc")) {
+    std::fputs(help->c_str(), stdout);
+    return 0;
+  }
   std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
   if (rest.size() > 1) {
     std::fprintf(stderr, "devplace-torch-probe: unexpected argument '%s' (see --help)\n", rest[1]);

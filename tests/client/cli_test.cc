@@ -22,6 +22,7 @@ namespace devplace::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 class CliTest : public ::testing::Test {
@@ -191,6 +192,18 @@ TEST_F(CliTest, UsageErrorsExitTwo) {
            {"slurm task-prolog --step_numbering=pos", "devplace: slurm task-prolog: --step_numbering='pos': accepted forms: dev_num, index"},
            {"slurm gres --step_numbering=index", "devplace: slurm gres: flag --step_numbering does not apply"},
            {"slurm gres extra", "devplace: slurm gres: unexpected argument \"extra\""},
+           // The daemon's bounds of a lease's time to live and of a pick's wait, named by the flag.
+           {"run --ttl=25h -- true",
+            "devplace: run: --ttl=25h: want a duration from 1s to 24h (e.g. 30m; 0: none, the lease is held for the "
+            "shell or the command)"},
+           {"run --ttl=500ms -- true", "devplace: run: --ttl=500ms: want a duration from 1s to 24h"},
+           {"run --ttl=-5m -- true", "devplace: run: --ttl=-5m: want a duration from 1s to 24h"},
+           {"run --wait=2h -- true",
+            "devplace: run: --wait=2h: want a duration from 0 to 1h (e.g. 10m; 0: fail at once when too few are free)"},
+           {"run --wait=-1s -- true", "devplace: run: --wait=-1s: want a duration from 0 to 1h"},
+           {"renew --lease_id=x --ttl=48h",
+            "devplace: renew: --ttl=48h: want a duration from 1s to 24h (e.g. 30m; 0: the default, 5m)"},
+           {"renew --lease_id=x --ttl=inf", "devplace: renew: --ttl=inf: want a duration from 1s to 24h"},
        }) {
     const CommandResult r = Run(c.args);
     EXPECT_EQ(r.exit_code, 2) << c.args << ": " << r.err;
@@ -302,6 +315,10 @@ TEST_F(CliTest, UnreachableDaemonExitsOneWithUnavailable) {
     EXPECT_EQ(r.exit_code, 1) << command;
     const std::string name = std::string(command).substr(0, std::string(command).find(' '));
     EXPECT_THAT(r.err, StartsWith("devplace: " + name + ": UNAVAILABLE: ")) << r.err;
+    // The note names the CLI's way to choose the daemon, not libdevplace's C++ field.
+    EXPECT_THAT(r.err, HasSubstr("nothing.sock (from --address); set DEVPLACE_ADDRESS or --address to choose the daemon]"))
+        << r.err;
+    EXPECT_THAT(r.err, Not(HasSubstr("ConnectOptions"))) << r.err;
   }
 }
 

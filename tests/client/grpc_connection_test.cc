@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/connect_diagnosis.h"
 #include "devplace/client.h"
@@ -27,6 +28,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 ResolveOptions Inference(const std::string& device_map) {
   ResolveOptions options;
@@ -44,6 +46,23 @@ class GrpcConnectionTest : public ::testing::Test {
   TestServer server_;
   Client client_{MakeGrpcConnection(server_.target())};
 };
+
+// A C++ caller of libdevplace whose daemon is unreachable is told the C++ way to choose it
+// (ConnectOptions::address or DEVPLACE_ADDRESS), not the CLI's --address flag.
+TEST(GrpcConnectionNote, AnUnreachableDaemonsNoteNamesConnectOptionsForCxxCallers) {
+  TempDir dir;
+  ConnectOptions options;
+  options.address = "unix:" + dir.path() + "/absent.sock";
+  options.timeout = absl::Seconds(2);
+  absl::StatusOr<Client> client = Client::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  const absl::Status unreachable = client->Inventory().status();
+  EXPECT_EQ(unreachable.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(unreachable.message()),
+              ::testing::EndsWith(absl::StrCat(" [devplace target ", options.address, " (from ConnectOptions::address); "
+                                               "set DEVPLACE_ADDRESS or ConnectOptions::address to choose the daemon]")));
+  EXPECT_THAT(std::string(unreachable.message()), Not(HasSubstr("--address")));
+}
 
 TEST_F(GrpcConnectionTest, ResolvesWithTheRealResolver) {
   absl::StatusOr<v1::ResolveDeviceResponse> r = client_.Resolve(Inference("auto"));

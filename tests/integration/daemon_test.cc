@@ -34,6 +34,7 @@ namespace devplace::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 namespace fs = std::filesystem;
 
 // A copy of a fixture host the test may change.
@@ -282,14 +283,18 @@ TEST(Daemon, MergesTheLibtorchViewFromTheTorchProbe) {
   std::ifstream maps("/proc/" + std::to_string(d.pid()) + "/maps");
   const std::string mapped((std::istreambuf_iterator<char>(maps)), std::istreambuf_iterator<char>());
   EXPECT_EQ(mapped.find("libtorch"), std::string::npos);
-  // --torch_probe_command=none disables it, and says so.
+  // --torch_probe_command=none disables it, and says so in the operator's words (not "is empty").
   TempDir dir2;
   DaemonProcess off(dir2.path(), {"--host_root=" + FixtureHost("cpu-only"), "--torch_probe_command=none"});
   Stubs s2(off.unix_target());
   WaitServing(s2);
   ASSERT_TRUE(s2.placement->GetInventory(Ctx().get(), {}, &inv).ok());
   EXPECT_FALSE(inv.torch().probed());
-  EXPECT_THAT(inv.torch().error(), HasSubstr("disabled"));
+  EXPECT_EQ(inv.torch().error(), "devplace-torch-probe is turned off (--torch_probe_command=none)");
+  const CommandResult shown =
+      RunCommand(absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=", ShellQuote(off.unix_target()), " inventory"));
+  EXPECT_THAT(shown.out, HasSubstr("devplace-torch-probe is turned off (--torch_probe_command=none)")) << shown.out;
+  EXPECT_THAT(shown.out, Not(HasSubstr("is empty")));
 #endif
 }
 

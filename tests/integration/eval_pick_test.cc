@@ -3,7 +3,10 @@
 // `--flag value` or `-flag value`, before or after the command word (or the command after `--`),
 // and each way a pick fails (every device leased by another holder, no daemon, a bad flag). The
 // eval must fail (so `&& job` never runs the job) and CUDA_VISIBLE_DEVICES must be empty (so a
-// shell that ignores the failure starts nothing on every GPU).
+// shell that ignores the failure starts nothing on every GPU). On another vendor's host the row's
+// own mask variables are the ones set to show no device, and when the row is not known (no
+// daemon) every row's are (rule P-FAIL-CLOSED).
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -137,6 +140,89 @@ TEST_F(EvalPick, ACommandLineWithoutAKnownCommandThatNamesPickFailsClosed) {
     EXPECT_EQ(r.out, "failed mask=[]\n") << absl::StrJoin(args, " ") << "\n" << r.err;
     EXPECT_THAT(r.err, HasSubstr(error)) << absl::StrJoin(args, " ");
   }
+}
+
+// Every row's mask variable that a failed pick may set, as `NAME=[value]` after the eval, in a
+// bash where each of them starts as ALL.
+constexpr const char* kMaskVariables[] = {
+    "CUDA_VISIBLE_DEVICES",   "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "NEURON_RT_VISIBLE_CORES",
+    "TPU_VISIBLE_CHIPS",      "ZE_AFFINITY_MASK",     "HABANA_VISIBLE_MODULES", "ASCEND_RT_VISIBLE_DEVICES",
+    "MLU_VISIBLE_DEVICES",    "CN_VISIBLE_DEVICES",   "MUSA_VISIBLE_DEVICES", "SDAA_VISIBLE_DEVICES"};
+
+CommandResult EvaluatedWithEveryMask(const std::vector<std::string>& args) {
+  std::string words = ShellQuote(DEVPLACE_CLI_BINARY);
+  for (const std::string& arg : args) absl::StrAppend(&words, " ", ShellQuote(arg));
+  std::string set, show;
+  for (const char* v : kMaskVariables) {
+    absl::StrAppend(&set, v, "=ALL ");
+    absl::StrAppend(&show, " ", v, "=[$", v, "]");
+  }
+  return RunCommand(absl::StrCat("env ", set, "bash -c 'if eval \"$(\"$0\" \"$@\")\"; then r=ran; else r=failed; fi; echo \"$r",
+                                 show, "\"' ", words));
+}
+
+// "failed" and each mask variable: `hidden`'s value where it names it, else ALL (untouched).
+std::string FailedWith(const std::map<std::string, std::string>& hidden) {
+  std::string out = "failed";
+  for (const char* v : kMaskVariables) {
+    const auto it = hidden.find(v);
+    absl::StrAppend(&out, " ", v, "=[", it == hidden.end() ? "ALL" : it->second, "]");
+  }
+  return out + "\n";
+}
+
+// A refused pick on each vendor's fixture host (a --count larger than its two devices: the daemon
+// answers FAILED_PRECONDITION at once) sets exactly that row's mask variables: empty where the
+// runtime reads empty as no device, an index no host has where empty means every device (Level
+// Zero) or is not documented (Gaudi, Neuron, TPU); the other rows' stay as they were.
+TEST(EvalPickOnEveryRow, ARefusedPickHidesTheDevicesOfTheJobsRow) {
+  struct Case {
+    std::string fixture;
+    std::vector<std::string> flags;
+    std::map<std::string, std::string> hidden;
+  };
+  const std::vector<Case> cases = {
+      {"nvidia-2x-h100", {}, {{"CUDA_VISIBLE_DEVICES", ""}}},
+      {"amd-2x-mi210", {}, {{"ROCR_VISIBLE_DEVICES", ""}, {"HIP_VISIBLE_DEVICES", ""}, {"CUDA_VISIBLE_DEVICES", ""}}},
+      {"xpu-2x-arc", {}, {{"ZE_AFFINITY_MASK", "65535"}}},
+      {"npu-2x-910b", {}, {{"ASCEND_RT_VISIBLE_DEVICES", ""}}},
+      {"musa-2x-s4000", {}, {{"MUSA_VISIBLE_DEVICES", ""}}},
+      {"mlu-2x-mlu370", {}, {{"MLU_VISIBLE_DEVICES", ""}, {"CN_VISIBLE_DEVICES", ""}}},
+      {"hpu-2x-gaudi2", {}, {{"HABANA_VISIBLE_MODULES", "65535"}}},
+      // Rows a job must name (device_map="auto" does not cover them): the row comes from --row.
+      {"neuron-2x-trn1", {"--row=neuron"}, {{"NEURON_RT_VISIBLE_CORES", "65535"}}},
+      {"tpu-2x-v5e", {"--row=tpu"}, {{"TPU_VISIBLE_CHIPS", "65535"}}},
+  };
+  for (const Case& c : cases) {
+    TempDir dir;
+    DaemonProcess daemon(dir.path(), {std::string("--host_root=") + DEVPLACE_FIXTURES_DIR + "/hosts/" + c.fixture});
+    ASSERT_TRUE(daemon.WaitForLog("event=inventory revision=1", absl::Seconds(30))) << c.fixture << daemon.Log();
+    std::vector<std::string> args = {"--address", daemon.unix_target(), "pick", "--no_environment", "--count=64"};
+    args.insert(args.end(), c.flags.begin(), c.flags.end());
+    const CommandResult r = EvaluatedWithEveryMask(args);
+    EXPECT_EQ(r.out, FailedWith(c.hidden)) << c.fixture << "\n" << r.err;
+    EXPECT_THAT(r.err, HasSubstr("FAILED_PRECONDITION")) << c.fixture;
+  }
+}
+
+// No daemon answers, so the row is not known: every row's mask variable shows no device.
+TEST(EvalPickOnEveryRow, WithoutADaemonEveryRowsDevicesAreHidden) {
+  TempDir dir;
+  const CommandResult r = EvaluatedWithEveryMask({"--address", "unix:" + dir.File("none.sock"), "pick"});
+  EXPECT_EQ(r.out, FailedWith({{"CUDA_VISIBLE_DEVICES", ""},
+                               {"ROCR_VISIBLE_DEVICES", ""},
+                               {"HIP_VISIBLE_DEVICES", ""},
+                               {"NEURON_RT_VISIBLE_CORES", "65535"},
+                               {"TPU_VISIBLE_CHIPS", "65535"},
+                               {"ZE_AFFINITY_MASK", "65535"},
+                               {"HABANA_VISIBLE_MODULES", "65535"},
+                               {"ASCEND_RT_VISIBLE_DEVICES", ""},
+                               {"MLU_VISIBLE_DEVICES", ""},
+                               {"CN_VISIBLE_DEVICES", ""},
+                               {"MUSA_VISIBLE_DEVICES", ""},
+                               {"SDAA_VISIBLE_DEVICES", ""}}))
+      << r.err;
+  EXPECT_THAT(r.err, HasSubstr("devplace: pick: UNAVAILABLE"));
 }
 
 }  // namespace

@@ -464,6 +464,30 @@ TEST(XidWatcher, ACriticalXidMakesItsGpuFaultAnApplicationXidDoesNotAndAKilledWa
   EXPECT_EQ(d.WaitExit(absl::Seconds(30)), 0);
 }
 
+// A GPU with a dozen different critical XIDs has a reason longer than the CLI prints whole: a
+// refused pick still ends with its advice (the device's line is cut, saying where the rest is).
+TEST(XidWatcher, ARefusalBesideAGpuWithManyXidsKeepsItsAdvice) {
+  TempDir dir;
+  ScopedEnv nvml("FAKE_NVML_CONFIG", XidScript(dir.path()));
+  DaemonProcess d(dir.path(), FakeNvmlH100Flags());
+  ASSERT_TRUE(d.WaitForLog("event=xid_watcher_watching gpus=2 of=2 pid=", absl::Seconds(60))) << d.Log();
+  const std::string cli = absl::StrCat(ShellQuote(DEVPLACE_CLI_BINARY), " --address=", ShellQuote(d.unix_target()));
+  for (int xid : {48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120}) InjectXid(dir.path(), 0, xid);
+  CommandResult r = RunUntil(cli + " inventory --json", "xid.120", absl::Seconds(60));
+  ASSERT_THAT(r.out, HasSubstr("\"name\": \"xid.48\"")) << r.out << d.Log();
+  r = RunCommand(cli + " pick --no_environment --ttl=120s --json");  // the OK GPU, 18:00.0
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = RunCommand(cli + " pick --no_environment --ttl=120s");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_THAT(r.err, HasSubstr("0 free for this job now (1 it may use; not usable: host device 1 (0000:9a:00.0))"));
+  EXPECT_THAT(r.err, ContainsRegex("host device 1 \\(0000:9a:00.0\\): not picked: not usable \\(xid\\.[0-9]+ 1: "
+                                   "critical XID .*\\.\\.\\. \\(devplace inventory shows the rest\\); retry later"));
+  EXPECT_THAT(r.err, HasSubstr("retry later or wait for one (devplace --address="));
+  EXPECT_THAT(r.err, HasSubstr(" --wait=D"));
+  EXPECT_THAT(r.err, HasSubstr("ask for fewer"));
+  EXPECT_THAT(r.err, Not(HasSubstr("characters left out")));
+}
+
 // An XID storm: 20 XIDs one after another, each appended once the daemon has read the one before
 // (its event=xid line), then 50 at once. Every count arrives, and the XID-triggered refreshes (probe
 // runs) are at most one per second: never one per XID.

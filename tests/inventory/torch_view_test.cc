@@ -31,7 +31,7 @@ TEST(TorchView, KeepsTheLastGoodViewWhenARunFails) {
   good.set_probed(true);
   good.set_version("1.13.0");
   good.add_compiled_backends("cpu");
-  inventory::TorchView view(GoodThenFailing(dir, good), absl::Seconds(5));
+  inventory::TorchView view(GoodThenFailing(dir, good), absl::Seconds(5), "");
   EXPECT_THAT(view.Last().error(), HasSubstr("not probed yet"));
   v1::TorchInfo first = view.Run();
   EXPECT_TRUE(first.probed());
@@ -46,17 +46,19 @@ TEST(TorchView, KeepsTheLastGoodViewWhenARunFails) {
 
 TEST(TorchView, AFailureBeforeAnyGoodRunSaysWhy) {
   TempDir dir;
-  inventory::TorchView view(dir.Script("broken", "echo garbage"), absl::Seconds(5));
+  inventory::TorchView view(dir.Script("broken", "echo garbage"), absl::Seconds(5), "");
   const v1::TorchInfo v = view.Run();
   EXPECT_FALSE(v.probed());
   EXPECT_FALSE(v.error().empty());
-  inventory::TorchView off({}, absl::Seconds(5));
-  EXPECT_THAT(off.Run().error(), HasSubstr("disabled"));
+  // Without a command, the error is the reason the daemon gave (the operator's "none", or no probe
+  // installed), never "is empty".
+  inventory::TorchView off({}, absl::Seconds(5), "devplace-torch-probe is turned off (--torch_probe_command=none)");
+  EXPECT_EQ(off.Run().error(), "devplace-torch-probe is turned off (--torch_probe_command=none)");
 }
 
 TEST(TorchView, CancelKillsARunInProgressPromptly) {
   TempDir dir;
-  inventory::TorchView view(dir.Script("hang", "sleep 1000"), absl::Seconds(60));
+  inventory::TorchView view(dir.Script("hang", "sleep 1000"), absl::Seconds(60), "");
   const absl::Time start = absl::Now();
   std::thread canceller([&] {
     absl::SleepFor(absl::Milliseconds(200));

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/placement/backends.h"
@@ -24,6 +25,7 @@ using placement::BackendSpec;
 using placement::DescribeUnit;
 using placement::kMaxPickDeviceLines;
 using placement::kMaxRefusalDeviceLines;
+using placement::kMaxRefusalLineChars;
 using placement::LeasedUnit;
 using placement::VisibleUnit;
 using placement::pick_internal::AnswerWith;
@@ -234,6 +236,17 @@ TEST(PickRank, TooFewFreeSaysWhetherAWaitCanHelpAndWhichAdviceFits) {
   bool no_free_device = false;
   EXPECT_THAT(TooFewFree(many, refusal, 0, 1, {}, backend, no_free_device).message(),
               HasSubstr("host device 1: b; ... and 18 more; retry later"));
+  // A long line (a FAULT GPU's reason lists every critical XID) is cut: the advice after it stays
+  // within what the CLI prints whole.
+  const std::vector<std::string> long_lines(2, "host device 0: " + std::string(2000, 'x'));
+  const std::string message(TooFewFree(std::vector<Candidate>(2, leased), long_lines, 0, 1, {}, backend,
+                                       no_free_device).message());
+  EXPECT_THAT(message, HasSubstr(absl::StrCat("host device 0: ", std::string(kMaxRefusalLineChars - 15, 'x'),
+                                              "... (devplace inventory shows the rest); host device 0: ")));
+  EXPECT_THAT(message, HasSubstr("(devplace inventory shows the rest); retry later"));
+  EXPECT_THAT(message, Not(HasSubstr(std::string(kMaxRefusalLineChars - 14, 'x'))));
+  EXPECT_THAT(message, ::testing::EndsWith("ask for fewer"));
+  EXPECT_LT(message.size(), 1000u);
 }
 
 // ---- step 3: each unit judged ----

@@ -11,6 +11,7 @@ namespace devplace::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // Runs the binary with `args` (shell words): `out` is its stdout, or stdout and stderr as one
 // stream (2>&1) when `with_stderr`.
@@ -76,11 +77,25 @@ TEST(ProbeBinaryTest, BadFlagsExitTwo) {
   }
 }
 
+// --help and -h print the usage and this binary's flags on stdout and exit 0, as devplaced and
+// devplace do (absl's own handler exited 1 and knew no -h); --helpfull lists the other files' flags too.
 TEST(ProbeBinaryTest, HelpDescribesFlags) {
-  const CommandResult r = RunProbe("--help", true);
-  EXPECT_THAT(r.out, HasSubstr("--host_root"));
-  EXPECT_THAT(r.out, HasSubstr("--json"));
-  EXPECT_THAT(r.out, HasSubstr("Exit status"));
+  for (const char* args : {"--help", "-h", "-help", "--helpshort"}) {
+    const CommandResult r = RunProbe(args);
+    EXPECT_EQ(r.exit_code, 0) << args;
+    EXPECT_THAT(r.out, HasSubstr("devplace-probe: Probes this host's accelerators")) << args;
+    EXPECT_THAT(r.out, HasSubstr("  Flags from devplace-probe.cc:\n")) << args;
+    EXPECT_THAT(r.out, HasSubstr("    --host_root (")) << args;
+    EXPECT_THAT(r.out, HasSubstr("--json")) << args;
+    EXPECT_THAT(r.out, HasSubstr("Exit status")) << args;
+  }
+  const CommandResult all = RunProbe("--helpfull");
+  EXPECT_EQ(all.exit_code, 0);
+  EXPECT_THAT(all.out, HasSubstr("  Flags from devplace-probe.cc:\n"));
+  const CommandResult matched = RunProbe("--help=usage_only");
+  EXPECT_EQ(matched.exit_code, 0);
+  EXPECT_THAT(matched.out, HasSubstr("    --usage_only ("));
+  EXPECT_THAT(matched.out, Not(HasSubstr("--host_root (")));
 }
 
 TEST(ProbeBinaryTest, RunsOnThisHost) {

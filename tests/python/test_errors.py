@@ -85,6 +85,29 @@ class DaemonErrors(unittest.TestCase):
         self.assertIn("rank", str(raised.exception))
         self.assertIn("job_device_nodes", str(raised.exception))
 
+    def test_a_timeout_that_is_not_seconds_is_refused_naming_it(self):
+        # Client, resolve_device and pick: a bool, a string, NaN or infinity raises before anything is
+        # sent or set (pick leaves os.environ as it was); None, 0 and less mean no deadline, as documented.
+        before = dict(os.environ)
+        for bad in (True, "5", "5s", float("nan"), float("inf"), [5]):
+            for call in (lambda: devplace.Client(self.daemon.unix_target, timeout=bad),
+                         lambda: devplace.resolve_device("inference", address=self.daemon.unix_target, timeout=bad),
+                         lambda: devplace.pick(address=self.daemon.unix_target, timeout=bad)):
+                with self.assertRaises(devplace.InvalidArgumentError, msg=repr(bad)) as raised:
+                    call()
+                self.assertEqual(raised.exception.message,
+                                 f"timeout: {bad!r}: want seconds as a finite number (e.g. 5 or 0.5), or None or 0 "
+                                 "(or less) for no deadline")
+            with self.assertRaises(devplace.InvalidArgumentError) as raised:
+                devplace.Client(self.daemon.unix_target, watch_timeout=bad)
+            self.assertTrue(raised.exception.message.startswith(f"watch_timeout: {bad!r}: want seconds"))
+        self.assertEqual(dict(os.environ), before)
+        for none in (None, 0, -1, -0.5):
+            with devplace.Client(self.daemon.unix_target, timeout=none, watch_timeout=none) as client:
+                self.assertEqual(client.resolve("training", from_environment=False).device, "cuda:0")
+        self.assertEqual(devplace.resolve_device("training", address=self.daemon.unix_target, timeout=2,
+                                                 from_environment=False), "cuda:0")
+
 
 class FrozenDaemon(unittest.TestCase):
     """A daemon that accepts connections but never answers (stopped with SIGSTOP) gets each client's

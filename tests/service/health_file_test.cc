@@ -1,5 +1,5 @@
 // devplaced's health file (health_file.h) on real files: what is written is read back with mode
-// 0600; a missing file is nothing kept and no warning; a file that cannot be used (not a health
+// 0600; a missing or empty file is nothing kept and no warning; a file that cannot be used (not a health
 // state, another version, too large, writable by others) is a warning naming it, never a crash.
 #include "server/service/health_file.h"
 
@@ -69,6 +69,24 @@ TEST(HealthFile, AMissingDirectoryIsAMissingFileAndNoWarning) {
   // A path through a file (ENOTDIR) is still a directory that cannot be used.
   std::ofstream(dir.File("plain")) << "x";
   EXPECT_THAT(service::ReadHealthFile(dir.File("plain") + "/health.state").warning, HasSubstr("not a directory"));
+}
+
+// An empty file (0 bytes: emptied by hand, or a disk that filled) keeps no readings and is no
+// warning: protobuf reads it as a health state of version 0, which no devplaced ever wrote.
+TEST(HealthFile, AnEmptyFileIsNoReadingsKeptAndNoWarning) {
+  TempDir dir;
+  const std::string path = dir.path() + "/health.state";
+  std::ofstream(path).flush();
+  ASSERT_EQ(chmod(path.c_str(), 0600), 0);
+  service::HealthFileContents read = service::ReadHealthFile(path);
+  EXPECT_TRUE(read.found);
+  EXPECT_EQ(read.warning, "");
+  EXPECT_EQ(read.readings.backends_size(), 0);
+  // A state with no readings, as devplaced writes one, reads the same.
+  ASSERT_TRUE(service::WriteHealthFile(path, v1::Inventory()).ok());
+  read = service::ReadHealthFile(path);
+  EXPECT_EQ(read.warning, "");
+  EXPECT_EQ(read.readings.backends_size(), 0);
 }
 
 TEST(HealthFile, AFileThatCannotBeUsedIsAWarningNamingIt) {

@@ -119,6 +119,10 @@ struct ConnectOptions {
   absl::Duration timeout = absl::Seconds(5);
   // Deadline of a whole WatchInventory call; default none (a watch runs until stopped).
   absl::Duration watch_timeout = absl::InfiniteDuration();
+  // How this program's users choose the daemon, as an unreachable daemon's message names it ("[devplace
+  // target T (from ...); set DEVPLACE_ADDRESS or ... to choose the daemon]"): empty =
+  // "ConnectOptions::address", the C++ way; the devplace CLI sets "--address".
+  std::string address_option;
 
   // TLS to a daemon's tls:host:port listener. Each empty field is filled from its environment
   // variable (DEVPLACE_TLS_CA, DEVPLACE_TLS_CERT, DEVPLACE_TLS_KEY, DEVPLACE_TLS_SERVER_NAME) when

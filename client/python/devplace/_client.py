@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Union
 
 import grpc
 
-from ._grpc_connection import GrpcConnection, TlsOptions, target_note
+from ._grpc_connection import GrpcConnection, TlsOptions, deadline_seconds, target_note
 from ._pick import Pick, _torch_already_initialised, _ttl, job_holder, make_pick_request
 from ._resolution import Resolution
 from ._resolve_options import make_request
@@ -51,12 +51,12 @@ class Client:
         address: ``unix:/path/to.sock`` or ``host:port``. None: ``$DEVPLACE_ADDRESS``, else the
             daemon's default sockets, else ``127.0.0.1:7465`` (:func:`devplace.default_target`).
         timeout: deadline of each unary call in seconds (resolve, inventory, backends, refresh,
-            health); None or <= 0: none (then a daemon that accepts and never answers holds the
-            call, and the job, for ever).
+            health), a finite int or float; None or <= 0: none (then a daemon that accepts and never
+            answers holds the call, and the job, for ever).
         tls: TLS settings for a ``tls:`` listener (:class:`TlsOptions`; DEVPLACE_TLS_* fill what
             is not given).
         trust_any_socket: skip the socket-trust check for an explicit ``unix:`` address.
-        watch_timeout: deadline of a whole ``watch()`` in seconds; None: none.
+        watch_timeout: deadline of a whole ``watch()`` in seconds, as ``timeout``; None or <= 0: none.
 
     Does not contact the daemon: the channel connects on the first call, and calls fail fast with
     :class:`UnavailableError` when the daemon is not there (the message names the target, where it
@@ -66,7 +66,8 @@ class Client:
     Client still exits; each unary call has the ``timeout`` deadline (5 s unless told otherwise).
 
     Raises:
-        InvalidArgumentError: a ``unix:`` address without a path; TLS files that cannot be used
+        InvalidArgumentError: a ``timeout`` or ``watch_timeout`` that is not a finite number or None
+            (a bool, a string, NaN, infinity), naming it; a ``unix:`` address without a path; TLS files that cannot be used
             (the message starts with the option, ``tls_ca=PATH: ``, or the variable,
             ``DEVPLACE_TLS_CA=PATH: ``, it came from).
         FailedPreconditionError: an explicit unix socket (argument or DEVPLACE_ADDRESS) that fails
@@ -78,6 +79,8 @@ class Client:
     def __init__(self, address: Optional[str] = None, timeout: Optional[float] = 5.0,
                  tls: Optional[TlsOptions] = None, *, trust_any_socket: bool = False,
                  watch_timeout: Optional[float] = None) -> None:
+        timeout = deadline_seconds("timeout", timeout)
+        watch_timeout = deadline_seconds("watch_timeout", watch_timeout)
         notes: List[str] = []
         from_env = not address and bool(os.environ.get("DEVPLACE_ADDRESS", ""))
         target = address if address else default_target(notes)

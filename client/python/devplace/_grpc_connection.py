@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import math
 import os
 import threading
 import time
@@ -139,6 +140,19 @@ _OPEN: "weakref.WeakSet[GrpcConnection]" = weakref.WeakSet()
 def _close_at_exit() -> None:
     for connection in list(_OPEN):
         connection.close()
+
+
+def deadline_seconds(name: str, value: Any) -> Optional[float]:
+    """A deadline argument (``timeout``, ``watch_timeout``) in seconds: a finite int or float, None or
+    <= 0 meaning none (returned as None). Anything else (a bool, a string, NaN, infinity) raises
+    InvalidArgumentError naming the argument and what it accepts: gRPC would otherwise fail later,
+    far from the argument, or (NaN) wait for ever."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InvalidArgumentError(f"{name}: {value!r}: want seconds as a finite number (e.g. 5 or 0.5), "
+                                   "or None or 0 (or less) for no deadline")
+    return float(value) if value > 0 else None
 
 
 class GrpcConnection:
