@@ -128,6 +128,9 @@ PROBES = [
       acc="0.27.2"),
     # TrainingArguments(use_cpu=True) with torch_xla: xm.xla_real_devices on cpu raises before 4.39.
     P("V-TF-XLA-CPU", "tpu2", pw("ta-cpu"), pw("ta-cpu"), True),
+    # ... and on any device but cuda/npu/xpu (mlu from 4.40, cpu from 4.39) until 4.42 removed the checks.
+    P("V-TF-XLA-DEVICES", "cpu", pw("ta", env={"ACCELERATE_TORCH_DEVICE": "hpu"}),
+      pw("ta", env={"ACCELERATE_TORCH_DEVICE": "hpu"}), True),
     P("V-TF-TA-4.32", "npu2", pw("ta"), pw("ta"), False),
     # from_pretrained(device_map="cuda") in rank 1 of 2: 4.x passes torch.device("cuda") on, 5.0 cuda:<LOCAL_RANK>.
     P("V-TF-CUDA-RANK", "cuda2", pw("fp-cuda", rank=1), pw("fp-cuda", rank=1), False),

@@ -24,27 +24,39 @@ absl::Status Resolution::Training() {
   return XlaRealDevicesCheck();
 }
 
-// V-TF-XLA-CPU: before Transformers 4.39, TrainingArguments.__post_init__'s mixed-precision checks call
-// get_xla_device_type(self.device) for any device that is not cuda, npu or xpu; once torch_xla is importable that
-// is xm.xla_real_devices([device]), which torch_xla refuses for anything but xla:N (RuntimeError). The job stops
-// in TrainingArguments(...): no device to answer.
-// get_xla_device_type asks is_torch_tpu_available() first: only where xm.xla_device() finds a device (T-XLA-PJRT).
+// V-TF-XLA-CPU, V-TF-XLA-DEVICES: until Transformers 4.42, TrainingArguments.__post_init__'s bf16 check (evaluated
+// whatever the precision flags, which come last in its condition) calls get_xla_device_type(self.device) for any
+// device that is not cuda, npu or xpu, nor mlu from 4.40 (the commit that added mlu to the single-process order,
+// V-TF-TA-4.40). Once Transformers sees torch_xla, that is xm.xla_real_devices([device]), which torch_xla refuses
+// for anything but xla:N (RuntimeError): the job stops in TrainingArguments(...), no device to answer. From 4.39
+// get_xla_device_type answers "CPU" for a cpu device without asking torch_xla (V-TF-XLA-CPU); hpu, mps, musa,
+// sdaa, ... still raise until 4.42 removed the checks (V-TF-XLA-DEVICES). What "sees torch_xla" means is
+// get_xla_device_type's own test: is_torch_tpu_available() before 4.39, only where xm.xla_device() finds a device
+// (T-XLA-PJRT); is_torch_xla_available() from 4.39, the import and USE_TORCH_XLA (TfXlaCheckPasses).
 absl::Status Resolution::XlaRealDevicesCheck() {
-  if (convention_ != v1::CONVENTION_TRAINING_ARGUMENTS || versions_.Has(Feature::kTfXlaCpuDevice) ||
+  if (convention_ != v1::CONVENTION_TRAINING_ARGUMENTS || versions_.Has(Feature::kTfNoXlaDeviceCheck) ||
       !runtime_.count("xla")) {
     return absl::OkStatus();
   }
   const std::string& device = out_.device();
   const std::string type = device.substr(0, device.find(':'));
   if (type == "cuda" || type == "npu" || type == "xpu" || type == "xla") return absl::OkStatus();
-  if (TorchXlaDevice() != XlaDevice::kFound) return absl::OkStatus();
+  const std::vector<std::string>& single = versions_.Order(OrderKind::kTfSingle).order;
+  if (type == "mlu" && std::find(single.begin(), single.end(), "mlu") != single.end()) return absl::OkStatus();
+  const bool cpu_answered = versions_.Has(Feature::kTfXlaCpuDevice);
+  if (type == "cpu" && cpu_answered) return absl::OkStatus();
+  const bool sees_xla = cpu_answered ? tf_use_torch_xla_ : TorchXlaDevice() == XlaDevice::kFound;
+  if (!sees_xla) return absl::OkStatus();
+  const Feature rule = type == "cpu" ? Feature::kTfXlaCpuDevice : Feature::kTfNoXlaDeviceCheck;
   return absl::FailedPreconditionError(absl::StrCat(
       "TrainingArguments of Transformers ", versions_.transformers().ToString(), " raises RuntimeError while it is "
-      "built: torch_xla is importable (runtime_backends has xla) and finds an XLA device, so its XLA check passes, and "
-      "__post_init__'s "
-      "mixed-precision check hands its device ", device, " to torch_xla's xm.xla_real_devices, which takes only "
-      "xla:N devices (", versions_.Cite(Feature::kTfXlaCpuDevice), "); use Transformers >= 4.39.0, or remove "
-      "torch_xla from the job's environment"));
+      "built: torch_xla is importable (runtime_backends has xla)",
+      cpu_answered ? " and USE_TORCH_XLA is not false, so Transformers sees it"
+                   : " and finds an XLA device, so its XLA check passes",
+      ", and __post_init__'s mixed-precision check hands its device ", device,
+      " to torch_xla's xm.xla_real_devices, which takes only xla:N devices (", versions_.Cite(rule), "); use Transformers >= ",
+      versions_.Rule(rule).since.ToString(), ", or remove torch_xla from the job's environment",
+      cpu_answered ? " (or set USE_TORCH_XLA=0)" : ""));
 }
 
 // V-ACC-LOCAL-RANK: before Accelerate 0.28 PartialState.__init__ took LOCAL_RANK as a distributed launch only

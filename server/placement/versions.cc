@@ -149,6 +149,14 @@ std::vector<FeatureRule> MakeTransformersFeatureRules() {
        "huggingface/transformers:src/transformers/training_args.py get_xla_device_type (first tag v4.39.0, "
        "PR #29334)",
        /*commits=*/"873d9bb3cc"},
+      {F::kTfNoXlaDeviceCheck, L::kTransformers, {4, 42, 0}, "V-TF-XLA-DEVICES",
+       "__post_init__'s mixed-precision checks no longer call get_xla_device_type; before 4.42, once Transformers "
+       "saw torch_xla, its bf16 check handed every device but cuda, npu and xpu (mlu too from 4.40, cpu answered "
+       "CPU from 4.39) to xm.xla_real_devices, which torch_xla refuses for all but xla:N: TrainingArguments on "
+       "hpu, mps, musa or sdaa raised RuntimeError",
+       "huggingface/transformers:src/transformers/training_args.py TrainingArguments.__post_init__ (first tag "
+       "v4.42.0, PR #30999)",
+       /*commits=*/"537deb7869"},
       {F::kTfStockXpu, L::kTransformers, {4, 42, 0}, "V-TF-XPU-STOCK",
        "is_torch_xpu_available() accepts stock PyTorch's torch.xpu (torch >= 2.4); before 4.42 Transformers sees an "
        "Intel GPU only through Intel Extension for PyTorch (intel_extension_for_pytorch installed)",

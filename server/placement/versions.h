@@ -59,6 +59,7 @@ enum class Feature {
   kTfNativeTpu,           // TrainingArguments selects tpu:0 when torch_tpu is available
   kTfXlaReadsEnv,         // is_torch_xla_available reads USE_TORCH_XLA (before: TrainingArguments' XLA check ignores it)
   kTfXlaCpuDevice,        // get_xla_device_type answers CPU for cpu (before: xla_real_devices raised on it)
+  kTfNoXlaDeviceCheck,    // __post_init__ no longer hands its device to get_xla_device_type (before: hpu, mps, ... raised)
   kTfOwnBalancedMemory,   // from_pretrained uses Transformers' own get_balanced_memory, counting every accelerator key
 };
 

@@ -146,6 +146,33 @@ std::vector<ResolveCase> Cases() {
                .request = Versions("4.36.2", "0.25.0", Req::Train(ACC).UseCpu().Runtime({"xla"})), .device = "cpu"});
   c.push_back({.id = "XC_no_torch_xla_4_36", .host = tpu2,
                .request = Versions("4.36.2", "0.25.0", Req::Train(TA).UseCpu().Runtime({"cpu"})), .device = "cpu"});
+  // ---- V-TF-XLA-DEVICES: up to Transformers 4.41 the same check hands hpu, mps, ... (and mlu before 4.40) over ----
+  const auto cpu = H({});
+  c.push_back({.id = "XD_hpu_4_40", .host = cpu,
+               .request = Versions("4.40.2", "0.29.3",
+                                   Req::Train(TA).Runtime({"cpu", "xla"}).Env("ACCELERATE_TORCH_DEVICE", "hpu")),
+               .code = kPrecondition,
+               .words = {"raises RuntimeError", "USE_TORCH_XLA is not false", "device hpu", "xm.xla_real_devices",
+                         "V-TF-XLA-DEVICES (Transformers 4.40.2 < 4.42.0", "use Transformers >= 4.42.0",
+                         "or set USE_TORCH_XLA=0"}});
+  c.push_back({.id = "XD_hpu_4_41_1", .host = cpu,
+               .request = Versions("4.41.1", "0.30.1",
+                                   Req::Train(TA).Runtime({"cpu", "xla"}).Env("ACCELERATE_TORCH_DEVICE", "hpu")),
+               .code = kPrecondition, .words = {"V-TF-XLA-DEVICES"}});
+  c.push_back({.id = "XD_hpu_4_42", .host = cpu,
+               .request = Versions("4.42.0", "0.31.0",
+                                   Req::Train(TA).Runtime({"cpu", "xla"}).Env("ACCELERATE_TORCH_DEVICE", "hpu")),
+               .device = "hpu"});
+  // USE_TORCH_XLA=0: Transformers 4.39+ does not see torch_xla, and get_xla_device_type never asks it.
+  c.push_back({.id = "XD_hpu_4_40_use_torch_xla_0", .host = cpu,
+               .request = Versions("4.40.2", "0.29.3",
+                                   Req::Train(TA).Runtime({"cpu", "xla"}).Env("ACCELERATE_TORCH_DEVICE", "hpu")
+                                       .Env("USE_TORCH_XLA", "0")),
+               .device = "hpu"});
+  c.push_back({.id = "XD_hpu_4_40_no_torch_xla", .host = cpu,
+               .request = Versions("4.40.2", "0.29.3",
+                                   Req::Train(TA).Runtime({"cpu"}).Env("ACCELERATE_TORCH_DEVICE", "hpu")),
+               .device = "hpu"});
   c.push_back({.id = "XC_cuda_host_4_36", .host = cuda2,
                .request = Versions("4.36.2", "0.25.0", Req::Train(TA).Runtime({"cuda", "xla"})), .device = "cuda"});
   // ---- USE_TORCH_XLA: read by Accelerate from 0.28 (str_to_bool), Transformers from 4.39 (1 ON YES TRUE) ----
