@@ -163,16 +163,17 @@ std::vector<ResolveCase> Cases() {
                .request = Versions("4.42.0", "0.31.0",
                                    Req::Train(TA).Runtime({"cpu", "xla"}).Env("ACCELERATE_TORCH_DEVICE", "hpu")),
                .device = "hpu"});
-  // USE_TORCH_XLA=0: Transformers 4.39+ does not see torch_xla, and get_xla_device_type never asks it.
+  // USE_TORCH_XLA=0 (Transformers 4.39+ does not see torch_xla) or no torch_xla: nothing asks xm.xla_real_devices,
+  // and without its XLA check TrainingArguments' own chain ends in cpu (ACCELERATE_TORCH_DEVICE unread before 4.43).
   c.push_back({.id = "XD_hpu_4_40_use_torch_xla_0", .host = cpu,
                .request = Versions("4.40.2", "0.29.3",
                                    Req::Train(TA).Runtime({"cpu", "xla"}).Env("ACCELERATE_TORCH_DEVICE", "hpu")
                                        .Env("USE_TORCH_XLA", "0")),
-               .device = "hpu"});
+               .device = "cpu"});
   c.push_back({.id = "XD_hpu_4_40_no_torch_xla", .host = cpu,
                .request = Versions("4.40.2", "0.29.3",
                                    Req::Train(TA).Runtime({"cpu"}).Env("ACCELERATE_TORCH_DEVICE", "hpu")),
-               .device = "hpu"});
+               .device = "cpu"});
   c.push_back({.id = "XC_cuda_host_4_36", .host = cuda2,
                .request = Versions("4.36.2", "0.25.0", Req::Train(TA).Runtime({"cuda", "xla"})), .device = "cuda"});
   // ---- USE_TORCH_XLA: read by Accelerate from 0.28 (str_to_bool), Transformers from 4.39 (1 ON YES TRUE) ----
