@@ -18,6 +18,7 @@ import importlib.abc
 import importlib.machinery
 import json
 import os
+import shutil
 import sys
 import tempfile
 import traceback
@@ -92,6 +93,18 @@ def _install_plugins(packages):
 
 
 sys.path.insert(0, SITE)
+
+# nvidia-smi, which Accelerate's PartialState runs on a CUDA host with several GPUs (check_cuda_p2p_ib_support): a
+# stand-in that fails as the real one fails without a driver, as it does on the machines the runner runs on (exit 9;
+# Accelerate then assumes P2P works), so the answer never depends on whether that machine has NVIDIA's tools, and a
+# case does not wait tens of milliseconds for the real one to find no driver.
+os.makedirs(os.path.join(SITE, "bin"))
+with open(os.path.join(SITE, "bin", "nvidia-smi"), "w") as _f:
+    _f.write("#!/bin/sh\necho 'NVIDIA-SMI has failed because it couldn'\\''t communicate with the NVIDIA driver.'\n"
+             "exit 9\n")
+os.chmod(os.path.join(SITE, "bin", "nvidia-smi"), 0o755)
+os.environ["PATH"] = os.path.join(SITE, "bin") + os.pathsep + os.environ.get("PATH", "")
+OUTPUT_DIR = os.path.join(SITE, "output")  # TrainingArguments' output_dir: it writes nothing there at __init__
 
 # torch_xla, when the job has it (the whole process: the libraries read it, and USE_TORCH_XLA, once at import), at the
 # release JOB["torch_xla"] names. Its XLA device (docs/SEMANTICS.md T-XLA-PJRT, executed at torch_xla's tags by
@@ -566,7 +579,7 @@ def run_case(case):
         return _from_pretrained_device(case["device"])
     if conv == "training_arguments":
         import transformers
-        kw = {"output_dir": tempfile.mkdtemp(prefix="fidelity-out-"), "report_to": []}
+        kw = {"output_dir": OUTPUT_DIR, "report_to": []}
         if case.get("use_cpu"):
             kw["use_cpu" if "use_cpu" in transformers.TrainingArguments.__dataclass_fields__ else "no_cuda"] = True
         args = transformers.TrainingArguments(**kw)
@@ -653,6 +666,9 @@ def _landing(keyword, max_memory, config, index_type):
     return "+".join(landed)
 
 
+_CONVERSION = []  # from_pretrained's device_map conversion statement, compiled (_from_pretrained_device)
+
+
 def _from_pretrained_device(device_map):
     """The device from_pretrained(device_map=<a device string>) loads the whole model on, by Transformers' own
     conversion of the argument: check_and_set_device_map (integrations/accelerate.py, 5.0 on) called as is, or
@@ -672,13 +688,15 @@ def _from_pretrained_device(device_map):
         mapped = check_and_set_device_map(device_map)
     else:
         import transformers.modeling_utils as mu
-        tree = ast.parse(textwrap.dedent(inspect.getsource(mu.PreTrainedModel.from_pretrained)))
-        found = [n for n in ast.walk(tree) if isinstance(n, ast.If) and ast.unparse(n.test) ==
-                 "isinstance(device_map, torch.device)"]
-        if len(found) != 1:
-            raise RuntimeError(f"harness: {len(found)} device_map conversions in from_pretrained")
+        if not _CONVERSION:  # parsed once per process: the checked-out source does not change under it
+            tree = ast.parse(textwrap.dedent(inspect.getsource(mu.PreTrainedModel.from_pretrained)))
+            found = [n for n in ast.walk(tree) if isinstance(n, ast.If) and ast.unparse(n.test) ==
+                     "isinstance(device_map, torch.device)"]
+            if len(found) != 1:
+                raise RuntimeError(f"harness: {len(found)} device_map conversions in from_pretrained")
+            _CONVERSION.append(compile(ast.Module(body=found, type_ignores=[]), mu.__file__, "exec"))
         scope = {"device_map": device_map}
-        exec(compile(ast.Module(body=found, type_ignores=[]), mu.__file__, "exec"), vars(mu), scope)
+        exec(_CONVERSION[0], vars(mu), scope)
         mapped = scope["device_map"]
     if not isinstance(mapped, dict) or list(mapped) != [""]:
         raise RuntimeError(f"harness: from_pretrained mapped {device_map!r} to {mapped!r}, not one device")
@@ -778,3 +796,4 @@ for case in JOB["cases"]:
         if os.environ.get("FIDELITY_TRACE"):
             traceback.print_exc()
     print(json.dumps({"id": case["id"], **out}), flush=True)
+shutil.rmtree(SITE, ignore_errors=True)  # (not atexit: oracle_server.py's children end with os._exit)

@@ -18,9 +18,11 @@ import datetime
 import hashlib
 import json
 import os
+import queue
 import re
 import random
 import subprocess
+import threading
 import time
 
 from common import ROOT, acc_for, export, load_results, save_results, vkey
@@ -99,20 +101,39 @@ def library_side(a, tf, acc, tf_dir, acc_dir, scenarios, stats):
     groups = collections.defaultdict(list)
     for sid, s in scenarios.items():
         groups[process_key(s, tf, acc)].append((sid, s))
+    jobs = []
+    for key, items in groups.items():
+        xla, penv, _, _ = json.loads(key)
+        items.sort(key=lambda x: x[1]["host"])  # the oracle sets a host up when it changes
+        cases = [{"id": sid, "host": XHOSTS[s["host"]], "convention": s["convention"], "local_rank": s.get("rank"),
+                  "world_size": s.get("world", 2), "use_cpu": bool(s.get("use_cpu")), "device": s.get("device"),
+                  "env": s.get("env", {})} for sid, s in items]
+        jobs.append({"accelerate": acc_dir, "transformers": tf_dir, "cases": cases, "accelerate_version": acc,
+                     "transformers_version": tf, "torch": TORCH,
+                     "hub_version": "1.2.0" if tf and vkey(tf) >= (5,) else "0.30.0", "torch_xla": xla,
+                     "process_env": penv})
+    jobs.sort(key=lambda j: -len(j["cases"]))  # the largest first, so the servers end together
+    todo = queue.Queue()
+    for job in jobs:
+        todo.put(job)
     got = {}
+
+    def serve():  # one oracle server (torch imported once), one forked oracle.py per job it takes
+        with OracleServer() as server:
+            while True:
+                try:
+                    job = todo.get_nowait()
+                except queue.Empty:
+                    return
+                got.update(server.run(job))
+
     t0 = time.time()
-    with OracleServer() as server:  # torch imported once; one forked oracle.py per group
-        for key, items in groups.items():
-            xla, penv, _, _ = json.loads(key)
-            items.sort(key=lambda x: x[1]["host"])  # the oracle sets a host up when it changes
-            cases = [{"id": sid, "host": XHOSTS[s["host"]], "convention": s["convention"], "local_rank": s.get("rank"),
-                      "world_size": s.get("world", 2), "use_cpu": bool(s.get("use_cpu")), "device": s.get("device"),
-                      "env": s.get("env", {})} for sid, s in items]
-            got.update(server.run({"accelerate": acc_dir, "transformers": tf_dir, "cases": cases,
-                                   "accelerate_version": acc, "transformers_version": tf, "torch": TORCH,
-                                   "hub_version": "1.2.0" if tf and vkey(tf) >= (5,) else "0.30.0",
-                                   "torch_xla": xla, "process_env": penv}))
-            stats["oracle_processes"] += 1
+    workers = [threading.Thread(target=serve) for _ in range(max(1, min(a.jobs, len(jobs))))]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    stats["oracle_processes"] += len(jobs)
     stats["oracle_seconds"] += time.time() - t0
     return got
 
@@ -335,6 +356,7 @@ def run_search(a, tfr, accr, pairs):
             "transformers": tf, "accelerate": acc, "seed": a.seed, "scenarios": a.scenarios,
             "ran": datetime.date.today().isoformat(), "seconds": seconds,
             "oracle_processes": stats["oracle_processes"], "forked": True,  # batches forked by oracle_server.py
+            "jobs": a.jobs,  # oracle processes at once (oracle_seconds: the wall time)
             "oracle_seconds": round(stats["oracle_seconds"], 1),
             "devplace_seconds": round(stats["devplace_seconds"], 1), "classes": dict(sorted(classes.items())),
             "unintended": classes["unintended"], "kinds_shrunk": len(shrunk),
