@@ -223,6 +223,8 @@ def classify(tf, acc, host, w, lib, dp):
         return "intended: every rank on xpu:0 (a bug fixed in 4.38, not emulated)"
     if re.fullmatch(r"hpu:[1-9]\d*", dev) and "HABANA_VISIBLE_MODULES" in dp.get("error", ""):
         return "intended: a Gaudi module index (the job fails using it; devplace refuses it up front)"
+    if re.fullmatch(r"mps:[1-9]\d*", dev) and "mps device(s)" in dp.get("error", ""):
+        return "intended: an MPS index above 0 (torch has one MPS device; devplace refuses the index up front)"
     if dev == "meta" and "not a placement target" in dp.get("error", ""):
         return "intended: meta refused (no storage, not a device a job runs on)"
     return "unintended"

@@ -234,11 +234,17 @@ std::string Resolution::SingleDevice(bool acc, const std::string& type) const {
 absl::Status Resolution::SingleProcess(bool acc) {
   OrderRule rule = versions_.Order(acc ? OrderKind::kAccDefaultDevice : OrderKind::kTfSingle);
   const OrderRule& other_rule = versions_.Order(acc ? OrderKind::kTfSingle : OrderKind::kAccDefaultDevice);
-  if (!acc && accelerate_use_cpu_ && !versions_.Has(Feature::kTfTaMpsBranch) && FirstAvailable({"mps"}) != nullptr) {
-    // Before 4.43 mps came only through PartialState's device, which ACCELERATE_USE_CPU made cpu.
+  if (!acc && (accelerate_use_cpu_ || torch_device_env_) && !versions_.Has(Feature::kTfTaMpsBranch) &&
+      FirstAvailable({"mps"}) != nullptr) {
+    // Before 4.43 mps came only through PartialState's device, which ACCELERATE_TORCH_DEVICE (set first; of type
+    // mps TaKeepsMpsFromEnv answered) or else ACCELERATE_USE_CPU made another.
     rule.order.erase(std::remove(rule.order.begin(), rule.order.end(), "mps"), rule.order.end());
-    out_.add_explanation(absl::StrCat("T-TA mps is not taken: ", versions_.Cite(Feature::kTfTaMpsBranch),
-                                      "; ACCELERATE_USE_CPU made PartialState's device cpu"));
+    out_.add_explanation(absl::StrCat("T-TA mps is not taken: ", versions_.Cite(Feature::kTfTaMpsBranch), "; ",
+                                      torch_device_env_ ? absl::StrCat("ACCELERATE_TORCH_DEVICE=",
+                                                                       torch_device_env_->ToString(),
+                                                                       " made PartialState's device ",
+                                                                       torch_device_env_->ToString())
+                                                        : "ACCELERATE_USE_CPU made PartialState's device cpu"));
   }
   const std::vector<std::string>& order = rule.order;
   const RowState* r = FirstAvailable(rule);

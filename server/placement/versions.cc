@@ -165,7 +165,8 @@ std::vector<FeatureRule> MakeTransformersFeatureRules() {
        /*commits=*/"eed9ed6798"},
       {F::kTfTaMpsBranch, L::kTransformers, {4, 43, 0}, "V-TF-TA-MPS",
        "single-process TrainingArguments has its own MPS branch (after use_cpu), so ACCELERATE_USE_CPU alone leaves "
-       "it on mps; before 4.43 mps came only through PartialState's device, which ACCELERATE_USE_CPU makes cpu",
+       "it on mps; before 4.43 mps came only through PartialState's device, which ACCELERATE_USE_CPU makes cpu and "
+       "ACCELERATE_TORCH_DEVICE of another type makes that type",
        "huggingface/transformers:src/transformers/training_args.py TrainingArguments._setup_devices (first tag "
        "v4.43.0, PR #31812)",
        /*commits=*/"ae9dd02ee1"},

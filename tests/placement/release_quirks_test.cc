@@ -112,6 +112,19 @@ std::vector<ResolveCase> Cases() {
   c.push_back({.id = "TM_env_xpu_ta_4_36", .host = cpu_host,
                .request = Versions("4.36.2", "0.25.0", Req::Train(TA).Env("ACCELERATE_TORCH_DEVICE", "xpu")),
                .device = "cpu"});
+  // On an Apple host, before 4.43 TrainingArguments takes mps only through PartialState's device, which
+  // ACCELERATE_TORCH_DEVICE of another type replaces: its own order then ends in cpu (executed: 4.36.2 + 0.25.0,
+  // 4.40.2 + 0.29.3, 4.42.4 + 0.32.1 answer cpu; 4.43.4 + 0.33.0, with its own mps branch, answers mps).
+  const auto mps_host = H({{v1::ROW_MPS, 1}});
+  c.push_back({.id = "TM_env_cpu_on_mps_ta_4_40", .host = mps_host,
+               .request = Versions("4.40.2", "0.29.3", Req::Train(TA).Env("ACCELERATE_TORCH_DEVICE", "cpu")),
+               .device = "cpu", .words = {"ACCELERATE_TORCH_DEVICE=cpu made PartialState's device cpu"}});
+  c.push_back({.id = "TM_env_cuda_on_mps_ta_4_36", .host = mps_host,
+               .request = Versions("4.36.2", "0.25.0", Req::Train(TA).Env("ACCELERATE_TORCH_DEVICE", "cuda")),
+               .device = "cpu"});
+  c.push_back({.id = "TM_env_cpu_on_mps_ta_4_43", .host = mps_host,
+               .request = Versions("4.43.4", "0.33.0", Req::Train(TA).Env("ACCELERATE_TORCH_DEVICE", "cpu")),
+               .device = "mps"});
   // ---- ACCELERATE_USE_CPU: TrainingArguments reads it only when use_cpu is false; Accelerator() always ----
   c.push_back({.id = "UC_maybe_ta_use_cpu", .host = cuda2,
                .request = Versions("4.36.2", "0.25.0", Req::Train(TA).UseCpu().Env("ACCELERATE_USE_CPU", "maybe")),
