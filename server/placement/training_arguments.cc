@@ -154,7 +154,9 @@ absl::Status Resolution::TrainingChain() {
   // (V-ACC-XLA-IMPORT), or USE_TORCH_XLA=0 read by Accelerate but not by that Transformers. The job
   // gets Accelerate's device, `cuda`, without DataParallel.
   const bool tf_xla = !acc && TfXlaCheckPasses();
-  if (!acc && !local_rank_ && tf_xla) {
+  // A single process (type NO): no LOCAL_RANK, or a world of one that Accelerate before 0.28 runs as one.
+  const bool single = !local_rank_ || WorldOfOneIsSingle(state_cpu);
+  if (!acc && single && tf_xla) {
     out_.add_explanation(absl::StrCat("T-XLA TrainingArguments' own XLA check passes (torch_xla importable), so it "
                                       "takes PartialState.device, which is not XLA here: ",
                                       versions_.Cite(Env("USE_TORCH_XLA") != nullptr &&
@@ -169,7 +171,7 @@ absl::Status Resolution::TrainingChain() {
     return SingleProcess(/*acc=*/true);
   }
   // Distributed types of PartialState._prepare_backend.
-  if (local_rank_ && !WorldOfOneIsSingle(state_cpu)) {
+  if (!single) {
     if (state_cpu) return MultiCpu(acc, /*state_cpu=*/true, absl::StrCat("T-CPU ", req_.use_cpu() ? "use_cpu=true" : "env ACCELERATE_USE_CPU is truthy",
                                                 " with LOCAL_RANK set: MULTI_CPU"));
     // V-ACC-WORLD-1: 0.29.0 and 0.29.1 give a world of one (single-process torchrun) default_device, as a

@@ -187,6 +187,20 @@ std::vector<ResolveCase> Cases() {
                .request = Versions("4.40.2", "0.29.3",
                                    Req::Train(TA).Runtime({"cpu"}).Env("ACCELERATE_TORCH_DEVICE", "hpu")),
                .device = "cpu"});
+  // A torchrun world of one that Accelerate before 0.28 runs as a single process with cpu=True: TrainingArguments'
+  // own XLA check still takes PartialState's device, ACCELERATE_TORCH_DEVICE's or cpu, which the bf16 check then
+  // hands to xm.xla_real_devices (the search's cases, executed at 4.36.0 / 4.36.1 + 0.25.0: xpu:0, RuntimeError).
+  c.push_back({.id = "XC_world1_use_cpu_env_xpu_4_36", .host = cpu,
+               .request = Versions("4.36.0", "0.25.0",
+                                   Req::Train(TA).Rank(0, 1).UseCpu().Runtime({"cpu", "xla"})
+                                       .Env("ACCELERATE_TORCH_DEVICE", "xpu:0")
+                                       .Packages({{"torch", "2.8.0"}, {"torch_xla", "2.1.0"}})),
+               .device = "xpu:0", .words = {"T-XLA TrainingArguments' own XLA check passes"}});
+  c.push_back({.id = "XC_world1_accelerate_use_cpu_cuda_host_4_36", .host = cuda2,
+               .request = Versions("4.36.1", "0.25.0",
+                                   Req::Train(TA).Rank(0, 1).Runtime({"cuda", "xla"}).Env("ACCELERATE_USE_CPU", "1")
+                                       .Packages({{"torch", "2.8.0"}, {"torch_xla", "2.5.0"}})),
+               .code = kPrecondition, .words = {"V-TF-XLA-CPU", "device cpu"}});
   c.push_back({.id = "XC_cuda_host_4_36", .host = cuda2,
                .request = Versions("4.36.2", "0.25.0", Req::Train(TA).Runtime({"cuda", "xla"})), .device = "cuda"});
   // ---- USE_TORCH_XLA: read by Accelerate from 0.28 (str_to_bool), Transformers from 4.39 (1 ON YES TRUE) ----
