@@ -272,6 +272,14 @@ absl::Status Resolution::SingleProcess(bool acc) {
       out_.add_explanation(absl::StrCat("T-TA no row of ", OrderText(order),
                                         " is available: TrainingArguments falls back to ACCELERATE_TORCH_DEVICE (",
                                         versions_.Cite(Feature::kTfTaTorchDeviceFallback), ")"));
+      if (torch_device_env_->type == "cuda") {  // `if device.type == "cuda": torch.cuda.set_device(device)`
+        return absl::FailedPreconditionError(absl::StrCat(
+            "TrainingArguments of Transformers ", versions_.transformers().ToString(), " raises while it is built: "
+            "no CUDA device is visible, so it falls back to ACCELERATE_TORCH_DEVICE=", torch_device_env_->ToString(),
+            " and calls torch.cuda.set_device on it, which fails without a CUDA device (",
+            versions_.Cite(Feature::kTfTaTorchDeviceFallback), "); unset ACCELERATE_TORCH_DEVICE or set it to a "
+            "device this host has"));
+      }
       return AnswerVerbatim(*torch_device_env_);
     }
     if (!acc && torch_device_env_) {

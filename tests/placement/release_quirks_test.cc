@@ -122,6 +122,21 @@ std::vector<ResolveCase> Cases() {
   c.push_back({.id = "TM_env_cuda_on_mps_ta_4_36", .host = mps_host,
                .request = Versions("4.36.2", "0.25.0", Req::Train(TA).Env("ACCELERATE_TORCH_DEVICE", "cuda")),
                .device = "cpu"});
+  // From 4.43 a host with no accelerator of TrainingArguments' order falls back to ACCELERATE_TORCH_DEVICE, and a
+  // cuda one then meets torch.cuda.set_device, which fails without a CUDA device (the search: 4.43.2 + 0.33.0 and
+  // 4.46.2 + 1.1.0 on a cpu host); another type is answered as set.
+  c.push_back({.id = "TE_env_cuda_no_cuda_ta_4_43", .host = cpu_host,
+               .request = Versions("4.43.2", "0.33.0", Req::Train(TA).Env("ACCELERATE_TORCH_DEVICE", "cuda")),
+               .code = kPrecondition, .words = {"torch.cuda.set_device", "V-TF-TA-ENV", "unset ACCELERATE_TORCH_DEVICE"}});
+  c.push_back({.id = "TE_env_cuda1_no_cuda_ta_5_15", .host = cpu_host,
+               .request = Versions("5.15.0", "1.14.0", Req::Train(TA).Env("ACCELERATE_TORCH_DEVICE", "cuda:1")),
+               .code = kPrecondition});
+  c.push_back({.id = "TE_env_cuda_no_cuda_ta_4_42", .host = cpu_host,
+               .request = Versions("4.42.4", "0.32.1", Req::Train(TA).Env("ACCELERATE_TORCH_DEVICE", "cuda")),
+               .device = "cpu"});
+  c.push_back({.id = "TE_env_xpu_no_xpu_ta_4_43", .host = cpu_host,
+               .request = Versions("4.43.2", "0.33.0", Req::Train(TA).Env("ACCELERATE_TORCH_DEVICE", "xpu")),
+               .device = "xpu"});
   c.push_back({.id = "TM_env_cpu_on_mps_ta_4_43", .host = mps_host,
                .request = Versions("4.43.4", "0.33.0", Req::Train(TA).Env("ACCELERATE_TORCH_DEVICE", "cpu")),
                .device = "mps"});
