@@ -231,14 +231,18 @@ def search_doc(runs, plan, sp=None):
         per = sorted(r["seconds"] * 10000.0 / r["scenarios"] for r in rs)
         return per[len(per) // 2] if per else None
 
-    # The time statement: the runs with forked batches (oracle_server.py) where there are any, else all.
-    timed = [r for r in runs.values() if r.get("forked")] or list(runs.values())
+    # The time statement: the runs of the current runner (--jobs: oracle servers at once) where there are any, else
+    # the ones with forked batches (oracle_server.py), else all.
+    timed = ([r for r in runs.values() if r.get("jobs")] or [r for r in runs.values() if r.get("forked")]
+             or list(runs.values()))
     tf_m = median([r for r in timed if r["transformers"]])
     acc_m = median([r for r in timed if not r["transformers"]])
-    lines += ["", "Measured on a shared 2-core machine under `nice -n 19` beside other builds and test runs (load 6 to "
-              "17)" + (" with forked batches (" + ", ".join(f"{r['transformers'] or '-'}+{r['accelerate']}" for r in timed)
-                       + "; the other rows ran one process per batch, before the torch_xla releases were drawn)"
-                       if len(timed) < len(runs) else "") + ": per 10,000 scenarios, median " +
+    jobs = sorted({r["jobs"] for r in timed if r.get("jobs")})
+    lines += ["", "Measured on the project's 2-core machine" +
+              (f" with `--jobs={'/'.join(map(str, jobs))}`, pairs one after the other, beside the session's builds "
+               "and tests" if jobs else " under `nice -n 19` beside other builds and test runs (load 6 to 17)") +
+              (f" ({len(timed)} of the {len(runs)} rows; the others ran with an older, slower runner)"
+               if len(timed) < len(runs) else "") + ": per 10,000 scenarios, median " +
               ", ".join(f"{what} {m / 60:.1f} min" for what, m in (("a Transformers pair", tf_m),
                                                                    ("an Accelerate pair", acc_m)) if m) + "."]
     if plan and tf_m and acc_m:
@@ -259,6 +263,9 @@ def search_doc(runs, plan, sp=None):
         lines += ["| pair | batches | before | after | after / before |", "|---|---|---|---|---|"]
         lines += [f"| {r['pair']} | {r['batches']} | {r['before_s']:.0f} s | {r['after_s']:.0f} s | "
                   f"{r['after_s'] / r['before_s']:.2f} |" for r in speed]
+    later = sp.get("later") if sp else None
+    if later:
+        lines += [f"Later the same day ({later['ran']}): {later['text']}", ""]
     lines += ["", "### Differences found, shrunk", ""]
     shrunk = [(r, c) for r in runs.values() for c in r["shrunk"]]
     if not shrunk:

@@ -330,6 +330,7 @@ def run_search(a, tfr, accr, pairs):
             lib, stats = kept["answers"], collections.Counter(kept["stats"])
         else:
             lib = library_side(a, tf, acc, tf_dir, acc_dir, scenarios, stats)
+            stats["jobs"] = a.jobs
             with open(cache, "w") as f:
                 json.dump({"answers": lib, "stats": dict(stats)}, f)
         dp = devplace_side(a.batch, tf, acc, scenarios, stats)
@@ -356,7 +357,7 @@ def run_search(a, tfr, accr, pairs):
             "transformers": tf, "accelerate": acc, "seed": a.seed, "scenarios": a.scenarios,
             "ran": datetime.date.today().isoformat(), "seconds": seconds,
             "oracle_processes": stats["oracle_processes"], "forked": True,  # batches forked by oracle_server.py
-            "jobs": a.jobs,  # oracle processes at once (oracle_seconds: the wall time)
+            "jobs": stats.get("jobs") or a.jobs,  # oracle servers at once when executed (oracle_seconds: its wall time)
             "oracle_seconds": round(stats["oracle_seconds"], 1),
             "devplace_seconds": round(stats["devplace_seconds"], 1), "classes": dict(sorted(classes.items())),
             "unintended": classes["unintended"], "kinds_shrunk": len(shrunk),
