@@ -116,16 +116,19 @@ def library_side(a, tf, acc, tf_dir, acc_dir, scenarios, stats):
     todo = queue.Queue()
     for job in jobs:
         todo.put(job)
-    got = {}
+    got, failed = {}, []
 
     def serve():  # one oracle server (torch imported once), one forked oracle.py per job it takes
-        with OracleServer() as server:
-            while True:
-                try:
-                    job = todo.get_nowait()
-                except queue.Empty:
-                    return
-                got.update(server.run(job))
+        try:
+            with OracleServer() as server:
+                while True:
+                    try:
+                        job = todo.get_nowait()
+                    except queue.Empty:
+                        return
+                    got.update(server.run(job))
+        except BaseException as e:  # raised again in the caller: a lost batch must not read as missing answers
+            failed.append(e)
 
     t0 = time.time()
     workers = [threading.Thread(target=serve) for _ in range(max(1, min(a.jobs, len(jobs))))]
@@ -133,6 +136,8 @@ def library_side(a, tf, acc, tf_dir, acc_dir, scenarios, stats):
         w.start()
     for w in workers:
         w.join()
+    if failed:
+        raise failed[0]
     stats["oracle_processes"] += len(jobs)
     stats["oracle_seconds"] += time.time() - t0
     return got
