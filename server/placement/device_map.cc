@@ -312,17 +312,35 @@ void Resolution::FirstWithBudget(const std::string& keyword, const RowState& r, 
   while (first < n && budget[first] == 0) ++first;
   if (first == 0 && keyword == "balanced_low_0" && BalancedCounts(r.backend->device_type())) {
     // get_balanced_memory(low_zero=True) with two or more devices with memory gives device 0 only what the
-    // others cannot hold; with no model size known, that is taken to be nothing.
-    int next = 1;
-    while (next < n && budget[next] == 0) ++next;
+    // others cannot hold: the model's size less the budgets of indices 1 .. num_devices - 1 (num_devices: the
+    // devices with a budget; the library sums that range of indices, a device with none inside it included), each
+    // device with a budget but the last capped at the model's size // (num_devices - 1) first (the library adds a
+    // buffer of 1.25 mean layer sizes that devplace does not know). With no model size known, that is nothing.
+    std::vector<int> with_budget;
+    for (int i = 0; i < n; ++i) {
+      if (budget[i] > 0) with_budget.push_back(i);
+    }
+    const int num = static_cast<int>(with_budget.size());
+    if (num < 2) return;
+    const int next = with_budget[1];
     uint64_t others = 0;
-    for (int i = 1; i < n; ++i) others += budget[i];
-    if (next < n && !(req_.has_model_size_bytes() && req_.model_size_bytes() > others)) {
+    if (req_.has_model_size_bytes()) {
+      const uint64_t share = req_.model_size_bytes() / static_cast<uint64_t>(num - 1);
+      for (int i = 1; i < num; ++i) {
+        others += budget[i] > 0 && i != with_budget.back() ? std::min(share, budget[i]) : budget[i];
+      }
+    }
+    if (!(req_.has_model_size_bytes() && req_.model_size_bytes() > others)) {
       out_.set_device(out_.devices(next));
       out_.add_explanation(absl::StrCat("I-AUTO-FIRST balanced_low_0: get_balanced_memory gives ", out_.devices(0),
                                         " only what the other devices cannot hold (", req_.has_model_size_bytes()
-                                        ? "model_size_bytes fits in their free memory" : "no model_size_bytes: taken "
-                                        "to be nothing", "): the first module lands on ", out_.devices(next)));
+                                        ? absl::StrCat("model_size_bytes fits in the budgets of indices 1..", num - 1)
+                                        : "no model_size_bytes: taken to be nothing", "): the first module lands on ",
+                                        out_.devices(next)));
+    } else {
+      out_.add_explanation(absl::StrCat("I-AUTO-FIRST balanced_low_0: model_size_bytes exceeds the budgets "
+                                        "get_balanced_memory sums for indices 1..", num - 1, " (", others, " bytes), so ",
+                                        out_.devices(0), " keeps the excess and the first module"));
     }
     return;
   }

@@ -181,6 +181,32 @@ TEST(Resolver, AFullFirstDeviceIsNotWhereTheFirstModuleLands) {
   EXPECT_EQ(Resolve(three, Req::Infer("balanced_low_0"))->device(), "cuda:1");
   EXPECT_EQ(Resolve(three, Req::Infer("balanced_low_0").ModelSize(100 * kGiB))->device(), "cuda:1");
   EXPECT_EQ(Resolve(three, Req::Infer("balanced_low_0").ModelSize(200 * kGiB))->device(), "cuda:0");
+  // What the library sums for "the others" (get_balanced_memory, the same at Accelerate 0.25.0 and 1.14.0 and
+  // Transformers 5.15.0; executed with the model of 16 MiB layers of the landing runs): each device with a budget
+  // but the last is first capped at size // (num_devices - 1), and the sum runs over indices 1 .. num_devices - 1
+  // whatever their budgets. Free 8, 8 and 1 GiB, 6 GiB of model: 3 + 1 GiB < 6, device 0 keeps 2 GiB (the
+  // uncapped 8 + 1 would fit); free 1, 0, 4 and 4 GiB, 1 GiB of model: the sum is over indices 1 and 2, 0 + 0.5 GiB.
+  constexpr uint64_t kLayer = (2048 * 2048 + 2048) * 4;
+  InventoryBuilder capped;
+  capped.Add(v1::ROW_CUDA_NVIDIA, 3);
+  capped.Device(v1::ROW_CUDA_NVIDIA, 0).set_memory_free_bytes(8 * kGiB);
+  capped.Device(v1::ROW_CUDA_NVIDIA, 1).set_memory_free_bytes(8 * kGiB);
+  capped.Device(v1::ROW_CUDA_NVIDIA, 2).set_memory_free_bytes(1 * kGiB);
+  EXPECT_EQ(Resolve(capped, Req::Infer("balanced_low_0").ModelSize(384 * kLayer))->device(), "cuda:0");
+  capped.Device(v1::ROW_CUDA_NVIDIA, 2).set_memory_free_bytes(8 * kGiB);
+  EXPECT_EQ(Resolve(capped, Req::Infer("balanced_low_0").ModelSize(384 * kLayer))->device(), "cuda:1");
+  InventoryBuilder gap;
+  gap.Add(v1::ROW_CUDA_NVIDIA, 4);
+  gap.Device(v1::ROW_CUDA_NVIDIA, 0).set_memory_free_bytes(1 * kGiB);
+  gap.Device(v1::ROW_CUDA_NVIDIA, 1).set_memory_free_bytes(0);
+  gap.Device(v1::ROW_CUDA_NVIDIA, 2).set_memory_free_bytes(4 * kGiB);
+  gap.Device(v1::ROW_CUDA_NVIDIA, 3).set_memory_free_bytes(4 * kGiB);
+  auto r_gap = Resolve(gap, Req::Infer("balanced_low_0").ModelSize(64 * kLayer));
+  ASSERT_TRUE(r_gap.ok());
+  EXPECT_EQ(r_gap->device(), "cuda:0");
+  EXPECT_THAT(absl::StrJoin(r_gap->explanation(), "\n"), HasSubstr("exceeds the budgets get_balanced_memory sums for "
+                                                                    "indices 1..2"));
+  EXPECT_EQ(Resolve(gap, Req::Infer("balanced_low_0"))->device(), "cuda:2");  // no size: taken to be nothing
   b.Device(v1::ROW_CUDA_NVIDIA, 2).set_memory_free_bytes(0);
   r = Resolve(b, Req::Infer("balanced"));
   ASSERT_TRUE(r.ok());
