@@ -83,6 +83,9 @@ ResolveOptions PlacementOptions(Lookup lookup) {
   return options;
 }
 
+// The daemon's E-TYPO (server/placement/env_typos.cc) warns only about near misses of variables this long.
+constexpr size_t kMinTypoTargetLength = 8;
+
 // Adds the first kMaxCapturedNearMisses names (in byte order) that PossiblePlacementTypo()
 // accepts to options->env with an empty value.
 void AddNearMisses(std::vector<std::string> names, ResolveOptions* options) {
@@ -108,6 +111,7 @@ bool PossiblePlacementTypo(const std::string& name) {
   std::map<std::string, int> bigrams;  // upper-cased two-character pieces of `name`, counted
   for (size_t i = 0; i + 1 < upper.size(); ++i) ++bigrams[upper.substr(i, 2)];
   for (const std::string& target : known) {
+    if (target.size() < kMinTypoTargetLength) continue;  // E-TYPO's targets: 2 edits never reach a short name
     if (std::max(name.size(), target.size()) - std::min(name.size(), target.size()) > 2) continue;
     std::map<std::string, int> left = bigrams;
     int shared = 0;
@@ -131,6 +135,7 @@ const std::vector<std::string>& PlacementEnvironmentVariables() {
       "NEURON_RT_NUM_CORES",
       "HABANA_VISIBLE_MODULES",  "HABANA_VISIBLE_DEVICES", "TPU_VISIBLE_CHIPS",      "LOCAL_RANK",
       "WORLD_SIZE",              "ACCELERATE_USE_CPU",     "ACCELERATE_TORCH_DEVICE", "USE_TORCH_XLA",
+      "USE_TF",                  "USE_TORCH",
   };
   return *kVariables;
 }

@@ -24,7 +24,8 @@ const std::vector<std::string>& ReadEnvironmentVariables() {
       "ASCEND_RT_VISIBLE_DEVICES", "MLU_VISIBLE_DEVICES",     "CN_VISIBLE_DEVICES",     "MUSA_VISIBLE_DEVICES",
       "SDAA_VISIBLE_DEVICES",      "NEURON_RT_VISIBLE_CORES", "NEURON_RT_NUM_CORES",    "HABANA_VISIBLE_MODULES",
       "HABANA_VISIBLE_DEVICES",    "TPU_VISIBLE_CHIPS",       "LOCAL_RANK",             "WORLD_SIZE",
-      "ACCELERATE_USE_CPU",        "ACCELERATE_TORCH_DEVICE", "USE_TORCH_XLA",
+      "ACCELERATE_USE_CPU",        "ACCELERATE_TORCH_DEVICE", "USE_TORCH_XLA",          "USE_TF",
+      "USE_TORCH",
   };
   return *kVariables;
 }

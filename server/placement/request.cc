@@ -6,11 +6,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -109,6 +111,85 @@ void Resolution::DescribeJobPython() {
                                    convention_ == v1::CONVENTION_FROM_PRETRAINED ? " with a device_map" : "",
                                    " needs it (the job fails with ImportError), so these cannot be the job's own "
                                    "rules; Accelerate ", versions_.accelerate().ToString(), "'s were applied (V-JOB)"));
+  }
+}
+
+// V-JOB-TORCH (V-TF-TORCH, V-TF-TP-IMPORT, V-TF-USE-TF): Transformers' APIs need Transformers to import its
+// PyTorch side. Below the job's release's torch minimum, or (before 5.0) with USE_TF / USE_TORCH saying so, it
+// disables PyTorch at import, and two patch releases fail to import their models below torch 2.5: the job fails
+// whatever the device. The answer stays the rules' answer, beside a warning and a hazard (strict refuses). Only
+// where the job's Transformers release is known (given, or in its packages): an emulated release is not the job's.
+void Resolution::TransformersImportWarnings() {
+  if (convention_ == v1::CONVENTION_ACCELERATE) return;
+  if (req_.transformers_version().empty() && !(job_ && job_->transformers)) return;
+  const std::string release = versions_.transformers().ToString();
+  const char* api = ConventionApi(convention_);
+  if (job_ && job_->torch) {
+    const std::string& torch = *job_->torch;
+    if (const auto minimum = versions_.TorchMinimum()) {
+      const std::optional<bool> below = PackageVersionBelow(torch, minimum->first);
+      if (!below) {
+        out_.add_explanation(absl::StrCat("V-TF-TORCH torch version '", torch.substr(0, 64), "' is not a PEP 440 "
+                                          "version: not compared with Transformers ", release, "'s minimum, torch >= ",
+                                          minimum->first.ToString()));
+      } else if (*below) {
+        // The first release whose minimum is above the job's torch: the newest Transformers that still takes it
+        // is the release before.
+        Version raised = minimum->second->since;
+        for (const auto& [min, rule] : TorchMinimumRules()) {
+          if (PackageVersionBelow(torch, min).value_or(false)) {
+            raised = rule->since;
+            break;
+          }
+        }
+        const Version& m = minimum->first;
+        // "2.5.0a0+872d972e41" against 2.5: its release is the minimum's, its pre-release segment puts it below.
+        const bool pre = !PackageVersionBelow(torch.substr(0, torch.find_first_not_of("0123456789.")), m)
+                              .value_or(true);
+        std::string w = absl::StrCat(
+            "torch ", torch.substr(0, 64), " (", job_->source, ") is below ", m.major, ".", m.minor,
+            pre ? " (a pre-release or dev build of it, below it in packaging's version order)" : "", ", the minimum of "
+            "Transformers ", release, ": Transformers disables PyTorch at import (\"Disabling PyTorch because PyTorch >= ",
+            m.major, ".", m.minor, " is required\"), so ", api, " fails in the job whatever the device; install torch >= ",
+            m.ToString(), ", or a Transformers release before ", raised.ToString(), " (", minimum->second->id, ")");
+        hazards_.push_back(w);
+        out_.add_warnings(std::move(w));
+        return;  // the job cannot import Transformers' PyTorch side at all: nothing else to say of it
+      }
+    }
+    // V-TF-TP-IMPORT: 4.52.0 and 4.52.2 build tensor-parallel layouts when modeling_utils is imported, naming
+    // Replicate, which they import only from torch 2.5 (integrations/tensor_parallel.py); 4.52.1 reverted the
+    // change, 4.52.3 guarded it. TrainingArguments alone does not import it.
+    const Version& tf = versions_.transformers();
+    if ((tf == Version{4, 52, 0} || tf == Version{4, 52, 2}) && convention_ != v1::CONVENTION_TRAINING_ARGUMENTS &&
+        PackageVersionBelow(torch, Version{2, 5, 0}).value_or(false)) {
+      std::string w = absl::StrCat(
+          "torch ", torch.substr(0, 64), " (", job_->source, ") is below 2.5, and Transformers ", release,
+          " fails to import its models with it (NameError: name 'Replicate' is not defined), so ", api,
+          " fails in the job whatever the device; install Transformers 4.52.3 or later (or 4.52.1), or torch >= 2.5.0 "
+          "(V-TF-TP-IMPORT: integrations/tensor_parallel.py, huggingface/transformers#38263, fixed by 597e159145)");
+      hazards_.push_back(w);
+      out_.add_warnings(std::move(w));
+    }
+  }
+  if (!versions_.Has(Feature::kTfNoUseTf)) {
+    static const std::set<std::string>* const kTrue = new std::set<std::string>{"1", "ON", "YES", "TRUE"};
+    const std::string* use_tf = Env("USE_TF");
+    const std::string* use_torch = Env("USE_TORCH");
+    const std::string tf = use_tf ? absl::AsciiStrToUpper(*use_tf) : "AUTO";
+    const std::string pt = use_torch ? absl::AsciiStrToUpper(*use_torch) : "AUTO";
+    const bool torch_off = !(kTrue->count(pt) || pt == "AUTO");
+    if (kTrue->count(tf) || torch_off) {
+      std::string w = absl::StrCat(
+          torch_off ? absl::StrCat("USE_TORCH='", use_torch->substr(0, 64), "'")
+                    : absl::StrCat("USE_TF='", use_tf->substr(0, 64), "'"),
+          " (Transformers ", release, ", before 5.0): Transformers disables PyTorch at import (\"Disabling PyTorch "
+          "because USE_TF is set\"), so ", api, " fails in the job, or runs on TensorFlow where it is installed; "
+          "this answer is PyTorch's. ", torch_off ? "Unset USE_TORCH or set USE_TORCH=1" : "Unset USE_TF",
+          torch_off && kTrue->count(tf) ? " and unset USE_TF" : "", " (", versions_.Rule(Feature::kTfNoUseTf).id, ")");
+      hazards_.push_back(w);
+      out_.add_warnings(std::move(w));
+    }
   }
 }
 

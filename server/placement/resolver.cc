@@ -74,6 +74,7 @@ absl::Status Resolution::Run() {
     out_.add_warnings(std::move(w));
   }
   DescribeJobPython();
+  TransformersImportWarnings();
   RETURN_IF_ERROR(ComputeRows());
   if (req_.workload() == v1::WORKLOAD_TRAINING) {
     RETURN_IF_ERROR(Training());

@@ -68,6 +68,7 @@ class Resolution {
 
   // request.cc
   void DescribeJobPython();
+  void TransformersImportWarnings();
 
   // hazards.cc
   void RenumberingWarnings();

@@ -1,6 +1,7 @@
 #include "server/placement/versions.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -204,6 +205,36 @@ std::vector<FeatureRule> MakeTransformersFeatureRules() {
        "huggingface/transformers:src/transformers/integrations/accelerate.py check_and_set_device_map (first tag "
        "v5.0.0, PR #42897; 4.x: modeling_utils.py PreTrainedModel.from_pretrained)",
        /*commits=*/"05c7e4a487"},
+      // V-TF-TORCH: the torch release below which Transformers disables PyTorch at import
+      // (utils/import_utils.py: is_torch_available() is False, "Disabling PyTorch because PyTorch >= X is
+      // required"); each row raises the minimum of the one before.
+      {F::kTfTorchMin21, L::kTransformers, {4, 52, 0}, "V-TF-TORCH-2.1",
+       "Transformers disables PyTorch when the installed torch is below 2.1 (packaging's version order: 2.1.0a0 is "
+       "below): is_torch_available() is False, so TrainingArguments, pipeline and from_pretrained fail in the job; "
+       "before 4.52 any torch was taken",
+       "huggingface/transformers:src/transformers/utils/import_utils.py _torch_available (first tag v4.52.0, "
+       "PR #37234)",
+       /*commits=*/"371c44d0ef"},
+      {F::kTfTorchMin22, L::kTransformers, {5, 0, 0}, "V-TF-TORCH-2.2",
+       "the minimum is torch 2.2 (is_torch_available() compares the installed torch itself)",
+       "huggingface/transformers:src/transformers/utils/import_utils.py is_torch_available (first tag v5.0.0, "
+       "PR #40925)",
+       /*commits=*/"6eff44bb8d"},
+      {F::kTfTorchMin24, L::kTransformers, {5, 1, 0}, "V-TF-TORCH-2.4", "the minimum is torch 2.4",
+       "huggingface/transformers:src/transformers/utils/import_utils.py is_torch_available (first tag v5.1.0, "
+       "PR #41307)",
+       /*commits=*/"a276a763fa"},
+      {F::kTfTorchMin25, L::kTransformers, {5, 15, 0}, "V-TF-TORCH-2.5", "the minimum is torch 2.5",
+       "huggingface/transformers:src/transformers/utils/import_utils.py is_torch_available (first tag v5.15.0, "
+       "PR #47609)",
+       /*commits=*/"fdbd8b06fc"},
+      {F::kTfNoUseTf, L::kTransformers, {5, 0, 0}, "V-TF-USE-TF",
+       "USE_TF and USE_TORCH are not read (TensorFlow and JAX support removed); before 5.0 Transformers disabled "
+       "PyTorch at import when USE_TF was 1/ON/YES/TRUE or USE_TORCH was set to anything but those or AUTO "
+       "(upper-cased), so TrainingArguments and pipeline failed in the job",
+       "huggingface/transformers:src/transformers/utils/import_utils.py USE_TF, USE_TORCH (first tag v5.0.0, "
+       "PR #40760)",
+       /*commits=*/"4df2529d79"},
       {F::kTfNativeTpu, L::kTransformers, {5, 9, 0}, "V-TF-TPU",
        "TrainingArguments selects tpu:0 when torch_tpu is available (after neuron:0, before cuda:0); Accelerate has "
        "no TPU branch",
@@ -530,6 +561,87 @@ absl::StatusOr<LibraryVersions> LibraryVersions::FromRequest(const Requested& re
     }
   }
   return v;
+}
+
+std::optional<bool> PackageVersionBelow(absl::string_view text, const Version& min) {
+  constexpr size_t kMaxParts = 8, kMaxDigits = 9;
+  std::string s = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
+  absl::string_view v = s;
+  if (absl::StartsWith(v, "v")) v.remove_prefix(1);
+  if (const size_t bang = v.find('!'); bang != absl::string_view::npos) {
+    const absl::string_view epoch = v.substr(0, bang);
+    if (epoch.empty() || epoch.size() > kMaxDigits ||
+        !std::all_of(epoch.begin(), epoch.end(), [](char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)); })) {
+      return std::nullopt;
+    }
+    if (epoch.find_first_not_of('0') != absl::string_view::npos) return false;  // epoch >= 1: above every 0! release
+    v.remove_prefix(bang + 1);
+  }
+  std::vector<int64_t> release;
+  while (true) {
+    size_t n = 0;
+    while (n < v.size() && absl::ascii_isdigit(static_cast<unsigned char>(v[n]))) ++n;
+    if (n == 0 || n > kMaxDigits || release.size() == kMaxParts) return std::nullopt;
+    int64_t part = 0;
+    for (size_t i = 0; i < n; ++i) part = part * 10 + (v[i] - '0');
+    release.push_back(part);
+    v.remove_prefix(n);
+    if (v.size() < 2 || v[0] != '.' || !absl::ascii_isdigit(static_cast<unsigned char>(v[1]))) break;
+    v.remove_prefix(1);
+  }
+  if (const size_t plus = v.find('+'); plus != absl::string_view::npos) {
+    if (plus + 1 == v.size()) return std::nullopt;  // "+" with no label
+    v = v.substr(0, plus);
+  }
+  // What follows the release: nothing, a pre-release or dev segment (below the release), a post-release one.
+  std::optional<bool> pre;  // nullopt: nothing follows
+  if (!v.empty()) {
+    const bool dash_number = v.size() > 1 && v[0] == '-' && absl::ascii_isdigit(static_cast<unsigned char>(v[1]));
+    if (v[0] == '.' || v[0] == '-' || v[0] == '_') v.remove_prefix(1);
+    if (dash_number || absl::StartsWith(v, "post") || absl::StartsWith(v, "rev") ||
+        (absl::StartsWith(v, "r") && !absl::StartsWith(v, "rc"))) {
+      pre = false;
+    } else {
+      for (absl::string_view tag : {"dev", "alpha", "beta", "preview", "pre", "rc", "a", "b", "c"}) {
+        if (absl::StartsWith(v, tag)) {
+          pre = true;
+          break;
+        }
+      }
+      if (!pre) return std::nullopt;
+    }
+  }
+  const int64_t want[3] = {min.major, min.minor, min.patch};
+  for (size_t i = 0; i < std::max<size_t>(release.size(), 3); ++i) {
+    const int64_t have = i < release.size() ? release[i] : 0;
+    const int64_t need = i < 3 ? want[i] : 0;
+    if (have != need) return have < need;
+  }
+  return pre.value_or(false);  // the release is `min`'s: only a pre-release or dev build of it is below
+}
+
+const std::vector<std::pair<Version, const FeatureRule*>>& TorchMinimumRules() {
+  static const auto* const rows = [] {
+    auto* out = new std::vector<std::pair<Version, const FeatureRule*>>();
+    for (const auto& [feature, minimum] : {std::make_pair(Feature::kTfTorchMin21, Version{2, 1, 0}),
+                                           std::make_pair(Feature::kTfTorchMin22, Version{2, 2, 0}),
+                                           std::make_pair(Feature::kTfTorchMin24, Version{2, 4, 0}),
+                                           std::make_pair(Feature::kTfTorchMin25, Version{2, 5, 0})}) {
+      for (const FeatureRule& r : FeatureRules()) {
+        if (r.feature == feature) out->emplace_back(minimum, &r);
+      }
+    }
+    return out;
+  }();
+  return *rows;
+}
+
+std::optional<std::pair<Version, const FeatureRule*>> LibraryVersions::TorchMinimum() const {
+  std::optional<std::pair<Version, const FeatureRule*>> best;
+  for (const auto& row : TorchMinimumRules()) {
+    if (transformers_ >= row.second->since) best = row;
+  }
+  return best;
 }
 
 bool LibraryVersions::Has(Feature f) const {

@@ -8,6 +8,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -61,6 +62,11 @@ enum class Feature {
   kTfXlaCpuDevice,        // get_xla_device_type answers CPU for cpu (before: xla_real_devices raised on it)
   kTfNoXlaDeviceCheck,    // __post_init__ no longer hands its device to get_xla_device_type (before: hpu, mps, ... raised)
   kTfOwnBalancedMemory,   // from_pretrained uses Transformers' own get_balanced_memory, counting every accelerator key
+  kTfTorchMin21,          // Transformers disables PyTorch below torch 2.1 (is_torch_available() False)
+  kTfTorchMin22,          // ... below torch 2.2
+  kTfTorchMin24,          // ... below torch 2.4
+  kTfTorchMin25,          // ... below torch 2.5
+  kTfNoUseTf,             // USE_TF / USE_TORCH are no longer read (before: they could disable PyTorch)
 };
 
 // Every row records where its boundary comes from: the commit(s) that brought the behaviour; `since`
@@ -128,6 +134,18 @@ std::string NewestRules();
 // range). A release newer than the rules is returned as it is (NewerThanRules says so).
 absl::StatusOr<Version> ParseLibraryVersion(Library lib, absl::string_view text, absl::string_view field);
 
+// Whether the Python package version `text` is below `min` in the order of packaging's version.parse
+// (PEP 440): [N!]N(.N)*, then an optional pre-release (a, b, c, rc, alpha, beta, pre, preview), post-release
+// (.postN, -N, rev) or dev-release (.devN) segment, then an optional +local label; case-insensitive, a leading
+// "v" allowed. A pre-release or dev release of `min` ("2.5.0a0+872d972e41", "2.5.0rc1", "2.5.0.dev20240901")
+// is below it; a local label or post-release is not. nullopt when `text` is not such a version (at most
+// 8 release parts of at most 9 digits each).
+std::optional<bool> PackageVersionBelow(absl::string_view text, const Version& min);
+
+// V-TF-TORCH: (minimum torch, its row) for every release that raised the torch release below which
+// Transformers disables PyTorch, ascending.
+const std::vector<std::pair<Version, const FeatureRule*>>& TorchMinimumRules();
+
 // The pair of releases a request emulates.
 class LibraryVersions {
  public:
@@ -167,6 +185,9 @@ class LibraryVersions {
 
   bool Has(Feature f) const;
   const FeatureRule& Rule(Feature f) const;
+  // V-TF-TORCH: the torch release below which the emulated Transformers disables PyTorch, and its
+  // rule; nullopt before Transformers 4.52 (no minimum).
+  std::optional<std::pair<Version, const FeatureRule*>> TorchMinimum() const;
   // The order in force for the emulated release.
   const OrderRule& Order(OrderKind kind) const;
   // "V-ACC-MODULO (Accelerate 0.32.0 < 0.33.0: <what>; <source>)": the rule, whether the

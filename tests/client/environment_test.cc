@@ -44,7 +44,8 @@ class EnvironmentTest : public ::testing::Test {
 };
 
 TEST_F(EnvironmentTest, ListsThePlacementVariablesTheServerReads) {
-  EXPECT_EQ(PlacementEnvironmentVariables().size(), 22u);  // SDAA_VISIBLE_DEVICES joined with the sdaa row
+  // SDAA_VISIBLE_DEVICES joined with the sdaa row, USE_TF and USE_TORCH with Transformers 4.x's V-TF-USE-TF.
+  EXPECT_EQ(PlacementEnvironmentVariables().size(), 24u);
   // The two the daemon reads beyond the mask variables: Level Zero's device order (E-ORDER) and
   // the Gaudi container runtime's variable (H-HPU, explained to the job).
   EXPECT_THAT(PlacementEnvironmentVariables(), ::testing::Contains("ZE_ENABLE_PCI_ID_DEVICE_ORDER"));

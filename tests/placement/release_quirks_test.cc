@@ -9,15 +9,18 @@
 // and the words of the rule that decided.
 #include <algorithm>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/placement/resolver.h"
+#include "server/placement/versions.h"
 #include "tests/placement/inventory_builder.h"
 #include "tests/placement/request_builder.h"
 #include "tests/placement/resolve_case.h"
@@ -311,6 +314,125 @@ TEST(ReleaseQuirks, UnreadableXpuMemoryLeavesOnlyTheSpillOverBudget) {
       placement::Resolve(inv, Versions("", "1.3.0", Req::Infer("auto").Packages({{"torch", "2.6.0+xpu"}})));
   ASSERT_TRUE(after.ok()) << after.status();
   EXPECT_EQ(absl::StrJoin(after->devices(), ","), "xpu:0,xpu:1,cpu");
+}
+
+// V-TF-TORCH, V-TF-TP-IMPORT, V-TF-USE-TF: below its release's torch minimum, or (4.x) with USE_TF / USE_TORCH saying so,
+// Transformers disables PyTorch at import and every Transformers API fails in the job (executed at the tags:
+// 4.51.3 takes torch 2.0.1, 4.52.0 does not; 5.0.0 takes 2.2.0 and not 2.1.2; 5.1.0 not 2.3.1; 5.14.0 takes 2.4.1,
+// 5.15.0 does not, nor 2.5.0a0; 4.57.6 with USE_TF=1 or USE_TORCH=0 fails, 5.0.0 with USE_TF=1 does not; with
+// torch 2.1.0 and 2.4.1, pipeline and from_pretrained fail at 4.52.0 and 4.52.2 and not at 4.52.1, 4.52.3, 4.52.4). The
+// answer is the rules' own, beside a warning and a hazard; only where the job's Transformers is known.
+TEST(ReleaseQuirks, TransformersThatDisablesPyTorchIsAWarningAndAHazard) {
+  const v1::Inventory cuda2 = HostOf({{CUDA, 2}})();
+  struct Case {
+    const char* id;
+    Req request;
+    const char* device;
+    std::vector<std::string> warning;  // words of one warning; empty: no warning names V-TF-TORCH or V-TF-USE-TF
+  };
+  auto fp = [](const char* tf, const char* acc, const char* torch) {
+    return Versions(tf, acc, Req::Infer("auto").Packages({{"torch", torch}}));
+  };
+  auto ta = [](const char* tf, const char* acc, const char* torch) {
+    return Versions(tf, acc, Req::Train(TA).Packages({{"torch", torch}}));
+  };
+  const std::vector<Case> cases = {
+      {"fp_5_15_torch_2_4", fp("5.15.0", "1.14.0", "2.4.1"), "cuda:0",
+       {"torch 2.4.1 (the test's job) is below 2.5, the minimum of Transformers 5.15.0", "Disabling PyTorch because "
+        "PyTorch >= 2.5 is required", "from_pretrained fails in the job", "install torch >= 2.5.0, or a Transformers "
+        "release before 5.15.0 (V-TF-TORCH-2.5)"}},
+      {"fp_5_14_torch_2_4", fp("5.14.0", "1.13.0", "2.4.1"), "cuda:0", {}},
+      {"fp_5_15_torch_2_5", fp("5.15.0", "1.14.0", "2.5.0+cu124"), "cuda:0", {}},
+      {"fp_5_15_torch_2_5_post", fp("5.15.0", "1.14.0", "2.5.0.post1"), "cuda:0", {}},
+      {"fp_5_15_ngc_prerelease", fp("5.15.0", "1.14.0", "2.5.0a0+872d972e41.nv24.08"), "cuda:0",
+       {"2.5.0a0+872d972e41.nv24.08", "a pre-release or dev build of it", "(V-TF-TORCH-2.5)"}},
+      {"fp_5_15_torch_2_3", fp("5.15.0", "1.14.0", "2.3.1"), "cuda:0",
+       {"below 2.5", "a Transformers release before 5.1.0 (V-TF-TORCH-2.5)"}},
+      {"ta_5_0_torch_2_1", ta("5.0.0", "1.11.0", "2.1.2"), "cuda:0", {"below 2.2", "TrainingArguments fails",
+                                                                      "before 5.0.0 (V-TF-TORCH-2.2)"}},
+      {"ta_5_0_torch_2_2", ta("5.0.0", "1.11.0", "2.2.0"), "cuda:0", {}},
+      {"ta_5_1_torch_2_3", ta("5.1.0", "1.11.0", "2.3.1"), "cuda:0", {"below 2.4", "(V-TF-TORCH-2.4)"}},
+      {"ta_4_52_torch_2_0", ta("4.52.0", "1.7.0", "2.0.1"), "cuda:0", {"below 2.1", "before 4.52.0 (V-TF-TORCH-2.1)"}},
+      {"ta_4_52_torch_2_1_rc", ta("4.52.4", "1.7.0", "2.1.0rc1"), "cuda:0", {"a pre-release or dev build"}},
+      {"ta_4_51_torch_2_0", ta("4.51.3", "1.6.0", "2.0.1"), "cuda:0", {}},
+      // 4.52.0 and 4.52.2 cannot import their models below torch 2.5 (NameError: Replicate); 4.52.1 and 4.52.3
+      // can, and TrainingArguments alone imports none.
+      {"fp_4_52_0_torch_2_4", fp("4.52.0", "1.7.0", "2.4.1"), "cuda:0",
+       {"torch 2.4.1 (the test's job) is below 2.5, and Transformers 4.52.0 fails to import its models",
+        "name 'Replicate' is not defined", "install Transformers 4.52.3 or later", "(V-TF-TP-IMPORT"}},
+      {"fp_4_52_1_torch_2_4", fp("4.52.1", "1.7.0", "2.4.1"), "cuda:0", {}},
+      {"fp_4_52_2_torch_2_4", fp("4.52.2", "1.7.0", "2.4.1"), "cuda:0", {"Transformers 4.52.2 fails to import"}},
+      {"fp_4_52_3_torch_2_4", fp("4.52.3", "1.7.0", "2.4.1"), "cuda:0", {}},
+      {"fp_4_52_2_torch_2_5", fp("4.52.2", "1.7.0", "2.5.1"), "cuda:0", {}},
+      {"ta_4_52_2_torch_2_4", ta("4.52.2", "1.7.0", "2.4.1"), "cuda:0", {}},
+      {"pipe_4_52_0_torch_2_1", Versions("4.52.0", "1.7.0", Req::Pipe("0").Packages({{"torch", "2.1.0"}})), "cuda:0",
+       {"pipeline fails in the job", "(V-TF-TP-IMPORT"}},
+      {"pipe_5_15_torch_2_4", Versions("5.15.0", "1.14.0", Req::Pipe("0").Packages({{"torch", "2.4.1"}})), "cuda:0",
+       {"pipeline fails in the job"}},
+      // Accelerate's own API does not import Transformers; an emulated release is not the job's.
+      {"accelerate_torch_2_0", Versions("5.15.0", "1.14.0", Req::Train(ACC).Packages({{"torch", "2.0.1"}})), "cuda",
+       {}},
+      {"fp_release_not_told_torch_2_0", Versions("", "1.14.0", Req::Infer("auto").Packages({{"torch", "2.0.1"}})),
+       "cuda:0", {}},
+      {"fp_unreadable_torch", fp("5.15.0", "1.14.0", "nightly"), "cuda:0", {}},
+      {"ta_4_57_use_tf", Versions("4.57.6", "1.10.1", Req::Train(TA).Env("USE_TF", "1")), "cuda:0",
+       {"USE_TF='1' (Transformers 4.57.6, before 5.0)", "Disabling PyTorch because USE_TF is set",
+        "TrainingArguments fails in the job, or runs on TensorFlow", "Unset USE_TF (V-TF-USE-TF)"}},
+      {"ta_4_57_use_tf_on", Versions("4.57.6", "1.10.1", Req::Train(TA).Env("USE_TF", "on")), "cuda:0",
+       {"USE_TF='on'"}},
+      {"ta_4_57_use_torch_0", Versions("4.57.6", "1.10.1", Req::Train(TA).Env("USE_TORCH", "0")), "cuda:0",
+       {"USE_TORCH='0'", "Unset USE_TORCH or set USE_TORCH=1 (V-TF-USE-TF)"}},
+      {"ta_4_36_use_torch_0_use_tf", Versions("4.36.2", "0.25.0", Req::Train(TA).Env("USE_TORCH", "no")
+                                                                    .Env("USE_TF", "YES")), "cuda:0",
+       {"Unset USE_TORCH or set USE_TORCH=1 and unset USE_TF"}},
+      {"ta_4_57_use_torch_auto_use_tf_no", Versions("4.57.6", "1.10.1", Req::Train(TA).Env("USE_TORCH", "auto")
+                                                                          .Env("USE_TF", "no")), "cuda:0", {}},
+      {"ta_5_0_use_tf", Versions("5.0.0", "1.11.0", Req::Train(TA).Env("USE_TF", "1")), "cuda:0", {}},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.id);
+    absl::StatusOr<v1::ResolveDeviceResponse> got = placement::Resolve(cuda2, k.request);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->device(), k.device);
+    std::vector<std::string> named;
+    for (const std::string& w : got->warnings()) {
+      if (absl::StrContains(w, "(V-TF-TORCH-") || absl::StrContains(w, "(V-TF-USE-TF)") ||
+          absl::StrContains(w, "(V-TF-TP-IMPORT")) {
+        named.push_back(w);
+      }
+    }
+    if (k.warning.empty()) {
+      EXPECT_THAT(named, ::testing::IsEmpty());
+      continue;
+    }
+    ASSERT_EQ(named.size(), 1u) << got->DebugString();
+    for (const std::string& w : k.warning) EXPECT_THAT(named[0], ::testing::HasSubstr(w));
+    // A hazard: strict refuses the same request, naming the rule.
+    v1::ResolveDeviceRequest strict = k.request;
+    strict.set_strict(true);
+    absl::StatusOr<v1::ResolveDeviceResponse> refused = placement::Resolve(cuda2, strict);
+    EXPECT_EQ(refused.status().code(), kPrecondition);
+    EXPECT_THAT(std::string(refused.status().message()), ::testing::HasSubstr(named[0]));
+  }
+}
+
+// packaging's version order, as Transformers compares the installed torch with its minimum.
+TEST(ReleaseQuirks, PackageVersionBelowFollowsPackagingsOrder) {
+  using placement::PackageVersionBelow;
+  const placement::Version v25{2, 5, 0};
+  for (const char* below : {"2.4.1", "2.4.1+cu121", "2.5.0a0", "2.5.0a0+872d972e41.nv24.08", "2.5.0rc1", "2.5.0.dev20240901",
+                            "2.5.0-rc.1", "2.5.0b2", "2.5.0alpha", "2.5.0pre1", "2.5.0c1", "2.5.0preview", "V2.4", "0!2.4.9",
+                            "2", "1.99.99.99"}) {
+    EXPECT_EQ(PackageVersionBelow(below, v25), std::optional<bool>(true)) << below;
+  }
+  for (const char* not_below : {"2.5", "2.5.0", "2.5.0+cpu", "2.5.0.post1", "2.5.0-1", "2.5.0rev2", "2.5.0.0.1", "2.5.1a0",
+                                "2.10.0", "1!1.0", " 2.6.0 ", "3"}) {
+    EXPECT_EQ(PackageVersionBelow(not_below, v25), std::optional<bool>(false)) << not_below;
+  }
+  for (const char* unreadable : {"", "nightly", "2.5.0+", "2.5.0x", "x!2.5", "2.5.0.", "1.2.3.4.5.6.7.8.9",
+                                 "1234567890.0", ".5"}) {
+    EXPECT_EQ(PackageVersionBelow(unreadable, v25), std::nullopt) << unreadable;
+  }
 }
 
 }  // namespace

@@ -572,7 +572,8 @@ TEST(VersionTable, EveryFeatureHasOneRowAndOrdersAscend) {
                     Feature::kTfStockXpu, Feature::kTfTaMpsBranch, Feature::kTfTaTorchDeviceFallback,
                     Feature::kTfPipelineAccelDefault, Feature::kTfPipelineXpuCheck, Feature::kTfV5,
                     Feature::kTfDeviceMapCudaRank, Feature::kTfNativeTpu, Feature::kTfXlaReadsEnv,
-                    Feature::kTfXlaCpuDevice}) {
+                    Feature::kTfXlaCpuDevice, Feature::kTfTorchMin21, Feature::kTfTorchMin22,
+                    Feature::kTfTorchMin24, Feature::kTfTorchMin25, Feature::kTfNoUseTf}) {
     int n = 0;
     for (const placement::FeatureRule& r : placement::FeatureRules()) n += r.feature == f;
     EXPECT_EQ(n, 1) << static_cast<int>(f);

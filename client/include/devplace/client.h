@@ -261,14 +261,15 @@ struct ResolveOptions {
 // MUSA_VISIBLE_DEVICES, SDAA_VISIBLE_DEVICES, NEURON_RT_VISIBLE_CORES, NEURON_RT_NUM_CORES,
 // HABANA_VISIBLE_MODULES, HABANA_VISIBLE_DEVICES (the Gaudi container runtime's variable: only
 // explained, H-HPU), TPU_VISIBLE_CHIPS, LOCAL_RANK, WORLD_SIZE, ACCELERATE_USE_CPU,
-// ACCELERATE_TORCH_DEVICE, USE_TORCH_XLA.
+// ACCELERATE_TORCH_DEVICE, USE_TORCH_XLA, USE_TF, USE_TORCH (Transformers before 5.0 reads the last two:
+// V-TF-USE-TF).
 const std::vector<std::string>& PlacementEnvironmentVariables();
 
 // Near misses of those variables (CUDA_VISIBLE_DEVICE, LOCAL_RANKS, cuda_visible_devices) are
 // captured too, so the daemon can warn that nothing reads them (rule E-TYPO, decided by the
 // daemon). PossiblePlacementTypo() is a cheap superset of the daemon's rule: `name` is printable
-// ASCII, not exactly a placement variable, and for some placement variable of length n its length
-// differs by at most 2 and at least n - 7 of that variable's upper-cased two-character pieces
+// ASCII, not exactly a placement variable, and for some placement variable of length n >= 8 (the
+// daemon's targets; USE_TF is none) its length differs by at most 2 and at least n - 7 of that variable's upper-cased two-character pieces
 // occur in it (an edit breaks at most 3 pieces, so 2 edits leave n - 1 - 6).
 // FromEnvironment() and ForJob() put at most kMaxCapturedNearMisses such names, the first in byte
 // order, into `env` with an empty value (the value is never read, and is not shared).

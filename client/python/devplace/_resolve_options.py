@@ -93,15 +93,15 @@ def job_device_nodes(dev_dir: str = "/dev") -> List[str]:
 def possible_placement_typo(name: str) -> bool:
     """Whether ``name`` may be a near miss of a placement variable, as libdevplace's
     ``PossiblePlacementTypo()``: a cheap superset of the daemon's rule E-TYPO. ``name`` is
-    printable ASCII, not exactly a placement variable, and for some placement variable of length n
-    its length differs by at most 2 and at least n - 7 of that variable's upper-cased
+    printable ASCII, not exactly a placement variable, and for some placement variable of length n >= 8
+    (E-TYPO's targets) its length differs by at most 2 and at least n - 7 of that variable's upper-cased
     two-character pieces occur in it (an edit breaks at most 3 pieces, so 2 edits leave n - 7)."""
     if name in PLACEMENT_ENVIRONMENT_VARIABLES or not all(" " <= c <= "~" for c in name):
         return False
     upper = "".join(c.upper() if "a" <= c <= "z" else c for c in name)
     bigrams = Counter(upper[i:i + 2] for i in range(len(upper) - 1))
     for target in PLACEMENT_ENVIRONMENT_VARIABLES:
-        if abs(len(name) - len(target)) > 2:
+        if len(target) < 8 or abs(len(name) - len(target)) > 2:  # E-TYPO's targets have 8 characters or more
             continue
         shared = sum((bigrams & Counter(target[i:i + 2] for i in range(len(target) - 1))).values())
         if shared + 7 >= len(target):
