@@ -91,7 +91,8 @@ def devplace_side(batch, tf, acc, scenarios):
     lines = "".join(json.dumps({"id": sid, "fixtures": host(s)["fixtures"], "mps": bool(host(s).get("mps")),
                                 "memory": s["memory"], "request": request(s, tf, acc)}) + "\n"
                     for sid, s in scenarios.items())
-    r = subprocess.run(["nice", "-n", "10", batch], input=lines, capture_output=True, text=True, check=True)
+    r = subprocess.run(["nice", "-n", "10", batch, "--warnings"], input=lines, capture_output=True, text=True,
+                       check=True)
     got = {}
     for line in r.stdout.splitlines():
         d = json.loads(line)
@@ -157,15 +158,37 @@ def compare(s, lib, lib_dp, dp):
 INTENDED = {
     "low0-size": "intended: balanced_low_0 with no model_size_bytes: devplace answers the device after device 0, "
                  "the library puts on device 0 what the others cannot hold (I-AUTO-FIRST)",
+    "low0-excess": "intended: balanced_low_0 with a model_size_bytes just above what the other devices can hold: "
+                   "device 0's share, the excess, is smaller than the first layer, so the library skips device 0; "
+                   "devplace does not know the layers and answers device 0 (I-AUTO-FIRST)",
+    "torch-min": "intended: the job's Transformers release cannot import its PyTorch side with the job's torch (below "
+                 "its minimum, or below 2.5 for 4.52.0 and 4.52.2): the job fails at import; devplace answers beside "
+                 "a warning naming the cause and the fix, a hazard strict refuses (V-TF-TORCH, V-TF-TP-IMPORT)",
 }
+TORCH_MIN_WARNINGS = ("(V-TF-TORCH-", "(V-TF-TP-IMPORT")
 
 
-def generalize(why, s, lib):
+def torch_min_warning(w):
+    return any(rule in w for rule in TORCH_MIN_WARNINGS)
+
+
+def torch_min_warned(dp):
+    return any(torch_min_warning(w) for w in dp.get("warnings", []))
+
+
+def generalize(why, s, lib, dp):
     """A difference's class: an intended one, or the host, the keyword and the answers."""
     first = lib.get("device", "").split("+")[0]
-    if (why.startswith("first:") and s["keyword"] == "balanced_low_0" and not s["tell_size"]
-            and first.endswith(":0")):
+    if "error" in lib and "device" in dp and torch_min_warned(dp):
+        return INTENDED["torch-min"]
+    if why.startswith("first:") and s["keyword"] == "balanced_low_0" and first.endswith(":0") and not s["tell_size"]:
         return INTENDED["low0-size"]
+    if (why.startswith("first:") and s["keyword"] == "balanced_low_0" and s["tell_size"]
+            and dp.get("device", "").endswith(":0")):
+        typ = dp["device"].split(":")[0]
+        excess = s["layers"] * LAYER_BYTES - sum(free for free, _ in s["memory"].get(typ, [])[1:])
+        if 0 < excess < LAYER_BYTES:
+            return INTENDED["low0-excess"]
     return f"{s['host']} {s['keyword']}: " + why
 
 
@@ -190,10 +213,13 @@ def run_landing(a, tfr, accr, pairs):
                 counts[what] += 1
                 counts[f"{what} agree"] += not why
                 if why:
-                    k = generalize(why, s, lib[sid])
+                    k = generalize(why, s, lib[sid], dp[sid])
                     classes[k] += 1
+                    mine = {f: v for f, v in dp[sid].items() if f != "warnings"}
+                    if torch_min_warned(dp[sid]):
+                        mine["warnings"] = [w for w in dp[sid]["warnings"] if torch_min_warning(w)]
                     examples.setdefault(k, {"scenario": s, "library": lib[sid], "library_with_devplace":
-                                            lib.get(f"{sid}/dp"), "devplace": dp[sid]})
+                                            lib.get(f"{sid}/dp"), "devplace": mine})
         counts["no budgets"] = sum(1 for sid in scenarios if "maxMemory" not in dp[sid] and "device" in dp[sid])
         seconds = round(time.time() - t0, 1)
         key = f"{tf or '-'}+{acc}"
@@ -244,7 +270,13 @@ def landing_doc(runs):
              "with a budget, cpu when none has one), and device 0 for `balanced_low_0` (now the next one, where the "
              "release's `get_balanced_memory` counts the row's devices: CUDA, every row from Transformers 5.0). "
              "The Intel GPU budgets before Accelerate 1.3 (I-AUTO-XPU: `max_memory_allocated`, IPEX's 1.0.x version "
-             "check) already gave the library's landing, cpu.",
+             "check) already gave the library's landing, cpu. Later runs found what the library sums for "
+             "`balanced_low_0`'s \"others\" (the budgets of indices 1 to num_devices - 1, each but the last device "
+             "with a budget capped at the model's share first: devplace had summed every other device's free memory, "
+             "so it answered the next device where the library keeps the first module on device 0), and that a job "
+             "whose torch its Transformers release cannot import with (V-TF-TORCH, V-TF-TP-IMPORT: at 5.15.0, the "
+             "Intel GPU host's torch 2.4) fails in the library while devplace answers, now beside a warning and a "
+             "hazard.",
              "Intended: " + "; ".join(v[len("intended: "):] for v in INTENDED.values()) + ". Not sampled: "
              "budgets above 0 but below one layer (the library skips such a device; devplace does not know the "
              "layers), quantized models and `no_split_module_classes`, tied weights.", ""]

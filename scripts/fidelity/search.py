@@ -358,11 +358,13 @@ def run_search(a, tfr, accr, pairs):
         seconds = round(time.time() - t0 + (kept["stats"]["oracle_seconds"] if reused else 0), 1)
         key = f"{tf or '-'}+{acc}"
         results = load_results()
+        # kept answers from before the cache recorded its oracle servers: the row their run wrote says
+        executed_jobs = stats.get("jobs") or (reused and results.get("search", {}).get(key, {}).get("jobs")) or a.jobs
         results.setdefault("search", {})[key] = {
             "transformers": tf, "accelerate": acc, "seed": a.seed, "scenarios": a.scenarios,
             "ran": datetime.date.today().isoformat(), "seconds": seconds,
             "oracle_processes": stats["oracle_processes"], "forked": True,  # batches forked by oracle_server.py
-            "jobs": stats.get("jobs") or a.jobs,  # oracle servers at once when executed (oracle_seconds: its wall time)
+            "jobs": executed_jobs,  # oracle servers at once when executed (oracle_seconds: its wall time)
             "oracle_seconds": round(stats["oracle_seconds"], 1),
             "devplace_seconds": round(stats["devplace_seconds"], 1), "classes": dict(sorted(classes.items())),
             "unintended": classes["unintended"], "kinds_shrunk": len(shrunk),

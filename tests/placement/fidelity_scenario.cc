@@ -176,7 +176,7 @@ absl::StatusOr<const v1::Inventory*> ScenarioHosts::Host(const Scenario& s) {
   return &built_.emplace(key, std::move(merged)).first->second;
 }
 
-std::string AnswerJson(const absl::StatusOr<v1::ResolveDeviceResponse>& answer) {
+std::string AnswerJson(const absl::StatusOr<v1::ResolveDeviceResponse>& answer, bool with_warnings) {
   std::string out;
   if (!answer.ok()) {
     Struct error;
@@ -188,7 +188,8 @@ std::string AnswerJson(const absl::StatusOr<v1::ResolveDeviceResponse>& answer) 
   v1::ResolveDeviceResponse brief;
   brief.set_device(answer->device());
   *brief.mutable_max_memory() = answer->max_memory();
-  (void)pbjson::MessageToJsonString(brief, &out);  // a message of a string and a map always serializes
+  if (with_warnings) *brief.mutable_warnings() = answer->warnings();
+  (void)pbjson::MessageToJsonString(brief, &out);  // strings, a map and a list always serialize
   return out;
 }
 

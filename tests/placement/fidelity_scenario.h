@@ -53,8 +53,9 @@ class ScenarioHosts {
   std::map<std::string, v1::Inventory> built_;
 };
 
-// The answer as one JSON object: {"device": ..., "maxMemory": {...}} or {"error": "CODE: message"}.
-std::string AnswerJson(const absl::StatusOr<v1::ResolveDeviceResponse>& answer);
+// The answer as one JSON object: {"device": ..., "maxMemory": {...}} (with_warnings: and "warnings": [...])
+// or {"error": "CODE: message"}.
+std::string AnswerJson(const absl::StatusOr<v1::ResolveDeviceResponse>& answer, bool with_warnings = false);
 
 // A string field of `s`, "" when absent or not a string.
 std::string StringField(const google::protobuf::Struct& s, const std::string& name);
