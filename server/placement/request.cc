@@ -16,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "server/common/status_macros.h"
 #include "server/placement/backends.h"
 #include "server/placement/device_string.h"
@@ -114,82 +115,100 @@ void Resolution::DescribeJobPython() {
   }
 }
 
-// V-JOB-TORCH (V-TF-TORCH, V-TF-TP-IMPORT, V-TF-USE-TF): Transformers' APIs need Transformers to import its
-// PyTorch side. Below the job's release's torch minimum, or (before 5.0) with USE_TF / USE_TORCH saying so, it
-// disables PyTorch at import, and two patch releases fail to import their models below torch 2.5: the job fails
-// whatever the device. The answer stays the rules' answer, beside a warning and a hazard (strict refuses). Only
-// where the job's Transformers release is known (given, or in its packages): an emulated release is not the job's.
+namespace {
+
+// Python's str.upper() of an environment value, for comparing with ASCII words: ASCII upper-cased, and the two
+// characters whose upper case is an ASCII letter (U+017F long s -> S, U+0131 dotless i -> I).
+std::string PyUpper(absl::string_view value) {
+  std::string out = absl::StrReplaceAll(value, {{"\xC5\xBF", "S"}, {"\xC4\xB1", "I"}});
+  absl::AsciiStrToUpper(&out);
+  return out;
+}
+
+}  // namespace
+
+// V-JOB-TORCH (V-TF-USE-TF, V-TF-TORCH, V-TF-TP-IMPORT): Transformers' APIs need Transformers to import its
+// PyTorch side. Before 5.0, USE_TF / USE_TORCH can turn it off (read first, before torch is looked at); below the
+// release's torch minimum, or with a torch version packaging cannot read, it is off too; and two patch releases
+// fail to import their models below torch 2.5. The job fails whatever the device: the answer stays the rules'
+// answer, beside a warning and a hazard (strict refuses). Only where the job's Transformers release is known
+// (given, or read from its packages): an emulated release is not the job's.
 void Resolution::TransformersImportWarnings() {
-  if (convention_ == v1::CONVENTION_ACCELERATE) return;
-  if (req_.transformers_version().empty() && !(job_ && job_->transformers)) return;
+  if (convention_ == v1::CONVENTION_ACCELERATE || !versions_.transformers_job()) return;
   const std::string release = versions_.transformers().ToString();
   const char* api = ConventionApi(convention_);
-  if (job_ && job_->torch) {
-    const std::string& torch = *job_->torch;
-    if (const auto minimum = versions_.TorchMinimum()) {
-      const std::optional<bool> below = PackageVersionBelow(torch, minimum->first);
-      if (!below) {
-        out_.add_explanation(absl::StrCat("V-TF-TORCH torch version '", torch.substr(0, 64), "' is not a PEP 440 "
-                                          "version: not compared with Transformers ", release, "'s minimum, torch >= ",
-                                          minimum->first.ToString()));
-      } else if (*below) {
-        // The first release whose minimum is above the job's torch: the newest Transformers that still takes it
-        // is the release before.
-        Version raised = minimum->second->since;
-        for (const auto& [min, rule] : TorchMinimumRules()) {
-          if (PackageVersionBelow(torch, min).value_or(false)) {
-            raised = rule->since;
-            break;
-          }
-        }
-        const Version& m = minimum->first;
-        // "2.5.0a0+872d972e41" against 2.5: its release is the minimum's, its pre-release segment puts it below.
-        const bool pre = !PackageVersionBelow(torch.substr(0, torch.find_first_not_of("0123456789.")), m)
-                              .value_or(true);
-        std::string w = absl::StrCat(
-            "torch ", torch.substr(0, 64), " (", job_->source, ") is below ", m.major, ".", m.minor,
-            pre ? " (a pre-release or dev build of it, below it in packaging's version order)" : "", ", the minimum of "
-            "Transformers ", release, ": Transformers disables PyTorch at import (\"Disabling PyTorch because PyTorch >= ",
-            m.major, ".", m.minor, " is required\"), so ", api, " fails in the job whatever the device; install torch >= ",
-            m.ToString(), ", or a Transformers release before ", raised.ToString(), " (", minimum->second->id, ")");
-        hazards_.push_back(w);
-        out_.add_warnings(std::move(w));
-        return;  // the job cannot import Transformers' PyTorch side at all: nothing else to say of it
-      }
-    }
-    // V-TF-TP-IMPORT: 4.52.0 and 4.52.2 build tensor-parallel layouts when modeling_utils is imported, naming
-    // Replicate, which they import only from torch 2.5 (integrations/tensor_parallel.py); 4.52.1 reverted the
-    // change, 4.52.3 guarded it. TrainingArguments alone does not import it.
-    const Version& tf = versions_.transformers();
-    if ((tf == Version{4, 52, 0} || tf == Version{4, 52, 2}) && convention_ != v1::CONVENTION_TRAINING_ARGUMENTS &&
-        PackageVersionBelow(torch, Version{2, 5, 0}).value_or(false)) {
-      std::string w = absl::StrCat(
-          "torch ", torch.substr(0, 64), " (", job_->source, ") is below 2.5, and Transformers ", release,
-          " fails to import its models with it (NameError: name 'Replicate' is not defined), so ", api,
-          " fails in the job whatever the device; install Transformers 4.52.3 or later (or 4.52.1), or torch >= 2.5.0 "
-          "(V-TF-TP-IMPORT: integrations/tensor_parallel.py, huggingface/transformers#38263, fixed by 597e159145)");
-      hazards_.push_back(w);
-      out_.add_warnings(std::move(w));
-    }
-  }
+  auto warn = [&](std::string w) {
+    hazards_.push_back(w);
+    out_.add_warnings(std::move(w));
+  };
   if (!versions_.Has(Feature::kTfNoUseTf)) {
     static const std::set<std::string>* const kTrue = new std::set<std::string>{"1", "ON", "YES", "TRUE"};
     const std::string* use_tf = Env("USE_TF");
     const std::string* use_torch = Env("USE_TORCH");
-    const std::string tf = use_tf ? absl::AsciiStrToUpper(*use_tf) : "AUTO";
-    const std::string pt = use_torch ? absl::AsciiStrToUpper(*use_torch) : "AUTO";
+    const std::string tf = use_tf ? PyUpper(*use_tf) : "AUTO";
+    const std::string pt = use_torch ? PyUpper(*use_torch) : "AUTO";
     const bool torch_off = !(kTrue->count(pt) || pt == "AUTO");
     if (kTrue->count(tf) || torch_off) {
-      std::string w = absl::StrCat(
+      warn(absl::StrCat(
           torch_off ? absl::StrCat("USE_TORCH='", use_torch->substr(0, 64), "'")
                     : absl::StrCat("USE_TF='", use_tf->substr(0, 64), "'"),
           " (Transformers ", release, ", before 5.0): Transformers disables PyTorch at import (\"Disabling PyTorch "
-          "because USE_TF is set\"), so ", api, " fails in the job, or runs on TensorFlow where it is installed; "
-          "this answer is PyTorch's. ", torch_off ? "Unset USE_TORCH or set USE_TORCH=1" : "Unset USE_TF",
-          torch_off && kTrue->count(tf) ? " and unset USE_TF" : "", " (", versions_.Rule(Feature::kTfNoUseTf).id, ")");
-      hazards_.push_back(w);
-      out_.add_warnings(std::move(w));
+          "because USE_TF is set\"), so ", api,
+          convention_ == v1::CONVENTION_PIPELINE ? " fails in the job, or runs on TensorFlow where it is installed "
+                                                   "(this answer is PyTorch's)"
+                                                 : " fails in the job whatever the device",
+          "; ", torch_off ? "unset USE_TORCH or set USE_TORCH=1" : "unset USE_TF",
+          torch_off && kTrue->count(tf) ? " and unset USE_TF" : "", " (", versions_.Rule(Feature::kTfNoUseTf).id,
+          ")"));
+      return;  // Transformers looks at torch no further
     }
+  }
+  if (!job_ || !job_->torch) return;
+  const std::string& torch = *job_->torch;
+  if (const auto minimum = versions_.TorchMinimum()) {
+    const Version& m = minimum->first;
+    bool pre = false;
+    const std::optional<bool> below = PackageVersionBelow(torch, m, &pre);
+    if (torch.empty()) {
+      out_.add_explanation(absl::StrCat("V-TF-TORCH torch's release is not told (", job_->source, "): not compared ",
+                                        "with Transformers ", release, "'s minimum, torch >= ", m.ToString()));
+    } else if (!below) {
+      warn(absl::StrCat("torch's version '", torch.substr(0, 64), "' (", job_->source, ") is not one packaging ",
+                        "reads (PEP 440), and Transformers ", release, " compares the installed torch with its minimum, ",
+                        m.major, ".", m.minor, ": it cannot import its PyTorch side (InvalidVersion, or PyTorch "
+                        "disabled), so ", api, " fails in the job whatever the device; install a torch release "
+                        ">= ", m.ToString(), " (", minimum->second->id, ")"));
+      return;
+    } else if (*below) {
+      // The first release whose minimum is above the job's torch: the newest Transformers that still takes it
+      // is the release before.
+      Version raised = minimum->second->since;
+      for (const auto& [min, rule] : TorchMinimumRules()) {
+        if (PackageVersionBelow(torch, min).value_or(false)) {
+          raised = rule->since;
+          break;
+        }
+      }
+      warn(absl::StrCat(
+          "torch ", torch.substr(0, 64), " (", job_->source, ") is below ", m.major, ".", m.minor,
+          pre ? " (a pre-release or dev build of it, below it in packaging's version order)" : "", ", the minimum of "
+          "Transformers ", release, ": Transformers disables PyTorch at import (\"Disabling PyTorch because PyTorch >= ",
+          m.major, ".", m.minor, " is required\"), so ", api, " fails in the job whatever the device; install torch >= ",
+          m.ToString(), ", or a Transformers release before ", raised.ToString(), " (", minimum->second->id, ")"));
+      return;  // the job cannot import Transformers' PyTorch side at all: nothing else to say of it
+    }
+  }
+  // V-TF-TP-IMPORT: 4.52.0 and 4.52.2 build tensor-parallel layouts when modeling_utils is imported, naming
+  // Replicate, which they import only from torch 2.5 (integrations/tensor_parallel.py); 4.52.1 reverted the
+  // change, 4.52.3 guarded it. TrainingArguments alone does not import it.
+  const Version& tf = versions_.transformers();
+  if ((tf == Version{4, 52, 0} || tf == Version{4, 52, 2}) && convention_ != v1::CONVENTION_TRAINING_ARGUMENTS &&
+      PackageVersionBelow(torch, Version{2, 5, 0}).value_or(false)) {
+    warn(absl::StrCat(
+        "torch ", torch.substr(0, 64), " (", job_->source, ") is below 2.5, and Transformers ", release,
+        " fails to import its models with it (NameError: name 'Replicate' is not defined), so ", api,
+        " fails in the job whatever the device; install Transformers 4.52.3 or 4.52.4 (or 4.52.1), or torch >= 2.5.0 "
+        "(V-TF-TP-IMPORT: integrations/tensor_parallel.py, huggingface/transformers#38263, fixed by 597e159145)"));
   }
 }
 

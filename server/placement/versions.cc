@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -231,7 +232,8 @@ std::vector<FeatureRule> MakeTransformersFeatureRules() {
       {F::kTfNoUseTf, L::kTransformers, {5, 0, 0}, "V-TF-USE-TF",
        "USE_TF and USE_TORCH are not read (TensorFlow and JAX support removed); before 5.0 Transformers disabled "
        "PyTorch at import when USE_TF was 1/ON/YES/TRUE or USE_TORCH was set to anything but those or AUTO "
-       "(upper-cased), so TrainingArguments and pipeline failed in the job",
+       "(upper-cased), before it looked at torch, so TrainingArguments and from_pretrained failed in the job and "
+       "pipeline failed or ran on TensorFlow",
        "huggingface/transformers:src/transformers/utils/import_utils.py USE_TF, USE_TORCH (first tag v5.0.0, "
        "PR #40760)",
        /*commits=*/"4df2529d79"},
@@ -563,61 +565,99 @@ absl::StatusOr<LibraryVersions> LibraryVersions::FromRequest(const Requested& re
   return v;
 }
 
-std::optional<bool> PackageVersionBelow(absl::string_view text, const Version& min) {
-  constexpr size_t kMaxParts = 8, kMaxDigits = 9;
-  std::string s = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
-  absl::string_view v = s;
-  if (absl::StartsWith(v, "v")) v.remove_prefix(1);
-  if (const size_t bang = v.find('!'); bang != absl::string_view::npos) {
-    const absl::string_view epoch = v.substr(0, bang);
-    if (epoch.empty() || epoch.size() > kMaxDigits ||
-        !std::all_of(epoch.begin(), epoch.end(), [](char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)); })) {
-      return std::nullopt;
+namespace {
+
+// A cursor over a lower-cased version string, matching the pieces of packaging's VERSION_PATTERN.
+struct VersionCursor {
+  absl::string_view s;
+  size_t i = 0;
+  bool Sep(size_t at) const { return at < s.size() && (s[at] == '-' || s[at] == '_' || s[at] == '.'); }
+  size_t Digits(size_t at) const {
+    size_t n = 0;
+    while (at + n < s.size() && absl::ascii_isdigit(static_cast<unsigned char>(s[at + n]))) ++n;
+    return n;
+  }
+  // [-_.]? <one of labels, first match in the pattern's order> [-_.]? [0-9]*, from i; true and i moved past it
+  // when it matches.
+  bool Segment(std::initializer_list<absl::string_view> labels) {
+    size_t j = i + (Sep(i) ? 1 : 0);
+    for (absl::string_view label : labels) {
+      if (s.substr(j, label.size()) != label) continue;
+      j += label.size();
+      j += Sep(j) ? 1 : 0;
+      i = j + Digits(j);
+      return true;
     }
-    if (epoch.find_first_not_of('0') != absl::string_view::npos) return false;  // epoch >= 1: above every 0! release
-    v.remove_prefix(bang + 1);
+    return false;
+  }
+};
+
+// digits -> a number, saturating far above any release part a rule names.
+int64_t PartValue(absl::string_view digits) {
+  int64_t v = 0;
+  for (char c : digits) {
+    if (v > (int64_t{1} << 58)) return v;
+    v = v * 10 + (c - '0');
+  }
+  return v;
+}
+
+}  // namespace
+
+std::optional<bool> PackageVersionBelow(absl::string_view text, const Version& min, bool* prerelease_of_min) {
+  if (prerelease_of_min != nullptr) *prerelease_of_min = false;
+  constexpr size_t kMaxBytes = 256;
+  text = absl::StripAsciiWhitespace(text);
+  if (text.size() > kMaxBytes) return std::nullopt;
+  const std::string lower = absl::AsciiStrToLower(text);
+  VersionCursor c{lower};
+  if (c.s.substr(0, 1) == "v") c.i = 1;
+  bool later_epoch = false;
+  if (const size_t n = c.Digits(c.i); n > 0 && c.s.substr(c.i + n, 1) == "!") {
+    later_epoch = PartValue(c.s.substr(c.i, n)) > 0;
+    c.i += n + 1;
   }
   std::vector<int64_t> release;
   while (true) {
-    size_t n = 0;
-    while (n < v.size() && absl::ascii_isdigit(static_cast<unsigned char>(v[n]))) ++n;
-    if (n == 0 || n > kMaxDigits || release.size() == kMaxParts) return std::nullopt;
-    int64_t part = 0;
-    for (size_t i = 0; i < n; ++i) part = part * 10 + (v[i] - '0');
-    release.push_back(part);
-    v.remove_prefix(n);
-    if (v.size() < 2 || v[0] != '.' || !absl::ascii_isdigit(static_cast<unsigned char>(v[1]))) break;
-    v.remove_prefix(1);
+    const size_t n = c.Digits(c.i);
+    if (n == 0) return std::nullopt;
+    release.push_back(PartValue(c.s.substr(c.i, n)));
+    c.i += n;
+    if (c.s.substr(c.i, 1) != "." || c.Digits(c.i + 1) == 0) break;
+    ++c.i;
   }
-  if (const size_t plus = v.find('+'); plus != absl::string_view::npos) {
-    if (plus + 1 == v.size()) return std::nullopt;  // "+" with no label
-    v = v.substr(0, plus);
+  const bool pre = c.Segment({"alpha", "a", "beta", "b", "preview", "pre", "c", "rc"});
+  bool post = false;
+  if (c.s.substr(c.i, 1) == "-" && c.Digits(c.i + 1) > 0) {
+    c.i += 1 + c.Digits(c.i + 1);
+    post = true;
+  } else {
+    post = c.Segment({"post", "rev", "r"});
   }
-  // What follows the release: nothing, a pre-release or dev segment (below the release), a post-release one.
-  std::optional<bool> pre;  // nullopt: nothing follows
-  if (!v.empty()) {
-    const bool dash_number = v.size() > 1 && v[0] == '-' && absl::ascii_isdigit(static_cast<unsigned char>(v[1]));
-    if (v[0] == '.' || v[0] == '-' || v[0] == '_') v.remove_prefix(1);
-    if (dash_number || absl::StartsWith(v, "post") || absl::StartsWith(v, "rev") ||
-        (absl::StartsWith(v, "r") && !absl::StartsWith(v, "rc"))) {
-      pre = false;
-    } else {
-      for (absl::string_view tag : {"dev", "alpha", "beta", "preview", "pre", "rc", "a", "b", "c"}) {
-        if (absl::StartsWith(v, tag)) {
-          pre = true;
-          break;
-        }
-      }
-      if (!pre) return std::nullopt;
+  const bool dev = c.Segment({"dev"});
+  if (c.s.substr(c.i, 1) == "+") {  // a local label: [a-z0-9]+ ([-_.] [a-z0-9]+)*
+    ++c.i;
+    while (true) {
+      size_t n = 0;
+      while (c.i + n < c.s.size() && absl::ascii_isalnum(static_cast<unsigned char>(c.s[c.i + n]))) ++n;
+      if (n == 0) return std::nullopt;
+      c.i += n;
+      if (!c.Sep(c.i)) break;
+      ++c.i;
     }
   }
+  if (c.i != c.s.size()) return std::nullopt;
+  if (later_epoch) return false;  // an epoch >= 1 is after every release of epoch 0
   const int64_t want[3] = {min.major, min.minor, min.patch};
   for (size_t i = 0; i < std::max<size_t>(release.size(), 3); ++i) {
     const int64_t have = i < release.size() ? release[i] : 0;
     const int64_t need = i < 3 ? want[i] : 0;
     if (have != need) return have < need;
   }
-  return pre.value_or(false);  // the release is `min`'s: only a pre-release or dev build of it is below
+  // The release is `min`'s: a pre-release, or a dev release that is not a post-release's, comes before it.
+  const bool below = pre || (dev && !post);
+  if (prerelease_of_min != nullptr) *prerelease_of_min = below;
+  return below;
 }
 
 const std::vector<std::pair<Version, const FeatureRule*>>& TorchMinimumRules() {

@@ -135,12 +135,14 @@ std::string NewestRules();
 absl::StatusOr<Version> ParseLibraryVersion(Library lib, absl::string_view text, absl::string_view field);
 
 // Whether the Python package version `text` is below `min` in the order of packaging's version.parse
-// (PEP 440): [N!]N(.N)*, then an optional pre-release (a, b, c, rc, alpha, beta, pre, preview), post-release
-// (.postN, -N, rev) or dev-release (.devN) segment, then an optional +local label; case-insensitive, a leading
-// "v" allowed. A pre-release or dev release of `min` ("2.5.0a0+872d972e41", "2.5.0rc1", "2.5.0.dev20240901")
-// is below it; a local label or post-release is not. nullopt when `text` is not such a version (at most
-// 8 release parts of at most 9 digits each).
-std::optional<bool> PackageVersionBelow(absl::string_view text, const Version& min);
+// (PEP 440, as packaging's VERSION_PATTERN reads it: case-insensitive, surrounding whitespace and a
+// leading "v" allowed): [N!]N(.N)*, an optional pre-release (a, b, c, rc, alpha, beta, pre, preview),
+// post-release (-N, post, rev, r) and dev-release (dev) segment, each with an optional separator and number,
+// then an optional +local label. A pre-release or dev release of `min` ("2.5.0a0+872d972e41",
+// "2.5.0rc1", "2.5.0.dev20240901") is below it, and then *prerelease_of_min is set; a local label or a
+// post-release is not. nullopt when packaging would raise InvalidVersion, or for more than 256 bytes.
+std::optional<bool> PackageVersionBelow(absl::string_view text, const Version& min,
+                                        bool* prerelease_of_min = nullptr);
 
 // V-TF-TORCH: (minimum torch, its row) for every release that raised the torch release below which
 // Transformers disables PyTorch, ascending.

@@ -359,7 +359,7 @@ TEST(ReleaseQuirks, TransformersThatDisablesPyTorchIsAWarningAndAHazard) {
       // can, and TrainingArguments alone imports none.
       {"fp_4_52_0_torch_2_4", fp("4.52.0", "1.7.0", "2.4.1"), "cuda:0",
        {"torch 2.4.1 (the test's job) is below 2.5, and Transformers 4.52.0 fails to import its models",
-        "name 'Replicate' is not defined", "install Transformers 4.52.3 or later", "(V-TF-TP-IMPORT"}},
+        "name 'Replicate' is not defined", "install Transformers 4.52.3 or 4.52.4", "(V-TF-TP-IMPORT"}},
       {"fp_4_52_1_torch_2_4", fp("4.52.1", "1.7.0", "2.4.1"), "cuda:0", {}},
       {"fp_4_52_2_torch_2_4", fp("4.52.2", "1.7.0", "2.4.1"), "cuda:0", {"Transformers 4.52.2 fails to import"}},
       {"fp_4_52_3_torch_2_4", fp("4.52.3", "1.7.0", "2.4.1"), "cuda:0", {}},
@@ -374,17 +374,32 @@ TEST(ReleaseQuirks, TransformersThatDisablesPyTorchIsAWarningAndAHazard) {
        {}},
       {"fp_release_not_told_torch_2_0", Versions("", "1.14.0", Req::Infer("auto").Packages({{"torch", "2.0.1"}})),
        "cuda:0", {}},
-      {"fp_unreadable_torch", fp("5.15.0", "1.14.0", "nightly"), "cuda:0", {}},
+      {"fp_transformers_release_unknown", Versions("", "1.14.0", Req::Infer("auto").Packages({{"torch", "2.0.1"},
+                                                                                              {"transformers", ""}})),
+       "cuda:0", {}},
+      {"ta_emulated_4_x_use_tf", Versions("", "1.0.1", Req::Train(TA).Env("USE_TF", "1")), "cuda:0", {}},
+      {"fp_unreadable_torch", fp("5.15.0", "1.14.0", "nightly"), "cuda:0",
+       {"torch's version 'nightly' (the test's job) is not one packaging reads", "minimum, 2.5",
+        "install a torch release >= 2.5.0 (V-TF-TORCH-2.5)"}},
+      {"fp_unreadable_torch_4_51", fp("4.51.3", "1.6.0", "nightly"), "cuda:0", {}},
+      // Before 5.0 USE_TF is read first: torch's release is never looked at.
+      {"ta_4_52_use_tf_and_torch_2_0", Versions("4.52.0", "1.7.0", Req::Train(TA).Env("USE_TF", "1")
+                                                                      .Packages({{"torch", "2.0.1"}})), "cuda:0",
+       {"USE_TF='1'", "unset USE_TF (V-TF-USE-TF)"}},
+      {"pipe_4_57_use_tf", Versions("4.57.6", "1.10.1", Req::Pipe("0").Env("USE_TF", "yes")), "cuda:0",
+       {"pipeline fails in the job, or runs on TensorFlow where it is installed"}},
+      {"ta_4_57_use_tf_long_s", Versions("4.57.6", "1.10.1", Req::Train(TA).Env("USE_TF", "ye\xC5\xBF")), "cuda:0",
+       {"USE_TF='ye"}},
       {"ta_4_57_use_tf", Versions("4.57.6", "1.10.1", Req::Train(TA).Env("USE_TF", "1")), "cuda:0",
        {"USE_TF='1' (Transformers 4.57.6, before 5.0)", "Disabling PyTorch because USE_TF is set",
-        "TrainingArguments fails in the job, or runs on TensorFlow", "Unset USE_TF (V-TF-USE-TF)"}},
+        "TrainingArguments fails in the job whatever the device", "unset USE_TF (V-TF-USE-TF)"}},
       {"ta_4_57_use_tf_on", Versions("4.57.6", "1.10.1", Req::Train(TA).Env("USE_TF", "on")), "cuda:0",
        {"USE_TF='on'"}},
       {"ta_4_57_use_torch_0", Versions("4.57.6", "1.10.1", Req::Train(TA).Env("USE_TORCH", "0")), "cuda:0",
-       {"USE_TORCH='0'", "Unset USE_TORCH or set USE_TORCH=1 (V-TF-USE-TF)"}},
+       {"USE_TORCH='0'", "unset USE_TORCH or set USE_TORCH=1 (V-TF-USE-TF)"}},
       {"ta_4_36_use_torch_0_use_tf", Versions("4.36.2", "0.25.0", Req::Train(TA).Env("USE_TORCH", "no")
                                                                     .Env("USE_TF", "YES")), "cuda:0",
-       {"Unset USE_TORCH or set USE_TORCH=1 and unset USE_TF"}},
+       {"unset USE_TORCH or set USE_TORCH=1 and unset USE_TF"}},
       {"ta_4_57_use_torch_auto_use_tf_no", Versions("4.57.6", "1.10.1", Req::Train(TA).Env("USE_TORCH", "auto")
                                                                           .Env("USE_TF", "no")), "cuda:0", {}},
       {"ta_5_0_use_tf", Versions("5.0.0", "1.11.0", Req::Train(TA).Env("USE_TF", "1")), "cuda:0", {}},
@@ -416,23 +431,42 @@ TEST(ReleaseQuirks, TransformersThatDisablesPyTorchIsAWarningAndAHazard) {
   }
 }
 
-// packaging's version order, as Transformers compares the installed torch with its minimum.
+// packaging's version order, as Transformers compares the installed torch with its minimum: each expectation is
+// what packaging 23.0's Version(text) < Version("2.5.0") answers (None: InvalidVersion), and whether the text is
+// a pre-release or dev release of 2.5.0 itself.
 TEST(ReleaseQuirks, PackageVersionBelowFollowsPackagingsOrder) {
   using placement::PackageVersionBelow;
   const placement::Version v25{2, 5, 0};
-  for (const char* below : {"2.4.1", "2.4.1+cu121", "2.5.0a0", "2.5.0a0+872d972e41.nv24.08", "2.5.0rc1", "2.5.0.dev20240901",
-                            "2.5.0-rc.1", "2.5.0b2", "2.5.0alpha", "2.5.0pre1", "2.5.0c1", "2.5.0preview", "V2.4", "0!2.4.9",
-                            "2", "1.99.99.99"}) {
-    EXPECT_EQ(PackageVersionBelow(below, v25), std::optional<bool>(true)) << below;
+  struct Case {
+    const char* text;
+    std::optional<bool> below;
+    bool prerelease_of_min;
+  };
+  const std::vector<Case> cases = {
+      {"2.4.1", true, false}, {"2.4.1+cu121", true, false}, {"V2.4", true, false}, {"0!2.4.9", true, false},
+      {"2", true, false}, {"1.99.99.99", true, false}, {"2.4.99999999999", true, false},
+      {"2.5.0a0", true, true}, {"2.5.0a0+872d972e41.nv24.08", true, true}, {"2.5.0rc1", true, true},
+      {"2.5.0.dev20240901", true, true}, {"2.5.0-rc.1", true, true}, {"2.5.0b2", true, true},
+      {"2.5.0alpha", true, true}, {"2.5.0pre1", true, true}, {"2.5.0c1", true, true}, {"2.5.0preview", true, true},
+      {"2.5.0a.", true, true}, {"2.5.0.dev20240901+cu121", true, true}, {"2.5.0.rc1", true, true},
+      {"v2.5.0a0", true, true}, {" 2.5.0a0 ", true, true}, {"0!2.5.0a0", true, true},
+      {"2.5.0.post1.dev0", false, false}, {"2.5.0-1.dev3", false, false}, {"2.5", false, false},
+      {"2.5.0", false, false}, {"2.5.0+cpu", false, false}, {"2.5.0.post1", false, false}, {"2.5.0-1", false, false},
+      {"2.5.0rev2", false, false}, {"2.5.0r", false, false}, {"2.5.0.0.1", false, false}, {"2.5.1a0", false, false},
+      {"2.10.0", false, false}, {"1!1.0", false, false}, {" 2.6.0 ", false, false}, {"3", false, false},
+      {"2.5.0_post_3", false, false}, {"2.5.0+ubuntu-1.2", false, false},
+  };
+  for (const Case& k : cases) {
+    bool pre = !k.prerelease_of_min;
+    EXPECT_EQ(PackageVersionBelow(k.text, v25, &pre), k.below) << k.text;
+    EXPECT_EQ(pre, k.prerelease_of_min) << k.text;
   }
-  for (const char* not_below : {"2.5", "2.5.0", "2.5.0+cpu", "2.5.0.post1", "2.5.0-1", "2.5.0rev2", "2.5.0.0.1", "2.5.1a0",
-                                "2.10.0", "1!1.0", " 2.6.0 ", "3"}) {
-    EXPECT_EQ(PackageVersionBelow(not_below, v25), std::optional<bool>(false)) << not_below;
+  for (const char* invalid : {"", "nightly", "2.5.0+", "2.5.0x", "x!2.5", "2.5.0.", ".5", "2.5.0rcfoo", "2.5.0abc",
+                              "2.5.0rabbit", "1!garbage", "2.5.0+a..b", "2.5.0++a", "2..5", "2.5.0-", "2.5.0 rc1",
+                              "2.5.0a1b2", "1!", "v", "2.5.0.dev1.dev2", "2.5.0.dev0.post1"}) {
+    EXPECT_EQ(PackageVersionBelow(invalid, v25), std::nullopt) << invalid;
   }
-  for (const char* unreadable : {"", "nightly", "2.5.0+", "2.5.0x", "x!2.5", "2.5.0.", "1.2.3.4.5.6.7.8.9",
-                                 "1234567890.0", ".5"}) {
-    EXPECT_EQ(PackageVersionBelow(unreadable, v25), std::nullopt) << unreadable;
-  }
+  EXPECT_EQ(PackageVersionBelow(std::string(300, '1'), v25), std::nullopt);  // bounded
 }
 
 }  // namespace
