@@ -114,10 +114,24 @@ void Resolution::SpillOnly(const RowState* mps, uint64_t ram, const std::string&
   }
   const std::string spill = mps != nullptr ? "mps" : "cpu";
   for (int i = 0; i < zero_budgets; ++i) (*out_.mutable_max_memory())[absl::StrCat(i)] = 0;
-  (*out_.mutable_max_memory())[spill] = ram;
+  std::string how;
+  const uint64_t budget = SpillBudget(spill, ram, how);
+  (*out_.mutable_max_memory())[spill] = budget;
   out_.add_explanation(absl::StrCat("I-MEM max_memory {", zero_budgets > 0 ? absl::StrCat("0..", zero_budgets - 1, ": 0, ") : "",
-                                    "\"", spill, "\": ", ram, "} (available host RAM", zero_budgets > 0 ?
+                                    "\"", spill, "\": ", budget, "} (", how, zero_budgets > 0 ?
                                     "; the library's own budget for each Intel GPU, about 0, written as 0" : "", ")"));
+}
+
+// I-MEM, V-TF-CPU-90: the spill-over device's budget: the host's available RAM; from Transformers 5.0 its own
+// get_max_memory keeps 90 % of it for "cpu" when the job passes none (a product of doubles, as Python's
+// `int * 0.90`, whose floor infer_auto_device_map compares the same against whole module sizes). `how` says which.
+uint64_t Resolution::SpillBudget(const std::string& spill, uint64_t ram, std::string& how) const {
+  if (spill != "cpu" || !versions_.Has(Feature::kTfCpuBudget90)) {
+    how = "available host RAM";
+    return ram;
+  }
+  how = absl::StrCat("90 % of the available host RAM, ", versions_.Cite(Feature::kTfCpuBudget90));
+  return static_cast<uint64_t>(static_cast<double>(ram) * 0.90);
 }
 
 // V-ACC-XPU-MEM-IPEX, -FIX, -STOCK: how get_max_memory of the applied Accelerate release budgets an Intel GPU
@@ -280,8 +294,9 @@ void Resolution::MaxMemory(const std::string& keyword, const RowState& r, const 
   for (int i = 0; i < n; ++i) {
     max_memory[absl::StrCat(i)] = r.vis.units[i].device->health() == v1::HEALTH_FAULT ? 0 : budget[i];
   }
-  (*out_.mutable_max_memory())[spill] = ram;
-  out_.add_explanation(absl::StrCat("I-MEM ", how, "; \"", spill, "\": available host RAM"));
+  std::string spill_how;
+  (*out_.mutable_max_memory())[spill] = SpillBudget(spill, ram, spill_how);
+  out_.add_explanation(absl::StrCat("I-MEM ", how, "; \"", spill, "\": ", spill_how));
   if (!faulty.empty()) {
     out_.add_explanation(absl::StrCat("I-MEM H-HEALTH budget 0 for ", BoundedList(faulty),
                                       " (health FAULT): a job that passes max_memory puts no module there"));

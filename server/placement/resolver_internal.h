@@ -149,6 +149,7 @@ class Resolution {
   enum class XpuBudget { kFree, kPeakAllocated, kLeftOut };
   XpuBudget XpuMemoryBudget(const std::string& keyword, const std::string& spill);
   void SpillOnly(const RowState* mps, uint64_t ram, const std::string& why, int zero_budgets = 0);
+  uint64_t SpillBudget(const std::string& spill, uint64_t ram, std::string& how) const;
   void NeverAutoPlaced(const OrderRule& mem, const std::string& keyword);
   void PlaceAutoDevices(const RowState& r, const std::vector<std::string>& auto_order, const std::string& spill);
   void MaxMemory(const std::string& keyword, const RowState& r, const std::string& spill, uint64_t ram);

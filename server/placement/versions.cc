@@ -199,6 +199,14 @@ std::vector<FeatureRule> MakeTransformersFeatureRules() {
        "huggingface/transformers:src/transformers/integrations/accelerate.py get_balanced_memory (first tag v5.0.0, "
        "PR #41548)",
        /*commits=*/"5db730786d"},
+      {F::kTfCpuBudget90, L::kTransformers, {5, 0, 0}, "V-TF-CPU-90",
+       "from_pretrained's _get_device_map reads the budgets through Transformers' own get_max_memory, which, when "
+       "the job passes no max_memory, keeps 90 % of Accelerate's cpu budget (the available RAM), so what does not "
+       "fit goes to disk sooner; the key \"mps\" (Apple silicon, where Accelerate gives no \"cpu\" key) stays "
+       "whole; before 5.0 the cpu budget was all the available RAM",
+       "huggingface/transformers:src/transformers/integrations/accelerate.py get_max_memory (first tag v5.0.0, "
+       "PR #42632)",
+       /*commits=*/"1d86d00ec3"},
       {F::kTfDeviceMapCudaRank, L::kTransformers, {5, 0, 0}, "V-TF-CUDA-RANK",
        "check_and_set_device_map turns the exact string \"cuda\" into cuda:<int(LOCAL_RANK), default 0> before "
        "torch.device(); no other device type is rewritten; before 5.0 from_pretrained passed torch.device(\"cuda\") "

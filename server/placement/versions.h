@@ -62,6 +62,7 @@ enum class Feature {
   kTfXlaCpuDevice,        // get_xla_device_type answers CPU for cpu (before: xla_real_devices raised on it)
   kTfNoXlaDeviceCheck,    // __post_init__ no longer hands its device to get_xla_device_type (before: hpu, mps, ... raised)
   kTfOwnBalancedMemory,   // from_pretrained uses Transformers' own get_balanced_memory, counting every accelerator key
+  kTfCpuBudget90,         // from_pretrained budgets cpu at 90 % of the available RAM when the job passes no max_memory
   kTfTorchMin21,          // Transformers disables PyTorch below torch 2.1 (is_torch_available() False)
   kTfTorchMin22,          // ... below torch 2.2
   kTfTorchMin24,          // ... below torch 2.4

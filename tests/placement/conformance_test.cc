@@ -131,15 +131,15 @@ std::vector<ResolveCase> Cases() {
                .error_words = {"device_map", "'disk' is only valid as a value inside a device_map dict"}});
   c.push_back({.id = "S27", .host = h({{CUDA, 1}}), .request = Req::Infer("auto"), .device = "cuda:0",
                .devices = {"cuda:0", "cpu"}, .host_indices = {0},
-               .max_memory = {{"0", free80 / 10 * 9}, {"cpu", kHostRamAvailable}}});
+               .max_memory = {{"0", free80 / 10 * 9}, {"cpu", kCpuBudget}}});
   c.push_back({.id = "S28_sequential", .host = h({{CUDA, 1}}), .request = Req::Infer("sequential"), .device = "cuda:0",
-               .devices = {"cuda:0", "cpu"}, .max_memory = {{"0", free80}, {"cpu", kHostRamAvailable}}});
+               .devices = {"cuda:0", "cpu"}, .max_memory = {{"0", free80}, {"cpu", kCpuBudget}}});
   c.push_back({.id = "S28_balanced_low_0", .host = h({{CUDA, 1}}), .request = Req::Infer("balanced_low_0"),
                .device = "cuda:0", .devices = {"cuda:0", "cpu"},
-               .max_memory = {{"0", free80 / 10 * 9}, {"cpu", kHostRamAvailable}}});
+               .max_memory = {{"0", free80 / 10 * 9}, {"cpu", kCpuBudget}}});
   c.push_back({.id = "S29_tpu", .host = h({{v1::ROW_TPU, 4}}), .request = Req::Infer("auto"), .device = "cpu",
                .devices = {"cpu"}, .warnings = {"pass device_map=\"tpu\""},
-               .max_memory = {{"cpu", kHostRamAvailable}}});
+               .max_memory = {{"cpu", kCpuBudget}}});
   c.push_back({.id = "S29_neuron", .host = h({{v1::ROW_NEURON, 2}}), .request = Req::Infer("auto"), .device = "cpu",
                .devices = {"cpu"}, .warnings = {"pass device_map=\"neuron\""}});
   c.push_back({.id = "S30", .host = h({{v1::ROW_MPS, 1}}), .request = Req::Infer("auto"), .device = "mps",

@@ -175,7 +175,7 @@ std::vector<ResolveCase> Cases() {
                .request = Req::Infer("auto"),
                .device = "cuda:0", .host_indices = {0}, .partitions = {kMigA},
                .warnings = {"MIG is enabled: the job sees exactly one device"},
-               .max_memory = {{"0", static_cast<uint64_t>(39 * kGiB * 0.9L)}, {"cpu", kHostRamAvailable}}});
+               .max_memory = {{"0", static_cast<uint64_t>(39 * kGiB * 0.9L)}, {"cpu", kCpuBudget}}});
   c.push_back({.id = "MIG_NonMigGpuIsNotEnumeratedNextToAnInstance",
                .host = [] { return A100s(false, true); },
                .request = Req::Train(TA),
@@ -240,12 +240,12 @@ std::vector<ResolveCase> Cases() {
                .host = [] { return MixedModels(true); },
                .request = Req::Infer("sequential"),
                .device = "cuda:0", .host_indices = {1, 0},
-               .max_memory = {{"0", k11GiB}, {"1", k4GiB}, {"cpu", kHostRamAvailable}}});
+               .max_memory = {{"0", k11GiB}, {"1", k4GiB}, {"cpu", kCpuBudget}}});
   c.push_back({.id = "ORDER_MaxMemoryKeyedInTheJobsNumbering_pci",
                .host = [] { return MixedModels(true); },
                .request = Req::Infer("sequential").Env("CUDA_DEVICE_ORDER", "PCI_BUS_ID"),
                .device = "cuda:0", .host_indices = {0, 1},
-               .max_memory = {{"0", k4GiB}, {"1", k11GiB}, {"cpu", kHostRamAvailable}}});
+               .max_memory = {{"0", k4GiB}, {"1", k11GiB}, {"cpu", kCpuBudget}}});
   c.push_back({.id = "ORDER_UnknownWithoutLibcudaKeepsTheWarning",
                .host = [] { return MixedModels(false); },
                .request = Req::Train(TA).Env("CUDA_VISIBLE_DEVICES", "1"),
@@ -303,7 +303,7 @@ std::vector<ResolveCase> Cases() {
                .request = Req::Infer("sequential"),
                .device = "cuda:0", .host_indices = {1, 0},
                .warnings = {"max_memory keys are the job's ordinals (\"0\" is cuda:0 = nvidia-smi GPU 1 (0000:02:00.0"},
-               .max_memory = {{"0", k11GiB}, {"1", k4GiB}, {"cpu", kHostRamAvailable}}});
+               .max_memory = {{"0", k11GiB}, {"1", k4GiB}, {"cpu", kCpuBudget}}});
   c.push_back({.id = "ORDERSMI_UnknownOrderSaysMayDifferInstead",
                .host = [] { return MixedModels(false); },
                .request = Req::Train(TA).Env("CUDA_VISIBLE_DEVICES", "1"),

@@ -16,6 +16,10 @@ namespace devplace::testing {
 inline constexpr uint64_t kGiB = 1ull << 30;
 // Host RAM the builder reports as available (MemAvailable).
 inline constexpr uint64_t kHostRamAvailable = 200 * kGiB;
+// from_pretrained's cpu budget from Transformers 5.0, the default rules (V-TF-CPU-90): 90 % of the available RAM,
+// as Python computes `available * 0.90`.
+constexpr uint64_t CpuBudget(uint64_t available) { return static_cast<uint64_t>(static_cast<double>(available) * 0.90); }
+inline constexpr uint64_t kCpuBudget = CpuBudget(kHostRamAvailable);
 
 class InventoryBuilder {
  public:
@@ -25,6 +29,8 @@ class InventoryBuilder {
   // The i-th device of `row` (for tweaks: uuid, memory, usable, ...).
   v1::Device& Device(v1::Row row, int i);
   v1::Backend& Backend(v1::Row row);
+  // The host (RAM available: kHostRamAvailable unless changed).
+  v1::Host& Host() { return *inv_.mutable_host(); }
   const v1::Inventory& Build() const { return inv_; }
   operator const v1::Inventory&() const { return inv_; }
 

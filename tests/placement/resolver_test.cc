@@ -216,6 +216,35 @@ TEST(Resolver, AFullFirstDeviceIsNotWhereTheFirstModuleLands) {
   EXPECT_EQ(Resolve(b, Req::Infer("balanced").Strict()).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
+// from_pretrained's cpu budget: all of the available RAM (Accelerate's get_max_memory) before Transformers 5.0, then
+// 90 % of it, Transformers' own get_max_memory keeping the rest when the job passes no max_memory (V-TF-CPU-90);
+// "mps" stays whole in both. Executed (from_pretrained's device-map code at 4.57.6 + 1.10.1, 5.0.0 + 1.12.0 and
+// 5.12.1 + 1.14.0; one CUDA device with 1 GiB free, 2 GiB of RAM available, 150 to 198 layers of 16 MiB, auto and
+// sequential): a job passing these budgets gets the library's own landing; the whole RAM at 5.x kept 174 to 183
+// layers off the disk.
+TEST(Resolver, CpuBudgetIsNinetyPercentOfTheRamFromTransformers5) {
+  InventoryBuilder b;
+  b.Add(v1::ROW_CUDA_NVIDIA, 1);
+  b.Host().set_memory_available_bytes(2 * kGiB);
+  for (const char* keyword : {"auto", "balanced", "balanced_low_0", "sequential"}) {
+    auto old = Resolve(b, Req::Infer(keyword).Transformers("4.57.6").Accelerate("1.10.1"));
+    ASSERT_TRUE(old.ok()) << old.status();
+    EXPECT_EQ(old->max_memory().at("cpu"), 2 * kGiB) << keyword;
+    auto now = Resolve(b, Req::Infer(keyword).Transformers("5.0.0").Accelerate("1.12.0"));
+    ASSERT_TRUE(now.ok()) << now.status();
+    EXPECT_EQ(now->max_memory().at("cpu"), 1932735283u) << keyword;
+    EXPECT_THAT(absl::StrJoin(now->explanation(), "\n"), HasSubstr("\"cpu\": 90 % of the available host RAM, V-TF-CPU-90"));
+  }
+  InventoryBuilder none;  // no accelerator: everything on cpu, with the same budget
+  none.Host().set_memory_available_bytes(2 * kGiB);
+  EXPECT_EQ(Resolve(none, Req::Infer("auto").Transformers("5.12.1"))->max_memory().at("cpu"), 1932735283u);
+  EXPECT_EQ(Resolve(none, Req::Infer("auto").Transformers("4.57.6"))->max_memory().at("cpu"), 2 * kGiB);
+  InventoryBuilder mac;
+  mac.Add(v1::ROW_MPS, 1);
+  mac.Host().set_memory_available_bytes(2 * kGiB);
+  EXPECT_EQ(Resolve(mac, Req::Infer("auto").Transformers("5.12.1"))->max_memory().at("mps"), 2 * kGiB);
+}
+
 // Accelerate's get_balanced_memory counts a device only when torch.device(<its index>) is of the expected type, and
 // an index is a CUDA device: an NPU's budgets stay as measured and balanced_low_0 fills device 0 first
 // (V-ACC-BALANCED-XPU); Transformers 5's own copy counts every accelerator (V-TF-BALANCED).

@@ -15,6 +15,7 @@
 #include "server/probe/probers.h"
 #include "tests/common/command.h"
 #include "tests/common/temp_dir.h"
+#include "tests/placement/inventory_builder.h"
 #include "tests/placement/request_builder.h"
 #include "tests/probe/nvml_test_util.h"
 #include "tests/probe/test_util.h"
@@ -151,7 +152,7 @@ TEST(CudaProber, ResolvesInTheRuntimesNumbering) {
   ASSERT_TRUE(automap.ok()) << automap.status();
   EXPECT_EQ(automap->placed(0).pci_bus_id(), "0000:02:00.0");
   EXPECT_THAT(automap->max_memory(), UnorderedElementsAre(Pair("0", k11GiB), Pair("1", k4GiB),
-                                                          Pair("cpu", inv.host().memory_available_bytes())));
+                                                          Pair("cpu", CpuBudget(inv.host().memory_available_bytes()))));
   // Without libcuda the order is unknown: PCI order with the caveat.
   const v1::Inventory blind = ProbeHostWithNvml("nvidia-mixed-models", "mixed-models");
   auto guess = placement::Resolve(blind, Req::Train().Env("CUDA_VISIBLE_DEVICES", "1"));

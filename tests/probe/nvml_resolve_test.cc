@@ -8,6 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/placement/resolver.h"
+#include "tests/placement/inventory_builder.h"
 #include "tests/placement/request_builder.h"
 #include "tests/probe/nvml_test_util.h"
 #include "tests/probe/test_util.h"
@@ -37,7 +38,7 @@ TEST(NvmlResolve, AutoOnTwoGpusBudgetsEachGpusFreeMemory) {
   EXPECT_EQ(r->placed(0).memory_free_bytes(), kFree18);
   EXPECT_EQ(r->placed(0).uuid(), "GPU-00000000-0000-4000-8000-000000000001");
   EXPECT_THAT(r->max_memory(), UnorderedElementsAre(Pair("0", kFree18), Pair("1", kFree9a),
-                                                    Pair("cpu", inv.host().memory_available_bytes())));
+                                                    Pair("cpu", CpuBudget(inv.host().memory_available_bytes()))));
   // Without NVML the memory is unknown and the budgets are left to Accelerate.
   auto blind = placement::Resolve(ProbeHost("nvidia-2x-h100"), Req::Infer("auto"));
   ASSERT_TRUE(blind.ok()) << blind.status();
