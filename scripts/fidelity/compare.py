@@ -102,9 +102,11 @@ def inventory(devplace, host, cache):
 
 
 def job_site(host, cache):
-    """A site-packages directory holding the job's distributions (torch and the host's plug-ins), for --python_env."""
-    pkgs = [("torch", TORCH)] + [(DISTRIBUTIONS[p], TORCH) for p in host.get("packages", [])]
-    d = os.path.join(cache, "site-" + "-".join(n for n, _ in pkgs))
+    """A site-packages directory holding the job's distributions (torch, at the host's "torch" release where it
+    names one, and the host's plug-ins at the same release), for --python_env."""
+    torch = host.get("torch", TORCH)
+    pkgs = [("torch", torch)] + [(DISTRIBUTIONS[p], torch) for p in host.get("packages", [])]
+    d = os.path.join(cache, "site-" + "-".join(n for n, _ in pkgs) + (f"-{torch}" if "torch" in host else ""))
     if not os.path.isdir(d):
         os.makedirs(d + ".tmp", exist_ok=True)
         for name, version in pkgs:

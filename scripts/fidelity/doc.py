@@ -147,8 +147,11 @@ def coverage_doc(cov):
                      f"{ans(r['library_before'])} | {ans(r['devplace_before'])} | {r['after']} | "
                      f"{ans(r['library_after'])} | {ans(r['devplace_after'])} | {agree} | {ok} |")
     newer = rows_since(cov)
+    unseen = cov.get("not_at_boundary", {})
     lines += ["", "Rows without a covering workload (the coverage check fails for each): " +
-              (", ".join(cov["missing"]) or "none") + ". Rows of `versions.cc` this run did not have (added since, "
+              (", ".join(cov["missing"]) or "none") + ". Rows no workload can show at their boundary: " +
+              ("; ".join(f"{r}: {why}" for r, why in sorted(unseen.items())) or "none") +
+              ". Rows of `versions.cc` this run did not have (added since, "
               "or without a workload in `probes.py`; the next `--probes` run executes them): " +
               (", ".join(newer) or "none") + ".", ""]
     return lines
@@ -163,7 +166,7 @@ def rows_since(cov):
             if line.strip() and not line.startswith("#"):
                 rule, lib, _, tag = line.split()
                 first[rule] = min(first.get(rule, (lib, tag)), (lib, tag), key=lambda x: vkey(x[1].lstrip("v")))
-    have = {r["rule"] for r in cov["rows"]}
+    have = {r["rule"] for r in cov["rows"]} | set(cov.get("not_at_boundary", {}))
     return sorted(r for r, (lib, tag) in first.items()
                   if r not in have and r not in cov["missing"] and (lib, tag) not in (("accelerate", "v0.25.0"),
                                                                                       ("transformers", "v4.30.0")))

@@ -14,6 +14,7 @@ import time
 
 from common import SUPPORTED, acc_for, export, load_results, save_results, table_rows, tag_before, vkey
 from compare import HERE_DIGEST, HOSTS, TORCH, W, WORKLOADS, ask_devplace, classify, run_oracle, same
+import landing
 
 # Each rule of versions.cc gets at least one executed workload whose library answer changes across the rule's
 # boundary (`boundary`: the same workload at the last tag before the rule and at its first tag) or across the
@@ -27,7 +28,17 @@ XHOSTS["tpu2-torch_tpu"] = {"id": "tpu2-torch_tpu", "fixtures": ["tpu-2x-v5e"], 
                             "packages": ["torch_tpu"]}
 XHOSTS["mlu2+xpu2"] = {"id": "mlu2+xpu2", "fixtures": ["mlu-2x-mlu370", "xpu-2x-arc"], "count": {"mlu": 2, "xpu": 2},
                        "stock_xpu": True, "packages": ["torch_mlu"]}
+# The probes' hosts: XHOSTS (which search.py samples) and the CUDA host with a torch release below a Transformers
+# release's minimum (V-TF-TORCH-*: the job's Transformers cannot import its PyTorch side; the job's packages tell
+# devplace the release).
+PROBE_HOSTS = {**XHOSTS, **{f"cuda2-torch{v}": {**XHOSTS["cuda2"], "id": f"cuda2-torch{v}", "torch": v}
+                            for v in ("2.0.1", "2.1.2", "2.3.1", "2.4.1")}}
 PW = collections.namedtuple("PW", "id convention flags rank world use_cpu device env")
+# A landing probe (landing.py's scenario on one of its LANDING_HOSTS): `compare` "first", the device of the library's
+# first module against devplace's `device`; "landing", the devices the library fills with no max_memory against
+# those it fills given devplace's max_memory.
+LW = collections.namedtuple("LW", "id compare keyword memory layers tell_size convention rank env",
+                            defaults=("landing", None, {}))
 # Workloads only the probes run, beside the matrix's: from_pretrained(device_map="cuda") (its `device`).
 PROBE_WORKLOADS = WORKLOADS + [
     W("fp-cuda", "from_pretrained", ["--workload=inference", "--convention=from_pretrained", "--device_map=cuda"], None,
@@ -42,10 +53,13 @@ PROBE_WORKLOADS = WORKLOADS + [
 ]
 
 
-def pw(wid, rank=None, world=2, use_cpu=False, device=None, env=None):
+def pw(wid, rank=None, world=2, use_cpu=False, device=None, env=None, strict=False):
+    """A probe workload from `wid`; `strict`: devplace asked with --strict, so a hazard is its refusal (a job that
+    fails in the library against devplace's answer beside a warning and a hazard: both sides fail)."""
     base = {w.id: w for w in PROBE_WORKLOADS}[wid]
-    flags = list(base.flags) + (["--use_cpu"] if use_cpu and "--use_cpu" not in base.flags else [])
-    return PW(wid + ("+use_cpu" if use_cpu and not base.use_cpu else "") + "".join(f"+{k}={v}" for k, v in sorted((env or {}).items())) + (f"@{rank}/{world}" if rank is not None else ""),
+    flags = (list(base.flags) + (["--use_cpu"] if use_cpu and "--use_cpu" not in base.flags else []) +
+             (["--strict"] if strict else []))
+    return PW(wid + ("+use_cpu" if use_cpu and not base.use_cpu else "") + ("+strict" if strict else "") + "".join(f"+{k}={v}" for k, v in sorted((env or {}).items())) + (f"@{rank}/{world}" if rank is not None else ""),
               base.convention, flags, rank if rank is not None else base.rank, world, use_cpu or base.use_cpu,
               device if device is not None else base.device, env or {})
 
@@ -77,6 +91,10 @@ PROBES = [
     P("V-ACC-XPU-MEM-FIX", "xpu2-ipex", pw("auto"), pw("auto"), False),
     P("V-ACC-XPU-MEM-STOCK", "xpu2-stock", pw("auto"), pw("auto"), False),
     P("V-ACC-MULTICPU", "mps", pw("acc", rank=1), pw("acc", rank=1), False),
+    # single-process torchrun on an Apple host with ACCELERATE_TORCH_DEVICE=cpu: a single process (type NO) keeps
+    # the variable before 0.28 (cpu); from 0.28 LOCAL_RANK alone makes it MULTI_CPU, which took mps until 0.29.
+    P("V-ACC-LOCAL-RANK", "mps", pw("acc", rank=0, world=1, env={"ACCELERATE_TORCH_DEVICE": "cpu"}),
+      pw("acc", rank=0, world=1, env={"ACCELERATE_TORCH_DEVICE": "cpu"}), False),
     P("V-ACC-DD-0.29", "mlu2", pw("acc"), pw("acc"), False),
     P("V-ACC-DD-0.33", "musa2", pw("acc"), pw("acc"), False),
     P("V-ACC-DD-0.34", "cuda2+npu2", pw("acc"), pw("acc"), False),
@@ -139,9 +157,35 @@ PROBES = [
     P("V-TF-TA-TPU", "tpu2-torch_tpu", pw("ta"), pw("ta"), False),
     # Transformers 5 requires Accelerate >= 1.1.0: the last 4.x with Accelerate 1.0.1 works, 5.0.0 raises.
     P("V-TF-V5", "cuda2", pw("ta"), pw("ta"), False, acc="1.0.1"),
+    # A torch below the release's minimum: is_torch_available() is False and the job fails at import (devplace:
+    # a hazard, so --strict refuses); the last release before the minimum moved still runs it.
+    P("V-TF-TORCH-2.1", "cuda2-torch2.0.1", pw("ta", strict=True), pw("ta", strict=True), False),
+    P("V-TF-TORCH-2.2", "cuda2-torch2.1.2", pw("ta", strict=True), pw("ta", strict=True), False),
+    P("V-TF-TORCH-2.4", "cuda2-torch2.3.1", pw("ta", strict=True), pw("ta", strict=True), False),
+    P("V-TF-TORCH-2.5", "cuda2-torch2.4.1", pw("ta", strict=True), pw("ta", strict=True), False),
+    # USE_TF=1 turns PyTorch off in Transformers 4.x (read at import: a process of its own); 5.0 no longer reads it.
+    P("V-TF-USE-TF", "cuda2", pw("ta", env={"USE_TF": "1"}, strict=True), pw("ta", env={"USE_TF": "1"}, strict=True),
+      False),
+    # Where the modules land (landing.py's scenarios): balanced_low_0 on two NPUs, counted by Transformers' own
+    # get_balanced_memory from 5.0 (npu:1 first), not by Accelerate's (npu:0 first) ...
+    P("V-TF-BALANCED", "npu2", LW("b0-first", "first", "balanced_low_0",
+                                  {"npu": [[15 << 30, 16 << 30]] * 2, "ram": [64 << 30, 128 << 30]}, 4, True),
+      LW("b0-first", "first", "balanced_low_0", {"npu": [[15 << 30, 16 << 30]] * 2, "ram": [64 << 30, 128 << 30]}, 4,
+         True), False),
+    # ... and 120 layers (1.9 GiB) with 2 GiB of RAM available: all on cpu before 5.0, cpu and disk from 5.0, which
+    # keeps 10 % of the cpu's budget; devplace's max_memory must give the same landing.
+    P("V-TF-CPU-90", "cpu", LW("cpu90", "landing", "sequential", {"ram": [2 << 30, 128 << 30]}, 120, False),
+      LW("cpu90", "landing", "sequential", {"ram": [2 << 30, 128 << 30]}, 120, False), False),
 ]
-# Process-level variables (read once, at import): USE_TORCH_XLA.
-PROCESS_ENV = ("USE_TORCH_XLA",)
+# Process-level variables (read once, at import): USE_TORCH_XLA, USE_TF.
+PROCESS_ENV = ("USE_TORCH_XLA", "USE_TF")
+# Rows no workload can show at their boundary, with the reason (the coverage check does not count them missing).
+NOT_AT_BOUNDARY = {
+    "V-ACC-BALANCED-XPU": "no Accelerate release before it measures an Intel GPU's memory (max_memory_allocated, 0 "
+                          "at start-up, I-AUTO-XPU), so both sides put every module on cpu; what it counts is "
+                          "executed from Accelerate 1.3.0 by the landing run (the xpu3-stock hosts) and tested in "
+                          "resolver_test.cc",
+}
 
 
 def rule_rows():
@@ -161,12 +205,14 @@ def probe_library(a, tfr, accr, tf, acc, items):
     groups = collections.OrderedDict()
     for p, w in items:
         penv = {k: v for k, v in w.env.items() if k in PROCESS_ENV}
-        ipex = bool(tf) and "intel_extension_for_pytorch" in XHOSTS[p.host].get("packages", [])
+        ipex = bool(tf) and "intel_extension_for_pytorch" in PROBE_HOSTS[p.host].get("packages", [])
         # With torch_xla, Accelerate before 0.28 decides at import whether to import it (is_tpu_available(
         # check_device=False) is False on a CUDA host): one process per host, as a job has one host.
-        groups.setdefault((p.xla, json.dumps(penv, sort_keys=True), ipex, p.host if p.xla else ""), []).append((p, w))
+        torch = PROBE_HOSTS[p.host].get("torch", TORCH)
+        groups.setdefault((p.xla, json.dumps(penv, sort_keys=True), ipex, p.host if p.xla else "", torch),
+                          []).append((p, w))
     got = {}
-    for (xla, penv, _, _), its in groups.items():
+    for (xla, penv, _, _, torch), its in groups.items():
         key = hashlib.sha256(json.dumps([HERE_DIGEST, tf, acc, xla, penv, [(p.host, w) for p, w in its]]).encode()).hexdigest()[:16]
         cache = os.path.join(a.work, f"probe-{key}.json")
         if os.path.exists(cache) and not a.fresh:
@@ -176,7 +222,7 @@ def probe_library(a, tfr, accr, tf, acc, items):
             got.update({(p.host, w.id, p.xla): kept[f"{p.host}/{w.id}"] for p, w in its})
             continue
         started = time.time()
-        cases = [{"id": f"{p.host}/{w.id}", "host": XHOSTS[p.host], "convention": w.convention, "local_rank": w.rank,
+        cases = [{"id": f"{p.host}/{w.id}", "host": PROBE_HOSTS[p.host], "convention": w.convention, "local_rank": w.rank,
                   "world_size": w.world, "use_cpu": w.use_cpu, "device": w.device,
                   "env": {k: v for k, v in w.env.items() if k not in PROCESS_ENV}} for p, w in its]
         seen, uniq = set(), []
@@ -186,13 +232,42 @@ def probe_library(a, tfr, accr, tf, acc, items):
                 uniq.append(c)
         mine = run_oracle({"accelerate": acc_dir, "transformers": tf_dir, "cases": uniq, "accelerate_version": acc,
                            "hub_version": "1.2.0" if tf and vkey(tf) >= (5,) else "0.30.0", "transformers_version": tf,
-                           "torch": TORCH, "torch_xla": xla, "process_env": json.loads(penv)})
+                           "torch": torch, "torch_xla": xla, "process_env": json.loads(penv)})
         EXEC_SECONDS.append(round(time.time() - started, 1))
         FRESH.append(EXEC_SECONDS[-1])
         with open(cache, "w") as f:
             json.dump({**mine, "_seconds": EXEC_SECONDS[-1]}, f)
         got.update({(p.host, w.id, p.xla): mine[f"{p.host}/{w.id}"] for p, w in its})
     return got
+
+
+def probe_landing(a, tfr, accr, tf, acc, items):
+    """Executes [(probe, LW)] at one pair as landing.py does (fidelity_batch_resolve, then the library's device-map
+    code with and without devplace's max_memory): {(host, workload id): {"library": ..., "devplace": ...}}."""
+    if not items:
+        return {}
+    acc_dir = export(a.accelerate_git, accr[acc][0], "src", os.path.join(a.work, f"accelerate-{acc}"))
+    tf_dir = (export(a.transformers_git, tfr[tf][0], "src/transformers", os.path.join(a.work, f"transformers-{tf}"))
+              if tf else None)
+    scenarios = {f"{p.host}/{w.id}": {"host": p.host, "keyword": w.keyword, "memory": w.memory, "layers": w.layers,
+                                      "tell_size": w.tell_size} for p, w in items}
+    dp = landing.devplace_side(landing.BATCH, tf, acc, scenarios)
+    stats = collections.Counter()
+    got = landing.library_side(tf, acc, tf_dir, acc_dir, scenarios, dp, stats)
+    EXEC_SECONDS.append(round(stats["oracle_seconds"], 1))
+    FRESH.append(EXEC_SECONDS[-1])
+    out = {}
+    for p, w in items:
+        sid = f"{p.host}/{w.id}"
+        lib, mine = got[sid], dp[sid]
+        if w.compare == "first":
+            library = {"device": landing.devices(lib)[0]} if "device" in lib else lib
+            devplace = {"device": mine["device"]} if "device" in mine else {"error": mine.get("error", "?")}
+        else:
+            library = lib
+            devplace = got.get(f"{sid}/dp", {"error": mine.get("error", "devplace gave no max_memory")})
+        out[(p.host, w.id)] = {"library": library, "devplace": devplace}
+    return out
 
 
 def run_probes(a, tfr, accr):
@@ -238,11 +313,15 @@ def run_probes(a, tfr, accr):
     for (tf, acc), items in sorted(plan.items(), key=lambda kv: (kv[0][0] is not None, vkey(kv[0][0] or "0.0.0"),
                                                                    vkey(kv[0][1]))):
         t = time.time()
-        lib = probe_library(a, tfr, accr, tf, acc, items)
+        lib = probe_library(a, tfr, accr, tf, acc, [(p, w) for p, w in items if not isinstance(w, LW)])
+        landed = probe_landing(a, tfr, accr, tf, acc, [(p, w) for p, w in items if isinstance(w, LW)])
         for p, w in items:
+            if isinstance(w, LW):
+                answers[(tf, acc, p.host, w.id, p.xla)] = landed[(p.host, w.id)]
+                continue
             answers[(tf, acc, p.host, w.id, p.xla)] = {
                 "library": lib[(p.host, w.id, p.xla)],
-                "devplace": ask_devplace(a.devplace, a.work, XHOSTS[p.host], w, tf, acc, world=w.world, env=w.env,
+                "devplace": ask_devplace(a.devplace, a.work, PROBE_HOSTS[p.host], w, tf, acc, world=w.world, env=w.env,
                                          xla=p.xla)}
         print(f"  executed Transformers {tf or '-'} + Accelerate {acc}: {len(items)} probes, {time.time() - t:.0f} s",
               flush=True)
@@ -265,13 +344,13 @@ def run_probes(a, tfr, accr):
         for side, r, pair in (("before", rb, b), ("after", ra, af)):
             if not same(r["library"], r["devplace"]):
                 w = p.before if side == "before" else p.after
-                cls = classify(pair[0], pair[1], XHOSTS[p.host], w, r["library"], r["devplace"])
+                cls = classify(pair[0], pair[1], PROBE_HOSTS[p.host], w, r["library"], r["devplace"])
                 if cls == "unintended":
                     unintended.append(side)
         for x in per_tag:
             if not x["agree"]:
                 w = p.before
-                cls = classify(None, x["tag"], XHOSTS[p.host], w, x["library"], x["devplace"])
+                cls = classify(None, x["tag"], PROBE_HOSTS[p.host], w, x["library"], x["devplace"])
                 x["class"] = cls
                 if cls == "unintended":
                     unintended.append(x["tag"])
@@ -284,7 +363,7 @@ def run_probes(a, tfr, accr):
                       "tags": span, "per_tag": per_tag, "changes": changes, "unintended": unintended})
     covered = {t["rule"] for t in table if t["changes"] and not t["unintended"]}
     missing = sorted(r for r, (lib, since) in rows.items()
-                     if r not in covered and not (since == "0.25.0" and lib == "accelerate")
+                     if r not in covered and r not in NOT_AT_BOUNDARY and not (since == "0.25.0" and lib == "accelerate")
                      and not (since == "4.30.0" and lib == "transformers"))
     executed = sorted({f"{'tf' + k[0] + '+' if k[0] else ''}acc{k[1]}" for k in plan})
     results = load_results()
@@ -297,7 +376,8 @@ def run_probes(a, tfr, accr):
                            "last_execution": last,
                            "oracle_processes": len(EXEC_SECONDS), "oracle_seconds": round(sum(EXEC_SECONDS)),
                            "every_tag": bool(a.every_tag),
-                           "executed": executed, "rows": table, "missing": missing}
+                           "executed": executed, "rows": table, "missing": missing,
+                           "not_at_boundary": NOT_AT_BOUNDARY}
     save_results(results)
     for t in table:
         print(f"{'ok ' if t['changes'] and not t['unintended'] else 'BAD'} {t['rule']:<20} {t['host']:<11} "
