@@ -273,10 +273,12 @@ def landing_doc(runs):
              "check) already gave the library's landing, cpu. Later runs found what the library sums for "
              "`balanced_low_0`'s \"others\" (the budgets of indices 1 to num_devices - 1, each but the last device "
              "with a budget capped at the model's share first: devplace had summed every other device's free memory, "
-             "so it answered the next device where the library keeps the first module on device 0), and that a job "
+             "so it answered the next device where the library keeps the first module on device 0), that a job "
              "whose torch its Transformers release cannot import with (V-TF-TORCH, V-TF-TP-IMPORT: at 5.15.0, the "
              "Intel GPU host's torch 2.4) fails in the library while devplace answers, now beside a warning and a "
-             "hazard.",
+             "hazard, and that from Transformers 5.0 from_pretrained keeps 10 % of the cpu's budget when the job "
+             "passes no `max_memory` (V-TF-CPU-90: at 5.12.1 a job passing the whole available RAM as devplace's "
+             "`cpu` budget kept modules off the disk the library offloads; now 90 %).",
              "Intended: " + "; ".join(v[len("intended: "):] for v in INTENDED.values()) + ". Not sampled: "
              "budgets above 0 but below one layer (the library skips such a device; devplace does not know the "
              "layers), quantized models and `no_split_module_classes`, tied weights.", ""]
