@@ -151,7 +151,9 @@ def coverage_doc(cov):
     lines += ["", "Rows without a covering workload (the coverage check fails for each): " +
               (", ".join(cov["missing"]) or "none") + ". Rows no workload can show at their boundary: " +
               ("; ".join(f"{r}: {why}" for r, why in sorted(unseen.items())) or "none") +
-              ". Rows of `versions.cc` this run did not have (added since, "
+              ". The landing probes' devplace column (probes.py `LW`): devplace's device where they compare the "
+              "first module's device, else the devices the library fills given devplace's `max_memory`. Rows of "
+              "`versions.cc` this run did not have (added since, "
               "or without a workload in `probes.py`; the next `--probes` run executes them): " +
               (", ".join(newer) or "none") + ".", ""]
     return lines

@@ -84,7 +84,8 @@ def parser():
     ap.add_argument("--jobs", type=int, default=2, help="--search: oracle processes run at once (default 2; each "
                     "batch of scenarios is its own process, the answers do not depend on it)")
     ap.add_argument("--shrink_max", type=int, default=5, help="--search: kinds of difference shrunk per pair")
-    ap.add_argument("--batch", default="", help="--search: devplace's batch resolver (default: "
+    ap.add_argument("--batch", default="", help="--search, --landing, --probes' landing probes: devplace's batch "
+                    "resolver (default: "
                     "build/dev/tests/placement/fidelity_batch_resolve)")
     return ap
 

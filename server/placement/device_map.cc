@@ -102,7 +102,7 @@ absl::Status Resolution::AutoMap(const std::string& keyword) {
 }
 
 // I-AUTO with no accelerator budget: every module on mps when it is available, else on cpu; max_memory
-// holds that device, with the host's available RAM, after `zero_budgets` device indices with budget 0 (the
+// holds that device, with its SpillBudget (the host's available RAM; cpu 90 % of it from Transformers 5.0), after `zero_budgets` device indices with budget 0 (the
 // library's own keys, whose budgets hold no module: a job that passes max_memory gets what the library does).
 void Resolution::SpillOnly(const RowState* mps, uint64_t ram, const std::string& why, int zero_budgets) {
   if (mps != nullptr) {
@@ -118,19 +118,28 @@ void Resolution::SpillOnly(const RowState* mps, uint64_t ram, const std::string&
   const uint64_t budget = SpillBudget(spill, ram, how);
   (*out_.mutable_max_memory())[spill] = budget;
   out_.add_explanation(absl::StrCat("I-MEM max_memory {", zero_budgets > 0 ? absl::StrCat("0..", zero_budgets - 1, ": 0, ") : "",
-                                    "\"", spill, "\": ", budget, "} (", how, zero_budgets > 0 ?
-                                    "; the library's own budget for each Intel GPU, about 0, written as 0" : "", ")"));
+                                    "\"", spill, "\": ", budget, "}", zero_budgets > 0 ?
+                                    "; each Intel GPU: the library's own budget, about 0, written as 0" : "",
+                                    "; \"", spill, "\": ", how));
 }
 
 // I-MEM, V-TF-CPU-90: the spill-over device's budget: the host's available RAM; from Transformers 5.0 its own
 // get_max_memory keeps 90 % of it for "cpu" when the job passes none (a product of doubles, as Python's
 // `int * 0.90`, whose floor infer_auto_device_map compares the same against whole module sizes). `how` says which.
 uint64_t Resolution::SpillBudget(const std::string& spill, uint64_t ram, std::string& how) const {
-  if (spill != "cpu" || !versions_.Has(Feature::kTfCpuBudget90)) {
-    how = "available host RAM";
+  const std::string transformers = versions_.transformers().ToString();
+  if (spill == "mps") {
+    how = "available host RAM (mps: Accelerate gives it the RAM it shares, and no \"cpu\" key for the 90 % cut)";
     return ram;
   }
-  how = absl::StrCat("90 % of the available host RAM, ", versions_.Cite(Feature::kTfCpuBudget90));
+  if (!versions_.Has(Feature::kTfCpuBudget90)) {
+    how = absl::StrCat("available host RAM (V-TF-CPU-90: Transformers ", transformers,
+                       " < 5.0.0, whose from_pretrained budgets cpu with Accelerate's get_max_memory)");
+    return ram;
+  }
+  how = absl::StrCat("90 % of the available host RAM (V-TF-CPU-90: Transformers ", transformers,
+                     " >= 5.0.0, whose own get_max_memory keeps 10 % of the cpu's budget back when the job passes "
+                     "no max_memory)");
   return static_cast<uint64_t>(static_cast<double>(ram) * 0.90);
 }
 
@@ -247,7 +256,7 @@ std::string Budgets(const std::string& keyword, bool counted, std::vector<uint64
 
 }  // namespace
 
-// I-MEM: max_memory for the devices PlaceAutoDevices placed, and `spill` with the host's RAM; none
+// I-MEM: max_memory for the devices PlaceAutoDevices placed, and `spill` with its SpillBudget; none
 // when a device's memory is unknown.
 void Resolution::MaxMemory(const std::string& keyword, const RowState& r, const std::string& spill, uint64_t ram) {
   const int n = static_cast<int>(r.vis.units.size());

@@ -233,7 +233,9 @@ TEST(Resolver, CpuBudgetIsNinetyPercentOfTheRamFromTransformers5) {
     auto now = Resolve(b, Req::Infer(keyword).Transformers("5.0.0").Accelerate("1.12.0"));
     ASSERT_TRUE(now.ok()) << now.status();
     EXPECT_EQ(now->max_memory().at("cpu"), 1932735283u) << keyword;
-    EXPECT_THAT(absl::StrJoin(now->explanation(), "\n"), HasSubstr("\"cpu\": 90 % of the available host RAM, V-TF-CPU-90"));
+    EXPECT_THAT(absl::StrJoin(now->explanation(), "\n"), HasSubstr("\"cpu\": 90 % of the available host RAM (V-TF-CPU-90: Transformers 5.0.0 >= 5.0.0"));
+    EXPECT_THAT(absl::StrJoin(old->explanation(), "\n"),
+                HasSubstr("\"cpu\": available host RAM (V-TF-CPU-90: Transformers 4.57.6 < 5.0.0"));
   }
   InventoryBuilder none;  // no accelerator: everything on cpu, with the same budget
   none.Host().set_memory_available_bytes(2 * kGiB);
@@ -242,7 +244,10 @@ TEST(Resolver, CpuBudgetIsNinetyPercentOfTheRamFromTransformers5) {
   InventoryBuilder mac;
   mac.Add(v1::ROW_MPS, 1);
   mac.Host().set_memory_available_bytes(2 * kGiB);
-  EXPECT_EQ(Resolve(mac, Req::Infer("auto").Transformers("5.12.1"))->max_memory().at("mps"), 2 * kGiB);
+  auto apple = Resolve(mac, Req::Infer("auto").Transformers("5.12.1"));
+  ASSERT_TRUE(apple.ok()) << apple.status();
+  EXPECT_EQ(apple->max_memory().at("mps"), 2 * kGiB);
+  EXPECT_THAT(absl::StrJoin(apple->explanation(), "\n"), HasSubstr("\"mps\": available host RAM (mps: Accelerate"));
 }
 
 // Accelerate's get_balanced_memory counts a device only when torch.device(<its index>) is of the expected type, and
