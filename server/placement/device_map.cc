@@ -102,8 +102,9 @@ absl::Status Resolution::AutoMap(const std::string& keyword) {
 }
 
 // I-AUTO with no accelerator budget: every module on mps when it is available, else on cpu; max_memory
-// holds that device, with its SpillBudget (the host's available RAM; cpu 90 % of it from Transformers 5.0), after `zero_budgets` device indices with budget 0 (the
-// library's own keys, whose budgets hold no module: a job that passes max_memory gets what the library does).
+// holds that device, with its SpillBudget (the host's available RAM; cpu 90 % of it from Transformers 5.0),
+// after `zero_budgets` device indices with budget 0 (the library's own keys, whose budgets hold no module: a
+// job that passes max_memory gets what the library does).
 void Resolution::SpillOnly(const RowState* mps, uint64_t ram, const std::string& why, int zero_budgets) {
   if (mps != nullptr) {
     Answer(*mps, "mps");
