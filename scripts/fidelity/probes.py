@@ -64,6 +64,11 @@ def pw(wid, rank=None, world=2, use_cpu=False, device=None, env=None, strict=Fal
               device if device is not None else base.device, env or {})
 
 
+# The landing probes' workloads (the same on both sides of their boundaries).
+B0_FIRST = LW("b0-first", "first", "balanced_low_0", {"npu": [[15 << 30, 16 << 30]] * 2, "ram": [64 << 30, 128 << 30]},
+              4, True)
+CPU90 = LW("cpu90", "landing", "sequential", {"ram": [2 << 30, 128 << 30]}, 120, False)
+
 # acc: the Accelerate release on both sides of a Transformers probe (default: the one current at the rule's
 # first tag).
 P = collections.namedtuple("P", "rule host before after xla acc", defaults=(None,))
@@ -168,14 +173,10 @@ PROBES = [
       False),
     # Where the modules land (landing.py's scenarios): balanced_low_0 on two NPUs, counted by Transformers' own
     # get_balanced_memory from 5.0 (npu:1 first), not by Accelerate's (npu:0 first) ...
-    P("V-TF-BALANCED", "npu2", LW("b0-first", "first", "balanced_low_0",
-                                  {"npu": [[15 << 30, 16 << 30]] * 2, "ram": [64 << 30, 128 << 30]}, 4, True),
-      LW("b0-first", "first", "balanced_low_0", {"npu": [[15 << 30, 16 << 30]] * 2, "ram": [64 << 30, 128 << 30]}, 4,
-         True), False),
+    P("V-TF-BALANCED", "npu2", B0_FIRST, B0_FIRST, False),
     # ... and 120 layers (1.9 GiB) with 2 GiB of RAM available: all on cpu before 5.0, cpu and disk from 5.0, which
     # keeps 10 % of the cpu's budget; devplace's max_memory must give the same landing.
-    P("V-TF-CPU-90", "cpu", LW("cpu90", "landing", "sequential", {"ram": [2 << 30, 128 << 30]}, 120, False),
-      LW("cpu90", "landing", "sequential", {"ram": [2 << 30, 128 << 30]}, 120, False), False),
+    P("V-TF-CPU-90", "cpu", CPU90, CPU90, False),
 ]
 # Process-level variables (read once, at import): USE_TORCH_XLA, USE_TF.
 PROCESS_ENV = ("USE_TORCH_XLA", "USE_TF")

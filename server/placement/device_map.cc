@@ -128,17 +128,16 @@ void Resolution::SpillOnly(const RowState* mps, uint64_t ram, const std::string&
 // get_max_memory keeps 90 % of it for "cpu" when the job passes none (a product of doubles, as Python's
 // `int * 0.90`, whose floor infer_auto_device_map compares the same against whole module sizes). `how` says which.
 uint64_t Resolution::SpillBudget(const std::string& spill, uint64_t ram, std::string& how) const {
-  const std::string transformers = versions_.transformers().ToString();
   if (spill == "mps") {
     how = "available host RAM (mps: Accelerate gives it the RAM it shares, and no \"cpu\" key for the 90 % cut)";
     return ram;
   }
   if (!versions_.Has(Feature::kTfCpuBudget90)) {
-    how = absl::StrCat("available host RAM (V-TF-CPU-90: Transformers ", transformers,
+    how = absl::StrCat("available host RAM (V-TF-CPU-90: Transformers ", versions_.transformers().ToString(),
                        " < 5.0.0, whose from_pretrained budgets cpu with Accelerate's get_max_memory)");
     return ram;
   }
-  how = absl::StrCat("90 % of the available host RAM (V-TF-CPU-90: Transformers ", transformers,
+  how = absl::StrCat("90 % of the available host RAM (V-TF-CPU-90: Transformers ", versions_.transformers().ToString(),
                      " >= 5.0.0, whose own get_max_memory keeps 10 % of the cpu's budget back when the job passes "
                      "no max_memory)");
   return static_cast<uint64_t>(static_cast<double>(ram) * 0.90);
